@@ -1,0 +1,110 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AssetSpec describes an energy asset at a site.
+// +kubebuilder:validation:XValidation:rule="self.siteName == oldSelf.siteName",message="siteName is immutable"
+// +kubebuilder:validation:XValidation:rule="self.externalID == oldSelf.externalID",message="externalID is immutable"
+type AssetSpec struct {
+	// SiteName is the name of the Site, in the same namespace, where the asset is located.
+	// Immutable.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SiteName string `json:"siteName"`
+
+	// ExternalID is the API client's (vendor-specific) identifier of the asset, unique within
+	// the organisation. Immutable.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	ExternalID string `json:"externalID"`
+
+	// Type of the asset.
+	Type AssetType `json:"type"`
+
+	// Model is the name of an AssetModel in the catalogue (its spec.modelName). Asset-level
+	// metering needs a known, CoP11-qualified model.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Model string `json:"model,omitempty"`
+
+	// InstallationDate is when the asset was installed, YYYY-MM-DD.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
+	// +kubebuilder:validation:MaxLength=10
+	InstallationDate string `json:"installationDate,omitempty"`
+
+	// SerialNumber of the asset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	SerialNumber string `json:"serialNumber,omitempty"`
+
+	// PowerKW is the power rating in kW.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PowerKW *float64 `json:"powerKW,omitempty"`
+
+	// CapacityKWh is the storage capacity in kWh.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	CapacityKWh *float64 `json:"capacityKWh,omitempty"`
+
+	// CustomDispatchPowerKW is the power used for dispatch when it differs from the rating.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	CustomDispatchPowerKW *float64 `json:"customDispatchPowerKW,omitempty"`
+}
+
+// AssetStatus is the observed state of an Asset.
+type AssetStatus struct {
+	// ObservedGeneration is the generation of the spec the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready is True when the asset's site exists.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// NeedsReauthorisation is true when the owner must re-authorise their device connection
+	// to keep taking part in events. Device integrations set it through the status subresource.
+	// +optional
+	NeedsReauthorisation bool `json:"needsReauthorisation,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:selectablefield:JSONPath=`.spec.siteName`
+// +kubebuilder:resource:shortName=fasset,categories=flexsite
+// +kubebuilder:printcolumn:name="Site",type=string,JSONPath=`.spec.siteName`
+// +kubebuilder:printcolumn:name="External ID",type=string,JSONPath=`.spec.externalID`
+// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="Power kW",type=number,JSONPath=`.spec.powerKW`
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Asset is an energy asset (EV charger, battery, heat pump, hot water tank, EV...) at a Site.
+type Asset struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   AssetSpec   `json:"spec,omitempty"`
+	Status AssetStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// AssetList contains a list of Asset.
+type AssetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Asset `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Asset{}, &AssetList{})
+}

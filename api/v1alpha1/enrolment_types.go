@@ -1,0 +1,102 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// EnrolmentSpec asks for a site to take part in a proposition.
+// +kubebuilder:validation:XValidation:rule="self.siteName == oldSelf.siteName",message="siteName is immutable"
+// +kubebuilder:validation:XValidation:rule="self.proposition == oldSelf.proposition",message="proposition is immutable"
+type EnrolmentSpec struct {
+	// SiteName is the name of the Site, in the same namespace, to enrol. Immutable.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SiteName string `json:"siteName"`
+
+	// Proposition to enrol the site in. Immutable.
+	Proposition PropositionName `json:"proposition"`
+
+	// OverrideWithdrawal re-enrols a site that previously withdrew from the proposition.
+	// Without it, such an enrolment stays in phase Withdrawn.
+	// +optional
+	OverrideWithdrawal bool `json:"overrideWithdrawal,omitempty"`
+}
+
+// EnrolmentPhase summarises an enrolment's state.
+// +kubebuilder:validation:Enum=Pending;Active;NotEligible;Withdrawn
+type EnrolmentPhase string
+
+const (
+	// EnrolmentPending: the site does not exist (yet) or its eligibility is not computed yet.
+	EnrolmentPending EnrolmentPhase = "Pending"
+	// EnrolmentActive: the site is enrolled and eligible.
+	EnrolmentActive EnrolmentPhase = "Active"
+	// EnrolmentNotEligible: the site is not eligible; status.issues says why. It becomes
+	// active by itself once the site turns eligible.
+	EnrolmentNotEligible EnrolmentPhase = "NotEligible"
+	// EnrolmentWithdrawn: the household withdrew from this proposition before and the
+	// enrolment does not override that.
+	EnrolmentWithdrawn EnrolmentPhase = "Withdrawn"
+)
+
+// EnrolmentStatus is the observed state of an Enrolment.
+type EnrolmentStatus struct {
+	// ObservedGeneration is the generation of the spec the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready is True when the enrolment is active.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Phase summarises the enrolment's state.
+	// +optional
+	Phase EnrolmentPhase `json:"phase,omitempty"`
+
+	// Issues are the eligibility issue codes of the site's assets when it is not eligible.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	Issues []EligibilityIssue `json:"issues,omitempty"`
+
+	// EnrolledAt is when the enrolment first became active. Deleting an enrolment that was
+	// ever active records a withdrawal on the Site.
+	// +optional
+	EnrolledAt *metav1.Time `json:"enrolledAt,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:selectablefield:JSONPath=`.spec.siteName`
+// +kubebuilder:resource:shortName=fenrol,categories=flexsite
+// +kubebuilder:printcolumn:name="Site",type=string,JSONPath=`.spec.siteName`
+// +kubebuilder:printcolumn:name="Proposition",type=string,JSONPath=`.spec.proposition`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Enrolment enrols a Site in a flexibility proposition. Deleting it unenrols the site and is
+// remembered as a withdrawal on the Site.
+type Enrolment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   EnrolmentSpec   `json:"spec,omitempty"`
+	Status EnrolmentStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// EnrolmentList contains a list of Enrolment.
+type EnrolmentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Enrolment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Enrolment{}, &EnrolmentList{})
+}

@@ -1,0 +1,65 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PropositionSpec holds the eligibility rules of one flexibility proposition.
+type PropositionSpec struct {
+	// Proposition is the name the REST API uses. The object's name must be the same with
+	// underscores turned into dashes (limited_pause -> limited-pause), so there is one rule set
+	// per proposition.
+	Proposition PropositionName `json:"proposition"`
+
+	// Description for people.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+
+	// RequiresBoundaryMeterConsent: enrolling needs the household's boundary meter consent.
+	// +optional
+	RequiresBoundaryMeterConsent bool `json:"requiresBoundaryMeterConsent,omitempty"`
+
+	// BoundaryMeterQualifies: a half-hourly settled site with boundary meter consent qualifies
+	// through its boundary meter, whatever its asset models.
+	// +optional
+	// +kubebuilder:default=true
+	BoundaryMeterQualifies bool `json:"boundaryMeterQualifies"`
+
+	// AssetTypes restricts the asset types that take part; empty means every type.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	AssetTypes []AssetType `json:"assetTypes,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=fprop,categories=flexsite
+// +kubebuilder:printcolumn:name="Proposition",type=string,JSONPath=`.spec.proposition`
+// +kubebuilder:printcolumn:name="Needs consent",type=boolean,JSONPath=`.spec.requiresBoundaryMeterConsent`
+// +kubebuilder:printcolumn:name="Boundary meter qualifies",type=boolean,JSONPath=`.spec.boundaryMeterQualifies`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name == self.spec.proposition.replace('_', '-')",message="metadata.name must be spec.proposition with '_' replaced by '-'"
+
+// Proposition holds the eligibility rules of a flexibility proposition as data, so a platform
+// team can change them without a release. Cluster-scoped: the rules are the same for every
+// organisation. A proposition with no Proposition object is not offered.
+type Proposition struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec PropositionSpec `json:"spec,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// PropositionList contains a list of Proposition.
+type PropositionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Proposition `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Proposition{}, &PropositionList{})
+}

@@ -1,0 +1,218 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SiteSpec describes a household: its electricity meter point and what it consented to.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.mpan) || (has(self.mpan) && self.mpan == oldSelf.mpan)",message="mpan is immutable once set"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.externalUserID) || (has(self.externalUserID) && self.externalUserID == oldSelf.externalUserID)",message="externalUserID is immutable once set"
+type SiteSpec struct {
+	// MPAN is the 13-digit core of the site's Meter Point Administration Number (spaces removed).
+	// Its last digit is a check digit. It may be empty only for a site created on demand for an
+	// end user (component token) whose meter point is not known yet. Immutable once set.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9]{13}$`
+	MPAN string `json:"mpan,omitempty"`
+
+	// Postcode is the UK postcode of the site, upper case with one space (e.g. "SW1A 1AA").
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:Pattern=`^([A-Z]{1,2}[0-9][A-Z0-9]? [0-9][A-Z]{2}|GIR 0AA)$`
+	Postcode string `json:"postcode,omitempty"`
+
+	// StreetAddress is the street address of the site.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	StreetAddress string `json:"streetAddress,omitempty"`
+
+	// Email of the household, used for payments, payment-failure notices and optional
+	// two-factor codes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=254
+	Email string `json:"email,omitempty"`
+
+	// BoundaryMeterConsentAt is when the household consented to boundary meter readings.
+	// +optional
+	BoundaryMeterConsentAt *metav1.Time `json:"boundaryMeterConsentAt,omitempty"`
+
+	// HalfHourlySettled tells whether the meter point is settled half-hourly. A half-hourly
+	// settled site with boundary meter consent qualifies through its boundary meter.
+	// +optional
+	HalfHourlySettled bool `json:"halfHourlySettled,omitempty"`
+
+	// NonDomestic marks a business site; propositions are for domestic sites only.
+	// +optional
+	NonDomestic bool `json:"nonDomestic,omitempty"`
+
+	// ExternalUserID is the API client's identifier of the end user living here, for sites
+	// created through the component-token flow. Immutable once set.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	ExternalUserID string `json:"externalUserID,omitempty"`
+
+	// DispatchMethods the household consented to (legacy onboard).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	DispatchMethods []DispatchMethod `json:"dispatchMethods,omitempty"`
+
+	// Markets the site takes part in.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	Markets []Market `json:"markets,omitempty"`
+
+	// Tariff of the household.
+	// +optional
+	Tariff *Tariff `json:"tariff,omitempty"`
+}
+
+// DispatchMethod is a way the site may be dispatched.
+// +kubebuilder:validation:Enum=cm_infrequent_dispatch;full_asset_schedule_control;limited_pause;vpp_limited_control
+type DispatchMethod string
+
+// Market is an energy market the site takes part in.
+// +kubebuilder:validation:Enum=cm;dfs;dno;lcm;sffr;wholesale
+type Market string
+
+// TariffType is the kind of electricity tariff.
+// +kubebuilder:validation:Enum=single_rate;dual_rate;dynamic;smart;unknown
+type TariffType string
+
+// Tariff describes the household's electricity tariff.
+type Tariff struct {
+	// Type of tariff.
+	// +optional
+	Type TariffType `json:"type,omitempty"`
+	// CheapStartTime is the start of the off-peak period, HH:MM or HH:MM:SS.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$`
+	CheapStartTime string `json:"cheapStartTime,omitempty"`
+	// CheapEndTime is the end of the off-peak period, HH:MM or HH:MM:SS.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$`
+	CheapEndTime string `json:"cheapEndTime,omitempty"`
+}
+
+// SiteProperties are the site-level facts eligibility depends on.
+type SiteProperties struct {
+	// HasMeterConsent is true when the household consented to boundary meter readings.
+	// +optional
+	HasMeterConsent bool `json:"hasMeterConsent"`
+	// IsHalfHourlySettled is true when the meter point is settled half-hourly.
+	// +optional
+	IsHalfHourlySettled bool `json:"isHalfHourlySettled"`
+}
+
+// PropositionEligibility is one asset's eligibility for one proposition.
+type PropositionEligibility struct {
+	// Proposition evaluated.
+	Proposition PropositionName `json:"proposition"`
+	// Eligible is true when the asset qualifies for the proposition.
+	Eligible bool `json:"eligible"`
+	// Issues explain why the asset does not qualify (empty when eligible).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	Issues []EligibilityIssue `json:"issues,omitempty"`
+}
+
+// AssetEligibility is one asset's eligibility for every proposition.
+type AssetEligibility struct {
+	// Name of the Asset object.
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// ID is the asset's API identifier (UUID).
+	// +optional
+	// +kubebuilder:validation:MaxLength=36
+	ID string `json:"id,omitempty"`
+	// ExternalID is the API client's identifier of the asset.
+	// +kubebuilder:validation:MaxLength=256
+	ExternalID string `json:"externalID"`
+	// Propositions lists the asset's eligibility per proposition.
+	// +listType=map
+	// +listMapKey=proposition
+	// +kubebuilder:validation:MaxItems=16
+	Propositions []PropositionEligibility `json:"propositions"`
+}
+
+// SiteStatus is the observed state of a Site: its eligibility, computed by the controller.
+type SiteStatus struct {
+	// ObservedGeneration is the generation of the spec the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready (the status reflects the current spec, assets and rules) and Eligible
+	// (the site can enrol in at least one proposition).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Properties are the site-level facts eligibility was computed from.
+	// +optional
+	Properties SiteProperties `json:"properties"`
+
+	// EligiblePropositions the site can enrol in: a site is eligible when one of its assets is.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	EligiblePropositions []PropositionName `json:"eligiblePropositions,omitempty"`
+
+	// Assets holds the per-asset, per-proposition eligibility detail.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Assets []AssetEligibility `json:"assets,omitempty"`
+
+	// Withdrawals lists the propositions the household withdrew from, and when (mirrors the
+	// site's withdrawal.flexsite.io/ annotations, where the record itself is kept).
+	// +optional
+	// +listType=map
+	// +listMapKey=proposition
+	// +kubebuilder:validation:MaxItems=16
+	Withdrawals []Withdrawal `json:"withdrawals,omitempty"`
+}
+
+// Withdrawal records that a household withdrew from a proposition.
+type Withdrawal struct {
+	// Proposition withdrawn from.
+	Proposition PropositionName `json:"proposition"`
+	// At is when the withdrawal was recorded.
+	At metav1.Time `json:"at"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=fsite,categories=flexsite
+// +kubebuilder:printcolumn:name="MPAN",type=string,JSONPath=`.spec.mpan`
+// +kubebuilder:printcolumn:name="Postcode",type=string,JSONPath=`.spec.postcode`
+// +kubebuilder:printcolumn:name="Eligible",type=string,JSONPath=`.status.eligiblePropositions`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Site is a household with an electricity meter point (MPAN), registered by an organisation.
+// Its status holds the eligibility of the site and each of its assets for every proposition.
+type Site struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   SiteSpec   `json:"spec,omitempty"`
+	Status SiteStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// SiteList contains a list of Site.
+type SiteList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Site `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Site{}, &SiteList{})
+}

@@ -1,0 +1,188 @@
+// Command manager runs Flexsite: the Site, Asset and Enrolment controllers and the REST
+// facade, in one process. Against a cluster it uses the kubeconfig (--kubeconfig, $KUBECONFIG)
+// or in-cluster config, with leader election for the controllers; with --embedded it first
+// starts a local control plane (etcd + kube-apiserver) and bootstraps a demo organisation.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/embedded"
+	"github.com/flexsite/flexsite/internal/facade"
+)
+
+// defaultDemoPassword is the embedded demo client's password when FLEXSITE_DEMO_PASSWORD is
+// not set. It is for a developer's machine only: --embedded never runs against a cluster.
+const defaultDemoPassword = "flexsite-demo"
+
+type options struct {
+	apiAddr, metricsAddr, probeAddr string
+	leaderElect                     bool
+	embedded                        bool
+	binDir, crdDir, rulesDir        string
+	dataDir, kubeconfigOut          string
+	installRules                    bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.apiAddr, "api-addr", envOr("FLEXSITE_API_ADDR", "127.0.0.1:8080"), "Address the REST API listens on ($FLEXSITE_API_ADDR).")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", "0", "Address of the manager's own /healthz and /readyz; 0 disables it (the REST API serves both too).")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles; every replica serves the REST API.")
+	flag.BoolVar(&o.embedded, "embedded", false, "Start a local control plane (etcd + kube-apiserver) and a demo organisation, for development.")
+	flag.StringVar(&o.binDir, "embedded-bin-dir", "bin/k8s/1.37.1", "With --embedded: directory of the etcd and kube-apiserver binaries (hack/ensure-k8s-binaries.sh).")
+	flag.StringVar(&o.crdDir, "embedded-crd-dir", "config/crd/bases", "With --embedded: CRDs to install.")
+	flag.StringVar(&o.dataDir, "embedded-data-dir", "bin/embedded/etcd", "With --embedded: etcd data directory, kept between runs; empty for a throwaway one.")
+	flag.StringVar(&o.kubeconfigOut, "embedded-kubeconfig", "bin/embedded/kubeconfig", "With --embedded: where to write the admin kubeconfig for kubectl.")
+	flag.BoolVar(&o.installRules, "install-default-rules", false, "Create the default Propositions and AssetModels of --rules-dir that do not exist yet (always on with --embedded).")
+	flag.StringVar(&o.rulesDir, "rules-dir", "config/rules", "Directory of the default Propositions and AssetModels.")
+	zapOpts := zap.Options{Development: true}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		ctrl.Log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	log := ctrl.Log.WithName("setup")
+	var cfg *rest.Config
+	if o.embedded {
+		log.Info("starting the embedded control plane", "binaries", o.binDir, "data", o.dataDir)
+		cp, err := embedded.Start(embedded.Options{BinaryDir: o.binDir, CRDDir: o.crdDir, DataDir: o.dataDir, KubeconfigPath: o.kubeconfigOut})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			log.Info("stopping the embedded control plane")
+			if err := cp.Stop(); err != nil {
+				log.Error(err, "stopping the embedded control plane")
+			}
+		}()
+		cfg = cp.Config
+		kubeconfig, _ := filepath.Abs(o.kubeconfigOut)
+		fmt.Printf("\nEmbedded control plane is up. In another shell:\n    export KUBECONFIG=%s\n\n", kubeconfig)
+	} else {
+		var err error
+		if cfg, err = ctrl.GetConfig(); err != nil {
+			return fmt.Errorf("no cluster to talk to (use --kubeconfig, $KUBECONFIG, in-cluster config, or --embedded): %w", err)
+		}
+	}
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(flexv1.AddToScheme(scheme))
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              "flexsite-manager.flexsite.io",
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := controllers.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the controllers: %w", err)
+	}
+
+	var synced atomic.Bool
+	if err := mgr.Add(facade.NewServer(o.apiAddr, synced.Load, ctrl.Log.WithName("api"))); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", func(_ *http.Request) error { return readyErr(synced.Load()) }); err != nil {
+		return err
+	}
+	// Mark ready once the caches have synced: the facade reads through them.
+	if err := mgr.Add(runnableFunc(func(ctx context.Context) error {
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil
+		}
+		synced.Store(true)
+		return nil
+	})); err != nil {
+		return err
+	}
+
+	if o.embedded || o.installRules {
+		if err := installDefaults(ctx, cfg, scheme, o); err != nil {
+			return err
+		}
+	}
+
+	log.Info("starting the manager")
+	return mgr.Start(ctx)
+}
+
+// installDefaults creates the default rules and, in embedded mode, the demo organisation.
+func installDefaults(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o options) error {
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	n, err := bootstrap.ApplyDefaults(ctx, c, o.rulesDir)
+	if err != nil {
+		return fmt.Errorf("installing the default rules: %w", err)
+	}
+	ctrl.Log.WithName("setup").Info("default rules installed", "created", n, "from", o.rulesDir)
+	if !o.embedded {
+		return nil
+	}
+	password := envOr("FLEXSITE_DEMO_PASSWORD", defaultDemoPassword)
+	if err := bootstrap.EnsureOrganisation(ctx, c, bootstrap.Organisation{
+		Namespace: "demo", Username: "demo", Password: password,
+		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents},
+	}); err != nil {
+		return fmt.Errorf("bootstrapping the demo organisation: %w", err)
+	}
+	ctrl.Log.WithName("setup").Info("demo organisation ready", "namespace", "demo", "username", "demo",
+		"password", "$FLEXSITE_DEMO_PASSWORD or the documented default")
+	return nil
+}
+
+type runnableFunc func(context.Context) error
+
+func (f runnableFunc) Start(ctx context.Context) error { return f(ctx) }
+
+func readyErr(ok bool) error {
+	if !ok {
+		return errors.New("caches not synced")
+	}
+	return nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,47 @@
+package controllers
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/identity"
+)
+
+// ensureMetadata adds what the controllers own in an object's metadata, in one patch:
+// the Flexsite finalizer (when withFinalizer) and, when withID, an API id label for objects
+// created without one (kubectl or GitOps; the REST facade and the defaulting webhook set it
+// at creation). The patch carries the resourceVersion, so a concurrent change is a conflict,
+// not a lost finalizer.
+func ensureMetadata(ctx context.Context, c client.Client, obj client.Object, withFinalizer, withID bool) error {
+	needFinalizer := withFinalizer && !controllerutil.ContainsFinalizer(obj, flexv1.Finalizer)
+	needID := withID && obj.GetLabels()[flexv1.IDLabel] == ""
+	if !needFinalizer && !needID {
+		return nil
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	if needFinalizer {
+		controllerutil.AddFinalizer(obj, flexv1.Finalizer)
+	}
+	if needID {
+		labels := obj.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[flexv1.IDLabel] = identity.NewID()
+		obj.SetLabels(labels)
+	}
+	return c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+}
+
+// removeFinalizer lets the API server finish deleting obj.
+func removeFinalizer(ctx context.Context, c client.Client, obj client.Object) error {
+	if !controllerutil.ContainsFinalizer(obj, flexv1.Finalizer) {
+		return nil
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	controllerutil.RemoveFinalizer(obj, flexv1.Finalizer)
+	return client.IgnoreNotFound(c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})))
+}

@@ -1,0 +1,91 @@
+// Package identity derives object names from natural keys and hands out API identifiers.
+//
+// Names come from the natural key (a site's MPAN, an asset's external id, site+proposition for
+// an enrolment) so that the API server itself rejects a duplicate created concurrently
+// (AlreadyExists) and every lookup by key is a GET, not a scan. The UUIDs the REST API hands
+// out are kept in the flexsite.io/id label: stable for the life of the object and carried by
+// any backup that recreates objects from YAML (metadata.uid is not).
+package identity
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"github.com/google/uuid"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+)
+
+// maxName is the longest object name the API server accepts (DNS subdomain).
+const maxName = 253
+
+// NewID returns a fresh API identifier.
+func NewID() string { return uuid.NewString() }
+
+// SiteNameForMPAN names the Site of a meter point.
+func SiteNameForMPAN(mpan string) string { return "mpan-" + mpan }
+
+// SiteNameForExternalUser names the Site created on demand for an end user of the component
+// token flow. The external user id is the API client's, so it is hashed, not trusted as a name.
+func SiteNameForExternalUser(externalUserID string) string {
+	return "user-" + digest(externalUserID, 20)
+}
+
+// AssetName names an Asset from its external id: a readable slug of it plus a digest, so two
+// ids that slug alike ("EV_1" and "ev-1") still get different names.
+func AssetName(externalID string) string {
+	return "asset-" + slug(externalID, 40) + digest(externalID, 12)
+}
+
+// EnrolmentName names the Enrolment of a site in a proposition.
+func EnrolmentName(siteName string, p flexv1.PropositionName) string {
+	name := siteName + "." + PropositionObjectName(p)
+	if len(name) > maxName {
+		name = "site-" + digest(siteName, 20) + "." + PropositionObjectName(p)
+	}
+	return name
+}
+
+// RewardLedgerName names the RewardLedger of a site: one ledger per site, named after it.
+func RewardLedgerName(siteName string) string { return siteName }
+
+// PropositionObjectName is the object name of a Proposition (underscores are not allowed in names).
+func PropositionObjectName(p flexv1.PropositionName) string {
+	return strings.ReplaceAll(string(p), "_", "-")
+}
+
+// WithdrawalAnnotation is the Site annotation that records a withdrawal from p.
+func WithdrawalAnnotation(p flexv1.PropositionName) string {
+	return flexv1.WithdrawalAnnotationPrefix + string(p)
+}
+
+// slug keeps the name-safe characters of s, lower-cased, at most n of them, ending in '-'
+// (or empty when nothing is left).
+func slug(s string, n int) string {
+	var b strings.Builder
+	lastDash := true
+	for _, r := range strings.ToLower(s) {
+		if b.Len() >= n {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+			lastDash = false
+		case !lastDash:
+			b.WriteByte('-')
+			lastDash = true
+		}
+	}
+	out := strings.TrimRight(b.String(), "-")
+	if out == "" {
+		return ""
+	}
+	return out + "-"
+}
+
+func digest(s string, n int) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:n]
+}
