@@ -80,5 +80,5 @@ type APIClientList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&APIClient{}, &APIClientList{})
+	register(&APIClient{}, &APIClientList{})
 }

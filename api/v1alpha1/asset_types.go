@@ -106,5 +106,5 @@ type AssetList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Asset{}, &AssetList{})
+	register(&Asset{}, &AssetList{})
 }

@@ -72,5 +72,5 @@ type AssetModelList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&AssetModel{}, &AssetModelList{})
+	register(&AssetModel{}, &AssetModelList{})
 }

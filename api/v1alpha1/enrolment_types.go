@@ -98,5 +98,5 @@ type EnrolmentList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Enrolment{}, &EnrolmentList{})
+	register(&Enrolment{}, &EnrolmentList{})
 }

@@ -61,5 +61,5 @@ type PropositionList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Proposition{}, &PropositionList{})
+	register(&Proposition{}, &PropositionList{})
 }

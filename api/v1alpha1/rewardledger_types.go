@@ -85,5 +85,5 @@ type RewardLedgerList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&RewardLedger{}, &RewardLedgerList{})
+	register(&RewardLedger{}, &RewardLedgerList{})
 }

@@ -214,5 +214,5 @@ type SiteList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Site{}, &SiteList{})
+	register(&Site{}, &SiteList{})
 }

@@ -46,16 +46,24 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.apiAddr, "api-addr", envOr("FLEXSITE_API_ADDR", "127.0.0.1:8080"), "Address the REST API listens on ($FLEXSITE_API_ADDR).")
+	flag.StringVar(&o.apiAddr, "api-addr", envOr("FLEXSITE_API_ADDR", "127.0.0.1:8080"),
+		"Address the REST API listens on ($FLEXSITE_API_ADDR).")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it.")
-	flag.StringVar(&o.probeAddr, "health-probe-bind-address", "0", "Address of the manager's own /healthz and /readyz; 0 disables it (the REST API serves both too).")
-	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles; every replica serves the REST API.")
-	flag.BoolVar(&o.embedded, "embedded", false, "Start a local control plane (etcd + kube-apiserver) and a demo organisation, for development.")
-	flag.StringVar(&o.binDir, "embedded-bin-dir", "bin/k8s/1.37.1", "With --embedded: directory of the etcd and kube-apiserver binaries (hack/ensure-k8s-binaries.sh).")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", "0",
+		"Address of the manager's own /healthz and /readyz; 0 disables it (the REST API serves both too).")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false,
+		"Elect a leader so that only one replica reconciles; every replica serves the REST API.")
+	flag.BoolVar(&o.embedded, "embedded", false,
+		"Start a local control plane (etcd + kube-apiserver) and a demo organisation, for development.")
+	flag.StringVar(&o.binDir, "embedded-bin-dir", "bin/k8s/1.37.1",
+		"With --embedded: directory of the etcd and kube-apiserver binaries (hack/ensure-k8s-binaries.sh).")
 	flag.StringVar(&o.crdDir, "embedded-crd-dir", "config/crd/bases", "With --embedded: CRDs to install.")
-	flag.StringVar(&o.dataDir, "embedded-data-dir", "bin/embedded/etcd", "With --embedded: etcd data directory, kept between runs; empty for a throwaway one.")
-	flag.StringVar(&o.kubeconfigOut, "embedded-kubeconfig", "bin/embedded/kubeconfig", "With --embedded: where to write the admin kubeconfig for kubectl.")
-	flag.BoolVar(&o.installRules, "install-default-rules", false, "Create the default Propositions and AssetModels of --rules-dir that do not exist yet (always on with --embedded).")
+	flag.StringVar(&o.dataDir, "embedded-data-dir", "bin/embedded/etcd",
+		"With --embedded: etcd data directory, kept between runs; empty for a throwaway one.")
+	flag.StringVar(&o.kubeconfigOut, "embedded-kubeconfig", "bin/embedded/kubeconfig",
+		"With --embedded: where to write the admin kubeconfig for kubectl.")
+	flag.BoolVar(&o.installRules, "install-default-rules", false,
+		"Create the default Propositions and AssetModels of --rules-dir that do not exist yet (always on with --embedded).")
 	flag.StringVar(&o.rulesDir, "rules-dir", "config/rules", "Directory of the default Propositions and AssetModels.")
 	zapOpts := zap.Options{Development: true}
 	zapOpts.BindFlags(flag.CommandLine)

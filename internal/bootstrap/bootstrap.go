@@ -77,6 +77,9 @@ func readObjects(file string) ([]*unstructured.Unstructured, error) {
 	}
 }
 
+// passwordHashKey is the Secret key that holds an API client's bcrypt password hash.
+const passwordHashKey = "password-hash"
+
 // Organisation describes an organisation (a namespace) and one API client of it.
 type Organisation struct {
 	// Namespace of the organisation.
@@ -108,19 +111,19 @@ func EnsureOrganisation(ctx context.Context, c client.Client, org Organisation) 
 		secret = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: org.Namespace, Name: secretName},
 			Type:       corev1.SecretTypeOpaque,
-			Data:       map[string][]byte{"password-hash": hash},
+			Data:       map[string][]byte{passwordHashKey: hash},
 		}
 		if err := c.Create(ctx, secret); err != nil {
 			return fmt.Errorf("creating secret %s/%s: %w", org.Namespace, secretName, err)
 		}
 	case err != nil:
 		return err
-	case bcrypt.CompareHashAndPassword(secret.Data["password-hash"], []byte(org.Password)) != nil:
+	case bcrypt.CompareHashAndPassword(secret.Data[passwordHashKey], []byte(org.Password)) != nil:
 		hash, err := bcrypt.GenerateFromPassword([]byte(org.Password), bcrypt.DefaultCost)
 		if err != nil {
 			return err
 		}
-		secret.Data = map[string][]byte{"password-hash": hash}
+		secret.Data = map[string][]byte{passwordHashKey: hash}
 		if err := c.Update(ctx, secret); err != nil {
 			return fmt.Errorf("updating secret %s/%s: %w", org.Namespace, secretName, err)
 		}
@@ -130,7 +133,7 @@ func EnsureOrganisation(ctx context.Context, c client.Client, org Organisation) 
 		ObjectMeta: metav1.ObjectMeta{Namespace: org.Namespace, Name: strings.ToLower(org.Username)},
 		Spec: flexv1.APIClientSpec{
 			Username:              org.Username,
-			PasswordHashSecretRef: flexv1.SecretKeyRef{Name: secretName, Key: "password-hash"},
+			PasswordHashSecretRef: flexv1.SecretKeyRef{Name: secretName, Key: passwordHashKey},
 			Roles:                 org.Roles,
 		},
 	}

@@ -33,13 +33,14 @@ func TestNamesAreDeterministicAndDistinct(t *testing.T) {
 	if AssetName("EV_1") == AssetName("ev-1") {
 		t.Fatal("external ids that slug alike must get different names")
 	}
-	if AssetName("charger-001") != AssetName("charger-001") {
+	first, second := AssetName("charger-001"), AssetName("charger-001")
+	if first != second {
 		t.Fatal("asset names must be deterministic")
 	}
 	if got := EnrolmentName("mpan-1", flexv1.PropositionLimitedPause); got != "mpan-1.limited-pause" {
 		t.Fatalf("enrolment name = %q", got)
 	}
-	if NewID() == NewID() {
+	if id1, id2 := NewID(), NewID(); id1 == id2 {
 		t.Fatal("ids must be unique")
 	}
 }

@@ -8,6 +8,13 @@ import (
 )
 
 // checkErr fails t unless err is nil (wantType == "") or an *Error of type wantType.
+func noErr(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("unexpected error: %v", err)
+	}
+}
+
 func checkErr(t *testing.T, err error, wantType string) *Error {
 	t.Helper()
 	if wantType == "" {
@@ -80,7 +87,7 @@ func TestNormaliseMPAN(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := NormaliseMPAN(tt.in)
 			if tt.wantMsg == "" {
-				checkErr(t, err, "")
+				noErr(t, err)
 				if got != tt.want {
 					t.Fatalf("got %q, want %q", got, tt.want)
 				}
@@ -144,7 +151,7 @@ func TestNormalisePostcode(t *testing.T) {
 			}
 			continue
 		}
-		checkErr(t, err, "")
+		noErr(t, err)
 		if got != tt.want {
 			t.Errorf("NormalisePostcode(%q) = %q, want %q", tt.in, got, tt.want)
 		}
@@ -264,7 +271,7 @@ func TestParseAwareTimestamp(t *testing.T) {
 			}
 			continue
 		}
-		checkErr(t, err, "")
+		noErr(t, err)
 		_, gotOff := got.Zone()
 		_, wantOff := tt.want.Zone()
 		if !got.Equal(tt.want) || gotOff != wantOff {
@@ -309,7 +316,7 @@ func TestParseDate(t *testing.T) {
 			}
 			continue
 		}
-		checkErr(t, err, "")
+		noErr(t, err)
 		if s := got.Format(time.DateOnly); s != tt.in || got.Location() != time.UTC || got.Hour() != 0 {
 			t.Errorf("ParseDate(%q) = %v", tt.in, got)
 		}
@@ -380,7 +387,7 @@ func TestParseUUID(t *testing.T) {
 			}
 			continue
 		}
-		checkErr(t, err, "")
+		noErr(t, err)
 		if got != tt.want {
 			t.Errorf("ParseUUID(%q) = %q, want %q", tt.in, got, tt.want)
 		}
