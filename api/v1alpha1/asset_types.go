@@ -78,6 +78,7 @@ type AssetStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:selectablefield:JSONPath=`.spec.siteName`
+// +kubebuilder:selectablefield:JSONPath=`.spec.externalID`
 // +kubebuilder:resource:shortName=fasset,categories=flexsite
 // +kubebuilder:printcolumn:name="Site",type=string,JSONPath=`.spec.siteName`
 // +kubebuilder:printcolumn:name="External ID",type=string,JSONPath=`.spec.externalID`

@@ -187,6 +187,8 @@ type Withdrawal struct {
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:selectablefield:JSONPath=`.spec.mpan`
+// +kubebuilder:selectablefield:JSONPath=`.spec.externalUserID`
 // +kubebuilder:resource:shortName=fsite,categories=flexsite
 // +kubebuilder:printcolumn:name="MPAN",type=string,JSONPath=`.spec.mpan`
 // +kubebuilder:printcolumn:name="Postcode",type=string,JSONPath=`.spec.postcode`

@@ -12,7 +12,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -26,6 +31,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/embedded"
 	"github.com/flexsite/flexsite/internal/facade"
@@ -42,6 +48,8 @@ type options struct {
 	binDir, crdDir, rulesDir        string
 	dataDir, kubeconfigOut          string
 	installRules                    bool
+	tokenKeysSecret                 string
+	rewards                         facade.RewardPolicy
 }
 
 func main() {
@@ -65,6 +73,12 @@ func main() {
 	flag.BoolVar(&o.installRules, "install-default-rules", false,
 		"Create the default Propositions and AssetModels of --rules-dir that do not exist yet (always on with --embedded).")
 	flag.StringVar(&o.rulesDir, "rules-dir", "config/rules", "Directory of the default Propositions and AssetModels.")
+	flag.StringVar(&o.tokenKeysSecret, "token-keys-secret", envOr("POD_NAMESPACE", "flexsite-system")+"/flexsite-token-keys",
+		"namespace/name of the Secret holding the token signing keys (created with a fresh key if missing).")
+	flag.Int64Var(&o.rewards.MinimumWithdrawalPence, "min-withdrawal-pence", 1000,
+		"Smallest balance, in pence, a household may withdraw.")
+	flag.IntVar(&o.rewards.WithdrawalMinWaitDays, "withdrawal-min-wait-days", 30,
+		"Days after its first reward before a household may withdraw.")
 	zapOpts := zap.Options{Development: true}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -120,8 +134,33 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
 
+	if o.embedded || o.installRules {
+		if err := installDefaults(ctx, cfg, scheme, o); err != nil {
+			return err
+		}
+	}
+
+	keysNS, keysName, ok := strings.Cut(o.tokenKeysSecret, "/")
+	if !ok {
+		return fmt.Errorf("--token-keys-secret must be namespace/name, not %q", o.tokenKeysSecret)
+	}
+	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNS, keysName)
+	if err := keys.Ensure(ctx); err != nil {
+		return fmt.Errorf("loading the token signing keys from %s: %w", o.tokenKeysSecret, err)
+	}
+
 	var synced atomic.Bool
-	if err := mgr.Add(facade.NewServer(o.apiAddr, synced.Load, ctrl.Log.WithName("api"))); err != nil {
+	if err := mgr.Add(facade.NewServer(facade.Config{
+		Addr:          o.apiAddr,
+		Ready:         synced.Load,
+		Log:           ctrl.Log.WithName("api"),
+		Cache:         mgr.GetCache(),
+		APIReader:     mgr.GetAPIReader(),
+		Client:        mgr.GetClient(),
+		Issuer:        auth.NewIssuer(keys, time.Now),
+		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
+		Rewards:       o.rewards,
+	})); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -141,12 +180,6 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	if o.embedded || o.installRules {
-		if err := installDefaults(ctx, cfg, scheme, o); err != nil {
-			return err
-		}
-	}
-
 	log.Info("starting the manager")
 	return mgr.Start(ctx)
 }
@@ -164,6 +197,11 @@ func installDefaults(ctx context.Context, cfg *rest.Config, scheme *runtime.Sche
 	ctrl.Log.WithName("setup").Info("default rules installed", "created", n, "from", o.rulesDir)
 	if !o.embedded {
 		return nil
+	}
+	// The manager's own namespace holds the token signing keys.
+	keysNS, _, _ := strings.Cut(o.tokenKeysSecret, "/")
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keysNS}}); client.IgnoreAlreadyExists(err) != nil {
+		return err
 	}
 	password := envOr("FLEXSITE_DEMO_PASSWORD", defaultDemoPassword)
 	if err := bootstrap.EnsureOrganisation(ctx, c, bootstrap.Organisation{

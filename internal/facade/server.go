@@ -11,34 +11,147 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/facade/apidocs"
 )
 
-// Server is the REST facade's HTTP server. It runs in every replica of the manager (it does
-// not need the leader lease): reads come from the shared cache, writes go to the API server.
-type Server struct {
+// RewardPolicy holds the configurable withdrawal thresholds of the rewards endpoints.
+type RewardPolicy struct {
+	// MinimumWithdrawalPence is the smallest balance a household may withdraw.
+	MinimumWithdrawalPence int64
+	// WithdrawalMinWaitDays is how long after its first reward a household must wait to withdraw.
+	WithdrawalMinWaitDays int
+}
+
+// Config wires the facade to the cluster.
+type Config struct {
 	// Addr to listen on, e.g. 127.0.0.1:8080.
 	Addr string
 	// Ready reports whether the server can answer (the manager's caches have synced).
 	Ready func() bool
 	Log   logr.Logger
+	// Cache is the manager's cache (with the internal/index indexes): most reads come from it.
+	Cache client.Reader
+	// APIReader reads past the cache: after a write conflict, and when the cache misses an
+	// object this client may have just created.
+	APIReader client.Reader
+	// Client writes through the API server.
+	Client        client.Client
+	Issuer        *auth.Issuer
+	Authenticator *auth.Authenticator
+	Rewards       RewardPolicy
+	// Now is the clock (tests replace it).
+	Now func() time.Time
+}
 
+// The facade's own permissions (the controllers' are on the reconcilers). Secrets: get only,
+// by name (API clients' password hashes); create/update only in the manager's namespace,
+// for the token signing keys.
+// +kubebuilder:rbac:groups=flexsite.io,resources=sites;assets;enrolments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=flexsite.io,resources=apiclients,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flexsite.io,resources=propositions;assetmodels,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",namespace=flexsite-system,resources=secrets,verbs=get;create;update
+
+// Server is the REST facade's HTTP server. It runs in every replica of the manager (it does
+// not need the leader lease): reads come from the shared cache, writes go to the API server.
+type Server struct {
+	Config
 	mux *http.ServeMux
 }
 
 // NewServer builds the facade's routes.
-func NewServer(addr string, ready func() bool, log logr.Logger) *Server {
-	s := &Server{Addr: addr, Ready: ready, Log: log, mux: http.NewServeMux()}
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok"))
-	})
-	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.Ready() {
-			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
+func NewServer(cfg Config) *Server {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{Config: cfg, mux: http.NewServeMux()}
+	s.routes()
 	return s
+}
+
+// Route is one (method, path template) the facade serves.
+type Route struct{ Method, Path string }
+
+// routeTable lists every route; routes() registers them and the OpenAPI test compares them
+// with the document, so neither can drift from the other.
+func (s *Server) routeTable() []struct {
+	Route
+	h http.Handler
+} {
+	org := func(h handler, roles ...flexv1.Role) http.Handler { return s.authenticated(h, false, roles...) }
+	orgOrUser := func(h handler, roles ...flexv1.Role) http.Handler { return s.authenticated(h, true, roles...) }
+	docs := apidocs.Handler()
+	type entry = struct {
+		Route
+		h http.Handler
+	}
+	read, write := flexv1.RoleEntityRead, flexv1.RoleEntityWrite
+	return []entry{
+		{Route{"GET", "/healthz"}, http.HandlerFunc(s.healthz)},
+		{Route{"GET", "/readyz"}, http.HandlerFunc(s.readyz)},
+		{Route{"GET", "/openapi.json"}, docs},
+		{Route{"GET", "/docs"}, docs},
+
+		{Route{"POST", "/auth/token-form"}, http.HandlerFunc(s.tokenForm)},
+		{Route{"POST", "/auth/component-token"}, org(s.componentToken, flexv1.RoleComponents)},
+		{Route{"GET", "/auth/users/me/"}, org(s.usersMe)},
+
+		{Route{"POST", "/entities/site/onboard"}, org(s.onboard, write)},
+		{Route{"POST", "/entities/site/initialise"}, org(s.initialise, write)},
+		{Route{"POST", "/entities/site/onboard-site-and-asset"}, org(s.legacyOnboard, write)},
+		{Route{"GET", "/entities/site"}, org(s.listSites, read)},
+		{Route{"GET", "/entities/site/{site_id}"}, orgOrUser(s.getSite, read)},
+		{Route{"POST", "/entities/site/{site_id}/offboard-site-and-assets"}, org(s.offboard, write)},
+		{Route{"GET", "/entities/site/{site_id}/eligibility"}, orgOrUser(s.eligibility, read)},
+		{Route{"POST", "/entities/site/{site_id}/enrol"}, orgOrUser(s.enrol, write)},
+		{Route{"POST", "/entities/site/{site_id}/unenrol"}, orgOrUser(s.unenrol, write)},
+		{Route{"POST", "/entities/site/{site_id}/meter-consent"}, orgOrUser(s.meterConsent, write)},
+		{Route{"POST", "/entities/asset"}, org(s.createAsset, write)},
+		{Route{"GET", "/entities/asset/{asset_id}"}, org(s.getAsset, read)},
+		{Route{"GET", "/entities/asset/external-id/{external_id}"}, org(s.getAssetByExternalID, read)},
+
+		{Route{"POST", "/validation/mpan"}, org(s.validateMPAN)},
+
+		{Route{"GET", "/rewards/{site_id}/transactions"}, org(s.transactions, flexv1.RoleRewards)},
+		{Route{"GET", "/rewards/{site_id}/info"}, org(s.rewardInfo, flexv1.RoleRewards)},
+	}
+}
+
+func (s *Server) routes() {
+	for _, e := range s.routeTable() {
+		s.mux.Handle(e.Method+" "+e.Path, e.h)
+	}
+	s.mux.Handle("GET /docs/", apidocs.Handler())
+	// Anything else: the JSON 404 API clients expect, not net/http's text.
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]any{"detail": "Not Found"})
+	})
+}
+
+// Routes returns every route the facade serves.
+func (s *Server) Routes() []Route {
+	table := s.routeTable()
+	out := make([]Route, len(table))
+	for i, e := range table {
+		out[i] = e.Route
+	}
+	return out
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.Ready != nil && !s.Ready() {
+		http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok"))
 }
 
 // ServeHTTP makes the server usable in httptest.
@@ -59,8 +172,9 @@ func (s *Server) Start(ctx context.Context) error {
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
 	}
-	s.Log.Info("REST API listening", "address", "http://"+ln.Addr().String())
+	s.Log.Info("REST API listening", "address", "http://"+ln.Addr().String(), "docs", "http://"+ln.Addr().String()+"/docs")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -1,0 +1,140 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/crypto/bcrypt"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/index"
+)
+
+// defaultPasswordHashKey is the Secret key of the hash when the APIClient leaves it empty
+// (the CRD defaults it too; this covers objects written before the default existed).
+const defaultPasswordHashKey = "password-hash"
+
+// dummyHash is compared against when there is no real hash to compare against (unknown
+// username), so that a login takes as long whether or not the username exists. Its cost is
+// bcrypt.DefaultCost, the cost the real hashes are made with; the password it hashes is
+// random and unknown.
+var dummyHash = []byte("$2a$10$mTnB2T.6zdlk4RpfAT5gzuzFBSxiPeoIIRI/XOTYgY5gBwyN7C3xG")
+
+// Authenticator checks API client credentials.
+type Authenticator struct {
+	cache   client.Reader
+	secrets client.Reader
+}
+
+// NewAuthenticator returns an authenticator that finds API clients in cache (which must have
+// the index.Username index) and reads their password hashes through secrets, a reader of the
+// API server: Secrets are not cached, so that the manager does not hold every Secret of the
+// cluster in memory.
+func NewAuthenticator(cache, secrets client.Reader) *Authenticator {
+	return &Authenticator{cache: cache, secrets: secrets}
+}
+
+// Login checks a username and password and returns the organisation principal they log in
+// as. It returns ErrInvalidCredentials for an unknown username and for a wrong password
+// alike, and ErrClientDisabled for a disabled client, but only once the password was right:
+// without the password nobody learns that a client exists, let alone that it is disabled.
+func (a *Authenticator) Login(ctx context.Context, username, password string) (*Principal, error) {
+	var clients flexv1.APIClientList
+	if err := a.cache.List(ctx, &clients, client.MatchingFields{index.Username: username}); err != nil {
+		return nil, fmt.Errorf("looking up API client: %w", err)
+	}
+	if len(clients.Items) != 1 {
+		if len(clients.Items) > 1 {
+			// Usernames are unique by contract, but nothing in the API server enforces it
+			// across namespaces. Logging in to whichever comes first would hand one
+			// organisation's access to another.
+			logf.FromContext(ctx).Info("refusing login: username is used by more than one API client",
+				"username", username, "count", len(clients.Items))
+		}
+		checkPassword(nil, password)
+		return nil, ErrInvalidCredentials
+	}
+	apiClient := &clients.Items[0]
+
+	hash, err := a.passwordHash(ctx, apiClient)
+	if err != nil {
+		return nil, err
+	}
+	if !checkPassword(hash, password) {
+		return nil, ErrInvalidCredentials
+	}
+	if apiClient.Spec.Disabled {
+		return nil, ErrClientDisabled
+	}
+	return &Principal{
+		Kind:       KindOrganisation,
+		Namespace:  apiClient.Namespace,
+		ClientName: apiClient.Name,
+		Username:   apiClient.Spec.Username,
+		Roles:      append([]flexv1.Role(nil), apiClient.Spec.Roles...),
+	}, nil
+}
+
+// checkPassword compares password with hash, or with dummyHash when hash is nil, so that every
+// login attempt costs one bcrypt comparison whatever happens to fail.
+func checkPassword(hash []byte, password string) bool {
+	if hash == nil {
+		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+		return false
+	}
+	return bcrypt.CompareHashAndPassword(hash, []byte(password)) == nil
+}
+
+// passwordHash reads the client's bcrypt hash; nil if there is none. A missing Secret or key
+// is a misconfigured client that nobody can log in to: the caller sees bad credentials, the
+// log says what is wrong.
+func (a *Authenticator) passwordHash(ctx context.Context, apiClient *flexv1.APIClient) ([]byte, error) {
+	ref := apiClient.Spec.PasswordHashSecretRef
+	dataKey := ref.Key
+	if dataKey == "" {
+		dataKey = defaultPasswordHashKey
+	}
+	secret := &corev1.Secret{}
+	err := a.secrets.Get(ctx, client.ObjectKey{Namespace: apiClient.Namespace, Name: ref.Name}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("reading password hash of API client %s/%s: %w", apiClient.Namespace, apiClient.Name, err)
+	case len(secret.Data[dataKey]) > 0:
+		return secret.Data[dataKey], nil
+	}
+	logf.FromContext(ctx).Info("API client has no password hash; refusing login",
+		"namespace", apiClient.Namespace, "apiClient", apiClient.Name, "secret", ref.Name, "key", dataKey)
+	return nil, nil
+}
+
+// ClientActive tells whether the API client that obtained p's token still exists and is
+// enabled: ErrClientDisabled if not. It reads the cache, so it is cheap enough to run on
+// every request, which is what makes disabling a client revoke its tokens at once.
+func (a *Authenticator) ClientActive(ctx context.Context, p *Principal) error {
+	apiClient := &flexv1.APIClient{}
+	err := a.cache.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.ClientName}, apiClient)
+	switch {
+	case apierrors.IsNotFound(err):
+		return ErrClientDisabled
+	case err != nil:
+		return fmt.Errorf("looking up API client: %w", err)
+	}
+	// A client deleted and recreated under the same name for another username is not the
+	// client the token was issued to.
+	if apiClient.Spec.Disabled || apiClient.Spec.Username != p.Username {
+		return ErrClientDisabled
+	}
+	return nil
+}
+
+// IsAuthError tells whether err is one of the errors that mean "not authenticated" (401)
+// rather than a failure of the server (500).
+func IsAuthError(err error) bool {
+	return errors.Is(err, ErrInvalidCredentials) || errors.Is(err, ErrInvalidToken) || errors.Is(err, ErrClientDisabled)
+}

@@ -1,0 +1,254 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/testenv"
+)
+
+const password = "correct horse battery staple"
+
+// authFixture is an authenticator reading a real cache of the test API server.
+type authFixture struct {
+	t     *testing.T
+	auth  *Authenticator
+	cache cache.Cache
+}
+
+func newAuthFixture(t *testing.T) *authFixture {
+	t.Helper()
+	e := needEnv(t)
+	ctx := t.Context()
+	c, err := cache.New(e.Config, cache.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.Register(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(ctx) }() // stops when the test's context is cancelled
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	return &authFixture{t: t, auth: NewAuthenticator(c, e.Client), cache: c}
+}
+
+// organisation creates an organisation with one API client the way the embedded setup does,
+// and waits until the cache has the client. It returns the namespace and the username.
+func (f *authFixture) organisation(roles ...flexv1.Role) (string, string) {
+	f.t.Helper()
+	ns := newNamespace(f.t)
+	username := ns + "-app"
+	err := bootstrap.EnsureOrganisation(f.t.Context(), env.Client,
+		bootstrap.Organisation{Namespace: ns, Username: username, Password: password, Roles: roles})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.waitForClient(username, 1)
+	return ns, username
+}
+
+// apiClient creates an API client in ns with its own MinCost password hash Secret.
+func (f *authFixture) apiClient(ns, name, username string, createSecret bool) {
+	f.t.Helper()
+	ctx := f.t.Context()
+	if createSecret {
+		hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-credentials"},
+			Data:       map[string][]byte{"password-hash": hash},
+		}
+		if err := env.Client.Create(ctx, secret); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	c := &flexv1.APIClient{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: flexv1.APIClientSpec{
+			Username:              username,
+			PasswordHashSecretRef: flexv1.SecretKeyRef{Name: name + "-credentials"},
+			Roles:                 []flexv1.Role{flexv1.RoleEntityRead},
+		},
+	}
+	if err := env.Client.Create(ctx, c); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// waitForClient waits until the cache holds n API clients named username.
+func (f *authFixture) waitForClient(username string, n int) {
+	f.t.Helper()
+	eventually(f.t, func() error {
+		var list flexv1.APIClientList
+		if err := f.cache.List(f.t.Context(), &list, client.MatchingFields{index.Username: username}); err != nil {
+			return err
+		}
+		if len(list.Items) != n {
+			return fmt.Errorf("cache holds %d API clients %s, want %d", len(list.Items), username, n)
+		}
+		return nil
+	})
+}
+
+// setDisabled disables or re-enables the API client of ns and waits until the cache has it.
+func (f *authFixture) setDisabled(ns, name string, disabled bool) {
+	f.t.Helper()
+	c := &flexv1.APIClient{}
+	if err := env.Client.Get(f.t.Context(), client.ObjectKey{Namespace: ns, Name: name}, c); err != nil {
+		f.t.Fatal(err)
+	}
+	patch := client.MergeFrom(c.DeepCopy())
+	c.Spec.Disabled = disabled
+	if err := env.Client.Patch(f.t.Context(), c, patch); err != nil {
+		f.t.Fatal(err)
+	}
+	eventually(f.t, func() error {
+		got := &flexv1.APIClient{}
+		if err := f.cache.Get(f.t.Context(), client.ObjectKeyFromObject(c), got); err != nil {
+			return err
+		}
+		if got.Spec.Disabled != disabled {
+			return fmt.Errorf("cache has disabled=%v, want %v", got.Spec.Disabled, disabled)
+		}
+		return nil
+	})
+}
+
+func TestLogin(t *testing.T) {
+	f := newAuthFixture(t)
+	roles := []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleRewards}
+	ns, username := f.organisation(roles...)
+
+	t.Run("good credentials", func(t *testing.T) {
+		p, err := f.auth.Login(t.Context(), username, password)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := &Principal{Kind: KindOrganisation, Namespace: ns, ClientName: username, Username: username, Roles: roles}
+		if !reflect.DeepEqual(p, want) {
+			t.Errorf("Login() = %+v, want %+v", p, want)
+		}
+	})
+
+	for _, tc := range []struct{ name, username, password string }{
+		{"wrong password", username, "wrong"},
+		{"empty password", username, ""},
+		{"password of another case", username, "Correct horse battery staple"},
+		{"unknown username", "nobody-" + ns, password},
+		{"empty username", "", password},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if p, err := f.auth.Login(t.Context(), tc.username, tc.password); !errors.Is(err, ErrInvalidCredentials) {
+				t.Errorf("Login() = %+v, %v; want ErrInvalidCredentials", p, err)
+			}
+		})
+	}
+
+	t.Run("disabled client", func(t *testing.T) {
+		ns, username := f.organisation(flexv1.RoleEntityRead)
+		f.setDisabled(ns, username, true)
+		if _, err := f.auth.Login(t.Context(), username, password); !errors.Is(err, ErrClientDisabled) {
+			t.Errorf("Login(disabled client) = %v, want ErrClientDisabled", err)
+		}
+		// Without the password nobody learns that the client exists and is disabled.
+		if _, err := f.auth.Login(t.Context(), username, "wrong"); !errors.Is(err, ErrInvalidCredentials) {
+			t.Errorf("Login(disabled client, wrong password) = %v, want ErrInvalidCredentials", err)
+		}
+		f.setDisabled(ns, username, false)
+		if _, err := f.auth.Login(t.Context(), username, password); err != nil {
+			t.Errorf("Login(re-enabled client) = %v", err)
+		}
+	})
+
+	t.Run("username in two organisations", func(t *testing.T) {
+		_, username := f.organisation(flexv1.RoleEntityRead)
+		ns2 := newNamespace(t)
+		f.apiClient(ns2, "impostor", username, true)
+		f.waitForClient(username, 2)
+		for _, pw := range []string{password, "wrong"} {
+			if p, err := f.auth.Login(t.Context(), username, pw); !errors.Is(err, ErrInvalidCredentials) {
+				t.Errorf("Login(duplicate username) = %+v, %v; want ErrInvalidCredentials", p, err)
+			}
+		}
+	})
+
+	t.Run("password hash secret missing", func(t *testing.T) {
+		ns := newNamespace(t)
+		username := ns + "-nohash"
+		f.apiClient(ns, username, username, false)
+		f.waitForClient(username, 1)
+		if _, err := f.auth.Login(t.Context(), username, password); !errors.Is(err, ErrInvalidCredentials) {
+			t.Errorf("Login(no hash secret) = %v, want ErrInvalidCredentials", err)
+		}
+	})
+}
+
+func TestClientActive(t *testing.T) {
+	f := newAuthFixture(t)
+	ns, username := f.organisation(flexv1.RoleEntityRead)
+	p, err := f.auth.Login(t.Context(), username, password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.auth.ClientActive(t.Context(), p); err != nil {
+		t.Fatalf("ClientActive(enabled client) = %v", err)
+	}
+
+	// An end-user token obtained by the client lives and dies with it too.
+	endUser := &Principal{Kind: KindEndUser, Namespace: ns, ClientName: p.ClientName, Username: username, SiteName: "s", UserID: "u"}
+	renamed := *p
+	renamed.Username = "someone-else"
+	for _, tc := range []struct {
+		name string
+		p    *Principal
+		want error
+	}{
+		{"end user of the client", endUser, nil},
+		{"another username", &renamed, ErrClientDisabled},
+		{"unknown client", &Principal{Kind: KindOrganisation, Namespace: ns, ClientName: "ghost", Username: "ghost"}, ErrClientDisabled},
+		{"unknown namespace", &Principal{Kind: KindOrganisation, Namespace: "no-such-org", ClientName: p.ClientName, Username: username},
+			ErrClientDisabled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := f.auth.ClientActive(t.Context(), tc.p); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
+				t.Errorf("ClientActive() = %v, want %v", err, tc.want)
+			}
+		})
+	}
+
+	f.setDisabled(ns, p.ClientName, true)
+	for _, principal := range []*Principal{p, endUser} {
+		if err := f.auth.ClientActive(t.Context(), principal); !errors.Is(err, ErrClientDisabled) {
+			t.Errorf("ClientActive(%s of disabled client) = %v, want ErrClientDisabled", principal.Kind, err)
+		}
+	}
+
+	f.setDisabled(ns, p.ClientName, false)
+	if err := f.auth.ClientActive(t.Context(), p); err != nil {
+		t.Fatalf("ClientActive(re-enabled client) = %v", err)
+	}
+	if err := env.Client.Delete(t.Context(), &flexv1.APIClient{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.ClientName}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() error {
+		if err := f.auth.ClientActive(t.Context(), p); !errors.Is(err, ErrClientDisabled) {
+			return fmt.Errorf("ClientActive(deleted client) = %v, want ErrClientDisabled", err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,196 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+)
+
+const (
+	// issuer is the iss claim of every token.
+	issuer = "flexsite"
+	// leeway absorbs clock skew between the replica that issued a token and the one verifying it.
+	leeway = 30 * time.Second
+)
+
+// claims is a token's payload.
+type claims struct {
+	jwt.RegisteredClaims
+	Org   string   `json:"org"`
+	Cli   string   `json:"cli"`
+	Usr   string   `json:"usr"`
+	Kind  Kind     `json:"kind"`
+	Roles []string `json:"roles,omitempty"`
+	Site  string   `json:"site,omitempty"`
+}
+
+// Issuer signs and verifies tokens. It is safe for concurrent use.
+type Issuer struct {
+	keys   *KeyRing
+	now    func() time.Time
+	parser *jwt.Parser
+}
+
+// NewIssuer returns an issuer that signs with the active key of keys and verifies with any
+// key of it. now is the clock: time.Now (the default when nil) outside tests.
+func NewIssuer(keys *KeyRing, now func() time.Time) *Issuer {
+	if now == nil {
+		now = time.Now
+	}
+	return &Issuer{
+		keys: keys,
+		now:  now,
+		// Only EdDSA: this is what refuses "alg: none" and the HS256-with-the-public-key
+		// confusion attack before any key is looked at.
+		parser: jwt.NewParser(
+			jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
+			jwt.WithIssuer(issuer),
+			jwt.WithExpirationRequired(),
+			jwt.WithIssuedAt(),
+			jwt.WithLeeway(leeway),
+			jwt.WithTimeFunc(now),
+		),
+	}
+}
+
+// IssueOrganisationToken returns a token for an API client acting for its organisation, and
+// how long it lives.
+func (i *Issuer) IssueOrganisationToken(p Principal) (string, time.Duration, error) {
+	return i.issue(p, KindOrganisation, OrganisationTokenTTL)
+}
+
+// IssueEndUserToken returns a token for an end user that reaches the one site p.SiteName,
+// and how long it lives.
+func (i *Issuer) IssueEndUserToken(p Principal) (string, time.Duration, error) {
+	return i.issue(p, KindEndUser, EndUserTokenTTL)
+}
+
+func (i *Issuer) issue(p Principal, kind Kind, ttl time.Duration) (string, time.Duration, error) {
+	if p.Kind != "" && p.Kind != kind {
+		return "", 0, fmt.Errorf("cannot issue a %s token for a %s principal", kind, p.Kind)
+	}
+	p.Kind = kind
+	if err := validate(&p); err != nil {
+		return "", 0, err
+	}
+	kid, key, err := i.keys.signingKey()
+	if err != nil {
+		return "", 0, err
+	}
+	now := i.now()
+	c := claims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    issuer,
+			Subject:   subject(&p),
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+			ID:        rand.Text(),
+		},
+		Org:  p.Namespace,
+		Cli:  p.ClientName,
+		Usr:  p.Username,
+		Kind: kind,
+		Site: p.SiteName,
+	}
+	for _, r := range p.Roles {
+		c.Roles = append(c.Roles, string(r))
+	}
+	token := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
+	token.Header["kid"] = kid
+	signed, err := token.SignedString(key)
+	if err != nil {
+		return "", 0, err
+	}
+	return signed, ttl, nil
+}
+
+// Verify checks a token's signature and claims and returns whom it speaks for. It does not
+// look the API client up: ClientActive does that from the cache.
+func (i *Issuer) Verify(ctx context.Context, token string) (*Principal, error) {
+	c := &claims{}
+	_, err := i.parser.ParseWithClaims(token, c, func(t *jwt.Token) (any, error) {
+		kid, ok := t.Header["kid"].(string)
+		if !ok || kid == "" {
+			return nil, errors.New("no key id")
+		}
+		return i.keys.verificationKey(ctx, kid, i.now())
+	})
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return nil, ErrExpiredToken
+	case err != nil:
+		// %v, not %w: the library's errors are not part of this package's contract.
+		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	p := &Principal{
+		Kind:       c.Kind,
+		Namespace:  c.Org,
+		ClientName: c.Cli,
+		Username:   c.Usr,
+		SiteName:   c.Site,
+	}
+	for _, r := range c.Roles {
+		p.Roles = append(p.Roles, flexv1.Role(r))
+	}
+	if p.Kind == KindEndUser {
+		p.UserID = c.Subject
+	}
+	if err := validate(p); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	if c.Subject != subject(p) {
+		return nil, fmt.Errorf("%w: subject does not match the principal", ErrInvalidToken)
+	}
+	return p, nil
+}
+
+// subject is the sub claim: the username for an organisation, the user id for an end user.
+func subject(p *Principal) string {
+	if p.Kind == KindEndUser {
+		return p.UserID
+	}
+	return p.Username
+}
+
+// validate checks that p is a well-formed principal of its kind. The same rules apply when
+// issuing and when verifying, so a token that verifies is one this package could have issued.
+func validate(p *Principal) error {
+	if p.Namespace == "" || p.ClientName == "" || p.Username == "" {
+		return errors.New("principal needs an organisation, a client name and a username")
+	}
+	switch p.Kind {
+	case KindOrganisation:
+		if p.SiteName != "" || p.UserID != "" {
+			return errors.New("an organisation principal has no site and no user id")
+		}
+		for _, r := range p.Roles {
+			if !knownRole(r) {
+				return fmt.Errorf("unknown role %q", r)
+			}
+		}
+	case KindEndUser:
+		if p.SiteName == "" || p.UserID == "" {
+			return errors.New("an end-user principal needs a site and a user id")
+		}
+		if len(p.Roles) > 0 {
+			return errors.New("an end-user principal has no roles")
+		}
+	default:
+		return fmt.Errorf("unknown principal kind %q", p.Kind)
+	}
+	return nil
+}
+
+func knownRole(r flexv1.Role) bool {
+	switch r {
+	case flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents:
+		return true
+	}
+	return false
+}

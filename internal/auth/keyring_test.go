@@ -1,0 +1,257 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// secretKeys returns the kids of the ring's Secret and its active kid.
+func secretKeys(t *testing.T, ring *KeyRing) (kids []string, active string) {
+	t.Helper()
+	secret := &corev1.Secret{}
+	if err := env.Client.Get(t.Context(), ring.key, secret); err != nil {
+		t.Fatal(err)
+	}
+	for name := range secret.Data {
+		if kid, ok := strings.CutSuffix(name, keySuffix); ok {
+			kids = append(kids, kid)
+		}
+	}
+	return kids, string(secret.Data[activeKey])
+}
+
+// editSecret changes the ring's Secret the way an operator would with kubectl.
+func editSecret(t *testing.T, ring *KeyRing, edit func(data map[string][]byte)) {
+	t.Helper()
+	secret := &corev1.Secret{}
+	if err := env.Client.Get(t.Context(), ring.key, secret); err != nil {
+		t.Fatal(err)
+	}
+	edit(secret.Data)
+	if err := env.Client.Update(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestKeyRingEnsureCreatesOneKey(t *testing.T) {
+	ns := newNamespace(t)
+
+	// Replicas starting together: exactly one Create wins, and all of them load its key.
+	const replicas = 5
+	rings := make([]*KeyRing, replicas)
+	errs := make([]error, replicas)
+	var wg sync.WaitGroup
+	for i := range rings {
+		rings[i] = NewKeyRing(env.Client, env.Client, ns, "signing-keys")
+		wg.Go(func() { errs[i] = rings[i].Ensure(t.Context()) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+
+	kids, active := secretKeys(t, rings[0])
+	if len(kids) != 1 || kids[0] != active {
+		t.Fatalf("secret holds keys %v with active %q, want exactly the active one", kids, active)
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(active) {
+		t.Errorf("kid %q is not 16 hex characters", active)
+	}
+	for i, ring := range rings {
+		if kid, _, err := ring.signingKey(); err != nil || kid != active {
+			t.Errorf("replica %d signs with %q (%v), want %q", i, kid, err, active)
+		}
+	}
+
+	// A token one replica issued verifies on another.
+	token, _, err := NewIssuer(rings[0], time.Now).IssueOrganisationToken(orgPrincipal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewIssuer(rings[replicas-1], time.Now).Verify(t.Context(), token); err != nil {
+		t.Error(err)
+	}
+
+	// Ensure again (a restart) keeps the key.
+	if err := rings[0].Ensure(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if kids, _ := secretKeys(t, rings[0]); len(kids) != 1 || kids[0] != active {
+		t.Errorf("after a second Ensure the secret holds %v, want [%s]", kids, active)
+	}
+}
+
+func TestKeyRingRefusesBrokenSecret(t *testing.T) {
+	ns := newNamespace(t)
+	_, goodKey, err := newKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		data map[string][]byte
+	}{
+		{"no keys", map[string][]byte{}},
+		{"active key missing", map[string][]byte{"k1.key": goodKey, "active": []byte("k2")}},
+		{"key not PEM", map[string][]byte{"k1.key": []byte("garbage"), "active": []byte("k1")}},
+		{"one good, one broken key", map[string][]byte{"k1.key": goodKey, "k2.key": []byte("garbage"), "active": []byte("k1")}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "keys-" + string(rune('a'+i))
+			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: tc.data}
+			if err := env.Client.Create(t.Context(), secret); err != nil {
+				t.Fatal(err)
+			}
+			if err := NewKeyRing(env.Client, env.Client, ns, name).Ensure(t.Context()); err == nil {
+				t.Error("Ensure() accepted a broken secret")
+			}
+		})
+	}
+}
+
+func TestKeyRingRotation(t *testing.T) {
+	ring := newRing(t)
+	clk := &clock{now: time.Now()}
+	iss := NewIssuer(ring, clk.Now)
+	// A second replica that loaded the keys before the rotation and is never told about it.
+	stale := NewKeyRing(env.Client, env.Client, ring.key.Namespace, ring.key.Name)
+	if err := stale.Ensure(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	staleIss := NewIssuer(stale, clk.Now)
+
+	oldToken, _, err := iss.IssueOrganisationToken(orgPrincipal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldKid, _, _ := ring.signingKey()
+
+	newKid, newPEM, err := newKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	editSecret(t, ring, func(data map[string][]byte) {
+		data[newKid+keySuffix] = newPEM
+		data[activeKey] = []byte(newKid)
+	})
+	if err := ring.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	newToken, _, err := iss.IssueOrganisationToken(orgPrincipal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if header, _ := parseUnverified(t, newToken); header["kid"] != newKid {
+		t.Errorf("new token has kid %v, want %s", header["kid"], newKid)
+	}
+	for name, token := range map[string]string{"old token": oldToken, "new token": newToken} {
+		if _, err := iss.Verify(t.Context(), token); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		// The stale replica picks the new key up on the first token that needs it.
+		if _, err := staleIss.Verify(t.Context(), token); err != nil {
+			t.Errorf("%s on a stale replica: %v", name, err)
+		}
+	}
+
+	// Removing the old key ends its tokens.
+	editSecret(t, ring, func(data map[string][]byte) { delete(data, oldKid+keySuffix) })
+	if err := ring.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(reloadInterval) // let the unknown kid trigger a reload again
+	if _, err := iss.Verify(t.Context(), oldToken); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("token of a removed key: Verify() = %v, want ErrInvalidToken", err)
+	}
+	if _, err := iss.Verify(t.Context(), newToken); err != nil {
+		t.Errorf("new token after removing the old key: %v", err)
+	}
+}
+
+// countingReader counts the reads that reach the API server.
+type countingReader struct {
+	client.Reader
+	gets atomic.Int32
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.gets.Add(1)
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+func TestUnknownKidReloadRateLimit(t *testing.T) {
+	ns := newNamespace(t)
+	reader := &countingReader{Reader: env.Client}
+	ring := NewKeyRing(reader, env.Client, ns, "signing-keys")
+	if err := ring.Ensure(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{now: t0}
+	iss := NewIssuer(ring, clk.Now)
+
+	// A key that another replica is about to rotate in: the ring does not know it yet.
+	newKid, newPEM, err := newKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newPriv, err := parseKey(newPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := sign(t, jwt.SigningMethodEdDSA, newPriv, newKid, validClaims(t0))
+
+	verify := func() error { _, err := iss.Verify(t.Context(), token); return err }
+	reloads := func(f func()) int32 {
+		before := reader.gets.Load()
+		f()
+		return reader.gets.Load() - before
+	}
+
+	// A flood of tokens with an unknown kid costs one read of the Secret.
+	if n := reloads(func() {
+		for range 50 {
+			if err := verify(); !errors.Is(err, ErrInvalidToken) {
+				t.Fatalf("Verify(unknown kid) = %v, want ErrInvalidToken", err)
+			}
+		}
+	}); n != 1 {
+		t.Errorf("50 unknown-kid tokens caused %d reloads, want 1", n)
+	}
+
+	// The key arrives in the Secret; within the interval the ring does not look.
+	editSecret(t, ring, func(data map[string][]byte) { data[newKid+keySuffix] = newPEM })
+	clk.Advance(reloadInterval - time.Second)
+	if n := reloads(func() {
+		if err := verify(); !errors.Is(err, ErrInvalidToken) {
+			t.Errorf("Verify() within the reload interval = %v, want ErrInvalidToken", err)
+		}
+	}); n != 0 {
+		t.Errorf("%d reloads within the interval, want 0", n)
+	}
+
+	// Once the interval has passed the next unknown kid reloads and the key is found; tokens of
+	// that kid need no further reads.
+	clk.Advance(time.Second)
+	if n := reloads(func() {
+		for range 3 {
+			if err := verify(); err != nil {
+				t.Errorf("Verify() after the interval = %v", err)
+			}
+		}
+	}); n != 1 {
+		t.Errorf("%d reloads after the interval, want 1", n)
+	}
+}

@@ -1,0 +1,292 @@
+package apidocs
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// wantRoutes is every route the facade serves; the document must describe exactly these.
+var wantRoutes = []Route{
+	{"POST", "/auth/token-form"},
+	{"POST", "/auth/component-token"},
+	{"GET", "/auth/users/me/"},
+	{"POST", "/entities/site/onboard"},
+	{"POST", "/entities/site/initialise"},
+	{"POST", "/entities/site/onboard-site-and-asset"},
+	{"POST", "/entities/asset"},
+	{"GET", "/entities/asset/{asset_id}"},
+	{"GET", "/entities/asset/external-id/{external_id}"},
+	{"GET", "/entities/site"},
+	{"GET", "/entities/site/{site_id}"},
+	{"POST", "/entities/site/{site_id}/offboard-site-and-assets"},
+	{"GET", "/entities/site/{site_id}/eligibility"},
+	{"POST", "/entities/site/{site_id}/enrol"},
+	{"POST", "/entities/site/{site_id}/unenrol"},
+	{"POST", "/entities/site/{site_id}/meter-consent"},
+	{"POST", "/validation/mpan"},
+	{"GET", "/rewards/{site_id}/transactions"},
+	{"GET", "/rewards/{site_id}/info"},
+	{"GET", "/healthz"},
+	{"GET", "/readyz"},
+	{"GET", "/openapi.json"},
+	{"GET", "/docs"},
+}
+
+type operation struct {
+	Parameters  []any              `json:"parameters"`
+	RequestBody any                `json:"requestBody"`
+	Responses   map[string]any     `json:"responses"`
+	Security    []map[string][]any `json:"security"`
+	Deprecated  bool               `json:"deprecated"`
+}
+
+func parse(t *testing.T) map[string]any {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(Document(), &doc); err != nil {
+		t.Fatalf("document is not valid JSON: %v", err)
+	}
+	return doc
+}
+
+func TestDocumentHeader(t *testing.T) {
+	doc := parse(t)
+	if doc["openapi"] != "3.1.0" {
+		t.Errorf("openapi = %v, want 3.1.0", doc["openapi"])
+	}
+	info, _ := doc["info"].(map[string]any)
+	if info["title"] != "Flexsite" || info["version"] != "1.4.6-flexsite.1" || info["description"] == "" {
+		t.Errorf("info = %v", info)
+	}
+}
+
+// TestRefsResolve follows every $ref (local JSON pointers only) to an existing node.
+func TestRefsResolve(t *testing.T) {
+	doc := parse(t)
+	var refs []string
+	var walk func(any)
+	walk = func(n any) {
+		switch v := n.(type) {
+		case map[string]any:
+			if r, ok := v["$ref"].(string); ok {
+				refs = append(refs, r)
+			}
+			for _, c := range v {
+				walk(c)
+			}
+		case []any:
+			for _, c := range v {
+				walk(c)
+			}
+		}
+	}
+	walk(doc)
+	if len(refs) == 0 {
+		t.Fatal("no $ref found")
+	}
+	for _, r := range refs {
+		if !strings.HasPrefix(r, "#/") {
+			t.Errorf("$ref %q is not local", r)
+			continue
+		}
+		var node any = doc
+		for _, part := range strings.Split(r[2:], "/") {
+			part = strings.NewReplacer("~1", "/", "~0", "~").Replace(part)
+			m, ok := node.(map[string]any)
+			if !ok || m[part] == nil {
+				t.Errorf("$ref %q does not resolve", r)
+				break
+			}
+			node = m[part]
+		}
+	}
+}
+
+func TestOperationResponses(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]operation `json:"paths"`
+	}
+	if err := json.Unmarshal(Document(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for p, item := range doc.Paths {
+		for m, op := range item {
+			name := strings.ToUpper(m) + " " + p
+			if len(op.Responses) == 0 {
+				t.Errorf("%s: no responses", name)
+			}
+			if (op.RequestBody != nil || len(op.Parameters) > 0) && op.Responses["422"] == nil {
+				t.Errorf("%s takes input but documents no 422", name)
+			}
+			if len(op.Security) > 0 && op.Responses["401"] == nil {
+				t.Errorf("%s needs auth but documents no 401", name)
+			}
+			public := p == "/auth/token-form" || p == "/healthz" || p == "/readyz" || p == "/openapi.json" || p == "/docs"
+			if public == (len(op.Security) > 0) {
+				t.Errorf("%s: security = %v, want public=%v", name, op.Security, public)
+			}
+			if op.Deprecated != (p == "/entities/site/onboard-site-and-asset") {
+				t.Errorf("%s: deprecated = %v", name, op.Deprecated)
+			}
+		}
+	}
+}
+
+// TestPropositionEnums checks every proposition enum carries all three propositions.
+func TestPropositionEnums(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Enum  []string `json:"enum"`
+					Items struct {
+						Enum []string `json:"enum"`
+					} `json:"items"`
+				} `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(Document(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"limited_pause", "full_asset_schedule_control", "price_curve"}
+	n := 0
+	for name, s := range doc.Components.Schemas {
+		for prop, ps := range s.Properties {
+			if prop != "proposition" && prop != "eligible_propositions" {
+				continue
+			}
+			n++
+			got := ps.Enum
+			if prop == "eligible_propositions" {
+				got = ps.Items.Enum
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s.%s enum = %v, want %v", name, prop, got, want)
+			}
+		}
+	}
+	if n != 5 {
+		t.Errorf("found %d proposition properties, want 5", n)
+	}
+}
+
+func TestPaths(t *testing.T) {
+	cmp := func(a, b Route) int { return strings.Compare(a.Path+" "+a.Method, b.Path+" "+b.Method) }
+	want := slices.SortedFunc(slices.Values(wantRoutes), cmp)
+	got := Paths()
+	if !slices.Equal(got, want) {
+		for _, r := range got {
+			if !slices.Contains(want, r) {
+				t.Errorf("documented but not served: %v", r)
+			}
+		}
+		for _, r := range want {
+			if !slices.Contains(got, r) {
+				t.Errorf("served but not documented: %v", r)
+			}
+		}
+		t.Errorf("Paths() = %v", got)
+	}
+}
+
+func TestHandler(t *testing.T) {
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+
+	for _, tc := range []struct {
+		path, ctype, contains string
+		status                int
+	}{
+		{"/openapi.json", "application/json", `"openapi": "3.1.0"`, http.StatusOK},
+		{"/docs", "text/html", "docs/assets/swagger-ui-bundle.js", http.StatusOK},
+		{"/docs/assets/swagger-ui-bundle.js", "text/javascript", "SwaggerUIBundle", http.StatusOK},
+		{"/docs/assets/swagger-ui.css", "text/css", ".swagger-ui", http.StatusOK},
+		{"/docs/assets/docs.js", "text/javascript", "validatorUrl: null", http.StatusOK},
+		{"/docs/assets/LICENSE", "text/plain", "Apache License", http.StatusOK},
+		{"/docs/assets/nope.js", "", "", http.StatusNotFound},
+		{"/docs/assets/", "", "", http.StatusNotFound},
+	} {
+		resp, err := http.Get(srv.URL + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body strings.Builder
+		_, _ = io.Copy(&body, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("GET %s: status %d, want %d", tc.path, resp.StatusCode, tc.status)
+			continue
+		}
+		if tc.status != http.StatusOK {
+			continue
+		}
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, tc.ctype) {
+			t.Errorf("GET %s: Content-Type %q, want %s", tc.path, ct, tc.ctype)
+		}
+		if !strings.Contains(body.String(), tc.contains) {
+			t.Errorf("GET %s: body lacks %q", tc.path, tc.contains)
+		}
+		if resp.Header.Get("ETag") == "" || resp.Header.Get("Cache-Control") == "" {
+			t.Errorf("GET %s: no caching headers", tc.path)
+		}
+		if strings.HasPrefix(tc.path, "/docs/assets/") && !strings.Contains(resp.Header.Get("Cache-Control"), "max-age=") {
+			t.Errorf("GET %s: Cache-Control %q", tc.path, resp.Header.Get("Cache-Control"))
+		}
+	}
+
+	resp, err := http.Get(srv.URL + "/docs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	csp := resp.Header.Get("Content-Security-Policy")
+	if !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'self';") {
+		t.Errorf("docs CSP = %q", csp)
+	}
+
+	// A revalidation with the ETag is answered 304.
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/openapi.json", nil)
+	first, err := http.Get(srv.URL + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Body.Close()
+	req.Header.Set("If-None-Match", first.Header.Get("ETag"))
+	second, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = second.Body.Close()
+	if second.StatusCode != http.StatusNotModified {
+		t.Errorf("conditional GET: status %d, want 304", second.StatusCode)
+	}
+
+	// Only GET (and HEAD).
+	post, err := http.Post(srv.URL+"/openapi.json", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = post.Body.Close()
+	if post.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /openapi.json: status %d, want 405", post.StatusCode)
+	}
+}
+
+// TestNoExternalURLs keeps the docs page offline: it references nothing outside the server.
+func TestNoExternalURLs(t *testing.T) {
+	for _, name := range []string{"index.html", "docs.js"} {
+		b := indexHTML
+		if name != "index.html" {
+			b, _ = assetFS.ReadFile("assets/" + name)
+		}
+		if s := string(b); strings.Contains(s, "http://") || strings.Contains(s, "https://") || strings.Contains(s, "//cdn") {
+			t.Errorf("%s references an external URL", name)
+		}
+	}
+}

@@ -1,0 +1,210 @@
+package facade
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// maxBodyBytes bounds a request body; larger bodies are refused with 413.
+const maxBodyBytes = 1 << 20
+
+// decodeJSON reads a JSON object body. Malformed JSON or a body that is not an object is a 422
+// (json_invalid / model_attributes_type), never a 500.
+func decodeJSON(r *http.Request) (map[string]any, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, fail(http.StatusRequestEntityTooLarge, "Request body larger than %d bytes", maxBodyBytes)
+		}
+		return nil, fail(http.StatusBadRequest, "Could not read the request body")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, invalid(field("JSON decode error", "json_invalid", "body", jsonErrorOffset(err)))
+	}
+	if dec.More() {
+		return nil, invalid(field("JSON decode error: extra data after the object", "json_invalid", "body", dec.InputOffset()))
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, invalid(field("Input should be a valid dictionary or object to extract fields from",
+			"model_attributes_type", "body"))
+	}
+	return obj, nil
+}
+
+func jsonErrorOffset(err error) int64 {
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
+		return syntax.Offset
+	}
+	return 0
+}
+
+// fields reads typed values out of a decoded JSON object and collects every problem as a
+// validation item, so one 422 reports all of them (as pydantic does). Each reader returns the
+// zero value and false when the field is absent or wrong.
+type fields struct {
+	items []ValidationItem
+}
+
+func (f *fields) add(msg, typ string, loc []any) {
+	f.items = append(f.items, ValidationItem{Loc: slices.Clone(loc), Msg: msg, Type: typ})
+}
+
+// err returns the collected 422, or nil.
+func (f *fields) err() error {
+	if len(f.items) == 0 {
+		return nil
+	}
+	return invalid(f.items...)
+}
+
+func at(loc []any, key any) []any { return append(slices.Clone(loc), key) }
+
+func (f *fields) lookup(obj map[string]any, loc []any, key string, required bool) (any, bool) {
+	v, ok := obj[key]
+	if !ok || v == nil {
+		if required {
+			f.add("Field required", "missing", at(loc, key))
+		}
+		return nil, false
+	}
+	return v, true
+}
+
+func (f *fields) str(obj map[string]any, loc []any, key string, required bool) (string, bool) {
+	v, ok := f.lookup(obj, loc, key, required)
+	if !ok {
+		return "", false
+	}
+	s, ok := v.(string)
+	if !ok {
+		f.add("Input should be a valid string", "string_type", at(loc, key))
+		return "", false
+	}
+	if required && strings.TrimSpace(s) == "" {
+		f.add("String should have at least 1 character", "string_too_short", at(loc, key))
+		return "", false
+	}
+	return s, true
+}
+
+// boolean reads an optional boolean (false when absent).
+func (f *fields) boolean(obj map[string]any, loc []any, key string) bool {
+	v, ok := f.lookup(obj, loc, key, false)
+	if !ok {
+		return false
+	}
+	b, ok := v.(bool)
+	if !ok {
+		f.add("Input should be a valid boolean", "bool_type", at(loc, key))
+	}
+	return b
+}
+
+// nonNegative reads an optional number >= 0 (nil when absent or wrong).
+func (f *fields) nonNegative(obj map[string]any, loc []any, key string) *float64 {
+	v, ok := f.lookup(obj, loc, key, false)
+	if !ok {
+		return nil
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		f.add("Input should be a valid number", "float_type", at(loc, key))
+		return nil
+	}
+	x, err := n.Float64()
+	if err != nil || math.IsInf(x, 0) || math.IsNaN(x) {
+		f.add("Input should be a finite number", "finite_number", at(loc, key))
+		return nil
+	}
+	if x < 0 {
+		f.add("Input should be greater than or equal to 0", "greater_than_equal", at(loc, key))
+		return nil
+	}
+	return &x
+}
+
+func (f *fields) object(obj map[string]any, loc []any, key string, required bool) (map[string]any, bool) {
+	v, ok := f.lookup(obj, loc, key, required)
+	if !ok {
+		return nil, false
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		f.add("Input should be a valid dictionary or object to extract fields from", "model_attributes_type", at(loc, key))
+		return nil, false
+	}
+	return m, true
+}
+
+func (f *fields) array(obj map[string]any, loc []any, key string, required bool) ([]any, bool) {
+	v, ok := f.lookup(obj, loc, key, required)
+	if !ok {
+		return nil, false
+	}
+	a, ok := v.([]any)
+	if !ok {
+		f.add("Input should be a valid list", "list_type", at(loc, key))
+		return nil, false
+	}
+	return a, true
+}
+
+// enum reads a string that must be one of allowed.
+func enum[T ~string](f *fields, obj map[string]any, loc []any, key string, required bool, allowed []T) (T, bool) {
+	s, ok := f.str(obj, loc, key, required)
+	if !ok {
+		return "", false
+	}
+	if !slices.Contains(allowed, T(s)) {
+		f.add("Input should be "+quoteOr(allowed), "enum", at(loc, key))
+		return "", false
+	}
+	return T(s), true
+}
+
+// quoteOr renders allowed values as pydantic does: 'a', 'b' or 'c'.
+func quoteOr[T ~string](allowed []T) string {
+	q := make([]string, len(allowed))
+	for i, a := range allowed {
+		q[i] = fmt.Sprintf("'%s'", a)
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+// queryInt reads an integer query parameter within [lo, hi] (hi < 0: no upper bound).
+func (f *fields) queryInt(q map[string][]string, key string, def, lo, hi int) int {
+	raw, ok := q[key]
+	if !ok || len(raw) == 0 || raw[0] == "" {
+		return def
+	}
+	n, err := strconv.Atoi(raw[0])
+	loc := []any{"query", key}
+	switch {
+	case err != nil:
+		f.add("Input should be a valid integer, unable to parse string as an integer", "int_parsing", loc)
+	case n < lo:
+		f.add(fmt.Sprintf("Input should be greater than or equal to %d", lo), "greater_than_equal", loc)
+	case hi >= 0 && n > hi:
+		f.add(fmt.Sprintf("Input should be less than or equal to %d", hi), "less_than_equal", loc)
+	default:
+		return n
+	}
+	return def
+}

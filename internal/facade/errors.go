@@ -1,0 +1,80 @@
+package facade
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// ValidationItem is one entry of a 422 validation error record (FastAPI/pydantic form).
+type ValidationItem struct {
+	Loc  []any  `json:"loc"`
+	Msg  string `json:"msg"`
+	Type string `json:"type"`
+}
+
+// apiError is an error with the HTTP answer it deserves. Handlers return it; writeError is
+// the one place that turns errors into responses.
+type apiError struct {
+	status int
+	// detail is the body's "detail" member: a string, a []ValidationItem, a []string (MPAN
+	// validation) or an object (asset conflict, prerequisites not met).
+	detail  any
+	headers map[string]string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d: %v", e.status, e.detail) }
+
+// fail returns an error answered with status and {"detail": message}.
+func fail(status int, format string, args ...any) error {
+	return &apiError{status: status, detail: fmt.Sprintf(format, args...)}
+}
+
+// invalid returns a 422 validation error record.
+func invalid(items ...ValidationItem) error {
+	return &apiError{status: http.StatusUnprocessableEntity, detail: items}
+}
+
+// field builds a ValidationItem.
+func field(msg, typ string, loc ...any) ValidationItem {
+	return ValidationItem{Loc: loc, Msg: msg, Type: typ}
+}
+
+var errSiteNotFound = fail(http.StatusNotFound, "Site not found or not authorized")
+
+// assetConflict is the 409 object form: the asset's external id is registered to another site.
+func assetConflict(externalID, existingAssetID string) error {
+	return &apiError{status: http.StatusConflict, detail: map[string]any{
+		"message":           fmt.Sprintf("Asset with external_id %q is already registered to a different site", externalID),
+		"existing_asset_id": existingAssetID,
+		"external_id":       externalID,
+	}}
+}
+
+// prerequisitesNotMet is the 422 object form with a code and the eligibility record.
+func prerequisitesNotMet(code, message string, eligibility *EligibilityRecord) error {
+	return &apiError{status: http.StatusUnprocessableEntity, detail: map[string]any{
+		"message": message, "code": code, "eligibility": eligibility,
+	}}
+}
+
+// writeError answers err: an apiError as itself, anything else as a logged 500 that reveals
+// nothing of the cause.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		s.Log.Error(err, "request failed", "method", r.Method, "path", r.URL.Path)
+		ae = &apiError{status: http.StatusInternalServerError, detail: "Internal server error"}
+	}
+	for k, v := range ae.headers {
+		w.Header().Set(k, v)
+	}
+	writeJSON(w, ae.status, map[string]any{"detail": ae.detail})
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}

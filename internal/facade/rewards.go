@@ -1,0 +1,169 @@
+package facade
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/identity"
+)
+
+// TransactionRecord is one item of `transactions`.
+type TransactionRecord struct {
+	TransactionID   string                 `json:"transaction_id"`
+	CreditPence     int64                  `json:"credit_pence"`
+	TransactionType flexv1.TransactionType `json:"transaction_type,omitempty"`
+	StartTime       *string                `json:"start_time,omitempty"`
+	EndTime         *string                `json:"end_time,omitempty"`
+	SettlementDate  string                 `json:"settlement_date,omitempty"`
+	FlexKWh         *float64               `json:"flex_kwh,omitempty"`
+	PaymentStatus   flexv1.PaymentStatus   `json:"payment_status,omitempty"`
+}
+
+// TransactionsResponse answers GET /rewards/{site_id}/transactions.
+type TransactionsResponse struct {
+	SiteID                      string              `json:"site_id"`
+	Transactions                []TransactionRecord `json:"transactions"`
+	IsBelowWithdrawalMinimum    bool                `json:"is_below_withdrawal_minimum"`
+	DaysUntilMinimumWaitTimeMet int                 `json:"days_until_minimum_wait_time_met"`
+}
+
+// BalanceInfo answers GET /rewards/{site_id}/info.
+type BalanceInfo struct {
+	CurrentBalancePence             int64 `json:"current_balance_pence"`
+	TotalEarningsPence              int64 `json:"total_earnings_pence"`
+	MinimumWithdrawalThresholdPence int64 `json:"minimum_withdrawal_threshold_pence"`
+	WithdrawalMinWaitDays           int   `json:"withdrawal_min_wait_days"`
+	CanWithdraw                     bool  `json:"can_withdraw"`
+}
+
+// balance sums a ledger: the balance is every credit and debit; earnings are the credits
+// that are not withdrawals; the first reward starts the withdrawal wait.
+type balance struct {
+	current, earnings int64
+	firstReward       *time.Time
+}
+
+func balanceOf(txs []flexv1.RewardTransaction) balance {
+	var b balance
+	for _, tx := range txs {
+		b.current += tx.CreditPence
+		if tx.Type == "withdrawal" || tx.CreditPence <= 0 {
+			continue
+		}
+		b.earnings += tx.CreditPence
+		if at := transactionTime(tx); !at.IsZero() && (b.firstReward == nil || at.Before(*b.firstReward)) {
+			b.firstReward = &at
+		}
+	}
+	return b
+}
+
+// transactionTime is when a transaction happened: its start, else its settlement date.
+func transactionTime(tx flexv1.RewardTransaction) time.Time {
+	if tx.StartTime != nil {
+		return tx.StartTime.Time
+	}
+	if d, err := time.Parse(time.DateOnly, tx.SettlementDate); err == nil {
+		return d
+	}
+	return time.Time{}
+}
+
+// daysUntilWaitMet counts the days left of the withdrawal wait; with no reward yet the
+// whole wait lies ahead.
+func (s *Server) daysUntilWaitMet(b balance) int {
+	if b.firstReward == nil {
+		return s.Rewards.WithdrawalMinWaitDays
+	}
+	elapsed := int(s.Now().Sub(*b.firstReward) / (24 * time.Hour))
+	return max(0, s.Rewards.WithdrawalMinWaitDays-elapsed)
+}
+
+func (s *Server) ledgerOf(ctx context.Context, site *flexv1.Site) ([]flexv1.RewardTransaction, error) {
+	ledger := &flexv1.RewardLedger{}
+	err := s.Cache.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}, ledger)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return ledger.Spec.Transactions, err
+}
+
+func (s *Server) transactions(r *http.Request, p *auth.Principal) (any, error) {
+	f := &fields{}
+	q := r.URL.Query()
+	limit := f.queryInt(q, "limit", 100, 1, 1000)
+	offset := f.queryInt(q, "offset", 0, 0, -1)
+	if err := f.err(); err != nil {
+		return nil, err
+	}
+	site, err := s.siteFor(r, p)
+	if err != nil {
+		return nil, err
+	}
+	txs, err := s.ledgerOf(r.Context(), site)
+	if err != nil {
+		return nil, err
+	}
+	b := balanceOf(txs)
+	// Newest first, as a statement reads; ties broken by id so pages are stable.
+	sorted := append([]flexv1.RewardTransaction(nil), txs...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		ti, tj := transactionTime(sorted[i]), transactionTime(sorted[j])
+		if !ti.Equal(tj) {
+			return ti.After(tj)
+		}
+		return sorted[i].ID < sorted[j].ID
+	})
+	out := TransactionsResponse{
+		SiteID:                      site.Labels[flexv1.IDLabel],
+		Transactions:                []TransactionRecord{},
+		IsBelowWithdrawalMinimum:    b.current < s.Rewards.MinimumWithdrawalPence,
+		DaysUntilMinimumWaitTimeMet: s.daysUntilWaitMet(b),
+	}
+	if offset < len(sorted) {
+		for _, tx := range sorted[offset:min(len(sorted), offset+limit)] {
+			out.Transactions = append(out.Transactions, transactionRecord(tx))
+		}
+	}
+	return out, nil
+}
+
+func transactionRecord(tx flexv1.RewardTransaction) TransactionRecord {
+	rec := TransactionRecord{
+		TransactionID: tx.ID, CreditPence: tx.CreditPence, TransactionType: tx.Type,
+		StartTime: formatTime(tx.StartTime), EndTime: formatTime(tx.EndTime),
+		SettlementDate: tx.SettlementDate, PaymentStatus: tx.PaymentStatus,
+	}
+	if tx.FlexWh != nil {
+		kwh := float64(*tx.FlexWh) / 1000
+		rec.FlexKWh = &kwh
+	}
+	return rec
+}
+
+func (s *Server) rewardInfo(r *http.Request, p *auth.Principal) (any, error) {
+	site, err := s.siteFor(r, p)
+	if err != nil {
+		return nil, err
+	}
+	txs, err := s.ledgerOf(r.Context(), site)
+	if err != nil {
+		return nil, err
+	}
+	b := balanceOf(txs)
+	return BalanceInfo{
+		CurrentBalancePence:             b.current,
+		TotalEarningsPence:              b.earnings,
+		MinimumWithdrawalThresholdPence: s.Rewards.MinimumWithdrawalPence,
+		WithdrawalMinWaitDays:           s.Rewards.WithdrawalMinWaitDays,
+		CanWithdraw: b.current > 0 && b.current >= s.Rewards.MinimumWithdrawalPence &&
+			s.daysUntilWaitMet(b) == 0,
+	}, nil
+}

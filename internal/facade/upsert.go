@@ -1,0 +1,376 @@
+package facade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/eligibility"
+	"github.com/flexsite/flexsite/internal/identity"
+)
+
+// An upsert (onboard, initialise) is planned completely before its first write: every
+// validation and conflict check runs against what is stored, and the result is the site and
+// assets as they should be stored. Only then does apply write, undoing what it wrote if a
+// write fails. Object names come from natural keys, so two requests racing to create the same
+// site collide in the API server (AlreadyExists), and a stale read shows up as a Conflict on
+// update: both mean "plan again from fresh reads", never corruption.
+
+// errRetry marks a write that lost a race; the request is planned again from fresh reads.
+var errRetry = errors.New("lost a write race; plan again")
+
+// maxAttempts bounds the plan-and-write loop under contention.
+const maxAttempts = 6
+
+type upsertRequest struct {
+	site   siteInput
+	assets []assetInput
+}
+
+// upsertPlan is what one request will store.
+type upsertPlan struct {
+	site       *flexv1.Site // as it should be stored
+	siteBefore *flexv1.Site // as stored now; nil when the site is new
+	siteFields []string
+	assets     []assetPlan
+	// others are the site's stored assets the request does not name: they count for eligibility.
+	others []flexv1.Asset
+}
+
+type assetPlan struct {
+	asset  *flexv1.Asset
+	before *flexv1.Asset
+	fields []string
+}
+
+func (p *upsertPlan) eligibility(rules eligibility.Rules) eligibility.Result {
+	inputs := make([]eligibility.Asset, 0, len(p.assets)+len(p.others))
+	for _, a := range p.assets {
+		inputs = append(inputs, eligibility.Asset{Name: a.asset.Name, ID: a.asset.Labels[flexv1.IDLabel], Spec: a.asset.Spec})
+	}
+	for _, a := range p.others {
+		inputs = append(inputs, eligibility.Asset{Name: a.Name, ID: a.Labels[flexv1.IDLabel], Spec: a.Spec})
+	}
+	return eligibility.Evaluate(&p.site.Spec, inputs, rules)
+}
+
+func (p *upsertPlan) siteID() string { return p.site.Labels[flexv1.IDLabel] }
+
+// planUpsert decides what the request stores, checking every conflict first.
+func planUpsert(ctx context.Context, st store, ns string, req upsertRequest, rules eligibility.Rules) (*upsertPlan, error) {
+	for i, a := range req.assets {
+		if a.Model != nil {
+			if _, ok := rules.Model(*a.Model); !ok {
+				return nil, &apiError{status: http.StatusNotFound,
+					detail: fmt.Sprintf("Asset model %q not found (assets[%d].asset_model)", *a.Model, i)}
+			}
+		}
+	}
+	existing, err := st.siteByMPAN(ctx, ns, req.site.MPAN)
+	if err != nil {
+		return nil, err
+	}
+	plan := &upsertPlan{}
+	if existing == nil {
+		plan.site = newSite(ns, identity.SiteNameForMPAN(req.site.MPAN))
+		plan.site.Spec.MPAN = req.site.MPAN
+		mergeSite(plan.site, req.site)
+	} else {
+		plan.siteBefore = existing
+		plan.site = existing.DeepCopy()
+		plan.siteFields = mergeSite(plan.site, req.site)
+	}
+
+	named := map[string]bool{}
+	for _, in := range req.assets {
+		current, err := st.assetByExternalID(ctx, ns, in.ExternalID)
+		if err != nil {
+			return nil, err
+		}
+		ap := assetPlan{}
+		switch {
+		case current == nil:
+			ap.asset = newAsset(ns, plan.site.Name, in)
+		case current.Spec.SiteName != plan.site.Name:
+			return nil, assetConflict(in.ExternalID, current.Labels[flexv1.IDLabel])
+		case current.Spec.Type != in.Type:
+			return nil, fail(http.StatusConflict, "Asset %q is registered as type %q, not %q",
+				in.ExternalID, current.Spec.Type, in.Type)
+		default:
+			ap.before = current
+			ap.asset = current.DeepCopy()
+			ap.fields = mergeAsset(ap.asset, in)
+		}
+		named[ap.asset.Name] = true
+		plan.assets = append(plan.assets, ap)
+	}
+	if existing != nil {
+		stored, err := st.assetsOf(ctx, existing)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range stored {
+			if !named[a.Name] {
+				plan.others = append(plan.others, a)
+			}
+		}
+	}
+	return plan, nil
+}
+
+func newSite(ns, name string) *flexv1.Site {
+	return &flexv1.Site{ObjectMeta: metav1.ObjectMeta{
+		Namespace: ns, Name: name,
+		Labels: map[string]string{flexv1.IDLabel: identity.NewID()},
+		// Set at creation so the controller need not write again to add it.
+		Finalizers: []string{flexv1.Finalizer},
+	}}
+}
+
+func newAsset(ns, siteName string, in assetInput) *flexv1.Asset {
+	a := &flexv1.Asset{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.AssetName(in.ExternalID),
+			Labels: map[string]string{flexv1.IDLabel: identity.NewID()}},
+		Spec: flexv1.AssetSpec{SiteName: siteName, ExternalID: in.ExternalID, Type: in.Type},
+	}
+	mergeAsset(a, in)
+	return a
+}
+
+// mergeSite writes the request's fields into the site and names those whose value changed.
+// Fields the request leaves out keep their stored value.
+func mergeSite(site *flexv1.Site, in siteInput) []string {
+	var changed []string
+	set := func(name string, dst *string, src *string) {
+		if src != nil && *dst != *src {
+			*dst = *src
+			changed = append(changed, name)
+		}
+	}
+	postcode := in.Postcode
+	set("postcode", &site.Spec.Postcode, &postcode)
+	set("street_address", &site.Spec.StreetAddress, in.StreetAddress)
+	set("email", &site.Spec.Email, in.Email)
+	if in.Consent != nil && (site.Spec.BoundaryMeterConsentAt == nil || !site.Spec.BoundaryMeterConsentAt.Time.Equal(*in.Consent)) {
+		site.Spec.BoundaryMeterConsentAt = &metav1.Time{Time: in.Consent.UTC()}
+		changed = append(changed, "gave_boundary_meter_consent_at")
+	}
+	ensureID(site)
+	return changed
+}
+
+func mergeAsset(a *flexv1.Asset, in assetInput) []string {
+	var changed []string
+	setStr := func(name string, dst *string, src *string) {
+		if src != nil && *dst != *src {
+			*dst = *src
+			changed = append(changed, name)
+		}
+	}
+	setNum := func(name string, dst **float64, src *float64) {
+		if src != nil && (*dst == nil || **dst != *src) {
+			v := *src
+			*dst = &v
+			changed = append(changed, name)
+		}
+	}
+	setStr("asset_model", &a.Spec.Model, in.Model)
+	setStr("installation_date", &a.Spec.InstallationDate, in.InstallationDate)
+	setStr("serial_number", &a.Spec.SerialNumber, in.SerialNumber)
+	setNum("properties.power_kw", &a.Spec.PowerKW, in.PowerKW)
+	setNum("properties.capacity_kwh", &a.Spec.CapacityKWh, in.CapacityKWh)
+	ensureID(a)
+	return changed
+}
+
+// ensureID gives an object created outside the API (kubectl, GitOps) its id if the controller
+// has not yet, so the answer can name it.
+func ensureID(obj client.Object) {
+	labels := obj.GetLabels()
+	if labels[flexv1.IDLabel] != "" {
+		return
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[flexv1.IDLabel] = identity.NewID()
+	obj.SetLabels(labels)
+}
+
+// writeLog remembers what a request wrote, to undo it if a later write fails.
+type writeLog struct {
+	created []client.Object
+	updated []client.Object // the stored versions before this request changed them
+	// createdKeys and fields survive retries: an object this request created or changed in an
+	// earlier attempt is still "created" or "updated" in its answer.
+	createdKeys map[string]bool
+	fields      map[string][]string
+}
+
+func newWriteLog() *writeLog {
+	return &writeLog{createdKeys: map[string]bool{}, fields: map[string][]string{}}
+}
+
+// fieldsOf names the API fields this request changed on obj, over all its attempts.
+func (l *writeLog) fieldsOf(obj client.Object) []string { return nonNil(l.fields[key(obj)]) }
+
+func (l *writeLog) noteFields(obj client.Object, fields []string) {
+	k := key(obj)
+	for _, f := range fields {
+		if !slices.Contains(l.fields[k], f) {
+			l.fields[k] = append(l.fields[k], f)
+		}
+	}
+}
+
+func key(obj client.Object) string {
+	return fmt.Sprintf("%T/%s/%s", obj, obj.GetNamespace(), obj.GetName())
+}
+
+func (l *writeLog) wasCreated(obj client.Object) bool { return l.createdKeys[key(obj)] }
+
+// create writes a new object; losing a race to create it is errRetry.
+func (s *Server) create(ctx context.Context, log *writeLog, obj client.Object) error {
+	if err := s.Client.Create(ctx, obj); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return errRetry
+		}
+		return err
+	}
+	log.created = append(log.created, obj)
+	log.createdKeys[key(obj)] = true
+	return nil
+}
+
+// update writes a changed object with optimistic concurrency; a stale read is errRetry.
+func (s *Server) update(ctx context.Context, log *writeLog, obj, before client.Object) error {
+	if err := s.Client.Update(ctx, obj); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return errRetry
+		}
+		return err
+	}
+	log.updated = append(log.updated, before)
+	return nil
+}
+
+// applyUpsert writes the plan: the site first (assets name it), then the assets.
+func (s *Server) applyUpsert(ctx context.Context, log *writeLog, plan *upsertPlan) error {
+	var siteBefore client.Object // a nil interface, not a typed nil, when the site is new
+	if plan.siteBefore != nil {
+		siteBefore = plan.siteBefore
+	}
+	if err := s.write(ctx, log, plan.site, siteBefore, plan.siteFields); err != nil {
+		return err
+	}
+	for _, ap := range plan.assets {
+		var before client.Object
+		if ap.before != nil {
+			before = ap.before
+		}
+		if err := s.write(ctx, log, ap.asset, before, ap.fields); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write creates obj when before is nil, and otherwise updates it when fields changed (or it
+// lacks its id label).
+func (s *Server) write(ctx context.Context, log *writeLog, obj, before client.Object, fields []string) error {
+	if before == nil {
+		return s.create(ctx, log, obj)
+	}
+	if len(fields) == 0 && before.GetLabels()[flexv1.IDLabel] != "" {
+		return nil
+	}
+	if err := s.update(ctx, log, obj, before); err != nil {
+		return err
+	}
+	log.noteFields(obj, fields)
+	return nil
+}
+
+// rollback undoes a failed request's writes, newest first: it deletes what it created and
+// puts back the spec of what it updated. A site deleted here takes its children with it
+// (finalizer). Failures are logged: the cleanup is best effort on top of a failed request.
+func (s *Server) rollback(ctx context.Context, log *writeLog) {
+	ctx = context.WithoutCancel(ctx)
+	for i := len(log.created) - 1; i >= 0; i-- {
+		obj := log.created[i]
+		if err := s.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			s.Log.Error(err, "rollback: deleting", "object", key(obj))
+		}
+	}
+	for i := len(log.updated) - 1; i >= 0; i-- {
+		if err := s.restore(ctx, log.updated[i]); err != nil {
+			s.Log.Error(err, "rollback: restoring", "object", key(log.updated[i]))
+		}
+	}
+}
+
+// restore puts an object's stored spec and labels back as they were before the request.
+func (s *Server) restore(ctx context.Context, before client.Object) error {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		current := before.DeepCopyObject().(client.Object)
+		if err := s.APIReader.Get(ctx, client.ObjectKeyFromObject(before), current); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		restored := before.DeepCopyObject().(client.Object)
+		restored.SetResourceVersion(current.GetResourceVersion())
+		restored.SetFinalizers(current.GetFinalizers())
+		restored.SetAnnotations(current.GetAnnotations())
+		err := s.Client.Update(ctx, restored)
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("restoring %s: still conflicting after %d attempts", key(before), maxAttempts)
+}
+
+// transact runs plan-and-write until it stops losing races: attempt sees a cached store first
+// and a fresh one after a lost race. On failure every write of every attempt is undone.
+func (s *Server) transact(ctx context.Context, attempt func(st store, log *writeLog) error) error {
+	log := newWriteLog()
+	fresh := false
+	for i := 0; i < maxAttempts; i++ {
+		err := attempt(s.store(fresh), log)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errRetry) {
+			s.rollback(ctx, log)
+			return err
+		}
+		// What earlier attempts wrote stays (the next attempt reads it as stored) and stays in
+		// the log, so a final failure undoes it too.
+		fresh = true
+		time.Sleep(time.Duration(i*i) * 10 * time.Millisecond)
+	}
+	return &apiError{status: http.StatusServiceUnavailable, detail: "Too many concurrent changes to this site; retry",
+		headers: map[string]string{"Retry-After": "1"}}
+}
+
+// duplicateExternalIDs reports assets of one request that share an external id.
+func duplicateExternalIDs(f *fields, assets []assetInput) {
+	seen := map[string]int{}
+	for i, a := range assets {
+		if a.ExternalID == "" {
+			continue
+		}
+		if first, ok := seen[a.ExternalID]; ok {
+			f.add(fmt.Sprintf("Duplicate external_id %q (also assets[%d])", a.ExternalID, first), "value_error",
+				[]any{"body", "assets", i, "external_id"})
+			continue
+		}
+		seen[a.ExternalID] = i
+	}
+}
