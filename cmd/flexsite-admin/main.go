@@ -1,0 +1,141 @@
+// Command flexsite-admin helps a platform team manage Flexsite organisations. It prints
+// Kubernetes YAML (never applies it), so its output can go to `kubectl apply -f -` or, with a
+// sealed-secrets tool, into Git.
+//
+//	FLEXSITE_CLIENT_PASSWORD=... flexsite-admin organisation --name acme --username acme-app | kubectl apply -f -
+//
+// The password is read from $FLEXSITE_CLIENT_PASSWORD, or generated and printed to stderr;
+// the YAML carries only its bcrypt hash.
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"golang.org/x/crypto/bcrypt"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Getenv("FLEXSITE_CLIENT_PASSWORD"), os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "flexsite-admin:", err)
+		os.Exit(2)
+	}
+}
+
+func run(args []string, password string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "organisation" {
+		return errors.New("usage: flexsite-admin organisation --name NAMESPACE --username USER " +
+			"[--roles entity_read,entity_write,rewards,components] [--consent-exempt]")
+	}
+	fs := flag.NewFlagSet("organisation", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	name := fs.String("name", "", "Organisation name: the namespace its objects live in.")
+	username := fs.String("username", "", "Login name of the organisation's API client (unique across organisations).")
+	roles := fs.String("roles", "entity_read,entity_write,rewards,components", "Comma-separated roles of the API client.")
+	exempt := fs.Bool("consent-exempt", false, "Exempt the client from sending boundary meter consent for new end users.")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if errs := validation.IsDNS1123Label(*name); len(errs) > 0 {
+		return fmt.Errorf("--name %q is not a valid namespace name: %s", *name, strings.Join(errs, "; "))
+	}
+	if *username == "" {
+		return errors.New("--username is required")
+	}
+	clientRoles, err := parseRoles(*roles)
+	if err != nil {
+		return err
+	}
+	if password == "" {
+		if password, err = generatePassword(); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "generated password for %s (shown once, store it now): %s\n", *username, password)
+	}
+	docs, err := organisationYAML(*name, *username, password, clientRoles, *exempt)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, docs)
+	return err
+}
+
+func parseRoles(s string) ([]flexv1.Role, error) {
+	known := map[flexv1.Role]bool{flexv1.RoleEntityRead: true, flexv1.RoleEntityWrite: true,
+		flexv1.RoleRewards: true, flexv1.RoleComponents: true}
+	var out []flexv1.Role
+	for _, r := range strings.Split(s, ",") {
+		role := flexv1.Role(strings.TrimSpace(r))
+		if role == "" {
+			continue
+		}
+		if !known[role] {
+			return nil, fmt.Errorf("unknown role %q (known: entity_read, entity_write, rewards, components)", role)
+		}
+		out = append(out, role)
+	}
+	return out, nil
+}
+
+func generatePassword() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// organisationYAML renders the organisation's Namespace, the Secret with the client's bcrypt
+// password hash, and the APIClient.
+func organisationYAML(name, username, password string, roles []flexv1.Role, exempt bool) (string, error) {
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if err != nil {
+		return "", err
+	}
+	clientName := strings.ToLower(username)
+	secretName := clientName + "-credentials"
+	objects := []any{
+		&corev1.Namespace{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{flexv1.OrganisationLabel: name}},
+		},
+		&corev1.Secret{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: secretName},
+			Type:       corev1.SecretTypeOpaque,
+			StringData: map[string]string{"password-hash": string(hash)},
+		},
+		&flexv1.APIClient{
+			TypeMeta:   metav1.TypeMeta{APIVersion: flexv1.GroupVersion.String(), Kind: "APIClient"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: clientName},
+			Spec: flexv1.APIClientSpec{
+				Username:              username,
+				PasswordHashSecretRef: flexv1.SecretKeyRef{Name: secretName, Key: "password-hash"},
+				Roles:                 roles,
+				ConsentExempt:         exempt,
+			},
+		},
+	}
+	var b strings.Builder
+	for _, obj := range objects {
+		data, err := yaml.Marshal(obj)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString("---\n")
+		b.Write(data)
+	}
+	return b.String(), nil
+}
