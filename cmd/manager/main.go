@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
@@ -35,6 +36,7 @@ import (
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/embedded"
 	"github.com/flexsite/flexsite/internal/facade"
+	flexwebhook "github.com/flexsite/flexsite/webhook"
 )
 
 // defaultDemoPassword is the embedded demo client's password when FLEXSITE_DEMO_PASSWORD is
@@ -47,6 +49,8 @@ type options struct {
 	embedded                        bool
 	binDir, crdDir, rulesDir        string
 	dataDir, kubeconfigOut          string
+	webhookDir                      string
+	webhookPort                     int
 	installRules                    bool
 	tokenKeysSecret                 string
 	rewards                         facade.RewardPolicy
@@ -68,6 +72,10 @@ func main() {
 	flag.StringVar(&o.crdDir, "embedded-crd-dir", "config/crd/bases", "With --embedded: CRDs to install.")
 	flag.StringVar(&o.dataDir, "embedded-data-dir", "bin/embedded/etcd",
 		"With --embedded: etcd data directory, kept between runs; empty for a throwaway one.")
+	flag.StringVar(&o.webhookDir, "embedded-webhook-dir", "config/webhook",
+		"With --embedded: admission webhook configurations to install (empty: none).")
+	flag.IntVar(&o.webhookPort, "webhook-port", 9443, "Port of the admission webhook server (TLS; certificates in "+
+		"/tmp/k8s-webhook-server/serving-certs, e.g. from cert-manager).")
 	flag.StringVar(&o.kubeconfigOut, "embedded-kubeconfig", "bin/embedded/kubeconfig",
 		"With --embedded: where to write the admin kubeconfig for kubectl.")
 	flag.BoolVar(&o.installRules, "install-default-rules", false,
@@ -93,9 +101,11 @@ func main() {
 func run(ctx context.Context, o options) error {
 	log := ctrl.Log.WithName("setup")
 	var cfg *rest.Config
+	webhookOpts := webhook.Options{Port: o.webhookPort}
 	if o.embedded {
 		log.Info("starting the embedded control plane", "binaries", o.binDir, "data", o.dataDir)
-		cp, err := embedded.Start(embedded.Options{BinaryDir: o.binDir, CRDDir: o.crdDir, DataDir: o.dataDir, KubeconfigPath: o.kubeconfigOut})
+		cp, err := embedded.Start(embedded.Options{BinaryDir: o.binDir, CRDDir: o.crdDir, DataDir: o.dataDir,
+			KubeconfigPath: o.kubeconfigOut, WebhookDir: o.webhookDir})
 		if err != nil {
 			return err
 		}
@@ -106,6 +116,7 @@ func run(ctx context.Context, o options) error {
 			}
 		}()
 		cfg = cp.Config
+		webhookOpts = webhook.Options{Host: cp.Webhook.Host, Port: cp.Webhook.Port, CertDir: cp.Webhook.CertDir}
 		kubeconfig, _ := filepath.Abs(o.kubeconfigOut)
 		fmt.Printf("\nEmbedded control plane is up. In another shell:\n    export KUBECONFIG=%s\n\n", kubeconfig)
 	} else {
@@ -123,6 +134,7 @@ func run(ctx context.Context, o options) error {
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
+		WebhookServer:                 webhook.NewServer(webhookOpts),
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              "flexsite-manager.flexsite.io",
 		LeaderElectionReleaseOnCancel: true,
@@ -132,6 +144,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := controllers.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
+	}
+	if err := flexwebhook.Setup(mgr); err != nil {
+		return fmt.Errorf("setting up the webhooks: %w", err)
 	}
 
 	if o.embedded || o.installRules {

@@ -23,12 +23,24 @@ type Options struct {
 	DataDir string
 	// KubeconfigPath is where an admin kubeconfig for kubectl is written.
 	KubeconfigPath string
+	// WebhookDir holds the admission webhook configurations to install, pointed at the local
+	// webhook server with a generated serving certificate; empty installs none.
+	WebhookDir string
 }
 
 // ControlPlane is a running embedded control plane.
 type ControlPlane struct {
 	env    *envtest.Environment
 	Config *rest.Config
+	// Webhook is where the manager's webhook server must listen, and its certificates.
+	Webhook WebhookServing
+}
+
+// WebhookServing is the local webhook server's address and certificate directory.
+type WebhookServing struct {
+	Host    string
+	Port    int
+	CertDir string
 }
 
 // Start brings up etcd and kube-apiserver, installs the CRDs and writes the kubeconfig.
@@ -44,6 +56,9 @@ func Start(opts Options) (*ControlPlane, error) {
 		CRDDirectoryPaths:     []string{opts.CRDDir},
 		ErrorIfCRDPathMissing: true,
 	}
+	if opts.WebhookDir != "" {
+		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{opts.WebhookDir}, IgnoreErrorIfPathMissing: false}
+	}
 	if opts.DataDir != "" {
 		if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 			return nil, err
@@ -54,7 +69,9 @@ func Start(opts Options) (*ControlPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the embedded control plane: %w", err)
 	}
-	cp := &ControlPlane{env: env, Config: cfg}
+	wh := env.WebhookInstallOptions
+	cp := &ControlPlane{env: env, Config: cfg,
+		Webhook: WebhookServing{Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir}}
 	if opts.KubeconfigPath != "" {
 		if err := cp.writeKubeconfig(opts.KubeconfigPath); err != nil {
 			_ = cp.Stop()

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/bootstrap"
@@ -78,12 +79,23 @@ func Start(ctx context.Context, opts ...func(*envtest.Environment)) (*Env, error
 	return &Env{Environment: env, Config: cfg, Client: c}, nil
 }
 
-// NewManager returns a manager for the environment with metrics and probes off.
+// WithWebhooks installs Flexsite's admission webhook configurations (config/webhook),
+// pointed at a local webhook server with a generated certificate: pass it to Start, and
+// start the manager with ServeWebhooks.
+func WithWebhooks(env *envtest.Environment) {
+	env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{filepath.Join(RepoRoot(), "config", "webhook")}}
+}
+
+// NewManager returns a manager for the environment with metrics and probes off, serving the
+// installed webhooks (if any).
 func (e *Env) NewManager() (ctrl.Manager, error) {
+	wh := e.WebhookInstallOptions
 	return ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:                 Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir}),
 	})
 }
 

@@ -265,7 +265,7 @@ func ValidateInstallationDate(s string, now time.Time) error {
 	}
 	y, m, dd := now.UTC().Date()
 	if d.After(time.Date(y, m, dd, 0, 0, 0, 0, time.UTC)) {
-		return newError("value_error", "installation_date must not be in the future")
+		return newError("value_error", "Date must not be in the future")
 	}
 	return nil
 }

@@ -348,7 +348,7 @@ func TestValidateInstallationDate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
 			ve := checkErr(t, ValidateInstallationDate(tt.in, tt.now), tt.wantType)
-			if tt.wantType == "value_error" && ve.Msg != "installation_date must not be in the future" {
+			if tt.wantType == "value_error" && ve.Msg != "Date must not be in the future" {
 				t.Errorf("msg %q", ve.Msg)
 			}
 		})

@@ -1,0 +1,105 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/validation"
+)
+
+// +kubebuilder:webhook:path=/validate-flexsite-io-v1alpha1-asset,mutating=false,failurePolicy=fail,sideEffects=None,groups=flexsite.io,resources=assets,verbs=create;update,versions=v1alpha1,name=vasset.flexsite.io,admissionReviewVersions=v1
+
+type assetValidator struct {
+	*lookups
+	now func() time.Time
+}
+
+// ValidateCreate also checks the asset's references: its site must exist, and its external
+// id must be free in the organisation.
+func (v *assetValidator) ValidateCreate(ctx context.Context, asset *flexv1.Asset) (admission.Warnings, error) {
+	spec := field.NewPath("spec")
+	errs := AssetSpecErrors(&asset.Spec, spec, v.now())
+	site, err := v.site(ctx, asset.Namespace, asset.Spec.SiteName)
+	if err != nil {
+		return nil, err
+	}
+	if site == nil || !site.DeletionTimestamp.IsZero() {
+		errs = append(errs, field.NotFound(spec.Child("siteName"), asset.Spec.SiteName))
+	}
+	taken, err := v.externalIDTaken(ctx, asset)
+	if err != nil {
+		return nil, err
+	}
+	if taken != "" {
+		errs = append(errs, field.Invalid(spec.Child("externalID"), asset.Spec.ExternalID,
+			fmt.Sprintf("external ID is already used in this organisation by Asset %q", taken)))
+	}
+	if err := invalid("Asset", asset.Name, errs); err != nil {
+		return nil, err
+	}
+	return v.warnings(ctx, asset)
+}
+
+// ValidateUpdate checks the fields only: a site may be going away while its assets are
+// still updated (by their controller, say), and siteName and externalID cannot change.
+func (v *assetValidator) ValidateUpdate(ctx context.Context, _, asset *flexv1.Asset) (admission.Warnings, error) {
+	if err := invalid("Asset", asset.Name, AssetSpecErrors(&asset.Spec, field.NewPath("spec"), v.now())); err != nil {
+		return nil, err
+	}
+	return v.warnings(ctx, asset)
+}
+
+func (v *assetValidator) ValidateDelete(context.Context, *flexv1.Asset) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// AssetSpecErrors checks an asset's fields with the domain rules.
+func AssetSpecErrors(spec *flexv1.AssetSpec, path *field.Path, now time.Time) field.ErrorList {
+	var errs field.ErrorList
+	if spec.InstallationDate != "" {
+		if err := validation.ValidateInstallationDate(spec.InstallationDate, now); err != nil {
+			errs = append(errs, field.Invalid(path.Child("installationDate"), spec.InstallationDate, err.Error()))
+		}
+	}
+	return errs
+}
+
+// warnings tells, without refusing, about an asset model the catalogue does not know: the
+// asset is stored and its site's status reports asset_model_not_found until the model is added.
+func (v *assetValidator) warnings(ctx context.Context, asset *flexv1.Asset) (admission.Warnings, error) {
+	if asset.Spec.Model == "" {
+		return nil, nil
+	}
+	models := &flexv1.AssetModelList{}
+	if err := v.cache.List(ctx, models, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	for _, m := range models.Items {
+		if m.Spec.ModelName == asset.Spec.Model {
+			return nil, nil
+		}
+	}
+	return admission.Warnings{fmt.Sprintf("spec.model: asset model %q is not in the catalogue; "+
+		"the asset cannot qualify through asset-level metering until it is", asset.Spec.Model)}, nil
+}
+
+func (v *assetValidator) externalIDTaken(ctx context.Context, asset *flexv1.Asset) (string, error) {
+	list := &flexv1.AssetList{}
+	if err := v.cache.List(ctx, list, client.InNamespace(asset.Namespace),
+		client.MatchingFields{index.ExternalID: asset.Spec.ExternalID}); err != nil {
+		return "", err
+	}
+	for _, other := range list.Items {
+		if other.Name != asset.Name && other.DeletionTimestamp.IsZero() {
+			return other.Name, nil
+		}
+	}
+	return "", nil
+}

@@ -1,0 +1,97 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/validation"
+)
+
+// +kubebuilder:webhook:path=/mutate-flexsite-io-v1alpha1-site,mutating=true,failurePolicy=fail,sideEffects=None,groups=flexsite.io,resources=sites,verbs=create;update,versions=v1alpha1,name=msite.flexsite.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-flexsite-io-v1alpha1-site,mutating=false,failurePolicy=fail,sideEffects=None,groups=flexsite.io,resources=sites,verbs=create;update,versions=v1alpha1,name=vsite.flexsite.io,admissionReviewVersions=v1
+
+// siteDefaulter normalises what people type: "sw1a1aa" becomes "SW1A 1AA", and spaces go
+// from an MPAN. Values it cannot read are left for the validator to explain.
+type siteDefaulter struct{}
+
+func (siteDefaulter) Default(_ context.Context, site *flexv1.Site) error {
+	if pc, err := validation.NormalisePostcode(site.Spec.Postcode); err == nil {
+		site.Spec.Postcode = pc
+	}
+	site.Spec.MPAN = strings.Join(strings.Fields(site.Spec.MPAN), "")
+	return nil
+}
+
+type siteValidator struct{ *lookups }
+
+func (v *siteValidator) ValidateCreate(ctx context.Context, site *flexv1.Site) (admission.Warnings, error) {
+	return nil, v.validate(ctx, site)
+}
+
+func (v *siteValidator) ValidateUpdate(ctx context.Context, _, site *flexv1.Site) (admission.Warnings, error) {
+	return nil, v.validate(ctx, site)
+}
+
+func (v *siteValidator) ValidateDelete(context.Context, *flexv1.Site) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v *siteValidator) validate(ctx context.Context, site *flexv1.Site) error {
+	spec := field.NewPath("spec")
+	errs := SiteSpecErrors(&site.Spec, spec)
+	if site.Spec.MPAN != "" && len(errs) == 0 {
+		others, err := v.sitesWith(ctx, site, index.MPAN, site.Spec.MPAN)
+		if err != nil {
+			return err
+		}
+		if len(others) > 0 {
+			errs = append(errs, field.Invalid(spec.Child("mpan"), site.Spec.MPAN,
+				fmt.Sprintf("MPAN is already registered in this organisation by Site %q", others[0])))
+		}
+	}
+	return invalid("Site", site.Name, errs)
+}
+
+// SiteSpecErrors checks a site's fields with the domain rules (the schema already bounds
+// lengths and shapes).
+func SiteSpecErrors(spec *flexv1.SiteSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if spec.MPAN != "" {
+		if _, err := validation.NormaliseMPAN(spec.MPAN); err != nil {
+			errs = append(errs, field.Invalid(path.Child("mpan"), spec.MPAN, err.Error()))
+		}
+	}
+	if spec.Postcode != "" {
+		if _, err := validation.NormalisePostcode(spec.Postcode); err != nil {
+			errs = append(errs, field.Invalid(path.Child("postcode"), spec.Postcode, err.Error()))
+		}
+	}
+	if spec.Email != "" {
+		if err := validation.ValidateEmail(spec.Email); err != nil {
+			errs = append(errs, field.Invalid(path.Child("email"), spec.Email, err.Error()))
+		}
+	}
+	return errs
+}
+
+// sitesWith names the other live Sites of the namespace whose indexed field has value.
+func (v *siteValidator) sitesWith(ctx context.Context, site *flexv1.Site, indexName, value string) ([]string, error) {
+	list := &flexv1.SiteList{}
+	if err := v.cache.List(ctx, list, client.InNamespace(site.Namespace), client.MatchingFields{indexName: value}); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, other := range list.Items {
+		if other.Name != site.Name && other.DeletionTimestamp.IsZero() {
+			names = append(names, other.Name)
+		}
+	}
+	return names, nil
+}

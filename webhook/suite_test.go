@@ -1,0 +1,69 @@
+package webhook_test
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/testenv"
+	"github.com/flexsite/flexsite/webhook"
+)
+
+// The webhooks are tested as the API server calls them: envtest installs the generated
+// webhook configurations (config/webhook) pointed at the manager's webhook server, and the
+// tests create objects through the API server and read its answers.
+
+var (
+	env       *testenv.Env
+	k8sClient client.Client
+)
+
+func TestWebhooks(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Webhook suite (envtest)")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	var err error
+	env, err = testenv.Start(ctx, testenv.WithWebhooks)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(env.Stop()).To(Succeed()) })
+	k8sClient = env.Client
+	mgrCtx, cancel := context.WithCancel(context.Background())
+	DeferCleanup(cancel)
+
+	mgr, err := env.NewManager()
+	Expect(err).NotTo(HaveOccurred())
+	Expect(controllers.SetupWithManager(mgrCtx, mgr)).To(Succeed())
+	Expect(webhook.Setup(mgr)).To(Succeed())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(mgrCtx)).To(Succeed())
+	}()
+
+	// Wait for the webhook server to accept TLS connections.
+	wh := env.WebhookInstallOptions
+	addr := net.JoinHostPort(wh.LocalServingHost, fmt.Sprint(wh.LocalServingPort))
+	Eventually(func() error {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a readiness probe of our own test server
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}).Should(Succeed())
+	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
+
+	SetDefaultEventuallyTimeout(20 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+}, NodeTimeout(3*time.Minute))

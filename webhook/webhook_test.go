@@ -1,0 +1,149 @@
+package webhook_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/identity"
+)
+
+func site(ns, name, mpan string) *flexv1.Site {
+	return &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: flexv1.SiteSpec{MPAN: mpan, Postcode: "SW1A 1AA"}}
+}
+
+func asset(ns, siteName, externalID string) *flexv1.Asset {
+	return &flexv1.Asset{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.AssetName(externalID)},
+		Spec: flexv1.AssetSpec{SiteName: siteName, ExternalID: externalID, Type: flexv1.AssetTypeCharger, PowerKW: ptr.To(7.0)}}
+}
+
+func enrolment(ns, siteName string) *flexv1.Enrolment {
+	return &flexv1.Enrolment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "enrol-"},
+		Spec: flexv1.EnrolmentSpec{SiteName: siteName, Proposition: flexv1.PropositionLimitedPause}}
+}
+
+// refusal returns the API server's message for creating obj, which must be refused as Invalid.
+func refusal(ctx SpecContext, obj client.Object) string {
+	err := k8sClient.Create(ctx, obj)
+	ExpectWithOffset(1, apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+	return err.Error()
+}
+
+var _ = Describe("Site webhook", func() {
+	var ns string
+	BeforeEach(func(ctx SpecContext) {
+		var err error
+		ns, err = env.Namespace(ctx)
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("refuses an MPAN whose check digit is wrong, naming the field", func(ctx SpecContext) {
+		Expect(refusal(ctx, site(ns, "s1", "1234567890123"))).To(ContainSubstring(
+			`admission webhook "vsite.flexsite.io" denied the request: Site.flexsite.io "s1" is invalid: ` +
+				`spec.mpan: Invalid value: "1234567890123": MPAN check digit is invalid`))
+	})
+
+	It("refuses an invalid email", func(ctx SpecContext) {
+		s := site(ns, "s2", "1200000000011")
+		s.Spec.Email = "not an email"
+		Expect(refusal(ctx, s)).To(ContainSubstring(`spec.email: Invalid value: "not an email": email is not a valid email address`))
+	})
+
+	It("normalises a postcode and an MPAN typed with spaces", func(ctx SpecContext) {
+		s := site(ns, "s3", "1200 0000 00011")
+		s.Spec.Postcode = "sw1a1aa"
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		Expect(s.Spec.Postcode).To(Equal("SW1A 1AA"))
+		Expect(s.Spec.MPAN).To(Equal("1200000000011"))
+	})
+
+	It("refuses a second site with the same MPAN in the organisation", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, site(ns, "first", "2301234567894"))).To(Succeed())
+		Eventually(func() string { return refusal(ctx, site(ns, "second", "2301234567894")) }).Should(ContainSubstring(
+			`spec.mpan: Invalid value: "2301234567894": MPAN is already registered in this organisation by Site "first"`))
+
+		By("allowing the same MPAN in another organisation")
+		other, err := env.Namespace(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8sClient.Create(ctx, site(other, "first", "2301234567894"))).To(Succeed())
+	})
+})
+
+var _ = Describe("Asset webhook", func() {
+	var ns string
+	BeforeEach(func(ctx SpecContext) {
+		var err error
+		ns, err = env.Namespace(ctx)
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("refuses an asset whose site does not exist", func(ctx SpecContext) {
+		Expect(refusal(ctx, asset(ns, "nowhere", "a1"))).To(ContainSubstring(`spec.siteName: Not found: "nowhere"`))
+	})
+
+	It("accepts an asset created right after its site, as kubectl apply of one file does", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, site(ns, "home", "1012345678903"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, asset(ns, "home", "a2"))).To(Succeed())
+	})
+
+	It("refuses an installation date in the future and a reused external id, all at once", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, site(ns, "home", "1012345678903"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, asset(ns, "home", "dup"))).To(Succeed())
+		again := asset(ns, "home", "dup")
+		again.Name = "another-name"
+		again.Spec.InstallationDate = time.Now().AddDate(1, 0, 0).Format(time.DateOnly)
+		Eventually(func() string { return refusal(ctx, again) }).Should(SatisfyAll(
+			ContainSubstring(`spec.installationDate: Invalid value: "`+again.Spec.InstallationDate+`": Date must not be in the future`),
+			ContainSubstring(`spec.externalID: Invalid value: "dup": external ID is already used in this organisation by Asset "`+
+				identity.AssetName("dup")+`"`)))
+	})
+
+	It("warns about, but stores, an asset model the catalogue does not know", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, site(ns, "home", "1012345678903"))).To(Succeed())
+		a := asset(ns, "home", "unknown-model")
+		a.Spec.Model = "mystery-9000"
+		Expect(k8sClient.Create(ctx, a)).To(Succeed())
+	})
+})
+
+var _ = Describe("Enrolment webhook", func() {
+	var ns string
+	BeforeEach(func(ctx SpecContext) {
+		var err error
+		ns, err = env.Namespace(ctx)
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("refuses to enrol a household that withdrew, unless the enrolment overrides the withdrawal", func(ctx SpecContext) {
+		s := site(ns, "home", "1234567890126")
+		s.Annotations = map[string]string{identity.WithdrawalAnnotation(flexv1.PropositionLimitedPause): "2026-03-01T10:00:00Z"}
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+
+		Expect(refusal(ctx, enrolment(ns, "home"))).To(ContainSubstring(
+			`spec.overrideWithdrawal: Forbidden: the household of Site "home" withdrew from limited_pause at 2026-03-01T10:00:00Z; ` +
+				`set spec.overrideWithdrawal: true to re-enrol it`))
+
+		override := enrolment(ns, "home")
+		override.Spec.OverrideWithdrawal = true
+		Expect(k8sClient.Create(ctx, override)).To(Succeed())
+	})
+
+	It("refuses a second enrolment of a site in the same proposition", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, site(ns, "home", "1234567890126"))).To(Succeed())
+		first := enrolment(ns, "home")
+		Expect(k8sClient.Create(ctx, first)).To(Succeed())
+		Eventually(func() string { return refusal(ctx, enrolment(ns, "home")) }).Should(ContainSubstring(
+			`spec.proposition: Invalid value: "limited_pause": Site "home" is already enrolled in it by Enrolment "` + first.Name + `"`))
+	})
+
+	It("accepts an enrolment for a site that does not exist yet (GitOps may apply it first)", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, enrolment(ns, "later"))).To(Succeed())
+	})
+})
