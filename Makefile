@@ -14,6 +14,9 @@ LOCALBIN       := $(CURDIR)/bin
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT  := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 K8S_ASSETS      = $(shell K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/ensure-k8s-binaries.sh)
+# The project's own kubectl, matching the API server version.
+KUBECTL         = $(K8S_ASSETS)/kubectl
+IMG            ?= flexsite-manager:latest
 
 .DEFAULT_GOAL := help
 
@@ -64,6 +67,17 @@ build: ## Build the manager binary.
 run: build ## Run an embedded control plane, the operator and the REST API (Ctrl-C stops all).
 	@assets="$(K8S_ASSETS)"; test -n "$$assets" || { echo "could not get the control-plane binaries" >&2; exit 1; }; \
 	exec bin/manager --embedded --embedded-bin-dir "$$assets" $(RUN_ARGS)
+
+.PHONY: build-installer
+build-installer: manifests ## Render everything a cluster needs into dist/install.yaml (IMG=... sets the image).
+	mkdir -p dist
+	{ $(KUBECTL) kustomize config/default | sed 's#image: flexsite-manager:latest#image: $(IMG)#'; \
+	  echo "---"; $(KUBECTL) kustomize config/rules; } > dist/install.yaml
+	@echo "wrote dist/install.yaml ($$(grep -c '^kind:' dist/install.yaml) objects)"
+
+.PHONY: docker-build
+docker-build: ## Build the manager image (needs a Docker engine).
+	docker build -t $(IMG) .
 
 .PHONY: run-clean
 run-clean: ## Forget the embedded control plane's data (bin/embedded).
