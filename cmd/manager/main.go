@@ -50,7 +50,9 @@ type options struct {
 	binDir, crdDir, rulesDir        string
 	dataDir, kubeconfigOut          string
 	webhookDir                      string
+	webhookHost, webhookCertDir     string
 	webhookPort                     int
+	pprofAddr                       string
 	installRules                    bool
 	tokenKeysSecret                 string
 	rewards                         facade.RewardPolicy
@@ -74,8 +76,11 @@ func main() {
 		"With --embedded: etcd data directory, kept between runs; empty for a throwaway one.")
 	flag.StringVar(&o.webhookDir, "embedded-webhook-dir", "config/webhook",
 		"With --embedded: admission webhook configurations to install (empty: none).")
-	flag.IntVar(&o.webhookPort, "webhook-port", 9443, "Port of the admission webhook server (TLS; certificates in "+
-		"/tmp/k8s-webhook-server/serving-certs, e.g. from cert-manager).")
+	flag.IntVar(&o.webhookPort, "webhook-port", 9443, "Port of the admission webhook server (TLS).")
+	flag.StringVar(&o.webhookHost, "webhook-host", "", "Address the admission webhook server binds to (default: all).")
+	flag.StringVar(&o.webhookCertDir, "webhook-cert-dir", "",
+		"Directory of the webhook server's tls.crt and tls.key (default /tmp/k8s-webhook-server/serving-certs, e.g. from cert-manager).")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (e.g. 127.0.0.1:6060); empty disables them.")
 	flag.StringVar(&o.kubeconfigOut, "embedded-kubeconfig", "bin/embedded/kubeconfig",
 		"With --embedded: where to write the admin kubeconfig for kubectl.")
 	flag.BoolVar(&o.installRules, "install-default-rules", false,
@@ -101,7 +106,7 @@ func main() {
 func run(ctx context.Context, o options) error {
 	log := ctrl.Log.WithName("setup")
 	var cfg *rest.Config
-	webhookOpts := webhook.Options{Port: o.webhookPort}
+	webhookOpts := webhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir}
 	if o.embedded {
 		log.Info("starting the embedded control plane", "binaries", o.binDir, "data", o.dataDir)
 		cp, err := embedded.Start(embedded.Options{BinaryDir: o.binDir, CRDDir: o.crdDir, DataDir: o.dataDir,
@@ -135,6 +140,7 @@ func run(ctx context.Context, o options) error {
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
 		WebhookServer:                 webhook.NewServer(webhookOpts),
+		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              "flexsite-manager.flexsite.io",
 		LeaderElectionReleaseOnCancel: true,

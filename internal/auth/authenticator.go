@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
@@ -129,6 +130,11 @@ func (a *Authenticator) ClientActive(ctx context.Context, p *Principal) error {
 	// client the token was issued to.
 	if apiClient.Spec.Disabled || apiClient.Spec.Username != p.Username {
 		return ErrClientDisabled
+	}
+	// An organisation token holds only the roles its client still holds: taking a role away
+	// takes effect at once, not when the token expires.
+	if p.Kind == KindOrganisation {
+		p.Roles = slices.DeleteFunc(p.Roles, func(r flexv1.Role) bool { return !slices.Contains(apiClient.Spec.Roles, r) })
 	}
 	return nil
 }

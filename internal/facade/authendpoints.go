@@ -5,6 +5,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -108,8 +109,12 @@ func (s *Server) componentToken(r *http.Request, p *auth.Principal) (any, error)
 	f := &fields{}
 	loc := []any{"body"}
 	externalUserID, _ := f.str(body, loc, "external_user_id", true)
-	_, _ = f.str(body, loc, "allowed_origin", true)
+	if origin, ok := f.str(body, loc, "allowed_origin", true); ok && !isOrigin(origin) {
+		f.add("Input should be an origin: scheme://host[:port], e.g. https://app.example.com", "url_parsing",
+			at(loc, "allowed_origin"))
+	}
 	email, hasEmail := f.str(body, loc, "user_email", false)
+	email = strings.TrimSpace(email)
 	if hasEmail && email != "" {
 		if err := validation.ValidateEmail(email); err != nil {
 			f.addValidation(err, at(loc, "user_email"))
@@ -137,6 +142,11 @@ func (s *Server) componentToken(r *http.Request, p *auth.Principal) (any, error)
 		current, err := st.siteByExternalUser(ctx, p.Namespace, externalUserID)
 		if err != nil {
 			return err
+		}
+		if current == nil && st.cached {
+			// The cache may not have seen this user's site yet: ask the API server before
+			// treating them as new (a new user must send consent).
+			return errRetry
 		}
 		if current == nil {
 			if consent == nil && !apiClient.Spec.ConsentExempt {
@@ -179,6 +189,13 @@ func (s *Server) componentToken(r *http.Request, p *auth.Principal) (any, error)
 		return nil, err
 	}
 	return ComponentTokenResponse{ID: userID, AccessToken: token, TokenType: "bearer"}, nil
+}
+
+// isOrigin reports whether s is a web origin: http(s)://host[:port], nothing more.
+func isOrigin(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" &&
+		(u.Path == "" || u.Path == "/") && u.RawQuery == "" && u.Fragment == "" && u.User == nil
 }
 
 // UserRecord answers GET /auth/users/me/.

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // maxBodyBytes bounds a request body; larger bodies are refused with 413.
@@ -84,6 +85,17 @@ func (f *fields) lookup(obj map[string]any, loc []any, key string, required bool
 	return v, true
 }
 
+// maxLengths bounds the strings the API takes, by field name, to what the CRD schema stores
+// (a longer value would be refused by the API server: it must be a 422 here, not a 500).
+var maxLengths = map[string]int{
+	"mpan": 64, "postcode": 16, "street_address": 512, "email": 254, "user_email": 254,
+	"external_id": 256, "external_user_id": 256, "serial_number": 256, "asset_model": 256,
+	"allowed_origin": 2048, "username": 128, "password": 1024, "site_id": 64,
+}
+
+// defaultMaxLength bounds any other string field.
+const defaultMaxLength = 1024
+
 func (f *fields) str(obj map[string]any, loc []any, key string, required bool) (string, bool) {
 	v, ok := f.lookup(obj, loc, key, required)
 	if !ok {
@@ -96,6 +108,14 @@ func (f *fields) str(obj map[string]any, loc []any, key string, required bool) (
 	}
 	if required && strings.TrimSpace(s) == "" {
 		f.add("String should have at least 1 character", "string_too_short", at(loc, key))
+		return "", false
+	}
+	limit, ok := maxLengths[key]
+	if !ok {
+		limit = defaultMaxLength
+	}
+	if utf8.RuneCountInString(s) > limit {
+		f.add(fmt.Sprintf("String should have at most %d characters", limit), "string_too_long", at(loc, key))
 		return "", false
 	}
 	return s, true

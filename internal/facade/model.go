@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,6 +48,7 @@ func parseSite(f *fields, obj map[string]any, loc []any) siteInput {
 		in.StreetAddress = &addr
 	}
 	if email, ok := f.str(obj, loc, "email", false); ok {
+		email = strings.TrimSpace(email)
 		in.Email = &email
 	}
 	in.Consent = f.consent(obj, loc, false)

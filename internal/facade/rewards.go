@@ -53,6 +53,9 @@ type balance struct {
 func balanceOf(txs []flexv1.RewardTransaction) balance {
 	var b balance
 	for _, tx := range txs {
+		if paymentUndone(tx.PaymentStatus) {
+			continue // the money never left (or came back): it is still the household's
+		}
 		b.current += tx.CreditPence
 		if tx.Type == "withdrawal" || tx.CreditPence <= 0 {
 			continue
@@ -63,6 +66,15 @@ func balanceOf(txs []flexv1.RewardTransaction) balance {
 		}
 	}
 	return b
+}
+
+// paymentUndone reports payment states in which a withdrawal paid nothing out.
+func paymentUndone(s flexv1.PaymentStatus) bool {
+	switch s {
+	case "failed", "rejected", "cancelled", "returned":
+		return true
+	}
+	return false
 }
 
 // transactionTime is when a transaction happened: its start, else its settlement date.

@@ -98,6 +98,9 @@ func (s *Server) onboard(r *http.Request, p *auth.Principal) (any, error) {
 		if err != nil {
 			return err
 		}
+		if err := s.confirmFresh(ctx, st, plan.siteBefore); err != nil {
+			return err
+		}
 		if err := checkEnrolment(plan.site, plan.eligibility(rules), prop, override, rules); err != nil {
 			return err
 		}
@@ -195,6 +198,23 @@ func checkEnrolment(site *flexv1.Site, res eligibility.Result, p flexv1.Proposit
 	return nil
 }
 
+// confirmFresh makes sure a decision to enrol rests on the site as stored now, not on a cached
+// copy that may miss a withdrawal recorded a moment ago: one GET, and a stale copy means
+// planning again from fresh reads.
+func (s *Server) confirmFresh(ctx context.Context, st store, site *flexv1.Site) error {
+	if site == nil || !st.cached {
+		return nil
+	}
+	current, err := s.store(true).siteByName(ctx, site.Namespace, site.Name)
+	if err != nil {
+		return err
+	}
+	if current == nil || current.ResourceVersion != site.ResourceVersion {
+		return errRetry
+	}
+	return nil
+}
+
 // ensureEnrolment enrols the site in p unless an enrolment exists (whatever its name: GitOps
 // may have declared one). It tells a new enrolment from an existing one.
 func (s *Server) ensureEnrolment(ctx context.Context, st store, log *writeLog, site *flexv1.Site,
@@ -202,6 +222,13 @@ func (s *Server) ensureEnrolment(ctx context.Context, st store, log *writeLog, s
 	enrolments, err := st.enrolmentsOf(ctx, site)
 	if err != nil {
 		return "", err
+	}
+	if !slices.ContainsFunc(enrolments, func(e flexv1.Enrolment) bool { return e.Spec.Proposition == p }) && st.cached {
+		// Before creating one, make sure no enrolment was declared a moment ago under another
+		// name (GitOps): the API server cannot catch that duplicate by name.
+		if enrolments, err = s.store(true).enrolmentsOf(ctx, site); err != nil {
+			return "", err
+		}
 	}
 	for i := range enrolments {
 		e := &enrolments[i]
@@ -255,7 +282,12 @@ func (s *Server) siteForID(ctx context.Context, p *auth.Principal, raw string, l
 	if err != nil {
 		return nil, err
 	}
-	if site == nil || (p.Kind == auth.KindEndUser && site.Name != p.SiteName) {
+	if site == nil {
+		return nil, errSiteNotFound
+	}
+	// An end-user token reaches its own site only: the one it was issued for, and only while
+	// that site is the same user's (not a namesake recreated after an offboard).
+	if p.Kind == auth.KindEndUser && (site.Name != p.SiteName || site.Annotations[UserIDAnnotation] != p.UserID) {
 		return nil, errSiteNotFound
 	}
 	return site, nil
@@ -332,6 +364,9 @@ func (s *Server) enrol(r *http.Request, p *auth.Principal) (any, error) {
 		if current == nil || !current.DeletionTimestamp.IsZero() {
 			return errSiteNotFound
 		}
+		if err := s.confirmFresh(ctx, st, current); err != nil {
+			return err
+		}
 		desired := current.DeepCopy()
 		fields := mergeSite(desired, siteInput{Postcode: current.Spec.Postcode, Consent: consent})
 		plan := &upsertPlan{site: desired, siteBefore: current, siteFields: fields}
@@ -385,11 +420,14 @@ func (s *Server) unenrol(r *http.Request, p *auth.Principal) (any, error) {
 	if err := controllers.RecordWithdrawal(ctx, s.Client, site, prop, s.Now()); err != nil {
 		return nil, err
 	}
+	deleted := make([]client.Object, 0, len(mine))
 	for i := range mine {
 		if err := s.Client.Delete(ctx, &mine[i]); client.IgnoreNotFound(err) != nil {
 			return nil, err
 		}
+		deleted = append(deleted, &mine[i])
 	}
+	s.awaitCache(ctx, []client.Object{site}, deleted)
 	out.Status = statusUnenrolled
 	return out, nil
 }
@@ -451,6 +489,7 @@ func (s *Server) offboard(r *http.Request, p *auth.Principal) (any, error) {
 			return nil, err
 		}
 	}
+	s.awaitCache(ctx, nil, append(children, site))
 	return out, nil
 }
 

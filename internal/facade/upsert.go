@@ -207,6 +207,9 @@ func ensureID(obj client.Object) {
 
 // writeLog remembers what a request wrote, to undo it if a later write fails.
 type writeLog struct {
+	// written holds every object as this request last wrote it (with its new version), for
+	// the read-your-writes wait.
+	written []client.Object
 	created []client.Object
 	updated []client.Object // the stored versions before this request changed them
 	// createdKeys and fields survive retries: an object this request created or changed in an
@@ -247,6 +250,7 @@ func (s *Server) create(ctx context.Context, log *writeLog, obj client.Object) e
 	}
 	log.created = append(log.created, obj)
 	log.createdKeys[key(obj)] = true
+	log.written = append(log.written, obj)
 	return nil
 }
 
@@ -259,6 +263,7 @@ func (s *Server) update(ctx context.Context, log *writeLog, obj, before client.O
 		return err
 	}
 	log.updated = append(log.updated, before)
+	log.written = append(log.written, obj)
 	return nil
 }
 
@@ -344,6 +349,7 @@ func (s *Server) transact(ctx context.Context, attempt func(st store, log *write
 	for i := 0; i < maxAttempts; i++ {
 		err := attempt(s.store(fresh), log)
 		if err == nil {
+			s.awaitCache(ctx, log.written, nil)
 			return nil
 		}
 		if !errors.Is(err, errRetry) {
