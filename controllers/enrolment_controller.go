@@ -72,6 +72,8 @@ func (r *EnrolmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	return resultFor(r.patchStatus(ctx, enr, assess(enr, site, prop)))
 }
 
+const reasonEligibilityPending = "EligibilityPending"
+
 // assessment is the outcome of weighing an enrolment against its site and proposition.
 type assessment struct {
 	phase   flexv1.EnrolmentPhase
@@ -102,7 +104,7 @@ func assess(enr *flexv1.Enrolment, site *flexv1.Site, prop *flexv1.Proposition) 
 		return assessment{phase: flexv1.EnrolmentNotEligible, reason: "BoundaryMeterConsentRequired",
 			message: fmt.Sprintf("Proposition %s needs the household's boundary meter consent", p)}
 	case !siteStatusCurrent(site):
-		return assessment{phase: flexv1.EnrolmentPending, reason: "EligibilityPending",
+		return assessment{phase: flexv1.EnrolmentPending, reason: reasonEligibilityPending,
 			message: "Waiting for the site's eligibility to be computed"}
 	case containsProposition(site.Status.EligiblePropositions, p):
 		return assessment{phase: flexv1.EnrolmentActive, reason: flexv1.ReasonEnrolled,
@@ -120,6 +122,12 @@ func assess(enr *flexv1.Enrolment, site *flexv1.Site, prop *flexv1.Proposition) 
 }
 
 func (r *EnrolmentReconciler) patchStatus(ctx context.Context, enr *flexv1.Enrolment, a assessment) error {
+	if a.reason == reasonEligibilityPending && enr.Status.Phase == "" {
+		// A new enrolment of a site whose eligibility is being computed: writing "Pending"
+		// now would only be overwritten a moment later, when the site's status arrives
+		// (which requeues this enrolment). Skip the write.
+		return nil
+	}
 	base := enr.DeepCopy()
 	st := &enr.Status
 	st.ObservedGeneration = enr.Generation

@@ -15,7 +15,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 		return err
 	}
 	if err := (&SiteReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("site-controller"),
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("site-controller"), Now: time.Now,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

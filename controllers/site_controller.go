@@ -35,6 +35,8 @@ type SiteReconciler struct {
 	// server so that one created a moment ago is not missed and left behind.
 	APIReader client.Reader
 	Recorder  recorder.EventRecorder
+	// Now is the clock (tests may replace it).
+	Now func() time.Time
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites,verbs=get;list;watch;update;patch
@@ -57,11 +59,24 @@ func (r *SiteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err := ensureMetadata(ctx, r.Client, site, true, true); err != nil {
 		return resultFor(err)
 	}
+	state, wait, err := r.inFlight(ctx, site, r.Now())
+	switch {
+	case err != nil:
+		return resultFor(err)
+	case state == inProgress:
+		// Publish nothing about a half-written site; look again at the deadline (or sooner,
+		// when the objects it waits for arrive).
+		return ctrl.Result{RequeueAfter: wait}, nil
+	case state == abandoned:
+		r.Recorder.Eventf(site, nil, corev1.EventTypeWarning, "AbandonedOnboard", "Delete",
+			"The request that created this site did not finish writing it; deleting the half-written site")
+		return resultFor(client.IgnoreNotFound(r.Delete(ctx, site)))
+	}
 	result, err := r.evaluate(ctx, site)
 	if err != nil {
 		return resultFor(err)
 	}
-	return resultFor(r.patchStatus(ctx, site, result))
+	return resultFor(r.patchStatus(ctx, site, result, state))
 }
 
 // evaluate runs the eligibility rules on the site as it is stored now.
@@ -102,7 +117,7 @@ func LoadRules(ctx context.Context, c client.Reader) (eligibility.Rules, error) 
 }
 
 // patchStatus writes the eligibility result and conditions, when anything changed.
-func (r *SiteReconciler) patchStatus(ctx context.Context, site *flexv1.Site, result eligibility.Result) error {
+func (r *SiteReconciler) patchStatus(ctx context.Context, site *flexv1.Site, result eligibility.Result, state inFlightState) error {
 	base := site.DeepCopy()
 	st := &site.Status
 	st.ObservedGeneration = site.Generation
@@ -128,6 +143,18 @@ func (r *SiteReconciler) patchStatus(ctx context.Context, site *flexv1.Site, res
 		Type: flexv1.ReadyCondition, Status: metav1.ConditionTrue, ObservedGeneration: site.Generation,
 		Reason: flexv1.ReasonEligibilityComputed, Message: "Eligibility is up to date",
 	})
+	switch state {
+	case provisioned:
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: flexv1.ProvisionedCondition, Status: metav1.ConditionTrue, ObservedGeneration: site.Generation,
+			Reason: flexv1.ReasonRequestCompleted, Message: "Everything the creating request wrote exists",
+		})
+	case expired:
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: flexv1.ProvisionedCondition, Status: metav1.ConditionTrue, ObservedGeneration: site.Generation,
+			Reason: flexv1.ReasonMarkerExpired, Message: "The in-flight marker is too old to act on",
+		})
+	}
 
 	if equality.Semantic.DeepEqual(base.Status, site.Status) {
 		return nil
@@ -205,6 +232,9 @@ func (r *SiteReconciler) finalize(ctx context.Context, site *flexv1.Site) error 
 
 // SetupWithManager watches Sites and everything their eligibility depends on.
 func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&flexv1.Site{}, builder.WithPredicates(predicate.Or(
 			// Spec changes and deletion bump the generation; withdrawals are annotations;
@@ -212,7 +242,9 @@ func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&flexv1.Asset{}, handler.EnqueueRequestsFromMapFunc(siteOfChild),
 			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
-		Watches(&flexv1.Enrolment{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(deletedOnly)).
+		// Enrolments: their creation may complete an in-flight site; their deletion may be what
+		// a deleted site waits for.
+		Watches(&flexv1.Enrolment{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(createdOrDeleted)).
 		Watches(&flexv1.RewardLedger{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(deletedOnly)).
 		Watches(&flexv1.Proposition{}, handler.EnqueueRequestsFromMapFunc(r.allSites),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -229,6 +261,12 @@ var deletedOnly = predicate.Funcs{
 	UpdateFunc:  func(event.UpdateEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+}
+
+// createdOrDeleted passes creations and deletions.
+var createdOrDeleted = predicate.Funcs{
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
 // siteOfChild maps an Asset, Enrolment or RewardLedger to its Site.

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // PropositionName names a flexibility proposition exactly as the REST API spells it.
 // +kubebuilder:validation:Enum=limited_pause;full_asset_schedule_control;price_curve
 type PropositionName string
@@ -55,8 +57,10 @@ const (
 	// IDLabel carries the stable UUID the REST API hands out for a Site or Asset. It lives in
 	// metadata (not status) so that it survives a backup/restore that recreates objects from YAML.
 	IDLabel = "flexsite.io/id"
-	// InFlightAnnotation marks an object written by a REST request that has not finished yet.
-	// Controllers remove objects whose request died (see the facade's onboard).
+	// InFlightAnnotation marks a Site created by a REST request that writes more objects
+	// after it (assets, an enrolment). Its value (JSON, see InFlight) names them and a
+	// deadline: the Site controller publishes the site once they all exist, and deletes it if
+	// the deadline passes first (the request died half-way).
 	InFlightAnnotation = "flexsite.io/in-flight"
 	// WithdrawalAnnotationPrefix + proposition records, on a Site, when the household withdrew
 	// from that proposition (RFC 3339). Annotations survive backup/restore and are never
@@ -86,4 +90,18 @@ const (
 	ReasonWithdrawn           = "PreviouslyWithdrew"
 	ReasonReconciled          = "Reconciled"
 	ReasonDeleting            = "Deleting"
+
+	// ProvisionedCondition on a Site created by a REST request tells that everything the
+	// request wrote exists (see InFlightAnnotation).
+	ProvisionedCondition   = "Provisioned"
+	ReasonRequestCompleted = "RequestCompleted"
+	ReasonMarkerExpired    = "InFlightMarkerExpired"
 )
+
+// InFlight is the value of the InFlightAnnotation.
+type InFlight struct {
+	// Until is when the request must have finished (RFC 3339).
+	Until metav1.Time `json:"until"`
+	// Objects the request writes after the site, as "Kind/name" in the site's namespace.
+	Objects []string `json:"objects"`
+}

@@ -91,6 +91,13 @@ func (s *Server) legacyOnboard(r *http.Request, p *auth.Principal) (any, error) 
 		if slices.Contains(methods, "cm_infrequent_dispatch") {
 			plan.site.Spec.Markets = []flexv1.Market{"cm"}
 		}
+		var props []flexv1.PropositionName
+		for _, m := range methods {
+			if slices.Contains(flexv1.AllPropositions, flexv1.PropositionName(m)) {
+				props = append(props, flexv1.PropositionName(m))
+			}
+		}
+		plan.markInFlight(s.inFlightDeadline(), props...)
 		if err := s.applyUpsert(ctx, log, plan); err != nil {
 			return err
 		}

@@ -45,6 +45,9 @@ type Config struct {
 	Rewards       RewardPolicy
 	// Now is the clock (tests replace it).
 	Now func() time.Time
+	// InFlightTimeout is how long a request that creates a site has to finish writing it
+	// before the Site controller deletes it as abandoned (default DefaultInFlightTimeout).
+	InFlightTimeout time.Duration
 }
 
 // The facade's own permissions (the controllers' are on the reconcilers). Secrets: get only,
@@ -70,10 +73,17 @@ func NewServer(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.InFlightTimeout == 0 {
+		cfg.InFlightTimeout = DefaultInFlightTimeout
+	}
 	s := &Server{Config: cfg, mux: http.NewServeMux()}
 	s.routes()
 	return s
 }
+
+// inFlightDeadline is when a site created now must be complete. It uses the wall clock, not
+// the (test-settable) Now: the Site controller compares it with the wall clock.
+func (s *Server) inFlightDeadline() time.Time { return time.Now().Add(s.InFlightTimeout) }
 
 // Route is one (method, path template) the facade serves.
 type Route struct{ Method, Path string }

@@ -104,6 +104,7 @@ func (s *Server) onboard(r *http.Request, p *auth.Principal) (any, error) {
 		if err := checkEnrolment(plan.site, plan.eligibility(rules), prop, override, rules); err != nil {
 			return err
 		}
+		plan.markInFlight(s.inFlightDeadline(), prop)
 		if err := s.applyUpsert(ctx, log, plan); err != nil {
 			return err
 		}
@@ -142,6 +143,7 @@ func (s *Server) initialise(r *http.Request, p *auth.Principal) (any, error) {
 		if err != nil {
 			return err
 		}
+		plan.markInFlight(s.inFlightDeadline())
 		if err := s.applyUpsert(ctx, log, plan); err != nil {
 			return err
 		}

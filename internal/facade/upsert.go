@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/identity"
 )
@@ -63,6 +64,30 @@ func (p *upsertPlan) eligibility(rules eligibility.Rules) eligibility.Result {
 }
 
 func (p *upsertPlan) siteID() string { return p.site.Labels[flexv1.IDLabel] }
+
+// DefaultInFlightTimeout is how long a request that creates a site has to write the rest;
+// past it the Site controller treats the site as abandoned by a dead request and deletes it.
+const DefaultInFlightTimeout = 2 * time.Minute
+
+// markInFlight marks a site this request creates with what the request writes after it
+// (its assets, plus "Enrolment/<proposition>" entries), so that if the process dies half-way
+// the Site controller removes the half-written site (see controllers/inflight.go).
+func (p *upsertPlan) markInFlight(deadline time.Time, enrolments ...flexv1.PropositionName) {
+	if p.siteBefore != nil {
+		return
+	}
+	objects := make([]string, 0, len(p.assets)+len(enrolments))
+	for _, a := range p.assets {
+		objects = append(objects, "Asset/"+a.asset.Name)
+	}
+	for _, e := range enrolments {
+		objects = append(objects, "Enrolment/"+string(e))
+	}
+	if p.site.Annotations == nil {
+		p.site.Annotations = map[string]string{}
+	}
+	p.site.Annotations[flexv1.InFlightAnnotation] = controllers.InFlightMarker(deadline, objects)
+}
 
 // planUpsert decides what the request stores, checking every conflict first.
 func planUpsert(ctx context.Context, st store, ns string, req upsertRequest, rules eligibility.Rules) (*upsertPlan, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -53,7 +54,12 @@ func withoutTimes(conds []metav1.Condition) []metav1.Condition {
 func viewOf(ctx context.Context, g Gomega, ns, siteName string) householdView {
 	site := getSite(ctx, g, ns, siteName)
 	st := *site.Status.DeepCopy()
-	st.Conditions = withoutTimes(st.Conditions)
+	// Provisioned belongs to sites a REST request created (it records that the request wrote
+	// everything it meant to: the in-flight protocol); a kubectl-applied site has no creating
+	// request, so the condition is the one legitimate difference.
+	st.Conditions = withoutTimes(slices.DeleteFunc(st.Conditions, func(c metav1.Condition) bool {
+		return c.Type == flexv1.ProvisionedCondition
+	}))
 	for i := range st.Assets {
 		st.Assets[i].ID = ""
 	}

@@ -1,0 +1,64 @@
+package controllers_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/identity"
+)
+
+// The in-flight protocol: a site created by a REST request is published once everything the
+// request names exists, and deleted if the request's deadline passes first.
+var _ = Describe("A site created by a request that writes more after it", func() {
+	var ns string
+	BeforeEach(func(ctx SpecContext) { ns = newNamespace(ctx) })
+
+	marked := func(mpan string, until time.Time, objects ...string) *flexv1.Site {
+		return site(ns, mpan, func(s *flexv1.Site) {
+			s.Annotations = map[string]string{flexv1.InFlightAnnotation: controllers.InFlightMarker(until, objects)}
+		})
+	}
+	provisionedReason := func(s *flexv1.Site) string {
+		c := meta.FindStatusCondition(s.Status.Conditions, flexv1.ProvisionedCondition)
+		if c == nil {
+			return ""
+		}
+		return c.Reason
+	}
+
+	It("is published, once, when everything the request named exists", func(ctx SpecContext) {
+		charger := asset(ns, identity.SiteNameForMPAN("1200000000011"), "if-charger", cop11Charger)
+		s := marked("1200000000011", time.Now().Add(time.Minute), "Asset/"+charger.Name, "Enrolment/limited_pause")
+		create(ctx, s, charger)
+
+		By("publishing nothing while the enrolment is missing")
+		Consistently(fetched(ctx, s), "1s").Should(WithTransform(func(s *flexv1.Site) int { return len(s.Status.Conditions) }, BeZero()))
+
+		create(ctx, enrolment(ns, s.Name, lp))
+		Eventually(fetched(ctx, s)).Should(WithTransform(provisionedReason, Equal(flexv1.ReasonRequestCompleted)))
+		Expect(eligibleFor(s)).To(ContainElement(lp))
+	})
+
+	It("is deleted, with its children, when the deadline passes first", func(ctx SpecContext) {
+		charger := asset(ns, identity.SiteNameForMPAN("2301234567894"), "if-orphan", cop11Charger)
+		s := marked("2301234567894", time.Now().Add(2*time.Second), "Asset/"+charger.Name, "Asset/never-written")
+		create(ctx, s, charger)
+
+		Eventually(gone(ctx, s)).Should(BeTrue())
+		Eventually(gone(ctx, charger)).Should(BeTrue())
+		Eventually(func() []string { return eventReasons(ctx, ns, s.Name) }).Should(ContainElement("AbandonedOnboard"))
+	})
+
+	It("ignores a marker long past its deadline (a site restored from a backup)", func(ctx SpecContext) {
+		s := marked("1012345678903", time.Now().Add(-time.Hour), "Asset/restored-later")
+		create(ctx, s)
+		Eventually(fetched(ctx, s)).Should(WithTransform(provisionedReason, Equal(flexv1.ReasonMarkerExpired)))
+		Consistently(func() error { return k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s) }, "1s").Should(Succeed())
+	})
+})
