@@ -56,6 +56,7 @@ type options struct {
 	installRules                    bool
 	tokenKeysSecret                 string
 	rewards                         facade.RewardPolicy
+	limits                          facade.Limits
 }
 
 func main() {
@@ -92,6 +93,10 @@ func main() {
 		"Smallest balance, in pence, a household may withdraw.")
 	flag.IntVar(&o.rewards.WithdrawalMinWaitDays, "withdrawal-min-wait-days", 30,
 		"Days after its first reward before a household may withdraw.")
+	o.limits = facade.DefaultLimits
+	flag.Float64Var(&o.limits.PerClient.Rate, "rate-limit-per-client", o.limits.PerClient.Rate,
+		"Requests per second one API client (or end user) may make; 0 disables the limit.")
+	flag.IntVar(&o.limits.PerClient.Burst, "rate-limit-burst", o.limits.PerClient.Burst, "Burst of the per-client rate limit.")
 	zapOpts := zap.Options{Development: true}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -181,6 +186,7 @@ func run(ctx context.Context, o options) error {
 		Issuer:        auth.NewIssuer(keys, time.Now),
 		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
 		Rewards:       o.rewards,
+		Limits:        o.limits,
 	})); err != nil {
 		return err
 	}

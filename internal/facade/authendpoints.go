@@ -73,9 +73,18 @@ func (s *Server) tokenForm(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// Password guessing: once a username or an address has used up its failures, answer 429
+	// without checking any password.
+	address := clientAddress(r)
+	if s.limiter.loginUser.exhausted(username) || s.limiter.loginAddress.exhausted(address) {
+		s.writeError(w, r, tooManyRequests(s.limiter.loginUser.retryAfter()))
+		return
+	}
 	p, err := s.Authenticator.Login(r.Context(), username, password)
 	if err != nil {
 		if errors.Is(err, auth.ErrInvalidCredentials) || errors.Is(err, auth.ErrClientDisabled) {
+			s.limiter.loginUser.charge(username)
+			s.limiter.loginAddress.charge(address)
 			err = &apiError{status: http.StatusUnauthorized, detail: "Incorrect username or password", headers: bearerChallenge}
 		}
 		s.writeError(w, r, err)

@@ -26,8 +26,18 @@ var errBadCredentials = &apiError{status: http.StatusUnauthorized, detail: "Coul
 // an organisation token must hold every role listed.
 func (s *Server) authenticated(h handler, endUserAllowed bool, roles ...flexv1.Role) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		address := clientAddress(r)
+		if s.limiter.authFailures.exhausted(address) {
+			s.writeError(w, r, tooManyRequests(s.limiter.authFailures.retryAfter()))
+			return
+		}
 		p, err := s.principal(r)
-		if err == nil {
+		switch {
+		case err != nil:
+			s.limiter.authFailures.charge(address)
+		case !s.limiter.perClient.allow(rateKey(p)):
+			err = tooManyRequests(s.limiter.perClient.retryAfter())
+		default:
 			err = authorise(p, endUserAllowed, roles)
 		}
 		if err != nil {
@@ -59,6 +69,14 @@ func (s *Server) principal(r *http.Request) (*auth.Principal, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// rateKey is whose budget a request spends: the API client's, or the end user's.
+func rateKey(p *auth.Principal) string {
+	if p.Kind == auth.KindEndUser {
+		return p.Namespace + "/user/" + p.UserID
+	}
+	return p.Namespace + "/client/" + p.ClientName
 }
 
 func authorise(p *auth.Principal, endUserAllowed bool, roles []flexv1.Role) error {

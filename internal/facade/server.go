@@ -45,6 +45,9 @@ type Config struct {
 	Rewards       RewardPolicy
 	// Now is the clock (tests replace it).
 	Now func() time.Time
+	// Limits bound what one caller may ask (zero values: no limit). The manager uses
+	// DefaultLimits unless told otherwise.
+	Limits Limits
 	// InFlightTimeout is how long a request that creates a site has to finish writing it
 	// before the Site controller deletes it as abandoned (default DefaultInFlightTimeout).
 	InFlightTimeout time.Duration
@@ -65,7 +68,8 @@ type Config struct {
 // not need the leader lease): reads come from the shared cache, writes go to the API server.
 type Server struct {
 	Config
-	mux *http.ServeMux
+	mux     *http.ServeMux
+	limiter rateLimiters
 }
 
 // NewServer builds the facade's routes.
@@ -76,7 +80,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.InFlightTimeout == 0 {
 		cfg.InFlightTimeout = DefaultInFlightTimeout
 	}
-	s := &Server{Config: cfg, mux: http.NewServeMux()}
+	s := &Server{Config: cfg, mux: http.NewServeMux(), limiter: newRateLimiters(cfg.Limits)}
 	s.routes()
 	return s
 }

@@ -1,0 +1,143 @@
+package facade
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Limits bound what one caller can ask of the facade, so a flood from one client gets 429s
+// instead of taking the service down, and password guessing slows to a crawl. A zero Limit
+// disables that limit.
+type Limits struct {
+	// PerClient bounds the requests of one API client (organisation token) or end user.
+	PerClient Limit
+	// AuthFailuresPerAddress bounds failed bearer-token authentications from one address.
+	AuthFailuresPerAddress Limit
+	// LoginFailuresPerUsername and LoginFailuresPerAddress bound failed logins at
+	// /auth/token-form; once exhausted, the endpoint answers 429 without checking passwords.
+	LoginFailuresPerUsername Limit
+	LoginFailuresPerAddress  Limit
+}
+
+// Limit is a token bucket: Burst at once, refilled at Rate per second.
+type Limit struct {
+	Rate  float64
+	Burst int
+}
+
+// DefaultLimits are the manager's defaults.
+var DefaultLimits = Limits{
+	PerClient:                Limit{Rate: 100, Burst: 200},
+	AuthFailuresPerAddress:   Limit{Rate: 5, Burst: 100},
+	LoginFailuresPerUsername: Limit{Rate: 1.0 / 30, Burst: 10},
+	LoginFailuresPerAddress:  Limit{Rate: 1, Burst: 50},
+}
+
+// keyedLimiter holds one token bucket per key (client, address, username). Buckets idle for
+// long are dropped, so the map does not grow with every address ever seen.
+type keyedLimiter struct {
+	limit Limit
+	mu    sync.Mutex
+	byKey map[string]*bucket
+	swept time.Time
+}
+
+type bucket struct {
+	lim  *rate.Limiter
+	seen time.Time
+}
+
+const bucketIdleAfter = 10 * time.Minute
+
+func newKeyedLimiter(l Limit) *keyedLimiter {
+	if l.Rate <= 0 || l.Burst <= 0 {
+		return nil
+	}
+	return &keyedLimiter{limit: l, byKey: map[string]*bucket{}}
+}
+
+func (k *keyedLimiter) get(key string, now time.Time) *rate.Limiter {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if now.Sub(k.swept) > bucketIdleAfter {
+		for key, b := range k.byKey {
+			if now.Sub(b.seen) > bucketIdleAfter {
+				delete(k.byKey, key)
+			}
+		}
+		k.swept = now
+	}
+	b, ok := k.byKey[key]
+	if !ok {
+		b = &bucket{lim: rate.NewLimiter(rate.Limit(k.limit.Rate), k.limit.Burst)}
+		k.byKey[key] = b
+	}
+	b.seen = now
+	return b.lim
+}
+
+// allow takes a token for key, reporting whether one was there (nil limiter: always).
+func (k *keyedLimiter) allow(key string) bool {
+	if k == nil {
+		return true
+	}
+	return k.get(key, time.Now()).Allow()
+}
+
+// exhausted reports whether key has no token left, without taking one: for limits that are
+// charged only on failure.
+func (k *keyedLimiter) exhausted(key string) bool {
+	if k == nil {
+		return false
+	}
+	return k.get(key, time.Now()).Tokens() < 1
+}
+
+// charge takes a token for key if there is one.
+func (k *keyedLimiter) charge(key string) {
+	if k != nil {
+		k.get(key, time.Now()).Allow()
+	}
+}
+
+// retryAfter is how long until key has a token again, in whole seconds (at least 1).
+func (k *keyedLimiter) retryAfter() string {
+	secs := 1
+	if k != nil && k.limit.Rate > 0 && k.limit.Rate < 1 {
+		secs = int(1/k.limit.Rate + 0.5)
+	}
+	return strconv.Itoa(secs)
+}
+
+func tooManyRequests(retryAfter string) error {
+	return &apiError{status: http.StatusTooManyRequests, detail: "Too many requests; retry later",
+		headers: map[string]string{"Retry-After": retryAfter}}
+}
+
+// clientAddress is the caller's IP. X-Forwarded-For is not trusted: anyone can send it.
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// rateLimiters are the facade's limiters, built from Limits.
+type rateLimiters struct {
+	perClient, authFailures, loginUser, loginAddress *keyedLimiter
+}
+
+func newRateLimiters(l Limits) rateLimiters {
+	return rateLimiters{
+		perClient:    newKeyedLimiter(l.PerClient),
+		authFailures: newKeyedLimiter(l.AuthFailuresPerAddress),
+		loginUser:    newKeyedLimiter(l.LoginFailuresPerUsername),
+		loginAddress: newKeyedLimiter(l.LoginFailuresPerAddress),
+	}
+}
