@@ -57,6 +57,12 @@ test: ## Run every test: unit, fuzz seeds and envtest suites (real kube-apiserve
 	@assets="$(K8S_ASSETS)"; test -n "$$assets" || { echo "could not get the control-plane binaries" >&2; exit 1; }; \
 	KUBEBUILDER_ASSETS="$$assets" go test ./... -coverprofile cover.out $(TEST_ARGS)
 
+.PHONY: bench
+bench: build ## Measure bin/manager against the API server's own write path: a table, and bench/results.json (BENCH_QUICK=1: under 5 min).
+	@assets="$(K8S_ASSETS)"; test -n "$$assets" || { echo "could not get the control-plane binaries" >&2; exit 1; }; \
+	go build -o bin/flexsite-bench ./cmd/flexsite-bench && \
+	exec bin/flexsite-bench --bin-dir "$$assets" --manager bin/manager --out bench/results.json $(BENCH_ARGS)
+
 ##@ Build and run
 
 .PHONY: build

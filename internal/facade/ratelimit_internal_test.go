@@ -15,8 +15,10 @@ func TestKeyedLimiter(t *testing.T) {
 	}
 
 	l := newKeyedLimiter(Limit{Rate: 0.001, Burst: 2})
-	if !l.allow("a") || !l.allow("a") || l.allow("a") {
-		t.Fatal("burst of 2: two allowed, the third refused")
+	for i, want := range []bool{true, true, false} {
+		if got := l.allow("a"); got != want {
+			t.Fatalf("request %d: allowed=%v, want %v (burst of 2)", i+1, got, want)
+		}
 	}
 	if !l.allow("b") {
 		t.Fatal("keys have their own buckets")
