@@ -185,12 +185,22 @@ func (f *fields) array(obj map[string]any, loc []any, key string, required bool)
 
 // enum reads a string that must be one of allowed.
 func enum[T ~string](f *fields, obj map[string]any, loc []any, key string, required bool, allowed []T) (T, bool) {
-	s, ok := f.str(obj, loc, key, required)
+	v, ok := f.lookup(obj, loc, key, required)
 	if !ok {
 		return "", false
 	}
+	return enumValue(f, v, at(loc, key), allowed)
+}
+
+// enumValue checks a value (a list item, say) that must be one of allowed, reporting at loc.
+func enumValue[T ~string](f *fields, v any, loc []any, allowed []T) (T, bool) {
+	s, ok := v.(string)
+	if !ok {
+		f.add("Input should be a valid string", "string_type", loc)
+		return "", false
+	}
 	if !slices.Contains(allowed, T(s)) {
-		f.add("Input should be "+quoteOr(allowed), "enum", at(loc, key))
+		f.add("Input should be "+quoteOr(allowed), "enum", loc)
 		return "", false
 	}
 	return T(s), true

@@ -4,12 +4,8 @@ import (
 	"net/http"
 	"slices"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
-	"github.com/flexsite/flexsite/internal/identity"
 )
 
 var allDispatchMethods = []flexv1.DispatchMethod{
@@ -34,92 +30,67 @@ type LegacyOnboardResponse struct {
 // an existing site or asset is a 409. Enrolment is declarative here (the Enrolment's status
 // says whether it is active), as the deprecated endpoint never checked eligibility.
 func (s *Server) legacyOnboard(r *http.Request, p *auth.Principal) (any, error) {
-	body, err := decodeJSON(r)
-	if err != nil {
-		return nil, err
-	}
-	f := &fields{}
-	var req upsertRequest
-	if site, ok := f.object(body, []any{"body"}, "site", true); ok {
-		req.site = parseSite(f, site, []any{"body", "site"})
-	}
-	if asset, ok := f.object(body, []any{"body"}, "asset", true); ok {
-		req.assets = []assetInput{parseAsset(f, asset, []any{"body", "asset"}, s.Now())}
-	}
 	var methods []flexv1.DispatchMethod
-	if consent, ok := f.object(body, []any{"body"}, "dispatch_consent", true); ok {
-		loc := []any{"body", "dispatch_consent"}
-		if items, ok := f.array(consent, loc, "dispatch_methods", true); ok {
-			for i := range items {
-				if m, ok := enum(f, map[string]any{"m": items[i]}, at(loc, "dispatch_methods"), "m", true, allDispatchMethods); ok {
+	req, rules, err := s.readUpsert(r, func(f *fields, body map[string]any) upsertRequest {
+		var req upsertRequest
+		if site, ok := f.object(body, []any{"body"}, "site", true); ok {
+			req.site = parseSite(f, site, []any{"body", "site"})
+		}
+		if asset, ok := f.object(body, []any{"body"}, "asset", true); ok {
+			req.assets = []assetInput{parseAsset(f, asset, []any{"body", "asset"}, s.Now())}
+		}
+		if consent, ok := f.object(body, []any{"body"}, "dispatch_consent", true); ok {
+			loc := []any{"body", "dispatch_consent", "dispatch_methods"}
+			items, _ := f.array(consent, loc[:2], "dispatch_methods", true)
+			for i, item := range items {
+				if m, ok := enumValue(f, item, at(loc, i), allDispatchMethods); ok {
 					methods = append(methods, m)
-				} else {
-					// enum recorded the error at ...dispatch_methods/m; point it at the index.
-					f.items[len(f.items)-1].Loc = []any{"body", "dispatch_consent", "dispatch_methods", i}
 				}
 			}
 		}
-	}
-	if err := f.err(); err != nil {
-		return nil, err
-	}
-	if err := req.site.checkEmail(); err != nil {
-		return nil, err
-	}
-	ctx := r.Context()
-	rules, err := controllers.LoadRules(ctx, s.Cache)
+		return req
+	})
 	if err != nil {
 		return nil, err
 	}
 	slices.Sort(methods)
 	methods = slices.Compact(methods)
+	var props []flexv1.PropositionName // the dispatch methods that are propositions
+	for _, m := range methods {
+		if slices.Contains(flexv1.AllPropositions, flexv1.PropositionName(m)) {
+			props = append(props, flexv1.PropositionName(m))
+		}
+	}
 
+	ctx := r.Context()
 	var out LegacyOnboardResponse
 	err = s.transact(ctx, func(st store, log *writeLog) error {
-		plan, err := planUpsert(ctx, st, p.Namespace, req, rules)
+		plan, err := s.writeUpsert(ctx, st, log, p.Namespace, req, rules, func(plan *upsertPlan) error {
+			if plan.siteBefore != nil && !log.wasCreated(plan.site) {
+				return fail(http.StatusConflict, "Site with MPAN %s already exists", req.site.MPAN)
+			}
+			if a := plan.assets[0]; a.before != nil && !log.wasCreated(a.asset) {
+				return fail(http.StatusConflict, "Asset with external_id %q already exists", a.asset.Spec.ExternalID)
+			}
+			plan.site.Spec.DispatchMethods = methods
+			if slices.Contains(methods, "cm_infrequent_dispatch") {
+				plan.site.Spec.Markets = []flexv1.Market{"cm"}
+			}
+			return nil
+		}, props...)
 		if err != nil {
 			return err
 		}
-		if plan.siteBefore != nil && !log.wasCreated(plan.site) {
-			return fail(http.StatusConflict, "Site with MPAN %s already exists", req.site.MPAN)
-		}
-		asset := plan.assets[0]
-		if asset.before != nil && !log.wasCreated(asset.asset) {
-			return fail(http.StatusConflict, "Asset with external_id %q already exists", asset.asset.Spec.ExternalID)
-		}
-		plan.site.Spec.DispatchMethods = methods
-		if slices.Contains(methods, "cm_infrequent_dispatch") {
-			plan.site.Spec.Markets = []flexv1.Market{"cm"}
-		}
-		var props []flexv1.PropositionName
-		for _, m := range methods {
-			if slices.Contains(flexv1.AllPropositions, flexv1.PropositionName(m)) {
-				props = append(props, flexv1.PropositionName(m))
-			}
-		}
-		plan.markInFlight(s.inFlightDeadline(), props...)
-		if err := s.applyUpsert(ctx, log, plan); err != nil {
-			return err
-		}
-		for _, m := range methods {
-			prop := flexv1.PropositionName(m)
-			if !slices.Contains(flexv1.AllPropositions, prop) {
-				continue
-			}
-			e := &flexv1.Enrolment{
-				ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: identity.EnrolmentName(plan.site.Name, prop),
-					Finalizers: []string{flexv1.Finalizer}},
-				Spec: flexv1.EnrolmentSpec{SiteName: plan.site.Name, Proposition: prop},
-			}
-			if err := s.create(ctx, log, e); err != nil {
+		for _, prop := range props {
+			if _, err := s.ensureEnrolment(ctx, st, log, plan.site, prop, false); err != nil {
 				return err
 			}
 		}
-		siteID := plan.siteID()
+		asset := plan.assets[0].asset
 		out = LegacyOnboardResponse{
-			Site: legacySiteRecord(plan.site, []flexv1.Asset{*asset.asset}, false),
-			Asset: LegacyAssetRecord{ID: asset.asset.Labels[flexv1.IDLabel], ExternalID: asset.asset.Spec.ExternalID,
-				SiteID: siteID, Properties: AssetProperties{PowerKW: asset.asset.Spec.PowerKW, CapacityKWh: asset.asset.Spec.CapacityKWh}},
+			Site: legacySiteRecord(plan.site, []flexv1.Asset{*asset}, false),
+			Asset: LegacyAssetRecord{ID: asset.Labels[flexv1.IDLabel], ExternalID: asset.Spec.ExternalID,
+				SiteID: plan.siteID(), Properties: AssetProperties{PowerKW: asset.Spec.PowerKW, CapacityKWh: asset.Spec.CapacityKWh}},
 		}
 		return nil
 	})

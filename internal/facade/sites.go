@@ -73,39 +73,26 @@ func (s *Server) parseUpsert(f *fields, body map[string]any) upsertRequest {
 }
 
 func (s *Server) onboard(r *http.Request, p *auth.Principal) (any, error) {
-	body, err := decodeJSON(r)
+	var prop flexv1.PropositionName
+	var override bool
+	req, rules, err := s.readUpsert(r, func(f *fields, body map[string]any) upsertRequest {
+		prop, _ = enum(f, body, []any{"body"}, "proposition", true, flexv1.AllPropositions)
+		override = f.boolean(body, []any{"body"}, "override_withdrawal")
+		return s.parseUpsert(f, body)
+	})
 	if err != nil {
-		return nil, err
-	}
-	f := &fields{}
-	req := s.parseUpsert(f, body)
-	prop, _ := enum(f, body, []any{"body"}, "proposition", true, flexv1.AllPropositions)
-	override := f.boolean(body, []any{"body"}, "override_withdrawal")
-	if err := f.err(); err != nil {
-		return nil, err
-	}
-	if err := req.site.checkEmail(); err != nil {
 		return nil, err
 	}
 	ctx := r.Context()
-	rules, err := controllers.LoadRules(ctx, s.Cache)
-	if err != nil {
-		return nil, err
-	}
 	var out OnboardResponse
 	err = s.transact(ctx, func(st store, log *writeLog) error {
-		plan, err := planUpsert(ctx, st, p.Namespace, req, rules)
+		plan, err := s.writeUpsert(ctx, st, log, p.Namespace, req, rules, func(plan *upsertPlan) error {
+			if err := s.confirmFresh(ctx, st, plan.siteBefore); err != nil {
+				return err
+			}
+			return checkEnrolment(plan.site, plan.eligibility(rules), prop, override, rules)
+		}, prop)
 		if err != nil {
-			return err
-		}
-		if err := s.confirmFresh(ctx, st, plan.siteBefore); err != nil {
-			return err
-		}
-		if err := checkEnrolment(plan.site, plan.eligibility(rules), prop, override, rules); err != nil {
-			return err
-		}
-		plan.markInFlight(s.inFlightDeadline(), prop)
-		if err := s.applyUpsert(ctx, log, plan); err != nil {
 			return err
 		}
 		status, err := s.ensureEnrolment(ctx, st, log, plan.site, prop, override)
@@ -120,31 +107,15 @@ func (s *Server) onboard(r *http.Request, p *auth.Principal) (any, error) {
 }
 
 func (s *Server) initialise(r *http.Request, p *auth.Principal) (any, error) {
-	body, err := decodeJSON(r)
+	req, rules, err := s.readUpsert(r, s.parseUpsert)
 	if err != nil {
-		return nil, err
-	}
-	f := &fields{}
-	req := s.parseUpsert(f, body)
-	if err := f.err(); err != nil {
-		return nil, err
-	}
-	if err := req.site.checkEmail(); err != nil {
 		return nil, err
 	}
 	ctx := r.Context()
-	rules, err := controllers.LoadRules(ctx, s.Cache)
-	if err != nil {
-		return nil, err
-	}
 	var out InitialiseResponse
 	err = s.transact(ctx, func(st store, log *writeLog) error {
-		plan, err := planUpsert(ctx, st, p.Namespace, req, rules)
+		plan, err := s.writeUpsert(ctx, st, log, p.Namespace, req, rules, nil)
 		if err != nil {
-			return err
-		}
-		plan.markInFlight(s.inFlightDeadline())
-		if err := s.applyUpsert(ctx, log, plan); err != nil {
 			return err
 		}
 		out = InitialiseResponse{Site: siteResult(plan, log), Assets: assetResults(plan, log),

@@ -292,6 +292,45 @@ func (s *Server) update(ctx context.Context, log *writeLog, obj, before client.O
 	return nil
 }
 
+// readUpsert reads a body that upserts a site and assets (onboard, initialise, the legacy
+// onboard): parse reads its fields and every problem comes back as one 422; then the email
+// (a 400, as the production service answers it), and the rules in force.
+func (s *Server) readUpsert(r *http.Request, parse func(f *fields, body map[string]any) upsertRequest) (
+	upsertRequest, eligibility.Rules, error) {
+	body, err := decodeJSON(r)
+	if err != nil {
+		return upsertRequest{}, eligibility.Rules{}, err
+	}
+	f := &fields{}
+	req := parse(f, body)
+	if err := f.err(); err != nil {
+		return upsertRequest{}, eligibility.Rules{}, err
+	}
+	if err := req.site.checkEmail(); err != nil {
+		return upsertRequest{}, eligibility.Rules{}, err
+	}
+	rules, err := controllers.LoadRules(r.Context(), s.Cache)
+	return req, rules, err
+}
+
+// writeUpsert plans req against what st holds, lets check refuse (or adjust) the plan before
+// anything is written, marks a site it creates as in flight (naming the enrolments the caller
+// writes after it), and writes the site and assets.
+func (s *Server) writeUpsert(ctx context.Context, st store, log *writeLog, ns string, req upsertRequest,
+	rules eligibility.Rules, check func(*upsertPlan) error, enrolments ...flexv1.PropositionName) (*upsertPlan, error) {
+	plan, err := planUpsert(ctx, st, ns, req, rules)
+	if err != nil {
+		return nil, err
+	}
+	if check != nil {
+		if err := check(plan); err != nil {
+			return nil, err
+		}
+	}
+	plan.markInFlight(s.inFlightDeadline(), enrolments...)
+	return plan, s.applyUpsert(ctx, log, plan)
+}
+
 // applyUpsert writes the plan: the site first (assets name it), then the assets.
 func (s *Server) applyUpsert(ctx context.Context, log *writeLog, plan *upsertPlan) error {
 	var siteBefore client.Object // a nil interface, not a typed nil, when the site is new
