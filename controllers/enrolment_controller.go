@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -232,7 +233,7 @@ func joinIssues(issues []flexv1.EligibilityIssue) string {
 
 // SetupWithManager watches Enrolments, their Sites (spec, status and withdrawals all matter)
 // and Propositions.
-func (r *EnrolmentReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *EnrolmentReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if r.Now == nil {
 		r.Now = time.Now
 	}
@@ -242,6 +243,7 @@ func (r *EnrolmentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&flexv1.Proposition{}, handler.EnqueueRequestsFromMapFunc(r.enrolmentsOfProposition),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("enrolment").
+		WithOptions(opts).
 		Complete(r)
 }
 

@@ -5,24 +5,41 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"github.com/flexsite/flexsite/internal/index"
 )
 
+// Options tune the reconcilers.
+type Options struct {
+	// Concurrency is how many objects of one kind are reconciled at once. Reconciles spend
+	// most of their time waiting on the API server, so a few workers multiply throughput when
+	// a catalogue change re-evaluates thousands of sites.
+	Concurrency int
+}
+
+// DefaultConcurrency is the reconcilers' default worker count.
+const DefaultConcurrency = 4
+
 // SetupWithManager registers the cache indexes and every Flexsite reconciler with mgr.
-func SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) error {
+	o := Options{Concurrency: DefaultConcurrency}
+	if len(opts) > 0 && opts[0].Concurrency > 0 {
+		o = opts[0]
+	}
+	workers := controller.Options{MaxConcurrentReconciles: o.Concurrency}
 	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	if err := (&SiteReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("site-controller"), Now: time.Now,
-	}).SetupWithManager(mgr); err != nil {
+	}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
-	if err := (&AssetReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&AssetReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
 	return (&EnrolmentReconciler{
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("enrolment-controller"), Now: time.Now,
-	}).SetupWithManager(mgr)
+	}).SetupWithManager(mgr, workers)
 }

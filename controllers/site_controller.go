@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -231,7 +232,7 @@ func (r *SiteReconciler) finalize(ctx context.Context, site *flexv1.Site) error 
 }
 
 // SetupWithManager watches Sites and everything their eligibility depends on.
-func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if r.Now == nil {
 		r.Now = time.Now
 	}
@@ -251,6 +252,7 @@ func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&flexv1.AssetModel{}, handler.EnqueueRequestsFromMapFunc(r.sitesUsingModel),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("site").
+		WithOptions(opts).
 		Complete(r)
 }
 

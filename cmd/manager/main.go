@@ -57,6 +57,7 @@ type options struct {
 	tokenKeysSecret                 string
 	rewards                         facade.RewardPolicy
 	limits                          facade.Limits
+	concurrency                     int
 }
 
 func main() {
@@ -93,6 +94,7 @@ func main() {
 		"Smallest balance, in pence, a household may withdraw.")
 	flag.IntVar(&o.rewards.WithdrawalMinWaitDays, "withdrawal-min-wait-days", 30,
 		"Days after its first reward before a household may withdraw.")
+	flag.IntVar(&o.concurrency, "concurrency", controllers.DefaultConcurrency, "Objects of one kind reconciled at once.")
 	o.limits = facade.DefaultLimits
 	flag.Float64Var(&o.limits.PerClient.Rate, "rate-limit-per-client", o.limits.PerClient.Rate,
 		"Requests per second one API client (or end user) may make; 0 disables the limit.")
@@ -153,7 +155,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := controllers.SetupWithManager(ctx, mgr); err != nil {
+	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency}); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
 	if err := flexwebhook.Setup(mgr); err != nil {
