@@ -1,6 +1,8 @@
 package controllers_test
 
 import (
+	"time"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -80,6 +82,29 @@ var _ = Describe("CRD schema", func() {
 		err := k8sClient.Create(ctx, p)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(ContainSubstring("metadata.name must be spec.proposition"))
+	})
+
+	DescribeTable("refuses a reward transaction that contradicts itself",
+		func(ctx SpecContext, tx flexv1.RewardTransaction, message string) {
+			tx.ID = "8c0e4a8e-4b7e-4d2a-9a53-1f0a7c3e2b11"
+			ledger := &flexv1.RewardLedger{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"},
+				Spec:       flexv1.RewardLedgerSpec{SiteName: "mpan-1200000000011", Transactions: []flexv1.RewardTransaction{tx}},
+			}
+			expectInvalid(ctx, ledger, message)
+		},
+		Entry("a withdrawal that credits", flexv1.RewardTransaction{Type: "withdrawal", CreditPence: 500}, "a withdrawal is a debit"),
+		Entry("a payment status on a flex event", flexv1.RewardTransaction{Type: "flex event", CreditPence: 10, PaymentStatus: "approved"},
+			"paymentStatus is for withdrawals only"),
+		Entry("an end before the start", flexv1.RewardTransaction{Type: "flex event", CreditPence: 10,
+			StartTime: &metav1.Time{Time: time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)},
+			EndTime:   &metav1.Time{Time: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}}, "endTime must not be before startTime"),
+	)
+
+	It("refuses half a tariff window", func(ctx SpecContext) {
+		expectInvalid(ctx, site(ns, "1200000000011", func(s *flexv1.Site) {
+			s.Spec.Tariff = &flexv1.Tariff{CheapStartTime: "00:30"}
+		}), "cheapStartTime and cheapEndTime go together")
 	})
 
 	It("refuses an unknown proposition in an enrolment", func(ctx SpecContext) {

@@ -13,6 +13,9 @@ type TransactionType string
 type PaymentStatus string
 
 // RewardTransaction is one credit or debit of a site's reward balance.
+// +kubebuilder:validation:XValidation:rule="self.type != 'withdrawal' || self.creditPence <= 0",message="a withdrawal is a debit: creditPence must be zero or negative"
+// +kubebuilder:validation:XValidation:rule="!has(self.paymentStatus) || self.type == 'withdrawal'",message="paymentStatus is for withdrawals only"
+// +kubebuilder:validation:XValidation:rule="!has(self.startTime) || !has(self.endTime) || self.endTime >= self.startTime",message="endTime must not be before startTime"
 type RewardTransaction struct {
 	// ID of the transaction (UUID).
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`

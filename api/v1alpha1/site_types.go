@@ -81,6 +81,7 @@ type Market string
 type TariffType string
 
 // Tariff describes the household's electricity tariff.
+// +kubebuilder:validation:XValidation:rule="has(self.cheapStartTime) == has(self.cheapEndTime)",message="cheapStartTime and cheapEndTime go together"
 type Tariff struct {
 	// Type of tariff.
 	// +optional
