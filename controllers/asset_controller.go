@@ -26,6 +26,9 @@ import (
 // eligibility is part of its Site's status; deletion needs no finalizer (nothing to clean up).
 type AssetReconciler struct {
 	client.Client
+	// APIReader confirms a site the cache does not have yet (an asset created right after its
+	// site): without it the asset would first be marked SiteNotFound, then corrected.
+	APIReader client.Reader
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=assets,verbs=get;list;watch;update;patch
@@ -46,7 +49,11 @@ func (r *AssetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 
 	ready := metav1.Condition{Type: flexv1.ReadyCondition, ObservedGeneration: asset.Generation}
 	site := &flexv1.Site{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: asset.Namespace, Name: asset.Spec.SiteName}, site)
+	siteKey := types.NamespacedName{Namespace: asset.Namespace, Name: asset.Spec.SiteName}
+	err := r.Get(ctx, siteKey, site)
+	if apierrors.IsNotFound(err) && r.APIReader != nil {
+		err = r.APIReader.Get(ctx, siteKey, site)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		ready.Status, ready.Reason = metav1.ConditionFalse, flexv1.ReasonSiteNotFound

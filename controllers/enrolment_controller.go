@@ -160,11 +160,12 @@ func (r *EnrolmentReconciler) patchStatus(ctx context.Context, enr *flexv1.Enrol
 	return nil
 }
 
-// finalize records the withdrawal on the Site (when the enrolment was ever active and the
-// site stays) and releases the Enrolment. The record is a merge patch of one annotation, so
+// finalize records the withdrawal on the Site (when the enrolment was ever active, the site
+// stays, and the deletion is not a failed request undoing itself) and releases the Enrolment. The record is a merge patch of one annotation, so
 // it never conflicts with other writers of the Site.
 func (r *EnrolmentReconciler) finalize(ctx context.Context, enr *flexv1.Enrolment, site *flexv1.Site) error {
-	if enr.Status.EnrolledAt != nil && site != nil && site.DeletionTimestamp.IsZero() &&
+	_, undone := enr.Annotations[flexv1.NoWithdrawalAnnotation]
+	if enr.Status.EnrolledAt != nil && site != nil && site.DeletionTimestamp.IsZero() && !undone &&
 		!hasWithdrawn(site, enr.Spec.Proposition) {
 		if err := RecordWithdrawal(ctx, r.Client, site, enr.Spec.Proposition, r.Now()); err != nil {
 			return err

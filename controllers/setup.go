@@ -36,7 +36,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
-	if err := (&AssetReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, workers); err != nil {
+	if err := (&AssetReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
 	return (&EnrolmentReconciler{

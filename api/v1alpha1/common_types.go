@@ -66,6 +66,10 @@ const (
 	// from that proposition (RFC 3339). Annotations survive backup/restore and are never
 	// owned by a GitOps tool that does not declare them.
 	WithdrawalAnnotationPrefix = "withdrawal.flexsite.io/"
+	// NoWithdrawalAnnotation on an Enrolment being deleted says the deletion is not the
+	// household's choice (a failed request undoing what it wrote): its finalizer records no
+	// withdrawal.
+	NoWithdrawalAnnotation = "flexsite.io/no-withdrawal"
 	// OrganisationLabel marks a namespace as a Flexsite organisation.
 	OrganisationLabel = "flexsite.io/organisation"
 )

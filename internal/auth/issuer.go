@@ -32,9 +32,10 @@ type claims struct {
 
 // Issuer signs and verifies tokens. It is safe for concurrent use.
 type Issuer struct {
-	keys   *KeyRing
-	now    func() time.Time
-	parser *jwt.Parser
+	keys     *KeyRing
+	now      func() time.Time
+	parser   *jwt.Parser
+	verified verifiedTokens
 }
 
 // NewIssuer returns an issuer that signs with the active key of keys and verifies with any
@@ -113,20 +114,43 @@ func (i *Issuer) issue(p Principal, kind Kind, ttl time.Duration) (string, time.
 // Verify checks a token's signature and claims and returns whom it speaks for. It does not
 // look the API client up: ClientActive does that from the cache.
 func (i *Issuer) Verify(ctx context.Context, token string) (*Principal, error) {
+	now := i.now()
+	if p, kid, ok := i.verified.get(token, now); ok {
+		if _, known := i.keys.lookup(kid); known {
+			return p, nil
+		}
+	}
+	p, v, err := i.verify(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	i.verified.put(token, p, v.kid, v.notBefore, v.expires, now)
+	return p.clone(), nil
+}
+
+// verification is what a successful check learnt about a token, for the cache.
+type verification struct {
+	kid                string
+	notBefore, expires time.Time
+}
+
+// verify checks a token's signature and claims: the work Verify caches.
+func (i *Issuer) verify(ctx context.Context, token string) (*Principal, verification, error) {
 	c := &claims{}
+	var kid string
 	_, err := i.parser.ParseWithClaims(token, c, func(t *jwt.Token) (any, error) {
-		kid, ok := t.Header["kid"].(string)
-		if !ok || kid == "" {
+		var ok bool
+		if kid, ok = t.Header["kid"].(string); !ok || kid == "" {
 			return nil, errors.New("no key id")
 		}
 		return i.keys.verificationKey(ctx, kid, i.now())
 	})
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return nil, ErrExpiredToken
+		return nil, verification{}, ErrExpiredToken
 	case err != nil:
 		// %v, not %w: the library's errors are not part of this package's contract.
-		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+		return nil, verification{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
 	p := &Principal{
 		Kind:       c.Kind,
@@ -142,12 +166,16 @@ func (i *Issuer) Verify(ctx context.Context, token string) (*Principal, error) {
 		p.UserID = c.Subject
 	}
 	if err := validate(p); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+		return nil, verification{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
 	if c.Subject != subject(p) {
-		return nil, fmt.Errorf("%w: subject does not match the principal", ErrInvalidToken)
+		return nil, verification{}, fmt.Errorf("%w: subject does not match the principal", ErrInvalidToken)
 	}
-	return p, nil
+	v := verification{kid: kid, expires: c.ExpiresAt.Add(leeway)}
+	if c.IssuedAt != nil {
+		v.notBefore = c.IssuedAt.Add(-leeway)
+	}
+	return p, v, nil
 }
 
 // subject is the sub claim: the username for an organisation, the user id for an end user.

@@ -3,7 +3,8 @@ package facade
 import (
 	"context"
 	"net/http"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -99,8 +100,10 @@ func (s *Server) daysUntilWaitMet(b balance) int {
 }
 
 func (s *Server) ledgerOf(ctx context.Context, site *flexv1.Site) ([]flexv1.RewardTransaction, error) {
+	// Read-only, so no deep copy of a year of transactions; callers copy what they reorder.
 	ledger := &flexv1.RewardLedger{}
-	err := s.Cache.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}, ledger)
+	err := s.Cache.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}, ledger,
+		client.UnsafeDisableDeepCopy)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -124,15 +127,7 @@ func (s *Server) transactions(r *http.Request, p *auth.Principal) (any, error) {
 		return nil, err
 	}
 	b := balanceOf(txs)
-	// Newest first, as a statement reads; ties broken by id so pages are stable.
-	sorted := append([]flexv1.RewardTransaction(nil), txs...)
-	sort.SliceStable(sorted, func(i, j int) bool {
-		ti, tj := transactionTime(sorted[i]), transactionTime(sorted[j])
-		if !ti.Equal(tj) {
-			return ti.After(tj)
-		}
-		return sorted[i].ID < sorted[j].ID
-	})
+	sorted := newestFirst(txs)
 	out := TransactionsResponse{
 		SiteID:                      site.Labels[flexv1.IDLabel],
 		Transactions:                []TransactionRecord{},
@@ -141,10 +136,34 @@ func (s *Server) transactions(r *http.Request, p *auth.Principal) (any, error) {
 	}
 	if offset < len(sorted) {
 		for _, tx := range sorted[offset:min(len(sorted), offset+limit)] {
-			out.Transactions = append(out.Transactions, transactionRecord(tx))
+			out.Transactions = append(out.Transactions, transactionRecord(*tx))
 		}
 	}
 	return out, nil
+}
+
+// newestFirst orders transactions as a statement reads, ties broken by id so pages are
+// stable. It sorts pointers by times computed once (the ledger itself is shared, read-only).
+func newestFirst(txs []flexv1.RewardTransaction) []*flexv1.RewardTransaction {
+	type keyed struct {
+		at time.Time
+		tx *flexv1.RewardTransaction
+	}
+	keys := make([]keyed, len(txs))
+	for i := range txs {
+		keys[i] = keyed{at: transactionTime(txs[i]), tx: &txs[i]}
+	}
+	slices.SortFunc(keys, func(a, b keyed) int {
+		if c := b.at.Compare(a.at); c != 0 {
+			return c
+		}
+		return strings.Compare(a.tx.ID, b.tx.ID)
+	})
+	out := make([]*flexv1.RewardTransaction, len(keys))
+	for i, k := range keys {
+		out[i] = k.tx
+	}
+	return out
 }
 
 func transactionRecord(tx flexv1.RewardTransaction) TransactionRecord {

@@ -196,9 +196,11 @@ func (s *Server) ensureEnrolment(ctx context.Context, st store, log *writeLog, s
 	if err != nil {
 		return "", err
 	}
-	if !slices.ContainsFunc(enrolments, func(e flexv1.Enrolment) bool { return e.Spec.Proposition == p }) && st.cached {
+	if !slices.ContainsFunc(enrolments, func(e flexv1.Enrolment) bool { return e.Spec.Proposition == p }) &&
+		st.cached && !log.wasCreated(site) {
 		// Before creating one, make sure no enrolment was declared a moment ago under another
-		// name (GitOps): the API server cannot catch that duplicate by name.
+		// name (GitOps): the API server cannot catch that duplicate by name. (A site this
+		// request has just created has had no time to be declared against.)
 		if enrolments, err = s.store(true).enrolmentsOf(ctx, site); err != nil {
 			return "", err
 		}

@@ -66,9 +66,12 @@ func (st store) assetByExternalID(ctx context.Context, ns, externalID string) (*
 	return liveAsset(ctx, st.r, client.InNamespace(ns), client.MatchingFields{index.ExternalID: externalID})
 }
 
+// assetsOf lists a site's live assets. The result is read-only: from the cache it shares the
+// cached objects (no deep copy: reads are the hot path); the slice itself is the caller's.
 func (st store) assetsOf(ctx context.Context, site *flexv1.Site) ([]flexv1.Asset, error) {
 	list := &flexv1.AssetList{}
-	if err := st.r.List(ctx, list, client.InNamespace(site.Namespace), client.MatchingFields{index.SiteName: site.Name}); err != nil {
+	if err := st.r.List(ctx, list, client.InNamespace(site.Namespace), client.MatchingFields{index.SiteName: site.Name},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	live := list.Items[:0]

@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -265,11 +266,31 @@ func key(obj client.Object) string {
 
 func (l *writeLog) wasCreated(obj client.Object) bool { return l.createdKeys[key(obj)] }
 
+// mayHaveApplied reports whether a failed write may still have happened: the API server timed
+// out answering, the connection broke, it failed after storing. Only answers that prove the
+// write was refused say no. Rollback undoes a write that may have happened, too.
+func mayHaveApplied(err error) bool {
+	refused := []func(error) bool{
+		apierrors.IsAlreadyExists, apierrors.IsConflict, apierrors.IsInvalid, apierrors.IsNotFound,
+		apierrors.IsForbidden, apierrors.IsUnauthorized, apierrors.IsBadRequest, apierrors.IsTooManyRequests,
+		apierrors.IsMethodNotSupported, apierrors.IsRequestEntityTooLargeError,
+	}
+	for _, is := range refused {
+		if is(err) {
+			return false
+		}
+	}
+	return true
+}
+
 // create writes a new object; losing a race to create it is errRetry.
 func (s *Server) create(ctx context.Context, log *writeLog, obj client.Object) error {
 	if err := s.Client.Create(ctx, obj); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return errRetry
+		}
+		if mayHaveApplied(err) {
+			log.created = append(log.created, obj)
 		}
 		return err
 	}
@@ -284,6 +305,9 @@ func (s *Server) update(ctx context.Context, log *writeLog, obj, before client.O
 	if err := s.Client.Update(ctx, obj); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return errRetry
+		}
+		if mayHaveApplied(err) {
+			log.updated = append(log.updated, before)
 		}
 		return err
 	}
@@ -375,6 +399,13 @@ func (s *Server) rollback(ctx context.Context, log *writeLog) {
 	ctx = context.WithoutCancel(ctx)
 	for i := len(log.created) - 1; i >= 0; i-- {
 		obj := log.created[i]
+		if _, isEnrolment := obj.(*flexv1.Enrolment); isEnrolment {
+			// Undoing an enrolment is not the household withdrawing: tell its finalizer.
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"rollback"}}}`, flexv1.NoWithdrawalAnnotation)
+			if err := s.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
+				s.Log.Error(err, "rollback: marking", "object", key(obj))
+			}
+		}
 		if err := s.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
 			s.Log.Error(err, "rollback: deleting", "object", key(obj))
 		}

@@ -235,7 +235,13 @@ func ParseAwareTimestamp(s string) (time.Time, error) {
 		}
 		loc = time.FixedZone("", offset)
 	}
-	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, loc), nil
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, loc)
+	// Stored in UTC (RFC 3339), a time must still have a four-digit year: 9999-12-31T23:59-01:00
+	// is year 10000 in UTC, which no store of RFC 3339 accepts.
+	if y := t.UTC().Year(); y < 1 || y > 9999 {
+		return time.Time{}, datetimeError("year out of range once converted to UTC")
+	}
+	return t, nil
 }
 
 func datetimeError(reason string) error {

@@ -227,6 +227,10 @@ func TestParseAwareTimestamp(t *testing.T) {
 		{"2026-01-15T10:30:00-00:00", time.Date(2026, 1, 15, 10, 30, 0, 0, time.UTC), ""},
 		{"2024-02-29T23:59:59+14:00", time.Date(2024, 2, 29, 23, 59, 59, 0, time.FixedZone("", 14*3600)), ""},
 
+		{"9999-12-31T23:59:59Z", time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), ""},
+		{"9999-12-31T23:59:59-01:00", time.Time{}, "datetime_parsing"}, // year 10000 in UTC
+		{"0001-01-01T00:30:00+01:00", time.Time{}, "datetime_parsing"}, // year 0 in UTC
+
 		{"2026-01-15T10:30:00", time.Time{}, "timezone_aware"},
 		{"2026-01-15 10:30:00.5", time.Time{}, "timezone_aware"},
 		{"2026-01-15", time.Time{}, "timezone_aware"}, // a date is a naive midnight, as in pydantic
