@@ -161,8 +161,9 @@ func (r *EnrolmentReconciler) patchStatus(ctx context.Context, enr *flexv1.Enrol
 }
 
 // finalize records the withdrawal on the Site (when the enrolment was ever active, the site
-// stays, and the deletion is not a failed request undoing itself) and releases the Enrolment. The record is a merge patch of one annotation, so
-// it never conflicts with other writers of the Site.
+// stays, and the deletion is not a failed request undoing itself) and releases the
+// Enrolment. The record is a merge patch of one annotation, so it never conflicts with other
+// writers of the Site.
 func (r *EnrolmentReconciler) finalize(ctx context.Context, enr *flexv1.Enrolment, site *flexv1.Site) error {
 	_, undone := enr.Annotations[flexv1.NoWithdrawalAnnotation]
 	if enr.Status.EnrolledAt != nil && site != nil && site.DeletionTimestamp.IsZero() && !undone &&
