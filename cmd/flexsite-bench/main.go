@@ -1,0 +1,126 @@
+// Command flexsite-bench measures Flexsite against the limit of its design: the API server's
+// own write path. It starts an embedded control plane (etcd + kube-apiserver) in-process and
+// the manager (bin/manager) as a subprocess, so that the memory it reports is the manager's
+// alone, then runs the scenarios of the performance issue:
+//
+//  1. REST onboards against writing the same objects straight through client-go;
+//  2. eligibility convergence (write -> Site.status) against the API server's own
+//     write -> watch-event latency, and a catalogue change over every site;
+//  3. the read path against a trivial net/http handler;
+//  4. memory, onboard latency and cold start at two fleet sizes;
+//  5. API writes per onboard, and writes during an idle resync (a manager restart).
+//
+// The machines this runs on are shared and noisy, so every target is a ratio of two figures
+// measured in the same run, and nothing here passes or fails on a timing: the run prints a
+// table and writes bench/results.json for comparing runs. `make bench` runs the full scale
+// (long: it creates 10,000 households); BENCH_QUICK=1 a smaller version of every scenario.
+//
+// Linux only: it reads the manager's memory from /proc.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+)
+
+type options struct {
+	binDir      string
+	manager     string
+	out         string
+	logDir      string
+	quick       bool
+	onboards    int
+	concurrency int
+	// trivialAddr, when set, makes this process the trivial HTTP server of the read-path
+	// baseline instead of the bench (the bench starts itself again in that role).
+	trivialAddr string
+}
+
+func main() {
+	var o options
+	quick, _ := strconv.ParseBool(os.Getenv("BENCH_QUICK"))
+	flag.StringVar(&o.binDir, "bin-dir", "bin/k8s/1.37.1", "Directory of etcd and kube-apiserver (hack/ensure-k8s-binaries.sh).")
+	flag.StringVar(&o.manager, "manager", "bin/manager", "The manager binary to measure.")
+	flag.StringVar(&o.out, "out", "bench/results.json", "Where to write the figures as JSON.")
+	flag.StringVar(&o.logDir, "log-dir", "bench", "Where the manager's log goes (manager.log).")
+	flag.BoolVar(&o.quick, "quick", quick, "Run the smaller version of every scenario ($BENCH_QUICK).")
+	flag.IntVar(&o.onboards, "onboards", 0, "Onboards per side in scenario 1 (0: the mode's default).")
+	flag.IntVar(&o.concurrency, "concurrency", 0, "Concurrent clients C (0: the mode's default).")
+	flag.StringVar(&o.trivialAddr, "trivial-server", "", "Internal: serve the trivial read-path baseline on this address.")
+	flag.Parse()
+
+	if o.trivialAddr != "" {
+		if err := serveTrivial(o.trivialAddr); err != nil {
+			fmt.Fprintln(os.Stderr, "trivial server:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	// Ctrl-C cancels the run; run's deferred cleanup then stops the manager and the control
+	// plane (envtest starts those in their own process group, out of the terminal's reach).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	err := run(ctx, o)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "flexsite-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// run starts everything, runs the scenarios in order and reports. The report is printed and
+// written even when a scenario fails, with what was measured up to then.
+func run(ctx context.Context, o options) error {
+	p := paramsFor(o)
+	logf("mode %s: %s", p.Mode, p.describe())
+	rep := newReport(p)
+	b, err := newBench(ctx, o, p)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+
+	runErr := runScenarios(ctx, b, rep)
+	if runErr != nil {
+		rep.Error = runErr.Error()
+	}
+	rep.finish()
+	rep.printTable(os.Stdout)
+	if err := rep.write(o.out); err != nil {
+		return err
+	}
+	logf("wrote %s; manager log in %s", o.out, b.mgrCfg.logPath)
+	return runErr
+}
+
+// runScenarios runs the scenarios in an order that lets each build on the last: the fleet is
+// grown first, so the catalogue change, the onboard comparison, the reads and the cold start
+// all run against the full fleet, as they would in production.
+func runScenarios(ctx context.Context, b *bench, rep *report) error {
+	steps := []struct {
+		name string
+		run  func(context.Context, *bench, *report) error
+	}{
+		{"baseline memory", measureEmpty},
+		{"scale", runScale},
+		{"catalogue change", runCatalogue},
+		{"onboard vs raw writes", runOnboard},
+		{"eligibility convergence", runConvergence},
+		{"read path", runReads},
+		{"idle resync", runResync},
+	}
+	for _, s := range steps {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		logf("== %s", s.name)
+		if err := s.run(ctx, b, rep); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// readWarmup precedes each measured read window: connections open, caches warm.
+const readWarmup = time.Second
+
+// readTarget is one endpoint of scenario 3.
+type readTarget struct {
+	name string
+	url  func(i int) string
+	// server is the process role that serves it (see cpuTimes).
+	server string
+}
+
+// readResult is a target's timings and the CPU time every process used meanwhile.
+type readResult struct {
+	t   timings
+	cpu cpuTimes
+}
+
+// runReads loads the two read endpoints and a trivial net/http handler (a subprocess like the
+// manager, on the same machine) with C keep-alive clients each. Targets run in two mirrored
+// passes (A B C, then C B A), half the time each, so load drift weighs on all alike.
+func runReads(ctx context.Context, b *bench, rep *report) error {
+	ids := b.fleet.siteIDs
+	trivialURL, err := b.startTrivial(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { b.trivial.stop(); b.trivial = nil }()
+	if err := b.checkLedger(ctx, ids[0]); err != nil {
+		return err
+	}
+	api := b.mgr.apiURL
+	targets := []readTarget{
+		{"trivial", func(int) string { return trivialURL }, roleTrivial},
+		{"eligibility", func(i int) string { return api + "/entities/site/" + ids[i%len(ids)] + "/eligibility" }, roleManager},
+		{"transactions", func(i int) string { return api + "/rewards/" + ids[i%len(ids)] + "/transactions" }, roleManager},
+	}
+	token, err := b.fleet.api.bearer(ctx)
+	if err != nil {
+		return err
+	}
+	results := map[string]*readResult{}
+	half := time.Duration(b.p.ReadSeconds / 2 * float64(time.Second))
+	for pass := range 2 {
+		for j := range targets {
+			t := targets[j]
+			if pass == 1 {
+				t = targets[len(targets)-1-j]
+			}
+			cpu0 := b.readCPU()
+			got, err := b.loadReads(ctx, t, token, half)
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+			if results[t.name] == nil {
+				results[t.name] = &readResult{cpu: cpuTimes{}}
+			}
+			results[t.name].t.merge(got)
+			results[t.name].cpu.add(b.readCPU().since(cpu0))
+		}
+	}
+	reportReads(rep, targets, results)
+	return nil
+}
+
+// loadReads keeps C clients GETting the target for d, each client walking its own sites.
+func (b *bench) loadReads(ctx context.Context, t readTarget, token string, d time.Duration) (timings, error) {
+	c := b.p.Concurrency
+	return runFor(ctx, c, readWarmup, d, func(ctx context.Context, worker, i int) error {
+		return getOK(ctx, b.http, t.url(worker+i*c), token)
+	})
+}
+
+// getOK sends an authenticated GET and requires a 200.
+func getOK(ctx context.Context, hc *http.Client, url, token string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	drain(resp)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", req.URL.Path, resp.Status)
+	}
+	return nil
+}
+
+// checkLedger makes sure the transactions endpoint answers with a whole ledger, so the read
+// figures are of real work.
+func (b *bench) checkLedger(ctx context.Context, siteID string) error {
+	var out struct {
+		Transactions []any `json:"transactions"`
+	}
+	if err := b.fleet.api.call(ctx, "GET", "/rewards/"+siteID+"/transactions", nil, &out); err != nil {
+		return err
+	}
+	if len(out.Transactions) != b.p.Transactions {
+		return fmt.Errorf("site %s has %d reward transactions, want %d", siteID, len(out.Transactions), b.p.Transactions)
+	}
+	return nil
+}
+
+// reportReads reports each endpoint next to the trivial handler: throughput and p99 (the
+// issue's figures), and the serving process's CPU time per request, which on a machine
+// shared with others says more about cost than throughput does.
+func reportReads(rep *report, targets []readTarget, results map[string]*readResult) {
+	trivial := results["trivial"]
+	serverCPU := func(t readTarget) float64 {
+		r := results[t.name]
+		return ratio(float64(r.cpu[t.server].Microseconds()), float64(r.t.calls))
+	}
+	rep.add("reads", "trivial_rps", trivial.t.rate(), unitPerSec)
+	rep.add("reads", "trivial_p99_ms", trivial.t.percentileMS(99), unitMS)
+	rep.add("reads", "trivial_server_cpu_us_per_request", serverCPU(targets[0]), unitCount)
+	for _, tg := range targets[1:] {
+		name, t := tg.name, results[tg.name].t
+		rep.add("reads", name+"_rps", t.rate(), unitPerSec)
+		rep.add("reads", name+"_p50_ms", t.percentileMS(50), unitMS)
+		rep.add("reads", name+"_p99_ms", t.percentileMS(99), unitMS)
+		rep.addTarget("reads", name+"_vs_trivial_ratio", ratio(t.rate(), trivial.t.rate()), unitRatio, target{">=", 0.5})
+		rep.add("reads", name+"_p99_vs_trivial_ratio", ratio(t.percentileMS(99), trivial.t.percentileMS(99)), unitRatio)
+		rep.add("reads", name+"_server_cpu_us_per_request", serverCPU(tg), unitCount)
+		rep.add("reads", name+"_vs_trivial_server_cpu_ratio", ratio(serverCPU(tg), serverCPU(targets[0])), unitRatio)
+		logf("reads %s: %.0f/s (p99 %.2f ms, %.0f µs server CPU each) against trivial %.0f/s (p99 %.2f ms, %.0f µs)",
+			name, t.rate(), t.percentileMS(99), serverCPU(tg), trivial.t.rate(), trivial.t.percentileMS(99), serverCPU(targets[0]))
+	}
+}
+
+// startTrivial runs this same binary as the trivial server and waits until it answers.
+func (b *bench) startTrivial(ctx context.Context) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return "", err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	logPath := filepath.Join(filepath.Dir(b.mgrCfg.logPath), "trivial.log")
+	if b.trivial, err = startChild("trivial server", self, logPath, "--trivial-server="+addr); err != nil {
+		return "", err
+	}
+	url := "http://" + addr + "/"
+	_, err = b.trivial.waitHTTP(ctx, probeClient, url, 30*time.Second)
+	return url, err
+}
+
+// trivialBody is what the trivial handler answers: a small constant JSON document.
+var trivialBody = []byte(`{"ok":true}`)
+
+// serveTrivial is the read-path baseline: net/http with a handler that does nothing but
+// write a constant, configured like the facade's server. It stops on SIGTERM.
+func serveTrivial(addr string) error {
+	srv := &http.Server{
+		Addr: addr,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(trivialBody)
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+)
+
+// runResync restarts the manager once everything has settled. A cold start reconciles every
+// object: the idle resync at its most thorough. With nothing changed it should write nothing
+// (scenario 5, second half); it is also the cold start of scenario 4, with the whole fleet.
+func runResync(ctx context.Context, b *bench, rep *report) error {
+	if _, err := b.mgr.waitIdle(ctx, b.p.Settle); err != nil {
+		return err
+	}
+	sites := &flexv1.SiteList{}
+	if err := b.watch.cache.List(ctx, sites); err != nil {
+		return err
+	}
+	b.mgr.stop()
+	before, err := b.requests.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	mgr, err := startManager(b.mgrCfg)
+	if err != nil {
+		return err
+	}
+	b.mgr = mgr
+	ready, err := mgr.waitReady(ctx, b.p.Settle)
+	if err != nil {
+		return err
+	}
+	reconciles, err := mgr.waitIdle(ctx, b.p.Settle)
+	if err != nil {
+		return err
+	}
+	// waitIdle returns after a quiet second; the reconciling itself ended that much earlier.
+	drained := time.Since(start) - quietPeriod
+	after, err := b.requests.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	writes := after.minus(before).where(isWrite)
+	// Before it is ready, the manager creates the default rules that do not exist yet
+	// (--install-default-rules): against existing ones those are refused creates, not changes.
+	startup := writes.where(isRuleInstall)
+	resync := writes.where(func(k requestKey) bool { return !isRuleInstall(k) })
+	logf("cold start with %d sites: ready in %s, %0.f reconciles done after %s; writes: %s (rule install: %s)",
+		len(sites.Items), ready.Round(time.Millisecond), reconciles, drained.Round(time.Millisecond),
+		resync.perUnitString(1), startup.perUnitString(1))
+
+	rep.add("scale", "cold_start_sites", float64(len(sites.Items)), unitCount)
+	rep.add("scale", "cold_start_ready_seconds", ready.Seconds(), unitSeconds)
+	rep.add("scale", "cold_start_reconciled_seconds", drained.Seconds(), unitSeconds)
+	rep.add("resync", "reconciles", reconciles, unitCount)
+	rep.addTarget("resync", "writes", resync.total(), unitCount, target{"==", 0})
+	rep.add("resync", "startup_rule_install_requests", startup.total(), unitCount)
+	rep.detail("resync_writes", resync.perUnit(1))
+	return nil
+}
+
+// isRuleInstall is the manager's startup creation of the default Propositions and
+// AssetModels, answered 409 when they exist.
+func isRuleInstall(k requestKey) bool {
+	return k.Verb == "POST" && k.Code == "409" && slices.Contains([]string{"propositions", "assetmodels"}, k.Resource)
+}
