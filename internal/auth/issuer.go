@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -56,6 +57,8 @@ func NewIssuer(keys *KeyRing, now func() time.Time) *Issuer {
 			jwt.WithIssuedAt(),
 			jwt.WithLeeway(leeway),
 			jwt.WithTimeFunc(now),
+			// One spelling per token: the signature's unused padding bits must be zero.
+			jwt.WithStrictDecoding(),
 		),
 	}
 }
@@ -114,6 +117,9 @@ func (i *Issuer) issue(p Principal, kind Kind, ttl time.Duration) (string, time.
 // Verify checks a token's signature and claims and returns whom it speaks for. It does not
 // look the API client up: ClientActive does that from the cache.
 func (i *Issuer) Verify(ctx context.Context, token string) (*Principal, error) {
+	if !wellFormed(token) {
+		return nil, fmt.Errorf("%w: characters outside base64url", ErrInvalidToken)
+	}
 	now := i.now()
 	if p, kid, ok := i.verified.get(token, now); ok {
 		if _, known := i.keys.lookup(kid); known {
@@ -126,6 +132,19 @@ func (i *Issuer) Verify(ctx context.Context, token string) (*Principal, error) {
 	}
 	i.verified.put(token, p, v.kid, v.notBefore, v.expires, now)
 	return p.clone(), nil
+}
+
+// wellFormed reports whether a token is spelt only with what a JWT may contain (base64url and
+// the dots between parts): the decoder would otherwise skip CR and LF, letting one token be
+// spelt several ways.
+func wellFormed(token string) bool {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_."
+	for i := 0; i < len(token); i++ {
+		if strings.IndexByte(alphabet, token[i]) < 0 {
+			return false
+		}
+	}
+	return token != ""
 }
 
 // verification is what a successful check learnt about a token, for the cache.

@@ -185,9 +185,14 @@ func mergeSite(site *flexv1.Site, in siteInput) []string {
 	set("postcode", &site.Spec.Postcode, &postcode)
 	set("street_address", &site.Spec.StreetAddress, in.StreetAddress)
 	set("email", &site.Spec.Email, in.Email)
-	if in.Consent != nil && (site.Spec.BoundaryMeterConsentAt == nil || !site.Spec.BoundaryMeterConsentAt.Time.Equal(*in.Consent)) {
-		site.Spec.BoundaryMeterConsentAt = &metav1.Time{Time: in.Consent.UTC()}
-		changed = append(changed, "gave_boundary_meter_consent_at")
+	if in.Consent != nil {
+		// The resource keeps whole seconds (RFC 3339): compare at that precision, or a repeat
+		// of the same request would "change" a consent given at 10:30:00.5.
+		consent := in.Consent.UTC().Truncate(time.Second)
+		if site.Spec.BoundaryMeterConsentAt == nil || !site.Spec.BoundaryMeterConsentAt.Time.Equal(consent) {
+			site.Spec.BoundaryMeterConsentAt = &metav1.Time{Time: consent}
+			changed = append(changed, "gave_boundary_meter_consent_at")
+		}
 	}
 	ensureID(site)
 	return changed

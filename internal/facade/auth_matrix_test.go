@@ -1,0 +1,272 @@
+package facade_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/bootstrap"
+)
+
+// The authorisation matrix: every authenticated route × every kind of caller, each cell
+// with the one status it must answer. A route added to the facade without a row here fails
+// the spec, so no route escapes the matrix.
+
+// matrixCaller is a column of the matrix.
+type matrixCaller int
+
+const (
+	callerNoToken matrixCaller = iota
+	callerMalformed
+	callerExpired
+	callerBadSignature
+	callerAlgNone
+	callerUnknownKid
+	callerOtherOrg
+	callerOtherSiteUser
+	callerThisSiteUser
+	callerLacksRole
+	matrixCallers // the number of columns
+)
+
+func (c matrixCaller) String() string {
+	return [...]string{"no token", "malformed token", "expired token", "bad signature", "alg none",
+		"unknown kid", "another organisation", "end user of another site", "end user of this site",
+		"organisation token lacking the role"}[c]
+}
+
+// matrixRoute is a row: what the route needs, and a request that is valid for a caller
+// allowed to make it.
+type matrixRoute struct {
+	role flexv1.Role // "" when any organisation token will do
+	// scoped: the route reaches one of the organisation's own objects by id (a site, or an
+	// asset): another organisation must get 404, never 403.
+	scoped bool
+	// endUser: end-user tokens are admitted (for their own site).
+	endUser bool
+	body    func(caller matrixCaller) any
+}
+
+var _ = Describe("The authorisation matrix", Ordered, func() {
+	var (
+		a, b               org
+		tokA, tokB         string
+		tokUser, tokOther  string
+		lacking            map[flexv1.Role]string // org A clients, each without one role
+		noRoles            string                 // an org A client without any role
+		bad                map[matrixCaller]string
+		siteID, mpanSiteID string
+		assetID, extID     string
+		secretsOfA         []string // what another organisation must never see
+	)
+
+	BeforeAll(func(ctx SpecContext) {
+		a, b = newOrg(ctx), newOrg(ctx)
+		tokA, tokB = a.token(), b.token()
+
+		// Org A: the end user U whose site is the target of every site route, with a qualifying
+		// charger (so that U may enrol), another end user V, and a site onboarded by MPAN.
+		const consent = "gave_boundary_meter_consent_at"
+		tokUser = mustCall("POST", "/auth/component-token", tokA, componentForm("matrix-user", consent, "2026-01-15T10:30:00Z"))["access_token"].(string)
+		tokOther = mustCall("POST", "/auth/component-token", tokA, componentForm("matrix-other", consent, "2026-01-15T10:30:00Z"))["access_token"].(string)
+		siteID = userSite(ctx, a.Namespace, "matrix-user").Labels[flexv1.IDLabel]
+		otherUserSiteID := userSite(ctx, a.Namespace, "matrix-other").Labels[flexv1.IDLabel]
+		extID = "matrix-charger-" + a.Namespace
+		assetID = mustCall("POST", "/entities/asset", tokA, map[string]any{"external_id": extID, "type": "charger",
+			"site_id": siteID, "asset_model": "zappi", "installation_date": "2025-06-15",
+			"properties": map[string]any{"power_kw": 7.4}})["id"].(string)
+		Eventually(func() any {
+			return mustCall("GET", "/entities/site/"+siteID+"/eligibility", tokUser, nil)["eligible_propositions"]
+		}).Should(ContainElement("limited_pause"))
+		mpanSiteID = onboardedSite(tokA, "1200000000011")
+		mpanAssets := mustCall("GET", "/entities/site/"+mpanSiteID, tokA, nil)["asset_ids"].([]any)
+		secretsOfA = make([]string, 0, 7+len(mpanAssets))
+		secretsOfA = append(secretsOfA, siteID, otherUserSiteID, mpanSiteID, assetID, extID, "1200000000011", "charger-1200000000011")
+		for _, id := range mpanAssets {
+			secretsOfA = append(secretsOfA, id.(string))
+		}
+
+		// Org A clients that each lack one role, and one without roles.
+		lacking = map[flexv1.Role]string{}
+		all := []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents}
+		for _, missing := range append(all, "") {
+			roles := []flexv1.Role{} // not nil: the CRD requires the list, empty or not
+			for _, r := range all {
+				if missing != "" && r != missing {
+					roles = append(roles, r)
+				}
+			}
+			c := org{Namespace: a.Namespace, Username: fmt.Sprintf("%s-lacks-%s", a.Username, strings.ReplaceAll(string(missing), "_", "-")), Password: a.Password + "-x"}
+			if missing == "" {
+				c.Username = a.Username + "-no-roles"
+			}
+			Expect(bootstrap.EnsureOrganisation(ctx, k8sClient, bootstrap.Organisation{
+				Namespace: c.Namespace, Username: c.Username, Password: c.Password, Roles: roles})).To(Succeed())
+			if missing == "" {
+				noRoles = c.token()
+			} else {
+				lacking[missing] = c.token()
+			}
+		}
+
+		// Tokens that must not authenticate anyone.
+		past := func() time.Time { return time.Now().Add(-2 * time.Hour) }
+		expired, _, err := suiteIssuer(ctx, past).IssueOrganisationToken(orgPrincipal(a, all...))
+		Expect(err).NotTo(HaveOccurred())
+		_, foreign, err := ed25519.GenerateKey(rand.Reader)
+		Expect(err).NotTo(HaveOccurred())
+		kid, _ := activeSigningKey(ctx)
+		forge := func(method jwt.SigningMethod, key any, kid string) string {
+			tok := jwt.NewWithClaims(method, orgClaims(a))
+			tok.Header["kid"] = kid
+			s, err := tok.SignedString(key)
+			Expect(err).NotTo(HaveOccurred())
+			return s
+		}
+		bad = map[matrixCaller]string{
+			callerMalformed:    "not-a-jwt",
+			callerExpired:      expired,
+			callerBadSignature: forge(jwt.SigningMethodEdDSA, foreign, kid),
+			callerAlgNone:      forge(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, kid),
+			callerUnknownKid:   forge(jwt.SigningMethodEdDSA, foreign, "00112233deadbeef"),
+		}
+	})
+
+	It("answers every authenticated route as the caller deserves", func(ctx SpecContext) {
+		seq := 0
+		unique := func(prefix string) string { seq++; return fmt.Sprintf("%s-%d", prefix, seq) }
+		jsonBody := func(v map[string]any) func(matrixCaller) any { return func(matrixCaller) any { return v } }
+		noBody := func(matrixCaller) any { return nil }
+		// Valid requests for an allowed caller. Organisation B's writes get their own MPANs
+		// and external ids, so that nothing of A's is ever in their answers.
+		rows := map[string]matrixRoute{
+			"POST /auth/component-token": {role: flexv1.RoleComponents, body: func(matrixCaller) any {
+				return componentForm(unique("matrix-new-user"), "gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z")
+			}},
+			"GET /auth/users/me/":            {body: noBody},
+			"POST /entities/site/onboard":    {role: flexv1.RoleEntityWrite, body: jsonBody(household("2301234567894"))},
+			"POST /entities/site/initialise": {role: flexv1.RoleEntityWrite, body: jsonBody(household("2301234567894"))},
+			"POST /entities/site/onboard-site-and-asset": {role: flexv1.RoleEntityWrite, body: func(matrixCaller) any {
+				return legacyOnboardBody("1012345678903", unique("matrix-legacy"))
+			}},
+			"GET /entities/site":                                     {role: flexv1.RoleEntityRead, body: noBody},
+			"GET /entities/site/{site_id}":                           {role: flexv1.RoleEntityRead, scoped: true, endUser: true, body: noBody},
+			"POST /entities/site/{site_id}/offboard-site-and-assets": {role: flexv1.RoleEntityWrite, scoped: true, body: noBody},
+			"GET /entities/site/{site_id}/eligibility":               {role: flexv1.RoleEntityRead, scoped: true, endUser: true, body: noBody},
+			"POST /entities/site/{site_id}/enrol": {role: flexv1.RoleEntityWrite, scoped: true, endUser: true,
+				body: jsonBody(map[string]any{"proposition": "limited_pause"})},
+			"POST /entities/site/{site_id}/unenrol": {role: flexv1.RoleEntityWrite, scoped: true, endUser: true,
+				body: jsonBody(map[string]any{"proposition": "limited_pause"})},
+			"POST /entities/site/{site_id}/meter-consent": {role: flexv1.RoleEntityWrite, scoped: true, endUser: true,
+				body: jsonBody(map[string]any{"gave_boundary_meter_consent_at": "2026-02-01T00:00:00Z"})},
+			"POST /entities/asset": {role: flexv1.RoleEntityWrite, scoped: true, body: func(matrixCaller) any {
+				return map[string]any{"external_id": unique("matrix-asset"), "type": "battery", "site_id": siteID}
+			}},
+			"GET /entities/asset/{asset_id}":                {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
+			"GET /entities/asset/external-id/{external_id}": {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
+			"POST /validation/mpan":                         {body: jsonBody(map[string]any{"mpan": "1234567890126"})},
+			"GET /rewards/{site_id}/transactions":           {role: flexv1.RoleRewards, scoped: true, body: noBody},
+			"GET /rewards/{site_id}/info":                   {role: flexv1.RoleRewards, scoped: true, body: noBody},
+		}
+		public := map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /openapi.json": true, "GET /docs": true,
+			"POST /auth/token-form": true}
+		concrete := strings.NewReplacer("{site_id}", siteID, "{asset_id}", assetID, "{external_id}", extID)
+
+		var wrong []string
+		cells, covered := 0, map[string]bool{}
+		for _, route := range facadeSrv.Routes() {
+			name := route.Method + " " + route.Path
+			if public[name] {
+				continue
+			}
+			row, ok := rows[name]
+			if !ok {
+				wrong = append(wrong, name+": no row in the matrix")
+				continue
+			}
+			covered[name] = true
+			path := concrete.Replace(route.Path)
+			for caller := range matrixCallers {
+				var token string
+				want := http.StatusOK
+				switch caller {
+				case callerNoToken:
+					want = http.StatusUnauthorized
+				case callerMalformed, callerExpired, callerBadSignature, callerAlgNone, callerUnknownKid:
+					token, want = bad[caller], http.StatusUnauthorized
+				case callerOtherOrg:
+					token = tokB
+					if row.scoped {
+						want = http.StatusNotFound
+					}
+				case callerOtherSiteUser:
+					token, want = tokOther, http.StatusForbidden
+					if row.endUser {
+						want = http.StatusNotFound
+					}
+				case callerThisSiteUser:
+					token, want = tokUser, http.StatusForbidden
+					if row.endUser {
+						want = http.StatusOK
+					}
+				case callerLacksRole:
+					token, want = noRoles, http.StatusOK
+					if row.role != "" {
+						token, want = lacking[row.role], http.StatusForbidden
+					}
+				}
+				status, resp := call(route.Method, path, token, row.body(caller))
+				cells++
+				cell := fmt.Sprintf("%s × %s", name, caller)
+				if status != want {
+					wrong = append(wrong, fmt.Sprintf("%s: %d, want %d: %s", cell, status, want, resp))
+				}
+				if caller == callerOtherOrg && status == http.StatusForbidden {
+					wrong = append(wrong, cell+": 403 tells another organisation that the object exists")
+				}
+				if caller <= callerOtherSiteUser { // nobody of organisation A's own
+					for _, secret := range secretsOfA {
+						if strings.Contains(string(resp), secret) {
+							wrong = append(wrong, fmt.Sprintf("%s: the answer reveals %q of organisation A: %s", cell, secret, resp))
+						}
+					}
+				}
+			}
+		}
+		Expect(covered).To(HaveLen(len(rows)), "rows for routes the facade does not serve")
+		Expect(wrong).To(BeEmpty())
+		Expect(cells).To(Equal(len(rows) * int(matrixCallers)))
+		AddReportEntry("authorisation matrix cells", cells)
+		GinkgoWriter.Printf("authorisation matrix: %d routes x %d callers = %d cells\n", len(rows), matrixCallers, cells)
+
+		// Organisation A still has its three sites (no caller of the matrix may remove or add
+		// one), and organisation B's writes stayed in B.
+		Expect(sitesIn(ctx, a.Namespace)).To(HaveLen(3))
+		Expect(sitesIn(ctx, b.Namespace)).NotTo(BeEmpty())
+	})
+})
+
+// A bearer token is a string: the facade must accept the string it issued and no other. A JWS
+// in compact form is unpadded base64url (RFC 7515), and the last character of an Ed25519
+// signature's 86 carries 4 bits of padding: decoded leniently (the parser is not built with
+// jwt.WithStrictDecoding), up to 16 different strings verify as the same token. Low severity,
+// but any defence keyed on the token string (a deny list, a replay cache, log correlation) is
+// sidestepped by re-spelling the token.
+var _ = Describe("Token strings", func() {
+	It("accepts only the exact token string it issued", func(ctx SpecContext) {
+		tok := newOrg(ctx).token()
+		Expect(authRequest("GET", "/auth/users/me/", []string{"Bearer " + tok}, nil).status).To(Equal(http.StatusOK))
+		const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+		respelt := tok[:len(tok)-1] + string(alphabet[strings.IndexByte(alphabet, tok[len(tok)-1])^1])
+		Expect(respelt).NotTo(Equal(tok))
+		expectUnauthorized(authRequest("GET", "/auth/users/me/", []string{"Bearer " + respelt}, nil))
+	})
+})

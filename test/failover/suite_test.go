@@ -1,0 +1,210 @@
+package failover_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/testenv"
+)
+
+// The failover suite runs two replicas of the manager against one API server (envtest), as
+// the Deployment does (2 replicas, leader election): each with every controller and its own
+// REST facade behind its own HTTP server, sharing the token signing keys through their
+// Secret. It proves that one replica leads at a time, that both serve the API, and that when
+// the leader dies without a word (no lease release) the other takes over and finishes the
+// work that arrived in between.
+
+const (
+	managerNamespace = "flexsite-system"
+	leaseName        = "flexsite-manager.flexsite.io"
+	keysSecret       = "flexsite-token-keys"
+
+	// Short leader election timings, so a failover takes seconds. RenewDeadline is 3 s rather
+	// than 2 s: the CI machine is shared, and a leader that misses its renew deadline under
+	// load steps down (and its manager exits), which is not what this suite is about.
+	leaseDuration = 4 * time.Second
+	renewDeadline = 3 * time.Second
+	retryPeriod   = 500 * time.Millisecond
+)
+
+var env *testenv.Env
+
+func TestFailover(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Leader failover suite (envtest, two managers)")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	var err error
+	env, err = testenv.Start(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(env.Stop()).To(Succeed()) })
+	Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}})).To(Succeed())
+
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+}, NodeTimeout(3*time.Minute))
+
+// replica is one running manager with its facade.
+type replica struct {
+	name   string
+	mgr    ctrl.Manager
+	api    *httptest.Server
+	cancel context.CancelFunc
+	// done receives what mgr.Start returned, once.
+	done chan error
+}
+
+// startReplica builds and starts a manager like cmd/manager's (leader election on, the
+// controllers, the facade) under its own context. releaseOnCancel false is a crash: the
+// replica stops without handing the lease back.
+func startReplica(ctx context.Context, name string, releaseOnCancel bool) *replica {
+	GinkgoHelper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                        testenv.Scheme,
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
+		Client:                        client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		LeaderElection:                true,
+		LeaderElectionID:              leaseName,
+		LeaderElectionNamespace:       managerNamespace,
+		LeaseDuration:                 ptr.To(leaseDuration),
+		RenewDeadline:                 ptr.To(renewDeadline),
+		RetryPeriod:                   ptr.To(retryPeriod),
+		LeaderElectionReleaseOnCancel: releaseOnCancel,
+		// Two managers in one process register controllers of the same names.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	Expect(controllers.SetupWithManager(runCtx, mgr)).To(Succeed())
+
+	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), managerNamespace, keysSecret)
+	Expect(keys.Ensure(ctx)).To(Succeed())
+	srv := facade.NewServer(facade.Config{
+		Log:           ctrl.Log.WithName(name).WithName("api"),
+		Cache:         mgr.GetCache(),
+		APIReader:     mgr.GetAPIReader(),
+		Client:        mgr.GetClient(),
+		Issuer:        auth.NewIssuer(keys, time.Now),
+		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
+		Rewards:       facade.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
+		Now:           time.Now,
+	})
+	r := &replica{name: name, mgr: mgr, api: httptest.NewServer(srv), cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- mgr.Start(runCtx) }()
+	DeferCleanup(func() {
+		r.api.Close()
+		r.stop()
+	})
+	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
+	return r
+}
+
+// stop cancels the replica and waits for its manager to return (at most once).
+func (r *replica) stop() {
+	if r.done == nil {
+		return
+	}
+	r.cancel()
+	select {
+	case err := <-r.done:
+		// Stopped on purpose: nil, or (a leader whose context ended) that it lost the lease.
+		if err != nil {
+			Expect(err.Error()).To(Equal("leader election lost"), "replica %s", r.name)
+		}
+	case <-time.After(30 * time.Second):
+		Fail("replica " + r.name + " did not stop")
+	}
+	r.done = nil
+}
+
+// leading reports whether the replica holds the lease.
+func (r *replica) leading() bool {
+	select {
+	case <-r.mgr.Elected():
+		return true
+	default:
+		return false
+	}
+}
+
+// failedEarly fails the spec if the replica's manager returned on its own (e.g. it lost
+// the lease under load and stepped down).
+func (r *replica) failedEarly() {
+	GinkgoHelper()
+	if r.done == nil {
+		return
+	}
+	select {
+	case err := <-r.done:
+		r.done = nil
+		Fail("replica " + r.name + " stopped on its own: " + errString(err))
+	default:
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+// call sends one request to a replica's facade and decodes the JSON answer.
+func (r *replica) call(method, path, token string, body any) (int, map[string]any) {
+	GinkgoHelper()
+	var reader io.Reader
+	contentType := ""
+	switch b := body.(type) {
+	case nil:
+	case url.Values:
+		reader, contentType = strings.NewReader(b.Encode()), "application/x-www-form-urlencoded"
+	default:
+		data, err := json.Marshal(b)
+		Expect(err).NotTo(HaveOccurred())
+		reader, contentType = bytes.NewReader(data), "application/json"
+	}
+	req, err := http.NewRequest(method, r.api.URL+path, reader)
+	Expect(err).NotTo(HaveOccurred())
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	Expect(err).NotTo(HaveOccurred())
+	var out map[string]any
+	if err := json.Unmarshal(data, &out); err != nil && !errors.Is(err, io.EOF) {
+		out = map[string]any{"raw": string(data)}
+	}
+	return resp.StatusCode, out
+}
