@@ -1,14 +1,11 @@
 package facade_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -126,10 +123,10 @@ func (o org) token() string {
 }
 
 // form is a form-encoded request body.
-type form map[string]string
+type form = testenv.Form
 
 // raw is a request body sent verbatim.
-type raw string
+type raw = testenv.Raw
 
 // response is a decoded JSON answer.
 type response []byte
@@ -145,39 +142,12 @@ func (r response) Detail() any { return r.Map()["detail"] }
 
 func (r response) String() string { return string(r) }
 
-// call sends one request; body may be nil, a form, raw text, or anything JSON-encodable.
+// call sends one request to the facade; body may be nil, a form, raw text, or anything
+// JSON-encodable.
 func call(method, path, token string, body any) (int, response) {
-	var reader io.Reader
-	contentType := ""
-	switch b := body.(type) {
-	case nil:
-	case form:
-		values := url.Values{}
-		for k, v := range b {
-			values.Set(k, v)
-		}
-		reader, contentType = strings.NewReader(values.Encode()), "application/x-www-form-urlencoded"
-	case raw:
-		reader, contentType = strings.NewReader(string(b)), "application/json"
-	default:
-		data, err := json.Marshal(b)
-		Expect(err).NotTo(HaveOccurred())
-		reader, contentType = bytes.NewReader(data), "application/json"
-	}
-	req, err := http.NewRequest(method, apiServer.URL+path, reader)
-	Expect(err).NotTo(HaveOccurred())
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(resp.Body)
-	Expect(err).NotTo(HaveOccurred())
-	return resp.StatusCode, data
+	status, data, err := testenv.Call(apiServer.URL, method, path, token, body)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return status, data
 }
 
 // mustCall sends a request that must answer 200 and returns its body.

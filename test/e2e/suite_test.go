@@ -6,11 +6,9 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -218,7 +216,7 @@ func (o org) token() string {
 }
 
 // form is a form-encoded request body.
-type form map[string]string
+type form = testenv.Form
 
 // response is an answer's body.
 type response []byte
@@ -233,34 +231,7 @@ func (r response) String() string { return string(r) }
 
 // call sends one request to the facade; body may be nil, a form, or anything JSON-encodable.
 func call(method, path, token string, body any) (int, response) {
-	var reader io.Reader
-	contentType := ""
-	switch b := body.(type) {
-	case nil:
-	case form:
-		values := url.Values{}
-		for k, v := range b {
-			values.Set(k, v)
-		}
-		reader, contentType = strings.NewReader(values.Encode()), "application/x-www-form-urlencoded"
-	default:
-		data, err := json.Marshal(b)
-		ExpectWithOffset(1, err).NotTo(HaveOccurred())
-		reader, contentType = bytes.NewReader(data), "application/json"
-	}
-	req, err := http.NewRequest(method, apiServer.URL+path, reader)
+	status, data, err := testenv.Call(apiServer.URL, method, path, token, body)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(resp.Body)
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	fmt.Fprintf(GinkgoWriter, "%s %s -> %d %s\n", method, path, resp.StatusCode, data)
-	return resp.StatusCode, data
+	return status, data
 }

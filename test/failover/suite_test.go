@@ -1,15 +1,11 @@
 package failover_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -178,33 +174,11 @@ func errString(err error) string {
 // call sends one request to a replica's facade and decodes the JSON answer.
 func (r *replica) call(method, path, token string, body any) (int, map[string]any) {
 	GinkgoHelper()
-	var reader io.Reader
-	contentType := ""
-	switch b := body.(type) {
-	case nil:
-	case url.Values:
-		reader, contentType = strings.NewReader(b.Encode()), "application/x-www-form-urlencoded"
-	default:
-		data, err := json.Marshal(b)
-		Expect(err).NotTo(HaveOccurred())
-		reader, contentType = bytes.NewReader(data), "application/json"
-	}
-	req, err := http.NewRequest(method, r.api.URL+path, reader)
-	Expect(err).NotTo(HaveOccurred())
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(resp.Body)
+	status, data, err := testenv.Call(r.api.URL, method, path, token, body)
 	Expect(err).NotTo(HaveOccurred())
 	var out map[string]any
 	if err := json.Unmarshal(data, &out); err != nil && !errors.Is(err, io.EOF) {
 		out = map[string]any{"raw": string(data)}
 	}
-	return resp.StatusCode, out
+	return status, out
 }
