@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -309,19 +310,32 @@ func (s *Server) getSite(r *http.Request, p *auth.Principal) (any, error) {
 	return legacySiteRecord(site, assets, false), nil
 }
 
-func (s *Server) enrol(r *http.Request, p *auth.Principal) (any, error) {
+// readSiteAction reads the body of an action on {site_id} (enrol, unenrol, meter-consent):
+// parse reads its fields and every problem comes back as one 422; then the site is resolved
+// for the principal.
+func (s *Server) readSiteAction(r *http.Request, p *auth.Principal, parse func(f *fields, body map[string]any)) (
+	*flexv1.Site, error) {
 	body, err := decodeJSON(r)
 	if err != nil {
 		return nil, err
 	}
 	f := &fields{}
-	prop, _ := enum(f, body, []any{"body"}, "proposition", true, flexv1.AllPropositions)
-	override := f.boolean(body, []any{"body"}, "override_withdrawal")
-	consent := f.consent(body, []any{"body"}, false)
+	parse(f, body)
 	if err := f.err(); err != nil {
 		return nil, err
 	}
-	site, err := s.siteFor(r, p)
+	return s.siteFor(r, p)
+}
+
+func (s *Server) enrol(r *http.Request, p *auth.Principal) (any, error) {
+	var prop flexv1.PropositionName
+	var override bool
+	var consent *time.Time
+	site, err := s.readSiteAction(r, p, func(f *fields, body map[string]any) {
+		prop, _ = enum(f, body, []any{"body"}, "proposition", true, flexv1.AllPropositions)
+		override = f.boolean(body, []any{"body"}, "override_withdrawal")
+		consent = f.consent(body, []any{"body"}, false)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -362,16 +376,10 @@ func (s *Server) enrol(r *http.Request, p *auth.Principal) (any, error) {
 }
 
 func (s *Server) unenrol(r *http.Request, p *auth.Principal) (any, error) {
-	body, err := decodeJSON(r)
-	if err != nil {
-		return nil, err
-	}
-	f := &fields{}
-	prop, _ := enum(f, body, []any{"body"}, "proposition", true, flexv1.AllPropositions)
-	if err := f.err(); err != nil {
-		return nil, err
-	}
-	site, err := s.siteFor(r, p)
+	var prop flexv1.PropositionName
+	site, err := s.readSiteAction(r, p, func(f *fields, body map[string]any) {
+		prop, _ = enum(f, body, []any{"body"}, "proposition", true, flexv1.AllPropositions)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -523,16 +531,10 @@ func (s *Server) listSites(r *http.Request, p *auth.Principal) (any, error) {
 }
 
 func (s *Server) meterConsent(r *http.Request, p *auth.Principal) (any, error) {
-	body, err := decodeJSON(r)
-	if err != nil {
-		return nil, err
-	}
-	f := &fields{}
-	consent := f.consent(body, []any{"body"}, true)
-	if err := f.err(); err != nil {
-		return nil, err
-	}
-	site, err := s.siteFor(r, p)
+	var consent *time.Time
+	site, err := s.readSiteAction(r, p, func(f *fields, body map[string]any) {
+		consent = f.consent(body, []any{"body"}, true)
+	})
 	if err != nil {
 		return nil, err
 	}
