@@ -2,9 +2,6 @@ package webhook_test
 
 import (
 	"context"
-	"crypto/tls"
-	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -53,15 +50,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	}()
 
 	// Wait for the webhook server to accept TLS connections.
-	wh := env.WebhookInstallOptions
-	addr := net.JoinHostPort(wh.LocalServingHost, fmt.Sprint(wh.LocalServingPort))
-	Eventually(func() error {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a readiness probe of our own test server
-		if err != nil {
-			return err
-		}
-		return conn.Close()
-	}).Should(Succeed())
+	Eventually(env.WebhookServerUp).Should(Succeed())
 	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
 
 	SetDefaultEventuallyTimeout(20 * time.Second)

@@ -6,10 +6,14 @@ package testenv
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,6 +89,19 @@ func Start(ctx context.Context, opts ...func(*envtest.Environment)) (*Env, error
 // start the manager with ServeWebhooks.
 func WithWebhooks(env *envtest.Environment) {
 	env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{filepath.Join(RepoRoot(), "config", "webhook")}}
+}
+
+// WebhookServerUp reports whether the webhook server the installed configurations point at
+// accepts TLS connections (every Flexsite write passes it, so suites wait for it).
+func (e *Env) WebhookServerUp() error {
+	wh := e.WebhookInstallOptions
+	addr := net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort))
+	//nolint:gosec // a readiness probe of our own test server, whose certificate is generated
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // NewManager returns a manager for the environment with metrics and probes off, serving the

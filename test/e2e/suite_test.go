@@ -3,10 +3,8 @@ package e2e_test
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -100,15 +98,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	}()
 
 	// Wait for the webhook server to accept TLS connections: every Flexsite write passes it.
-	wh := env.WebhookInstallOptions
-	addr := net.JoinHostPort(wh.LocalServingHost, fmt.Sprint(wh.LocalServingPort))
-	Eventually(func() error {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a readiness probe of our own test server
-		if err != nil {
-			return err
-		}
-		return conn.Close()
-	}).WithTimeout(convergeTimeout).Should(Succeed())
+	Eventually(env.WebhookServerUp).WithTimeout(convergeTimeout).Should(Succeed())
 	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
 
 	// kubectl talks to the API server as an admin user, through a kubeconfig file.
