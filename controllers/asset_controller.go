@@ -3,11 +3,10 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -17,24 +16,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/index"
 )
 
-// AssetReconciler gives an Asset its API id and reports whether its Site exists. An Asset's
-// eligibility is part of its Site's status; deletion needs no finalizer (nothing to clean up).
+// AssetReconciler gives an Asset its API id and reports whether it is in effect: counted in
+// its Site's eligibility. An Asset's eligibility is part of its Site's status; deletion needs
+// no finalizer (nothing to clean up).
 type AssetReconciler struct {
 	client.Client
 	// APIReader confirms a site the cache does not have yet (an asset created right after its
-	// site): without it the asset would first be marked SiteNotFound, then corrected.
+	// site): without it the asset would first be reported SiteNotFound, then corrected.
 	APIReader client.Reader
+	Recorder  recorder.EventRecorder
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=assets,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=assets/status,verbs=get;update;patch
 
-// Reconcile fetches the Asset, ensures its id and writes its Ready condition in one patch.
+// Reconcile fetches the Asset, ensures its id and writes its conditions in one patch.
 func (r *AssetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	asset := &flexv1.Asset{}
 	if err := r.Get(ctx, req.NamespacedName, asset); err != nil {
@@ -43,11 +45,17 @@ func (r *AssetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if !asset.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	if err := ensureMetadata(ctx, r.Client, asset, false, true); err != nil {
-		return resultFor(err)
+	err := ensureMetadata(ctx, r.Client, asset, false, true)
+	base := asset.DeepCopy()
+	if err == nil {
+		err = r.reconcile(ctx, asset)
 	}
+	return summary{client: r.Client, recorder: r.Recorder}.patch(ctx, base, asset,
+		fmt.Sprintf("Counted in the eligibility of site %q", asset.Spec.SiteName), err)
+}
 
-	ready := metav1.Condition{Type: flexv1.ReadyCondition, ObservedGeneration: asset.Generation}
+// reconcile finds the asset's site and whether the site's evaluated status counts the asset.
+func (r *AssetReconciler) reconcile(ctx context.Context, asset *flexv1.Asset) error {
 	site := &flexv1.Site{}
 	siteKey := types.NamespacedName{Namespace: asset.Namespace, Name: asset.Spec.SiteName}
 	err := r.Get(ctx, siteKey, site)
@@ -56,43 +64,44 @@ func (r *AssetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		ready.Status, ready.Reason = metav1.ConditionFalse, flexv1.ReasonSiteNotFound
-		ready.Message = fmt.Sprintf("Site %q does not exist in namespace %q", asset.Spec.SiteName, asset.Namespace)
+		return stalled(flexv1.ReasonSiteNotFound,
+			fmt.Sprintf("Site %q does not exist in namespace %q", asset.Spec.SiteName, asset.Namespace))
 	case err != nil:
-		return resultFor(err)
+		return err
 	case !site.DeletionTimestamp.IsZero():
-		ready.Status, ready.Reason = metav1.ConditionFalse, flexv1.ReasonSiteDeleting
-		ready.Message = fmt.Sprintf("Site %q is being deleted", site.Name)
-	default:
-		ready.Status, ready.Reason = metav1.ConditionTrue, flexv1.ReasonReconciled
-		ready.Message = fmt.Sprintf("Registered at site %q", site.Name)
+		return waiting(0, flexv1.ReasonSiteDeleting, fmt.Sprintf("Site %q is being deleted", site.Name))
+	case !slices.ContainsFunc(site.Status.Assets, func(a flexv1.AssetEligibility) bool { return a.Name == asset.Name }):
+		// The site's next evaluation counts the asset; its status change brings us back here.
+		return waitingBriefly(0, flexv1.ReasonEligibilityPending,
+			fmt.Sprintf("Waiting for site %q to evaluate the asset", site.Name))
 	}
-
-	base := asset.DeepCopy()
-	asset.Status.ObservedGeneration = asset.Generation
-	meta.SetStatusCondition(&asset.Status.Conditions, ready)
-	if equality.Semantic.DeepEqual(base.Status, asset.Status) {
-		return ctrl.Result{}, nil
-	}
-	return resultFor(r.Status().Patch(ctx, asset, client.MergeFrom(base)))
+	return nil
 }
 
-// SetupWithManager watches Assets, and Sites coming and going (which changes Ready).
+// SetupWithManager watches Assets, and their Sites' evaluations and coming and going.
 func (r *AssetReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&flexv1.Asset{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&flexv1.Site{}, handler.EnqueueRequestsFromMapFunc(r.assetsOfSite),
-			builder.WithPredicates(siteCameOrWent)).
+			builder.WithPredicates(siteCameWentOrEvaluated)).
 		Named("asset").
 		WithOptions(opts).
 		Complete(r)
 }
 
-// siteCameOrWent passes a Site's creation, deletion and the start of its deletion.
-var siteCameOrWent = predicate.Funcs{
+// siteCameWentOrEvaluated passes a Site's creation, deletion, the start of its deletion and
+// a change of the assets its status counts.
+var siteCameWentOrEvaluated = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+		oldSite, okOld := e.ObjectOld.(*flexv1.Site)
+		newSite, okNew := e.ObjectNew.(*flexv1.Site)
+		if !okOld || !okNew {
+			return false
+		}
+		return oldSite.DeletionTimestamp.IsZero() != newSite.DeletionTimestamp.IsZero() ||
+			!slices.EqualFunc(oldSite.Status.Assets, newSite.Status.Assets,
+				func(a, b flexv1.AssetEligibility) bool { return a.Name == b.Name })
 	},
 }
 

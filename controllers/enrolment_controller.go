@@ -3,35 +3,35 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/household"
 )
 
 // EnrolmentReconciler reports whether an Enrolment is active, not eligible (and why) or
-// withdrawn, from its Site's status and the Proposition's rules. Deleting an Enrolment that
-// was ever active records a withdrawal on the Site, so a later enrolment without
+// withdrawn, from the household's enrolment decision. Deleting an Enrolment that was active
+// records the household's withdrawal in its Site's status, so a later enrolment without
 // overrideWithdrawal is refused whichever door it comes through.
 type EnrolmentReconciler struct {
 	client.Client
-	Recorder recorder.EventRecorder
+	// APIReader reads a site fresh before its withdrawal history is appended to.
+	APIReader client.Reader
+	Recorder  recorder.EventRecorder
 	// Now is the clock (tests may replace it).
 	Now func() time.Time
 }
@@ -40,197 +40,102 @@ type EnrolmentReconciler struct {
 // +kubebuilder:rbac:groups=flexsite.io,resources=enrolments/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=enrolments/finalizers,verbs=update
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=flexsite.io,resources=sites/status,verbs=get;update;patch
 
-// Reconcile fetches the Enrolment and its Site, ensures the finalizer, works out the phase
-// and writes the status in one patch.
+// Reconcile fetches the Enrolment and its Site, ensures the finalizer, asks the household
+// whether the enrolment may be active and writes the answer as status in one patch.
 func (r *EnrolmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	enr := &flexv1.Enrolment{}
 	if err := r.Get(ctx, req.NamespacedName, enr); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	site := &flexv1.Site{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: enr.Namespace, Name: enr.Spec.SiteName}, site); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return resultFor(err)
-		}
-		site = nil
+	sum := summary{client: r.Client, recorder: r.Recorder}
+	site, err := r.siteOf(ctx, enr)
+	if err == nil && !enr.DeletionTimestamp.IsZero() {
+		err = r.finalize(ctx, enr, site)
 	}
-	if !enr.DeletionTimestamp.IsZero() {
-		return resultFor(r.finalize(ctx, enr, site))
+	if err != nil || !enr.DeletionTimestamp.IsZero() {
+		return sum.patch(ctx, enr.DeepCopy(), enr, "", err)
 	}
-	if err := ensureMetadata(ctx, r.Client, enr, true, false); err != nil {
-		return resultFor(err)
-	}
-	var prop *flexv1.Proposition
-	candidate := &flexv1.Proposition{}
-	err := r.Get(ctx, types.NamespacedName{Name: identity.PropositionObjectName(enr.Spec.Proposition)}, candidate)
-	switch {
-	case err == nil:
-		prop = candidate
-	case !apierrors.IsNotFound(err):
-		return resultFor(err)
-	}
-	return resultFor(r.patchStatus(ctx, enr, assess(enr, site, prop)))
-}
-
-const reasonEligibilityPending = "EligibilityPending"
-
-// assessment is the outcome of weighing an enrolment against its site and proposition.
-type assessment struct {
-	phase   flexv1.EnrolmentPhase
-	reason  string
-	message string
-	issues  []flexv1.EligibilityIssue
-}
-
-// assess decides an enrolment's phase. It is pure so the order of the rules is easy to read
-// and to test: a missing or departing site, a withdrawal, a proposition that is not offered
-// or needs consent, stale eligibility, and finally the site's eligibility itself.
-func assess(enr *flexv1.Enrolment, site *flexv1.Site, prop *flexv1.Proposition) assessment {
-	p := enr.Spec.Proposition
-	switch {
-	case site == nil:
-		return assessment{phase: flexv1.EnrolmentPending, reason: flexv1.ReasonSiteNotFound,
-			message: fmt.Sprintf("Site %q does not exist", enr.Spec.SiteName)}
-	case !site.DeletionTimestamp.IsZero():
-		return assessment{phase: flexv1.EnrolmentPending, reason: flexv1.ReasonSiteDeleting,
-			message: fmt.Sprintf("Site %q is being deleted", site.Name)}
-	case hasWithdrawn(site, p) && !enr.Spec.OverrideWithdrawal:
-		return assessment{phase: flexv1.EnrolmentWithdrawn, reason: flexv1.ReasonWithdrawn,
-			message: fmt.Sprintf("The household withdrew from %s; set spec.overrideWithdrawal to re-enrol", p)}
-	case prop == nil:
-		return assessment{phase: flexv1.EnrolmentNotEligible, reason: "PropositionNotOffered",
-			message: fmt.Sprintf("Proposition %s is not offered (no Proposition %q)", p, identity.PropositionObjectName(p))}
-	case prop.Spec.RequiresBoundaryMeterConsent && site.Spec.BoundaryMeterConsentAt == nil:
-		return assessment{phase: flexv1.EnrolmentNotEligible, reason: "BoundaryMeterConsentRequired",
-			message: fmt.Sprintf("Proposition %s needs the household's boundary meter consent", p)}
-	case !siteStatusCurrent(site):
-		return assessment{phase: flexv1.EnrolmentPending, reason: reasonEligibilityPending,
-			message: "Waiting for the site's eligibility to be computed"}
-	case containsProposition(site.Status.EligiblePropositions, p):
-		return assessment{phase: flexv1.EnrolmentActive, reason: flexv1.ReasonEnrolled,
-			message: fmt.Sprintf("Site %q is enrolled in %s", site.Name, p)}
-	default:
-		issues := siteIssues(site, p)
-		msg := fmt.Sprintf("Site %q is not eligible for %s", site.Name, p)
-		if len(issues) > 0 {
-			msg += ": " + joinIssues(issues)
-		} else if len(site.Status.Assets) == 0 {
-			msg += ": the site has no assets"
-		}
-		return assessment{phase: flexv1.EnrolmentNotEligible, reason: flexv1.ReasonNotEligible, message: msg, issues: issues}
-	}
-}
-
-func (r *EnrolmentReconciler) patchStatus(ctx context.Context, enr *flexv1.Enrolment, a assessment) error {
-	if a.reason == reasonEligibilityPending && enr.Status.Phase == "" {
-		// A new enrolment of a site whose eligibility is being computed: writing "Pending"
-		// now would only be overwritten a moment later, when the site's status arrives
-		// (which requeues this enrolment). Skip the write.
-		return nil
-	}
+	err = ensureMetadata(ctx, r.Client, enr, true, false)
 	base := enr.DeepCopy()
-	st := &enr.Status
-	st.ObservedGeneration = enr.Generation
-	st.Phase = a.phase
-	st.Issues = a.issues
-	if a.phase == flexv1.EnrolmentActive && st.EnrolledAt == nil {
-		now := metav1.NewTime(r.Now().Truncate(time.Second))
-		st.EnrolledAt = &now
+	if err == nil {
+		err = r.reconcile(ctx, enr, site)
 	}
-	ready := metav1.Condition{Type: flexv1.ReadyCondition, Status: metav1.ConditionFalse,
-		ObservedGeneration: enr.Generation, Reason: a.reason, Message: a.message}
-	if a.phase == flexv1.EnrolmentActive {
-		ready.Status = metav1.ConditionTrue
+	return sum.patch(ctx, base, enr, fmt.Sprintf("Site %q is enrolled in %s", enr.Spec.SiteName, enr.Spec.Proposition), err)
+}
+
+// siteOf reads the enrolment's Site; nil when it does not exist.
+func (r *EnrolmentReconciler) siteOf(ctx context.Context, enr *flexv1.Enrolment) (*flexv1.Site, error) {
+	site := &flexv1.Site{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: enr.Namespace, Name: enr.Spec.SiteName}, site)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
 	}
-	meta.SetStatusCondition(&st.Conditions, ready)
-	if equality.Semantic.DeepEqual(base.Status, enr.Status) {
-		return nil
-	}
-	if err := r.Status().Patch(ctx, enr, client.MergeFrom(base)); err != nil {
+	return site, err
+}
+
+// reconcile translates the household's enrolment decision into the enrolment's phase:
+// allowed is Active; a pending site waits; anything else refused stalls until something
+// changes (the site's assets or consent, the catalogue, an override).
+func (r *EnrolmentReconciler) reconcile(ctx context.Context, enr *flexv1.Enrolment, site *flexv1.Site) error {
+	rules, err := household.LoadRules(ctx, r.Client)
+	if err != nil {
 		return err
 	}
-	if base.Status.Phase != st.Phase {
-		eventType := corev1.EventTypeNormal
-		if a.phase == flexv1.EnrolmentNotEligible || a.phase == flexv1.EnrolmentWithdrawn {
-			eventType = corev1.EventTypeWarning
+	req := household.EnrolmentRequest{Site: site, Proposition: enr.Spec.Proposition,
+		Override: enr.Spec.OverrideWithdrawal, Enrolment: enr, Rules: rules}
+	if site != nil {
+		// An enrolment already decided keeps to the site's last evaluation while the site is
+		// re-evaluated (a changed email should not flap it to Pending); the new evaluation
+		// brings it back here.
+		if res, current := household.EvaluatedEligibility(site); current || enr.Status.Phase != "" {
+			req.Eligibility = res
 		}
-		r.Recorder.Eventf(enr, nil, eventType, a.reason, "Assess", "%s", a.message)
 	}
-	return nil
+	d := household.DecideEnrolment(req)
+	st := &enr.Status
+	st.Issues = d.Issues
+	switch d.Verdict {
+	case household.Allowed, household.AlreadyEnrolled:
+		st.Phase = flexv1.EnrolmentActive
+		if st.EnrolledAt == nil {
+			now := metav1.NewTime(r.Now().UTC().Truncate(time.Second))
+			st.EnrolledAt = &now
+			r.Recorder.Eventf(enr, nil, corev1.EventTypeNormal, flexv1.ReasonEnrolled, "Enrol",
+				"Site %q is enrolled in %s", enr.Spec.SiteName, enr.Spec.Proposition)
+		}
+		return nil
+	case household.SitePending:
+		st.Phase = flexv1.EnrolmentPending
+		if d.Reason == flexv1.ReasonEligibilityPending {
+			return waitingBriefly(0, d.Reason, d.Message)
+		}
+		return waiting(0, d.Reason, d.Message)
+	case household.PreviouslyWithdrew:
+		st.Phase = flexv1.EnrolmentWithdrawn
+		return stalled(d.Reason, d.Message+"; set spec.overrideWithdrawal to re-enrol")
+	default:
+		st.Phase = flexv1.EnrolmentNotEligible
+	}
+	return stalled(d.Reason, d.Message)
 }
 
-// finalize records the withdrawal on the Site (when the enrolment was ever active, the site
-// stays, and the deletion is not a failed request undoing itself) and releases the
-// Enrolment. The record is a merge patch of one annotation, so it never conflicts with other
-// writers of the Site.
+// finalize records the household's withdrawal when the deletion is one
+// (household.DeletionIsWithdrawal) and releases the Enrolment.
 func (r *EnrolmentReconciler) finalize(ctx context.Context, enr *flexv1.Enrolment, site *flexv1.Site) error {
-	_, undone := enr.Annotations[flexv1.NoWithdrawalAnnotation]
-	if enr.Status.EnrolledAt != nil && site != nil && site.DeletionTimestamp.IsZero() && !undone &&
-		!hasWithdrawn(site, enr.Spec.Proposition) {
-		if err := RecordWithdrawal(ctx, r.Client, site, enr.Spec.Proposition, r.Now()); err != nil {
+	if !controllerutil.ContainsFinalizer(enr, flexv1.Finalizer) {
+		return nil
+	}
+	if household.DeletionIsWithdrawal(enr, site) {
+		w := household.WithdrawalFrom(enr, r.Now())
+		if err := household.RecordWithdrawal(ctx, r.Client, r.APIReader, client.ObjectKeyFromObject(site), w); err != nil {
 			return err
 		}
 		r.Recorder.Eventf(site, enr, corev1.EventTypeNormal, "Withdrew", "Unenrol",
 			"The household withdrew from %s", enr.Spec.Proposition)
 	}
 	return removeFinalizer(ctx, r.Client, enr)
-}
-
-// RecordWithdrawal notes on the Site that the household withdrew from p. The REST facade's
-// unenrol calls it too, so both doors keep the same record.
-func RecordWithdrawal(ctx context.Context, c client.Client, site *flexv1.Site, p flexv1.PropositionName, at time.Time) error {
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`,
-		identity.WithdrawalAnnotation(p), at.UTC().Format(time.RFC3339))
-	return c.Patch(ctx, site, client.RawPatch(types.MergePatchType, []byte(patch)))
-}
-
-func hasWithdrawn(site *flexv1.Site, p flexv1.PropositionName) bool {
-	_, ok := site.Annotations[identity.WithdrawalAnnotation(p)]
-	return ok
-}
-
-// siteStatusCurrent reports whether the site's eligibility was computed from its current spec.
-func siteStatusCurrent(site *flexv1.Site) bool {
-	ready := meta.FindStatusCondition(site.Status.Conditions, flexv1.ReadyCondition)
-	return ready != nil && ready.ObservedGeneration == site.Generation && site.Status.ObservedGeneration == site.Generation
-}
-
-func containsProposition(ps []flexv1.PropositionName, p flexv1.PropositionName) bool {
-	for _, x := range ps {
-		if x == p {
-			return true
-		}
-	}
-	return false
-}
-
-// siteIssues collects the distinct issue codes of the site's assets for p.
-func siteIssues(site *flexv1.Site, p flexv1.PropositionName) []flexv1.EligibilityIssue {
-	var out []flexv1.EligibilityIssue
-	seen := map[flexv1.EligibilityIssue]bool{}
-	for _, a := range site.Status.Assets {
-		for _, pe := range a.Propositions {
-			if pe.Proposition != p {
-				continue
-			}
-			for _, issue := range pe.Issues {
-				if !seen[issue] {
-					seen[issue] = true
-					out = append(out, issue)
-				}
-			}
-		}
-	}
-	return out
-}
-
-func joinIssues(issues []flexv1.EligibilityIssue) string {
-	s := make([]string, len(issues))
-	for i, issue := range issues {
-		s[i] = string(issue)
-	}
-	return strings.Join(s, ", ")
 }
 
 // SetupWithManager watches Enrolments, their Sites (spec, status and withdrawals all matter)

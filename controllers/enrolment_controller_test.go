@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/identity"
 )
 
 var _ = Describe("Enrolment", func() {
@@ -84,26 +83,32 @@ var _ = Describe("Enrolment", func() {
 
 		Expect(k8sClient.Delete(ctx, e)).To(Succeed())
 		Eventually(gone(ctx, e)).Should(BeTrue())
-		Eventually(fetched(ctx, s)).Should(WithTransform(func(s *flexv1.Site) []flexv1.PropositionName {
-			ps := make([]flexv1.PropositionName, 0, len(s.Status.Withdrawals))
-			for _, w := range s.Status.Withdrawals {
-				ps = append(ps, w.Proposition)
-			}
-			return ps
-		}, Equal([]flexv1.PropositionName{lp})))
-		Expect(s.Annotations).To(HaveKey(identity.WithdrawalAnnotation(lp)))
+		Eventually(fetched(ctx, s)).Should(WithTransform(historyOf, HaveExactElements(
+			And(HaveField("Proposition", lp), HaveField("EnrolledAt", Equal(e.Status.EnrolledAt)),
+				HaveField("WithdrawnAt.Time", BeTemporally("~", time.Now(), time.Minute))))))
 
 		By("re-applying the same enrolment without an override")
 		again := enrolment(ns, s.Name, lp)
 		create(ctx, again)
 		Eventually(fetched(ctx, again)).Should(WithTransform(phaseOf, Equal(flexv1.EnrolmentWithdrawn)))
-		Expect(meta.FindStatusCondition(again.Status.Conditions, flexv1.ReadyCondition).Reason).To(Equal(flexv1.ReasonWithdrawn))
+		Expect(meta.FindStatusCondition(again.Status.Conditions, flexv1.ReadyCondition).Reason).To(Equal(flexv1.ReasonPreviouslyWithdrew))
+		Expect(meta.IsStatusConditionTrue(again.Status.Conditions, flexv1.StalledCondition)).To(BeTrue())
 
 		By("overriding the withdrawal")
 		base := again.DeepCopy()
 		again.Spec.OverrideWithdrawal = true
 		Expect(k8sClient.Patch(ctx, again, client.MergeFrom(base))).To(Succeed())
 		Eventually(fetched(ctx, again)).Should(WithTransform(phaseOf, Equal(flexv1.EnrolmentActive)))
+		Expect(again.Status.EnrolledAt.After(s.Status.EnrolmentHistory[0].WithdrawnAt.Time) ||
+			again.Status.EnrolledAt.Equal(&s.Status.EnrolmentHistory[0].WithdrawnAt)).To(BeTrue())
+
+		By("withdrawing again: a second period in the history, and the new enrolment stays superseded no more")
+		Expect(k8sClient.Delete(ctx, again)).To(Succeed())
+		Eventually(gone(ctx, again)).Should(BeTrue())
+		Eventually(fetched(ctx, s)).Should(WithTransform(historyOf, HaveLen(2)))
+		third := enrolment(ns, s.Name, lp)
+		create(ctx, third)
+		Eventually(fetched(ctx, third)).Should(WithTransform(phaseOf, Equal(flexv1.EnrolmentWithdrawn)))
 	})
 
 	It("records no withdrawal for an enrolment that never became active", func(ctx SpecContext) {
@@ -113,8 +118,7 @@ var _ = Describe("Enrolment", func() {
 		Eventually(fetched(ctx, e)).Should(WithTransform(phaseOf, Equal(flexv1.EnrolmentNotEligible)))
 		Expect(k8sClient.Delete(ctx, e)).To(Succeed())
 		Eventually(gone(ctx, e)).Should(BeTrue())
-		Consistently(fetched(ctx, s), "1s").Should(WithTransform(func(s *flexv1.Site) map[string]string { return s.Annotations },
-			Not(HaveKey(identity.WithdrawalAnnotation(lp)))))
+		Consistently(fetched(ctx, s), "1s").Should(WithTransform(historyOf, BeEmpty()))
 	})
 })
 

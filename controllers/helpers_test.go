@@ -94,3 +94,5 @@ func issuesOf(s *flexv1.Site, assetName string, p flexv1.PropositionName) []flex
 }
 
 func phaseOf(e *flexv1.Enrolment) flexv1.EnrolmentPhase { return e.Status.Phase }
+
+func historyOf(s *flexv1.Site) []flexv1.EnrolmentPeriod { return s.Status.EnrolmentHistory }

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 )
 
@@ -19,35 +19,33 @@ var _ = Describe("A site created by a request that writes more after it", func()
 	var ns string
 	BeforeEach(func(ctx SpecContext) { ns = newNamespace(ctx) })
 
-	marked := func(mpan string, until time.Time, objects ...string) *flexv1.Site {
-		return site(ns, mpan, func(s *flexv1.Site) {
-			s.Annotations = map[string]string{flexv1.InFlightAnnotation: controllers.InFlightMarker(until, objects)}
-		})
+	marked := func(mpan string, marker household.InFlight) *flexv1.Site {
+		return site(ns, mpan, func(s *flexv1.Site) { marker.Mark(s) })
 	}
-	provisionedReason := func(s *flexv1.Site) string {
-		c := meta.FindStatusCondition(s.Status.Conditions, flexv1.ProvisionedCondition)
-		if c == nil {
-			return ""
-		}
-		return c.Reason
+	evaluated := func(s *flexv1.Site) bool {
+		return s.Status.ObservedGeneration == s.Generation && meta.IsStatusConditionTrue(s.Status.Conditions, flexv1.ReadyCondition)
 	}
 
 	It("is published, once, when everything the request named exists", func(ctx SpecContext) {
 		charger := asset(ns, identity.SiteNameForMPAN("1200000000011"), "if-charger", cop11Charger)
-		s := marked("1200000000011", time.Now().Add(time.Minute), "Asset/"+charger.Name, "Enrolment/limited_pause")
+		s := marked("1200000000011", household.InFlight{Until: time.Now().Add(time.Minute),
+			Assets: []string{charger.Name}, Enrolments: []flexv1.PropositionName{lp}})
 		create(ctx, s, charger)
 
-		By("publishing nothing while the enrolment is missing")
-		Consistently(fetched(ctx, s), "1s").Should(WithTransform(func(s *flexv1.Site) int { return len(s.Status.Conditions) }, BeZero()))
+		By("publishing nothing while the enrolment is missing: the site reads as not observed yet")
+		Consistently(fetched(ctx, s), "1s").Should(SatisfyAll(
+			WithTransform(func(s *flexv1.Site) int { return len(s.Status.Conditions) }, BeZero()),
+			WithTransform(func(s *flexv1.Site) int64 { return s.Status.ObservedGeneration }, Equal(int64(-1)))))
 
 		create(ctx, enrolment(ns, s.Name, lp))
-		Eventually(fetched(ctx, s)).Should(WithTransform(provisionedReason, Equal(flexv1.ReasonRequestCompleted)))
+		Eventually(fetched(ctx, s)).Should(WithTransform(evaluated, BeTrue()))
 		Expect(eligibleFor(s)).To(ContainElement(lp))
 	})
 
 	It("is deleted, with its children, when the deadline passes first", func(ctx SpecContext) {
 		charger := asset(ns, identity.SiteNameForMPAN("2301234567894"), "if-orphan", cop11Charger)
-		s := marked("2301234567894", time.Now().Add(2*time.Second), "Asset/"+charger.Name, "Asset/never-written")
+		s := marked("2301234567894", household.InFlight{Until: time.Now().Add(2 * time.Second),
+			Assets: []string{charger.Name, "never-written"}})
 		create(ctx, s, charger)
 
 		Eventually(gone(ctx, s)).Should(BeTrue())
@@ -56,9 +54,9 @@ var _ = Describe("A site created by a request that writes more after it", func()
 	})
 
 	It("ignores a marker long past its deadline (a site restored from a backup)", func(ctx SpecContext) {
-		s := marked("1012345678903", time.Now().Add(-time.Hour), "Asset/restored-later")
+		s := marked("1012345678903", household.InFlight{Until: time.Now().Add(-time.Hour), Assets: []string{"restored-later"}})
 		create(ctx, s)
-		Eventually(fetched(ctx, s)).Should(WithTransform(provisionedReason, Equal(flexv1.ReasonMarkerExpired)))
+		Eventually(fetched(ctx, s)).Should(WithTransform(evaluated, BeTrue()))
 		Consistently(func() error { return k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s) }, "1s").Should(Succeed())
 	})
 })

@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/household"
 )
 
 // ensureMetadata adds what the controllers own in an object's metadata, in one patch:
@@ -26,12 +26,7 @@ func ensureMetadata(ctx context.Context, c client.Client, obj client.Object, wit
 		controllerutil.AddFinalizer(obj, flexv1.Finalizer)
 	}
 	if needID {
-		labels := obj.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[flexv1.IDLabel] = identity.NewID()
-		obj.SetLabels(labels)
+		household.EnsureID(obj)
 	}
 	return c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }

@@ -36,10 +36,11 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
-	if err := (&AssetReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr, workers); err != nil {
+	if err := (&AssetReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("asset-controller")}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
 	return (&EnrolmentReconciler{
-		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("enrolment-controller"), Now: time.Now,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("enrolment-controller"), Now: time.Now,
 	}).SetupWithManager(mgr, workers)
 }

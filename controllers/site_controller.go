@@ -2,14 +2,12 @@ package controllers
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,6 +23,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/eligibility"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/index"
 )
 
@@ -54,79 +53,68 @@ func (r *SiteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err := r.Get(ctx, req.NamespacedName, site); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	sum := summary{client: r.Client, recorder: r.Recorder}
 	if !site.DeletionTimestamp.IsZero() {
-		return resultFor(r.finalize(ctx, site))
+		base := site.DeepCopy()
+		return sum.patch(ctx, base, site, "", r.finalize(ctx, site))
 	}
-	if err := ensureMetadata(ctx, r.Client, site, true, true); err != nil {
-		return resultFor(err)
+	err := ensureMetadata(ctx, r.Client, site, true, true)
+	base := site.DeepCopy()
+	if err == nil {
+		err = r.reconcile(ctx, site)
 	}
-	state, wait, err := r.inFlight(ctx, site, r.Now())
-	switch {
-	case err != nil:
-		return resultFor(err)
-	case state == inProgress:
-		// Publish nothing about a half-written site; look again at the deadline (or sooner,
-		// when the objects it waits for arrive).
-		return ctrl.Result{RequeueAfter: wait}, nil
-	case state == abandoned:
-		r.Recorder.Eventf(site, nil, corev1.EventTypeWarning, "AbandonedOnboard", "Delete",
-			"The request that created this site did not finish writing it; deleting the half-written site")
-		return resultFor(client.IgnoreNotFound(r.Delete(ctx, site)))
+	if errors.Is(err, errAbandoned) {
+		return ctrl.Result{}, nil
 	}
-	result, err := r.evaluate(ctx, site)
-	if err != nil {
-		return resultFor(err)
-	}
-	return resultFor(r.patchStatus(ctx, site, result, state))
+	return sum.patch(ctx, base, site, "Eligibility is up to date", err)
 }
 
-// evaluate runs the eligibility rules on the site as it is stored now.
-func (r *SiteReconciler) evaluate(ctx context.Context, site *flexv1.Site) (eligibility.Result, error) {
+// errAbandoned: the site was deleted as a request's half-written leftover; nothing to report.
+var errAbandoned = errors.New("abandoned site deleted")
+
+// reconcile waits for a site still being written by its request, and otherwise evaluates
+// the site's eligibility into its status.
+func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error {
+	state, wait, err := household.CheckInFlight(ctx, r.Client, r.APIReader, site, r.Now())
+	switch {
+	case err != nil:
+		return err
+	case state == household.Writing:
+		// Publish nothing about a half-written site; look again at the deadline (or sooner,
+		// when the objects it waits for arrive).
+		return waitingBriefly(wait, flexv1.ReasonProvisioning, "The request that created this site is still writing it")
+	case state == household.Abandoned:
+		r.Recorder.Eventf(site, nil, corev1.EventTypeWarning, "AbandonedOnboard", "Delete",
+			"The request that created this site did not finish writing it; deleting the half-written site")
+		if err := r.Delete(ctx, site); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		return errAbandoned
+	}
 	assets := &flexv1.AssetList{}
 	if err := r.List(ctx, assets, client.InNamespace(site.Namespace),
 		client.MatchingFields{index.SiteName: site.Name}); err != nil {
-		return eligibility.Result{}, err
+		return err
 	}
-	rules, err := LoadRules(ctx, r.Client)
+	rules, err := household.LoadRules(ctx, r.Client)
 	if err != nil {
-		return eligibility.Result{}, err
+		return err
 	}
-	inputs := make([]eligibility.Asset, 0, len(assets.Items))
-	for i := range assets.Items {
-		a := &assets.Items[i]
-		if a.DeletionTimestamp.IsZero() {
-			inputs = append(inputs, eligibility.Asset{Name: a.Name, ID: a.Labels[flexv1.IDLabel], Spec: a.Spec})
-		}
+	before := site.Status.EligiblePropositions
+	r.setEligibility(site, household.Evaluate(&site.Spec, assets.Items, rules))
+	if !slices.Equal(before, site.Status.EligiblePropositions) && site.Status.ObservedGeneration > 0 {
+		r.Recorder.Eventf(site, nil, corev1.EventTypeNormal, "EligibilityChanged", "Evaluate",
+			"Eligible propositions: %s", joinPropositions(site.Status.EligiblePropositions))
 	}
-	return eligibility.Evaluate(&site.Spec, inputs, rules), nil
+	return nil
 }
 
-// LoadRules reads the eligibility rules in force (Propositions and the AssetModel catalogue)
-// from the cache. The REST facade calls it too, so both evaluate with the same rules.
-func LoadRules(ctx context.Context, c client.Reader) (eligibility.Rules, error) {
-	props := &flexv1.PropositionList{}
-	// The rules are only read, never changed: skip the cache's defensive deep copy, which
-	// matters when a catalogue change re-evaluates thousands of sites.
-	if err := c.List(ctx, props, client.UnsafeDisableDeepCopy); err != nil {
-		return eligibility.Rules{}, err
-	}
-	models := &flexv1.AssetModelList{}
-	if err := c.List(ctx, models, client.UnsafeDisableDeepCopy); err != nil {
-		return eligibility.Rules{}, err
-	}
-	return eligibility.NewRules(props.Items, models.Items), nil
-}
-
-// patchStatus writes the eligibility result and conditions, when anything changed.
-func (r *SiteReconciler) patchStatus(ctx context.Context, site *flexv1.Site, result eligibility.Result, state inFlightState) error {
-	base := site.DeepCopy()
+// setEligibility writes an eligibility result and the Eligible condition into the status.
+func (r *SiteReconciler) setEligibility(site *flexv1.Site, result eligibility.Result) {
 	st := &site.Status
-	st.ObservedGeneration = site.Generation
 	st.Properties = result.Properties
 	st.EligiblePropositions = result.EligiblePropositions
 	st.Assets = result.Assets
-	st.Withdrawals = withdrawalsOf(site)
-
 	eligible := metav1.Condition{Type: flexv1.EligibleCondition, ObservedGeneration: site.Generation}
 	switch {
 	case len(result.EligiblePropositions) > 0:
@@ -140,52 +128,6 @@ func (r *SiteReconciler) patchStatus(ctx context.Context, site *flexv1.Site, res
 		eligible.Message = "No asset qualifies for any proposition; see status.assets for the issues"
 	}
 	meta.SetStatusCondition(&st.Conditions, eligible)
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: flexv1.ReadyCondition, Status: metav1.ConditionTrue, ObservedGeneration: site.Generation,
-		Reason: flexv1.ReasonEligibilityComputed, Message: "Eligibility is up to date",
-	})
-	switch state {
-	case provisioned:
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: flexv1.ProvisionedCondition, Status: metav1.ConditionTrue, ObservedGeneration: site.Generation,
-			Reason: flexv1.ReasonRequestCompleted, Message: "Everything the creating request wrote exists",
-		})
-	case expired:
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: flexv1.ProvisionedCondition, Status: metav1.ConditionTrue, ObservedGeneration: site.Generation,
-			Reason: flexv1.ReasonMarkerExpired, Message: "The in-flight marker is too old to act on",
-		})
-	}
-
-	if equality.Semantic.DeepEqual(base.Status, site.Status) {
-		return nil
-	}
-	if err := r.Status().Patch(ctx, site, client.MergeFrom(base)); err != nil {
-		return err
-	}
-	if !slices.Equal(base.Status.EligiblePropositions, st.EligiblePropositions) {
-		r.Recorder.Eventf(site, nil, corev1.EventTypeNormal, "EligibilityChanged", "Evaluate",
-			"Eligible propositions: %s", joinPropositions(st.EligiblePropositions))
-	}
-	return nil
-}
-
-// withdrawalsOf mirrors the site's withdrawal annotations into status, ordered by proposition.
-func withdrawalsOf(site *flexv1.Site) []flexv1.Withdrawal {
-	var out []flexv1.Withdrawal
-	for key, value := range site.Annotations {
-		p, ok := strings.CutPrefix(key, flexv1.WithdrawalAnnotationPrefix)
-		if !ok {
-			continue
-		}
-		at, err := time.Parse(time.RFC3339, value)
-		if err != nil {
-			continue // a hand-edited, unreadable record: still a withdrawal, just without a time
-		}
-		out = append(out, flexv1.Withdrawal{Proposition: flexv1.PropositionName(p), At: metav1.NewTime(at)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Proposition < out[j].Proposition })
-	return out
 }
 
 func joinPropositions(ps []flexv1.PropositionName) string {
@@ -199,34 +141,12 @@ func joinPropositions(ps []flexv1.PropositionName) string {
 	return strings.Join(s, ", ")
 }
 
-// finalize deletes the site's Enrolments, Assets and RewardLedger, then releases the site.
-// Enrolments go first: their own finalizer sees the site is going and records no withdrawal.
-// Children are listed from the API server, not the cache, so none created a moment ago is
-// left behind; the site is released only when none remain (their deletion events requeue it).
+// finalize deletes the site's children (household.DeleteChildren) and releases the site once
+// none remain (their deletion events requeue it).
 func (r *SiteReconciler) finalize(ctx context.Context, site *flexv1.Site) error {
-	remaining := 0
-	for _, list := range []client.ObjectList{&flexv1.EnrolmentList{}, &flexv1.AssetList{}, &flexv1.RewardLedgerList{}} {
-		if err := r.APIReader.List(ctx, list, client.InNamespace(site.Namespace),
-			client.MatchingFields{index.SiteName: site.Name}); err != nil {
-			return err
-		}
-		items, err := meta.ExtractList(list)
-		if err != nil {
-			return err
-		}
-		for _, item := range items {
-			child := item.(client.Object)
-			remaining++
-			if !child.GetDeletionTimestamp().IsZero() {
-				continue
-			}
-			if err := r.Delete(ctx, child); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("deleting %T %s of site %s: %w", child, child.GetName(), site.Name, err)
-			}
-		}
-	}
-	if remaining > 0 {
-		return nil
+	remaining, err := household.DeleteChildren(ctx, r.Client, r.APIReader, site)
+	if err != nil || len(remaining) > 0 {
+		return err
 	}
 	return removeFinalizer(ctx, r.Client, site)
 }
@@ -238,9 +158,9 @@ func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opti
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&flexv1.Site{}, builder.WithPredicates(predicate.Or(
-			// Spec changes and deletion bump the generation; withdrawals are annotations;
-			// the id is a label. Status-only updates (our own) do not trigger.
-			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+			// Spec changes and deletion bump the generation; the id is a label. Status-only
+			// updates (our own, a withdrawal recorded) do not trigger.
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&flexv1.Asset{}, handler.EnqueueRequestsFromMapFunc(siteOfChild),
 			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		// Enrolments: their creation may complete an in-flight site; their deletion may be what

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/validation"
 )
@@ -72,19 +73,19 @@ func AssetSpecErrors(spec *flexv1.AssetSpec, path *field.Path, now time.Time) fi
 }
 
 // warnings tells, without refusing, about an asset model the catalogue does not know: the
-// asset is stored and its site's status reports asset_model_not_found until the model is added.
+// asset is stored and its site's status reports asset_model_not_found until the model is
+// added (a GitOps sync may apply the catalogue after the asset). The REST API refuses the
+// same unknown model with a 404: a client that names a model expects it to exist now.
 func (v *assetValidator) warnings(ctx context.Context, asset *flexv1.Asset) (admission.Warnings, error) {
 	if asset.Spec.Model == "" {
 		return nil, nil
 	}
-	models := &flexv1.AssetModelList{}
-	if err := v.cache.List(ctx, models, client.UnsafeDisableDeepCopy); err != nil {
+	rules, err := household.LoadRules(ctx, v.cache)
+	if err != nil {
 		return nil, err
 	}
-	for _, m := range models.Items {
-		if m.Spec.ModelName == asset.Spec.Model {
-			return nil, nil
-		}
+	if _, known := rules.Model(asset.Spec.Model); known {
+		return nil, nil
 	}
 	return admission.Warnings{fmt.Sprintf("spec.model: asset model %q is not in the catalogue; "+
 		"the asset cannot qualify through asset-level metering until it is", asset.Spec.Model)}, nil

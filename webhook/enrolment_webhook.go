@@ -9,46 +9,73 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/index"
 )
 
 // +kubebuilder:webhook:path=/validate-flexsite-io-v1alpha1-enrolment,mutating=false,failurePolicy=fail,sideEffects=None,groups=flexsite.io,resources=enrolments,verbs=create,versions=v1alpha1,name=venrolment.flexsite.io,admissionReviewVersions=v1
 
-// enrolmentValidator keeps a household's withdrawal binding whichever door an enrolment comes
-// through: a site that withdrew from a proposition is not enrolled again unless the
-// enrolment says it overrides the withdrawal (the REST facade's previously_withdrew rule).
+// enrolmentValidator translates the household's enrolment decision for a new Enrolment: a
+// household's withdrawal binds whichever door an enrolment comes through, so an enrolment
+// that does not override it is refused (the REST API's previously_withdrew). The other
+// refusals (not offered, consent missing, not eligible, site not there yet) can change
+// without touching the Enrolment, so a declared enrolment is accepted with a warning and its
+// status says Stalled until they do. A site has one enrolment per proposition.
 type enrolmentValidator struct{ *lookups }
 
 func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enrolment) (admission.Warnings, error) {
 	spec := field.NewPath("spec")
-	var errs field.ErrorList
 	site, err := v.site(ctx, enr.Namespace, enr.Spec.SiteName)
 	if err != nil {
 		return nil, err
 	}
-	var warnings admission.Warnings
-	if site == nil {
-		warnings = append(warnings, fmt.Sprintf("spec.siteName: Site %q does not exist (yet); "+
-			"the enrolment stays Pending until it does", enr.Spec.SiteName))
-	} else if at, withdrew := site.Annotations[identity.WithdrawalAnnotation(enr.Spec.Proposition)]; withdrew && !enr.Spec.OverrideWithdrawal {
-		errs = append(errs, field.Forbidden(spec.Child("overrideWithdrawal"), fmt.Sprintf(
-			"the household of Site %q withdrew from %s at %s; set spec.overrideWithdrawal: true to re-enrol it",
-			site.Name, enr.Spec.Proposition, at)))
+	rules, err := household.LoadRules(ctx, v.cache)
+	if err != nil {
+		return nil, err
 	}
+	req := household.EnrolmentRequest{Site: site, Proposition: enr.Spec.Proposition,
+		Override: enr.Spec.OverrideWithdrawal, Enrolment: enr, Rules: rules}
+	if site != nil {
+		if res, current := household.EvaluatedEligibility(site); current {
+			req.Eligibility = res
+		}
+	}
+	var errs field.ErrorList
+	var warnings admission.Warnings
+	switch d := household.DecideEnrolment(req); {
+	case d.Verdict == household.PreviouslyWithdrew:
+		errs = append(errs, field.Forbidden(spec.Child("overrideWithdrawal"), fmt.Sprintf(
+			"%s (Site %q); set spec.overrideWithdrawal: true to re-enrol it", d.Message, enr.Spec.SiteName)))
+	case d.Reason == flexv1.ReasonEligibilityPending:
+		// The usual case for a site declared with its enrolment: nothing to warn about.
+	case d.Refused():
+		warnings = append(warnings, fmt.Sprintf("spec.siteName: Site %q: %s; the enrolment stays inactive until that changes",
+			enr.Spec.SiteName, d.Message))
+	}
+	other, err := v.otherEnrolment(ctx, enr)
+	if err != nil {
+		return nil, err
+	}
+	if other != "" {
+		errs = append(errs, field.Invalid(spec.Child("proposition"), enr.Spec.Proposition,
+			fmt.Sprintf("Site %q is already enrolled in it by Enrolment %q", enr.Spec.SiteName, other)))
+	}
+	return warnings, invalid("Enrolment", enr.Name, errs)
+}
+
+// otherEnrolment names another live Enrolment of the same site in the same proposition.
+func (v *enrolmentValidator) otherEnrolment(ctx context.Context, enr *flexv1.Enrolment) (string, error) {
 	list := &flexv1.EnrolmentList{}
 	if err := v.cache.List(ctx, list, client.InNamespace(enr.Namespace),
 		client.MatchingFields{index.SiteName: enr.Spec.SiteName}); err != nil {
-		return nil, err
+		return "", err
 	}
 	for _, other := range list.Items {
 		if other.Name != enr.Name && other.Spec.Proposition == enr.Spec.Proposition && other.DeletionTimestamp.IsZero() {
-			errs = append(errs, field.Invalid(spec.Child("proposition"), enr.Spec.Proposition,
-				fmt.Sprintf("Site %q is already enrolled in it by Enrolment %q", enr.Spec.SiteName, other.Name)))
-			break
+			return other.Name, nil
 		}
 	}
-	return warnings, invalid("Enrolment", enr.Name, errs)
+	return "", nil
 }
 
 func (v *enrolmentValidator) ValidateUpdate(context.Context, *flexv1.Enrolment, *flexv1.Enrolment) (admission.Warnings, error) {

@@ -1,12 +1,16 @@
 package webhook_test
 
 import (
+	"context"
+	"slices"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -123,16 +127,30 @@ var _ = Describe("Enrolment webhook", func() {
 
 	It("refuses to enrol a household that withdrew, unless the enrolment overrides the withdrawal", func(ctx SpecContext) {
 		s := site(ns, "home", "1234567890126")
-		s.Annotations = map[string]string{identity.WithdrawalAnnotation(flexv1.PropositionLimitedPause): "2026-03-01T10:00:00Z"}
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		withdrawnAt := metav1.NewTime(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
+		base := s.DeepCopy()
+		s.Status.EnrolmentHistory = []flexv1.EnrolmentPeriod{{Proposition: flexv1.PropositionLimitedPause, WithdrawnAt: withdrawnAt}}
+		Expect(k8sClient.Status().Patch(ctx, s, client.MergeFrom(base))).To(Succeed())
 
-		Expect(refusal(ctx, enrolment(ns, "home"))).To(ContainSubstring(
-			`spec.overrideWithdrawal: Forbidden: the household of Site "home" withdrew from limited_pause at 2026-03-01T10:00:00Z; ` +
+		Eventually(func() string { return refusal(ctx, enrolment(ns, "home")) }).Should(ContainSubstring(
+			`spec.overrideWithdrawal: Forbidden: The household withdrew from limited_pause at 2026-03-01T10:00:00Z (Site "home"); ` +
 				`set spec.overrideWithdrawal: true to re-enrol it`))
 
 		override := enrolment(ns, "home")
 		override.Spec.OverrideWithdrawal = true
 		Expect(k8sClient.Create(ctx, override)).To(Succeed())
+	})
+
+	It("accepts, with a warning naming the verdict, an enrolment that cannot be active yet", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, site(ns, "home", "1234567890126"))).To(Succeed())
+		warned := warningClient()
+		e := enrolment(ns, "home")
+		e.Spec.Proposition = flexv1.PropositionFullAssetScheduleControl
+		Eventually(func() error { return warned.Create(ctx, e) }).Should(Succeed())
+		Expect(warned.warnings()).To(ContainElement(
+			`spec.siteName: Site "home": Proposition full_asset_schedule_control needs the household's boundary meter consent; ` +
+				`the enrolment stays inactive until that changes`))
 	})
 
 	It("refuses a second enrolment of a site in the same proposition", func(ctx SpecContext) {
@@ -144,6 +162,40 @@ var _ = Describe("Enrolment webhook", func() {
 	})
 
 	It("accepts an enrolment for a site that does not exist yet (GitOps may apply it first)", func(ctx SpecContext) {
-		Expect(k8sClient.Create(ctx, enrolment(ns, "later"))).To(Succeed())
+		warned := warningClient()
+		Expect(warned.Create(ctx, enrolment(ns, "later"))).To(Succeed())
+		Expect(warned.warnings()).To(ContainElement(ContainSubstring(`Site "later" does not exist (yet)`)))
 	})
 })
+
+// recordingClient is a client that keeps the API server's admission warnings.
+type recordingClient struct {
+	client.Client
+	handler *warningRecorder
+}
+
+func (c recordingClient) warnings() []string {
+	c.handler.mu.Lock()
+	defer c.handler.mu.Unlock()
+	return slices.Clone(c.handler.seen)
+}
+
+type warningRecorder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warningRecorder) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+func warningClient() recordingClient {
+	cfg := rest.CopyConfig(env.Config)
+	handler := &warningRecorder{}
+	cfg.WarningHandlerWithContext = handler
+	c, err := client.New(cfg, client.Options{Scheme: k8sClient.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	return recordingClient{Client: c, handler: handler}
+}

@@ -58,11 +58,13 @@ type AssetSpec struct {
 
 // AssetStatus is the observed state of an Asset.
 type AssetStatus struct {
-	// ObservedGeneration is the generation of the spec the status was computed from.
+	// ObservedGeneration is the generation of the spec the status was computed from; -1 until
+	// the controller has looked at the object (so kstatus reports a new object InProgress).
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready is True when the asset's site exists.
+	// Conditions: Ready (the asset is counted in its Site's eligibility), Reconciling and
+	// Stalled (kstatus; see the condition types).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -93,7 +95,8 @@ type Asset struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   AssetSpec   `json:"spec,omitempty"`
+	Spec AssetSpec `json:"spec,omitempty"`
+	// +default={"observedGeneration": -1}
 	Status AssetStatus `json:"status,omitempty"`
 }
 

@@ -1,7 +1,5 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 // PropositionName names a flexibility proposition exactly as the REST API spells it.
 // +kubebuilder:validation:Enum=limited_pause;full_asset_schedule_control;price_curve
 type PropositionName string
@@ -52,24 +50,11 @@ const (
 	IssueAssetTypeNotSupported EligibilityIssue = "asset_type_not_supported"
 )
 
-// Labels and annotations Flexsite owns.
+// Labels Flexsite owns.
 const (
 	// IDLabel carries the stable UUID the REST API hands out for a Site or Asset. It lives in
 	// metadata (not status) so that it survives a backup/restore that recreates objects from YAML.
 	IDLabel = "flexsite.io/id"
-	// InFlightAnnotation marks a Site created by a REST request that writes more objects
-	// after it (assets, an enrolment). Its value (JSON, see InFlight) names them and a
-	// deadline: the Site controller publishes the site once they all exist, and deletes it if
-	// the deadline passes first (the request died half-way).
-	InFlightAnnotation = "flexsite.io/in-flight"
-	// WithdrawalAnnotationPrefix + proposition records, on a Site, when the household withdrew
-	// from that proposition (RFC 3339). Annotations survive backup/restore and are never
-	// owned by a GitOps tool that does not declare them.
-	WithdrawalAnnotationPrefix = "withdrawal.flexsite.io/"
-	// NoWithdrawalAnnotation on an Enrolment being deleted says the deletion is not the
-	// household's choice (a failed request undoing what it wrote): its finalizer records no
-	// withdrawal.
-	NoWithdrawalAnnotation = "flexsite.io/no-withdrawal"
 	// OrganisationLabel marks a namespace as a Flexsite organisation.
 	OrganisationLabel = "flexsite.io/organisation"
 )
@@ -77,35 +62,53 @@ const (
 // Finalizer guards the cleanup of a Site's children and an Enrolment's withdrawal record.
 const Finalizer = "flexsite.io/finalizer"
 
-// Condition types and reasons shared by the kinds.
+// Condition types. Every Flexsite kind reports the same three kstatus conditions with the same
+// meaning, each carrying the observedGeneration it was computed from:
+//   - Ready: True when the object is in effect as declared (a Site evaluated, an Asset counted
+//     in its Site's eligibility, an Enrolment active); False with a reason otherwise.
+//   - Reconciling: True while the controller still has work to do that needs no change from
+//     anyone (a first evaluation, a request still writing, a site being deleted).
+//   - Stalled: True when the object cannot make progress until someone changes something (an
+//     Enrolment whose site is not eligible, that withdrew without override, or whose
+//     proposition is not offered). kstatus reports such an object Failed, not InProgress.
+//
+// Reconciling and Stalled are never True together. Domain state is reported apart from
+// them: a Site's eligibility in its Eligible condition, an Enrolment's in status.phase.
 const (
-	// ReadyCondition is the kstatus-compatible summary condition.
-	ReadyCondition = "Ready"
+	ReadyCondition       = "Ready"
+	ReconcilingCondition = "Reconciling"
+	StalledCondition     = "Stalled"
 	// EligibleCondition on a Site tells whether it is eligible for at least one proposition.
 	EligibleCondition = "Eligible"
-
-	ReasonEligibilityComputed = "EligibilityComputed"
-	ReasonNotEligible         = "NotEligible"
-	ReasonEligible            = "Eligible"
-	ReasonNoAssets            = "NoAssets"
-	ReasonSiteNotFound        = "SiteNotFound"
-	ReasonSiteDeleting        = "SiteDeleting"
-	ReasonEnrolled            = "Enrolled"
-	ReasonWithdrawn           = "PreviouslyWithdrew"
-	ReasonReconciled          = "Reconciled"
-	ReasonDeleting            = "Deleting"
-
-	// ProvisionedCondition on a Site created by a REST request tells that everything the
-	// request wrote exists (see InFlightAnnotation).
-	ProvisionedCondition   = "Provisioned"
-	ReasonRequestCompleted = "RequestCompleted"
-	ReasonMarkerExpired    = "InFlightMarkerExpired"
 )
 
-// InFlight is the value of the InFlightAnnotation.
-type InFlight struct {
-	// Until is when the request must have finished (RFC 3339).
-	Until metav1.Time `json:"until"`
-	// Objects the request writes after the site, as "Kind/name" in the site's namespace.
-	Objects []string `json:"objects"`
-}
+// Condition reasons.
+const (
+	// ReasonSucceeded: the object is in effect as declared (Ready=True).
+	ReasonSucceeded = "Succeeded"
+	// ReasonProgressing: the controller is working on the object (Reconciling=True).
+	ReasonProgressing = "Progressing"
+	// ReasonReconcileFailed: the last reconcile met an error; it is retried with backoff.
+	ReasonReconcileFailed = "ReconcileFailed"
+	// ReasonProvisioning: the REST request that created the site is still writing its assets
+	// and enrolments.
+	ReasonProvisioning = "Provisioning"
+	// ReasonDeleting: the object is being deleted.
+	ReasonDeleting = "Deleting"
+
+	// Site eligibility (the Eligible condition).
+	ReasonEligible    = "Eligible"
+	ReasonNotEligible = "NotEligible"
+	ReasonNoAssets    = "NoAssets"
+
+	// Why an Asset or Enrolment is not (yet) in effect.
+	ReasonSiteNotFound       = "SiteNotFound"
+	ReasonSiteDeleting       = "SiteDeleting"
+	ReasonEligibilityPending = "EligibilityPending"
+
+	// Enrolment verdicts (see internal/household.Verdict).
+	ReasonEnrolled              = "Enrolled"
+	ReasonPreviouslyWithdrew    = "PreviouslyWithdrew"
+	ReasonPropositionNotOffered = "PropositionNotOffered"
+	ReasonConsentRequired       = "BoundaryMeterConsentRequired"
+)

@@ -41,11 +41,14 @@ const (
 
 // EnrolmentStatus is the observed state of an Enrolment.
 type EnrolmentStatus struct {
-	// ObservedGeneration is the generation of the spec the status was computed from.
+	// ObservedGeneration is the generation of the spec the status was computed from; -1 until
+	// the controller has looked at the object (so kstatus reports a new object InProgress).
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready is True when the enrolment is active.
+	// Conditions: Ready (the enrolment is active), Reconciling and Stalled (kstatus: an
+	// enrolment that cannot become active until something changes is Stalled, with the
+	// reason in its Ready condition too).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -84,7 +87,8 @@ type Enrolment struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   EnrolmentSpec   `json:"spec,omitempty"`
+	Spec EnrolmentSpec `json:"spec,omitempty"`
+	// +default={"observedGeneration": -1}
 	Status EnrolmentStatus `json:"status,omitempty"`
 }
 

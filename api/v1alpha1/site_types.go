@@ -138,14 +138,17 @@ type AssetEligibility struct {
 	Propositions []PropositionEligibility `json:"propositions"`
 }
 
-// SiteStatus is the observed state of a Site: its eligibility, computed by the controller.
+// SiteStatus is the observed state of a Site: its eligibility, computed by the controller, and
+// the household's enrolment history.
 type SiteStatus struct {
-	// ObservedGeneration is the generation of the spec the status was computed from.
+	// ObservedGeneration is the generation of the spec the status was computed from; -1 until
+	// the controller has looked at the site (so kstatus reports a new site InProgress).
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready (the status reflects the current spec, assets and rules) and Eligible
-	// (the site can enrol in at least one proposition).
+	// Conditions: Ready (the site is evaluated: its status reflects its current spec, assets
+	// and the rules), Reconciling, Stalled (kstatus) and Eligible (the site can enrol in at
+	// least one proposition).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -169,21 +172,31 @@ type SiteStatus struct {
 	// +kubebuilder:validation:MaxItems=64
 	Assets []AssetEligibility `json:"assets,omitempty"`
 
-	// Withdrawals lists the propositions the household withdrew from, and when (mirrors the
-	// site's withdrawal.flexsite.io/ annotations, where the record itself is kept).
+	// EnrolmentHistory lists the household's past enrolments that ended by its withdrawal,
+	// oldest first (the newest 32 are kept). A withdrawal binds: a new enrolment in the same
+	// proposition needs overrideWithdrawal, and an enrolment made after the withdrawal
+	// supersedes it. Current enrolments are the site's Enrolment objects.
 	// +optional
-	// +listType=map
-	// +listMapKey=proposition
-	// +kubebuilder:validation:MaxItems=16
-	Withdrawals []Withdrawal `json:"withdrawals,omitempty"`
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	EnrolmentHistory []EnrolmentPeriod `json:"enrolmentHistory,omitempty"`
 }
 
-// Withdrawal records that a household withdrew from a proposition.
-type Withdrawal struct {
-	// Proposition withdrawn from.
+// EnrolmentPeriod is one enrolment of the household in a proposition, ended by a withdrawal.
+type EnrolmentPeriod struct {
+	// Proposition the household was enrolled in.
 	Proposition PropositionName `json:"proposition"`
-	// At is when the withdrawal was recorded.
-	At metav1.Time `json:"at"`
+	// EnrolmentUID is the metadata.uid of the withdrawn Enrolment, so that its withdrawal is
+	// recorded once whichever door recorded it first.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	EnrolmentUID string `json:"enrolmentUID,omitempty"`
+	// EnrolledAt is when the enrolment became active; absent when it never did (the household
+	// withdrew before the site was eligible).
+	// +optional
+	EnrolledAt *metav1.Time `json:"enrolledAt,omitempty"`
+	// WithdrawnAt is when the household withdrew.
+	WithdrawnAt metav1.Time `json:"withdrawnAt"`
 }
 
 // +kubebuilder:object:root=true
@@ -203,7 +216,8 @@ type Site struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   SiteSpec   `json:"spec,omitempty"`
+	Spec SiteSpec `json:"spec,omitempty"`
+	// +default={"observedGeneration": -1}
 	Status SiteStatus `json:"status,omitempty"`
 }
 

@@ -5,8 +5,8 @@ import (
 	"net/http"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
@@ -28,7 +28,7 @@ func (s *Server) createAsset(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	rules, err := controllers.LoadRules(ctx, s.Cache)
+	rules, err := household.LoadRules(ctx, s.Cache)
 	if err != nil {
 		return nil, err
 	}

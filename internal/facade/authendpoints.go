@@ -14,6 +14,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/validation"
 )
@@ -162,7 +163,7 @@ func (s *Server) componentToken(r *http.Request, p *auth.Principal) (any, error)
 				return invalid(field("Field required on the first call for a new external_user_id",
 					"missing", "body", "gave_boundary_meter_consent_at"))
 			}
-			site = newSite(p.Namespace, identity.SiteNameForExternalUser(externalUserID))
+			site = household.NewSite(p.Namespace, identity.SiteNameForExternalUser(externalUserID))
 			site.Annotations = map[string]string{UserIDAnnotation: identity.NewID()}
 			site.Spec.ExternalUserID = externalUserID
 			site.Spec.Email = email
@@ -172,11 +173,12 @@ func (s *Server) componentToken(r *http.Request, p *auth.Principal) (any, error)
 			return s.create(ctx, log, site)
 		}
 		site = current.DeepCopy()
-		in := siteInput{Postcode: current.Spec.Postcode, Consent: consent}
-		if hasEmail && email != "" {
+		in := household.SiteFields{Consent: consent}
+		if hasEmail {
 			in.Email = &email
 		}
-		changed := mergeSite(site, in)
+		changed := household.MergeSite(&site.Spec, in)
+		household.EnsureID(site)
 		if site.Annotations[UserIDAnnotation] == "" {
 			if site.Annotations == nil {
 				site.Annotations = map[string]string{}

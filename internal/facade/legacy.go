@@ -11,12 +11,14 @@ import (
 var allDispatchMethods = []flexv1.DispatchMethod{
 	"cm_infrequent_dispatch", "full_asset_schedule_control", "limited_pause", "vpp_limited_control"}
 
-// LegacyAssetRecord is the asset of the legacy onboard answer: id, external_id, site_id, properties.
+// LegacyAssetRecord is the asset of the legacy onboard answer: id, external_id, type, site_id,
+// properties.
 type LegacyAssetRecord struct {
-	ID         string          `json:"id"`
-	ExternalID string          `json:"external_id"`
-	SiteID     string          `json:"site_id"`
-	Properties AssetProperties `json:"properties"`
+	ID         string           `json:"id"`
+	ExternalID string           `json:"external_id"`
+	Type       flexv1.AssetType `json:"type"`
+	SiteID     string           `json:"site_id"`
+	Properties AssetProperties  `json:"properties"`
 }
 
 // LegacyOnboardResponse answers the deprecated POST /entities/site/onboard-site-and-asset.
@@ -82,7 +84,11 @@ func (s *Server) legacyOnboard(r *http.Request, p *auth.Principal) (any, error) 
 			return err
 		}
 		for _, prop := range props {
-			if _, err := s.ensureEnrolment(ctx, st, log, plan.site, prop, false); err != nil {
+			existing, err := s.liveEnrolment(ctx, st, log, plan.site, prop)
+			if err != nil {
+				return err
+			}
+			if _, err := s.ensureEnrolment(ctx, log, plan.site, existing, prop, false); err != nil {
 				return err
 			}
 		}
@@ -90,6 +96,7 @@ func (s *Server) legacyOnboard(r *http.Request, p *auth.Principal) (any, error) 
 		out = LegacyOnboardResponse{
 			Site: legacySiteRecord(plan.site, []flexv1.Asset{*asset}, false),
 			Asset: LegacyAssetRecord{ID: asset.Labels[flexv1.IDLabel], ExternalID: asset.Spec.ExternalID,
+				Type:   asset.Spec.Type,
 				SiteID: plan.siteID(), Properties: AssetProperties{PowerKW: asset.Spec.PowerKW, CapacityKWh: asset.Spec.CapacityKWh}},
 		}
 		return nil

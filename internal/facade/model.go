@@ -11,19 +11,17 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/eligibility"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
 // This file holds the API's shapes (snake_case, exactly as interface.md names them), the
 // parsing of request objects into them, and their mapping from and onto the resources.
 
-// siteInput is a request's site object, validated.
+// siteInput is a request's site object, validated: its meter point and the fields it fills in.
 type siteInput struct {
-	MPAN          string
-	Postcode      string
-	StreetAddress *string
-	Email         *string
-	Consent       *time.Time
+	MPAN string
+	household.SiteFields
 }
 
 // parseSite reads a site object. Field problems are collected in f; the email is checked
@@ -41,7 +39,7 @@ func parseSite(f *fields, obj map[string]any, loc []any) siteInput {
 		if norm, err := validation.NormalisePostcode(pc); err != nil {
 			f.addValidation(err, at(loc, "postcode"))
 		} else {
-			in.Postcode = norm
+			in.Postcode = &norm
 		}
 	}
 	if addr, ok := f.str(obj, loc, "street_address", false); ok {
@@ -91,15 +89,12 @@ func (f *fields) consent(obj map[string]any, loc []any, required bool) *time.Tim
 	return &t
 }
 
-// assetInput is a request's asset object, validated.
+// assetInput is a request's asset object, validated: its key, its type and the fields it
+// fills in.
 type assetInput struct {
-	ExternalID       string
-	Type             flexv1.AssetType
-	PowerKW          *float64
-	CapacityKWh      *float64
-	Model            *string
-	InstallationDate *string
-	SerialNumber     *string
+	ExternalID string
+	Type       flexv1.AssetType
+	household.AssetFields
 }
 
 func parseAsset(f *fields, obj map[string]any, loc []any, now time.Time) assetInput {

@@ -14,10 +14,10 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	householdcore "github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 )
 
@@ -184,9 +184,10 @@ func (st relStored) names() []string {
 	return out
 }
 
-// relProvisioned tells whether the Site controller published the site (in-flight protocol).
+// relProvisioned tells whether the Site controller published the site (in-flight protocol):
+// it evaluates a site only once everything its request wrote exists.
 func relProvisioned(s *flexv1.Site) bool {
-	return meta.IsStatusConditionTrue(s.Status.Conditions, flexv1.ProvisionedCondition)
+	return s.Status.ObservedGeneration > 0
 }
 
 // relSharedAssetHousehold is an onboard of its own battery (first) and a charger whose
@@ -347,7 +348,7 @@ var _ = Describe("Reliability: races", func() {
 			if everUnenrolled {
 				site := &flexv1.Site{}
 				Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: siteName}, site)).To(Succeed())
-				Expect(site.Annotations).To(HaveKey(identity.WithdrawalAnnotation(flexv1.PropositionLimitedPause)),
+				Expect(householdcore.LastWithdrawal(site, flexv1.PropositionLimitedPause)).NotTo(BeNil(),
 					"round %d: an unenrol answered unenrolled, so the withdrawal must be on record", round)
 			}
 		}

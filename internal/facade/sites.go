@@ -9,14 +9,12 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/eligibility"
-	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
@@ -87,16 +85,19 @@ func (s *Server) onboard(r *http.Request, p *auth.Principal) (any, error) {
 	ctx := r.Context()
 	var out OnboardResponse
 	err = s.transact(ctx, func(st store, log *writeLog) error {
+		var existing *flexv1.Enrolment
 		plan, err := s.writeUpsert(ctx, st, log, p.Namespace, req, rules, func(plan *upsertPlan) error {
 			if err := s.confirmFresh(ctx, st, plan.siteBefore); err != nil {
 				return err
 			}
-			return checkEnrolment(plan.site, plan.eligibility(rules), prop, override, rules)
+			var err error
+			existing, err = s.decideEnrolment(ctx, st, log, plan, prop, override, rules)
+			return err
 		}, prop)
 		if err != nil {
 			return err
 		}
-		status, err := s.ensureEnrolment(ctx, st, log, plan.site, prop, override)
+		status, err := s.ensureEnrolment(ctx, log, plan.site, existing, prop, override)
 		if err != nil {
 			return err
 		}
@@ -140,36 +141,36 @@ func assetResults(plan *upsertPlan, log *writeLog) []UpsertAssetResult {
 	return out
 }
 
-// checkEnrolment applies the enrolment prerequisites to a site as it will be stored, before
-// anything is written: a previous withdrawal, an offered proposition, consent where the
-// proposition needs it, and eligibility.
-func checkEnrolment(site *flexv1.Site, res eligibility.Result, p flexv1.PropositionName, override bool,
-	rules eligibility.Rules) error {
-	record := func() *EligibilityRecord { return eligibilityRecord(site.Labels[flexv1.IDLabel], res) }
-	if _, withdrew := site.Annotations[identity.WithdrawalAnnotation(p)]; withdrew && !override {
-		return prerequisitesNotMet("previously_withdrew",
-			fmt.Sprintf("The site previously withdrew from %s; set override_withdrawal to re-enrol it", p), record())
-	}
-	rule, offered := rules.Proposition(p)
-	if !offered {
-		return prerequisitesNotMet("proposition_not_offered", fmt.Sprintf("Proposition %s is not offered", p), record())
-	}
-	if rule.RequiresBoundaryMeterConsent && site.Spec.BoundaryMeterConsentAt == nil {
-		return fail(http.StatusBadRequest,
-			"Proposition %s needs the household's boundary meter consent: send gave_boundary_meter_consent_at", p)
-	}
-	if !res.IsEligible(p) {
-		msg := fmt.Sprintf("The site is not eligible for %s", p)
-		if issues := res.Issues(p); len(issues) > 0 {
-			names := make([]string, len(issues))
-			for i, issue := range issues {
-				names[i] = string(issue)
-			}
-			msg += ": " + strings.Join(names, ", ")
+// decideEnrolment asks the household, before anything is written, whether the site as the
+// plan will store it may be enrolled in p, and translates a refusal into the API's answer.
+// It answers the site's live enrolment in p, if it has one.
+func (s *Server) decideEnrolment(ctx context.Context, st store, log *writeLog, plan *upsertPlan,
+	p flexv1.PropositionName, override bool, rules eligibility.Rules) (*flexv1.Enrolment, error) {
+	var existing *flexv1.Enrolment
+	if plan.siteBefore != nil {
+		var err error
+		if existing, err = s.liveEnrolment(ctx, st, log, plan.siteBefore, p); err != nil {
+			return nil, err
 		}
-		return prerequisitesNotMet("prerequisites_not_met", msg, record())
 	}
-	return nil
+	res := plan.eligibility(rules)
+	d := household.DecideEnrolment(household.EnrolmentRequest{Site: plan.site, Proposition: p, Override: override,
+		Enrolment: existing, Eligibility: &res, Rules: rules})
+	record := func() *EligibilityRecord { return eligibilityRecord(plan.siteID(), res) }
+	switch d.Verdict {
+	case household.Allowed, household.AlreadyEnrolled:
+		return existing, nil
+	case household.PreviouslyWithdrew:
+		return nil, prerequisitesNotMet("previously_withdrew", d.Message+"; set override_withdrawal to re-enrol it", record())
+	case household.NotOffered:
+		return nil, prerequisitesNotMet("proposition_not_offered", d.Message, record())
+	case household.ConsentRequired:
+		return nil, fail(http.StatusBadRequest, "%s: send gave_boundary_meter_consent_at", d.Message)
+	case household.NotEligible:
+		return nil, prerequisitesNotMet("prerequisites_not_met", d.Message, record())
+	default: // SitePending: the site is going away
+		return nil, errSiteNotFound
+	}
 }
 
 // confirmFresh makes sure a decision to enrol rests on the site as stored now, not on a cached
@@ -189,52 +190,55 @@ func (s *Server) confirmFresh(ctx context.Context, st store, site *flexv1.Site) 
 	return nil
 }
 
-// ensureEnrolment enrols the site in p unless an enrolment exists (whatever its name: GitOps
-// may have declared one). It tells a new enrolment from an existing one.
-func (s *Server) ensureEnrolment(ctx context.Context, st store, log *writeLog, site *flexv1.Site,
-	p flexv1.PropositionName, override bool) (string, error) {
+// liveEnrolment finds the site's enrolment in p, whatever its name (GitOps may have declared
+// one). One on its way out is waited for (a retry), so that a new one can follow it.
+func (s *Server) liveEnrolment(ctx context.Context, st store, log *writeLog, site *flexv1.Site,
+	p flexv1.PropositionName) (*flexv1.Enrolment, error) {
 	enrolments, err := st.enrolmentsOf(ctx, site)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if !slices.ContainsFunc(enrolments, func(e flexv1.Enrolment) bool { return e.Spec.Proposition == p }) &&
-		st.cached && !log.wasCreated(site) {
-		// Before creating one, make sure no enrolment was declared a moment ago under another
-		// name (GitOps): the API server cannot catch that duplicate by name. (A site this
-		// request has just created has had no time to be declared against.)
+	inP := func(e flexv1.Enrolment) bool { return e.Spec.Proposition == p }
+	if !slices.ContainsFunc(enrolments, inP) && st.cached && !log.wasCreated(site) {
+		// Before deciding there is none, make sure none was declared a moment ago under
+		// another name (GitOps): the API server cannot catch that duplicate by name. (A site
+		// this request has just created has had no time to be declared against.)
 		if enrolments, err = s.store(true).enrolmentsOf(ctx, site); err != nil {
+			return nil, err
+		}
+	}
+	i := slices.IndexFunc(enrolments, inP)
+	switch {
+	case i < 0:
+		return nil, nil
+	case !enrolments[i].DeletionTimestamp.IsZero():
+		return nil, errRetry // being unenrolled right now: wait for it to go, then enrol anew
+	}
+	return &enrolments[i], nil
+}
+
+// ensureEnrolment enrols the site in p: it creates the enrolment when the site has none, and
+// otherwise makes the existing one carry the override the request asked for. It tells a new
+// enrolment (this request's, over all its attempts) from an existing one.
+func (s *Server) ensureEnrolment(ctx context.Context, log *writeLog, site *flexv1.Site, existing *flexv1.Enrolment,
+	p flexv1.PropositionName, override bool) (string, error) {
+	if existing == nil {
+		if err := s.create(ctx, log, household.NewEnrolment(site, p, override)); err != nil {
+			return "", err
+		}
+		return statusEnrolled, nil
+	}
+	if override && !existing.Spec.OverrideWithdrawal {
+		updated := existing.DeepCopy()
+		updated.Spec.OverrideWithdrawal = true
+		if err := s.update(ctx, log, updated, existing); err != nil {
 			return "", err
 		}
 	}
-	for i := range enrolments {
-		e := &enrolments[i]
-		if e.Spec.Proposition != p {
-			continue
-		}
-		if !e.DeletionTimestamp.IsZero() {
-			return "", errRetry // being unenrolled right now: wait for it to go, then enrol anew
-		}
-		if override && !e.Spec.OverrideWithdrawal {
-			before := e.DeepCopy()
-			e.Spec.OverrideWithdrawal = true
-			if err := s.update(ctx, log, e, before); err != nil {
-				return "", err
-			}
-		}
-		if log.wasCreated(e) {
-			return statusEnrolled, nil
-		}
-		return statusAlreadyEnrolled, nil
+	if log.wasCreated(existing) {
+		return statusEnrolled, nil
 	}
-	e := &flexv1.Enrolment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: site.Namespace, Name: identity.EnrolmentName(site.Name, p),
-			Finalizers: []string{flexv1.Finalizer}},
-		Spec: flexv1.EnrolmentSpec{SiteName: site.Name, Proposition: p, OverrideWithdrawal: override},
-	}
-	if err := s.create(ctx, log, e); err != nil {
-		return "", err
-	}
-	return statusEnrolled, nil
+	return statusAlreadyEnrolled, nil
 }
 
 // siteFor resolves the {site_id} of the path for the principal: a malformed id is a 422, a
@@ -287,15 +291,11 @@ func (s *Server) evaluate(ctx context.Context, site *flexv1.Site) (eligibility.R
 	if err != nil {
 		return eligibility.Result{}, err
 	}
-	rules, err := controllers.LoadRules(ctx, s.Cache)
+	rules, err := household.LoadRules(ctx, s.Cache)
 	if err != nil {
 		return eligibility.Result{}, err
 	}
-	inputs := make([]eligibility.Asset, len(assets))
-	for i, a := range assets {
-		inputs[i] = eligibility.Asset{Name: a.Name, ID: a.Labels[flexv1.IDLabel], Spec: a.Spec}
-	}
-	return eligibility.Evaluate(&site.Spec, inputs, rules), nil
+	return household.Evaluate(&site.Spec, assets, rules), nil
 }
 
 func (s *Server) getSite(r *http.Request, p *auth.Principal) (any, error) {
@@ -340,7 +340,7 @@ func (s *Server) enrol(r *http.Request, p *auth.Principal) (any, error) {
 		return nil, err
 	}
 	ctx := r.Context()
-	rules, err := controllers.LoadRules(ctx, s.Cache)
+	rules, err := household.LoadRules(ctx, s.Cache)
 	if err != nil {
 		return nil, err
 	}
@@ -356,20 +356,21 @@ func (s *Server) enrol(r *http.Request, p *auth.Principal) (any, error) {
 		if err := s.confirmFresh(ctx, st, current); err != nil {
 			return err
 		}
-		desired := current.DeepCopy()
-		fields := mergeSite(desired, siteInput{Postcode: current.Spec.Postcode, Consent: consent})
-		plan := &upsertPlan{site: desired, siteBefore: current, siteFields: fields}
+		plan := &upsertPlan{site: current.DeepCopy(), siteBefore: current}
+		plan.siteFields = household.MergeSite(&plan.site.Spec, household.SiteFields{Consent: consent})
+		household.EnsureID(plan.site)
 		if plan.others, err = st.assetsOf(ctx, current); err != nil {
 			return err
 		}
-		if err := checkEnrolment(desired, plan.eligibility(rules), prop, override, rules); err != nil {
+		existing, err := s.decideEnrolment(ctx, st, log, plan, prop, override, rules)
+		if err != nil {
 			return err
 		}
-		if err := s.write(ctx, log, desired, current, fields); err != nil {
+		if err := s.write(ctx, log, plan.site, current, plan.siteFields); err != nil {
 			return err
 		}
-		status, err := s.ensureEnrolment(ctx, st, log, desired, prop, override)
-		out = EnrolResult{SiteID: desired.Labels[flexv1.IDLabel], Status: status}
+		status, err := s.ensureEnrolment(ctx, log, plan.site, existing, prop, override)
+		out = EnrolResult{SiteID: plan.siteID(), Status: status}
 		return err
 	})
 	return out, err
@@ -400,8 +401,11 @@ func (s *Server) unenrol(r *http.Request, p *auth.Principal) (any, error) {
 	}
 	// The withdrawal is recorded before the enrolment goes, so a failure in between leaves
 	// the household's choice on record and a repeated call finishes the job.
-	if err := controllers.RecordWithdrawal(ctx, s.Client, site, prop, s.Now()); err != nil {
-		return nil, err
+	for i := range mine {
+		if err := household.RecordWithdrawal(ctx, s.Client, s.APIReader, client.ObjectKeyFromObject(site),
+			household.WithdrawalFrom(&mine[i], s.Now())); err != nil {
+			return nil, err
+		}
 	}
 	deleted := make([]client.Object, 0, len(mine))
 	for i := range mine {
@@ -454,23 +458,11 @@ func (s *Server) offboard(r *http.Request, p *auth.Principal) (any, error) {
 	if err := s.Client.Delete(ctx, site); client.IgnoreNotFound(err) != nil {
 		return nil, err
 	}
-	enrolments, err := fresh.enrolmentsOf(ctx, site)
+	// The site's finalizer deletes the same children; deleting them here as well means the
+	// answer goes out with the household gone, not merely going.
+	children, err := household.DeleteChildren(ctx, s.Client, s.APIReader, site)
 	if err != nil {
 		return nil, err
-	}
-	children := make([]client.Object, 0, len(enrolments)+len(assets)+1)
-	for i := range enrolments {
-		children = append(children, &enrolments[i])
-	}
-	for i := range assets {
-		children = append(children, &assets[i])
-	}
-	children = append(children, &flexv1.RewardLedger{ObjectMeta: metav1.ObjectMeta{
-		Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}})
-	for _, child := range children {
-		if err := s.Client.Delete(ctx, child); client.IgnoreNotFound(err) != nil {
-			return nil, err
-		}
 	}
 	s.awaitCache(ctx, nil, append(children, site))
 	return out, nil
@@ -549,7 +541,8 @@ func (s *Server) meterConsent(r *http.Request, p *auth.Principal) (any, error) {
 			return errSiteNotFound
 		}
 		updated = current.DeepCopy()
-		fields := mergeSite(updated, siteInput{Postcode: current.Spec.Postcode, Consent: consent})
+		fields := household.MergeSite(&updated.Spec, household.SiteFields{Consent: consent})
+		household.EnsureID(updated)
 		return s.write(ctx, log, updated, current, fields)
 	})
 	if err != nil {

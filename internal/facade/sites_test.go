@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	householdcore "github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 )
 
@@ -460,9 +461,9 @@ var _ = Describe("POST /entities/site/{site_id}/enrol and /unenrol", func() {
 		Expect(resp.Map()).To(Equal(map[string]any{"site_id": siteID, "status": "unenrolled"}))
 		Eventually(func() error { return k8sClient.Get(ctx, key, &flexv1.Enrolment{}) }).Should(Satisfy(apierrors.IsNotFound))
 		site := entityStoredSite(ctx, o.Namespace, mpan)
-		Expect(site.Annotations).To(HaveKey(identity.WithdrawalAnnotation(flexv1.PropositionLimitedPause)))
-		_, err := time.Parse(time.RFC3339, site.Annotations[identity.WithdrawalAnnotation(flexv1.PropositionLimitedPause)])
-		Expect(err).NotTo(HaveOccurred())
+		withdrawal := householdcore.LastWithdrawal(site, flexv1.PropositionLimitedPause)
+		Expect(withdrawal).NotTo(BeNil())
+		Expect(withdrawal.WithdrawnAt.Time).To(BeTemporally("~", time.Now(), time.Minute))
 		Expect(entityStoredAsset(ctx, o.Namespace, "charger-"+mpan).Spec.SiteName).To(Equal(siteName), "unenrol keeps the assets")
 
 		By("saying so when the site already is unenrolled")
@@ -625,7 +626,7 @@ var _ = Describe("Enrolments declared outside the API (GitOps)", func() {
 		Eventually(func() error {
 			return k8sClient.Get(ctx, client.ObjectKeyFromObject(declared), &flexv1.Enrolment{})
 		}).Should(Satisfy(apierrors.IsNotFound))
-		Expect(entityStoredSite(ctx, o.Namespace, mpan).Annotations).To(HaveKey(identity.WithdrawalAnnotation(flexv1.PropositionLimitedPause)))
+		Expect(householdcore.LastWithdrawal(entityStoredSite(ctx, o.Namespace, mpan), flexv1.PropositionLimitedPause)).NotTo(BeNil())
 	})
 
 	It("does not duplicate an enrolment declared a moment before the REST enrol", func(ctx SpecContext) {
@@ -661,7 +662,7 @@ var _ = Describe("Enrolments declared outside the API (GitOps)", func() {
 		Eventually(func(g Gomega) {
 			site := &flexv1.Site{}
 			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.SiteNameForMPAN(mpan)}, site)).To(Succeed())
-			g.Expect(site.Annotations).To(HaveKey(identity.WithdrawalAnnotation(flexv1.PropositionLimitedPause)))
+			g.Expect(householdcore.LastWithdrawal(site, flexv1.PropositionLimitedPause)).NotTo(BeNil())
 		}).Should(Succeed())
 		// The controller tells of the withdrawal with an event (the offboard spec relies on
 		// its absence).
@@ -882,8 +883,8 @@ var _ = Describe("POST /entities/site/onboard-site-and-asset (legacy)", func() {
 		siteID, _ := siteRec["id"].(string)
 		Expect(siteID).To(MatchRegexp(`^[0-9a-f-]{36}$`))
 		Expect(assetRec).To(gstruct.MatchAllKeys(gstruct.Keys{
-			"id": MatchRegexp(`^[0-9a-f-]{36}$`), "external_id": Equal("legacy-1"), "site_id": Equal(siteID),
-			"properties": Equal(map[string]any{"power_kw": 7.0, "capacity_kwh": 0.5}),
+			"id": MatchRegexp(`^[0-9a-f-]{36}$`), "external_id": Equal("legacy-1"), "type": Equal("charger"),
+			"site_id": Equal(siteID), "properties": Equal(map[string]any{"power_kw": 7.0, "capacity_kwh": 0.5}),
 		}))
 		Expect(siteRec).To(gstruct.MatchAllKeys(gstruct.Keys{
 			"id": Equal(siteID), "mpan": Equal(mpan), "postcode": Equal("SW1A 1AA"), "address": Equal("1 Legacy Lane"),
@@ -1003,12 +1004,8 @@ var _ = Describe("POST /entities/site/{site_id}/offboard-site-and-assets", func(
 		Eventually(func(g Gomega) {
 			site := &flexv1.Site{}
 			err := k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: siteName}, site)
-			if err == nil {
-				for k := range site.Annotations {
-					if strings.HasPrefix(k, flexv1.WithdrawalAnnotationPrefix) {
-						sawWithdrawal = true
-					}
-				}
+			if err == nil && len(site.Status.EnrolmentHistory) > 0 {
+				sawWithdrawal = true
 			}
 			g.Expect(err).To(Satisfy(apierrors.IsNotFound))
 		}).Should(Succeed())

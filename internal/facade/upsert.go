@@ -9,13 +9,12 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/eligibility"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 )
 
@@ -53,15 +52,13 @@ type assetPlan struct {
 	fields []string
 }
 
+// eligibility evaluates the site as the plan will store it.
 func (p *upsertPlan) eligibility(rules eligibility.Rules) eligibility.Result {
-	inputs := make([]eligibility.Asset, 0, len(p.assets)+len(p.others))
+	assets := make([]flexv1.Asset, 0, len(p.assets)+len(p.others))
 	for _, a := range p.assets {
-		inputs = append(inputs, eligibility.Asset{Name: a.asset.Name, ID: a.asset.Labels[flexv1.IDLabel], Spec: a.asset.Spec})
+		assets = append(assets, *a.asset)
 	}
-	for _, a := range p.others {
-		inputs = append(inputs, eligibility.Asset{Name: a.Name, ID: a.Labels[flexv1.IDLabel], Spec: a.Spec})
-	}
-	return eligibility.Evaluate(&p.site.Spec, inputs, rules)
+	return household.Evaluate(&p.site.Spec, append(assets, p.others...), rules)
 }
 
 func (p *upsertPlan) siteID() string { return p.site.Labels[flexv1.IDLabel] }
@@ -70,24 +67,18 @@ func (p *upsertPlan) siteID() string { return p.site.Labels[flexv1.IDLabel] }
 // past it the Site controller treats the site as abandoned by a dead request and deletes it.
 const DefaultInFlightTimeout = 2 * time.Minute
 
-// markInFlight marks a site this request creates with what the request writes after it
-// (its assets, plus "Enrolment/<proposition>" entries), so that if the process dies half-way
-// the Site controller removes the half-written site (see controllers/inflight.go).
+// markInFlight marks a site this request creates with what the request writes after it, so
+// that if the process dies half-way the Site controller removes the half-written site
+// (household.InFlight).
 func (p *upsertPlan) markInFlight(deadline time.Time, enrolments ...flexv1.PropositionName) {
 	if p.siteBefore != nil {
 		return
 	}
-	objects := make([]string, 0, len(p.assets)+len(enrolments))
+	marker := household.InFlight{Until: deadline, Enrolments: enrolments}
 	for _, a := range p.assets {
-		objects = append(objects, "Asset/"+a.asset.Name)
+		marker.Assets = append(marker.Assets, a.asset.Name)
 	}
-	for _, e := range enrolments {
-		objects = append(objects, "Enrolment/"+string(e))
-	}
-	if p.site.Annotations == nil {
-		p.site.Annotations = map[string]string{}
-	}
-	p.site.Annotations[flexv1.InFlightAnnotation] = controllers.InFlightMarker(deadline, objects)
+	marker.Mark(p.site)
 }
 
 // planUpsert decides what the request stores, checking every conflict first.
@@ -106,13 +97,14 @@ func planUpsert(ctx context.Context, st store, ns string, req upsertRequest, rul
 	}
 	plan := &upsertPlan{}
 	if existing == nil {
-		plan.site = newSite(ns, identity.SiteNameForMPAN(req.site.MPAN))
+		plan.site = household.NewSite(ns, identity.SiteNameForMPAN(req.site.MPAN))
 		plan.site.Spec.MPAN = req.site.MPAN
-		mergeSite(plan.site, req.site)
+		household.MergeSite(&plan.site.Spec, req.site.SiteFields)
 	} else {
 		plan.siteBefore = existing
 		plan.site = existing.DeepCopy()
-		plan.siteFields = mergeSite(plan.site, req.site)
+		plan.siteFields = household.MergeSite(&plan.site.Spec, req.site.SiteFields)
+		household.EnsureID(plan.site)
 	}
 
 	named := map[string]bool{}
@@ -133,7 +125,8 @@ func planUpsert(ctx context.Context, st store, ns string, req upsertRequest, rul
 		default:
 			ap.before = current
 			ap.asset = current.DeepCopy()
-			ap.fields = mergeAsset(ap.asset, in)
+			ap.fields = household.MergeAsset(&ap.asset.Spec, in.AssetFields)
+			household.EnsureID(ap.asset)
 		}
 		named[ap.asset.Name] = true
 		plan.assets = append(plan.assets, ap)
@@ -152,88 +145,11 @@ func planUpsert(ctx context.Context, st store, ns string, req upsertRequest, rul
 	return plan, nil
 }
 
-func newSite(ns, name string) *flexv1.Site {
-	return &flexv1.Site{ObjectMeta: metav1.ObjectMeta{
-		Namespace: ns, Name: name,
-		Labels: map[string]string{flexv1.IDLabel: identity.NewID()},
-		// Set at creation so the controller need not write again to add it.
-		Finalizers: []string{flexv1.Finalizer},
-	}}
-}
-
+// newAsset is a new asset as the request describes it.
 func newAsset(ns, siteName string, in assetInput) *flexv1.Asset {
-	a := &flexv1.Asset{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.AssetName(in.ExternalID),
-			Labels: map[string]string{flexv1.IDLabel: identity.NewID()}},
-		Spec: flexv1.AssetSpec{SiteName: siteName, ExternalID: in.ExternalID, Type: in.Type},
-	}
-	mergeAsset(a, in)
+	a := household.NewAsset(ns, siteName, in.ExternalID, in.Type)
+	household.MergeAsset(&a.Spec, in.AssetFields)
 	return a
-}
-
-// mergeSite writes the request's fields into the site and names those whose value changed.
-// Fields the request leaves out keep their stored value.
-func mergeSite(site *flexv1.Site, in siteInput) []string {
-	var changed []string
-	set := func(name string, dst *string, src *string) {
-		if src != nil && *dst != *src {
-			*dst = *src
-			changed = append(changed, name)
-		}
-	}
-	postcode := in.Postcode
-	set("postcode", &site.Spec.Postcode, &postcode)
-	set("street_address", &site.Spec.StreetAddress, in.StreetAddress)
-	set("email", &site.Spec.Email, in.Email)
-	if in.Consent != nil {
-		// The resource keeps whole seconds (RFC 3339): compare at that precision, or a repeat
-		// of the same request would "change" a consent given at 10:30:00.5.
-		consent := in.Consent.UTC().Truncate(time.Second)
-		if site.Spec.BoundaryMeterConsentAt == nil || !site.Spec.BoundaryMeterConsentAt.Time.Equal(consent) {
-			site.Spec.BoundaryMeterConsentAt = &metav1.Time{Time: consent}
-			changed = append(changed, "gave_boundary_meter_consent_at")
-		}
-	}
-	ensureID(site)
-	return changed
-}
-
-func mergeAsset(a *flexv1.Asset, in assetInput) []string {
-	var changed []string
-	setStr := func(name string, dst *string, src *string) {
-		if src != nil && *dst != *src {
-			*dst = *src
-			changed = append(changed, name)
-		}
-	}
-	setNum := func(name string, dst **float64, src *float64) {
-		if src != nil && (*dst == nil || **dst != *src) {
-			v := *src
-			*dst = &v
-			changed = append(changed, name)
-		}
-	}
-	setStr("asset_model", &a.Spec.Model, in.Model)
-	setStr("installation_date", &a.Spec.InstallationDate, in.InstallationDate)
-	setStr("serial_number", &a.Spec.SerialNumber, in.SerialNumber)
-	setNum("properties.power_kw", &a.Spec.PowerKW, in.PowerKW)
-	setNum("properties.capacity_kwh", &a.Spec.CapacityKWh, in.CapacityKWh)
-	ensureID(a)
-	return changed
-}
-
-// ensureID gives an object created outside the API (kubectl, GitOps) its id if the controller
-// has not yet, so the answer can name it.
-func ensureID(obj client.Object) {
-	labels := obj.GetLabels()
-	if labels[flexv1.IDLabel] != "" {
-		return
-	}
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[flexv1.IDLabel] = identity.NewID()
-	obj.SetLabels(labels)
 }
 
 // writeLog remembers what a request wrote, to undo it if a later write fails.
@@ -338,7 +254,7 @@ func (s *Server) readUpsert(r *http.Request, parse func(f *fields, body map[stri
 	if err := req.site.checkEmail(); err != nil {
 		return upsertRequest{}, eligibility.Rules{}, err
 	}
-	rules, err := controllers.LoadRules(r.Context(), s.Cache)
+	rules, err := household.LoadRules(r.Context(), s.Cache)
 	return req, rules, err
 }
 
@@ -406,7 +322,7 @@ func (s *Server) rollback(ctx context.Context, log *writeLog) {
 		obj := log.created[i]
 		if _, isEnrolment := obj.(*flexv1.Enrolment); isEnrolment {
 			// Undoing an enrolment is not the household withdrawing: tell its finalizer.
-			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"rollback"}}}`, flexv1.NoWithdrawalAnnotation)
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"rollback"}}}`, household.NoWithdrawalAnnotation)
 			if err := s.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
 				s.Log.Error(err, "rollback: marking", "object", key(obj))
 			}

@@ -55,11 +55,6 @@ func PropositionObjectName(p flexv1.PropositionName) string {
 	return strings.ReplaceAll(string(p), "_", "-")
 }
 
-// WithdrawalAnnotation is the Site annotation that records a withdrawal from p.
-func WithdrawalAnnotation(p flexv1.PropositionName) string {
-	return flexv1.WithdrawalAnnotationPrefix + string(p)
-}
-
 // slug keeps the name-safe characters of s, lower-cased, at most n of them, ending in '-'
 // (or empty when nothing is left).
 func slug(s string, n int) string {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"sort"
 	"time"
 
@@ -54,18 +53,14 @@ func withoutTimes(conds []metav1.Condition) []metav1.Condition {
 func viewOf(ctx context.Context, g Gomega, ns, siteName string) householdView {
 	site := getSite(ctx, g, ns, siteName)
 	st := *site.Status.DeepCopy()
-	// Provisioned belongs to sites a REST request created (it records that the request wrote
-	// everything it meant to: the in-flight protocol); a kubectl-applied site has no creating
-	// request, so the condition is the one legitimate difference.
-	st.Conditions = withoutTimes(slices.DeleteFunc(st.Conditions, func(c metav1.Condition) bool {
-		return c.Type == flexv1.ProvisionedCondition
-	}))
+	st.Conditions = withoutTimes(st.Conditions)
 	for i := range st.Assets {
 		st.Assets[i].ID = ""
 	}
 	sort.Slice(st.Assets, func(i, j int) bool { return st.Assets[i].Name < st.Assets[j].Name })
-	for i := range st.Withdrawals {
-		st.Withdrawals[i].At = metav1.Time{}
+	for i := range st.EnrolmentHistory {
+		st.EnrolmentHistory[i].EnrolmentUID = ""
+		st.EnrolmentHistory[i].EnrolledAt, st.EnrolmentHistory[i].WithdrawnAt = nil, metav1.Time{}
 	}
 	v := householdView{SiteSpec: site.Spec, SiteStatus: st, Assets: map[string]assetView{}, Enrolments: map[string]enrolmentView{}}
 

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
@@ -101,14 +100,12 @@ var _ = Describe("The samples, through kubectl", Ordered, func() {
 	It("remembers a withdrawal whichever door the next enrolment comes through", func(ctx SpecContext) {
 		mustKubectl(ctx, "wait", "--for=jsonpath={.status.phase}=Active", "enrolment", demoEnrolment, "-n", demo, "--timeout=30s")
 
-		By("kubectl delete of an Active enrolment records a withdrawal on the Site")
+		By("kubectl delete of an Active enrolment records a withdrawal in the Site's status")
 		mustKubectl(ctx, "delete", "enrolment", "-n", demo, demoEnrolment, "--timeout=30s")
-		annotation := identity.WithdrawalAnnotation(flexv1.PropositionLimitedPause)
 		Eventually(func(g Gomega) {
 			site := getSite(ctx, g, demo, demoSite)
-			g.Expect(site.Annotations).To(HaveKey(annotation))
-			g.Expect(site.Status.Withdrawals).To(ContainElement(
-				HaveField("Proposition", flexv1.PropositionLimitedPause)))
+			g.Expect(site.Status.EnrolmentHistory).To(ContainElement(And(
+				HaveField("Proposition", flexv1.PropositionLimitedPause), HaveField("EnrolledAt", Not(BeNil())))))
 		}).Should(Succeed())
 
 		By("re-applying the sample's enrolment is refused, naming spec.overrideWithdrawal")

@@ -104,7 +104,7 @@ func untouched(ctx context.Context, key client.ObjectKey) error {
 	if err := env.Client.Get(ctx, key, site); err != nil {
 		return err
 	}
-	if site.Status.ObservedGeneration != 0 || len(site.Status.Conditions) > 0 || site.Labels[flexv1.IDLabel] != "" {
+	if site.Status.ObservedGeneration > 0 || len(site.Status.Conditions) > 0 || site.Labels[flexv1.IDLabel] != "" {
 		return fmt.Errorf("site %s was reconciled: %+v, labels %v", key, site.Status, site.Labels)
 	}
 	return nil

@@ -1,0 +1,117 @@
+package household
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/index"
+)
+
+// A REST request that creates a site writes it first and its assets and enrolments after it.
+// If the process dies in between, the half-written site must not stay. Such a site is
+// therefore created with an in-flight marker naming what the request will write and a
+// deadline; the Site controller evaluates the site only once all of it exists, and deletes
+// the site (its finalizer takes whatever children were written) if the deadline passes
+// first. The happy path costs no extra write: the marker is set at creation, and the site's
+// first status write ends its relevance.
+
+// InFlightAnnotation holds a Site's in-flight marker (JSON of InFlight).
+const InFlightAnnotation = "flexsite.io/in-flight"
+
+// staleMarkerAfter: a marker whose deadline passed longer ago than this is ignored, so a site
+// restored from a backup (with its old annotation) is never mistaken for an abandoned one.
+const staleMarkerAfter = 10 * time.Minute
+
+// InFlight names what the request that creates a site writes after it, and by when.
+type InFlight struct {
+	Until time.Time `json:"until"`
+	// Assets are the names of the Asset objects the request writes.
+	Assets []string `json:"assets,omitempty"`
+	// Enrolments are the propositions the request enrols the site in.
+	Enrolments []flexv1.PropositionName `json:"enrolments,omitempty"`
+}
+
+// Mark records the marker on a site about to be created.
+func (m InFlight) Mark(site *flexv1.Site) {
+	m.Until = m.Until.UTC().Truncate(time.Second)
+	data, _ := json.Marshal(m) // a struct of strings and a time: cannot fail
+	if site.Annotations == nil {
+		site.Annotations = map[string]string{}
+	}
+	site.Annotations[InFlightAnnotation] = string(data)
+}
+
+// InFlightState is where a marked site stands.
+type InFlightState int
+
+const (
+	// NotInFlight: no marker binds the site (none, already evaluated once, unreadable or too
+	// old to act on).
+	NotInFlight InFlightState = iota
+	// Writing: the request may still be writing; look again at the deadline.
+	Writing
+	// Written: everything the request named exists.
+	Written
+	// Abandoned: the deadline passed with objects missing; the request died half-way.
+	Abandoned
+)
+
+// CheckInFlight tells where a marked site stands and, while Writing, how long to wait. It
+// checks the named objects in cached and, before declaring a site abandoned, in fresh (the
+// cache may simply be behind).
+func CheckInFlight(ctx context.Context, cached, fresh client.Reader, site *flexv1.Site, now time.Time) (
+	InFlightState, time.Duration, error) {
+	raw, ok := site.Annotations[InFlightAnnotation]
+	if !ok || site.Status.ObservedGeneration > 0 {
+		// A site the controller has evaluated was complete (or past caring) back then.
+		return NotInFlight, 0, nil
+	}
+	var m InFlight
+	if err := json.Unmarshal([]byte(raw), &m); err != nil || now.After(m.Until.Add(staleMarkerAfter)) {
+		return NotInFlight, 0, nil
+	}
+	complete, err := m.written(ctx, cached, site)
+	if err != nil || complete {
+		return Written, 0, err
+	}
+	if now.Before(m.Until) {
+		return Writing, m.Until.Sub(now), nil
+	}
+	if complete, err = m.written(ctx, fresh, site); err != nil || complete {
+		return Written, 0, err
+	}
+	return Abandoned, 0, nil
+}
+
+// written reports whether every object the marker names exists.
+func (m InFlight) written(ctx context.Context, r client.Reader, site *flexv1.Site) (bool, error) {
+	for _, name := range m.Assets {
+		err := r.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: name}, &flexv1.Asset{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	if len(m.Enrolments) == 0 {
+		return true, nil
+	}
+	enrolments := &flexv1.EnrolmentList{}
+	if err := r.List(ctx, enrolments, client.InNamespace(site.Namespace),
+		client.MatchingFields{index.SiteName: site.Name}); err != nil {
+		return false, err
+	}
+	for _, p := range m.Enrolments {
+		if !slices.ContainsFunc(enrolments.Items, func(e flexv1.Enrolment) bool { return e.Spec.Proposition == p }) {
+			return false, nil
+		}
+	}
+	return true, nil
+}

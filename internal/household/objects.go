@@ -1,0 +1,52 @@
+package household
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/identity"
+)
+
+// EnsureID gives a Site or Asset its API id (the flexsite.io/id label) if it has none yet, and
+// reports whether it did. Objects created through the REST API get theirs at creation; those
+// created with kubectl or by GitOps get theirs from their controller.
+func EnsureID(obj client.Object) bool {
+	labels := obj.GetLabels()
+	if labels[flexv1.IDLabel] != "" {
+		return false
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[flexv1.IDLabel] = identity.NewID()
+	obj.SetLabels(labels)
+	return true
+}
+
+// NewSite is a Site as a request creates it (named by identity from its natural key), with its
+// id, and with the finalizer set at creation so that the controller need not write again to
+// add it.
+func NewSite(ns, name string) *flexv1.Site {
+	site := &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Finalizers: []string{flexv1.Finalizer}}}
+	EnsureID(site)
+	return site
+}
+
+// NewAsset is an Asset as a request creates it: named after its external id, with its id.
+func NewAsset(ns, siteName, externalID string, assetType flexv1.AssetType) *flexv1.Asset {
+	asset := &flexv1.Asset{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.AssetName(externalID)},
+		Spec: flexv1.AssetSpec{SiteName: siteName, ExternalID: externalID, Type: assetType}}
+	EnsureID(asset)
+	return asset
+}
+
+// NewEnrolment is the Enrolment of a site in a proposition as a request creates it, with the
+// finalizer that records a withdrawal when it goes.
+func NewEnrolment(site *flexv1.Site, p flexv1.PropositionName, override bool) *flexv1.Enrolment {
+	return &flexv1.Enrolment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: site.Namespace, Name: identity.EnrolmentName(site.Name, p),
+			Finalizers: []string{flexv1.Finalizer}},
+		Spec: flexv1.EnrolmentSpec{SiteName: site.Name, Proposition: p, OverrideWithdrawal: override},
+	}
+}
