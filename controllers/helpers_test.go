@@ -34,7 +34,7 @@ func asset(ns, siteName, externalID string, mutate ...func(*flexv1.Asset)) *flex
 	a := &flexv1.Asset{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.AssetName(externalID)},
 		Spec: flexv1.AssetSpec{SiteName: siteName, ExternalID: externalID, Type: flexv1.AssetTypeCharger,
-			PowerKW: ptr.To(7.4)},
+			PowerW: ptr.To[int64](7400)},
 	}
 	for _, m := range mutate {
 		m(a)

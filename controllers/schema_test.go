@@ -41,8 +41,8 @@ var _ = Describe("CRD schema", func() {
 			expectInvalid(ctx, asset(ns, "mpan-1200000000011", "bad", mutate), field)
 		},
 		Entry("an unknown type", func(a *flexv1.Asset) { a.Spec.Type = "heatpump" }, "spec.type"),
-		Entry("negative power", func(a *flexv1.Asset) { a.Spec.PowerKW = ptr.To(-1.0) }, "spec.powerKW"),
-		Entry("negative capacity", func(a *flexv1.Asset) { a.Spec.CapacityKWh = ptr.To(-0.5) }, "spec.capacityKWh"),
+		Entry("negative power", func(a *flexv1.Asset) { a.Spec.PowerW = ptr.To[int64](-1000) }, "spec.powerW"),
+		Entry("negative capacity", func(a *flexv1.Asset) { a.Spec.CapacityWh = ptr.To[int64](-500) }, "spec.capacityWh"),
 		Entry("a malformed installation date", func(a *flexv1.Asset) { a.Spec.InstallationDate = "15/06/2025" }, "spec.installationDate"),
 		Entry("no external id", func(a *flexv1.Asset) { a.Spec.ExternalID = "" }, "spec.externalID"),
 	)

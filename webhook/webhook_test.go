@@ -25,7 +25,7 @@ func site(ns, name, mpan string) *flexv1.Site {
 
 func asset(ns, siteName, externalID string) *flexv1.Asset {
 	return &flexv1.Asset{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.AssetName(externalID)},
-		Spec: flexv1.AssetSpec{SiteName: siteName, ExternalID: externalID, Type: flexv1.AssetTypeCharger, PowerKW: ptr.To(7.0)}}
+		Spec: flexv1.AssetSpec{SiteName: siteName, ExternalID: externalID, Type: flexv1.AssetTypeCharger, PowerW: ptr.To[int64](7000)}}
 }
 
 func enrolment(ns, siteName string) *flexv1.Enrolment {

@@ -40,20 +40,22 @@ type AssetSpec struct {
 	// +kubebuilder:validation:MaxLength=256
 	SerialNumber string `json:"serialNumber,omitempty"`
 
-	// PowerKW is the power rating in kW.
+	// PowerW is the power rating in watts (the REST API's power_kw, in kW). Whole watts and
+	// watt-hours round-trip exactly, where floats would not.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	PowerKW *float64 `json:"powerKW,omitempty"`
+	PowerW *int64 `json:"powerW,omitempty"`
 
-	// CapacityKWh is the storage capacity in kWh.
+	// CapacityWh is the storage capacity in watt-hours (the REST API's capacity_kwh, in kWh).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	CapacityKWh *float64 `json:"capacityKWh,omitempty"`
+	CapacityWh *int64 `json:"capacityWh,omitempty"`
 
-	// CustomDispatchPowerKW is the power used for dispatch when it differs from the rating.
+	// CustomDispatchPowerW is the power, in watts, used for dispatch when it differs from the
+	// rating (the REST API's custom_dispatch_power_kw, in kW).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	CustomDispatchPowerKW *float64 `json:"customDispatchPowerKW,omitempty"`
+	CustomDispatchPowerW *int64 `json:"customDispatchPowerW,omitempty"`
 }
 
 // AssetStatus is the observed state of an Asset.
@@ -85,7 +87,7 @@ type AssetStatus struct {
 // +kubebuilder:printcolumn:name="Site",type=string,JSONPath=`.spec.siteName`
 // +kubebuilder:printcolumn:name="External ID",type=string,JSONPath=`.spec.externalID`
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
-// +kubebuilder:printcolumn:name="Power kW",type=number,JSONPath=`.spec.powerKW`
+// +kubebuilder:printcolumn:name="Power W",type=integer,JSONPath=`.spec.powerW`
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

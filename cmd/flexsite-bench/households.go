@@ -113,11 +113,11 @@ func newAsset(ns, siteName, externalID string, spec flexv1.AssetSpec) *flexv1.As
 
 func chargerSpec() flexv1.AssetSpec {
 	return flexv1.AssetSpec{Type: flexv1.AssetTypeCharger, Model: chargerModel, InstallationDate: installationDate,
-		PowerKW: ptr.To(7.4)}
+		PowerW: ptr.To[int64](7400)}
 }
 
 func batterySpec() flexv1.AssetSpec {
-	return flexv1.AssetSpec{Type: flexv1.AssetTypeBattery, PowerKW: ptr.To(5.0), CapacityKWh: ptr.To(13.5)}
+	return flexv1.AssetSpec{Type: flexv1.AssetTypeBattery, PowerW: ptr.To[int64](5000), CapacityWh: ptr.To[int64](13500)}
 }
 
 // newEnrolment is an Enrolment in limited_pause as the facade creates it, with its finalizer.

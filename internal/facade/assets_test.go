@@ -60,15 +60,15 @@ var _ = Describe("POST /entities/asset", func() {
 		asset := entityStoredAsset(ctx, o.Namespace, "battery-2")
 		Expect(asset.Labels[flexv1.IDLabel]).To(Equal(assetID))
 		Expect(asset.Spec).To(gstruct.MatchAllFields(gstruct.Fields{
-			"SiteName":              Equal(identity.SiteNameForMPAN(mpan)),
-			"ExternalID":            Equal("battery-2"),
-			"Type":                  Equal(flexv1.AssetTypeBattery),
-			"Model":                 Equal("givenergy_all_in_one"),
-			"InstallationDate":      Equal("2025-03-01"),
-			"SerialNumber":          Equal("GE-0042"),
-			"PowerKW":               HaveValue(Equal(5.0)),
-			"CapacityKWh":           HaveValue(Equal(9.5)),
-			"CustomDispatchPowerKW": BeNil(),
+			"SiteName":             Equal(identity.SiteNameForMPAN(mpan)),
+			"ExternalID":           Equal("battery-2"),
+			"Type":                 Equal(flexv1.AssetTypeBattery),
+			"Model":                Equal("givenergy_all_in_one"),
+			"InstallationDate":     Equal("2025-03-01"),
+			"SerialNumber":         Equal("GE-0042"),
+			"PowerW":               HaveValue(Equal(int64(5000))),
+			"CapacityWh":           HaveValue(Equal(int64(9500))),
+			"CustomDispatchPowerW": BeNil(),
 		}))
 
 		By("listing it in the site's eligibility, which it makes eligible")

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/flexsite/flexsite/internal/units"
 )
 
 // maxBodyBytes bounds a request body; larger bodies are refused with 413.
@@ -134,7 +136,8 @@ func (f *fields) boolean(obj map[string]any, loc []any, key string) bool {
 	return b
 }
 
-// nonNegative reads an optional number >= 0 (nil when absent or wrong).
+// nonNegative reads an optional number >= 0 (nil when absent or wrong). Such numbers are
+// kW or kWh, stored as whole W or Wh, so they are also bounded by what an int64 holds.
 func (f *fields) nonNegative(obj map[string]any, loc []any, key string) *float64 {
 	v, ok := f.lookup(obj, loc, key, false)
 	if !ok {
@@ -152,6 +155,10 @@ func (f *fields) nonNegative(obj map[string]any, loc []any, key string) *float64
 	}
 	if x < 0 {
 		f.add("Input should be greater than or equal to 0", "greater_than_equal", at(loc, key))
+		return nil
+	}
+	if x > units.MaxKilo {
+		f.add(fmt.Sprintf("Input should be less than or equal to %.0f", units.MaxKilo), "less_than_equal", at(loc, key))
 		return nil
 	}
 	return &x

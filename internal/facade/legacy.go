@@ -6,6 +6,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/units"
 )
 
 var allDispatchMethods = []flexv1.DispatchMethod{
@@ -97,7 +98,8 @@ func (s *Server) legacyOnboard(r *http.Request, p *auth.Principal) (any, error) 
 			Site: legacySiteRecord(plan.site, []flexv1.Asset{*asset}, false),
 			Asset: LegacyAssetRecord{ID: asset.Labels[flexv1.IDLabel], ExternalID: asset.Spec.ExternalID,
 				Type:   asset.Spec.Type,
-				SiteID: plan.siteID(), Properties: AssetProperties{PowerKW: asset.Spec.PowerKW, CapacityKWh: asset.Spec.CapacityKWh}},
+				SiteID: plan.siteID(), Properties: AssetProperties{PowerKW: units.ToKilo(asset.Spec.PowerW),
+					CapacityKWh: units.ToKilo(asset.Spec.CapacityWh)}},
 		}
 		return nil
 	})

@@ -12,6 +12,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/units"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
@@ -213,8 +214,8 @@ type AssetRecord struct {
 func assetRecord(a *flexv1.Asset, siteID string) AssetRecord {
 	return AssetRecord{
 		ID: a.Labels[flexv1.IDLabel], ExternalID: a.Spec.ExternalID, Type: a.Spec.Type, SiteID: siteID,
-		Properties: AssetProperties{PowerKW: a.Spec.PowerKW, CapacityKWh: a.Spec.CapacityKWh,
-			CustomDispatchPowerKW: a.Spec.CustomDispatchPowerKW},
+		Properties: AssetProperties{PowerKW: units.ToKilo(a.Spec.PowerW), CapacityKWh: units.ToKilo(a.Spec.CapacityWh),
+			CustomDispatchPowerKW: units.ToKilo(a.Spec.CustomDispatchPowerW)},
 		NeedsReauthorisation: a.Status.NeedsReauthorisation,
 	}
 }

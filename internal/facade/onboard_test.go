@@ -44,7 +44,7 @@ var _ = Describe("POST /entities/site/onboard", func() {
 		charger := &flexv1.Asset{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.AssetName("charger-1200000000011")}, charger)).To(Succeed())
 		Expect(charger.Spec.SiteName).To(Equal(stored.Name))
-		Expect(*charger.Spec.PowerKW).To(Equal(7.4))
+		Expect(*charger.Spec.PowerW).To(Equal(int64(7400)))
 		Expect(charger.Labels[flexv1.IDLabel]).To(Equal(assets[0].(map[string]any)["asset_id"]))
 
 		enrolment := &flexv1.Enrolment{}

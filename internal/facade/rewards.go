@@ -13,6 +13,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/units"
 )
 
 // TransactionRecord is one item of `transactions`.
@@ -172,10 +173,7 @@ func transactionRecord(tx flexv1.RewardTransaction) TransactionRecord {
 		StartTime: formatTime(tx.StartTime), EndTime: formatTime(tx.EndTime),
 		SettlementDate: tx.SettlementDate, PaymentStatus: tx.PaymentStatus,
 	}
-	if tx.FlexWh != nil {
-		kwh := float64(*tx.FlexWh) / 1000
-		rec.FlexKWh = &kwh
-	}
+	rec.FlexKWh = units.ToKilo(tx.FlexWh)
 	return rec
 }
 

@@ -258,7 +258,7 @@ var _ = Describe("POST /entities/site/initialise", func() {
 			battery := entityStoredAsset(ctx, o.Namespace, "battery-"+mpan)
 			Expect(battery.Labels[flexv1.IDLabel]).To(Equal(assets[1].(map[string]any)["asset_id"]))
 			Expect(battery.Spec.SiteName).To(Equal(site.Name))
-			Expect(battery.Spec.CapacityKWh).To(HaveValue(Equal(13.5)))
+			Expect(battery.Spec.CapacityWh).To(HaveValue(Equal(int64(13500))))
 
 			By("answering the eligibility record")
 			propositionsShape := func(eligible bool, issues ...any) gstruct.Elements {
@@ -904,7 +904,7 @@ var _ = Describe("POST /entities/site/onboard-site-and-asset (legacy)", func() {
 		Expect(asset.Labels[flexv1.IDLabel]).To(Equal(assetRec["id"]))
 		Expect(asset.Spec.SiteName).To(Equal(site.Name))
 		Expect(asset.Spec.Type).To(Equal(flexv1.AssetTypeCharger))
-		Expect(asset.Spec.PowerKW).To(HaveValue(Equal(7.0)))
+		Expect(asset.Spec.PowerW).To(HaveValue(Equal(int64(7000))))
 		enrolments := entityEnrolmentsOf(ctx, o.Namespace, site.Name)
 		Expect(enrolments).To(HaveLen(1))
 		Expect(enrolments[0].Spec.Proposition).To(Equal(flexv1.PropositionLimitedPause))

@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/units"
 )
 
 // A request fills in a household's stored fields; it never clears them. A field the request
@@ -21,7 +22,8 @@ type SiteFields struct {
 	Consent *time.Time
 }
 
-// AssetFields are the asset fields a request may fill in; nil means "not sent".
+// AssetFields are the asset fields a request may fill in; nil means "not sent". Power and
+// capacity come as the request gives them, in kW and kWh; the spec stores whole W and Wh.
 type AssetFields struct {
 	Model            *string
 	InstallationDate *string
@@ -56,8 +58,8 @@ func MergeAsset(spec *flexv1.AssetSpec, in AssetFields) []string {
 	note("asset_model", fillString(&spec.Model, in.Model))
 	note("installation_date", fillString(&spec.InstallationDate, in.InstallationDate))
 	note("serial_number", fillString(&spec.SerialNumber, in.SerialNumber))
-	note("properties.power_kw", fillNumber(&spec.PowerKW, in.PowerKW))
-	note("properties.capacity_kwh", fillNumber(&spec.CapacityKWh, in.CapacityKWh))
+	note("properties.power_kw", fillNumber(&spec.PowerW, units.FromKilo(in.PowerKW)))
+	note("properties.capacity_kwh", fillNumber(&spec.CapacityWh, units.FromKilo(in.CapacityKWh)))
 	return changed
 }
 
@@ -79,8 +81,10 @@ func fillString(stored *string, sent *string) bool {
 	return true
 }
 
-// fillNumber stores a sent value that differs from the stored one.
-func fillNumber(stored **float64, sent *float64) bool {
+// fillNumber stores a sent value that differs from the stored one. Power and capacity are
+// compared in the stored units, so a repeat of a request that differs below a watt (7.4 and
+// 7.4001 kW) changes nothing.
+func fillNumber(stored **int64, sent *int64) bool {
 	if sent == nil || (*stored != nil && **stored == *sent) {
 		return false
 	}

@@ -135,7 +135,7 @@ spec:
   type: charger
   model: zappi
   installationDate: "2025-06-15"
-  powerKW: 7.4
+  powerW: 7400
 ---
 apiVersion: flexsite.io/v1alpha1
 kind: Asset
@@ -146,8 +146,8 @@ spec:
   siteName: %[2]s
   externalID: %[7]s
   type: battery
-  powerKW: 5
-  capacityKWh: 13.5
+  powerW: 5000
+  capacityWh: 13500
 ---
 apiVersion: flexsite.io/v1alpha1
 kind: Enrolment

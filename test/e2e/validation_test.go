@@ -36,7 +36,7 @@ spec:
   siteName: mpan-1200000000011
   externalID: orphan-1
   type: charger
-  powerKW: 7
+  powerW: 7000
 `, ns), "apply", "-f", "-")
 		Expect(r.Err).To(HaveOccurred(), "%s", r)
 		Expect(r.Stderr).To(ContainSubstring(`spec.siteName: Not found: "mpan-1200000000011"`))

@@ -58,11 +58,11 @@ func pendingHousehold(ctx context.Context, ns, mpan string) client.ObjectKey {
 	consent := metav1.NewTime(time.Date(2026, 1, 15, 10, 30, 0, 0, time.UTC))
 	Expect(env.Client.Create(ctx, &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: siteName},
 		Spec: flexv1.SiteSpec{MPAN: mpan, Postcode: "M1 1AE", BoundaryMeterConsentAt: &consent}})).To(Succeed())
-	power := 7.4
+	power := int64(7400)
 	Expect(env.Client.Create(ctx, &flexv1.Asset{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.AssetName("charger-" + mpan)},
 		Spec: flexv1.AssetSpec{SiteName: siteName, ExternalID: "charger-" + mpan, Type: flexv1.AssetTypeCharger,
-			Model: "zappi", InstallationDate: "2025-06-15", PowerKW: &power}})).To(Succeed())
+			Model: "zappi", InstallationDate: "2025-06-15", PowerW: &power}})).To(Succeed())
 	Expect(env.Client.Create(ctx, &flexv1.Enrolment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.EnrolmentName(siteName, flexv1.PropositionLimitedPause)},
 		Spec:       flexv1.EnrolmentSpec{SiteName: siteName, Proposition: flexv1.PropositionLimitedPause}})).To(Succeed())
