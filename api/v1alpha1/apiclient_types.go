@@ -17,40 +17,46 @@ const (
 
 // SecretKeyRef names a key of a Secret in the object's own namespace.
 type SecretKeyRef struct {
-	// Name of the Secret.
+	// name of the Secret.
+	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Name string `json:"name"`
-	// Key within the Secret's data.
+	Name string `json:"name,omitempty"`
+	// key within the Secret's data.
 	// +optional
-	// +kubebuilder:default=password-hash
+	// +default="password-hash"
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key,omitempty"`
 }
 
 // APIClientSpec describes an API client of the organisation (the namespace it lives in).
 type APIClientSpec struct {
-	// Username the client logs in with at /auth/token-form. Unique across all organisations.
+	// username the client logs in with at /auth/token-form. Unique across all organisations.
+	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._@-]+$`
-	Username string `json:"username"`
+	Username string `json:"username,omitempty"`
 
-	// PasswordHashSecretRef points at the bcrypt hash of the client's password. The password
+	// passwordHashSecretRef points at the bcrypt hash of the client's password. The password
 	// itself is never stored.
-	PasswordHashSecretRef SecretKeyRef `json:"passwordHashSecretRef"`
+	// +required
+	PasswordHashSecretRef SecretKeyRef `json:"passwordHashSecretRef,omitzero"`
 
-	// Roles the client holds.
+	// roles the client holds.
+	// +required
 	// +listType=set
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=4
-	Roles []Role `json:"roles"`
+	Roles []Role `json:"roles,omitempty"`
 
-	// ConsentExempt exempts the client from sending gave_boundary_meter_consent_at on the
+	// consentExempt exempts the client from sending gave_boundary_meter_consent_at on the
 	// first component-token call for a new end user.
 	// +optional
 	ConsentExempt bool `json:"consentExempt,omitempty"`
 
-	// Disabled refuses every login and every token already issued to the client.
+	// disabled refuses every login and every token already issued to the client.
 	// +optional
 	Disabled bool `json:"disabled,omitempty"`
 }
@@ -64,10 +70,15 @@ type APIClientSpec struct {
 
 // APIClient is a machine user of an organisation that calls the REST API.
 type APIClient struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec APIClientSpec `json:"spec,omitempty"`
+	// spec describes the API client.
+	// +required
+	Spec APIClientSpec `json:"spec,omitzero"`
 }
 
 // +kubebuilder:object:root=true

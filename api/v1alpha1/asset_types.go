@@ -8,50 +8,56 @@ import (
 // +kubebuilder:validation:XValidation:rule="self.siteName == oldSelf.siteName",message="siteName is immutable"
 // +kubebuilder:validation:XValidation:rule="self.externalID == oldSelf.externalID",message="externalID is immutable"
 type AssetSpec struct {
-	// SiteName is the name of the Site, in the same namespace, where the asset is located.
+	// siteName is the name of the Site, in the same namespace, where the asset is located.
 	// Immutable.
+	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	SiteName string `json:"siteName"`
+	SiteName string `json:"siteName,omitempty"`
 
-	// ExternalID is the API client's (vendor-specific) identifier of the asset, unique within
+	// externalID is the API client's (vendor-specific) identifier of the asset, unique within
 	// the organisation. Immutable.
+	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
-	ExternalID string `json:"externalID"`
+	ExternalID string `json:"externalID,omitempty"`
 
-	// Type of the asset.
-	Type AssetType `json:"type"`
+	// type of the asset.
+	// +required
+	Type AssetType `json:"type,omitempty"`
 
-	// Model is the name of an AssetModel in the catalogue (its spec.modelName). Asset-level
+	// model is the name of an AssetModel in the catalogue (its spec.modelName). Asset-level
 	// metering needs a known, CoP11-qualified model.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	Model string `json:"model,omitempty"`
 
-	// InstallationDate is when the asset was installed, YYYY-MM-DD.
+	// installationDate is when the asset was installed, YYYY-MM-DD.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
+	// +kubebuilder:validation:MinLength=10
 	// +kubebuilder:validation:MaxLength=10
 	InstallationDate string `json:"installationDate,omitempty"`
 
-	// SerialNumber of the asset.
+	// serialNumber of the asset.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	SerialNumber string `json:"serialNumber,omitempty"`
 
-	// PowerW is the power rating in watts (the REST API's power_kw, in kW). Whole watts and
+	// powerW is the power rating in watts (the REST API's power_kw, in kW). Whole watts and
 	// watt-hours round-trip exactly, where floats would not.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	PowerW *int64 `json:"powerW,omitempty"`
 
-	// CapacityWh is the storage capacity in watt-hours (the REST API's capacity_kwh, in kWh).
+	// capacityWh is the storage capacity in watt-hours (the REST API's capacity_kwh, in kWh).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	CapacityWh *int64 `json:"capacityWh,omitempty"`
 
-	// CustomDispatchPowerW is the power, in watts, used for dispatch when it differs from the
+	// customDispatchPowerW is the power, in watts, used for dispatch when it differs from the
 	// rating (the REST API's custom_dispatch_power_kw, in kW).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
@@ -59,13 +65,9 @@ type AssetSpec struct {
 }
 
 // AssetStatus is the observed state of an Asset.
+// +kubebuilder:validation:MinProperties=1
 type AssetStatus struct {
-	// ObservedGeneration is the generation of the spec the status was computed from; -1 until
-	// the controller has looked at the object (so kstatus reports a new object InProgress).
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
-	// Conditions: Ready (the asset is counted in its Site's eligibility), Reconciling and
+	// conditions are Ready (the asset is counted in its Site's eligibility), Reconciling and
 	// Stalled (kstatus; see the condition types).
 	// +optional
 	// +listType=map
@@ -73,7 +75,13 @@ type AssetStatus struct {
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// NeedsReauthorisation is true when the owner must re-authorise their device connection
+	// observedGeneration is the generation of the spec the status was computed from; -1 until
+	// the controller has looked at the object (so kstatus reports a new object InProgress).
+	// +optional
+	// +kubebuilder:validation:Minimum=-1
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// needsReauthorisation is true when the owner must re-authorise their device connection
 	// to keep taking part in events. Device integrations set it through the status subresource.
 	// +optional
 	NeedsReauthorisation bool `json:"needsReauthorisation,omitempty"`
@@ -94,12 +102,20 @@ type AssetStatus struct {
 
 // Asset is an energy asset (EV charger, battery, heat pump, hot water tank, EV...) at a Site.
 type Asset struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec AssetSpec `json:"spec,omitempty"`
+	// spec describes the asset.
+	// +required
+	Spec AssetSpec `json:"spec,omitzero"`
+
+	// status is the observed state of the asset.
+	// +optional
 	// +default={"observedGeneration": -1}
-	Status AssetStatus `json:"status,omitempty"`
+	Status AssetStatus `json:"status,omitzero"`
 }
 
 // +kubebuilder:object:root=true

@@ -6,29 +6,32 @@ import (
 
 // AssetModelSpec describes one asset model of the catalogue.
 type AssetModelSpec struct {
-	// ModelName is the name API clients send as asset_model (e.g. "zappi"). Unique in the
+	// modelName is the name API clients send as asset_model (e.g. "zappi"). Unique in the
 	// catalogue; when two AssetModels share it, the one whose object name sorts first wins.
+	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
-	ModelName string `json:"modelName"`
+	ModelName string `json:"modelName,omitempty"`
 
-	// Manufacturer of the model.
+	// manufacturer of the model.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	Manufacturer string `json:"manufacturer,omitempty"`
 
-	// AssetTypes the model is sold as.
+	// assetTypes the model is sold as.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=8
 	AssetTypes []AssetType `json:"assetTypes,omitempty"`
 
-	// CoP11Qualified: the model meets the Code of Practice 11 for asset-level metering, so an
-	// installed asset of this model qualifies without a half-hourly boundary meter.
+	// cop11Qualified is true when the model meets the Code of Practice 11 for asset-level
+	// metering, so an installed asset of this model qualifies without a half-hourly boundary
+	// meter.
 	// +optional
 	CoP11Qualified bool `json:"cop11Qualified,omitempty"`
 
-	// EnrolEligibilityOverrides force a model's eligibility for a proposition either way,
+	// enrolEligibilityOverrides force a model's eligibility for a proposition either way,
 	// whatever the other rules say (reported as asset_model_enrol_eligibility_override when
 	// it blocks).
 	// +optional
@@ -40,9 +43,11 @@ type AssetModelSpec struct {
 
 // EnrolEligibilityOverride forces an asset model's eligibility for one proposition.
 type EnrolEligibilityOverride struct {
-	// Proposition overridden.
-	Proposition PropositionName `json:"proposition"`
-	// Eligible is the forced answer.
+	// proposition overridden.
+	// +required
+	Proposition PropositionName `json:"proposition,omitempty"`
+	// eligible is the forced answer.
+	// +required
 	Eligible bool `json:"eligible"`
 }
 
@@ -56,10 +61,15 @@ type EnrolEligibilityOverride struct {
 // AssetModel is an entry of the asset-model catalogue that asset-level eligibility uses.
 // Cluster-scoped: one catalogue for every organisation.
 type AssetModel struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec AssetModelSpec `json:"spec,omitempty"`
+	// spec describes the asset model.
+	// +required
+	Spec AssetModelSpec `json:"spec,omitzero"`
 }
 
 // +kubebuilder:object:root=true

@@ -8,15 +8,17 @@ import (
 // +kubebuilder:validation:XValidation:rule="self.siteName == oldSelf.siteName",message="siteName is immutable"
 // +kubebuilder:validation:XValidation:rule="self.proposition == oldSelf.proposition",message="proposition is immutable"
 type EnrolmentSpec struct {
-	// SiteName is the name of the Site, in the same namespace, to enrol. Immutable.
+	// siteName is the name of the Site, in the same namespace, to enrol. Immutable.
+	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	SiteName string `json:"siteName"`
+	SiteName string `json:"siteName,omitempty"`
 
-	// Proposition to enrol the site in. Immutable.
-	Proposition PropositionName `json:"proposition"`
+	// proposition to enrol the site in. Immutable.
+	// +required
+	Proposition PropositionName `json:"proposition,omitempty"`
 
-	// OverrideWithdrawal re-enrols a site that previously withdrew from the proposition.
+	// overrideWithdrawal re-enrols a site that previously withdrew from the proposition.
 	// Without it, such an enrolment stays in phase Withdrawn.
 	// +optional
 	OverrideWithdrawal bool `json:"overrideWithdrawal,omitempty"`
@@ -40,13 +42,9 @@ const (
 )
 
 // EnrolmentStatus is the observed state of an Enrolment.
+// +kubebuilder:validation:MinProperties=1
 type EnrolmentStatus struct {
-	// ObservedGeneration is the generation of the spec the status was computed from; -1 until
-	// the controller has looked at the object (so kstatus reports a new object InProgress).
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
-	// Conditions: Ready (the enrolment is active), Reconciling and Stalled (kstatus: an
+	// conditions are Ready (the enrolment is active), Reconciling and Stalled (kstatus: an
 	// enrolment that cannot become active until something changes is Stalled, with the
 	// reason in its Ready condition too).
 	// +optional
@@ -55,17 +53,23 @@ type EnrolmentStatus struct {
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// Phase summarises the enrolment's state.
+	// observedGeneration is the generation of the spec the status was computed from; -1 until
+	// the controller has looked at the object (so kstatus reports a new object InProgress).
+	// +optional
+	// +kubebuilder:validation:Minimum=-1
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// phase summarises the enrolment's state.
 	// +optional
 	Phase EnrolmentPhase `json:"phase,omitempty"`
 
-	// Issues are the eligibility issue codes of the site's assets when it is not eligible.
+	// issues are the eligibility issue codes of the site's assets when it is not eligible.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
 	Issues []EligibilityIssue `json:"issues,omitempty"`
 
-	// EnrolledAt is when the enrolment first became active. Deleting an enrolment that was
+	// enrolledAt is when the enrolment first became active. Deleting an enrolment that was
 	// ever active records a withdrawal on the Site.
 	// +optional
 	EnrolledAt *metav1.Time `json:"enrolledAt,omitempty"`
@@ -84,12 +88,20 @@ type EnrolmentStatus struct {
 // Enrolment enrols a Site in a flexibility proposition. Deleting it unenrols the site and is
 // remembered as a withdrawal on the Site.
 type Enrolment struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec EnrolmentSpec `json:"spec,omitempty"`
+	// spec names the site and the proposition.
+	// +required
+	Spec EnrolmentSpec `json:"spec,omitzero"`
+
+	// status is the observed state of the enrolment.
+	// +optional
 	// +default={"observedGeneration": -1}
-	Status EnrolmentStatus `json:"status,omitempty"`
+	Status EnrolmentStatus `json:"status,omitzero"`
 }
 
 // +kubebuilder:object:root=true

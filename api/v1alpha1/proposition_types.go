@@ -6,27 +6,31 @@ import (
 
 // PropositionSpec holds the eligibility rules of one flexibility proposition.
 type PropositionSpec struct {
-	// Proposition is the name the REST API uses. The object's name must be the same with
+	// proposition is the name the REST API uses. The object's name must be the same with
 	// underscores turned into dashes (limited_pause -> limited-pause), so there is one rule set
 	// per proposition.
-	Proposition PropositionName `json:"proposition"`
+	// +required
+	Proposition PropositionName `json:"proposition,omitempty"`
 
-	// Description for people.
+	// description for people.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Description string `json:"description,omitempty"`
 
-	// RequiresBoundaryMeterConsent: enrolling needs the household's boundary meter consent.
+	// requiresBoundaryMeterConsent is true when enrolling needs the household's boundary meter
+	// consent.
 	// +optional
 	RequiresBoundaryMeterConsent bool `json:"requiresBoundaryMeterConsent,omitempty"`
 
-	// BoundaryMeterQualifies: a half-hourly settled site with boundary meter consent qualifies
-	// through its boundary meter, whatever its asset models.
+	// boundaryMeterQualifies is true when a half-hourly settled site with boundary meter
+	// consent qualifies through its boundary meter, whatever its asset models. Defaults to
+	// true; a pointer so that an explicit false is sent and kept.
 	// +optional
-	// +kubebuilder:default=true
-	BoundaryMeterQualifies bool `json:"boundaryMeterQualifies"`
+	// +default=true
+	BoundaryMeterQualifies *bool `json:"boundaryMeterQualifies,omitempty"`
 
-	// AssetTypes restricts the asset types that take part; empty means every type.
+	// assetTypes restricts the asset types that take part; empty means every type.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=8
@@ -45,10 +49,15 @@ type PropositionSpec struct {
 // team can change them without a release. Cluster-scoped: the rules are the same for every
 // organisation. A proposition with no Proposition object is not offered.
 type Proposition struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec PropositionSpec `json:"spec,omitempty"`
+	// spec holds the proposition's rules.
+	// +required
+	Spec PropositionSpec `json:"spec,omitzero"`
 }
 
 // +kubebuilder:object:root=true

@@ -17,30 +17,36 @@ type PaymentStatus string
 // +kubebuilder:validation:XValidation:rule="!has(self.paymentStatus) || self.type == 'withdrawal'",message="paymentStatus is for withdrawals only"
 // +kubebuilder:validation:XValidation:rule="!has(self.startTime) || !has(self.endTime) || self.endTime >= self.startTime",message="endTime must not be before startTime"
 type RewardTransaction struct {
-	// ID of the transaction (UUID).
+	// id of the transaction (UUID).
+	// +required
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`
+	// +kubebuilder:validation:MinLength=36
 	// +kubebuilder:validation:MaxLength=36
-	ID string `json:"id"`
-	// Type of the transaction.
-	Type TransactionType `json:"type"`
-	// CreditPence is the amount credited, in pence (negative for a withdrawal).
+	ID string `json:"id,omitempty"`
+	// type of the transaction.
+	// +required
+	Type TransactionType `json:"type,omitempty"`
+	// creditPence is the amount credited, in pence (negative for a withdrawal).
+	// +required
 	CreditPence int64 `json:"creditPence"`
-	// StartTime: when a flex event started, a flex period's month start, or when a withdrawal happened.
+	// startTime is when a flex event started, a flex period's month start, or when a
+	// withdrawal happened.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
-	// EndTime: when a flex event ended, or a flex period's month end.
+	// endTime is when a flex event ended, or a flex period's month end.
 	// +optional
 	EndTime *metav1.Time `json:"endTime,omitempty"`
-	// SettlementDate is the date the transaction was settled, YYYY-MM-DD.
+	// settlementDate is the date the transaction was settled, YYYY-MM-DD.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
+	// +kubebuilder:validation:MinLength=10
 	// +kubebuilder:validation:MaxLength=10
 	SettlementDate string `json:"settlementDate,omitempty"`
-	// FlexWh is the flexibility energy in watt-hours (the API's flex_kwh has 3 decimal
+	// flexWh is the flexibility energy in watt-hours (the API's flex_kwh has 3 decimal
 	// places, so Wh keeps it exact); positive means more import.
 	// +optional
 	FlexWh *int64 `json:"flexWh,omitempty"`
-	// PaymentStatus of a withdrawal.
+	// paymentStatus of a withdrawal.
 	// +optional
 	PaymentStatus PaymentStatus `json:"paymentStatus,omitempty"`
 }
@@ -48,12 +54,13 @@ type RewardTransaction struct {
 // RewardLedgerSpec holds a site's reward transactions.
 // +kubebuilder:validation:XValidation:rule="self.siteName == oldSelf.siteName",message="siteName is immutable"
 type RewardLedgerSpec struct {
-	// SiteName is the name of the Site, in the same namespace, the rewards belong to.
+	// siteName is the name of the Site, in the same namespace, the rewards belong to.
+	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	SiteName string `json:"siteName"`
+	SiteName string `json:"siteName,omitempty"`
 
-	// Transactions of the site, keyed by id so several writers can append with server-side
+	// transactions of the site, keyed by id so several writers can append with server-side
 	// apply without conflicting. Bounded: a year of weekly rewards with withdrawals fits
 	// many times over; older history is archived outside the cluster.
 	// +optional
@@ -72,10 +79,15 @@ type RewardLedgerSpec struct {
 // RewardLedger is the reward history of one Site: one object per site, not one per
 // transaction, so a year of history on tens of thousands of sites stays within etcd's means.
 type RewardLedger struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec RewardLedgerSpec `json:"spec,omitempty"`
+	// spec holds the site's reward transactions.
+	// +required
+	Spec RewardLedgerSpec `json:"spec,omitzero"`
 }
 
 // +kubebuilder:object:root=true

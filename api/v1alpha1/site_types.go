@@ -5,65 +5,73 @@ import (
 )
 
 // SiteSpec describes a household: its electricity meter point and what it consented to.
+// A Site may have no spec yet; an empty one is left out rather than written as {}.
+// +kubebuilder:validation:MinProperties=1
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.mpan) || (has(self.mpan) && self.mpan == oldSelf.mpan)",message="mpan is immutable once set"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.externalUserID) || (has(self.externalUserID) && self.externalUserID == oldSelf.externalUserID)",message="externalUserID is immutable once set"
 type SiteSpec struct {
-	// MPAN is the 13-digit core of the site's Meter Point Administration Number (spaces removed).
+	// mpan is the 13-digit core of the site's Meter Point Administration Number (spaces removed).
 	// Its last digit is a check digit. It may be empty only for a site created on demand for an
 	// end user (component token) whose meter point is not known yet. Immutable once set.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[0-9]{13}$`
+	// +kubebuilder:validation:MinLength=13
+	// +kubebuilder:validation:MaxLength=13
 	MPAN string `json:"mpan,omitempty"`
 
-	// Postcode is the UK postcode of the site, upper case with one space (e.g. "SW1A 1AA").
+	// postcode is the UK postcode of the site, upper case with one space (e.g. "SW1A 1AA").
 	// +optional
+	// +kubebuilder:validation:MinLength=6
 	// +kubebuilder:validation:MaxLength=8
 	// +kubebuilder:validation:Pattern=`^([A-Z]{1,2}[0-9][A-Z0-9]? [0-9][A-Z]{2}|GIR 0AA)$`
 	Postcode string `json:"postcode,omitempty"`
 
-	// StreetAddress is the street address of the site.
+	// streetAddress is the street address of the site.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	StreetAddress string `json:"streetAddress,omitempty"`
 
-	// Email of the household, used for payments, payment-failure notices and optional
+	// email of the household, used for payments, payment-failure notices and optional
 	// two-factor codes.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=254
 	Email string `json:"email,omitempty"`
 
-	// BoundaryMeterConsentAt is when the household consented to boundary meter readings.
+	// boundaryMeterConsentAt is when the household consented to boundary meter readings.
 	// +optional
 	BoundaryMeterConsentAt *metav1.Time `json:"boundaryMeterConsentAt,omitempty"`
 
-	// HalfHourlySettled tells whether the meter point is settled half-hourly. A half-hourly
+	// halfHourlySettled tells whether the meter point is settled half-hourly. A half-hourly
 	// settled site with boundary meter consent qualifies through its boundary meter.
 	// +optional
 	HalfHourlySettled bool `json:"halfHourlySettled,omitempty"`
 
-	// NonDomestic marks a business site; propositions are for domestic sites only.
+	// nonDomestic marks a business site; propositions are for domestic sites only.
 	// +optional
 	NonDomestic bool `json:"nonDomestic,omitempty"`
 
-	// ExternalUserID is the API client's identifier of the end user living here, for sites
+	// externalUserID is the API client's identifier of the end user living here, for sites
 	// created through the component-token flow. Immutable once set.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	ExternalUserID string `json:"externalUserID,omitempty"`
 
-	// DispatchMethods the household consented to (legacy onboard).
+	// dispatchMethods the household consented to (legacy onboard).
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=8
 	DispatchMethods []DispatchMethod `json:"dispatchMethods,omitempty"`
 
-	// Markets the site takes part in.
+	// markets the site takes part in.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=8
 	Markets []Market `json:"markets,omitempty"`
 
-	// Tariff of the household.
+	// tariff of the household.
 	// +optional
 	Tariff *Tariff `json:"tariff,omitempty"`
 }
@@ -83,36 +91,42 @@ type TariffType string
 // Tariff describes the household's electricity tariff.
 // +kubebuilder:validation:XValidation:rule="has(self.cheapStartTime) == has(self.cheapEndTime)",message="cheapStartTime and cheapEndTime go together"
 type Tariff struct {
-	// Type of tariff.
+	// type of tariff.
 	// +optional
 	Type TariffType `json:"type,omitempty"`
-	// CheapStartTime is the start of the off-peak period, HH:MM or HH:MM:SS.
+	// cheapStartTime is the start of the off-peak period, HH:MM or HH:MM:SS.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$`
+	// +kubebuilder:validation:MinLength=5
+	// +kubebuilder:validation:MaxLength=8
 	CheapStartTime string `json:"cheapStartTime,omitempty"`
-	// CheapEndTime is the end of the off-peak period, HH:MM or HH:MM:SS.
+	// cheapEndTime is the end of the off-peak period, HH:MM or HH:MM:SS.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$`
+	// +kubebuilder:validation:MinLength=5
+	// +kubebuilder:validation:MaxLength=8
 	CheapEndTime string `json:"cheapEndTime,omitempty"`
 }
 
 // SiteProperties are the site-level facts eligibility depends on.
 type SiteProperties struct {
-	// HasMeterConsent is true when the household consented to boundary meter readings.
-	// +optional
+	// hasMeterConsent is true when the household consented to boundary meter readings.
+	// +required
 	HasMeterConsent bool `json:"hasMeterConsent"`
-	// IsHalfHourlySettled is true when the meter point is settled half-hourly.
-	// +optional
+	// isHalfHourlySettled is true when the meter point is settled half-hourly.
+	// +required
 	IsHalfHourlySettled bool `json:"isHalfHourlySettled"`
 }
 
 // PropositionEligibility is one asset's eligibility for one proposition.
 type PropositionEligibility struct {
-	// Proposition evaluated.
-	Proposition PropositionName `json:"proposition"`
-	// Eligible is true when the asset qualifies for the proposition.
+	// proposition evaluated.
+	// +required
+	Proposition PropositionName `json:"proposition,omitempty"`
+	// eligible is true when the asset qualifies for the proposition.
+	// +required
 	Eligible bool `json:"eligible"`
-	// Issues explain why the asset does not qualify (empty when eligible).
+	// issues explain why the asset does not qualify (empty when eligible).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=8
@@ -121,32 +135,35 @@ type PropositionEligibility struct {
 
 // AssetEligibility is one asset's eligibility for every proposition.
 type AssetEligibility struct {
-	// Name of the Asset object.
+	// name of the Asset object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Name string `json:"name"`
-	// ID is the asset's API identifier (UUID).
+	Name string `json:"name,omitempty"`
+	// id is the asset's API identifier (UUID).
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=36
 	ID string `json:"id,omitempty"`
-	// ExternalID is the API client's identifier of the asset.
+	// externalID is the API client's identifier of the asset.
+	// +required
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
-	ExternalID string `json:"externalID"`
-	// Propositions lists the asset's eligibility per proposition.
+	ExternalID string `json:"externalID,omitempty"`
+	// propositions lists the asset's eligibility per proposition (none when no proposition
+	// is offered).
+	// +optional
 	// +listType=map
 	// +listMapKey=proposition
 	// +kubebuilder:validation:MaxItems=16
-	Propositions []PropositionEligibility `json:"propositions"`
+	Propositions []PropositionEligibility `json:"propositions,omitempty"`
 }
 
 // SiteStatus is the observed state of a Site: its eligibility, computed by the controller, and
 // the household's enrolment history.
+// +kubebuilder:validation:MinProperties=1
 type SiteStatus struct {
-	// ObservedGeneration is the generation of the spec the status was computed from; -1 until
-	// the controller has looked at the site (so kstatus reports a new site InProgress).
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
-	// Conditions: Ready (the site is evaluated: its status reflects its current spec, assets
+	// conditions are Ready (the site is evaluated: its status reflects its current spec, assets
 	// and the rules), Reconciling, Stalled (kstatus) and Eligible (the site can enrol in at
 	// least one proposition).
 	// +optional
@@ -155,24 +172,31 @@ type SiteStatus struct {
 	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// Properties are the site-level facts eligibility was computed from.
+	// observedGeneration is the generation of the spec the status was computed from; -1 until
+	// the controller has looked at the site (so kstatus reports a new site InProgress).
 	// +optional
-	Properties SiteProperties `json:"properties"`
+	// +kubebuilder:validation:Minimum=-1
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// EligiblePropositions the site can enrol in: a site is eligible when one of its assets is.
+	// properties are the site-level facts eligibility was computed from (absent when both
+	// are false).
+	// +optional
+	Properties SiteProperties `json:"properties,omitzero"`
+
+	// eligiblePropositions the site can enrol in: a site is eligible when one of its assets is.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
 	EligiblePropositions []PropositionName `json:"eligiblePropositions,omitempty"`
 
-	// Assets holds the per-asset, per-proposition eligibility detail.
+	// assets holds the per-asset, per-proposition eligibility detail.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	Assets []AssetEligibility `json:"assets,omitempty"`
 
-	// EnrolmentHistory lists the household's past enrolments that ended by its withdrawal,
+	// enrolmentHistory lists the household's past enrolments that ended by its withdrawal,
 	// oldest first (the newest 32 are kept). A withdrawal binds: a new enrolment in the same
 	// proposition needs overrideWithdrawal, and an enrolment made after the withdrawal
 	// supersedes it. Current enrolments are the site's Enrolment objects.
@@ -184,19 +208,22 @@ type SiteStatus struct {
 
 // EnrolmentPeriod is one enrolment of the household in a proposition, ended by a withdrawal.
 type EnrolmentPeriod struct {
-	// Proposition the household was enrolled in.
-	Proposition PropositionName `json:"proposition"`
-	// EnrolmentUID is the metadata.uid of the withdrawn Enrolment, so that its withdrawal is
+	// proposition the household was enrolled in.
+	// +required
+	Proposition PropositionName `json:"proposition,omitempty"`
+	// enrolmentUID is the metadata.uid of the withdrawn Enrolment, so that its withdrawal is
 	// recorded once whichever door recorded it first.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	EnrolmentUID string `json:"enrolmentUID,omitempty"`
-	// EnrolledAt is when the enrolment became active; absent when it never did (the household
+	// enrolledAt is when the enrolment became active; absent when it never did (the household
 	// withdrew before the site was eligible).
 	// +optional
 	EnrolledAt *metav1.Time `json:"enrolledAt,omitempty"`
-	// WithdrawnAt is when the household withdrew.
-	WithdrawnAt metav1.Time `json:"withdrawnAt"`
+	// withdrawnAt is when the household withdrew.
+	// +required
+	WithdrawnAt metav1.Time `json:"withdrawnAt,omitzero"`
 }
 
 // +kubebuilder:object:root=true
@@ -213,12 +240,20 @@ type EnrolmentPeriod struct {
 // Site is a household with an electricity meter point (MPAN), registered by an organisation.
 // Its status holds the eligibility of the site and each of its assets for every proposition.
 type Site struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec SiteSpec `json:"spec,omitempty"`
+	// spec describes the household.
+	// +optional
+	Spec SiteSpec `json:"spec,omitzero"`
+
+	// status is the site's eligibility and enrolment history.
+	// +optional
 	// +default={"observedGeneration": -1}
-	Status SiteStatus `json:"status,omitempty"`
+	Status SiteStatus `json:"status,omitzero"`
 }
 
 // +kubebuilder:object:root=true

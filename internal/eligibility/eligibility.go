@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sort"
 
+	"k8s.io/utils/ptr"
+
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 )
 
@@ -167,7 +169,8 @@ func assetIssues(site *flexv1.SiteSpec, props flexv1.SiteProperties, asset *flex
 
 	// A half-hourly settled site with boundary meter consent qualifies through its boundary
 	// meter, whatever its asset models.
-	if p.BoundaryMeterQualifies && props.HasMeterConsent && props.IsHalfHourlySettled {
+	// Unset is the CRD default, true (which a Proposition built in Go has not been given).
+	if ptr.Deref(p.BoundaryMeterQualifies, true) && props.HasMeterConsent && props.IsHalfHourlySettled {
 		return issues
 	}
 	// Otherwise the asset must qualify through asset-level metering: a known, CoP11-qualified

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 )
@@ -16,7 +17,7 @@ const (
 )
 
 func proposition(name flexv1.PropositionName, mutate ...func(*flexv1.PropositionSpec)) flexv1.Proposition {
-	p := flexv1.Proposition{Spec: flexv1.PropositionSpec{Proposition: name, BoundaryMeterQualifies: true}}
+	p := flexv1.Proposition{Spec: flexv1.PropositionSpec{Proposition: name, BoundaryMeterQualifies: ptr.To(true)}}
 	for _, m := range mutate {
 		m(&p.Spec)
 	}
@@ -96,7 +97,7 @@ func TestEvaluate(t *testing.T) {
 			name:   "a proposition that does not accept boundary meter qualification",
 			site:   flexv1.SiteSpec{HalfHourlySettled: true, BoundaryMeterConsentAt: consent},
 			assets: []Asset{charger("a", "", "2025-01-01")},
-			rules: NewRules([]flexv1.Proposition{proposition(lp, func(p *flexv1.PropositionSpec) { p.BoundaryMeterQualifies = false })},
+			rules: NewRules([]flexv1.Proposition{proposition(lp, func(p *flexv1.PropositionSpec) { p.BoundaryMeterQualifies = ptr.To(false) })},
 				nil),
 			want: want{issues: map[string][]flexv1.EligibilityIssue{"a": {flexv1.IssueAssetModelNotSet}}},
 		},
