@@ -13,6 +13,10 @@ export GOWORK := off
 LOCALBIN       := $(CURDIR)/bin
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT  := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+# golangci-lint with the Kube API Linter (sigs.k8s.io/kube-api-linter) compiled in, built from
+# hack/tools/kal, whose go.mod pins both (KAL has no releases: a pseudo-version).
+KAL_VERSION       := $(shell sed -n 's/^[[:space:]]*sigs.k8s.io\/kube-api-linter //p' hack/tools/kal/go.mod)
+GOLANGCI_LINT_KAL := $(LOCALBIN)/golangci-lint-kal-$(GOLANGCI_LINT_VERSION)-$(KAL_VERSION)
 K8S_ASSETS      = $(shell K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/ensure-k8s-binaries.sh)
 # The project's own kubectl, matching the API server version.
 KUBECTL         = $(K8S_ASSETS)/kubectl
@@ -45,8 +49,13 @@ vet: ## go vet.
 	go vet ./...
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint.
+lint: $(GOLANGCI_LINT) ## Run golangci-lint, then the Kube API Linter on the API types (lint-api).
 	$(GOLANGCI_LINT) run ./...
+	@$(MAKE) --no-print-directory lint-api
+
+.PHONY: lint-api
+lint-api: $(GOLANGCI_LINT_KAL) ## Run the Kube API Linter (KAL) on api/ (.golangci-kal.yml).
+	$(GOLANGCI_LINT_KAL) run --config .golangci-kal.yml ./api/...
 
 .PHONY: k8s-binaries
 k8s-binaries: ## Build (or reuse) etcd, kube-apiserver and kubectl; print their directory.
@@ -98,3 +107,11 @@ $(CONTROLLER_GEN):
 $(GOLANGCI_LINT):
 	GOBIN=$(LOCALBIN) GOFLAGS= go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(LOCALBIN)/golangci-lint $@
+
+# What `golangci-lint custom` does, without its git clone of golangci-lint: build golangci-lint's
+# command with the KAL module plugin linked in, from the Go module proxy.
+$(GOLANGCI_LINT_KAL):
+	@grep -q 'github.com/golangci/golangci-lint/v2 $(GOLANGCI_LINT_VERSION)$$' hack/tools/kal/go.mod || \
+	  { echo "hack/tools/kal/go.mod must require golangci-lint $(GOLANGCI_LINT_VERSION)" >&2; exit 1; }
+	cd hack/tools/kal && GOFLAGS=-buildvcs=false go build -trimpath \
+	  -ldflags "-s -w -X 'main.version=$(GOLANGCI_LINT_VERSION:v%=%)-kal-$(KAL_VERSION)'" -o $@ .
