@@ -69,13 +69,20 @@ var _ = Describe("kstatus", func() {
 		Eventually(kstatusNow(ctx, a)).Should(Equal(status.CurrentStatus))
 
 		for _, obj := range []client.Object{s, a} {
-			switch o := obj.(type) {
-			case *flexv1.Site:
-				o.Spec.StreetAddress = "1 New Street"
-			case *flexv1.Asset:
-				o.Spec.InstallationDate = "2025-07-01"
-			}
-			Expect(k8sClient.Update(ctx, obj)).To(Succeed())
+			// Controllers may still be writing (the asset's id reaching the site's status):
+			// apply the change to the object as stored.
+			Eventually(func() error {
+				if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+					return err
+				}
+				switch o := obj.(type) {
+				case *flexv1.Site:
+					o.Spec.StreetAddress = "1 New Street"
+				case *flexv1.Asset:
+					o.Spec.InstallationDate = "2025-07-01"
+				}
+				return k8sClient.Update(ctx, obj)
+			}).Should(Succeed())
 			// The API server's answer to the update: the new generation, not observed yet.
 			Expect(kstatusOf(obj)).To(Equal(status.InProgressStatus), "%T as updated", obj)
 			Eventually(kstatusNow(ctx, obj)).Should(Equal(status.CurrentStatus), "%T", obj)

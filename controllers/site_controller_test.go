@@ -186,7 +186,11 @@ var _ = Describe("Site eligibility", func() {
 	It("writes nothing when a resync finds nothing changed", Serial, func(ctx SpecContext) {
 		s := site(ns, "1200000000011")
 		create(ctx, s, asset(ns, s.Name, "steady", cop11Charger))
-		Eventually(fetched(ctx, s)).Should(WithTransform(eligibleFor, ContainElement(lp)))
+		// Settled: eligible, and the asset's id (given by its controller after creation)
+		// recorded in the site's status.
+		Eventually(fetched(ctx, s)).Should(SatisfyAll(WithTransform(eligibleFor, ContainElement(lp)),
+			WithTransform(func(s *flexv1.Site) []flexv1.AssetEligibility { return s.Status.Assets },
+				ConsistOf(HaveField("ID", Not(BeEmpty()))))))
 		Consistently(fetched(ctx, s), "1s").Should(WithTransform(func(s *flexv1.Site) string { return s.ResourceVersion }, Equal(s.ResourceVersion)))
 		settled := s.ResourceVersion
 

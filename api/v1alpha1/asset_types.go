@@ -67,8 +67,14 @@ type AssetSpec struct {
 // AssetStatus is the observed state of an Asset.
 // +kubebuilder:validation:MinProperties=1
 type AssetStatus struct {
-	// conditions are Ready (the asset is counted in its Site's eligibility), Reconciling and
-	// Stalled (kstatus; see the condition types).
+	// conditions of the asset. Ready=True: the asset is counted in its Site's eligibility;
+	// Stalled with reason SiteNotFound when its Site does not exist.
+	// The same three kstatus conditions on every Flexsite kind, each with the
+	// observedGeneration it was computed from: Ready=True when the object is in effect as
+	// declared (False, with a reason, when not yet or not at all); Reconciling=True while the
+	// controller still has work that needs nobody's help; Stalled=True when the object cannot
+	// progress until someone changes something. Reconciling and Stalled are never True
+	// together, and are removed when they do not hold.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

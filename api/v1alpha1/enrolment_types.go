@@ -44,9 +44,17 @@ const (
 // EnrolmentStatus is the observed state of an Enrolment.
 // +kubebuilder:validation:MinProperties=1
 type EnrolmentStatus struct {
-	// conditions are Ready (the enrolment is active), Reconciling and Stalled (kstatus: an
-	// enrolment that cannot become active until something changes is Stalled, with the
-	// reason in its Ready condition too).
+	// conditions of the enrolment. Ready=True: the enrolment is active. Stalled=True (and
+	// Ready=False with the same reason) when it cannot become active until something changes:
+	// NotEligible, PreviouslyWithdrew, PropositionNotOffered, BoundaryMeterConsentRequired.
+	// Reconciling=True while it waits for its site (SiteNotFound, SiteDeleting,
+	// EligibilityPending).
+	// The same three kstatus conditions on every Flexsite kind, each with the
+	// observedGeneration it was computed from: Ready=True when the object is in effect as
+	// declared (False, with a reason, when not yet or not at all); Reconciling=True while the
+	// controller still has work that needs nobody's help; Stalled=True when the object cannot
+	// progress until someone changes something. Reconciling and Stalled are never True
+	// together, and are removed when they do not hold.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

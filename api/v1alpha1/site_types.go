@@ -163,9 +163,15 @@ type AssetEligibility struct {
 // the household's enrolment history.
 // +kubebuilder:validation:MinProperties=1
 type SiteStatus struct {
-	// conditions are Ready (the site is evaluated: its status reflects its current spec, assets
-	// and the rules), Reconciling, Stalled (kstatus) and Eligible (the site can enrol in at
-	// least one proposition).
+	// conditions of the site. Ready=True: the site is evaluated (its status reflects its
+	// current spec, its assets and the rules). Eligible=True: it can enrol in at least one
+	// proposition (domain state: a site eligible for nothing is still Ready).
+	// The same three kstatus conditions on every Flexsite kind, each with the
+	// observedGeneration it was computed from: Ready=True when the object is in effect as
+	// declared (False, with a reason, when not yet or not at all); Reconciling=True while the
+	// controller still has work that needs nobody's help; Stalled=True when the object cannot
+	// progress until someone changes something. Reconciling and Stalled are never True
+	// together, and are removed when they do not hold.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

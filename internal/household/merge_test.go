@@ -75,15 +75,18 @@ func TestMergeSite(t *testing.T) {
 }
 
 func TestMergeAsset(t *testing.T) {
-	spec := flexv1.AssetSpec{Model: "zappi", InstallationDate: "2025-06-15", PowerKW: ptrTo(7.4)}
+	spec := flexv1.AssetSpec{Model: "zappi", InstallationDate: "2025-06-15", PowerW: ptrTo(int64(7400))}
 	if changed := MergeAsset(&spec, AssetFields{Model: ptrTo(""), InstallationDate: ptrTo(""), PowerKW: ptrTo(7.4)}); changed != nil {
 		t.Errorf("empty and equal values changed %v", changed)
+	}
+	if changed := MergeAsset(&spec, AssetFields{PowerKW: ptrTo(7.4001)}); changed != nil {
+		t.Errorf("a difference below a watt changed %v", changed)
 	}
 	changed := MergeAsset(&spec, AssetFields{Model: ptrTo("eddi"), CapacityKWh: ptrTo(13.5), SerialNumber: ptrTo("SN-1")})
 	if !slices.Equal(changed, []string{"asset_model", "serial_number", "properties.capacity_kwh"}) {
 		t.Errorf("changed %v", changed)
 	}
-	if spec.Model != "eddi" || spec.InstallationDate != "2025-06-15" || *spec.PowerKW != 7.4 || *spec.CapacityKWh != 13.5 {
+	if spec.Model != "eddi" || spec.InstallationDate != "2025-06-15" || *spec.PowerW != 7400 || *spec.CapacityWh != 13500 {
 		t.Errorf("merged %+v", spec)
 	}
 }
