@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -25,9 +26,14 @@ type enrolmentValidator struct{ *lookups }
 
 func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enrolment) (admission.Warnings, error) {
 	spec := field.NewPath("spec")
-	site, err := v.site(ctx, enr.Namespace, enr.Spec.SiteName)
-	if err != nil {
-		return nil, err
+	// The site is read from the API server, not the cache: a withdrawal recorded a moment ago
+	// must bind the very next enrolment (enrolments are created rarely; one GET is cheap).
+	site := &flexv1.Site{}
+	if err := v.api.Get(ctx, client.ObjectKey{Namespace: enr.Namespace, Name: enr.Spec.SiteName}, site); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		site = nil
 	}
 	rules, err := household.LoadRules(ctx, v.cache)
 	if err != nil {

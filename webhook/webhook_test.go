@@ -133,7 +133,7 @@ var _ = Describe("Enrolment webhook", func() {
 		s.Status.EnrolmentHistory = []flexv1.EnrolmentPeriod{{Proposition: flexv1.PropositionLimitedPause, WithdrawnAt: withdrawnAt}}
 		Expect(k8sClient.Status().Patch(ctx, s, client.MergeFrom(base))).To(Succeed())
 
-		Eventually(func() string { return refusal(ctx, enrolment(ns, "home")) }).Should(ContainSubstring(
+		Expect(refusal(ctx, enrolment(ns, "home"))).To(ContainSubstring(
 			`spec.overrideWithdrawal: Forbidden: The household withdrew from limited_pause at 2026-03-01T10:00:00Z (Site "home"); ` +
 				`set spec.overrideWithdrawal: true to re-enrol it`))
 
@@ -157,7 +157,7 @@ var _ = Describe("Enrolment webhook", func() {
 		Expect(k8sClient.Create(ctx, site(ns, "home", "1234567890126"))).To(Succeed())
 		first := enrolment(ns, "home")
 		Expect(k8sClient.Create(ctx, first)).To(Succeed())
-		Eventually(func() string { return refusal(ctx, enrolment(ns, "home")) }).Should(ContainSubstring(
+		Expect(refusal(ctx, enrolment(ns, "home"))).To(ContainSubstring(
 			`spec.proposition: Invalid value: "limited_pause": Site "home" is already enrolled in it by Enrolment "` + first.Name + `"`))
 	})
 

@@ -44,10 +44,10 @@ type APIClientSpec struct {
 	// +required
 	PasswordHashSecretRef SecretKeyRef `json:"passwordHashSecretRef,omitzero"`
 
-	// roles the client holds.
-	// +required
+	// roles the client holds. A client with none is refused every call that needs a role:
+	// taking every role away suspends a client without deleting it.
+	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=4
 	Roles []Role `json:"roles,omitempty"`
 

@@ -166,6 +166,12 @@ var _ = Describe("POST /entities/site/onboard", func() {
 			siteID := site.Labels[flexv1.IDLabel]
 			Expect(mustCall("POST", "/entities/site/"+siteID+"/unenrol", tok, map[string]any{"proposition": "limited_pause"})["status"]).
 				To(Equal("unenrolled"))
+			// The enrolment's finalizer (which confirms the withdrawal is on record) lets it go.
+			Eventually(func(g Gomega) []flexv1.Enrolment {
+				list := &flexv1.EnrolmentList{}
+				g.Expect(k8sClient.List(ctx, list, client.InNamespace(o.Namespace))).To(Succeed())
+				return list.Items
+			}).Should(BeEmpty())
 			before = snapshot(ctx, o.Namespace)
 
 			status, resp := call("POST", "/entities/site/onboard", tok, household("1200000000011"))
