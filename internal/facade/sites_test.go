@@ -463,7 +463,7 @@ var _ = Describe("POST /entities/site/{site_id}/enrol and /unenrol", func() {
 		site := entityStoredSite(ctx, o.Namespace, mpan)
 		withdrawal := householdcore.LastWithdrawal(site, flexv1.PropositionLimitedPause)
 		Expect(withdrawal).NotTo(BeNil())
-		Expect(withdrawal.WithdrawnAt.Time).To(BeTemporally("~", time.Now(), time.Minute))
+		Expect(withdrawal.WithdrawnAt.Time).To(BeTemporally("~", *clock.Load(), time.Second), "stamped by the API's clock")
 		Expect(entityStoredAsset(ctx, o.Namespace, "charger-"+mpan).Spec.SiteName).To(Equal(siteName), "unenrol keeps the assets")
 
 		By("saying so when the site already is unenrolled")
