@@ -129,11 +129,15 @@ func (r *EnrolmentReconciler) finalize(ctx context.Context, enr *flexv1.Enrolmen
 	}
 	if household.DeletionIsWithdrawal(enr, site) {
 		w := household.WithdrawalFrom(enr, r.Now())
-		if err := household.RecordWithdrawal(ctx, r.Client, r.APIReader, client.ObjectKeyFromObject(site), w); err != nil {
+		recorded, err := household.RecordWithdrawal(ctx, r.Client, r.APIReader, client.ObjectKeyFromObject(site), w)
+		if err != nil {
 			return err
 		}
-		r.Recorder.Eventf(site, enr, corev1.EventTypeNormal, "Withdrew", "Unenrol",
-			"The household withdrew from %s", enr.Spec.Proposition)
+		// Told once: a finalize repeated after a conflict records nothing new.
+		if recorded {
+			r.Recorder.Eventf(site, enr, corev1.EventTypeNormal, "Withdrew", "Unenrol",
+				"The household withdrew from %s", enr.Spec.Proposition)
+		}
 	}
 	return removeFinalizer(ctx, r.Client, enr)
 }

@@ -402,7 +402,7 @@ func (s *Server) unenrol(r *http.Request, p *auth.Principal) (any, error) {
 	// The withdrawal is recorded before the enrolment goes, so a failure in between leaves
 	// the household's choice on record and a repeated call finishes the job.
 	for i := range mine {
-		if err := household.RecordWithdrawal(ctx, s.Client, s.APIReader, client.ObjectKeyFromObject(site),
+		if _, err := household.RecordWithdrawal(ctx, s.Client, s.APIReader, client.ObjectKeyFromObject(site),
 			household.WithdrawalFrom(&mine[i], s.Now())); err != nil {
 			return nil, err
 		}

@@ -89,24 +89,25 @@ const maxRecordAttempts = 6
 // same Enrolment is on record already, so that recording twice (unenrol, then the
 // enrolment's finalizer) keeps one entry.
 // It reads the site from fresh and writes with optimistic concurrency, so a concurrent writer
-// of the status never loses an entry. A site that is gone or going needs no record.
+// of the status never loses an entry. A site that is gone or going needs no record. It
+// reports whether this call recorded the withdrawal (so that it is told once).
 func RecordWithdrawal(ctx context.Context, c client.Client, fresh client.Reader, site types.NamespacedName,
-	w flexv1.EnrolmentPeriod) error {
+	w flexv1.EnrolmentPeriod) (bool, error) {
 	for range maxRecordAttempts {
 		current := &flexv1.Site{}
 		if err := fresh.Get(ctx, site, current); err != nil {
-			return client.IgnoreNotFound(err)
+			return false, client.IgnoreNotFound(err)
 		}
 		if !current.DeletionTimestamp.IsZero() || recorded(current, w) {
-			return nil
+			return false, nil
 		}
 		base := current.DeepCopy()
 		current.Status.EnrolmentHistory = withHistory(current.Status.EnrolmentHistory, w)
 		err := c.Status().Patch(ctx, current, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 		if !apierrors.IsConflict(err) {
-			return err
+			return err == nil, err
 		}
 	}
-	return fmt.Errorf("recording the withdrawal of site %s from %s: still conflicting after %d attempts",
+	return false, fmt.Errorf("recording the withdrawal of site %s from %s: still conflicting after %d attempts",
 		site, w.Proposition, maxRecordAttempts)
 }
