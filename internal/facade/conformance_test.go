@@ -58,9 +58,9 @@ func servedContract() *contract {
 			if method != "get" && method != "post" || op.Responses["200"].Content["application/json"].Schema == nil {
 				continue
 			}
-			ptr := "#/paths/" + esc.Replace(path) + "/" + method + "/responses/200/content/application~1json/schema"
-			sch, err := compiler.Compile(url + ptr)
-			Expect(err).NotTo(HaveOccurred(), "compiling %s", ptr)
+			pointer := "#/paths/" + esc.Replace(path) + "/" + method + "/responses/200/content/application~1json/schema"
+			sch, err := compiler.Compile(url + pointer)
+			Expect(err).NotTo(HaveOccurred(), "compiling %s", pointer)
 			c.schemas[strings.ToUpper(method)+" "+path] = sch
 		}
 	}

@@ -3,7 +3,7 @@ package facade
 import (
 	"errors"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -250,9 +250,10 @@ func legacySiteRecord(s *flexv1.Site, assets []flexv1.Asset, withTariffType bool
 		DispatchMethods:        nonNil(s.Spec.DispatchMethods),
 		BoundaryMeterConsentAt: formatTime(s.Spec.BoundaryMeterConsentAt),
 	}
-	sort.Slice(assets, func(i, j int) bool { return assets[i].Name < assets[j].Name })
-	for i := range assets {
-		rec.AssetIDs = append(rec.AssetIDs, assets[i].Labels[flexv1.IDLabel])
+	byName := slices.Clone(assets) // the caller's slice keeps its order
+	slices.SortFunc(byName, func(a, b flexv1.Asset) int { return strings.Compare(a.Name, b.Name) })
+	for i := range byName {
+		rec.AssetIDs = append(rec.AssetIDs, byName[i].Labels[flexv1.IDLabel])
 	}
 	if t := s.Spec.Tariff; t != nil {
 		rec.Tariff = &TariffRecord{CheapStartTime: t.CheapStartTime, CheapEndTime: t.CheapEndTime}

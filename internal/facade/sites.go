@@ -452,7 +452,15 @@ func (s *Server) offboard(r *http.Request, p *auth.Principal) (any, error) {
 	}
 	out := OffboardResponse{Site: legacySiteRecord(site, assets, true)}
 	if len(assets) > 0 {
-		rec := assetRecord(&assets[0], id)
+		// The site's first registered asset: the oldest, by name within the same second
+		// (creation times are kept to the second).
+		first := slices.MinFunc(assets, func(a, b flexv1.Asset) int {
+			if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Name, b.Name)
+		})
+		rec := assetRecord(&first, id)
 		out.Asset = &rec
 	}
 	if err := s.Client.Delete(ctx, site); client.IgnoreNotFound(err) != nil {

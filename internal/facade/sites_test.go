@@ -958,6 +958,23 @@ var _ = Describe("POST /entities/site/{site_id}/offboard-site-and-assets", func(
 		tok = o.token()
 	})
 
+	It("answers the site's first registered asset, whatever the order of names", func(ctx SpecContext) {
+		const mpan = "1012345678903"
+		// "zz-first" sorts after "aa-second" by name but is registered a second earlier
+		// (creation times are kept to the second).
+		body := mustCall("POST", "/entities/site/onboard", tok, household(mpan, func(b map[string]any) {
+			b["assets"] = []any{map[string]any{"external_id": "zz-first", "type": "charger", "asset_model": "zappi",
+				"installation_date": "2025-06-15"}}
+		}))
+		siteID := entitySiteID(body)
+		time.Sleep(1100 * time.Millisecond)
+		mustCall("POST", "/entities/asset", tok, map[string]any{"external_id": "aa-second", "type": "battery", "site_id": siteID})
+
+		resp := mustCall("POST", "/entities/site/"+siteID+"/offboard-site-and-assets", tok, nil)
+		Expect(resp["asset"]).To(HaveKeyWithValue("external_id", "zz-first"))
+		Expect(resp["site"]).To(HaveKeyWithValue("asset_ids", HaveLen(2)))
+	})
+
 	It("deletes the site and everything of it without recording a withdrawal, and leaves other sites alone", func(ctx SpecContext) {
 		const mpan, otherMPAN = "1200000000011", "2301234567894"
 		body := mustCall("POST", "/entities/site/onboard", tok, household(mpan))
