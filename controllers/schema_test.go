@@ -68,8 +68,8 @@ var _ = Describe("CRD schema", func() {
 				return k8sClient.Update(ctx, obj)
 			}
 		}
-		Eventually(rejection(s, func() { s.Spec.MPAN = "2301234567894" })).Should(
-			SatisfyAll(WithTransform(apierrors.IsInvalid, BeTrue()), MatchError(ContainSubstring("mpan is immutable"))))
+		Eventually(rejection(s, func() { s.Spec.MPAN = "" })).Should(
+			SatisfyAll(WithTransform(apierrors.IsInvalid, BeTrue()), MatchError(ContainSubstring("mpan cannot be removed"))))
 		Eventually(rejection(a, func() { a.Spec.SiteName = "elsewhere" })).Should(
 			SatisfyAll(WithTransform(apierrors.IsInvalid, BeTrue()), MatchError(ContainSubstring("siteName is immutable"))))
 	})

@@ -42,7 +42,7 @@ type SiteReconciler struct {
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites/finalizers,verbs=update
-// +kubebuilder:rbac:groups=flexsite.io,resources=assets;enrolments;rewardledgers,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=flexsite.io,resources=assets;enrolments;rewardledgers;mpanclaims,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=propositions;assetmodels,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -60,13 +60,23 @@ func (r *SiteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	err := ensureMetadata(ctx, r.Client, site, true, true)
 	base := site.DeepCopy()
+	var claimsPending time.Duration
 	if err == nil {
 		err = r.reconcile(ctx, site)
+	}
+	if err == nil {
+		// A claim of another meter point than the site holds is a change on its way, or one
+		// that died half-way: released once stale, looked at again when it turns stale.
+		claimsPending, err = household.ReleaseClaims(ctx, r.Client, r.Client, site, r.Now())
 	}
 	if errors.Is(err, errAbandoned) {
 		return ctrl.Result{}, nil
 	}
-	return sum.patch(ctx, base, site, "Eligibility is up to date", err)
+	res, err := sum.patch(ctx, base, site, "Eligibility is up to date", err)
+	if claimsPending > 0 && (res.RequeueAfter == 0 || claimsPending < res.RequeueAfter) {
+		res.RequeueAfter = claimsPending
+	}
+	return res, err
 }
 
 // errAbandoned: the site was deleted as a request's half-written leftover; nothing to report.
@@ -167,6 +177,8 @@ func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opti
 		// a deleted site waits for.
 		Watches(&flexv1.Enrolment{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(createdOrDeleted)).
 		Watches(&flexv1.RewardLedger{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(deletedOnly)).
+		// Claims: a new one may need releasing later; a deleted one may be what a deleted site waits for.
+		Watches(&flexv1.MPANClaim{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(createdOrDeleted)).
 		Watches(&flexv1.Proposition{}, handler.EnqueueRequestsFromMapFunc(r.allSites),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&flexv1.AssetModel{}, handler.EnqueueRequestsFromMapFunc(r.sitesUsingModel),
@@ -191,7 +203,7 @@ var createdOrDeleted = predicate.Funcs{
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
-// siteOfChild maps an Asset, Enrolment or RewardLedger to its Site.
+// siteOfChild maps an Asset, Enrolment, RewardLedger or MPANClaim to its Site.
 func siteOfChild(_ context.Context, obj client.Object) []reconcile.Request {
 	var siteName string
 	switch o := obj.(type) {
@@ -200,6 +212,8 @@ func siteOfChild(_ context.Context, obj client.Object) []reconcile.Request {
 	case *flexv1.Enrolment:
 		siteName = o.Spec.SiteName
 	case *flexv1.RewardLedger:
+		siteName = o.Spec.SiteName
+	case *flexv1.MPANClaim:
 		siteName = o.Spec.SiteName
 	}
 	if siteName == "" {

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 )
 
@@ -162,7 +163,7 @@ var _ = Describe("Site eligibility", func() {
 		Expect(s.Status.Assets).To(BeEmpty())
 	})
 
-	It("deletes the site's assets, enrolments and reward ledger with it, recording no withdrawal", func(ctx SpecContext) {
+	It("deletes the site's assets, enrolments, reward ledger and MPAN claims with it, recording no withdrawal", func(ctx SpecContext) {
 		s := site(ns, "1200000000011")
 		a1 := asset(ns, s.Name, "del-1", cop11Charger)
 		a2 := asset(ns, s.Name, "del-2")
@@ -172,12 +173,14 @@ var _ = Describe("Site eligibility", func() {
 			Spec: flexv1.RewardLedgerSpec{SiteName: s.Name, Transactions: []flexv1.RewardTransaction{{
 				ID: "8c0e4a8e-4b7e-4d2a-9a53-1f0a7c3e2b11", Type: "flex event", CreditPence: 120}}},
 		}
+		claim := household.NewClaim(s, "2301234567894") // a change of MPAN on its way
 		other := asset(ns, "some-other-site", "not-a-child")
-		create(ctx, s, a1, a2, e, ledger, other)
+		create(ctx, s, a1, a2, e, ledger, claim, other)
 		Eventually(fetched(ctx, e)).Should(WithTransform(phaseOf, Equal(flexv1.EnrolmentActive)))
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(claim), claim)).To(Succeed(), "a pending claim stays")
 
 		Expect(k8sClient.Delete(ctx, s)).To(Succeed())
-		for _, child := range []client.Object{a1, a2, e, ledger, s} {
+		for _, child := range []client.Object{a1, a2, e, ledger, claim, s} {
 			Eventually(gone(ctx, child)).Should(BeTrue(), "%T %s", child, child.GetName())
 		}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(other), other)).To(Succeed(), "another site's asset must stay")

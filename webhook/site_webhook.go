@@ -4,12 +4,17 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/validation"
 )
@@ -32,20 +37,23 @@ func (siteDefaulter) Default(_ context.Context, site *flexv1.Site) error {
 type siteValidator struct{ *lookups }
 
 func (v *siteValidator) ValidateCreate(ctx context.Context, site *flexv1.Site) (admission.Warnings, error) {
-	return nil, v.validate(ctx, site)
+	return nil, v.validate(ctx, site, "")
 }
 
-func (v *siteValidator) ValidateUpdate(ctx context.Context, _, site *flexv1.Site) (admission.Warnings, error) {
-	return nil, v.validate(ctx, site)
+func (v *siteValidator) ValidateUpdate(ctx context.Context, old, site *flexv1.Site) (admission.Warnings, error) {
+	return nil, v.validate(ctx, site, old.Spec.MPAN)
 }
 
 func (v *siteValidator) ValidateDelete(context.Context, *flexv1.Site) (admission.Warnings, error) {
 	return nil, nil
 }
 
-func (v *siteValidator) validate(ctx context.Context, site *flexv1.Site) error {
+func (v *siteValidator) validate(ctx context.Context, site *flexv1.Site, oldMPAN string) error {
 	spec := field.NewPath("spec")
 	errs := SiteSpecErrors(&site.Spec, spec)
+	if site.Spec.MPAN != "" && len(errs) == 0 {
+		errs = append(errs, v.claimErrors(ctx, site, oldMPAN, spec.Child("mpan"))...)
+	}
 	if site.Spec.MPAN != "" && len(errs) == 0 {
 		others, err := v.sitesWith(ctx, site, index.MPAN, site.Spec.MPAN)
 		if err != nil {
@@ -57,6 +65,46 @@ func (v *siteValidator) validate(ctx context.Context, site *flexv1.Site) error {
 		}
 	}
 	return invalid("Site", site.Name, errs)
+}
+
+// claimErrors applies the rules of who holds a meter point (household.Standing): a site that
+// comes to hold an MPAN it was not created with needs the MPANClaim for it, read from the API
+// server because the claimant wrote it a moment ago; and no site may hold an MPAN another
+// site has claimed.
+func (v *siteValidator) claimErrors(ctx context.Context, site *flexv1.Site, oldMPAN string, path *field.Path) field.ErrorList {
+	mpan := site.Spec.MPAN
+	key := client.ObjectKey{Namespace: site.Namespace, Name: identity.MPANClaimName(mpan)}
+	changed := oldMPAN != "" && oldMPAN != mpan
+	reader := v.cache
+	if changed || (oldMPAN == "" && !household.HoldsByName(site) && site.CreationTimestamp.IsZero()) {
+		reader = v.api
+	}
+	claim := &flexv1.MPANClaim{}
+	err := reader.Get(ctx, key, claim)
+	switch {
+	case apierrors.IsNotFound(err):
+		// A site going back to the MPAN its name holds needs no claim (that is how a failed
+		// change is undone); any other change does.
+		if changed && !household.HoldsByName(site) {
+			return field.ErrorList{field.Forbidden(path, fmt.Sprintf("changing a site's MPAN needs the MPANClaim %s "+
+				"naming this site first (PATCH /entities/site/{site_id} makes it), so that no other site can take "+
+				"the MPAN meanwhile", key.Name))}
+		}
+		return nil
+	case err != nil:
+		return field.ErrorList{field.InternalError(path, err)}
+	case claim.Spec.SiteName == site.Name:
+		return nil
+	}
+	holder, err := v.site(ctx, site.Namespace, claim.Spec.SiteName)
+	if err != nil {
+		return field.ErrorList{field.InternalError(path, err)}
+	}
+	if household.Standing(claim, holder, time.Now()) == household.ClaimStale && !changed {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(path, mpan, fmt.Sprintf("MPAN is claimed by Site %q (MPANClaim %s)",
+		claim.Spec.SiteName, key.Name))}
 }
 
 // SiteSpecErrors checks a site's fields with the domain rules (the schema already bounds

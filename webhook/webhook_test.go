@@ -68,6 +68,34 @@ var _ = Describe("Site webhook", func() {
 		Expect(s.Spec.MPAN).To(Equal("1200000000011"))
 	})
 
+	It("lets an MPAN change only with the MPANClaim for it, as PATCH /entities/site makes it", func(ctx SpecContext) {
+		s := site(ns, "mpan-1200000000011", "1200000000011")
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		change := func(mpan string) error {
+			current := &flexv1.Site{}
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), current)).To(Succeed())
+			current.Spec.MPAN = mpan
+			return k8sClient.Update(ctx, current)
+		}
+		err := change("2301234567894")
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.mpan: Forbidden: changing a site's MPAN needs the MPANClaim mpan-2301234567894"))
+
+		By("refusing the change to an MPAN another site claimed")
+		Expect(k8sClient.Create(ctx, &flexv1.MPANClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mpan-2301234567894"},
+			Spec: flexv1.MPANClaimSpec{MPAN: "2301234567894", SiteName: "someone-else"}})).To(Succeed())
+		err = change("2301234567894")
+		Expect(err).To(MatchError(ContainSubstring(`MPAN is claimed by Site "someone-else"`)))
+
+		By("allowing it with the site's own claim")
+		Expect(k8sClient.Create(ctx, &flexv1.MPANClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mpan-1012345678903"},
+			Spec: flexv1.MPANClaimSpec{MPAN: "1012345678903", SiteName: s.Name}})).To(Succeed())
+		Expect(change("1012345678903")).To(Succeed())
+
+		By("allowing the way back to the MPAN its name holds, as a failed change is undone")
+		Expect(change("1200000000011")).To(Succeed())
+	})
+
 	It("refuses a second site with the same MPAN in the organisation", func(ctx SpecContext) {
 		Expect(k8sClient.Create(ctx, site(ns, "first", "2301234567894"))).To(Succeed())
 		Eventually(func() string { return refusal(ctx, site(ns, "second", "2301234567894")) }).Should(ContainSubstring(

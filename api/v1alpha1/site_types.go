@@ -7,12 +7,14 @@ import (
 // SiteSpec describes a household: its electricity meter point and what it consented to.
 // A Site may have no spec yet; an empty one is left out rather than written as {}.
 // +kubebuilder:validation:MinProperties=1
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.mpan) || (has(self.mpan) && self.mpan == oldSelf.mpan)",message="mpan is immutable once set"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.mpan) || has(self.mpan)",message="mpan cannot be removed once set"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.externalUserID) || (has(self.externalUserID) && self.externalUserID == oldSelf.externalUserID)",message="externalUserID is immutable once set"
 type SiteSpec struct {
 	// mpan is the 13-digit core of the site's Meter Point Administration Number (spaces removed).
 	// Its last digit is a check digit. It may be empty only for a site created on demand for an
-	// end user (component token) whose meter point is not known yet. Immutable once set.
+	// end user (component token) whose meter point is not known yet. Once set it may change
+	// (a meter exchange, a corrected typo) but not go: a Site whose name is not mpan-<mpan>
+	// holds its mpan through an MPANClaim, which the admission webhook requires.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[0-9]{13}$`
 	// +kubebuilder:validation:MinLength=13

@@ -58,6 +58,7 @@ type Config struct {
 // for the token signing keys.
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites;assets;enrolments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=flexsite.io,resources=mpanclaims,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=apiclients,verbs=get;list;watch
 // +kubebuilder:rbac:groups=flexsite.io,resources=propositions;assetmodels,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
@@ -121,6 +122,7 @@ func (s *Server) routeTable() []struct {
 		{Route{"POST", "/entities/site/onboard-site-and-asset"}, org(s.legacyOnboard, write)},
 		{Route{"GET", "/entities/site"}, org(s.listSites, read)},
 		{Route{"GET", "/entities/site/{site_id}"}, orgOrUser(s.getSite, read)},
+		{Route{"PATCH", "/entities/site/{site_id}"}, orgOrUser(s.patchSite, write)},
 		{Route{"POST", "/entities/site/{site_id}/offboard-site-and-assets"}, org(s.offboard, write)},
 		{Route{"GET", "/entities/site/{site_id}/eligibility"}, orgOrUser(s.eligibility, read)},
 		{Route{"POST", "/entities/site/{site_id}/enrol"}, orgOrUser(s.enrol, write)},

@@ -44,6 +44,8 @@ type upsertPlan struct {
 	assets     []assetPlan
 	// others are the site's stored assets the request does not name: they count for eligibility.
 	others []flexv1.Asset
+	// claim: the new site will hold its MPAN by an MPANClaim, not by its name.
+	claim bool
 }
 
 type assetPlan struct {
@@ -97,7 +99,18 @@ func planUpsert(ctx context.Context, st store, ns string, req upsertRequest, rul
 	}
 	plan := &upsertPlan{}
 	if existing == nil {
-		plan.site = household.NewSite(ns, identity.SiteNameForMPAN(req.site.MPAN))
+		name := identity.SiteNameForMPAN(req.site.MPAN)
+		taken, err := st.siteByName(ctx, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		if taken != nil && taken.Spec.MPAN != req.site.MPAN {
+			// The MPAN's own name is kept by a site that has since moved to another meter
+			// point: the new site takes another name and holds its MPAN by a claim.
+			name = identity.SiteNameForMovedMPAN(req.site.MPAN, identity.NewID())
+			plan.claim = true
+		}
+		plan.site = household.NewSite(ns, name)
 		plan.site.Spec.MPAN = req.site.MPAN
 		household.MergeSite(&plan.site.Spec, req.site.SiteFields)
 	} else {
@@ -186,6 +199,13 @@ func key(obj client.Object) string {
 }
 
 func (l *writeLog) wasCreated(obj client.Object) bool { return l.createdKeys[key(obj)] }
+
+// adopt records an object created on the request's behalf (by a household rule), so that a
+// failure undoes it like the request's own.
+func (l *writeLog) adopt(obj client.Object) {
+	l.created = append(l.created, obj)
+	l.createdKeys[key(obj)] = true
+}
 
 // mayHaveApplied reports whether a failed write may still have happened: the API server timed
 // out answering, the connection broke, it failed after storing. Only answers that prove the
@@ -276,13 +296,15 @@ func (s *Server) writeUpsert(ctx context.Context, st store, log *writeLog, ns st
 	return plan, s.applyUpsert(ctx, log, plan)
 }
 
-// applyUpsert writes the plan: the site first (assets name it), then the assets.
+// applyUpsert writes the plan: the site first (assets name it), then the assets. A new site
+// meets any claim of its MPAN as household.Unclaimed says, or claims the MPAN first when it
+// cannot hold it by its name.
 func (s *Server) applyUpsert(ctx context.Context, log *writeLog, plan *upsertPlan) error {
-	var siteBefore client.Object // a nil interface, not a typed nil, when the site is new
-	if plan.siteBefore != nil {
-		siteBefore = plan.siteBefore
-	}
-	if err := s.write(ctx, log, plan.site, siteBefore, plan.siteFields); err != nil {
+	if plan.siteBefore == nil {
+		if err := s.createSite(ctx, log, plan.site, plan.claim); err != nil {
+			return err
+		}
+	} else if err := s.write(ctx, log, plan.site, plan.siteBefore, plan.siteFields); err != nil {
 		return err
 	}
 	for _, ap := range plan.assets {
@@ -295,6 +317,56 @@ func (s *Server) applyUpsert(ctx context.Context, log *writeLog, plan *upsertPla
 		}
 	}
 	return nil
+}
+
+// createSite creates a new site that holds its MPAN by its name (claim false) or by a claim.
+// A site created under its MPAN's name that then finds the MPAN claimed by another site is
+// deleted at once, before anything names it: the claimant won (household.Unclaimed).
+func (s *Server) createSite(ctx context.Context, log *writeLog, site *flexv1.Site, claim bool) error {
+	if claim {
+		created, err := household.ClaimMPAN(ctx, s.Client, s.APIReader, site, site.Spec.MPAN, time.Now())
+		if created != nil {
+			log.adopt(created)
+		}
+		if err != nil {
+			return mpanTaken(err)
+		}
+		return s.create(ctx, log, site)
+	}
+	if err := s.create(ctx, log, site); err != nil {
+		return err
+	}
+	err := household.Unclaimed(ctx, s.APIReader, site, time.Now())
+	var taken *household.MPANTakenError
+	if !errors.As(err, &taken) {
+		return err
+	}
+	if err := s.Client.Delete(ctx, site); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	// Plan again: the claimant holds the MPAN now (find it by its MPAN), or will soon, or
+	// backs off (it saw this site too).
+	return &retry{answer: mpanTaken(err)}
+}
+
+// retry is errRetry with the answer to give when the retries run out.
+type retry struct{ answer error }
+
+func (r *retry) Error() string        { return r.answer.Error() }
+func (r *retry) Is(target error) bool { return target == errRetry }
+
+// mpanTaken answers a household.MPANTakenError as a 409; other errors pass unchanged.
+func mpanTaken(err error) error {
+	var taken *household.MPANTakenError
+	if !errors.As(err, &taken) {
+		return err
+	}
+	if taken.Pending {
+		return &apiError{status: http.StatusConflict, detail: fmt.Sprintf(
+			"MPAN %s is being moved to another site of this organisation; retry", taken.MPAN),
+			headers: map[string]string{"Retry-After": "1"}}
+	}
+	return fail(http.StatusConflict, "MPAN %s belongs to another site of this organisation", taken.MPAN)
 }
 
 // write creates obj when before is nil, and otherwise updates it when fields changed (or it
@@ -371,6 +443,10 @@ func (s *Server) transact(ctx context.Context, attempt func(st store, log *write
 		if !errors.Is(err, errRetry) {
 			s.rollback(ctx, log)
 			return err
+		}
+		if last := (*retry)(nil); i == maxAttempts-1 && errors.As(err, &last) {
+			s.rollback(ctx, log)
+			return last.answer
 		}
 		// What earlier attempts wrote stays (the next attempt reads it as stored) and stays in
 		// the log, so a final failure undoes it too.

@@ -20,6 +20,8 @@ type SiteFields struct {
 	Email         *string
 	// Consent is when the household gave boundary meter consent.
 	Consent *time.Time
+	// Tariff fills the stored tariff in, field by field.
+	Tariff *flexv1.Tariff
 }
 
 // AssetFields are the asset fields a request may fill in; nil means "not sent". Power and
@@ -46,6 +48,18 @@ func MergeSite(spec *flexv1.SiteSpec, in SiteFields) []string {
 		if spec.BoundaryMeterConsentAt == nil || !spec.BoundaryMeterConsentAt.Time.Equal(consent) {
 			spec.BoundaryMeterConsentAt = &metav1.Time{Time: consent}
 			note("gave_boundary_meter_consent_at", true)
+		}
+	}
+	if in.Tariff != nil {
+		if spec.Tariff == nil {
+			spec.Tariff = &flexv1.Tariff{}
+		}
+		t := spec.Tariff
+		note("tariff.tariff_type", fillString((*string)(&t.Type), (*string)(&in.Tariff.Type)))
+		note("tariff.tariff_cheap_start_time", fillString(&t.CheapStartTime, &in.Tariff.CheapStartTime))
+		note("tariff.tariff_cheap_end_time", fillString(&t.CheapEndTime, &in.Tariff.CheapEndTime))
+		if *t == (flexv1.Tariff{}) {
+			spec.Tariff = nil
 		}
 	}
 	return changed

@@ -44,6 +44,13 @@ func TestMergeSite(t *testing.T) {
 				s.BoundaryMeterConsentAt = at(t0.Add(time.Hour))
 			},
 			changed: []string{"postcode", "street_address", "email", "gave_boundary_meter_consent_at"}},
+		{name: "a tariff fills in an absent one",
+			in: SiteFields{Tariff: &flexv1.Tariff{Type: "dual_rate", CheapStartTime: "00:30", CheapEndTime: "04:30"}},
+			want: func(s *flexv1.SiteSpec) {
+				s.Tariff = &flexv1.Tariff{Type: "dual_rate", CheapStartTime: "00:30", CheapEndTime: "04:30"}
+			},
+			changed: []string{"tariff.tariff_type", "tariff.tariff_cheap_start_time", "tariff.tariff_cheap_end_time"}},
+		{name: "an empty tariff leaves none", in: SiteFields{Tariff: &flexv1.Tariff{}}, changed: nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +71,14 @@ func TestMergeSite(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a tariff changes field by field", func(t *testing.T) {
+		spec := flexv1.SiteSpec{Tariff: &flexv1.Tariff{Type: "dual_rate", CheapStartTime: "00:30", CheapEndTime: "04:30"}}
+		changed := MergeSite(&spec, SiteFields{Tariff: &flexv1.Tariff{Type: "dual_rate", CheapEndTime: "05:00"}})
+		if !slices.Equal(changed, []string{"tariff.tariff_cheap_end_time"}) ||
+			*spec.Tariff != (flexv1.Tariff{Type: "dual_rate", CheapStartTime: "00:30", CheapEndTime: "05:00"}) {
+			t.Errorf("changed %v, tariff %+v", changed, spec.Tariff)
+		}
+	})
 	t.Run("fills in an empty site", func(t *testing.T) {
 		var spec flexv1.SiteSpec
 		changed := MergeSite(&spec, SiteFields{StreetAddress: ptrTo("2 Road"), Consent: ptrTo(t0.Add(300 * time.Millisecond))})

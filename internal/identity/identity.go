@@ -26,6 +26,17 @@ func NewID() string { return uuid.NewString() }
 // SiteNameForMPAN names the Site of a meter point.
 func SiteNameForMPAN(mpan string) string { return "mpan-" + mpan }
 
+// MPANClaimName names the MPANClaim that reserves a meter point (the same string as the Site
+// name it reserves, in another kind).
+func MPANClaimName(mpan string) string { return SiteNameForMPAN(mpan) }
+
+// SiteNameForMovedMPAN names a new Site for an MPAN whose own name, mpan-<MPAN>, is still taken
+// by a site that has since moved to another meter point. suffix tells such sites apart (the
+// caller passes something unique, e.g. a fresh id); the new site holds its MPAN by a claim.
+func SiteNameForMovedMPAN(mpan, suffix string) string {
+	return SiteNameForMPAN(mpan) + "-" + digest(suffix, 8)
+}
+
 // SiteNameForExternalUser names the Site created on demand for an end user of the component
 // token flow. The external user id is the API client's, so it is hashed, not trusted as a name.
 func SiteNameForExternalUser(externalUserID string) string {

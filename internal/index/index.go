@@ -14,7 +14,7 @@ import (
 const (
 	// ID indexes Sites and Assets by their API id (the flexsite.io/id label).
 	ID = "metadata.labels.id"
-	// SiteName indexes Assets, Enrolments and RewardLedgers by the site they belong to.
+	// SiteName indexes Assets, Enrolments, RewardLedgers and MPANClaims by the site they belong to.
 	SiteName = "spec.siteName"
 	// AssetModel indexes Assets by the asset model they name.
 	AssetModel = "spec.model"
@@ -50,6 +50,7 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 		{&flexv1.Asset{}, ExternalID, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.ExternalID) }},
 		{&flexv1.Enrolment{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.Enrolment).Spec.SiteName) }},
 		{&flexv1.RewardLedger{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.RewardLedger).Spec.SiteName) }},
+		{&flexv1.MPANClaim{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.MPANClaim).Spec.SiteName) }},
 		{&flexv1.APIClient{}, Username, func(o client.Object) []string { return one(o.(*flexv1.APIClient).Spec.Username) }},
 	}
 	for _, ix := range indexes {

@@ -1,0 +1,141 @@
+package facade
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/validation"
+)
+
+var allTariffTypes = []flexv1.TariffType{"single_rate", "dual_rate", "dynamic", "smart", "unknown"}
+
+// tariffTime is the CRD's pattern for a cheap-rate boundary (HH:MM or HH:MM:SS).
+var tariffTime = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?$`)
+
+// siteUpdate is a PATCH /entities/site/{site_id} body: what is sent changes, nothing else.
+type siteUpdate struct {
+	fields household.SiteFields
+	mpan   string // normalised; empty when not sent
+}
+
+func parseSiteUpdate(f *fields, body map[string]any) siteUpdate {
+	var in siteUpdate
+	loc := []any{"body"}
+	if mpan, ok := f.str(body, loc, "mpan", false); ok && mpan != "" {
+		if norm, err := validation.NormaliseMPAN(mpan); err != nil {
+			f.addValidation(err, at(loc, "mpan"))
+		} else {
+			in.mpan = norm
+		}
+	}
+	if pc, ok := f.str(body, loc, "postcode", false); ok && pc != "" {
+		if norm, err := validation.NormalisePostcode(pc); err != nil {
+			f.addValidation(err, at(loc, "postcode"))
+		} else {
+			in.fields.Postcode = &norm
+		}
+	}
+	if addr, ok := f.str(body, loc, "address", false); ok {
+		in.fields.StreetAddress = &addr
+	}
+	if email, ok := f.str(body, loc, "email", false); ok && strings.TrimSpace(email) != "" {
+		email = strings.TrimSpace(email)
+		if err := validation.ValidateEmail(email); err != nil {
+			f.add("value is not a valid email address: "+err.Error(), "value_error", at(loc, "email"))
+		} else {
+			in.fields.Email = &email
+		}
+	}
+	if t, ok := f.object(body, loc, "tariff", false); ok {
+		tloc := at(loc, "tariff")
+		tariff := &flexv1.Tariff{}
+		tariff.Type, _ = enum(f, t, tloc, "tariff_type", true, allTariffTypes)
+		for key, dst := range map[string]*string{"tariff_cheap_start_time": &tariff.CheapStartTime,
+			"tariff_cheap_end_time": &tariff.CheapEndTime} {
+			if v, ok := f.str(t, tloc, key, false); ok && v != "" {
+				if !tariffTime.MatchString(v) {
+					f.add("Input should be a valid time in the format HH:MM[:SS]", "time_parsing", at(tloc, key))
+				}
+				*dst = v
+			}
+		}
+		if (tariff.CheapStartTime == "") != (tariff.CheapEndTime == "") {
+			f.add("tariff_cheap_start_time and tariff_cheap_end_time go together", "value_error", tloc)
+		}
+		in.fields.Tariff = tariff
+	}
+	return in
+}
+
+// patchSite changes what the body sends of a site, the change kubectl would make to the Site
+// object, and nothing when nothing differs. A new MPAN is claimed first (household.ClaimMPAN):
+// the site keeps its name and id, and no moment exists in which two sites hold the MPAN. The
+// claim of the MPAN the site leaves is released after; if the request dies between the two,
+// the Site controller releases it once stale.
+func (s *Server) patchSite(r *http.Request, p *auth.Principal) (any, error) {
+	var in siteUpdate
+	site, err := s.readSiteAction(r, p, func(f *fields, body map[string]any) { in = parseSiteUpdate(f, body) })
+	if err != nil {
+		return nil, err
+	}
+	ctx := r.Context()
+	var updated, before *flexv1.Site
+	err = s.transact(ctx, func(st store, log *writeLog) error {
+		current, err := st.siteByName(ctx, site.Namespace, site.Name)
+		if err != nil {
+			return err
+		}
+		if current == nil || !current.DeletionTimestamp.IsZero() {
+			return errSiteNotFound
+		}
+		updated, before = current.DeepCopy(), current
+		fields := household.MergeSite(&updated.Spec, in.fields)
+		if in.mpan != "" && in.mpan != current.Spec.MPAN {
+			claim, err := household.ClaimMPAN(ctx, s.Client, s.APIReader, current, in.mpan, time.Now())
+			if claim != nil {
+				log.adopt(claim)
+			}
+			if err != nil {
+				return mpanTaken(err)
+			}
+			updated.Spec.MPAN = in.mpan
+			fields = append(fields, "mpan")
+		}
+		household.EnsureID(updated)
+		return s.write(ctx, log, updated, current, fields)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if before.Spec.MPAN != "" && before.Spec.MPAN != updated.Spec.MPAN {
+		s.releaseClaim(ctx, updated, before.Spec.MPAN)
+	}
+	assets, err := s.store(false).assetsOf(ctx, updated)
+	if err != nil {
+		return nil, err
+	}
+	return legacySiteRecord(updated, assets, false), nil
+}
+
+// releaseClaim deletes site's claim of an MPAN it has left. Best effort: the Site controller
+// releases a claim left behind once it is stale.
+func (s *Server) releaseClaim(ctx context.Context, site *flexv1.Site, mpan string) {
+	claim := household.NewClaim(site, mpan)
+	if err := s.APIReader.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+		return
+	}
+	if claim.Spec.SiteName != site.Name {
+		return
+	}
+	if err := s.Client.Delete(ctx, claim, client.Preconditions{UID: &claim.UID}); client.IgnoreNotFound(err) != nil {
+		s.Log.Error(err, "releasing an MPAN claim", "claim", claim.Name)
+	}
+}

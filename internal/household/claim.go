@@ -1,0 +1,213 @@
+package household
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/index"
+)
+
+// Who holds a meter point. An organisation's MPAN belongs to at most one Site. A Site created
+// as mpan-<MPAN> holds its MPAN by its name (the API server refuses a second object of that
+// name), at no cost. A Site that comes to hold an MPAN under another name (its MPAN changed:
+// PATCH /entities/site, or a kubectl edit) holds it through an MPANClaim named mpan-<MPAN>:
+// two claimants race for one object name, so exactly one wins.
+//
+// The two ways meet when a site is created as mpan-<MPAN> while another site claims the same
+// MPAN. Each side writes first and reads the other side after (ClaimMPAN: claim, then look for
+// sites holding the MPAN; Unclaimed: create the site, then look for a claim). The API server's
+// reads are linearisable, so at least one of the two sees the other and backs off: never both
+// go ahead. The site a creator backs off from is its own, still in flight (never evaluated,
+// never answered), and it deletes it at once.
+//
+// A claim whose site does not hold its MPAN is pending (a change on its way) for ClaimGrace,
+// and stale after it (the change died half-way, or the site moved on): anyone may then take it,
+// and the Site controller deletes it.
+
+// ClaimGrace is how long a claim whose site does not hold its MPAN is honoured: the request
+// that made it is still writing the site.
+const ClaimGrace = 2 * time.Minute
+
+// MPANTakenError says another site holds the MPAN, or is about to.
+type MPANTakenError struct {
+	MPAN string
+	// Holder is the site that holds the MPAN, or claimed it.
+	Holder string
+	// Pending: the holder claimed the MPAN a moment ago and is still changing to it.
+	Pending bool
+}
+
+func (e *MPANTakenError) Error() string {
+	if e.Pending {
+		return fmt.Sprintf("MPAN %s is being moved to site %s", e.MPAN, e.Holder)
+	}
+	return fmt.Sprintf("MPAN %s is held by site %s", e.MPAN, e.Holder)
+}
+
+// HoldsByName reports whether the site holds its MPAN by its name.
+func HoldsByName(site *flexv1.Site) bool {
+	return site.Spec.MPAN != "" && site.Name == identity.SiteNameForMPAN(site.Spec.MPAN)
+}
+
+// NewClaim is the claim of mpan for site.
+func NewClaim(site *flexv1.Site, mpan string) *flexv1.MPANClaim {
+	return &flexv1.MPANClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: site.Namespace, Name: identity.MPANClaimName(mpan)},
+		Spec:       flexv1.MPANClaimSpec{MPAN: mpan, SiteName: site.Name},
+	}
+}
+
+// ClaimStanding is what a claim is worth now.
+type ClaimStanding int
+
+const (
+	// ClaimHeld: its site holds the MPAN.
+	ClaimHeld ClaimStanding = iota
+	// ClaimPending: its site does not hold the MPAN yet, within ClaimGrace of the claim.
+	ClaimPending
+	// ClaimStale: its site is gone, or has not held the MPAN for ClaimGrace.
+	ClaimStale
+)
+
+// Standing judges claim given its site (nil when the site does not exist).
+func Standing(claim *flexv1.MPANClaim, site *flexv1.Site, now time.Time) ClaimStanding {
+	if site != nil && site.DeletionTimestamp.IsZero() && site.Spec.MPAN == claim.Spec.MPAN {
+		return ClaimHeld
+	}
+	if now.Before(claim.CreationTimestamp.Add(ClaimGrace)) {
+		return ClaimPending
+	}
+	return ClaimStale
+}
+
+// ClaimMPAN reserves mpan for site before the site's spec names it. It answers the claim when
+// this call created it (the caller deletes it if it then fails) and nil when the site claimed
+// it already. An MPANTakenError says another site holds or is taking the MPAN. fresh must read
+// from the API server, not a cache.
+func ClaimMPAN(ctx context.Context, c client.Client, fresh client.Reader, site *flexv1.Site, mpan string,
+	now time.Time) (*flexv1.MPANClaim, error) {
+	for range maxRecordAttempts {
+		claim := NewClaim(site, mpan)
+		err := c.Create(ctx, claim)
+		if err == nil {
+			if err := holderOtherThan(ctx, fresh, site, mpan); err != nil {
+				if delErr := c.Delete(ctx, claim); client.IgnoreNotFound(delErr) != nil {
+					return nil, fmt.Errorf("%w (and withdrawing the claim: %w)", err, delErr)
+				}
+				return nil, err
+			}
+			return claim, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+		existing := &flexv1.MPANClaim{}
+		if err := fresh.Get(ctx, client.ObjectKeyFromObject(claim), existing); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // withdrawn meanwhile: claim again
+			}
+			return nil, err
+		}
+		holder, err := siteOf(ctx, fresh, existing)
+		if err != nil {
+			return nil, err
+		}
+		standing := Standing(existing, holder, now)
+		switch {
+		case existing.Spec.SiteName == site.Name && standing != ClaimStale:
+			// Ours, from an attempt of this request that lost a race later on.
+			return nil, holderOtherThan(ctx, fresh, site, mpan)
+		case standing == ClaimStale:
+			// Replace it; the precondition keeps us from deleting a claim made a moment ago.
+			err := c.Delete(ctx, existing, client.Preconditions{UID: &existing.UID, ResourceVersion: &existing.ResourceVersion})
+			if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+				return nil, err
+			}
+		default:
+			return nil, &MPANTakenError{MPAN: mpan, Holder: existing.Spec.SiteName, Pending: standing == ClaimPending}
+		}
+	}
+	return nil, fmt.Errorf("claiming MPAN %s for site %s: still contended after %d attempts", mpan, site.Name, maxRecordAttempts)
+}
+
+// Unclaimed is the creator's half of the meeting: called after creating site (named
+// mpan-<MPAN>), it reports an MPANTakenError when another site claims the MPAN, and then the
+// creator must delete its site. fresh must read from the API server.
+func Unclaimed(ctx context.Context, fresh client.Reader, site *flexv1.Site, now time.Time) error {
+	claim := &flexv1.MPANClaim{}
+	err := fresh.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.MPANClaimName(site.Spec.MPAN)}, claim)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil || claim.Spec.SiteName == site.Name {
+		return err
+	}
+	holder, err := siteOf(ctx, fresh, claim)
+	if err != nil {
+		return err
+	}
+	if standing := Standing(claim, holder, now); standing != ClaimStale {
+		return &MPANTakenError{MPAN: site.Spec.MPAN, Holder: claim.Spec.SiteName, Pending: standing == ClaimPending}
+	}
+	return nil
+}
+
+// holderOtherThan reports, as an MPANTakenError, a live site other than site that holds mpan.
+func holderOtherThan(ctx context.Context, fresh client.Reader, site *flexv1.Site, mpan string) error {
+	sites := &flexv1.SiteList{}
+	if err := fresh.List(ctx, sites, client.InNamespace(site.Namespace), client.MatchingFields{index.MPAN: mpan}); err != nil {
+		return err
+	}
+	for _, other := range sites.Items {
+		if other.Name != site.Name && other.DeletionTimestamp.IsZero() {
+			return &MPANTakenError{MPAN: mpan, Holder: other.Name}
+		}
+	}
+	return nil
+}
+
+func siteOf(ctx context.Context, r client.Reader, claim *flexv1.MPANClaim) (*flexv1.Site, error) {
+	site := &flexv1.Site{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Spec.SiteName}, site)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return site, nil
+}
+
+// ReleaseClaims deletes the site's claims that it no longer needs: those of another MPAN than
+// it holds, once stale. It answers how long until the next of the others turns stale (zero:
+// none left pending), for the Site controller to look again then.
+func ReleaseClaims(ctx context.Context, c client.Client, r client.Reader, site *flexv1.Site, now time.Time) (time.Duration, error) {
+	claims := &flexv1.MPANClaimList{}
+	if err := r.List(ctx, claims, client.InNamespace(site.Namespace), client.MatchingFields{index.SiteName: site.Name}); err != nil {
+		return 0, err
+	}
+	var next time.Duration
+	for i := range claims.Items {
+		claim := &claims.Items[i]
+		switch Standing(claim, site, now) {
+		case ClaimHeld:
+		case ClaimPending:
+			if wait := claim.CreationTimestamp.Add(ClaimGrace).Sub(now); next == 0 || wait < next {
+				next = wait
+			}
+		case ClaimStale:
+			err := c.Delete(ctx, claim, client.Preconditions{UID: &claim.UID, ResourceVersion: &claim.ResourceVersion})
+			if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+				return 0, err
+			}
+		}
+	}
+	return next, nil
+}
