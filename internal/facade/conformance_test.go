@@ -28,7 +28,7 @@ type contract struct {
 }
 
 // servedContract fetches /openapi.json from the running server and compiles the schema of the
-// JSON 200 answer of each of its GET and POST operations.
+// JSON 200 answer of each of its GET, POST and PATCH operations.
 func servedContract() *contract {
 	GinkgoHelper()
 	status, body := call("GET", "/openapi.json", "", nil)
@@ -55,7 +55,7 @@ func servedContract() *contract {
 	c := &contract{schemas: map[string]*jsonschema.Schema{}, checked: map[string]int{}}
 	for path, item := range paths.Paths {
 		for method, op := range item {
-			if method != "get" && method != "post" || op.Responses["200"].Content["application/json"].Schema == nil {
+			if !slices.Contains([]string{"get", "post", "patch"}, method) || op.Responses["200"].Content["application/json"].Schema == nil {
 				continue
 			}
 			pointer := "#/paths/" + esc.Replace(path) + "/" + method + "/responses/200/content/application~1json/schema"
@@ -186,6 +186,13 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		By("checking eligibility: a site whose assets have issues, and an end user's site without assets")
 		c.call("GET", "/entities/site/"+home.id+"/eligibility", tok, nil)
 		c.call("GET", "/entities/site/"+user.id+"/eligibility", tok, nil)
+
+		By("changing a site: a field, then its MPAN")
+		Expect(c.call("PATCH", "/entities/site/"+home.id, tok, map[string]any{"email": "moved@example.com",
+			"tariff": map[string]any{"tariff_type": "dual_rate", "tariff_cheap_start_time": "00:30", "tariff_cheap_end_time": "04:30"}})).
+			To(HaveKeyWithValue("id", home.id))
+		Expect(c.call("PATCH", "/entities/site/"+home.id, tok, map[string]any{"mpan": validMPAN(7090)})).
+			To(HaveKeyWithValue("mpan", validMPAN(7090)))
 
 		Expect(c.call("POST", "/entities/site/"+legacy.id+"/meter-consent", tok,
 			map[string]any{"gave_boundary_meter_consent_at": "2026-02-01T09:00:00+01:00"})).

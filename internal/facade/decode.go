@@ -90,7 +90,7 @@ func (f *fields) lookup(obj map[string]any, loc []any, key string, required bool
 // maxLengths bounds the strings the API takes, by field name, to what the CRD schema stores
 // (a longer value would be refused by the API server: it must be a 422 here, not a 500).
 var maxLengths = map[string]int{
-	"mpan": 64, "postcode": 16, "street_address": 512, "email": 254, "user_email": 254,
+	"mpan": 64, "postcode": 16, "street_address": 512, "address": 512, "email": 254, "user_email": 254,
 	"external_id": 256, "external_user_id": 256, "serial_number": 256, "asset_model": 256,
 	"allowed_origin": 2048, "username": 128, "password": 1024, "site_id": 64,
 }
