@@ -202,6 +202,25 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		}
 	})
 
+	It("answers the site lifecycle operations as documented: check-eligibility, dispatch consent and deconsent", func() {
+		By("checking a new MPAN with and without a model, and a stored one with a model that has issues")
+		const check = "/entities/site/check-eligibility"
+		Expect(c.call("POST", check, tok, map[string]any{"mpan": validMPAN(7005), "asset_model": "zappi"})).
+			To(HaveKeyWithValue("propositions", HaveLen(3)))
+		c.call("POST", check, tok, map[string]any{"mpan": validMPAN(7005)})
+		c.call("POST", check, tok, map[string]any{"mpan": home.mpan, "asset_model": "legacy_charger"})
+
+		By("changing the dispatch consent of sites with and without meter consent, and of an end user's site")
+		Expect(c.call("POST", "/entities/site/"+home.id+"/dispatch-consent", tok,
+			map[string]any{"dispatch_methods": []any{"limited_pause", "vpp_limited_control"}})).
+			To(HaveKeyWithValue("dispatch_methods", []any{"limited_pause", "vpp_limited_control"}))
+		c.call("POST", "/entities/site/"+home.id+"/dispatch-deconsent", tok, map[string]any{"dispatch_methods": []any{"limited_pause"}})
+		Expect(c.call("POST", "/entities/site/"+legacy.id+"/dispatch-consent", tok, map[string]any{"dispatch_methods": []any{}})).
+			To(HaveKeyWithValue("dispatch_methods", []any{"cm_infrequent_dispatch", "limited_pause"}))
+		c.call("POST", "/entities/site/"+user.id+"/dispatch-deconsent", tok,
+			map[string]any{"dispatch_methods": []any{"cm_infrequent_dispatch"}})
+	})
+
 	It("answers the MPAN validation as documented", func() {
 		c.call("POST", "/validation/mpan", tok, map[string]any{"mpan": home.mpan})
 	})
