@@ -48,11 +48,13 @@ func (s *Server) deleteSite(r *http.Request, p *auth.Principal) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		// Anything that arrived after the look goes with the site; the answer waits until this
-		// replica's cache no longer holds the site (nor those), so the client reads its delete.
+		// Anything that arrived after the look goes with the site. The site is deleted whatever
+		// happens here: the Site finalizer deletes the same children, so a failure is logged,
+		// not answered. The answer waits until this replica's cache no longer holds the site
+		// (nor those), so the client reads its delete.
 		children, err := household.DeleteChildren(ctx, s.Client, s.APIReader, site)
 		if err != nil {
-			return nil, err
+			s.Log.Error(err, "deleting what arrived at a deleted site; its finalizer finishes", "site", site.Name)
 		}
 		s.awaitCache(ctx, nil, append(children, site))
 		return noContent{}, nil
@@ -185,7 +187,7 @@ func (s *Server) changeDispatch(r *http.Request, p *auth.Principal,
 		return nil, err
 	}
 	ctx := r.Context()
-	var updated *flexv1.Site
+	var out LegacySiteRecord
 	err = s.transact(ctx, func(st store, log *writeLog) error {
 		current, err := st.siteByName(ctx, site.Namespace, site.Name)
 		if err != nil {
@@ -194,19 +196,22 @@ func (s *Server) changeDispatch(r *http.Request, p *auth.Principal,
 		if current == nil || !current.DeletionTimestamp.IsZero() || current.UID != site.UID {
 			return errSiteNotFound
 		}
-		updated = current.DeepCopy()
+		// Everything the answer needs is read before the write, so a failed read never
+		// answers an error for a change that was made.
+		assets, err := st.assetsOf(ctx, current)
+		if err != nil {
+			return err
+		}
+		updated := current.DeepCopy()
 		fields := change(&updated.Spec, methods)
 		household.EnsureID(updated)
+		out = legacySiteRecord(updated, assets, false)
 		return s.write(ctx, log, updated, current, fields)
 	})
 	if err != nil {
 		return nil, err
 	}
-	assets, err := s.store(false).assetsOf(ctx, updated)
-	if err != nil {
-		return nil, err
-	}
-	return legacySiteRecord(updated, assets, false), nil
+	return out, nil
 }
 
 // dispatchMethods reads the required dispatch_methods of SiteDispatchConsentRequest: a list of
