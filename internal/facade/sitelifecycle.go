@@ -59,8 +59,7 @@ func (s *Server) deleteSite(r *http.Request, p *auth.Principal) (any, error) {
 		s.awaitCache(ctx, nil, append(children, site))
 		return noContent{}, nil
 	}
-	return nil, &apiError{status: http.StatusServiceUnavailable, detail: "Too many concurrent changes to this site; retry",
-		headers: map[string]string{"Retry-After": "1"}}
+	return nil, errTooManyChanges
 }
 
 // deleteIfEmpty looks at the site and what it holds on the API server and deletes it if it

@@ -19,7 +19,7 @@ const (
 // prospectRules are the default rules of config/rules (the three propositions, boundary
 // meters qualifying) plus a proposition variant and models for the edge cases.
 func prospectRules(mutate ...func(name flexv1.PropositionName, p *flexv1.PropositionSpec)) eligibility.Rules {
-	var props []flexv1.Proposition
+	props := make([]flexv1.Proposition, 0, len(flexv1.AllPropositions))
 	for _, name := range flexv1.AllPropositions {
 		spec := flexv1.PropositionSpec{Proposition: name, BoundaryMeterQualifies: ptr.To(true),
 			RequiresBoundaryMeterConsent: name == fasc}
