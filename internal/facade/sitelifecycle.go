@@ -30,7 +30,9 @@ import (
 // deletion wins, and the asset goes with the site, deleted here (as offboard does) and by the
 // Site finalizer (household.DeleteChildren). An asset created once the site is marked for
 // deletion is refused: the asset webhook does not admit an asset of a site being deleted, and
-// the REST API answers 404 for a site on its way out.
+// the REST API answers 404 for a site on its way out. Both read the site from a cache first,
+// so for as long as a cache lags the mark one may still be admitted; while the site waits on
+// its finalizer, the finalizer deletes it (a child's creation requeues the site).
 func (s *Server) deleteSite(r *http.Request, p *auth.Principal) (any, error) {
 	id, err := validation.ParseUUID(r.PathValue("site_id"))
 	if err != nil {
