@@ -169,6 +169,17 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 				body: jsonBody(map[string]any{"proposition": "limited_pause"})},
 			"POST /entities/site/{site_id}/meter-consent": {role: flexv1.RoleEntityWrite, scoped: true, endUser: true,
 				body: jsonBody(map[string]any{"gave_boundary_meter_consent_at": "2026-02-01T00:00:00Z"})},
+			// No caller of the matrix may delete: U's site has an asset, so even an allowed
+			// caller would meet a 400, never remove it.
+			"DELETE /entities/site/{site_id}": {role: flexv1.RoleEntityWrite, scoped: true, body: noBody},
+			// Reads the caller's own organisation only: another organisation gets its own answer,
+			// which says nothing of A's site with the same MPAN.
+			"POST /entities/site/check-eligibility": {role: flexv1.RoleEntityRead,
+				body: jsonBody(map[string]any{"mpan": "1200000000011", "asset_model": "zappi"})},
+			"POST /entities/site/{site_id}/dispatch-consent": {role: flexv1.RoleEntityWrite, scoped: true, endUser: true,
+				body: jsonBody(map[string]any{"dispatch_methods": []any{"limited_pause"}})},
+			"POST /entities/site/{site_id}/dispatch-deconsent": {role: flexv1.RoleEntityWrite, scoped: true, endUser: true,
+				body: jsonBody(map[string]any{"dispatch_methods": []any{"cm_infrequent_dispatch"}})},
 			"POST /entities/asset": {role: flexv1.RoleEntityWrite, scoped: true, body: func(matrixCaller) any {
 				return map[string]any{"external_id": unique("matrix-asset"), "type": "battery", "site_id": siteID}
 			}},

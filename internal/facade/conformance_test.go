@@ -14,6 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/identity"
@@ -207,6 +208,35 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		} {
 			Expect(c.call("POST", "/entities/site/"+site+"/"+step.action, tok, limitedPause)).To(HaveKeyWithValue("status", step.status))
 		}
+	})
+
+	It("answers the site lifecycle operations as documented: check-eligibility, dispatch consent and deconsent", func(ctx SpecContext) {
+		By("checking a new MPAN with and without a model, and a stored one with a model that has issues")
+		const check = "/entities/site/check-eligibility"
+		Expect(c.call("POST", check, tok, map[string]any{"mpan": validMPAN(7005), "asset_model": "zappi"})).
+			To(HaveKeyWithValue("propositions", HaveLen(3)))
+		c.call("POST", check, tok, map[string]any{"mpan": validMPAN(7005)})
+		c.call("POST", check, tok, map[string]any{"mpan": home.mpan, "asset_model": "legacy_charger"})
+
+		By("changing the dispatch consent of sites with and without meter consent, and of an end user's site")
+		Expect(c.call("POST", "/entities/site/"+home.id+"/dispatch-consent", tok,
+			map[string]any{"dispatch_methods": []any{"limited_pause", "vpp_limited_control"}})).
+			To(HaveKeyWithValue("dispatch_methods", []any{"limited_pause", "vpp_limited_control"}))
+		c.call("POST", "/entities/site/"+home.id+"/dispatch-deconsent", tok, map[string]any{"dispatch_methods": []any{"limited_pause"}})
+		Expect(c.call("POST", "/entities/site/"+legacy.id+"/dispatch-consent", tok, map[string]any{"dispatch_methods": []any{}})).
+			To(HaveKeyWithValue("dispatch_methods", []any{"cm_infrequent_dispatch", "limited_pause"}))
+		c.call("POST", "/entities/site/"+user.id+"/dispatch-deconsent", tok,
+			map[string]any{"dispatch_methods": []any{"cm_infrequent_dispatch"}})
+
+		// The Site controller writes the status of the changed sites: let it finish before the
+		// specs after this one update them.
+		Eventually(func(g Gomega) {
+			sites := &flexv1.SiteList{}
+			g.Expect(k8sClient.List(ctx, sites, client.InNamespace(o.Namespace))).To(Succeed())
+			for _, site := range sites.Items {
+				g.Expect(site.Status.ObservedGeneration).To(Equal(site.Generation), "site %s", site.Name)
+			}
+		}).Should(Succeed())
 	})
 
 	It("answers the MPAN validation as documented", func() {

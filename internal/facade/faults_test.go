@@ -417,6 +417,44 @@ var (
 	}}
 )
 
+// The dispatch consent cases: an enrolled household whose consent one request changes.
+var (
+	caseDispatchConsent = faultCase{name: "dispatch-consent", prepare: func(ctx context.Context, e faultEnv, i int) faultRequest {
+		mpan := faultMPAN(i)
+		siteID := faultSiteID(mustCall("POST", "/entities/site/onboard", e.tok, household(mpan)))
+		faultSettled(ctx, e.ns, mpan, faultLP)
+		return faultRequest{path: fmt.Sprintf("/entities/site/%s/dispatch-consent", siteID),
+			body:  map[string]any{"dispatch_methods": []any{"limited_pause", "vpp_limited_control"}},
+			check: faultExpectDispatch(e, mpan, "limited_pause", "vpp_limited_control")}
+	}}
+	caseDispatchDeconsent = faultCase{name: "dispatch-deconsent", prepare: func(ctx context.Context, e faultEnv, i int) faultRequest {
+		mpan := faultMPAN(i)
+		siteID := faultSiteID(mustCall("POST", "/entities/site/onboard", e.tok, household(mpan)))
+		mustCall("POST", fmt.Sprintf("/entities/site/%s/dispatch-consent", siteID), e.tok,
+			map[string]any{"dispatch_methods": []any{"limited_pause", "cm_infrequent_dispatch", "vpp_limited_control"}})
+		faultSettled(ctx, e.ns, mpan, faultLP)
+		return faultRequest{path: fmt.Sprintf("/entities/site/%s/dispatch-deconsent", siteID),
+			body:  map[string]any{"dispatch_methods": []any{"cm_infrequent_dispatch"}},
+			check: faultExpectDispatch(e, mpan, "limited_pause", "vpp_limited_control")}
+	}}
+)
+
+// faultExpectDispatch checks what a 200 of dispatch consent stored: the methods, in order, in
+// the answer and on the site.
+func faultExpectDispatch(e faultEnv, mpan string, methods ...string) func(context.Context, Gomega, map[string]any, bool) {
+	return func(ctx context.Context, g Gomega, answer map[string]any, _ bool) {
+		want := make([]any, 0, len(methods))
+		stored := make([]flexv1.DispatchMethod, 0, len(methods))
+		for _, m := range methods {
+			want, stored = append(want, m), append(stored, flexv1.DispatchMethod(m))
+		}
+		g.Expect(answer["dispatch_methods"]).To(Equal(want))
+		site := &flexv1.Site{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: identity.SiteNameForMPAN(mpan)}, site)).To(Succeed())
+		g.Expect(site.Spec.DispatchMethods).To(Equal(stored))
+	}
+}
+
 // faultProblems collects the failures of a spec that walks many fault points, so that one
 // run reports every point that broke rather than the first.
 type faultProblems struct {
@@ -476,7 +514,8 @@ func faultDiff(before, after string) []string {
 // faultEntry is a table entry of one endpoint under one fault.
 func faultEntry(c faultCase, f faultMode) TableEntry { return Entry(c.name+", "+f.String(), c, f) }
 
-var faultCases = []faultCase{caseOnboardNew, caseOnboardExisting, caseInitialiseNew, caseInitialiseExisting, caseLegacyNew, caseCreateAsset}
+var faultCases = []faultCase{caseOnboardNew, caseOnboardExisting, caseInitialiseNew, caseInitialiseExisting, caseLegacyNew, caseCreateAsset,
+	caseDispatchConsent, caseDispatchDeconsent}
 
 var _ = Describe("Reliability: injected write faults", func() {
 	var e faultEnv
@@ -631,6 +670,8 @@ var _ = Describe("Reliability: write races on the API server", func() {
 		faultEntry(caseInitialiseExisting, faultConflict),
 		faultEntry(caseEnrolOverride, faultConflict),
 		faultEntry(caseMeterConsent, faultConflict),
+		faultEntry(caseDispatchConsent, faultConflict),
+		faultEntry(caseDispatchDeconsent, faultConflict),
 		faultEntry(caseOnboardNew, faultAlreadyExists),
 		faultEntry(caseInitialiseNew, faultAlreadyExists),
 		faultEntry(caseLegacyNew, faultAlreadyExists),
@@ -704,7 +745,121 @@ var _ = Describe("Reliability: injected read faults", func() {
 		Entry(caseInitialiseNew.name, caseInitialiseNew),
 		Entry(caseLegacyNew.name, caseLegacyNew),
 		Entry(caseCreateAsset.name, caseCreateAsset),
+		Entry(caseDispatchConsent.name, caseDispatchConsent),
+		Entry(caseDispatchDeconsent.name, caseDispatchDeconsent),
 	)
+})
+
+// DELETE /entities/site/{site_id} under faults. It makes one write that matters (the site's
+// delete; any children that slipped in go after it, and the Site finalizer deletes them too),
+// so there is no partial state to leave: after a failed delete the site is as it was, or (the
+// delete applied, the answer lost) gone with everything it had, and a repeat answers 204 or 404.
+var _ = Describe("Reliability: DELETE /entities/site/{site_id} under injected faults", func() {
+	var e faultEnv
+	BeforeEach(func(ctx SpecContext) {
+		o := newOrg(ctx)
+		e = faultEnv{ns: o.Namespace, tok: o.token()}
+	})
+	path := func(id string) string { return "/entities/site/" + id }
+	// deleteOutcome checks the state after a DELETE through a faulty instance that answered a,
+	// and repeats the request through the normal facade.
+	deleteOutcome := func(ctx context.Context, g Gomega, a relAnswer, failed string, applied bool, name, id, before string) {
+		if failed == "" {
+			g.Expect(a.status).To(Equal(http.StatusNoContent), "no fault fired, so the delete succeeds: %s", a)
+		} else {
+			faultExpectErrorForm(g, a)
+			if !applied {
+				g.Expect(faultDiff(before, snapshot(ctx, e.ns))).To(BeEmpty(), "a refused delete changes nothing")
+			}
+			again := lcSend(apiServer.URL, "DELETE", path(id), e.tok, nil)
+			want := http.StatusNoContent
+			if applied {
+				want = http.StatusNotFound // the site is on its way out: to the API it is gone
+			}
+			g.Expect(again.status).To(Equal(want), "the repeated delete: %s", again)
+		}
+		faultSoon(g, func(g Gomega) []string { return relOfSite(ctx, g, e.ns, name).names() }).
+			Should(BeEmpty(), "the site and whatever it had are gone")
+	}
+
+	DescribeTable("the k-th write fails",
+		func(ctx SpecContext, fault faultMode) {
+			name, id := lcBareSite(ctx, e.tok, e.ns, faultMPAN(0))
+			counter := newFaultClient(fault, 0)
+			url, done := faultyFacade(counter, nil, faultInFlightTimeout)
+			a := lcSend(url, "DELETE", path(id), e.tok, nil)
+			done()
+			Expect(a.status).To(Equal(http.StatusNoContent), "%s", a)
+			lcGone(ctx, e.ns, name)
+			reference, _ := counter.state()
+			Expect(reference).To(Equal([]string{"Delete Site/" + name}))
+
+			problems := &faultProblems{}
+			fired := 0
+			for k := 1; k <= len(reference)+1; k++ {
+				problems.at = fmt.Sprintf("k=%d", k)
+				g := problems.gomega()
+				name, id := lcBareSite(ctx, e.tok, e.ns, faultMPAN(k))
+				before := snapshot(ctx, e.ns)
+				fc := newFaultClient(fault, k)
+				url, done := faultyFacade(fc, nil, faultInFlightTimeout)
+				a := lcSend(url, "DELETE", path(id), e.tok, nil)
+				done()
+				writes, failed := fc.state()
+				problems.at = fmt.Sprintf("k=%d (failed: %q; writes: %v)", k, failed, writes)
+				if failed != "" {
+					fired++
+				}
+				deleteOutcome(ctx, g, a, failed, failed != "" && fault == faultTimeoutApplied, name, id, before)
+			}
+			GinkgoWriter.Printf("FIGURES delete-site write-fault %q: writes %v; %d k values, %d faults injected, %d problems\n",
+				fault, reference, len(reference)+1, fired, len(problems.list))
+			Expect(problems.list).To(BeEmpty())
+		},
+		Entry(faultServerError.String(), faultServerError),
+		Entry(faultTimeout.String(), faultTimeout),
+		Entry(faultTimeoutApplied.String(), faultTimeoutApplied),
+	)
+
+	It("the k-th read times out: before the delete, an error and nothing changed; after it, 204", func(ctx SpecContext) {
+		name, id := lcBareSite(ctx, e.tok, e.ns, faultMPAN(0))
+		counter := newFaultClient(faultServerError, 0)
+		reads := &faultReads{writes: counter}
+		url, done := faultyFacade(counter, reads, faultInFlightTimeout)
+		a := lcSend(url, "DELETE", path(id), e.tok, nil)
+		done()
+		Expect(a.status).To(Equal(http.StatusNoContent), "%s", a)
+		lcGone(ctx, e.ns, name)
+		total, _, _ := reads.state()
+		GinkgoWriter.Printf("reference reads: %v\n", reads.reads)
+
+		problems := &faultProblems{}
+		errorsAnswered, okAfterWrite := 0, 0
+		for k := 1; k <= total; k++ {
+			problems.at = fmt.Sprintf("k=%d", k)
+			g := problems.gomega()
+			name, id := lcBareSite(ctx, e.tok, e.ns, faultMPAN(k))
+			before := snapshot(ctx, e.ns)
+			fc := newFaultClient(faultServerError, 0)
+			reads := &faultReads{failAt: k, writes: fc}
+			url, done := faultyFacade(fc, reads, faultInFlightTimeout)
+			a := lcSend(url, "DELETE", path(id), e.tok, nil)
+			done()
+			_, failed, writesAtFire := reads.state()
+			problems.at = fmt.Sprintf("k=%d (failed read %q after %d writes)", k, failed, writesAtFire)
+			switch {
+			case failed != "" && writesAtFire == 0:
+				errorsAnswered++
+				deleteOutcome(ctx, g, a, failed, false, name, id, before)
+			default: // no read failed, or one after the delete: the site is deleted, and says so
+				okAfterWrite++
+				deleteOutcome(ctx, g, a, "", true, name, id, before)
+			}
+		}
+		GinkgoWriter.Printf("FIGURES delete-site read-fault: %d reads in a successful delete; %d error answers, %d 204s "+
+			"(read after the delete), %d problems\n", total, errorsAnswered, okAfterWrite, len(problems.list))
+		Expect(problems.list).To(BeEmpty())
+	})
 })
 
 var _ = Describe("Reliability: crash mid-onboard", func() {

@@ -725,6 +725,7 @@ func FuzzPathIDs(f *testing.F) {
 			{"transactions", "site_id", s.transactions},
 			{"reward info", "site_id", s.rewardInfo},
 			{"get asset", "asset_id", s.getAsset},
+			{"delete site", "site_id", s.deleteSite},
 		} {
 			r := httptest.NewRequest(http.MethodGet, "/", nil)
 			r.SetPathValue(rt.param, raw)
@@ -830,6 +831,168 @@ func FuzzSiteActionBodies(f *testing.F) {
 			t.Fatalf("reached the store with a body its field readers refuse: %v", err)
 		}
 	})
+}
+
+// FuzzCheckEligibilityBody fuzzes POST /entities/site/check-eligibility: the handler and the
+// field readers agree, and a body it accepts names a valid, normalised MPAN (13 digits, check
+// digit) and a model name the CRD could store.
+func FuzzCheckEligibilityBody(f *testing.F) {
+	for _, seed := range []string{
+		`{"mpan":"1200000000011"}`,
+		`{"mpan":"1200000000011","asset_model":"zappi"}`,
+		`{"mpan":" 12 0000 0000 011 ","asset_model":""}`,
+		`{"mpan":"1200000000011","asset_model":null}`,
+		`{"mpan":"1234567890123","asset_model":"zappi"}`,
+		`{"mpan":"120000000001１"}`,
+		`{"mpan":"12000000000110"}`,
+		`{"mpan":1200000000011}`,
+		`{"mpan":"1200000000011","asset_model":["zappi"]}`,
+		`{"mpan":"1200000000011","asset_model":"` + strings.Repeat("m", 257) + `"}`,
+		`{"asset_model":"zappi"}`,
+		`{"mpan":null}`, `{"mpan":""}`, `{}`, `[]`, `null`, `{"mpan":"1200000000011"} {}`, `{`,
+	} {
+		f.Add([]byte(seed))
+	}
+	s := fuzzServer()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, herr := s.checkEligibility(jsonRequest(data), fuzzPrincipal)
+		got := checkAnswer(t, s, herr, "body")
+		body, err := decodeJSON(jsonRequest(data))
+		if err != nil {
+			checkAnswer(t, s, err, "body")
+			sameAnswer(t, got, err)
+			return
+		}
+		fl := &fields{}
+		rawMPAN, mpanOK := fl.str(body, []any{"body"}, "mpan", true)
+		var mpan string
+		if mpanOK {
+			norm, err := validation.NormaliseMPAN(rawMPAN)
+			if err != nil {
+				fl.addValidation(err, []any{"body", "mpan"})
+			}
+			mpan = norm
+		}
+		model, _ := fl.str(body, []any{"body"}, "asset_model", false)
+		if err := fl.err(); err != nil {
+			checkAnswer(t, s, err, "body")
+			sameAnswer(t, got, err)
+			return
+		}
+		sameAnswer(t, got, nil)
+		if !mpanPattern.MatchString(mpan) || validation.MPANCheckDigit(mpan[:12]) != int(mpan[12]-'0') {
+			t.Fatalf("mpan %q accepted as %q", rawMPAN, mpan)
+		}
+		maxRunes(t, "body.asset_model", model, 256)
+	})
+}
+
+// FuzzDispatchConsentBody fuzzes the body of dispatch-consent and dispatch-deconsent (which
+// of the two: the first input): the handler and dispatchMethods agree; a 422 item points at the
+// list, or at an item that is not a dispatch method or repeats an earlier one; what is accepted
+// is a list of distinct dispatch methods, and consenting to it (or deconsenting from it) gives
+// a list the CRD stores (an enum, a set, at most 8), which the same call again leaves alone.
+func FuzzDispatchConsentBody(f *testing.F) {
+	for _, seed := range []struct {
+		deconsent bool
+		body      string
+	}{
+		{false, `{"dispatch_methods":["limited_pause","cm_infrequent_dispatch"]}`},
+		{true, `{"dispatch_methods":["vpp_limited_control"]}`},
+		{false, `{"dispatch_methods":[]}`},
+		{false, `{"dispatch_methods":["limited_pause","limited_pause"]}`},
+		{true, `{"dispatch_methods":["full_asset_schedule_control","x","full_asset_schedule_control",null,3,["limited_pause"]]}`},
+		{false, `{"dispatch_methods":"limited_pause"}`},
+		{false, `{"dispatch_methods":null}`},
+		{true, `{"dispatch_method":["limited_pause"]}`},
+		{false, `{"dispatch_methods":["LIMITED_PAUSE"," limited_pause"]}`},
+		{false, `{"dispatch_methods":[` + strings.Repeat(`"limited_pause",`, 50) + `"limited_pause"]}`},
+		{true, `[]`}, {true, `{`}, {false, `{"dispatch_methods":[]} []`},
+	} {
+		f.Add(seed.deconsent, []byte(seed.body))
+	}
+	s := fuzzServer()
+	f.Fuzz(func(t *testing.T, deconsent bool, data []byte) {
+		handler, change := s.dispatchConsent, household.ConsentDispatch
+		if deconsent {
+			handler, change = s.dispatchDeconsent, household.DeconsentDispatch
+		}
+		r := jsonRequest(data)
+		r.SetPathValue("site_id", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e")
+		_, herr := handler(r, fuzzPrincipal)
+		got := checkAnswer(t, s, herr, "body")
+		body, err := decodeJSON(jsonRequest(data))
+		if err != nil {
+			checkAnswer(t, s, err, "body")
+			sameAnswer(t, got, err)
+			return
+		}
+		fl := &fields{}
+		methods := dispatchMethods(fl, body, []any{"body"})
+		if err := fl.err(); err != nil {
+			checkAnswer(t, s, err, "body")
+			sameAnswer(t, got, err)
+			checkDispatchItems(t, body, fl.items)
+			return
+		}
+		sameAnswer(t, got, nil)
+		seen := map[flexv1.DispatchMethod]bool{}
+		for _, m := range methods {
+			if !slices.Contains(allDispatchMethods, m) || seen[m] {
+				t.Fatalf("dispatch methods %v accepted", methods)
+			}
+			seen[m] = true
+		}
+		// On every stored set of methods (subsets of the four, in a fixed order), the change
+		// gives a storable list and is a fixed point.
+		for mask := range 1 << len(allDispatchMethods) {
+			spec := flexv1.SiteSpec{}
+			for i, m := range allDispatchMethods {
+				if mask&(1<<i) != 0 {
+					spec.DispatchMethods = append(spec.DispatchMethods, m)
+				}
+			}
+			change(&spec, methods)
+			if len(spec.DispatchMethods) > 8 {
+				t.Fatalf("%d dispatch methods stored", len(spec.DispatchMethods))
+			}
+			stored := map[flexv1.DispatchMethod]bool{}
+			for _, m := range spec.DispatchMethods {
+				if !slices.Contains(allDispatchMethods, m) || stored[m] {
+					t.Fatalf("stored dispatch methods %v: not a set of the enum", spec.DispatchMethods)
+				}
+				stored[m] = true
+			}
+			if again := change(spec.DeepCopy(), methods); again != nil {
+				t.Fatalf("the same change again changes %v", again)
+			}
+		}
+	})
+}
+
+// checkDispatchItems checks the 422 items of a dispatch consent body: each names the list, or
+// one of its items that is not a dispatch method or repeats an earlier one.
+func checkDispatchItems(t *testing.T, body map[string]any, items []ValidationItem) {
+	t.Helper()
+	list, _ := body["dispatch_methods"].([]any)
+	for _, it := range items {
+		if len(it.Loc) < 2 || it.Loc[1] != "dispatch_methods" {
+			t.Fatalf("item %+v names a field the body does not take", it)
+		}
+		if len(it.Loc) == 2 {
+			continue
+		}
+		i, ok := it.Loc[2].(int)
+		if len(it.Loc) != 3 || !ok || i < 0 || i >= len(list) {
+			t.Fatalf("item %+v names no item of %v", it, list)
+		}
+		m, isStr := list[i].(string)
+		valid := isStr && slices.Contains(allDispatchMethods, flexv1.DispatchMethod(m))
+		repeated := valid && slices.IndexFunc(list[:i], func(v any) bool { return v == list[i] }) >= 0
+		if valid && !repeated {
+			t.Fatalf("item %+v refuses the valid, first %q", it, m)
+		}
+	}
 }
 
 // FuzzSiteUpdateBody fuzzes PATCH /entities/site/{site_id}: every body is a 4xx in the

@@ -128,6 +128,13 @@ func (s *Server) routeTable() []struct {
 		{Route{"POST", "/entities/site/{site_id}/enrol"}, orgOrUser(s.enrol, write)},
 		{Route{"POST", "/entities/site/{site_id}/unenrol"}, orgOrUser(s.unenrol, write)},
 		{Route{"POST", "/entities/site/{site_id}/meter-consent"}, orgOrUser(s.meterConsent, write)},
+		// The site lifecycle (sitelifecycle.go). check-eligibility stores nothing: entity_read.
+		// Its literal path is more specific than /entities/site/{site_id}, so the mux never
+		// confuses the two.
+		{Route{"DELETE", "/entities/site/{site_id}"}, org(s.deleteSite, write)},
+		{Route{"POST", "/entities/site/check-eligibility"}, org(s.checkEligibility, read)},
+		{Route{"POST", "/entities/site/{site_id}/dispatch-consent"}, orgOrUser(s.dispatchConsent, write)},
+		{Route{"POST", "/entities/site/{site_id}/dispatch-deconsent"}, orgOrUser(s.dispatchDeconsent, write)},
 		{Route{"POST", "/entities/asset"}, org(s.createAsset, write)},
 		{Route{"GET", "/entities/asset/{asset_id}"}, org(s.getAsset, read)},
 		{Route{"GET", "/entities/asset/external-id/{external_id}"}, org(s.getAssetByExternalID, read)},

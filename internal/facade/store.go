@@ -91,6 +91,14 @@ func (st store) enrolmentsOf(ctx context.Context, site *flexv1.Site) ([]flexv1.E
 	return list.Items, nil
 }
 
+func (st store) ledgersOf(ctx context.Context, site *flexv1.Site) ([]flexv1.RewardLedger, error) {
+	list := &flexv1.RewardLedgerList{}
+	if err := st.r.List(ctx, list, client.InNamespace(site.Namespace), client.MatchingFields{index.SiteName: site.Name}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
 // liveSite and liveAsset return the first object of a list that is not being deleted: to
 // the API an object on its way out is gone.
 func liveSite(ctx context.Context, r client.Reader, opts ...client.ListOption) (*flexv1.Site, error) {

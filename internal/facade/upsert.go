@@ -453,9 +453,12 @@ func (s *Server) transact(ctx context.Context, attempt func(st store, log *write
 		fresh = true
 		time.Sleep(time.Duration(i*i) * 10 * time.Millisecond)
 	}
-	return &apiError{status: http.StatusServiceUnavailable, detail: "Too many concurrent changes to this site; retry",
-		headers: map[string]string{"Retry-After": "1"}}
+	return errTooManyChanges
 }
+
+// errTooManyChanges answers a request that kept losing races for maxAttempts attempts.
+var errTooManyChanges = &apiError{status: http.StatusServiceUnavailable, detail: "Too many concurrent changes to this site; retry",
+	headers: map[string]string{"Retry-After": "1"}}
 
 // duplicateExternalIDs reports assets of one request that share an external id.
 func duplicateExternalIDs(f *fields, assets []assetInput) {
