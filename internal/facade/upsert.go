@@ -224,6 +224,22 @@ func mayHaveApplied(err error) bool {
 	return true
 }
 
+// refused answers a write the API server judged Invalid (its admission webhooks or schema)
+// as a 409 with the server's reason: the facade checks every field before it writes, so such
+// a refusal is the request meeting the stored state (a site being deleted, an MPAN another
+// site claims, seen by admission a moment before this request's reads), not a server failure.
+func refused(err error) error {
+	if !apierrors.IsInvalid(err) {
+		return err
+	}
+	var status apierrors.APIStatus
+	msg := err.Error()
+	if errors.As(err, &status) {
+		msg = status.Status().Message
+	}
+	return fail(http.StatusConflict, "The change was refused: %s", msg)
+}
+
 // create writes a new object; losing a race to create it is errRetry.
 func (s *Server) create(ctx context.Context, log *writeLog, obj client.Object) error {
 	if err := s.Client.Create(ctx, obj); err != nil {
@@ -233,7 +249,7 @@ func (s *Server) create(ctx context.Context, log *writeLog, obj client.Object) e
 		if mayHaveApplied(err) {
 			log.created = append(log.created, obj)
 		}
-		return err
+		return refused(err)
 	}
 	log.created = append(log.created, obj)
 	log.createdKeys[key(obj)] = true
@@ -250,7 +266,7 @@ func (s *Server) update(ctx context.Context, log *writeLog, obj, before client.O
 		if mayHaveApplied(err) {
 			log.updated = append(log.updated, before)
 		}
-		return err
+		return refused(err)
 	}
 	log.updated = append(log.updated, before)
 	log.written = append(log.written, obj)

@@ -186,7 +186,8 @@ func siteOf(ctx context.Context, r client.Reader, claim *flexv1.MPANClaim) (*fle
 }
 
 // ReleaseClaims deletes the site's claims that it no longer needs: those of another MPAN than
-// it holds, once stale. It answers how long until the next of the others turns stale (zero:
+// it holds, once stale, and the claim of the MPAN its name holds (it went back to it: the
+// name, and the site now stored with the MPAN, keep anyone else from it). It answers how long until the next of the others turns stale (zero:
 // none left pending), for the Site controller to look again then.
 func ReleaseClaims(ctx context.Context, c client.Client, r client.Reader, site *flexv1.Site, now time.Time) (time.Duration, error) {
 	claims := &flexv1.MPANClaimList{}
@@ -198,6 +199,13 @@ func ReleaseClaims(ctx context.Context, c client.Client, r client.Reader, site *
 		claim := &claims.Items[i]
 		switch Standing(claim, site, now) {
 		case ClaimHeld:
+			if !HoldsByName(site) {
+				continue
+			}
+			err := c.Delete(ctx, claim, client.Preconditions{UID: &claim.UID, ResourceVersion: &claim.ResourceVersion})
+			if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+				return 0, err
+			}
 		case ClaimPending:
 			if wait := claim.CreationTimestamp.Add(ClaimGrace).Sub(now); next == 0 || wait < next {
 				next = wait

@@ -164,6 +164,13 @@ func mustKubectl(ctx context.Context, args ...string) string {
 	return r.Stdout
 }
 
+// mustKubectlIn runs kubectl with stdin, which must succeed, and returns its stdout.
+func mustKubectlIn(ctx context.Context, stdin string, args ...string) string {
+	r := kubectlIn(ctx, stdin, args...)
+	ExpectWithOffset(1, r.Err).NotTo(HaveOccurred(), "%s", r)
+	return r.Stdout
+}
+
 // newNamespace creates a fresh organisation namespace with kubectl and returns its name.
 func newNamespace(ctx context.Context, prefix string) string {
 	name := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000_000)
