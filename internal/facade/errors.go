@@ -41,6 +41,9 @@ func field(msg, typ string, loc ...any) ValidationItem {
 	return ValidationItem{Loc: loc, Msg: msg, Type: typ}
 }
 
+// headerRetryAfter tells a client when to try again (a rate limit, a change still under way).
+const headerRetryAfter = "Retry-After"
+
 var errSiteNotFound = fail(http.StatusNotFound, "Site not found or not authorized")
 
 // assetConflict is the 409 object form: the asset's external id is registered to another site.

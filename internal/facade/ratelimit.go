@@ -116,7 +116,7 @@ func (k *keyedLimiter) retryAfter() string {
 
 func tooManyRequests(retryAfter string) error {
 	return &apiError{status: http.StatusTooManyRequests, detail: "Too many requests; retry later",
-		headers: map[string]string{"Retry-After": retryAfter}}
+		headers: map[string]string{headerRetryAfter: retryAfter}}
 }
 
 // clientAddress is the caller's IP. X-Forwarded-For is not trusted: anyone can send it.

@@ -90,6 +90,9 @@ func NewServer(cfg Config) *Server {
 // the (test-settable) Now: the Site controller compares it with the wall clock.
 func (s *Server) inFlightDeadline() time.Time { return time.Now().Add(s.InFlightTimeout) }
 
+// siteRoute is one site's path: read, changed and deleted there.
+const siteRoute = "/entities/site/{site_id}"
+
 // Route is one (method, path template) the facade serves.
 type Route struct{ Method, Path string }
 
@@ -121,8 +124,8 @@ func (s *Server) routeTable() []struct {
 		{Route{"POST", "/entities/site/initialise"}, org(s.initialise, write)},
 		{Route{"POST", "/entities/site/onboard-site-and-asset"}, org(s.legacyOnboard, write)},
 		{Route{"GET", "/entities/site"}, org(s.listSites, read)},
-		{Route{"GET", "/entities/site/{site_id}"}, orgOrUser(s.getSite, read)},
-		{Route{"PATCH", "/entities/site/{site_id}"}, orgOrUser(s.patchSite, write)},
+		{Route{"GET", siteRoute}, orgOrUser(s.getSite, read)},
+		{Route{"PATCH", siteRoute}, orgOrUser(s.patchSite, write)},
 		{Route{"POST", "/entities/site/{site_id}/offboard-site-and-assets"}, org(s.offboard, write)},
 		{Route{"GET", "/entities/site/{site_id}/eligibility"}, orgOrUser(s.eligibility, read)},
 		{Route{"POST", "/entities/site/{site_id}/enrol"}, orgOrUser(s.enrol, write)},
@@ -131,7 +134,7 @@ func (s *Server) routeTable() []struct {
 		// The site lifecycle (sitelifecycle.go). check-eligibility stores nothing: entity_read.
 		// Its literal path is more specific than /entities/site/{site_id}, so the mux never
 		// confuses the two.
-		{Route{"DELETE", "/entities/site/{site_id}"}, org(s.deleteSite, write)},
+		{Route{"DELETE", siteRoute}, org(s.deleteSite, write)},
 		{Route{"POST", "/entities/site/check-eligibility"}, org(s.checkEligibility, read)},
 		{Route{"POST", "/entities/site/{site_id}/dispatch-consent"}, orgOrUser(s.dispatchConsent, write)},
 		{Route{"POST", "/entities/site/{site_id}/dispatch-deconsent"}, orgOrUser(s.dispatchDeconsent, write)},

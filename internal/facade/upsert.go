@@ -380,7 +380,7 @@ func mpanTaken(err error) error {
 	if taken.Pending {
 		return &apiError{status: http.StatusConflict, detail: fmt.Sprintf(
 			"MPAN %s is being moved to another site of this organisation; retry", taken.MPAN),
-			headers: map[string]string{"Retry-After": "1"}}
+			headers: map[string]string{headerRetryAfter: "1"}}
 	}
 	return fail(http.StatusConflict, "MPAN %s belongs to another site of this organisation", taken.MPAN)
 }
@@ -474,7 +474,7 @@ func (s *Server) transact(ctx context.Context, attempt func(st store, log *write
 
 // errTooManyChanges answers a request that kept losing races for maxAttempts attempts.
 var errTooManyChanges = &apiError{status: http.StatusServiceUnavailable, detail: "Too many concurrent changes to this site; retry",
-	headers: map[string]string{"Retry-After": "1"}}
+	headers: map[string]string{headerRetryAfter: "1"}}
 
 // duplicateExternalIDs reports assets of one request that share an external id.
 func duplicateExternalIDs(f *fields, assets []assetInput) {

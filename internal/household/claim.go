@@ -187,8 +187,9 @@ func siteOf(ctx context.Context, r client.Reader, claim *flexv1.MPANClaim) (*fle
 
 // ReleaseClaims deletes the site's claims that it no longer needs: those of another MPAN than
 // it holds, once stale, and the claim of the MPAN its name holds (it went back to it: the
-// name, and the site now stored with the MPAN, keep anyone else from it). It answers how long until the next of the others turns stale (zero:
-// none left pending), for the Site controller to look again then.
+// name, and the site now stored with the MPAN, keep anyone else from it). It answers how
+// long until the next of the others turns stale (zero: none left pending), for the Site
+// controller to look again then.
 func ReleaseClaims(ctx context.Context, c client.Client, r client.Reader, site *flexv1.Site, now time.Time) (time.Duration, error) {
 	claims := &flexv1.MPANClaimList{}
 	if err := r.List(ctx, claims, client.InNamespace(site.Namespace), client.MatchingFields{index.SiteName: site.Name}); err != nil {

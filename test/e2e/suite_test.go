@@ -164,11 +164,10 @@ func mustKubectl(ctx context.Context, args ...string) string {
 	return r.Stdout
 }
 
-// mustKubectlIn runs kubectl with stdin, which must succeed, and returns its stdout.
-func mustKubectlIn(ctx context.Context, stdin string, args ...string) string {
+// mustKubectlIn runs kubectl with stdin, which must succeed.
+func mustKubectlIn(ctx context.Context, stdin string, args ...string) {
 	r := kubectlIn(ctx, stdin, args...)
 	ExpectWithOffset(1, r.Err).NotTo(HaveOccurred(), "%s", r)
-	return r.Stdout
 }
 
 // newNamespace creates a fresh organisation namespace with kubectl and returns its name.

@@ -29,6 +29,7 @@ var wantRoutes = []Route{
 	{"POST", "/entities/site/{site_id}/unenrol"},
 	{"POST", "/entities/site/{site_id}/meter-consent"},
 	{"DELETE", "/entities/site/{site_id}"},
+	{"PATCH", "/entities/site/{site_id}"},
 	{"POST", "/entities/site/check-eligibility"},
 	{"POST", "/entities/site/{site_id}/dispatch-consent"},
 	{"POST", "/entities/site/{site_id}/dispatch-deconsent"},
