@@ -36,6 +36,10 @@ help: ## Show this help.
 manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook configurations from the API types and markers.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
 
+.PHONY: chart
+chart: manifests ## Copy the CRDs, RBAC, webhook and default rules of config/ into charts/flexsite.
+	hack/sync-chart.sh
+
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
@@ -56,6 +60,14 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint, then the Kube API Linter on the API
 .PHONY: lint-api
 lint-api: $(GOLANGCI_LINT_KAL) ## Run the Kube API Linter (KAL) on api/ (.golangci-kal.yml).
 	$(GOLANGCI_LINT_KAL) run --config .golangci-kal.yml ./api/...
+
+.PHONY: helm-lint
+helm-lint: ## helm lint and helm template charts/flexsite, with default values and with each charts/flexsite/ci/*-values.yaml.
+	@helm="$$(hack/ensure-helm.sh)" && set -e && for values in "" charts/flexsite/ci/*-values.yaml; do \
+	  echo "--- charts/flexsite $${values:-(default values)}"; \
+	  "$$helm" lint --strict charts/flexsite $${values:+-f "$$values"}; \
+	  "$$helm" template flexsite charts/flexsite --namespace flexsite-system $${values:+-f "$$values"} >/dev/null; \
+	done
 
 .PHONY: k8s-binaries
 k8s-binaries: ## Build (or reuse) etcd, kube-apiserver and kubectl; print their directory.
