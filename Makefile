@@ -37,7 +37,7 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook configurations f
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
 
 .PHONY: chart
-chart: manifests ## Copy the CRDs, RBAC, webhook and default rules of config/ into charts/flexsite.
+chart: manifests ## Copy the CRDs, RBAC, webhook and default rules of config/ into charts/flexsite; render config/argocd.
 	hack/sync-chart.sh
 
 .PHONY: generate
