@@ -6,6 +6,8 @@ K8S_VERSION  ?= 1.37.1
 ETCD_VERSION ?= 3.7.3
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION    ?= v2.15.0
+# kustomize renders the installer (v5.8.3 needs Go 1.27).
+KUSTOMIZE_VERSION        ?= v5.8.2
 
 export GOTOOLCHAIN := local
 export GOWORK := off
@@ -13,13 +15,12 @@ export GOWORK := off
 LOCALBIN       := $(CURDIR)/bin
 CONTROLLER_GEN := $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT  := $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+KUSTOMIZE      := $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 # golangci-lint with the Kube API Linter (sigs.k8s.io/kube-api-linter) compiled in, built from
 # hack/tools/kal, whose go.mod pins both (KAL has no releases: a pseudo-version).
 KAL_VERSION       := $(shell sed -n 's/^[[:space:]]*sigs.k8s.io\/kube-api-linter //p' hack/tools/kal/go.mod)
 GOLANGCI_LINT_KAL := $(LOCALBIN)/golangci-lint-kal-$(GOLANGCI_LINT_VERSION)-$(KAL_VERSION)
 K8S_ASSETS      = $(shell K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/ensure-k8s-binaries.sh)
-# The project's own kubectl, matching the API server version.
-KUBECTL         = $(K8S_ASSETS)/kubectl
 IMG            ?= flexsite-manager:latest
 
 .DEFAULT_GOAL := help
@@ -97,10 +98,10 @@ run: build ## Run an embedded control plane, the operator and the REST API (Ctrl
 	exec bin/manager --embedded --embedded-bin-dir "$$assets" $(RUN_ARGS)
 
 .PHONY: build-installer
-build-installer: manifests ## Render everything a cluster needs into dist/install.yaml (IMG=... sets the image).
+build-installer: manifests $(KUSTOMIZE) ## Render everything a cluster needs into dist/install.yaml (IMG=... sets the image). Needs only Go.
 	mkdir -p dist
-	{ $(KUBECTL) kustomize config/default | sed 's#image: flexsite-manager:latest#image: $(IMG)#'; \
-	  echo "---"; $(KUBECTL) kustomize config/rules; } > dist/install.yaml
+	{ $(KUSTOMIZE) build config/default | sed 's#image: flexsite-manager:latest#image: $(IMG)#'; \
+	  echo "---"; $(KUSTOMIZE) build config/rules; } > dist/install.yaml
 	@echo "wrote dist/install.yaml ($$(grep -c '^kind:' dist/install.yaml) objects)"
 
 .PHONY: docker-build
@@ -116,6 +117,10 @@ run-clean: ## Forget the embedded control plane's data (bin/embedded).
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
 	mv $(LOCALBIN)/controller-gen $@
+
+$(KUSTOMIZE):
+	GOBIN=$(LOCALBIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	mv $(LOCALBIN)/kustomize $@
 
 $(GOLANGCI_LINT):
 	GOBIN=$(LOCALBIN) GOFLAGS= go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
