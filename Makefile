@@ -8,6 +8,7 @@ CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION    ?= v2.15.0
 # kustomize renders the installer (v5.8.3 needs Go 1.27).
 KUSTOMIZE_VERSION        ?= v5.8.2
+GOVULNCHECK_VERSION      ?= v1.9.0
 
 export GOTOOLCHAIN := local
 export GOWORK := off
@@ -69,6 +70,10 @@ helm-lint: ## helm lint and helm template charts/flexsite, with default values a
 	  "$$helm" lint --strict charts/flexsite $${values:+-f "$$values"}; \
 	  "$$helm" template flexsite charts/flexsite --namespace flexsite-system $${values:+-f "$$values"} >/dev/null; \
 	done
+
+.PHONY: vulncheck
+vulncheck: ## govulncheck ./...: fail on known vulnerabilities the code reaches (database: $$GOVULNDB, default vuln.go.dev).
+	GOVULNCHECK_VERSION=$(GOVULNCHECK_VERSION) hack/vulncheck.sh
 
 .PHONY: k8s-binaries
 k8s-binaries: ## Build (or reuse) etcd, kube-apiserver and kubectl; print their directory.
