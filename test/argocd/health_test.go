@@ -167,7 +167,8 @@ func healthNow(ctx context.Context, obj client.Object) func(Gomega) verdict {
 }
 
 func haveHealth(st string, message ...string) OmegaMatcher {
-	m := []OmegaMatcher{HaveField("Status", st)}
+	m := make([]OmegaMatcher, 0, 1+len(message))
+	m = append(m, HaveField("Status", st))
 	for _, s := range message {
 		m = append(m, HaveField("Message", ContainSubstring(s)))
 	}

@@ -117,7 +117,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 // render runs helm template on the chart with the given values files (relative to the chart).
 func render(ctx context.Context, valuesFiles ...string) []*unstructured.Unstructured {
-	args := []string{"template", release, chartDir, "--namespace", namespace}
+	args := make([]string, 0, 5+2*len(valuesFiles))
+	args = append(args, "template", release, chartDir, "--namespace", namespace)
 	for _, v := range valuesFiles {
 		args = append(args, "--values", filepath.Join(chartDir, v))
 	}
@@ -303,7 +304,7 @@ var _ = Describe("charts/flexsite", func() {
 		for k, v := range selector {
 			Expect(metricsSvc.Labels).To(HaveKeyWithValue(k, v))
 		}
-		Expect(service(release + "-api").Labels).NotTo(HaveKeyWithValue("app.kubernetes.io/component", "metrics"),
+		Expect(service(release+"-api").Labels).NotTo(HaveKeyWithValue("app.kubernetes.io/component", "metrics"),
 			"the ServiceMonitor must select the metrics Service only")
 		endpoints, _, _ := unstructured.NestedSlice(monitor.Object, "spec", "endpoints")
 		Expect(endpoints).To(ConsistOf(HaveKeyWithValue("port", "metrics")))
