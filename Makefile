@@ -72,7 +72,7 @@ helm-lint: ## helm lint and helm template charts/flexsite, with default values a
 	done
 
 .PHONY: vulncheck
-vulncheck: ## govulncheck ./...: fail on known vulnerabilities the code reaches (database: $$GOVULNDB, default vuln.go.dev).
+vulncheck: ## govulncheck ./...: fail on known vulnerabilities the code reaches (database: GOVULNDB, default vuln.go.dev).
 	GOVULNCHECK_VERSION=$(GOVULNCHECK_VERSION) hack/vulncheck.sh
 
 .PHONY: k8s-binaries
