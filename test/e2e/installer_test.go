@@ -32,7 +32,8 @@ type manifestDoc struct {
 	Name string
 }
 
-// renderInstaller renders the installer as `make build-installer` does.
+// renderInstaller renders the installer as `make build-installer` does (with the kustomize
+// built into kubectl rather than the kustomize binary: the same renderer).
 func renderInstaller(ctx context.Context) string {
 	root := testenv.RepoRoot()
 	def := mustKubectl(ctx, "kustomize", filepath.Join(root, "config", "default"))
