@@ -54,6 +54,7 @@ type options struct {
 	webhookHost, webhookCertDir     string
 	webhookPort                     int
 	pprofAddr                       string
+	pprofAllowRemote                bool
 	installRules                    bool
 	tokenKeysSecret                 string
 	rewards                         facade.RewardPolicy
@@ -83,7 +84,10 @@ func main() {
 	flag.StringVar(&o.webhookHost, "webhook-host", "", "Address the admission webhook server binds to (default: all).")
 	flag.StringVar(&o.webhookCertDir, "webhook-cert-dir", "",
 		"Directory of the webhook server's tls.crt and tls.key (default /tmp/k8s-webhook-server/serving-certs, e.g. from cert-manager).")
-	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (e.g. 127.0.0.1:6060); empty disables them.")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "",
+		"Address of the pprof endpoints, on the loopback interface (e.g. 127.0.0.1:6060); empty disables them.")
+	flag.BoolVar(&o.pprofAllowRemote, "pprof-allow-remote", false,
+		"Let --pprof-bind-address listen beyond the loopback interface. pprof has no authentication: put it behind some.")
 	flag.StringVar(&o.kubeconfigOut, "embedded-kubeconfig", "bin/embedded/kubeconfig",
 		"With --embedded: where to write the admin kubeconfig for kubectl.")
 	flag.BoolVar(&o.installRules, "install-default-rules", false,
@@ -113,6 +117,9 @@ func main() {
 
 func run(ctx context.Context, o options) error {
 	log := ctrl.Log.WithName("setup")
+	if err := checkPprofAddr(o.pprofAddr, o.pprofAllowRemote); err != nil {
+		return err
+	}
 	var cfg *rest.Config
 	webhookOpts := webhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir}
 	if o.embedded {
