@@ -14,6 +14,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/tenancy"
 )
 
 // defaultPasswordHashKey is the Secret key of the hash when the APIClient leaves it empty
@@ -49,18 +50,18 @@ func (a *Authenticator) Login(ctx context.Context, username, password string) (*
 	if err := a.cache.List(ctx, &clients, client.MatchingFields{index.Username: username}); err != nil {
 		return nil, fmt.Errorf("looking up API client: %w", err)
 	}
-	if len(clients.Items) != 1 {
-		if len(clients.Items) > 1 {
-			// Usernames are unique by contract, but nothing in the API server enforces it
-			// across namespaces. Logging in to whichever comes first would hand one
-			// organisation's access to another.
+	apiClient, holders := tenancy.Owner(clients.Items, username)
+	if apiClient == nil {
+		if holders > 1 {
+			// Stored before the admission webhook existed, or while it was not installed: an
+			// operator must rename or delete all but one. The same answer as a bad password,
+			// so the caller learns nothing of other organisations' clients.
 			logf.FromContext(ctx).Info("refusing login: username is used by more than one API client",
-				"username", username, "count", len(clients.Items))
+				"username", username, "count", holders)
 		}
 		checkPassword(nil, password)
 		return nil, ErrInvalidCredentials
 	}
-	apiClient := &clients.Items[0]
 
 	hash, err := a.passwordHash(ctx, apiClient)
 	if err != nil {
@@ -127,8 +128,9 @@ func (a *Authenticator) ClientActive(ctx context.Context, p *Principal) error {
 		return fmt.Errorf("looking up API client: %w", err)
 	}
 	// A client deleted and recreated under the same name for another username is not the
-	// client the token was issued to.
-	if apiClient.Spec.Disabled || apiClient.Spec.Username != p.Username {
+	// client the token was issued to; a client being deleted no longer holds its username
+	// (tenancy.Holders).
+	if apiClient.Spec.Disabled || apiClient.Spec.Username != p.Username || !apiClient.DeletionTimestamp.IsZero() {
 		return ErrClientDisabled
 	}
 	// An organisation token holds only the roles its client still holds: taking a role away

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -175,15 +178,27 @@ func TestLogin(t *testing.T) {
 		}
 	})
 
+	// Stored before the admission webhook existed (this suite installs none): neither
+	// organisation logs in, with the answer of a bad password, and the log says why without
+	// the password.
 	t.Run("username in two organisations", func(t *testing.T) {
 		_, username := f.organisation(flexv1.RoleEntityRead)
 		ns2 := newNamespace(t)
 		f.apiClient(ns2, "impostor", username, true)
 		f.waitForClient(username, 2)
+		var logged strings.Builder
+		ctx := logr.NewContext(t.Context(), funcr.New(func(prefix, args string) {
+			fmt.Fprintln(&logged, prefix, args)
+		}, funcr.Options{}))
 		for _, pw := range []string{password, "wrong"} {
-			if p, err := f.auth.Login(t.Context(), username, pw); !errors.Is(err, ErrInvalidCredentials) {
+			if p, err := f.auth.Login(ctx, username, pw); !errors.Is(err, ErrInvalidCredentials) {
 				t.Errorf("Login(duplicate username) = %+v, %v; want ErrInvalidCredentials", p, err)
 			}
+		}
+		if out := logged.String(); !strings.Contains(out, "more than one API client") || !strings.Contains(out, username) {
+			t.Errorf("the shared username was not logged: %q", out)
+		} else if strings.Contains(out, password) {
+			t.Errorf("the log holds the password: %q", out)
 		}
 	})
 
