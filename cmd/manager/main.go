@@ -21,6 +21,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -180,6 +181,15 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	if o.embedded {
+		// The demo organisation's APIClient must pass the APIClient admission webhook, which
+		// this manager serves: it is created once the webhook server is up.
+		if err := mgr.Add(runnableFunc(func(ctx context.Context) error {
+			return bootstrapDemo(ctx, mgr.GetClient(), mgr.GetWebhookServer().StartedChecker())
+		})); err != nil {
+			return err
+		}
+	}
 
 	keysNS, keysName, ok := strings.Cut(o.tokenKeysSecret, "/")
 	if !ok {
@@ -226,7 +236,7 @@ func run(ctx context.Context, o options) error {
 	return mgr.Start(ctx)
 }
 
-// installDefaults creates the default rules and, in embedded mode, the demo organisation.
+// installDefaults creates the default rules and, in embedded mode, the manager's namespace.
 func installDefaults(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o options) error {
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -242,15 +252,27 @@ func installDefaults(ctx context.Context, cfg *rest.Config, scheme *runtime.Sche
 	}
 	// The manager's own namespace holds the token signing keys.
 	keysNS, _, _ := strings.Cut(o.tokenKeysSecret, "/")
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keysNS}}); client.IgnoreAlreadyExists(err) != nil {
-		return err
-	}
+	return client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keysNS}}))
+}
+
+// bootstrapDemo creates the embedded setup's demo organisation once webhookUp says the
+// admission webhook server accepts connections, retrying while the API server cannot reach
+// it yet.
+func bootstrapDemo(ctx context.Context, c client.Client, webhookUp healthz.Checker) error {
 	password := envOr("FLEXSITE_DEMO_PASSWORD", defaultDemoPassword)
-	if err := bootstrap.EnsureOrganisation(ctx, c, bootstrap.Organisation{
+	org := bootstrap.Organisation{
 		Namespace: "demo", Username: "demo", Password: password,
 		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents},
-	}); err != nil {
-		return fmt.Errorf("bootstrapping the demo organisation: %w", err)
+	}
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if last = webhookUp(nil); last == nil {
+			last = bootstrap.EnsureOrganisation(ctx, c, org)
+		}
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("bootstrapping the demo organisation: %w (last: %w)", err, last)
 	}
 	ctrl.Log.WithName("setup").Info("demo organisation ready", "namespace", "demo", "username", "demo",
 		"password", "$FLEXSITE_DEMO_PASSWORD or the documented default")
