@@ -43,7 +43,8 @@ type APIClientSpec struct {
 	Username string `json:"username,omitempty"`
 
 	// passwordHashSecretRef points at the bcrypt hash of the client's password. The password
-	// itself is never stored.
+	// itself is never stored. The Secret must carry the label flexsite.io/credentials: "true":
+	// the manager reads no Secret without it.
 	// +required
 	PasswordHashSecretRef SecretKeyRef `json:"passwordHashSecretRef,omitzero"`
 

@@ -25,7 +25,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -38,6 +37,7 @@ import (
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/embedded"
 	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/index"
 	flexwebhook "github.com/flexsite/flexsite/webhook"
 )
 
@@ -153,11 +153,10 @@ func run(ctx context.Context, o options) error {
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
-		// Nothing reads managedFields from the cache; dropping them saves a sixth of its memory.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		// Secrets (password hashes, signing keys) are read on demand, never cached: caching
-		// would hold every Secret of the cluster in memory.
-		Client:                        client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		// The cache holds the credential Secrets and no other Secret; the client reads the
+		// token signing keys from the API server.
+		Cache:                         index.CacheOptions(),
+		Client:                        index.ClientOptions(),
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
 		WebhookServer:                 webhook.NewServer(webhookOpts),
@@ -168,6 +167,11 @@ func run(ctx context.Context, o options) error {
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
+	}
+	// Start the credential Secrets' informer with the cache, so that readiness waits for it
+	// rather than the first login.
+	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{}); err != nil {
+		return fmt.Errorf("watching the credential Secrets: %w", err)
 	}
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency}); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
