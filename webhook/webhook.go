@@ -1,8 +1,9 @@
 // Package webhook holds Flexsite's admission webhooks: defaulting (normalising what people
 // type: postcode case and spacing, spaces in an MPAN) and validation for Site, Asset and
-// Enrolment. The rules are internal/validation's, the very functions the REST facade uses, so
-// kubectl, GitOps and API clients meet the same checks, with errors that name the field
-// (`spec.mpan: Invalid value: ...`).
+// Enrolment, and the uniqueness of API client usernames across organisations
+// (internal/tenancy). The rules are internal/validation's, the very functions the REST
+// facade uses, so kubectl, GitOps and API clients meet the same checks, with errors that
+// name the field (`spec.mpan: Invalid value: ...`).
 //
 // Defaulting never sets ids, labels or finalizers: under server-side apply those would be
 // owned by whoever applied the object and could be dropped or churned by the next apply. The
@@ -34,8 +35,12 @@ func Setup(mgr ctrl.Manager) error {
 		WithValidator(&assetValidator{lookups: lookups, now: now}).Complete(); err != nil {
 		return err
 	}
-	return ctrl.NewWebhookManagedBy(mgr, &flexv1.Enrolment{}).
-		WithValidator(&enrolmentValidator{lookups: lookups}).Complete()
+	if err := ctrl.NewWebhookManagedBy(mgr, &flexv1.Enrolment{}).
+		WithValidator(&enrolmentValidator{lookups: lookups}).Complete(); err != nil {
+		return err
+	}
+	return ctrl.NewWebhookManagedBy(mgr, &flexv1.APIClient{}).
+		WithValidator(&apiClientValidator{client: mgr.GetClient(), api: mgr.GetAPIReader(), now: now}).Complete()
 }
 
 // lookups reads what a rule needs from other objects: from the cache, and from the API server

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -71,11 +72,14 @@ var _ = Describe("Site webhook", func() {
 	It("lets an MPAN change only with the MPANClaim for it, as PATCH /entities/site makes it", func(ctx SpecContext) {
 		s := site(ns, "mpan-1200000000011", "1200000000011")
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		// The Site controller writes the new site too (its finalizer): a conflict is retried.
 		change := func(mpan string) error {
-			current := &flexv1.Site{}
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), current)).To(Succeed())
-			current.Spec.MPAN = mpan
-			return k8sClient.Update(ctx, current)
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				current := &flexv1.Site{}
+				Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), current)).To(Succeed())
+				current.Spec.MPAN = mpan
+				return k8sClient.Update(ctx, current)
+			})
 		}
 		err := change("2301234567894")
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)

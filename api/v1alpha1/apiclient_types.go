@@ -32,7 +32,10 @@ type SecretKeyRef struct {
 
 // APIClientSpec describes an API client of the organisation (the namespace it lives in).
 type APIClientSpec struct {
-	// username the client logs in with at /auth/token-form. Unique across all organisations.
+	// username the client logs in with at /auth/token-form. Unique across all organisations:
+	// the admission webhook refuses a username another APIClient holds, in any namespace (a
+	// UsernameClaim records who holds it), and a username two APIClients share anyway logs
+	// nobody in.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
@@ -40,7 +43,8 @@ type APIClientSpec struct {
 	Username string `json:"username,omitempty"`
 
 	// passwordHashSecretRef points at the bcrypt hash of the client's password. The password
-	// itself is never stored.
+	// itself is never stored. The Secret must carry the label flexsite.io/credentials: "true":
+	// the manager reads no Secret without it.
 	// +required
 	PasswordHashSecretRef SecretKeyRef `json:"passwordHashSecretRef,omitzero"`
 
@@ -62,6 +66,7 @@ type APIClientSpec struct {
 }
 
 // +kubebuilder:object:root=true
+// +kubebuilder:selectablefield:JSONPath=`.spec.username`
 // +kubebuilder:resource:shortName=fclient,categories=flexsite
 // +kubebuilder:printcolumn:name="Username",type=string,JSONPath=`.spec.username`
 // +kubebuilder:printcolumn:name="Roles",type=string,JSONPath=`.spec.roles`

@@ -57,6 +57,10 @@ const (
 	IDLabel = "flexsite.io/id"
 	// OrganisationLabel marks a namespace as a Flexsite organisation.
 	OrganisationLabel = "flexsite.io/organisation"
+	// CredentialsLabel, with the value "true", marks a Secret that holds an API client's
+	// password hash. The manager reads no other Secret of an organisation: a hash Secret
+	// without it is not used, and its client cannot log in.
+	CredentialsLabel = "flexsite.io/credentials"
 )
 
 // Finalizer guards the cleanup of a Site's children and an Enrolment's withdrawal record.

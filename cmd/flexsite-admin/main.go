@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/index"
 )
 
 func main() {
@@ -112,8 +113,10 @@ func organisationYAML(name, username, password string, roles []flexv1.Role, exem
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{flexv1.OrganisationLabel: name}},
 		},
 		&corev1.Secret{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: secretName},
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			// The manager reads only Secrets with this label.
+			ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: secretName,
+				Labels: index.CredentialsLabels()},
 			Type:       corev1.SecretTypeOpaque,
 			StringData: map[string]string{"password-hash": string(hash)},
 		},

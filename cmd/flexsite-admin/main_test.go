@@ -32,6 +32,9 @@ func TestOrganisationYAML(t *testing.T) {
 	if err := bcrypt.CompareHashAndPassword([]byte(secret.StringData["password-hash"]), []byte("s3cret-password")); err != nil {
 		t.Fatalf("the secret must hold a bcrypt hash of the password: %v", err)
 	}
+	if secret.Labels[flexv1.CredentialsLabel] != "true" {
+		t.Fatalf("the secret must carry the label the manager reads credentials by, got %v", secret.Labels)
+	}
 	var client flexv1.APIClient
 	if err := yaml.Unmarshal([]byte(docs[2]), &client); err != nil {
 		t.Fatal(err)

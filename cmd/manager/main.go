@@ -21,10 +21,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -37,6 +37,7 @@ import (
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/embedded"
 	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/index"
 	flexwebhook "github.com/flexsite/flexsite/webhook"
 )
 
@@ -54,6 +55,7 @@ type options struct {
 	webhookHost, webhookCertDir     string
 	webhookPort                     int
 	pprofAddr                       string
+	pprofAllowRemote                bool
 	installRules                    bool
 	tokenKeysSecret                 string
 	rewards                         facade.RewardPolicy
@@ -83,7 +85,10 @@ func main() {
 	flag.StringVar(&o.webhookHost, "webhook-host", "", "Address the admission webhook server binds to (default: all).")
 	flag.StringVar(&o.webhookCertDir, "webhook-cert-dir", "",
 		"Directory of the webhook server's tls.crt and tls.key (default /tmp/k8s-webhook-server/serving-certs, e.g. from cert-manager).")
-	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoints (e.g. 127.0.0.1:6060); empty disables them.")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "",
+		"Address of the pprof endpoints, on the loopback interface (e.g. 127.0.0.1:6060); empty disables them.")
+	flag.BoolVar(&o.pprofAllowRemote, "pprof-allow-remote", false,
+		"Let --pprof-bind-address listen beyond the loopback interface. pprof has no authentication: put it behind some.")
 	flag.StringVar(&o.kubeconfigOut, "embedded-kubeconfig", "bin/embedded/kubeconfig",
 		"With --embedded: where to write the admin kubeconfig for kubectl.")
 	flag.BoolVar(&o.installRules, "install-default-rules", false,
@@ -113,6 +118,9 @@ func main() {
 
 func run(ctx context.Context, o options) error {
 	log := ctrl.Log.WithName("setup")
+	if err := checkPprofAddr(o.pprofAddr, o.pprofAllowRemote); err != nil {
+		return err
+	}
 	var cfg *rest.Config
 	webhookOpts := webhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir}
 	if o.embedded {
@@ -145,11 +153,10 @@ func run(ctx context.Context, o options) error {
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
-		// Nothing reads managedFields from the cache; dropping them saves a sixth of its memory.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		// Secrets (password hashes, signing keys) are read on demand, never cached: caching
-		// would hold every Secret of the cluster in memory.
-		Client:                        client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		// The cache holds the credential Secrets and no other Secret; the client reads the
+		// token signing keys from the API server.
+		Cache:                         index.CacheOptions(),
+		Client:                        index.ClientOptions(),
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
 		WebhookServer:                 webhook.NewServer(webhookOpts),
@@ -161,6 +168,11 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	// Start the credential Secrets' informer with the cache, so that readiness waits for it
+	// rather than the first login.
+	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{}); err != nil {
+		return fmt.Errorf("watching the credential Secrets: %w", err)
+	}
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency}); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
@@ -170,6 +182,15 @@ func run(ctx context.Context, o options) error {
 
 	if o.embedded || o.installRules {
 		if err := installDefaults(ctx, cfg, scheme, o); err != nil {
+			return err
+		}
+	}
+	if o.embedded {
+		// The demo organisation's APIClient must pass the APIClient admission webhook, which
+		// this manager serves: it is created once the webhook server is up.
+		if err := mgr.Add(runnableFunc(func(ctx context.Context) error {
+			return bootstrapDemo(ctx, mgr.GetClient(), mgr.GetWebhookServer().StartedChecker())
+		})); err != nil {
 			return err
 		}
 	}
@@ -219,7 +240,7 @@ func run(ctx context.Context, o options) error {
 	return mgr.Start(ctx)
 }
 
-// installDefaults creates the default rules and, in embedded mode, the demo organisation.
+// installDefaults creates the default rules and, in embedded mode, the manager's namespace.
 func installDefaults(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o options) error {
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -235,15 +256,27 @@ func installDefaults(ctx context.Context, cfg *rest.Config, scheme *runtime.Sche
 	}
 	// The manager's own namespace holds the token signing keys.
 	keysNS, _, _ := strings.Cut(o.tokenKeysSecret, "/")
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keysNS}}); client.IgnoreAlreadyExists(err) != nil {
-		return err
-	}
+	return client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keysNS}}))
+}
+
+// bootstrapDemo creates the embedded setup's demo organisation once webhookUp says the
+// admission webhook server accepts connections, retrying while the API server cannot reach
+// it yet.
+func bootstrapDemo(ctx context.Context, c client.Client, webhookUp healthz.Checker) error {
 	password := envOr("FLEXSITE_DEMO_PASSWORD", defaultDemoPassword)
-	if err := bootstrap.EnsureOrganisation(ctx, c, bootstrap.Organisation{
+	org := bootstrap.Organisation{
 		Namespace: "demo", Username: "demo", Password: password,
 		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents},
-	}); err != nil {
-		return fmt.Errorf("bootstrapping the demo organisation: %w", err)
+	}
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if last = webhookUp(nil); last == nil {
+			last = bootstrap.EnsureOrganisation(ctx, c, org)
+		}
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("bootstrapping the demo organisation: %w (last: %w)", err, last)
 	}
 	ctrl.Log.WithName("setup").Info("demo organisation ready", "namespace", "demo", "username", "demo",
 		"password", "$FLEXSITE_DEMO_PASSWORD or the documented default")

@@ -9,11 +9,13 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/tenancy"
 )
 
 // defaultPasswordHashKey is the Secret key of the hash when the APIClient leaves it empty
@@ -26,18 +28,29 @@ const defaultPasswordHashKey = "password-hash"
 // random and unknown.
 var dummyHash = []byte("$2a$10$mTnB2T.6zdlk4RpfAT5gzuzFBSxiPeoIIRI/XOTYgY5gBwyN7C3xG")
 
+// The Authenticator's one permission on Secrets (see its doc).
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=list;watch
+
 // Authenticator checks API client credentials.
+//
+// The password hashes live in Secrets labelled flexsite.io/credentials: "true"
+// (index.CredentialSecrets), and those are the only Secrets it reads: from the manager's
+// cache, which the API server fills with labelled Secrets only (index.CacheOptions), and from
+// the API server with the same label selector when the cache has not seen a Secret yet. RBAC
+// cannot grant by label, so the ClusterRole allows list and watch of Secrets in every
+// namespace (organisations come and go); what keeps the manager to the labelled ones is this
+// code, which never asks for a Secret without the selector, and checks the label again.
 type Authenticator struct {
-	cache   client.Reader
-	secrets client.Reader
+	cache client.Reader
+	api   client.Reader
 }
 
-// NewAuthenticator returns an authenticator that finds API clients in cache (which must have
-// the index.Username index) and reads their password hashes through secrets, a reader of the
-// API server: Secrets are not cached, so that the manager does not hold every Secret of the
-// cluster in memory.
-func NewAuthenticator(cache, secrets client.Reader) *Authenticator {
-	return &Authenticator{cache: cache, secrets: secrets}
+// NewAuthenticator returns an authenticator that finds API clients and their credential
+// Secrets in cache (which must have the index.Username index, and should hold credential
+// Secrets only: index.CacheOptions), and reads a credential Secret the cache has not seen yet
+// (an organisation created a moment ago) from api, a reader of the API server.
+func NewAuthenticator(cache, api client.Reader) *Authenticator {
+	return &Authenticator{cache: cache, api: api}
 }
 
 // Login checks a username and password and returns the organisation principal they log in
@@ -49,18 +62,18 @@ func (a *Authenticator) Login(ctx context.Context, username, password string) (*
 	if err := a.cache.List(ctx, &clients, client.MatchingFields{index.Username: username}); err != nil {
 		return nil, fmt.Errorf("looking up API client: %w", err)
 	}
-	if len(clients.Items) != 1 {
-		if len(clients.Items) > 1 {
-			// Usernames are unique by contract, but nothing in the API server enforces it
-			// across namespaces. Logging in to whichever comes first would hand one
-			// organisation's access to another.
+	apiClient, holders := tenancy.Owner(clients.Items, username)
+	if apiClient == nil {
+		if holders > 1 {
+			// Stored before the admission webhook existed, or while it was not installed: an
+			// operator must rename or delete all but one. The same answer as a bad password,
+			// so the caller learns nothing of other organisations' clients.
 			logf.FromContext(ctx).Info("refusing login: username is used by more than one API client",
-				"username", username, "count", len(clients.Items))
+				"username", username, "count", holders)
 		}
 		checkPassword(nil, password)
 		return nil, ErrInvalidCredentials
 	}
-	apiClient := &clients.Items[0]
 
 	hash, err := a.passwordHash(ctx, apiClient)
 	if err != nil {
@@ -91,27 +104,50 @@ func checkPassword(hash []byte, password string) bool {
 	return bcrypt.CompareHashAndPassword(hash, []byte(password)) == nil
 }
 
-// passwordHash reads the client's bcrypt hash; nil if there is none. A missing Secret or key
-// is a misconfigured client that nobody can log in to: the caller sees bad credentials, the
-// log says what is wrong.
+// passwordHash reads the client's bcrypt hash; nil if there is none. A missing Secret or key,
+// or a Secret without the credentials label, is a misconfigured client that nobody can log in
+// to: the caller sees bad credentials, the log says what is wrong.
 func (a *Authenticator) passwordHash(ctx context.Context, apiClient *flexv1.APIClient) ([]byte, error) {
 	ref := apiClient.Spec.PasswordHashSecretRef
 	dataKey := ref.Key
 	if dataKey == "" {
 		dataKey = defaultPasswordHashKey
 	}
-	secret := &corev1.Secret{}
-	err := a.secrets.Get(ctx, client.ObjectKey{Namespace: apiClient.Namespace, Name: ref.Name}, secret)
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
+	secret, err := a.credentials(ctx, client.ObjectKey{Namespace: apiClient.Namespace, Name: ref.Name})
+	if err != nil {
 		return nil, fmt.Errorf("reading password hash of API client %s/%s: %w", apiClient.Namespace, apiClient.Name, err)
-	case len(secret.Data[dataKey]) > 0:
+	}
+	if secret != nil && len(secret.Data[dataKey]) > 0 {
 		return secret.Data[dataKey], nil
 	}
-	logf.FromContext(ctx).Info("API client has no password hash; refusing login",
+	logf.FromContext(ctx).Info("API client has no password hash (a Secret labelled "+flexv1.CredentialsLabel+
+		"=true with the key); refusing login",
 		"namespace", apiClient.Namespace, "apiClient", apiClient.Name, "secret", ref.Name, "key", dataKey)
 	return nil, nil
+}
+
+// credentials reads the credential Secret key: nil when there is no such Secret carrying the
+// credentials label. Both reads select by the label, so an unlabelled Secret of that name is
+// never sent to the manager; the label is checked again in case a reader was handed in that
+// does not filter (a test's, a cache set up without index.CacheOptions).
+func (a *Authenticator) credentials(ctx context.Context, key client.ObjectKey) (*corev1.Secret, error) {
+	secret := &corev1.Secret{}
+	err := a.cache.Get(ctx, key, secret)
+	if apierrors.IsNotFound(err) {
+		list := &corev1.SecretList{}
+		err = a.api.List(ctx, list, client.InNamespace(key.Namespace),
+			client.MatchingLabelsSelector{Selector: index.CredentialSecrets}, client.MatchingFields{"metadata.name": key.Name})
+		if err != nil || len(list.Items) == 0 {
+			return nil, err
+		}
+		secret = &list.Items[0]
+	} else if err != nil {
+		return nil, err
+	}
+	if secret.Name != key.Name || !index.CredentialSecrets.Matches(labels.Set(secret.Labels)) {
+		return nil, nil
+	}
+	return secret, nil
 }
 
 // ClientActive tells whether the API client that obtained p's token still exists and is
@@ -127,8 +163,9 @@ func (a *Authenticator) ClientActive(ctx context.Context, p *Principal) error {
 		return fmt.Errorf("looking up API client: %w", err)
 	}
 	// A client deleted and recreated under the same name for another username is not the
-	// client the token was issued to.
-	if apiClient.Spec.Disabled || apiClient.Spec.Username != p.Username {
+	// client the token was issued to; a client being deleted no longer holds its username
+	// (tenancy.Holders).
+	if apiClient.Spec.Disabled || apiClient.Spec.Username != p.Username || !apiClient.DeletionTimestamp.IsZero() {
 		return ErrClientDisabled
 	}
 	// An organisation token holds only the roles its client still holds: taking a role away

@@ -1,13 +1,18 @@
 package auth
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,7 +36,9 @@ func newAuthFixture(t *testing.T) *authFixture {
 	t.Helper()
 	e := needEnv(t)
 	ctx := t.Context()
-	c, err := cache.New(e.Config, cache.Options{Scheme: testenv.Scheme})
+	opts := index.CacheOptions() // as the manager's: the credential Secrets and no other
+	opts.Scheme = testenv.Scheme
+	c, err := cache.New(e.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,20 +67,30 @@ func (f *authFixture) organisation(roles ...flexv1.Role) (string, string) {
 	return ns, username
 }
 
-// apiClient creates an API client in ns with its own MinCost password hash Secret.
-func (f *authFixture) apiClient(ns, name, username string, createSecret bool) {
+// Which password hash Secret apiClient makes.
+const (
+	noSecret         = iota
+	labelledSecret   // as bootstrap and flexsite-admin make it
+	unlabelledSecret // without flexsite.io/credentials: "true"
+)
+
+// apiClient creates an API client in ns with its own MinCost password hash Secret, as secret says.
+func (f *authFixture) apiClient(ns, name, username string, secret int) {
 	f.t.Helper()
 	ctx := f.t.Context()
-	if createSecret {
+	if secret != noSecret {
 		hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		secret := &corev1.Secret{
+		obj := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-credentials"},
 			Data:       map[string][]byte{"password-hash": hash},
 		}
-		if err := env.Client.Create(ctx, secret); err != nil {
+		if secret == labelledSecret {
+			obj.Labels = index.CredentialsLabels()
+		}
+		if err := env.Client.Create(ctx, obj); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -175,25 +192,64 @@ func TestLogin(t *testing.T) {
 		}
 	})
 
+	// Stored before the admission webhook existed (this suite installs none): neither
+	// organisation logs in, with the answer of a bad password, and the log says why without
+	// the password.
 	t.Run("username in two organisations", func(t *testing.T) {
 		_, username := f.organisation(flexv1.RoleEntityRead)
 		ns2 := newNamespace(t)
-		f.apiClient(ns2, "impostor", username, true)
+		f.apiClient(ns2, "impostor", username, labelledSecret)
 		f.waitForClient(username, 2)
+		var logged strings.Builder
+		ctx := logr.NewContext(t.Context(), funcr.New(func(prefix, args string) {
+			fmt.Fprintln(&logged, prefix, args)
+		}, funcr.Options{}))
 		for _, pw := range []string{password, "wrong"} {
-			if p, err := f.auth.Login(t.Context(), username, pw); !errors.Is(err, ErrInvalidCredentials) {
+			if p, err := f.auth.Login(ctx, username, pw); !errors.Is(err, ErrInvalidCredentials) {
 				t.Errorf("Login(duplicate username) = %+v, %v; want ErrInvalidCredentials", p, err)
 			}
+		}
+		if out := logged.String(); !strings.Contains(out, "more than one API client") || !strings.Contains(out, username) {
+			t.Errorf("the shared username was not logged: %q", out)
+		} else if strings.Contains(out, password) {
+			t.Errorf("the log holds the password: %q", out)
 		}
 	})
 
 	t.Run("password hash secret missing", func(t *testing.T) {
 		ns := newNamespace(t)
 		username := ns + "-nohash"
-		f.apiClient(ns, username, username, false)
+		f.apiClient(ns, username, username, noSecret)
 		f.waitForClient(username, 1)
 		if _, err := f.auth.Login(t.Context(), username, password); !errors.Is(err, ErrInvalidCredentials) {
 			t.Errorf("Login(no hash secret) = %v, want ErrInvalidCredentials", err)
+		}
+	})
+
+	// The manager reads no Secret without the credentials label: one named as a client's
+	// hash Secret, holding the right hash, logs nobody in, whether the cache filters Secrets
+	// (as the manager's does) or not.
+	t.Run("password hash secret without the credentials label", func(t *testing.T) {
+		ns := newNamespace(t)
+		username := ns + "-unlabelled"
+		f.apiClient(ns, username, username, unlabelledSecret)
+		f.waitForClient(username, 1)
+		if _, err := f.auth.Login(t.Context(), username, password); !errors.Is(err, ErrInvalidCredentials) {
+			t.Errorf("Login(unlabelled hash secret) = %v, want ErrInvalidCredentials", err)
+		}
+		unfiltered := NewAuthenticator(secretsFrom{f.cache, env.Client}, env.Client)
+		if _, err := unfiltered.Login(t.Context(), username, password); !errors.Is(err, ErrInvalidCredentials) {
+			t.Errorf("Login(unlabelled hash secret, unfiltered reader) = %v, want ErrInvalidCredentials", err)
+		}
+	})
+
+	// An organisation created a moment ago: its Secret is read from the API server, by label,
+	// when the cache has not seen it yet.
+	t.Run("password hash secret the cache has not seen", func(t *testing.T) {
+		_, username := f.organisation(flexv1.RoleEntityRead)
+		cold := NewAuthenticator(secretsFrom{f.cache, nil}, env.Client)
+		if _, err := cold.Login(t.Context(), username, password); err != nil {
+			t.Errorf("Login(secret not in the cache yet) = %v", err)
 		}
 	})
 }
@@ -251,4 +307,21 @@ func TestClientActive(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// secretsFrom is the fixture's cache with its Secrets read through secrets instead: a reader
+// that sees every Secret, or none (nil: a cache that has not seen the Secret yet).
+type secretsFrom struct {
+	client.Reader
+	secrets client.Reader
+}
+
+func (r secretsFrom) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.Secret); !ok {
+		return r.Reader.Get(ctx, key, obj, opts...)
+	}
+	if r.secrets == nil {
+		return apierrors.NewNotFound(corev1.Resource("secrets"), key.Name)
+	}
+	return r.secrets.Get(ctx, key, obj, opts...)
 }

@@ -31,6 +31,11 @@ const (
 
 var errUnknownKid = errors.New("unknown key id")
 
+// The key ring's Secret lives in the manager's own namespace, the only one where the manager
+// may get, create and update Secrets (a Role, which kustomize moves to the namespace it
+// deploys to).
+// +kubebuilder:rbac:groups="",namespace=flexsite-system,resources=secrets,verbs=get;create;update
+
 // KeyRing holds Ed25519 signing keys with key ids (kid) for rotation. Keys live in a Secret
 // with data entries "<kid>.key" (a PEM-encoded PKCS#8 Ed25519 private key) and "active" (the
 // kid that signs new tokens). A key keeps verifying until it is removed from the Secret, so a
@@ -52,8 +57,8 @@ type KeyRing struct {
 }
 
 // NewKeyRing returns a key ring kept in the Secret namespace/name. reader must read from the
-// API server (a manager's APIReader): Secrets are not cached, and a rotation must be seen
-// as soon as it happened. The ring is empty until Ensure.
+// API server (a manager's APIReader): the manager's cache holds credential Secrets only, and
+// a rotation must be seen as soon as it happened. The ring is empty until Ensure.
 func NewKeyRing(reader client.Reader, writer client.Client, namespace, name string) *KeyRing {
 	return &KeyRing{reader: reader, writer: writer, key: client.ObjectKey{Namespace: namespace, Name: name}}
 }

@@ -19,10 +19,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/index"
 )
 
 // ApplyDefaults creates every object of the YAML files in dir that does not exist yet.
@@ -109,7 +111,7 @@ func EnsureOrganisation(ctx context.Context, c client.Client, org Organisation) 
 			return err
 		}
 		secret = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: org.Namespace, Name: secretName},
+			ObjectMeta: metav1.ObjectMeta{Namespace: org.Namespace, Name: secretName, Labels: index.CredentialsLabels()},
 			Type:       corev1.SecretTypeOpaque,
 			Data:       map[string][]byte{passwordHashKey: hash},
 		}
@@ -118,14 +120,26 @@ func EnsureOrganisation(ctx context.Context, c client.Client, org Organisation) 
 		}
 	case err != nil:
 		return err
-	case bcrypt.CompareHashAndPassword(secret.Data[passwordHashKey], []byte(org.Password)) != nil:
-		hash, err := bcrypt.GenerateFromPassword([]byte(org.Password), bcrypt.DefaultCost)
-		if err != nil {
-			return err
+	default:
+		update := false
+		if bcrypt.CompareHashAndPassword(secret.Data[passwordHashKey], []byte(org.Password)) != nil {
+			hash, err := bcrypt.GenerateFromPassword([]byte(org.Password), bcrypt.DefaultCost)
+			if err != nil {
+				return err
+			}
+			secret.Data = map[string][]byte{passwordHashKey: hash}
+			update = true
 		}
-		secret.Data = map[string][]byte{passwordHashKey: hash}
-		if err := c.Update(ctx, secret); err != nil {
-			return fmt.Errorf("updating secret %s/%s: %w", org.Namespace, secretName, err)
+		// A Secret made before the manager required the label (a `make run` data directory
+		// kept from then) is labelled, or its client could not log in.
+		if secret.Labels[flexv1.CredentialsLabel] != "true" {
+			secret.Labels = labels.Merge(secret.Labels, index.CredentialsLabels())
+			update = true
+		}
+		if update {
+			if err := c.Update(ctx, secret); err != nil {
+				return fmt.Errorf("updating secret %s/%s: %w", org.Namespace, secretName, err)
+			}
 		}
 	}
 

@@ -170,8 +170,10 @@ var _ = Describe("Secrets in the logs", func() {
 		Expect(k8sClient.Get(ctx, apiClientKey(m), mClient)).To(Succeed())
 		Expect(k8sClient.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
 			Namespace: m.Namespace, Name: mClient.Spec.PasswordHashSecretRef.Name}})).To(Succeed())
-		Expect(send(api, "POST", "/auth/token-form", "", formContentType, loginForm(m.Username, m.Password)).status).
-			To(Equal(http.StatusUnauthorized))
+		// The manager's cache sees the deletion a moment later.
+		Eventually(func() int {
+			return send(api, "POST", "/auth/token-form", "", formContentType, loginForm(m.Username, m.Password)).status
+		}).Should(Equal(http.StatusUnauthorized))
 		dupNamespace, err := env.Namespace(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(bootstrap.EnsureOrganisation(ctx, k8sClient, bootstrap.Organisation{Namespace: dupNamespace,

@@ -53,17 +53,14 @@ type Config struct {
 	InFlightTimeout time.Duration
 }
 
-// The facade's own permissions (the controllers' are on the reconcilers). Secrets: get only,
-// by name (API clients' password hashes); create/update only in the manager's namespace,
-// for the token signing keys.
+// The facade's own permissions (the controllers' are on the reconcilers, the Secrets' on
+// internal/auth's Authenticator and KeyRing, which read them).
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites;assets;enrolments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=mpanclaims,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=apiclients,verbs=get;list;watch
 // +kubebuilder:rbac:groups=flexsite.io,resources=propositions;assetmodels,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
-// +kubebuilder:rbac:groups="",namespace=flexsite-system,resources=secrets,verbs=get;create;update
 
 // Server is the REST facade's HTTP server. It runs in every replica of the manager (it does
 // not need the leader lease): reads come from the shared cache, writes go to the API server.

@@ -58,6 +58,13 @@ func EnrolmentName(siteName string, p flexv1.PropositionName) string {
 	return name
 }
 
+// UsernameClaimName names the cluster-scoped UsernameClaim that reserves an API client's
+// username. Usernames allow characters object names do not (upper case, '_', '@'), and the
+// claim must tell "Acme" from "acme" as login does, so the name is the username's full digest.
+func UsernameClaimName(username string) string {
+	return "username-" + digest(username, sha256.Size*2)
+}
+
 // RewardLedgerName names the RewardLedger of a site: one ledger per site, named after it.
 func RewardLedgerName(siteName string) string { return siteName }
 

@@ -21,6 +21,8 @@ func TestNamesAreValidObjectNames(t *testing.T) {
 		"asset unicode":          AssetName("wärmepumpe-ü"),
 		"enrolment":              EnrolmentName("mpan-1200000000011", flexv1.PropositionFullAssetScheduleControl),
 		"enrolment long site":    EnrolmentName(long[:253], flexv1.PropositionLimitedPause),
+		"username claim":         UsernameClaimName("Acme_App@example.com"),
+		"username claim long":    UsernameClaimName(long[:128]),
 	}
 	for what, name := range names {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
@@ -39,6 +41,9 @@ func TestNamesAreDeterministicAndDistinct(t *testing.T) {
 	}
 	if got := EnrolmentName("mpan-1", flexv1.PropositionLimitedPause); got != "mpan-1.limited-pause" {
 		t.Fatalf("enrolment name = %q", got)
+	}
+	if UsernameClaimName("Acme") == UsernameClaimName("acme") {
+		t.Fatal("usernames are case-sensitive at login, so their claims must be too")
 	}
 	if id1, id2 := NewID(), NewID(); id1 == id2 {
 		t.Fatal("ids must be unique")

@@ -22,7 +22,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -30,6 +29,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/index"
 )
 
 // Scheme knows the built-in kinds and Flexsite's.
@@ -109,10 +109,9 @@ func (e *Env) WebhookServerUp() error {
 func (e *Env) NewManager() (ctrl.Manager, error) {
 	wh := e.WebhookInstallOptions
 	return ctrl.NewManager(e.Config, ctrl.Options{
-		Scheme: Scheme,
-		// Nothing reads managedFields from the cache; dropping them saves a sixth of its memory.
-		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		Scheme:                 Scheme,
+		Cache:                  index.CacheOptions(), // as cmd/manager's
+		Client:                 index.ClientOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer: webhook.NewServer(webhook.Options{

@@ -1,0 +1,165 @@
+package tenancy
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/index"
+)
+
+// ClaimGrace is how long a claim whose API client does not hold the username (yet) is
+// honoured: the request that made it is still being admitted and stored, which takes
+// milliseconds, or at most the API server's request timeout.
+const ClaimGrace = time.Minute
+
+// claimAttempts bounds how often ClaimUsername replaces a stale claim and tries again.
+const claimAttempts = 3
+
+// ClaimStanding is what a claim is worth now.
+type ClaimStanding int
+
+const (
+	// ClaimHeld: its API client exists and holds the username.
+	ClaimHeld ClaimStanding = iota
+	// ClaimPending: its API client does not hold the username (yet), within ClaimGrace of the
+	// claim: the client is on its way into the API server.
+	ClaimPending
+	// ClaimStale: its API client is gone, or has not held the username for ClaimGrace (it was
+	// never stored, was deleted, or moved to another username). Anyone may replace the claim.
+	ClaimStale
+)
+
+// Standing judges claim given its API client (nil when that does not exist).
+func Standing(claim *flexv1.UsernameClaim, holder *flexv1.APIClient, now time.Time) ClaimStanding {
+	if holder != nil && holder.DeletionTimestamp.IsZero() && holder.Spec.Username == claim.Spec.Username {
+		return ClaimHeld
+	}
+	if now.Before(claim.CreationTimestamp.Add(ClaimGrace)) {
+		return ClaimPending
+	}
+	return ClaimStale
+}
+
+// NewClaim is the claim of c's username for c.
+func NewClaim(c *flexv1.APIClient) *flexv1.UsernameClaim {
+	return &flexv1.UsernameClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: identity.UsernameClaimName(c.Spec.Username)},
+		Spec: flexv1.UsernameClaimSpec{Username: c.Spec.Username,
+			APIClientNamespace: c.Namespace, APIClientName: c.Name},
+	}
+}
+
+// UsernameTakenError says another API client holds the username, or is about to.
+type UsernameTakenError struct {
+	Username string
+	// Holder is the API client that holds the username, or claimed it.
+	Holder client.ObjectKey
+	// Pending: the holder claimed the username a moment ago and is not stored yet.
+	Pending bool
+}
+
+func (e *UsernameTakenError) Error() string {
+	if e.Pending {
+		return fmt.Sprintf("username %q is being claimed by API client %s", e.Username, e.Holder)
+	}
+	return fmt.Sprintf("username %q is held by API client %s", e.Username, e.Holder)
+}
+
+// ClaimUsername reserves c's username for c before c is stored, or reports an
+// UsernameTakenError. It claims first and then looks for other holders, reading from the API
+// server (fresh must not be a cache): a client stored without a claim (before the webhook
+// existed) is found by the look, and two clients admitted at the same moment meet at the
+// claim's name, where the API server lets one create it. A claim this call made is withdrawn
+// when another holder turns up. With dryRun it writes nothing and answers what a real
+// request would meet now.
+func ClaimUsername(ctx context.Context, w client.Client, fresh client.Reader, c *flexv1.APIClient,
+	now time.Time, dryRun bool) error {
+	for range claimAttempts {
+		claim := NewClaim(c)
+		if !dryRun {
+			err := w.Create(ctx, claim)
+			if err == nil {
+				if err := otherHolder(ctx, fresh, c); err != nil {
+					if delErr := w.Delete(ctx, claim); client.IgnoreNotFound(delErr) != nil {
+						return fmt.Errorf("%w (and withdrawing the claim: %w)", err, delErr)
+					}
+					return err
+				}
+				return nil
+			}
+			if !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("claiming username %q: %w", c.Spec.Username, err)
+			}
+		}
+		existing := &flexv1.UsernameClaim{}
+		if err := fresh.Get(ctx, client.ObjectKeyFromObject(claim), existing); err != nil {
+			if apierrors.IsNotFound(err) {
+				if dryRun {
+					return otherHolder(ctx, fresh, c)
+				}
+				continue // withdrawn meanwhile: claim again
+			}
+			return err
+		}
+		holder, err := holderOf(ctx, fresh, existing)
+		if err != nil {
+			return err
+		}
+		standing := Standing(existing, holder, now)
+		switch {
+		case existing.Spec.APIClientNamespace == c.Namespace && existing.Spec.APIClientName == c.Name && standing != ClaimStale:
+			// Ours: the client is updated, re-applied, or retried after a failed store.
+			return otherHolder(ctx, fresh, c)
+		case standing == ClaimStale && dryRun:
+			return otherHolder(ctx, fresh, c)
+		case standing == ClaimStale:
+			// Replace it, even when it names c: a fresh claim is what makes a racer that
+			// reads it now back off. The precondition keeps us from deleting a claim made a
+			// moment ago by someone else.
+			err := w.Delete(ctx, existing, client.Preconditions{UID: &existing.UID, ResourceVersion: &existing.ResourceVersion})
+			if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+				return err
+			}
+		default:
+			return &UsernameTakenError{Username: c.Spec.Username, Pending: standing == ClaimPending,
+				Holder: client.ObjectKey{Namespace: existing.Spec.APIClientNamespace, Name: existing.Spec.APIClientName}}
+		}
+	}
+	return fmt.Errorf("claiming username %q for API client %s/%s: still contended after %d attempts",
+		c.Spec.Username, c.Namespace, c.Name, claimAttempts)
+}
+
+// otherHolder reports, as a UsernameTakenError, an API client other than c, in any
+// namespace, that holds c's username.
+func otherHolder(ctx context.Context, fresh client.Reader, c *flexv1.APIClient) error {
+	list := &flexv1.APIClientList{}
+	// A field selector the API server applies (spec.username is a selectable field of the CRD).
+	if err := fresh.List(ctx, list, client.MatchingFields{index.Username: c.Spec.Username}); err != nil {
+		return fmt.Errorf("looking up API clients with username %q: %w", c.Spec.Username, err)
+	}
+	for _, other := range Holders(list.Items, c.Spec.Username) {
+		if other.Namespace != c.Namespace || other.Name != c.Name {
+			return &UsernameTakenError{Username: c.Spec.Username, Holder: client.ObjectKeyFromObject(other)}
+		}
+	}
+	return nil
+}
+
+func holderOf(ctx context.Context, r client.Reader, claim *flexv1.UsernameClaim) (*flexv1.APIClient, error) {
+	c := &flexv1.APIClient{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: claim.Spec.APIClientNamespace, Name: claim.Spec.APIClientName}, c)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
