@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,7 @@ type options struct {
 	webhookHost, webhookCertDir     string
 	webhookPort                     int
 	pprofAddr                       string
+	trustedProxies                  []netip.Prefix
 	pprofAllowRemote                bool
 	installRules                    bool
 	tokenKeysSecret                 string
@@ -106,6 +108,20 @@ func main() {
 		"Requests per second one API client (or end user) may make; 0 disables the limit.")
 	flag.IntVar(&o.limits.PerClient.Burst, "rate-limit-burst", o.limits.PerClient.Burst, "Burst of the per-client rate limit.")
 	zapOpts := zap.Options{Development: true}
+	flag.Func("trusted-proxies", "Comma-separated networks (CIDR) of the reverse proxies in front of the REST API: "+
+		"only from them is the client's address taken from X-Forwarded-For/Forwarded (default: none).", func(v string) error {
+		for _, cidr := range strings.Split(v, ",") {
+			if cidr = strings.TrimSpace(cidr); cidr == "" {
+				continue
+			}
+			p, err := netip.ParsePrefix(cidr)
+			if err != nil {
+				return fmt.Errorf("not a network: %q", cidr)
+			}
+			o.trustedProxies = append(o.trustedProxies, p.Masked())
+		}
+		return nil
+	})
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -206,16 +222,17 @@ func run(ctx context.Context, o options) error {
 
 	var synced atomic.Bool
 	if err := mgr.Add(facade.NewServer(facade.Config{
-		Addr:          o.apiAddr,
-		Ready:         synced.Load,
-		Log:           ctrl.Log.WithName("api"),
-		Cache:         mgr.GetCache(),
-		APIReader:     mgr.GetAPIReader(),
-		Client:        mgr.GetClient(),
-		Issuer:        auth.NewIssuer(keys, time.Now),
-		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
-		Rewards:       o.rewards,
-		Limits:        o.limits,
+		Addr:           o.apiAddr,
+		Ready:          synced.Load,
+		Log:            ctrl.Log.WithName("api"),
+		Cache:          mgr.GetCache(),
+		APIReader:      mgr.GetAPIReader(),
+		Client:         mgr.GetClient(),
+		Issuer:         auth.NewIssuer(keys, time.Now),
+		Authenticator:  auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
+		Rewards:        o.rewards,
+		Limits:         o.limits,
+		TrustedProxies: o.trustedProxies,
 	})); err != nil {
 		return err
 	}

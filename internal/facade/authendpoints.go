@@ -59,34 +59,49 @@ type TokenResponse struct {
 // tokenForm is the OAuth2 resource-owner password flow: form username, password and
 // grant_type=password give an organisation token valid for an hour.
 func (s *Server) tokenForm(w http.ResponseWriter, r *http.Request) {
+	oauthError := func(err error, code string) error {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			withCode := *ae
+			withCode.oauth = code
+			return &withCode
+		}
+		return err
+	}
 	body, err := decodeForm(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, oauthError(err, "invalid_request"))
 		return
 	}
 	f := &fields{}
 	username, _ := f.str(body, []any{"body"}, "username", true)
 	password, _ := f.str(body, []any{"body"}, "password", true)
+	code := "invalid_request"
 	if gt, ok := f.str(body, []any{"body"}, "grant_type", false); ok && gt != "password" {
 		f.add("String should match pattern '^password$'", "string_pattern_mismatch", []any{"body", "grant_type"})
+		code = "unsupported_grant_type"
 	}
 	if err := f.err(); err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, oauthError(err, code))
 		return
 	}
-	// Password guessing: once a username or an address has used up its failures, answer 429
-	// without checking any password.
-	address := clientAddress(r)
-	if s.limiter.loginUser.exhausted(username) || s.limiter.loginAddress.exhausted(address) {
-		s.writeError(w, r, tooManyRequests(s.limiter.loginUser.retryAfter()))
+	// Password guessing: once a username (tried from this address) or an address has used up
+	// its failures, answer 429 without checking any password. The username's budget is kept
+	// per address, so that nobody elsewhere can lock an organisation out of its own login by
+	// failing with its username; the address is the client's, behind trusted proxies too.
+	address := s.clientAddress(r)
+	userKey := username + "\x00" + address
+	if s.limiter.loginUser.exhausted(userKey) || s.limiter.loginAddress.exhausted(address) {
+		s.writeError(w, r, oauthError(s.tooManyRequests(s.limiter.loginUser, "login_failures"), "invalid_request"))
 		return
 	}
 	p, err := s.Authenticator.Login(r.Context(), username, password)
 	if err != nil {
 		if errors.Is(err, auth.ErrInvalidCredentials) || errors.Is(err, auth.ErrClientDisabled) {
-			s.limiter.loginUser.charge(username)
+			s.limiter.loginUser.charge(userKey)
 			s.limiter.loginAddress.charge(address)
-			err = &apiError{status: http.StatusUnauthorized, detail: "Incorrect username or password", headers: bearerChallenge}
+			err = &apiError{status: http.StatusUnauthorized, detail: "Incorrect username or password", headers: bearerChallenge,
+				oauth: "invalid_grant"}
 		}
 		s.writeError(w, r, err)
 		return

@@ -29,19 +29,25 @@ var errBadCredentials = &apiError{status: http.StatusUnauthorized, detail: "Coul
 // an organisation token must hold every role listed.
 func (s *Server) authenticated(h handler, endUserAllowed bool, roles ...flexv1.Role) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		address := clientAddress(r)
-		if s.limiter.authFailures.exhausted(address) {
-			s.writeError(w, r, tooManyRequests(s.limiter.authFailures.retryAfter()))
-			return
-		}
+		// A valid token is never refused for others' failures: the token is verified first
+		// (a signature check, no API call), and only a caller whose token fails spends the
+		// failure budget of its address, so one client retrying a bad token behind a shared
+		// proxy address cannot lock out the others.
 		p, err := s.principal(r)
 		switch {
 		case err != nil:
+			address := s.clientAddress(r)
+			if s.limiter.authFailures.exhausted(address) {
+				err = s.tooManyRequests(s.limiter.authFailures, "auth_failures")
+			}
 			s.limiter.authFailures.charge(address)
 		case !s.limiter.perClient.allow(rateKey(p)):
-			err = tooManyRequests(s.limiter.perClient.retryAfter())
+			err = s.tooManyRequests(s.limiter.perClient, "per_client")
 		default:
 			err = authorise(p, endUserAllowed, roles)
+		}
+		if info := infoOf(r.Context()); info != nil && p != nil {
+			info.principal = p
 		}
 		if err != nil {
 			s.writeError(w, r, err)

@@ -22,6 +22,9 @@ type apiError struct {
 	// validation) or an object (asset conflict, prerequisites not met).
 	detail  any
 	headers map[string]string
+	// oauth is the RFC 6749 (5.2) error code the token endpoint adds as "error", so that
+	// OAuth2 client libraries can read the failure; empty elsewhere.
+	oauth string
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d: %v", e.status, e.detail) }
@@ -73,7 +76,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	for k, v := range ae.headers {
 		w.Header().Set(k, v)
 	}
-	writeJSON(w, ae.status, map[string]any{"detail": ae.detail})
+	body := map[string]any{"detail": ae.detail}
+	if ae.oauth != "" {
+		body["error"] = ae.oauth
+		if msg, ok := ae.detail.(string); ok {
+			body["error_description"] = msg
+		}
+	}
+	writeJSON(w, ae.status, body)
 }
 
 func writeJSON(w http.ResponseWriter, status int, body any) {

@@ -626,8 +626,14 @@ func checkRendered(t *testing.T, s *Server, rec *httptest.ResponseRecorder, want
 	out := checkAnswer(t, s, want, "body")
 	wantRec := httptest.NewRecorder()
 	s.writeError(wantRec, httptest.NewRequest(http.MethodGet, "/", nil), want)
-	if rec.Code != out.ae.status || rec.Body.String() != wantRec.Body.String() {
+	var got, expected map[string]any
+	if json.Unmarshal(rec.Body.Bytes(), &got) != nil || json.Unmarshal(wantRec.Body.Bytes(), &expected) != nil ||
+		rec.Code != out.ae.status || !reflect.DeepEqual(got["detail"], expected["detail"]) {
 		t.Fatalf("the handler answers %d %s, the decoder %d %s", rec.Code, rec.Body, wantRec.Code, wantRec.Body)
+	}
+	// The token endpoint also says what failed in RFC 6749's words (section 5.2).
+	if code := got["error"]; code != "invalid_request" && code != "unsupported_grant_type" {
+		t.Fatalf("the token endpoint's 4xx %s has no RFC 6749 error code", rec.Body)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -13,10 +14,13 @@ import (
 )
 
 // limitedCall sends a request to another facade instance (same cache and cluster) that has
-// its own limits.
-func limitedCall(srv *httptest.Server, method, path, token, contentType, body string) *http.Response {
+// its own limits. headers are name, value pairs.
+func limitedCall(srv *httptest.Server, method, path, token, contentType, body string, headers ...string) *http.Response {
 	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 	Expect(err).NotTo(HaveOccurred())
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
@@ -72,6 +76,61 @@ var _ = Describe("Input limits", func() {
 			Expect(limitedCall(srv, "GET", "/entities/site", "not-a-token", "", "").StatusCode).To(Equal(http.StatusUnauthorized))
 		}
 		Expect(limitedCall(srv, "GET", "/entities/site", "not-a-token", "", "").StatusCode).To(Equal(http.StatusTooManyRequests))
+	})
+
+	It("never refuses a valid token for others' bad tokens from the same address", func(ctx SpecContext) {
+		srv := limited(facade.Limits{AuthFailuresPerAddress: facade.Limit{Rate: 0.01, Burst: 5}})
+		good := newOrg(ctx).token()
+		for range 10 {
+			limitedCall(srv, "GET", "/entities/site", "not-a-token", "", "")
+		}
+		Expect(limitedCall(srv, "GET", "/entities/site", "not-a-token", "", "").StatusCode).To(Equal(http.StatusTooManyRequests))
+		for range 5 {
+			Expect(limitedCall(srv, "GET", "/entities/site", good, "", "").StatusCode).To(Equal(http.StatusOK))
+		}
+	})
+
+	It("takes the client's address from X-Forwarded-For only behind a trusted proxy", func(ctx SpecContext) {
+		flood := func(srv *httptest.Server, from string) {
+			for range 6 {
+				limitedCall(srv, "GET", "/entities/site", "not-a-token", "", "", "X-Forwarded-For", from)
+			}
+		}
+		limits := facade.Limits{AuthFailuresPerAddress: facade.Limit{Rate: 0.01, Burst: 5}}
+		cfg := facadeSrv.Config
+		cfg.Limits = limits
+		cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+		behindProxy := httptest.NewServer(facade.NewServer(cfg))
+		DeferCleanup(behindProxy.Close)
+
+		flood(behindProxy, "203.0.113.7")
+		Expect(limitedCall(behindProxy, "GET", "/entities/site", "not-a-token", "", "", "X-Forwarded-For", "203.0.113.7").StatusCode).
+			To(Equal(http.StatusTooManyRequests), "the flooding client is limited")
+		Expect(limitedCall(behindProxy, "GET", "/entities/site", "not-a-token", "", "", "Forwarded", `for="198.51.100.9:4711"`).StatusCode).
+			To(Equal(http.StatusUnauthorized), "another client behind the same proxy is not")
+
+		direct := limited(limits)
+		flood(direct, "203.0.113.7")
+		Expect(limitedCall(direct, "GET", "/entities/site", "not-a-token", "", "", "X-Forwarded-For", "198.51.100.9").StatusCode).
+			To(Equal(http.StatusTooManyRequests), "without trust, the header is the caller's word and is ignored")
+	})
+
+	It("keeps a username's failure budget per address, so nobody elsewhere can lock an organisation out", func(ctx SpecContext) {
+		cfg := facadeSrv.Config
+		cfg.Limits = facade.Limits{LoginFailuresPerUsername: facade.Limit{Rate: 0.001, Burst: 3}}
+		cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+		srv := httptest.NewServer(facade.NewServer(cfg))
+		DeferCleanup(srv.Close)
+		o := newOrg(ctx)
+		o.token()
+		form := func(password string) string {
+			return fmt.Sprintf("username=%s&password=%s&grant_type=password", o.Username, password)
+		}
+		for range 4 {
+			limitedCall(srv, "POST", "/auth/token-form", "", "application/x-www-form-urlencoded", form("guess"), "X-Forwarded-For", "203.0.113.7")
+		}
+		Expect(limitedCall(srv, "POST", "/auth/token-form", "", "application/x-www-form-urlencoded", form(o.Password),
+			"X-Forwarded-For", "198.51.100.9").StatusCode).To(Equal(http.StatusOK))
 	})
 
 	It("refuses a body over 1 MiB with 413", func(ctx SpecContext) {

@@ -3,11 +3,15 @@ package facade
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/flexsite/flexsite/internal/metrics"
 )
 
 // Limits bound what one caller can ask of the facade, so a flood from one client gets 429s
@@ -114,18 +118,83 @@ func (k *keyedLimiter) retryAfter() string {
 	return strconv.Itoa(secs)
 }
 
-func tooManyRequests(retryAfter string) error {
+// tooManyRequests is the 429 of limit k (named for the metrics).
+func (s *Server) tooManyRequests(k *keyedLimiter, limit string) error {
+	metrics.RateLimited.WithLabelValues(limit).Inc()
 	return &apiError{status: http.StatusTooManyRequests, detail: "Too many requests; retry later",
-		headers: map[string]string{headerRetryAfter: retryAfter}}
+		headers: map[string]string{headerRetryAfter: k.retryAfter()}}
 }
 
-// clientAddress is the caller's IP. X-Forwarded-For is not trusted: anyone can send it.
-func clientAddress(r *http.Request) string {
+// clientAddress is the address of the client a request comes from: the connection's, unless
+// that is a trusted proxy (Config.TrustedProxies); then the nearest address in Forwarded or
+// X-Forwarded-For that is not a trusted proxy itself. Anyone else's headers are ignored: a
+// client cannot choose whose limits it spends.
+func (s *Server) clientAddress(r *http.Request) string {
+	return ClientAddress(r, s.TrustedProxies)
+}
+
+// ClientAddress is clientAddress for the given trusted proxy networks.
+func ClientAddress(r *http.Request, trusted []netip.Prefix) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
+	}
+	isTrusted := func(a string) bool {
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
+			return false
+		}
+		ip = ip.Unmap()
+		for _, p := range trusted {
+			if p.Contains(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	if !isTrusted(host) {
+		return host
+	}
+	hops := forwardedFor(r)
+	// Right to left: the right-most entries were added by our own proxies.
+	for i := len(hops) - 1; i >= 0; i-- {
+		if !isTrusted(hops[i]) {
+			return hops[i]
+		}
 	}
 	return host
+}
+
+// forwardedFor lists the client addresses of the Forwarded header (RFC 7239, for=), or else
+// of X-Forwarded-For, in order.
+func forwardedFor(r *http.Request) []string {
+	var hops []string
+	for _, line := range r.Header.Values("Forwarded") {
+		for _, elem := range strings.Split(line, ",") {
+			for _, pair := range strings.Split(elem, ";") {
+				k, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
+				if !ok || !strings.EqualFold(k, "for") {
+					continue
+				}
+				v = strings.Trim(v, `"`)
+				if h, _, err := net.SplitHostPort(v); err == nil {
+					v = h
+				}
+				hops = append(hops, strings.Trim(v, "[]"))
+			}
+		}
+	}
+	if len(hops) > 0 {
+		return hops
+	}
+	for _, line := range r.Header.Values("X-Forwarded-For") {
+		for _, a := range strings.Split(line, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				hops = append(hops, a)
+			}
+		}
+	}
+	return hops
 }
 
 // rateLimiters are the facade's limiters, built from Limits.

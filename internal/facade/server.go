@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -51,6 +52,10 @@ type Config struct {
 	// InFlightTimeout is how long a request that creates a site has to finish writing it
 	// before the Site controller deletes it as abandoned (default DefaultInFlightTimeout).
 	InFlightTimeout time.Duration
+	// TrustedProxies are the networks of the reverse proxies in front of the API: only from
+	// them is the client's address taken from X-Forwarded-For or Forwarded (none: the
+	// connection's address is the client's).
+	TrustedProxies []netip.Prefix
 }
 
 // The facade's own permissions (the controllers' are on the reconcilers, the Secrets' on
@@ -67,6 +72,7 @@ type Config struct {
 type Server struct {
 	Config
 	mux     *http.ServeMux
+	handler http.Handler // mux, observed (request id, access log, metrics)
 	limiter rateLimiters
 }
 
@@ -78,8 +84,11 @@ func NewServer(cfg Config) *Server {
 	if cfg.InFlightTimeout == 0 {
 		cfg.InFlightTimeout = DefaultInFlightTimeout
 	}
+	// Every write names the API client that made it (managedFields).
+	cfg.Client = ownedClient{cfg.Client}
 	s := &Server{Config: cfg, mux: http.NewServeMux(), limiter: newRateLimiters(cfg.Limits)}
 	s.routes()
+	s.handler = s.observe(s.mux)
 	return s
 }
 
@@ -178,7 +187,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // ServeHTTP makes the server usable in httptest.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // NeedLeaderElection tells the manager to run the facade in every replica.
 func (s *Server) NeedLeaderElection() bool { return false }

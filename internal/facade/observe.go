@@ -1,0 +1,106 @@
+package facade
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/metrics"
+)
+
+// Every answer carries a request id, and every request leaves one access log line and its
+// metrics. The log line names the route pattern (never the raw path, which carries ids), the
+// status, the latency, the API client (and end user) and the request id: never a token, a
+// password or a body.
+
+// HeaderRequestID carries the request's id: the caller's, when it sent a sane one (so a
+// client's and a proxy's logs can be joined with ours), otherwise a new UUID.
+const HeaderRequestID = "X-Request-Id"
+
+var saneRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+
+// requestInfo is what the inner handlers learn about a request that the access log needs.
+type requestInfo struct {
+	id        string
+	principal *auth.Principal
+}
+
+type requestInfoKey struct{}
+
+// infoOf is the request's info (nil outside observe, e.g. in a handler called directly).
+func infoOf(ctx context.Context) *requestInfo {
+	info, _ := ctx.Value(requestInfoKey{}).(*requestInfo)
+	return info
+}
+
+// statusRecorder remembers the status a handler answered.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusRecorder) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusRecorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// observe wraps next with the request id, the access log line and the request metrics.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get(HeaderRequestID)
+		if !saneRequestID.MatchString(id) {
+			id = uuid.NewString()
+		}
+		w.Header().Set(HeaderRequestID, id)
+		info := &requestInfo{id: id}
+		rec := &statusRecorder{ResponseWriter: w}
+		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
+		next.ServeHTTP(rec, r)
+
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		elapsed := time.Since(start)
+		route := routeOf(r)
+		metrics.HTTPRequests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
+		metrics.HTTPDuration.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
+		kv := []any{"method", r.Method, "route", route, "status", rec.status,
+			"latencyMs", float64(elapsed.Microseconds()) / 1000, "requestID", id, "remote", s.clientAddress(r)}
+		if p := info.principal; p != nil {
+			kv = append(kv, "namespace", p.Namespace, "apiClient", p.ClientName)
+			if p.Kind == auth.KindEndUser {
+				kv = append(kv, "endUser", p.UserID)
+			}
+		}
+		s.Log.Info("request", kv...)
+	})
+}
+
+// routeOf is the route pattern the mux matched, without its method ("/entities/site/{site_id}");
+// "unmatched" for a path no route serves, so unknown paths make one series, not one each.
+func routeOf(r *http.Request) string {
+	pattern := r.Pattern
+	if i := strings.IndexByte(pattern, ' '); i >= 0 {
+		pattern = pattern[i+1:]
+	}
+	if pattern == "" || pattern == "/" {
+		return "unmatched"
+	}
+	return pattern
+}
