@@ -8,9 +8,12 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 )
 
-// handler is an authenticated endpoint: it returns the 200 body, or an error that writeError
-// turns into the documented error form.
+// handler is an authenticated endpoint: it returns the 200 body (or noContent), or an error
+// that writeError turns into the documented error form.
 type handler func(r *http.Request, p *auth.Principal) (any, error)
+
+// noContent is the answer of a handler that succeeds with 204 and no body.
+type noContent struct{}
 
 // bearerChallenge is the header every 401 carries (RFC 6750).
 var bearerChallenge = map[string]string{"WWW-Authenticate": "Bearer"}
@@ -47,6 +50,10 @@ func (s *Server) authenticated(h handler, endUserAllowed bool, roles ...flexv1.R
 		body, err := h(r.WithContext(auth.WithPrincipal(r.Context(), p)), p)
 		if err != nil {
 			s.writeError(w, r, err)
+			return
+		}
+		if _, empty := body.(noContent); empty {
+			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 		writeJSON(w, http.StatusOK, body)

@@ -127,7 +127,10 @@ func (s *Server) routeTable() []struct {
 		{Route{"POST", "/entities/site/{site_id}/unenrol"}, orgOrUser(s.unenrol, write)},
 		{Route{"POST", "/entities/site/{site_id}/meter-consent"}, orgOrUser(s.meterConsent, write)},
 		{Route{"POST", "/entities/asset"}, org(s.createAsset, write)},
+		{Route{"GET", "/entities/asset"}, org(s.listAssets, read)},
 		{Route{"GET", "/entities/asset/{asset_id}"}, org(s.getAsset, read)},
+		{Route{"PATCH", "/entities/asset/{asset_id}"}, org(s.updateAsset, write)},
+		{Route{"DELETE", "/entities/asset/{asset_id}"}, org(s.deleteAsset, write)},
 		{Route{"GET", "/entities/asset/external-id/{external_id}"}, org(s.getAssetByExternalID, read)},
 
 		{Route{"POST", "/validation/mpan"}, org(s.validateMPAN)},
