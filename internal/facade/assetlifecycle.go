@@ -51,7 +51,7 @@ func (s *Server) updateAsset(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var updated *flexv1.Asset
+	var out AssetRecord
 	err = s.transact(ctx, func(st store, log *writeLog) error {
 		current, err := s.findAsset(ctx, st, p.Namespace, id)
 		if err != nil {
@@ -63,19 +63,32 @@ func (s *Server) updateAsset(r *http.Request, p *auth.Principal) (any, error) {
 		if err := knownModel(rules, in.Model); err != nil {
 			return err
 		}
-		updated = current.DeepCopy()
+		// Everything the answer needs is read before the write: a read failing after it would
+		// answer an error for a change that was made.
+		site, err := s.siteOf(ctx, st, current)
+		if err != nil {
+			return err
+		}
+		updated := current.DeepCopy()
 		changed := household.MergeAsset(&updated.Spec, in)
 		if len(changed) == 0 {
 			// Nothing to write, provided the copy judged is the stored one: a cached copy may
 			// miss a change made a moment ago, which this request would then have to undo.
-			return s.confirmStored(ctx, st, current)
+			err = s.confirmStored(ctx, st, current)
+		} else {
+			err = s.write(ctx, log, updated, current, changed)
 		}
-		return s.write(ctx, log, updated, current, changed)
+		siteID := ""
+		if site != nil {
+			siteID = site.Labels[flexv1.IDLabel]
+		}
+		out = assetRecord(updated, siteID)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return s.assetAnswer(ctx, updated, nil)
+	return out, nil
 }
 
 // deleteAsset deletes the asset and answers 204 once this replica's cache no longer holds it,
@@ -161,6 +174,16 @@ func (s *Server) findAsset(ctx context.Context, st store, ns, id string) (*flexv
 	return asset, err
 }
 
+// siteOf reads the asset's site: in st, and past the cache when the cache does not have it.
+// It is nil when the site does not exist (an asset declared without one).
+func (s *Server) siteOf(ctx context.Context, st store, asset *flexv1.Asset) (*flexv1.Site, error) {
+	site, err := st.siteByName(ctx, asset.Namespace, asset.Spec.SiteName)
+	if err == nil && site == nil && st.cached {
+		site, err = s.store(true).siteByName(ctx, asset.Namespace, asset.Spec.SiteName)
+	}
+	return site, err
+}
+
 // knownModel refuses an asset model the catalogue does not have, as every REST door does
 // (kubectl only warns: see the asset webhook).
 func knownModel(rules eligibility.Rules, model *string) error {
@@ -197,11 +220,9 @@ func (s *Server) confirmStored(ctx context.Context, st store, asset *flexv1.Asse
 // for the deleted asset and then take the site for abandoned. The marker is released first,
 // and seen by this replica's cache before the asset goes.
 func (s *Server) releaseInFlight(ctx context.Context, st store, log *writeLog, asset *flexv1.Asset) error {
-	site, err := st.siteByName(ctx, asset.Namespace, asset.Spec.SiteName)
-	if err == nil && site == nil && st.cached {
-		// A site created a moment ago is the one most likely to be still in flight.
-		site, err = s.store(true).siteByName(ctx, asset.Namespace, asset.Spec.SiteName)
-	}
+	// A site created a moment ago (which siteOf reads past the cache) is the one most likely
+	// to be still in flight.
+	site, err := s.siteOf(ctx, st, asset)
 	if err != nil || site == nil || !site.DeletionTimestamp.IsZero() {
 		return err
 	}
