@@ -396,8 +396,9 @@ var _ = Describe("GET /entities/asset (list)", func() {
 	})
 	list := func(query string) map[string]any { return mustCall("GET", "/entities/asset?"+query, tok, nil) }
 	ids := func(page map[string]any) []string {
-		out := []string{}
-		for _, a := range page["assets"].([]any) {
+		assets := page["assets"].([]any)
+		out := make([]string, 0, len(assets))
+		for _, a := range assets {
 			out = append(out, a.(map[string]any)["id"].(string))
 		}
 		return out

@@ -106,6 +106,7 @@ func (s *Server) routeTable() []struct {
 		h http.Handler
 	}
 	read, write := flexv1.RoleEntityRead, flexv1.RoleEntityWrite
+	const assetByID = "/entities/asset/{asset_id}"
 	return []entry{
 		{Route{"GET", "/healthz"}, http.HandlerFunc(s.healthz)},
 		{Route{"GET", "/readyz"}, http.HandlerFunc(s.readyz)},
@@ -128,9 +129,9 @@ func (s *Server) routeTable() []struct {
 		{Route{"POST", "/entities/site/{site_id}/meter-consent"}, orgOrUser(s.meterConsent, write)},
 		{Route{"POST", "/entities/asset"}, org(s.createAsset, write)},
 		{Route{"GET", "/entities/asset"}, org(s.listAssets, read)},
-		{Route{"GET", "/entities/asset/{asset_id}"}, org(s.getAsset, read)},
-		{Route{"PATCH", "/entities/asset/{asset_id}"}, org(s.updateAsset, write)},
-		{Route{"DELETE", "/entities/asset/{asset_id}"}, org(s.deleteAsset, write)},
+		{Route{"GET", assetByID}, org(s.getAsset, read)},
+		{Route{"PATCH", assetByID}, org(s.updateAsset, write)},
+		{Route{"DELETE", assetByID}, org(s.deleteAsset, write)},
 		{Route{"GET", "/entities/asset/external-id/{external_id}"}, org(s.getAssetByExternalID, read)},
 
 		{Route{"POST", "/validation/mpan"}, org(s.validateMPAN)},
