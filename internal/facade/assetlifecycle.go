@@ -47,9 +47,11 @@ func (s *Server) updateAsset(r *http.Request, p *auth.Principal) (any, error) {
 		return nil, err
 	}
 	ctx := r.Context()
-	rules, err := household.LoadRules(ctx, s.Cache)
-	if err != nil {
-		return nil, err
+	var rules eligibility.Rules
+	if in.Model != nil { // the catalogue is read only to check a model sent
+		if rules, err = household.LoadRules(ctx, s.Cache); err != nil {
+			return nil, err
+		}
 	}
 	var out AssetRecord
 	err = s.transact(ctx, func(st store, log *writeLog) error {
