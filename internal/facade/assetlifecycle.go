@@ -75,7 +75,7 @@ func (s *Server) updateAsset(r *http.Request, p *auth.Principal) (any, error) {
 		changed := household.MergeAsset(&updated.Spec, in)
 		if len(changed) == 0 {
 			// Nothing to write, provided the copy judged is the stored one: a cached copy may
-			// miss a change made a moment ago, which this request would then have to undo.
+			// not show a change made a moment ago, and what was sent would then not be stored.
 			err = s.confirmStored(ctx, st, current)
 		} else {
 			err = s.write(ctx, log, updated, current, changed)
