@@ -32,10 +32,8 @@ func (s *Server) createAsset(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if in.Model != nil {
-		if _, ok := rules.Model(*in.Model); !ok {
-			return nil, fail(http.StatusNotFound, "Asset model %q not found", *in.Model)
-		}
+	if err := knownModel(rules, in.Model); err != nil {
+		return nil, err
 	}
 	var asset *flexv1.Asset
 	err = s.transact(ctx, func(st store, log *writeLog) error {

@@ -53,6 +53,8 @@ type matrixRoute struct {
 	// endUser: end-user tokens are admitted (for their own site).
 	endUser bool
 	body    func(caller matrixCaller) any
+	// success is the status of an allowed call: 200 unless set (DELETE answers 204).
+	success int
 }
 
 var _ = Describe("The authorisation matrix", Ordered, func() {
@@ -183,7 +185,12 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"POST /entities/asset": {role: flexv1.RoleEntityWrite, scoped: true, body: func(matrixCaller) any {
 				return map[string]any{"external_id": unique("matrix-asset"), "type": "battery", "site_id": siteID}
 			}},
-			"GET /entities/asset/{asset_id}":                {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
+			"GET /entities/asset":            {role: flexv1.RoleEntityRead, body: noBody},
+			"GET /entities/asset/{asset_id}": {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
+			"PATCH /entities/asset/{asset_id}": {role: flexv1.RoleEntityWrite, scoped: true,
+				body: jsonBody(map[string]any{"properties": map[string]any{"power_kw": 3.3}})},
+			"DELETE /entities/asset/{asset_id}": {role: flexv1.RoleEntityWrite, scoped: true, body: noBody,
+				success: http.StatusNoContent},
 			"GET /entities/asset/external-id/{external_id}": {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
 			"POST /validation/mpan":                         {body: jsonBody(map[string]any{"mpan": "1234567890126"})},
 			"GET /rewards/{site_id}/transactions":           {role: flexv1.RoleRewards, scoped: true, body: noBody},
@@ -207,9 +214,13 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			}
 			covered[name] = true
 			path := concrete.Replace(route.Path)
+			allowed := http.StatusOK
+			if row.success != 0 {
+				allowed = row.success
+			}
 			for caller := range matrixCallers {
 				var token string
-				want := http.StatusOK
+				want := allowed
 				switch caller {
 				case callerNoToken:
 					want = http.StatusUnauthorized
@@ -228,10 +239,10 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 				case callerThisSiteUser:
 					token, want = tokUser, http.StatusForbidden
 					if row.endUser {
-						want = http.StatusOK
+						want = allowed
 					}
 				case callerLacksRole:
-					token, want = noRoles, http.StatusOK
+					token, want = noRoles, allowed
 					if row.role != "" {
 						token, want = lacking[row.role], http.StatusForbidden
 					}
@@ -263,6 +274,9 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		// Organisation A still has its three sites (no caller of the matrix may remove or add
 		// one), and organisation B's writes stayed in B.
 		Expect(sitesIn(ctx, a.Namespace)).To(HaveLen(3))
+		// No caller of the matrix may change or delete organisation A's asset either.
+		asset := mustCall("GET", "/entities/asset/"+assetID, tokA, nil)
+		Expect(asset["properties"]).To(Equal(map[string]any{"power_kw": 7.4}))
 		Expect(sitesIn(ctx, b.Namespace)).NotTo(BeEmpty())
 	})
 })

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/flexsite/flexsite/internal/units"
+	"github.com/flexsite/flexsite/internal/validation"
 )
 
 // maxBodyBytes bounds a request body; larger bodies are refused with 413.
@@ -248,4 +249,44 @@ func (f *fields) queryInt(q map[string][]string, key string, def, lo, hi int) in
 		return n
 	}
 	return def
+}
+
+// The paged entity lists (GET /entities/site, GET /entities/asset) take the same limit and
+// offset, with the same bounds, and answer the same page numbers.
+const (
+	defaultPageLimit = 10
+	maxPageLimit     = 5000
+)
+
+// paging reads a paged list's limit (1..5000, default 10) and offset (>= 0, default 0).
+func (f *fields) paging(q map[string][]string) (limit, offset int) {
+	limit = f.queryInt(q, "limit", defaultPageLimit, 1, maxPageLimit)
+	offset = f.queryInt(q, "offset", 0, 0, -1)
+	return limit, offset
+}
+
+// page is the window limit and offset select from a list of total items: items [from, to),
+// the number of pages and the 1-based number of the page (an offset past the end selects
+// nothing, and still has a page number).
+type page struct {
+	from, to           int
+	totalPages, number int
+}
+
+func pageOf(total, limit, offset int) page {
+	from := min(offset, total)
+	p := page{from: from, to: from + min(limit, total-from), totalPages: (total + limit - 1) / limit, number: offset / limit}
+	if p.number < math.MaxInt { // offset math.MaxInt with limit 1 has no next number
+		p.number++
+	}
+	return p
+}
+
+// uuidParam reads a path parameter that must be a UUID, in its canonical lower-case form.
+func (f *fields) uuidParam(r *http.Request, name string) string {
+	id, err := validation.ParseUUID(r.PathValue(name))
+	if err != nil {
+		f.addValidation(err, []any{"path", name})
+	}
+	return id
 }

@@ -232,9 +232,19 @@ type faultEnv struct {
 
 // faultRequest is one request under fault injection, and what a 200 must have stored.
 type faultRequest struct {
-	path  string
-	body  any
-	check func(ctx context.Context, g Gomega, answer map[string]any, repeat bool)
+	method string // POST when empty
+	path   string
+	body   any
+	check  func(ctx context.Context, g Gomega, answer map[string]any, repeat bool)
+}
+
+// send sends the request to the facade at base.
+func (r faultRequest) send(base, token string) relAnswer {
+	method := r.method
+	if method == "" {
+		method = http.MethodPost
+	}
+	return relSend(relHTTP, method, base, r.path, token, r.body)
 }
 
 // faultCase is an endpoint under fault injection: prepare stores what the i-th request
@@ -455,6 +465,28 @@ func faultExpectDispatch(e faultEnv, mpan string, methods ...string) func(contex
 	}
 }
 
+// caseUpdateAsset fills in a stored asset's model, installation date and one property.
+var caseUpdateAsset = faultCase{name: "update asset (PATCH)", prepare: func(ctx context.Context, e faultEnv, i int) faultRequest {
+	mpan := faultMPAN(i)
+	mustCall("POST", "/entities/site/onboard", e.tok, household(mpan))
+	faultSettled(ctx, e.ns, mpan, faultLP)
+	battery := entityStoredAsset(ctx, e.ns, "battery-"+mpan)
+	id := battery.Labels[flexv1.IDLabel]
+	return faultRequest{method: http.MethodPatch, path: "/entities/asset/" + id,
+		body: map[string]any{"asset_model": "givenergy_all_in_one", "installation_date": "2025-03-01",
+			"properties": map[string]any{"capacity_kwh": 9.5}},
+		check: func(ctx context.Context, g Gomega, answer map[string]any, _ bool) {
+			g.Expect(answer["id"]).To(Equal(id))
+			g.Expect(answer["properties"]).To(Equal(map[string]any{"power_kw": 5.0, "capacity_kwh": 9.5}))
+			stored := &flexv1.Asset{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(battery), stored)).To(Succeed())
+			g.Expect(stored.Spec.Model).To(Equal("givenergy_all_in_one"))
+			g.Expect(stored.Spec.InstallationDate).To(Equal("2025-03-01"))
+			g.Expect(stored.Spec.PowerW).To(HaveValue(Equal(int64(5000))))
+			g.Expect(stored.Spec.CapacityWh).To(HaveValue(Equal(int64(9500))))
+		}}
+}}
+
 // faultProblems collects the failures of a spec that walks many fault points, so that one
 // run reports every point that broke rather than the first.
 type faultProblems struct {
@@ -478,7 +510,7 @@ func faultReferenceWrites(ctx context.Context, e faultEnv, c faultCase) []string
 	req := c.prepare(ctx, e, 0)
 	counter := newFaultClient(faultServerError, 0)
 	url, done := faultyFacade(counter, nil, faultInFlightTimeout)
-	a := relPost(relHTTP, url, req.path, e.tok, req.body)
+	a := req.send(url, e.tok)
 	done()
 	Expect(a.err).NotTo(HaveOccurred())
 	Expect(a.status).To(Equal(http.StatusOK), "%s", a)
@@ -515,7 +547,7 @@ func faultDiff(before, after string) []string {
 func faultEntry(c faultCase, f faultMode) TableEntry { return Entry(c.name+", "+f.String(), c, f) }
 
 var faultCases = []faultCase{caseOnboardNew, caseOnboardExisting, caseInitialiseNew, caseInitialiseExisting, caseLegacyNew, caseCreateAsset,
-	caseDispatchConsent, caseDispatchDeconsent}
+	caseDispatchConsent, caseDispatchDeconsent, caseUpdateAsset}
 
 var _ = Describe("Reliability: injected write faults", func() {
 	var e faultEnv
@@ -545,7 +577,7 @@ var _ = Describe("Reliability: injected write faults", func() {
 				before := snapshot(ctx, e.ns)
 				fc := newFaultClient(fault, k)
 				url, done := faultyFacade(fc, nil, faultInFlightTimeout)
-				a := relPost(relHTTP, url, req.path, e.tok, req.body)
+				a := req.send(url, e.tok)
 				done()
 				writes, failed := fc.state()
 				problems.at = fmt.Sprintf("k=%d (failed: %q; writes: %v)", k, failed, writes)
@@ -560,7 +592,7 @@ var _ = Describe("Reliability: injected write faults", func() {
 				faultExpectErrorForm(g, a)
 				faultSoon(g, func() []string { return faultDiff(before, snapshot(ctx, e.ns)) }).
 					Should(BeEmpty(), "a failed request leaves no stored change (- lost, + left behind)")
-				again := relPost(relHTTP, apiServer.URL, req.path, e.tok, req.body)
+				again := req.send(apiServer.URL, e.tok)
 				if g.Expect(again.status).To(Equal(http.StatusOK), "the same request sent again succeeds: %s", again) {
 					repeated++
 					req.check(ctx, g, again.json(), true)
@@ -644,6 +676,76 @@ var _ = Describe("Reliability: injected write faults", func() {
 				fault, len(reference), reference, len(reference)+1, fired, repeatedNotFound, len(problems.list))
 			Expect(problems.list).To(BeEmpty())
 		}, offboardFaults)
+
+	DescribeTable("delete asset: the k-th write fails: the error form and the asset intact, or 204 when the delete took effect",
+		func(ctx SpecContext, fault faultMode) {
+			// stored onboards a household and answers its charger's name and id.
+			stored := func(i int) (name, id string) {
+				mpan := faultMPAN(i)
+				mustCall("POST", "/entities/site/onboard", e.tok, household(mpan))
+				faultSettled(ctx, e.ns, mpan, faultLP)
+				charger := entityStoredAsset(ctx, e.ns, "charger-"+mpan)
+				return charger.Name, charger.Labels[flexv1.IDLabel]
+			}
+			del := func(base, id string) relAnswer {
+				return relSend(relHTTP, http.MethodDelete, base, "/entities/asset/"+id, e.tok, nil)
+			}
+			// deleted: the snapshot lost the asset's line, and nothing else changed (the lines
+			// that name the asset otherwise are its site's, whose in-flight marker names it).
+			deleted := func(g Gomega, before, name string) {
+				faultSoon(g, func() string { return snapshot(ctx, e.ns) }).Should(And(
+					Not(ContainSubstring("asset "+name+" ")), WithTransform(func(after string) string { return entityLinesWithout(after, name) },
+						Equal(entityLinesWithout(before, name)))), "the asset is gone, and only it")
+			}
+
+			_, id := stored(0)
+			counter := newFaultClient(fault, 0)
+			url, done := faultyFacade(counter, nil, faultInFlightTimeout)
+			a := del(url, id)
+			done()
+			Expect(a.status).To(Equal(http.StatusNoContent), "%s", a)
+			reference, _ := counter.state()
+
+			problems := &faultProblems{}
+			fired, applied := 0, 0
+			for k := 1; k <= len(reference)+1; k++ {
+				problems.at = fmt.Sprintf("k=%d", k)
+				g := problems.gomega()
+				name, id := stored(k)
+				before := snapshot(ctx, e.ns)
+				fc := newFaultClient(fault, k)
+				url, done := faultyFacade(fc, nil, faultInFlightTimeout)
+				a := del(url, id)
+				done()
+				writes, failed := fc.state()
+				problems.at = fmt.Sprintf("k=%d (failed: %q; writes: %v)", k, failed, writes)
+				if failed == "" {
+					g.Expect(a.status).To(Equal(http.StatusNoContent), "no write failed, so the request succeeds: %s", a)
+					deleted(g, before, name)
+					continue
+				}
+				fired++
+				if a.status == http.StatusNoContent {
+					// The write reached the API server and only its answer was lost: the request
+					// saw the asset gone and said so. A repeat finds nothing to delete.
+					applied++
+					g.Expect(fault).To(Equal(faultTimeoutApplied), "a 204 for a delete that did not happen: %s", a)
+					again := del(apiServer.URL, id)
+					g.Expect(again.status).To(Equal(http.StatusNotFound), "the repeated delete: %s", again)
+				} else {
+					faultExpectErrorForm(g, a)
+					g.Expect(fault).NotTo(Equal(faultTimeoutApplied), "an error for a delete that happened: %s", a)
+					g.Expect(faultDiff(before, snapshot(ctx, e.ns))).To(BeEmpty(), "a failed delete leaves the asset and all else")
+					again := del(apiServer.URL, id)
+					g.Expect(again.status).To(Equal(http.StatusNoContent), "the repeated delete: %s", again)
+				}
+				deleted(g, before, name)
+			}
+			GinkgoWriter.Printf("FIGURES delete-asset-fault %q: %d writes in a successful delete %v; %d k values, %d faults injected, "+
+				"%d deletes applied despite the fault (204), %d problems\n",
+				fault, len(reference), reference, len(reference)+1, fired, applied, len(problems.list))
+			Expect(problems.list).To(BeEmpty())
+		}, offboardFaults)
 })
 
 var _ = Describe("Reliability: write races on the API server", func() {
@@ -658,7 +760,7 @@ var _ = Describe("Reliability: write races on the API server", func() {
 			req := c.prepare(ctx, e, 1)
 			fc := newFaultClient(fault, 0)
 			url, done := faultyFacade(fc, nil, faultInFlightTimeout)
-			a := relPost(relHTTP, url, req.path, e.tok, req.body)
+			a := req.send(url, e.tok)
 			done()
 			writes, failed := fc.state()
 			Expect(failed).NotTo(BeEmpty(), "the fault was injected (writes: %v)", writes)
@@ -672,11 +774,55 @@ var _ = Describe("Reliability: write races on the API server", func() {
 		faultEntry(caseMeterConsent, faultConflict),
 		faultEntry(caseDispatchConsent, faultConflict),
 		faultEntry(caseDispatchDeconsent, faultConflict),
+		faultEntry(caseUpdateAsset, faultConflict),
 		faultEntry(caseOnboardNew, faultAlreadyExists),
 		faultEntry(caseInitialiseNew, faultAlreadyExists),
 		faultEntry(caseLegacyNew, faultAlreadyExists),
 		faultEntry(caseCreateAsset, faultAlreadyExists),
 	)
+
+	It("deletes an asset once when deletes of it race: one 204, the others 404", func(ctx SpecContext) {
+		mpan := faultMPAN(1)
+		mustCall("POST", "/entities/site/onboard", e.tok, household(mpan))
+		faultSettled(ctx, e.ns, mpan, faultLP)
+		id := entityStoredAsset(ctx, e.ns, "battery-"+mpan).Labels[flexv1.IDLabel]
+		answers := relConcurrently(6, func(int) relAnswer {
+			return relSend(relHTTP, http.MethodDelete, apiServer.URL, "/entities/asset/"+id, e.tok, nil)
+		})
+		Expect(relStatuses(answers)).To(Equal(map[int]int{http.StatusNoContent: 1, http.StatusNotFound: 5}), "%v", answers)
+		Expect(relOfSite(ctx, Default, e.ns, identity.SiteNameForMPAN(mpan)).names()).To(HaveLen(3),
+			"the site, its charger and its enrolment stay")
+	})
+
+	It("applies racing updates of one asset one at a time: each whole, none lost to a stale read", func(ctx SpecContext) {
+		mpan := faultMPAN(2)
+		mustCall("POST", "/entities/site/onboard", e.tok, household(mpan))
+		faultSettled(ctx, e.ns, mpan, faultLP)
+		battery := entityStoredAsset(ctx, e.ns, "battery-"+mpan)
+		id := battery.Labels[flexv1.IDLabel]
+		const n = 6
+		// Request i sets power i+1 kW and capacity 10*(i+1) kWh: a stored pair from two
+		// requests would show a lost update.
+		answers := relConcurrently(n, func(i int) relAnswer {
+			return relSend(relHTTP, http.MethodPatch, apiServer.URL, "/entities/asset/"+id, e.tok,
+				map[string]any{"properties": map[string]any{"power_kw": i + 1, "capacity_kwh": 10 * (i + 1)}})
+		})
+		ok := 0
+		for _, a := range answers {
+			// Out of retries is the documented 503 (Retry-After); nothing else.
+			Expect(a.status).To(BeElementOf(http.StatusOK, http.StatusServiceUnavailable), "%s", a)
+			if a.status == http.StatusOK {
+				ok++
+				props := a.json()["properties"].(map[string]any)
+				Expect(props["capacity_kwh"]).To(Equal(10 * props["power_kw"].(float64)))
+			}
+		}
+		Expect(ok).To(BeNumerically(">=", 1))
+		stored := &flexv1.Asset{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(battery), stored)).To(Succeed())
+		Expect(*stored.Spec.CapacityWh).To(Equal(10 * *stored.Spec.PowerW))
+		GinkgoWriter.Printf("FIGURES patch-race: %d concurrent PATCHes of one asset: %v\n", n, relStatuses(answers))
+	})
 })
 
 var _ = Describe("Reliability: injected read faults", func() {
@@ -696,7 +842,7 @@ var _ = Describe("Reliability: injected read faults", func() {
 			counter := newFaultClient(faultServerError, 0)
 			reads := &faultReads{writes: counter}
 			url, done := faultyFacade(counter, reads, faultInFlightTimeout)
-			a := relPost(relHTTP, url, req.path, e.tok, req.body)
+			a := req.send(url, e.tok)
 			done()
 			Expect(a.status).To(Equal(http.StatusOK), "%s", a)
 			req.check(ctx, Default, a.json(), false)
@@ -714,7 +860,7 @@ var _ = Describe("Reliability: injected read faults", func() {
 				fc := newFaultClient(faultServerError, 0)
 				reads := &faultReads{failAt: k, writes: fc}
 				url, done := faultyFacade(fc, reads, faultInFlightTimeout)
-				a := relPost(relHTTP, url, req.path, e.tok, req.body)
+				a := req.send(url, e.tok)
 				done()
 				_, failed, writesAtFire := reads.state()
 				writes, _ := fc.state()
@@ -747,6 +893,7 @@ var _ = Describe("Reliability: injected read faults", func() {
 		Entry(caseCreateAsset.name, caseCreateAsset),
 		Entry(caseDispatchConsent.name, caseDispatchConsent),
 		Entry(caseDispatchDeconsent.name, caseDispatchDeconsent),
+		Entry(caseUpdateAsset.name, caseUpdateAsset),
 	)
 })
 

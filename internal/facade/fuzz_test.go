@@ -638,6 +638,7 @@ func checkRendered(t *testing.T, s *Server, rec *httptest.ResponseRecorder, want
 }
 
 // pagingParams are the (key, default, lo, hi) of every paged endpoint's query parameters.
+// listSites: GET /entities/site and GET /entities/asset, which page alike.
 var pagingParams = []struct {
 	key             string
 	def, lo, hi     int
@@ -648,12 +649,12 @@ var pagingParams = []struct {
 	{"limit", 100, 1, 1000, false, true},
 }
 
-// FuzzQueryInt fuzzes the paging parameters: queryInt on the parsed query, and the real list
-// and transactions handlers on the same query.
+// FuzzQueryInt fuzzes the paging parameters: queryInt on the parsed query, the real site and
+// asset lists and the transactions handler on the same query, and the page window.
 func FuzzQueryInt(f *testing.F) {
 	for _, q := range []string{
 		"", "limit=10&offset=0", "limit=5000", "limit=5001", "limit=0", "offset=-1", "limit=1e3", "limit=%2B7",
-		"limit=9223372036854775808", "offset=9223372036854775807&limit=5000", "limit=&offset=", "limit=1&limit=x",
+		"limit=9223372036854775808", "offset=9223372036854775807&limit=5000", "offset=9223372036854775807&limit=1", "limit=&offset=", "limit=1&limit=x",
 		"limit=٣", "limit= 1", "limit=0x10", "limit=1_000", "mpan=12%2000&postcode=sw1a1aa", "%zz", "limit=-0",
 	} {
 		f.Add(q)
@@ -698,11 +699,41 @@ func FuzzQueryInt(f *testing.F) {
 		}
 		_, herr := s.listSites(request(), fuzzPrincipal)
 		sameAnswer(t, checkAnswer(t, s, herr, "query"), listF.err())
+		_, herr = s.listAssets(request(), fuzzPrincipal)
+		sameAnswer(t, checkAnswer(t, s, herr, "query"), listF.err())
+		if listF.err() == nil {
+			limit, offset := (&fields{}).paging(q)
+			for _, total := range []int{0, 1, limit - 1, limit, limit + 1, offset, offset + 1, 2*limit + 3} {
+				if total >= 0 && total <= 1<<20 {
+					checkPage(t, total, limit, offset)
+				}
+			}
+		}
 		// Transactions reads limit before offset.
 		slices.Reverse(txnF.items)
 		_, herr = s.transactions(request(), fuzzPrincipal)
 		sameAnswer(t, checkAnswer(t, s, herr, "query"), txnF.err())
 	})
+}
+
+// checkPage checks the window pageOf gives limit and offset over total items: the items an
+// offset and a limit select, within the list, and page numbers that count from 1.
+func checkPage(t *testing.T, total, limit, offset int) {
+	t.Helper()
+	p := pageOf(total, limit, offset)
+	wantFrom, wantTo := min(offset, total), total
+	if offset < total && total-offset > limit {
+		wantTo = offset + limit
+	}
+	switch {
+	case p.from != wantFrom || p.to != wantTo:
+		t.Fatalf("pageOf(%d, %d, %d) selects [%d, %d), want [%d, %d)", total, limit, offset, p.from, p.to, wantFrom, wantTo)
+	case p.totalPages < 0 || p.totalPages*limit < total || (total > 0 && (p.totalPages-1)*limit >= total) ||
+		(total == 0) != (p.totalPages == 0):
+		t.Fatalf("pageOf(%d, %d, %d): %d pages", total, limit, offset, p.totalPages)
+	case p.number < 1 || (offset < math.MaxInt && p.number != offset/limit+1):
+		t.Fatalf("pageOf(%d, %d, %d): page number %d", total, limit, offset, p.number)
+	}
 }
 
 // FuzzPathIDs fuzzes the ids of the path: every handler that takes {site_id} or {asset_id}
@@ -723,17 +754,20 @@ func FuzzPathIDs(f *testing.F) {
 			name  string
 			param string
 			h     handler
+			body  string // a valid body, for a handler that reads one
 		}
 		for _, rt := range []route{
-			{"eligibility", "site_id", s.eligibility},
-			{"get site", "site_id", s.getSite},
-			{"offboard", "site_id", s.offboard},
-			{"transactions", "site_id", s.transactions},
-			{"reward info", "site_id", s.rewardInfo},
-			{"get asset", "asset_id", s.getAsset},
-			{"delete site", "site_id", s.deleteSite},
+			{"delete site", "site_id", s.deleteSite, ""},
+			{"eligibility", "site_id", s.eligibility, ""},
+			{"get site", "site_id", s.getSite, ""},
+			{"offboard", "site_id", s.offboard, ""},
+			{"transactions", "site_id", s.transactions, ""},
+			{"reward info", "site_id", s.rewardInfo, ""},
+			{"get asset", "asset_id", s.getAsset, ""},
+			{"update asset", "asset_id", s.updateAsset, "{}"},
+			{"delete asset", "asset_id", s.deleteAsset, ""},
 		} {
-			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r := httptest.NewRequest(http.MethodGet, "/", strings.NewReader(rt.body))
 			r.SetPathValue(rt.param, raw)
 			_, err := rt.h(r, fuzzPrincipal)
 			got := checkAnswer(t, s, err, "path")
@@ -999,6 +1033,81 @@ func checkDispatchItems(t *testing.T, body map[string]any, items []ValidationIte
 			t.Fatalf("item %+v refuses the valid, first %q", it, m)
 		}
 	}
+}
+
+// assetUpdateJSON is a valid PATCH /entities/asset/{asset_id} body (AssetUpdateRequest).
+const assetUpdateJSON = `{"properties":{"power_kw":7.4,"capacity_kwh":13.5},"asset_model":"zappi",` +
+	`"installation_date":"2025-06-15"}`
+
+// FuzzAssetUpdateBody fuzzes PATCH /entities/asset/{asset_id}: the path's id and the body
+// through the real handler, against what the id reader, the decoder and parseAssetFields
+// predict (one 422 naming the path's and the body's problems alike). What reaches the store
+// must be storable, and merged twice changes nothing the second time (a repeat writes nothing).
+func FuzzAssetUpdateBody(f *testing.F) {
+	const id = "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e"
+	replace := func(old, repl string) string { return strings.Replace(assetUpdateJSON, old, repl, 1) }
+	for _, seed := range []struct{ id, body string }{
+		{id, assetUpdateJSON},
+		{id, `{}`},
+		{id, `{"properties":{}}`},
+		{id, `{"properties":null,"asset_model":null,"installation_date":null}`},
+		{id, `{"asset_model":"","properties":{"power_kw":-0}}`},
+		{id, replace(`"2025-06-15"`, `""`)},
+		{id, replace(`"2025-06-15"`, `"2026-03-02"`)},
+		{id, replace(`"2025-06-15"`, `"2025-02-29"`)},
+		{id, replace(`7.4`, `1e400`)},
+		{id, replace(`7.4`, `"7.4"`)},
+		{id, replace(`13.5`, `9000000000000001`)},
+		{id, replace(`"zappi"`, `["zappi"]`)},
+		{id, `{"properties":[1],"type":"charger","site_id":"x","serial_number":5}`},
+		{id, `[]`}, {id, `{`}, {id, ``}, {id, `null`}, {id, assetUpdateJSON + `{}`},
+		{"not-a-uuid", assetUpdateJSON},
+		{"", `{"properties":{"power_kw":-1}}`},
+		{"8F14E45F-CEEA-467A-9AF0-6B1F2A3C4D5E", `{"asset_model":"` + strings.Repeat("m", 257) + `"}`},
+	} {
+		f.Add(seed.id, []byte(seed.body))
+	}
+	s := fuzzServer()
+	f.Fuzz(func(t *testing.T, rawID string, data []byte) {
+		request := func() *http.Request {
+			r := jsonRequest(data)
+			r.SetPathValue("asset_id", rawID)
+			return r
+		}
+		_, herr := s.updateAsset(request(), fuzzPrincipal)
+		got := checkAnswer(t, s, herr, "path", "body")
+
+		fl := &fields{}
+		fl.uuidParam(request(), "asset_id")
+		body, err := decodeJSON(jsonRequest(data))
+		if err != nil {
+			want := fl.join(err)
+			checkAnswer(t, s, want, "path", "body")
+			sameAnswer(t, got, want)
+			return
+		}
+		in := parseAssetFields(fl, body, []any{"body"}, fuzzNow)
+		want := fl.err()
+		if want != nil {
+			checkAnswer(t, s, want, "path", "body")
+		}
+		sameAnswer(t, got, want)
+		if want != nil {
+			return
+		}
+		// Accepted: storable, and a repeat changes nothing.
+		if !validation.IsUUID(rawID) {
+			t.Fatalf("asset_id %q reached the store", rawID)
+		}
+		checkStorableAsset(t, assetInput{ExternalID: "e1", Type: flexv1.AssetTypeBattery, AssetFields: in}, "body")
+		asset := household.NewAsset("org-fuzz", "site", "e1", flexv1.AssetTypeBattery)
+		household.MergeAsset(&asset.Spec, in)
+		stored := &flexv1.Asset{}
+		roundTrip(t, asset, stored)
+		if changed := household.MergeAsset(&stored.Spec, in); len(changed) > 0 {
+			t.Fatalf("the same update again changes %v", changed)
+		}
+	})
 }
 
 // FuzzSiteUpdateBody fuzzes PATCH /entities/site/{site_id}: every body is a 4xx in the

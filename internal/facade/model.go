@@ -102,6 +102,18 @@ func parseAsset(f *fields, obj map[string]any, loc []any, now time.Time) assetIn
 	var in assetInput
 	in.ExternalID, _ = f.str(obj, loc, "external_id", true)
 	in.Type, _ = enum(f, obj, loc, "type", true, flexv1.CreatableAssetTypes)
+	in.AssetFields = parseAssetFields(f, obj, loc, now)
+	if sn, ok := f.str(obj, loc, "serial_number", false); ok {
+		in.SerialNumber = &sn
+	}
+	return in
+}
+
+// parseAssetFields reads the asset fields a request may fill in after the asset exists (the
+// AssetUpdateRequest of PATCH /entities/asset/{asset_id}): properties, asset_model and
+// installation_date, each optional.
+func parseAssetFields(f *fields, obj map[string]any, loc []any, now time.Time) household.AssetFields {
+	var in household.AssetFields
 	if props, ok := f.object(obj, loc, "properties", false); ok {
 		ploc := at(loc, "properties")
 		in.PowerKW = f.nonNegative(props, ploc, "power_kw")
@@ -116,9 +128,6 @@ func parseAsset(f *fields, obj map[string]any, loc []any, now time.Time) assetIn
 		} else {
 			in.InstallationDate = &d
 		}
-	}
-	if sn, ok := f.str(obj, loc, "serial_number", false); ok {
-		in.SerialNumber = &sn
 	}
 	return in
 }

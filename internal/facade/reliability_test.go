@@ -75,6 +75,11 @@ func (a relAnswer) json() map[string]any {
 
 // relPost sends one JSON POST to base. It never calls Gomega, so goroutines may use it.
 func relPost(hc *http.Client, base, path, token string, body any) relAnswer {
+	return relSend(hc, http.MethodPost, base, path, token, body)
+}
+
+// relSend sends one request with a JSON body (or none) to base. It never calls Gomega.
+func relSend(hc *http.Client, method, base, path, token string, body any) relAnswer {
 	a := relAnswer{start: time.Now()}
 	var reader io.Reader
 	if body != nil {
@@ -85,7 +90,7 @@ func relPost(hc *http.Client, base, path, token string, body any) relAnswer {
 		}
 		reader = bytes.NewReader(data)
 	}
-	req, err := http.NewRequest(http.MethodPost, base+path, reader)
+	req, err := http.NewRequest(method, base+path, reader)
 	if err != nil {
 		a.err = err
 		return a

@@ -116,6 +116,7 @@ func (s *Server) routeTable() []struct {
 		h http.Handler
 	}
 	read, write := flexv1.RoleEntityRead, flexv1.RoleEntityWrite
+	const assetByID = "/entities/asset/{asset_id}"
 	return []entry{
 		{Route{"GET", "/healthz"}, http.HandlerFunc(s.healthz)},
 		{Route{"GET", "/readyz"}, http.HandlerFunc(s.readyz)},
@@ -145,7 +146,10 @@ func (s *Server) routeTable() []struct {
 		{Route{"POST", "/entities/site/{site_id}/dispatch-consent"}, orgOrUser(s.dispatchConsent, write)},
 		{Route{"POST", "/entities/site/{site_id}/dispatch-deconsent"}, orgOrUser(s.dispatchDeconsent, write)},
 		{Route{"POST", "/entities/asset"}, org(s.createAsset, write)},
-		{Route{"GET", "/entities/asset/{asset_id}"}, org(s.getAsset, read)},
+		{Route{"GET", "/entities/asset"}, org(s.listAssets, read)},
+		{Route{"GET", assetByID}, org(s.getAsset, read)},
+		{Route{"PATCH", assetByID}, org(s.updateAsset, write)},
+		{Route{"DELETE", assetByID}, org(s.deleteAsset, write)},
 		{Route{"GET", "/entities/asset/external-id/{external_id}"}, org(s.getAssetByExternalID, read)},
 
 		{Route{"POST", "/validation/mpan"}, org(s.validateMPAN)},

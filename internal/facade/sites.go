@@ -487,8 +487,7 @@ type SitePage struct {
 func (s *Server) listSites(r *http.Request, p *auth.Principal) (any, error) {
 	q := r.URL.Query()
 	f := &fields{}
-	limit := f.queryInt(q, "limit", 10, 1, 5000)
-	offset := f.queryInt(q, "offset", 0, 0, -1)
+	limit, offset := f.paging(q)
 	mpanFilter, postcodeFilter := strings.TrimSpace(q.Get("mpan")), q.Get("postcode")
 	if postcodeFilter != "" {
 		if norm, err := validation.NormalisePostcode(postcodeFilter); err == nil {
@@ -511,10 +510,11 @@ func (s *Server) listSites(r *http.Request, p *auth.Principal) (any, error) {
 		return !site.DeletionTimestamp.IsZero() || (postcodeFilter != "" && site.Spec.Postcode != postcodeFilter)
 	})
 	sort.Slice(matched, func(i, j int) bool { return matched[i].Name < matched[j].Name })
-	page := SitePage{Sites: []LegacySiteRecord{}, TotalNumSites: len(matched),
-		TotalNumPages: (len(matched) + limit - 1) / limit, PageNumber: offset/limit + 1}
-	if offset < len(matched) {
-		matched = matched[offset:min(len(matched), offset+limit)]
+	pg := pageOf(len(matched), limit, offset)
+	page := SitePage{Sites: []LegacySiteRecord{}, TotalNumSites: len(matched), TotalNumPages: pg.totalPages,
+		PageNumber: pg.number}
+	if pg.from < pg.to {
+		matched = matched[pg.from:pg.to]
 		assets := &flexv1.AssetList{}
 		if err := s.Cache.List(ctx, assets, client.InNamespace(p.Namespace)); err != nil {
 			return nil, err

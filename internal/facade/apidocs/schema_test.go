@@ -129,6 +129,14 @@ func TestNullableResponseFields(t *testing.T) {
 		{"legacy onboard without asset", "POST /entities/site/onboard-site-and-asset", `{"site": ` + site("null") + `, "asset": null}`, false},
 		{"legacy onboard asset without type", "POST /entities/site/onboard-site-and-asset",
 			`{"site": ` + site("null") + `, "asset": ` + strings.Replace(asset, `"type": "charger", `, "", 1) + `}`, false},
+		{"a page of assets", "GET /entities/asset",
+			`{"assets": [` + asset + `], "total_num_assets": 11, "total_num_pages": 2, "page_number": 2}`, true},
+		{"an empty page of assets", "GET /entities/asset",
+			`{"assets": [], "total_num_assets": 0, "total_num_pages": 0, "page_number": 1}`, true},
+		{"a page of assets without its total", "GET /entities/asset", `{"assets": [], "total_num_pages": 0, "page_number": 1}`, false},
+		{"an updated asset", "PATCH /entities/asset/{asset_id}", asset, true},
+		{"an updated asset without its site", "PATCH /entities/asset/{asset_id}",
+			strings.Replace(asset, `"site_id": "`+siteID+`",`, "", 1), false},
 	} {
 		method, path, _ := strings.Cut(tc.op, " ")
 		sch, err := c.Compile(docURL + "#" +
