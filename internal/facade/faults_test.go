@@ -465,6 +465,41 @@ func faultExpectDispatch(e faultEnv, mpan string, methods ...string) func(contex
 	}
 }
 
+// caseUpdateSite changes a stored site's email and tariff (PATCH /entities/site).
+var caseUpdateSite = faultCase{name: "update site (PATCH)", prepare: func(ctx context.Context, e faultEnv, i int) faultRequest {
+	mpan := faultMPAN(i)
+	siteID := faultSiteID(mustCall("POST", "/entities/site/onboard", e.tok, household(mpan)))
+	faultSettled(ctx, e.ns, mpan, faultLP)
+	return faultRequest{method: http.MethodPatch, path: fmt.Sprintf("/entities/site/%s", siteID),
+		body: map[string]any{"email": "patched@example.com",
+			"tariff": map[string]any{"tariff_type": "dual_rate", "tariff_cheap_start_time": "00:30", "tariff_cheap_end_time": "04:30"}},
+		check: func(ctx context.Context, g Gomega, answer map[string]any, _ bool) {
+			g.Expect(answer["id"]).To(Equal(siteID))
+			site := &flexv1.Site{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: identity.SiteNameForMPAN(mpan)}, site)).To(Succeed())
+			g.Expect(site.Spec.Email).To(Equal("patched@example.com"))
+			g.Expect(site.Spec.Tariff).To(Equal(&flexv1.Tariff{Type: "dual_rate", CheapStartTime: "00:30", CheapEndTime: "04:30"}))
+		}}
+}}
+
+// caseMoveSite changes a stored site's MPAN: a claim, then the site (household/claim.go).
+var caseMoveSite = faultCase{name: "change a site's MPAN (PATCH)", prepare: func(ctx context.Context, e faultEnv, i int) faultRequest {
+	mpan, moved := faultMPAN(i), faultMPAN(500+i)
+	siteID := faultSiteID(mustCall("POST", "/entities/site/onboard", e.tok, household(mpan)))
+	faultSettled(ctx, e.ns, mpan, faultLP)
+	return faultRequest{method: http.MethodPatch, path: fmt.Sprintf("/entities/site/%s", siteID), body: map[string]any{"mpan": moved},
+		check: func(ctx context.Context, g Gomega, answer map[string]any, _ bool) {
+			g.Expect(answer).To(HaveKeyWithValue("id", siteID))
+			g.Expect(answer).To(HaveKeyWithValue("mpan", moved))
+			site := &flexv1.Site{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: identity.SiteNameForMPAN(mpan)}, site)).To(Succeed())
+			g.Expect(site.Spec.MPAN).To(Equal(moved))
+			claim := &flexv1.MPANClaim{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: identity.MPANClaimName(moved)}, claim)).To(Succeed())
+			g.Expect(claim.Spec.SiteName).To(Equal(site.Name))
+		}}
+}}
+
 // caseUpdateAsset fills in a stored asset's model, installation date and one property.
 var caseUpdateAsset = faultCase{name: "update asset (PATCH)", prepare: func(ctx context.Context, e faultEnv, i int) faultRequest {
 	mpan := faultMPAN(i)
@@ -547,7 +582,7 @@ func faultDiff(before, after string) []string {
 func faultEntry(c faultCase, f faultMode) TableEntry { return Entry(c.name+", "+f.String(), c, f) }
 
 var faultCases = []faultCase{caseOnboardNew, caseOnboardExisting, caseInitialiseNew, caseInitialiseExisting, caseLegacyNew, caseCreateAsset,
-	caseDispatchConsent, caseDispatchDeconsent, caseUpdateAsset}
+	caseDispatchConsent, caseDispatchDeconsent, caseUpdateAsset, caseUpdateSite, caseMoveSite}
 
 var _ = Describe("Reliability: injected write faults", func() {
 	var e faultEnv
@@ -775,6 +810,8 @@ var _ = Describe("Reliability: write races on the API server", func() {
 		faultEntry(caseDispatchConsent, faultConflict),
 		faultEntry(caseDispatchDeconsent, faultConflict),
 		faultEntry(caseUpdateAsset, faultConflict),
+		faultEntry(caseUpdateSite, faultConflict),
+		faultEntry(caseMoveSite, faultConflict),
 		faultEntry(caseOnboardNew, faultAlreadyExists),
 		faultEntry(caseInitialiseNew, faultAlreadyExists),
 		faultEntry(caseLegacyNew, faultAlreadyExists),
@@ -894,6 +931,8 @@ var _ = Describe("Reliability: injected read faults", func() {
 		Entry(caseDispatchConsent.name, caseDispatchConsent),
 		Entry(caseDispatchDeconsent.name, caseDispatchDeconsent),
 		Entry(caseUpdateAsset.name, caseUpdateAsset),
+		Entry(caseUpdateSite.name, caseUpdateSite),
+		Entry(caseMoveSite.name, caseMoveSite),
 	)
 })
 

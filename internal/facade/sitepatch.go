@@ -88,6 +88,7 @@ func (s *Server) patchSite(r *http.Request, p *auth.Principal) (any, error) {
 	}
 	ctx := r.Context()
 	var updated, before *flexv1.Site
+	var assets []flexv1.Asset
 	err = s.transact(ctx, func(st store, log *writeLog) error {
 		current, err := st.siteByName(ctx, site.Namespace, site.Name)
 		if err != nil {
@@ -99,15 +100,20 @@ func (s *Server) patchSite(r *http.Request, p *auth.Principal) (any, error) {
 		updated, before = current.DeepCopy(), current
 		fields := household.MergeSite(&updated.Spec, in.fields)
 		if in.mpan != "" && in.mpan != current.Spec.MPAN {
-			claim, err := household.ClaimMPAN(ctx, s.Client, s.APIReader, current, in.mpan, time.Now())
-			if claim != nil {
-				log.adopt(claim)
+			// Everything the answer needs is read before the first write: a read that fails
+			// after it would answer an error for a change that was made.
+			if assets, err = st.assetsOf(ctx, current); err != nil {
+				return err
 			}
+			claim, err := household.ClaimMPAN(ctx, s.Client, s.APIReader, current, in.mpan, time.Now())
+			log.adoptClaim(claim, err)
 			if err != nil {
 				return mpanTaken(err)
 			}
 			updated.Spec.MPAN = in.mpan
 			fields = append(fields, "mpan")
+		} else if assets, err = st.assetsOf(ctx, current); err != nil {
+			return err
 		}
 		household.EnsureID(updated)
 		return s.write(ctx, log, updated, current, fields)
@@ -117,10 +123,6 @@ func (s *Server) patchSite(r *http.Request, p *auth.Principal) (any, error) {
 	}
 	if before.Spec.MPAN != "" && before.Spec.MPAN != updated.Spec.MPAN {
 		s.releaseClaim(ctx, updated, before.Spec.MPAN)
-	}
-	assets, err := s.store(false).assetsOf(ctx, updated)
-	if err != nil {
-		return nil, err
 	}
 	return legacySiteRecord(updated, assets, false), nil
 }

@@ -183,13 +183,14 @@ func household(mpan string, mutate ...func(map[string]any)) map[string]any {
 // state before and after.
 func snapshot(ctx context.Context, ns string) string {
 	var b strings.Builder
-	lists := []client.ObjectList{&flexv1.SiteList{}, &flexv1.AssetList{}, &flexv1.EnrolmentList{}, &flexv1.RewardLedgerList{}}
+	lists := []client.ObjectList{&flexv1.SiteList{}, &flexv1.AssetList{}, &flexv1.EnrolmentList{}, &flexv1.RewardLedgerList{},
+		&flexv1.MPANClaimList{}}
 	for _, list := range lists {
 		Expect(k8sClient.List(ctx, list, client.InNamespace(ns))).To(Succeed())
 		switch l := list.(type) {
 		case *flexv1.SiteList:
 			for _, o := range l.Items {
-				fmt.Fprintf(&b, "site %s %v %v %v %+v\n", o.Name, o.Labels, o.Annotations, o.Finalizers, o.Spec)
+				fmt.Fprintf(&b, "site %s %v %v %v %s\n", o.Name, o.Labels, o.Annotations, o.Finalizers, specJSON(o.Spec))
 			}
 		case *flexv1.AssetList:
 			for _, o := range l.Items {
@@ -202,6 +203,10 @@ func snapshot(ctx context.Context, ns string) string {
 		case *flexv1.RewardLedgerList:
 			for _, o := range l.Items {
 				fmt.Fprintf(&b, "ledger %s %d\n", o.Name, len(o.Spec.Transactions))
+			}
+		case *flexv1.MPANClaimList:
+			for _, o := range l.Items {
+				fmt.Fprintf(&b, "claim %s %+v\n", o.Name, o.Spec)
 			}
 		}
 	}

@@ -200,11 +200,16 @@ func key(obj client.Object) string {
 
 func (l *writeLog) wasCreated(obj client.Object) bool { return l.createdKeys[key(obj)] }
 
-// adopt records an object created on the request's behalf (by a household rule), so that a
-// failure undoes it like the request's own.
-func (l *writeLog) adopt(obj client.Object) {
-	l.created = append(l.created, obj)
-	l.createdKeys[key(obj)] = true
+// adoptClaim records a claim household.ClaimMPAN created (or may have: err says how it failed)
+// on the request's behalf, so that a failure undoes it like the request's own writes.
+func (l *writeLog) adoptClaim(claim *flexv1.MPANClaim, err error) {
+	if claim == nil || (err != nil && !mayHaveApplied(err)) {
+		return
+	}
+	l.created = append(l.created, claim)
+	if err == nil {
+		l.createdKeys[key(claim)] = true
+	}
 }
 
 // mayHaveApplied reports whether a failed write may still have happened: the API server timed
@@ -341,9 +346,7 @@ func (s *Server) applyUpsert(ctx context.Context, log *writeLog, plan *upsertPla
 func (s *Server) createSite(ctx context.Context, log *writeLog, site *flexv1.Site, claim bool) error {
 	if claim {
 		created, err := household.ClaimMPAN(ctx, s.Client, s.APIReader, site, site.Spec.MPAN, time.Now())
-		if created != nil {
-			log.adopt(created)
-		}
+		log.adoptClaim(created, err)
 		if err != nil {
 			return mpanTaken(err)
 		}

@@ -88,9 +88,10 @@ func Standing(claim *flexv1.MPANClaim, site *flexv1.Site, now time.Time) ClaimSt
 }
 
 // ClaimMPAN reserves mpan for site before the site's spec names it. It answers the claim when
-// this call created it (the caller deletes it if it then fails) and nil when the site claimed
-// it already. An MPANTakenError says another site holds or is taking the MPAN. fresh must read
-// from the API server, not a cache.
+// this call created it, or may have (its Create failed in a way that does not prove it was
+// refused): the caller deletes it if the request then fails. It answers nil when the site
+// claimed it already. An MPANTakenError says another site holds or is taking the MPAN. fresh
+// must read from the API server, not a cache.
 func ClaimMPAN(ctx context.Context, c client.Client, fresh client.Reader, site *flexv1.Site, mpan string,
 	now time.Time) (*flexv1.MPANClaim, error) {
 	for range maxRecordAttempts {
@@ -99,14 +100,14 @@ func ClaimMPAN(ctx context.Context, c client.Client, fresh client.Reader, site *
 		if err == nil {
 			if err := holderOtherThan(ctx, fresh, site, mpan); err != nil {
 				if delErr := c.Delete(ctx, claim); client.IgnoreNotFound(delErr) != nil {
-					return nil, fmt.Errorf("%w (and withdrawing the claim: %w)", err, delErr)
+					return claim, fmt.Errorf("%w (and withdrawing the claim: %w)", err, delErr)
 				}
 				return nil, err
 			}
 			return claim, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return nil, err
+			return claim, err // a timeout may hide a stored claim: the caller undoes it
 		}
 		existing := &flexv1.MPANClaim{}
 		if err := fresh.Get(ctx, client.ObjectKeyFromObject(claim), existing); err != nil {
