@@ -38,6 +38,7 @@ import (
 	"github.com/flexsite/flexsite/internal/embedded"
 	"github.com/flexsite/flexsite/internal/facade"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/metrics"
 	flexwebhook "github.com/flexsite/flexsite/webhook"
 )
 
@@ -192,7 +193,7 @@ func run(ctx context.Context, o options) error {
 		// token signing keys from the API server.
 		Cache:                         index.CacheOptions(),
 		Client:                        index.ClientOptions(),
-		Metrics:                       metricsOptions(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
+		Metrics:                       metrics.ServerOptions(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
 		HealthProbeBindAddress:        o.probeAddr,
 		WebhookServer:                 webhook.NewServer(webhookOpts),
 		PprofBindAddress:              o.pprofAddr,
