@@ -1,5 +1,5 @@
 # Flexsite — the two commands a newcomer needs:
-#   make run    embedded control plane + operator + REST API on 127.0.0.1:8080
+#   make run    embedded control plane + operator + REST API on 127.0.0.1:8080, metrics on 127.0.0.1:8082
 #   make test   unit tests and envtest suites against a real kube-apiserver + etcd
 
 K8S_VERSION  ?= 1.37.1
@@ -98,7 +98,7 @@ build: ## Build the manager binary.
 	go build -o bin/manager ./cmd/manager
 
 .PHONY: run
-run: build ## Run an embedded control plane, the operator and the REST API (Ctrl-C stops all).
+run: build ## Run an embedded control plane, the operator and the REST API; print the metrics URL (Ctrl-C stops all).
 	@assets="$(K8S_ASSETS)"; test -n "$$assets" || { echo "could not get the control-plane binaries" >&2; exit 1; }; \
 	exec bin/manager --embedded --embedded-bin-dir "$$assets" $(RUN_ARGS)
 

@@ -21,6 +21,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/metrics"
 )
 
 // EnrolmentReconciler reports whether an Enrolment is active, not eligible (and why) or
@@ -137,6 +138,9 @@ func (r *EnrolmentReconciler) finalize(ctx context.Context, enr *flexv1.Enrolmen
 		if recorded {
 			r.Recorder.Eventf(site, enr, corev1.EventTypeNormal, "Withdrew", "Unenrol",
 				"The household withdrew from %s", enr.Spec.Proposition)
+			// A REST unenrol recorded its withdrawal already (and counted it): this counts only
+			// the Enrolments deleted through the Kubernetes API (kubectl, GitOps).
+			metrics.Withdrawals.WithLabelValues(metrics.DoorEnrolmentDeleted).Inc()
 		}
 	}
 	return removeFinalizer(ctx, r.Client, enr)

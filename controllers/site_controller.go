@@ -25,6 +25,7 @@ import (
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/metrics"
 )
 
 // SiteReconciler computes a Site's eligibility into its status, from the site's Assets, the
@@ -115,6 +116,9 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 	if !slices.Equal(before, site.Status.EligiblePropositions) && site.Status.ObservedGeneration > 0 {
 		r.Recorder.Eventf(site, nil, corev1.EventTypeNormal, "EligibilityChanged", "Evaluate",
 			"Eligible propositions: %s", joinPropositions(site.Status.EligiblePropositions))
+		// Counted with the event: a reconcile repeated after a failed status write counts
+		// (and tells) the change again, as it does the event.
+		metrics.EligibilityChanges.Inc()
 	}
 	return nil
 }

@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -39,6 +38,7 @@ import (
 	"github.com/flexsite/flexsite/internal/embedded"
 	"github.com/flexsite/flexsite/internal/facade"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/metrics"
 	flexwebhook "github.com/flexsite/flexsite/webhook"
 )
 
@@ -56,6 +56,8 @@ type options struct {
 	webhookHost, webhookCertDir     string
 	webhookPort                     int
 	pprofAddr                       string
+	metricsSecure                   bool
+	metricsCertDir                  string
 	trustedProxies                  []netip.Prefix
 	pprofAllowRemote                bool
 	installRules                    bool
@@ -69,7 +71,13 @@ func main() {
 	var o options
 	flag.StringVar(&o.apiAddr, "api-addr", envOr("FLEXSITE_API_ADDR", "127.0.0.1:8080"),
 		"Address the REST API listens on ($FLEXSITE_API_ADDR).")
-	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it.")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "0",
+		"Address of the metrics endpoint (e.g. :8443); 0 disables it. With --embedded the default is "+embeddedMetricsAddr+".")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", true,
+		"Serve the metrics over HTTPS to scrapers the API server authenticates and authorizes (GET /metrics, "+
+			"e.g. the metrics-reader ClusterRole). With --embedded the default is false: plain HTTP.")
+	flag.StringVar(&o.metricsCertDir, "metrics-cert-dir", "",
+		"With --metrics-secure: directory of the metrics server's tls.crt and tls.key (default: a self-signed certificate).")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", "0",
 		"Address of the manager's own /healthz and /readyz; 0 disables it (the REST API serves both too).")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false,
@@ -125,6 +133,18 @@ func main() {
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if o.embedded {
+		// A developer's machine: metrics on by default, in plain HTTP on the loopback interface
+		// (there is no cluster whose API server could authenticate a scraper).
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["metrics-bind-address"] {
+			o.metricsAddr = embeddedMetricsAddr
+		}
+		if !set["metrics-secure"] {
+			o.metricsSecure = false
+		}
+	}
 
 	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
 		ctrl.Log.Error(err, "manager stopped")
@@ -173,7 +193,7 @@ func run(ctx context.Context, o options) error {
 		// token signing keys from the API server.
 		Cache:                         index.CacheOptions(),
 		Client:                        index.ClientOptions(),
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                       metrics.ServerOptions(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
 		HealthProbeBindAddress:        o.probeAddr,
 		WebhookServer:                 webhook.NewServer(webhookOpts),
 		PprofBindAddress:              o.pprofAddr,
@@ -253,6 +273,12 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	if url := metricsURL(o.metricsAddr, o.metricsSecure); url != "" {
+		log.Info("metrics: "+url, "secure", o.metricsSecure)
+		if o.embedded {
+			fmt.Printf("metrics: %s\n\n", url)
+		}
+	}
 	log.Info("starting the manager")
 	return mgr.Start(ctx)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
@@ -92,12 +93,14 @@ func (s *Server) tokenForm(w http.ResponseWriter, r *http.Request) {
 	address := s.clientAddress(r)
 	userKey := username + "\x00" + address
 	if s.limiter.loginUser.exhausted(userKey) || s.limiter.loginAddress.exhausted(address) {
+		metrics.LoginFailures.WithLabelValues(metrics.LoginRateLimited).Inc()
 		s.writeError(w, r, oauthError(s.tooManyRequests(s.limiter.loginUser, "login_failures"), "invalid_request"))
 		return
 	}
 	p, err := s.Authenticator.Login(r.Context(), username, password)
 	if err != nil {
 		if errors.Is(err, auth.ErrInvalidCredentials) || errors.Is(err, auth.ErrClientDisabled) {
+			metrics.LoginFailures.WithLabelValues(metrics.LoginBadCredentials).Inc()
 			s.limiter.loginUser.charge(userKey)
 			s.limiter.loginAddress.charge(address)
 			err = &apiError{status: http.StatusUnauthorized, detail: "Incorrect username or password", headers: bearerChallenge,
@@ -111,6 +114,7 @@ func (s *Server) tokenForm(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	metrics.TokensIssued.WithLabelValues(metrics.TokenOrganisation).Inc()
 	// RFC 6749: token responses must not be cached.
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Pragma", "no-cache")
@@ -214,6 +218,7 @@ func (s *Server) componentToken(r *http.Request, p *auth.Principal) (any, error)
 	if err != nil {
 		return nil, err
 	}
+	metrics.TokensIssued.WithLabelValues(metrics.TokenEndUser).Inc()
 	return ComponentTokenResponse{ID: userID, AccessToken: token, TokenType: "bearer"}, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/flexsite/flexsite/internal/metrics"
 )
 
 // ValidationItem is one entry of a 422 validation error record (FastAPI/pydantic form).
@@ -25,6 +27,9 @@ type apiError struct {
 	// oauth is the RFC 6749 (5.2) error code the token endpoint adds as "error", so that
 	// OAuth2 client libraries can read the failure; empty elsewhere.
 	oauth string
+	// refusal is the code of a refused enrolment (previously_withdrew, consent_required, ...),
+	// which the business metrics count by; empty for any other error.
+	refusal string
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d: %v", e.status, e.detail) }
@@ -62,7 +67,23 @@ func assetConflict(externalID, existingAssetID string) error {
 func prerequisitesNotMet(code, message string, eligibility *EligibilityRecord) error {
 	return &apiError{status: http.StatusUnprocessableEntity, detail: map[string]any{
 		"message": message, "code": code, "eligibility": eligibility,
-	}}
+	}, refusal: code}
+}
+
+// enrolOutcome is the outcome label of an onboard or enrol request that answered status or
+// err: the status, the refusal code, or invalid / error (a bounded set either way).
+func enrolOutcome(status string, err error) string {
+	var ae *apiError
+	switch {
+	case err == nil:
+		return status
+	case !errors.As(err, &ae) || ae.status >= http.StatusInternalServerError:
+		return metrics.OutcomeError
+	case ae.refusal != "":
+		return ae.refusal
+	default:
+		return metrics.OutcomeInvalid
+	}
 }
 
 // writeError answers err: an apiError as itself, anything else as a logged 500 that reveals

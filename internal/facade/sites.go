@@ -15,6 +15,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
@@ -71,7 +72,9 @@ func (s *Server) parseUpsert(f *fields, body map[string]any) upsertRequest {
 	return req
 }
 
-func (s *Server) onboard(r *http.Request, p *auth.Principal) (any, error) {
+func (s *Server) onboard(r *http.Request, p *auth.Principal) (_ any, err error) {
+	var out OnboardResponse
+	defer func() { metrics.Onboards.WithLabelValues(enrolOutcome(out.Enrolment.Status, err)).Inc() }()
 	var prop flexv1.PropositionName
 	var override bool
 	req, rules, err := s.readUpsert(r, func(f *fields, body map[string]any) upsertRequest {
@@ -83,7 +86,6 @@ func (s *Server) onboard(r *http.Request, p *auth.Principal) (any, error) {
 		return nil, err
 	}
 	ctx := r.Context()
-	var out OnboardResponse
 	err = s.transact(ctx, func(st store, log *writeLog) error {
 		var existing *flexv1.Enrolment
 		plan, err := s.writeUpsert(ctx, st, log, p.Namespace, req, rules, func(plan *upsertPlan) error {
@@ -165,7 +167,8 @@ func (s *Server) decideEnrolment(ctx context.Context, st store, log *writeLog, p
 	case household.NotOffered:
 		return nil, prerequisitesNotMet("proposition_not_offered", d.Message, record())
 	case household.ConsentRequired:
-		return nil, fail(http.StatusBadRequest, "%s: send gave_boundary_meter_consent_at", d.Message)
+		return nil, &apiError{status: http.StatusBadRequest, refusal: "consent_required",
+			detail: d.Message + ": send gave_boundary_meter_consent_at"}
 	case household.NotEligible:
 		return nil, prerequisitesNotMet("prerequisites_not_met", d.Message, record())
 	default: // SitePending: the site is going away
@@ -327,7 +330,9 @@ func (s *Server) readSiteAction(r *http.Request, p *auth.Principal, parse func(f
 	return s.siteFor(r, p)
 }
 
-func (s *Server) enrol(r *http.Request, p *auth.Principal) (any, error) {
+func (s *Server) enrol(r *http.Request, p *auth.Principal) (_ any, err error) {
+	var out EnrolResult
+	defer func() { metrics.Enrolments.WithLabelValues(enrolOutcome(out.Status, err)).Inc() }()
 	var prop flexv1.PropositionName
 	var override bool
 	var consent *time.Time
@@ -344,7 +349,6 @@ func (s *Server) enrol(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out EnrolResult
 	err = s.transact(ctx, func(st store, log *writeLog) error {
 		current, err := st.siteByName(ctx, site.Namespace, site.Name)
 		if err != nil {
@@ -402,9 +406,13 @@ func (s *Server) unenrol(r *http.Request, p *auth.Principal) (any, error) {
 	// The withdrawal is recorded before the enrolment goes, so a failure in between leaves
 	// the household's choice on record and a repeated call finishes the job.
 	for i := range mine {
-		if _, err := household.RecordWithdrawal(ctx, s.Client, s.APIReader, client.ObjectKeyFromObject(site),
-			household.WithdrawalFrom(&mine[i], s.Now())); err != nil {
+		recorded, err := household.RecordWithdrawal(ctx, s.Client, s.APIReader, client.ObjectKeyFromObject(site),
+			household.WithdrawalFrom(&mine[i], s.Now()))
+		if err != nil {
 			return nil, err
+		}
+		if recorded {
+			metrics.Withdrawals.WithLabelValues(metrics.DoorRESTUnenrol).Inc()
 		}
 	}
 	deleted := make([]client.Object, 0, len(mine))

@@ -2,6 +2,9 @@
 // controller-runtime's registry so the manager's metrics endpoint serves them beside the
 // controller-runtime and client-go ones. Every door (REST facade, controllers, webhooks)
 // counts through here; none imports another to do so.
+//
+// Label values are bounded sets named here (outcomes, doors, kinds, reasons), never ids or
+// namespaces: one series per household or organisation would grow without end.
 package metrics
 
 import (
@@ -31,6 +34,89 @@ var RateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Requests refused with 429, by limit (per_client, auth_failures, login_failures).",
 }, []string{"limit"})
 
+// Outcomes of an onboard or an enrolment request besides the refusal codes the API answers
+// (previously_withdrew, proposition_not_offered, prerequisites_not_met, ...).
+const (
+	OutcomeEnrolled        = "enrolled"
+	OutcomeAlreadyEnrolled = "already_enrolled"
+	// OutcomeInvalid: refused before any enrolment decision (validation, conflict, not found).
+	OutcomeInvalid = "invalid"
+	// OutcomeError: the request failed on Flexsite's side (a 5xx).
+	OutcomeError = "error"
+)
+
+// Business metrics: what households and API clients did, whichever door they came through.
+var (
+	// Onboards counts POST /entities/site/onboard by outcome.
+	Onboards = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flexsite_onboards_total",
+		Help: "REST onboard requests, by outcome (enrolled, already_enrolled, a refusal code, invalid, error).",
+	}, []string{"outcome"})
+
+	// Enrolments counts POST /entities/site/{site_id}/enrol by outcome.
+	Enrolments = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flexsite_enrolments_total",
+		Help: "REST enrol requests, by outcome (enrolled, already_enrolled, a refusal code, invalid, error).",
+	}, []string{"outcome"})
+
+	// Withdrawals counts withdrawals recorded in a site's enrolment history, by the door that
+	// recorded them: counted where the record is written, so a REST unenrol (which records,
+	// then deletes the Enrolment) is not counted again by the Enrolment's finalizer.
+	Withdrawals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flexsite_withdrawals_total",
+		Help: "Withdrawals recorded in a site's enrolment history, by door (rest_unenrol, enrolment_deleted).",
+	}, []string{"door"})
+
+	// EligibilityChanges counts the Site controller's EligibilityChanged events.
+	EligibilityChanges = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "flexsite_eligibility_changes_total",
+		Help: "Times the Site controller found a site's eligible propositions changed (its EligibilityChanged event).",
+	})
+
+	// TokensIssued counts access tokens issued, by kind.
+	TokensIssued = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flexsite_tokens_issued_total",
+		Help: "Access tokens issued, by kind (organisation, end_user).",
+	}, []string{"kind"})
+
+	// LoginFailures counts refused logins at /auth/token-form, by reason.
+	LoginFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flexsite_login_failures_total",
+		Help: "Refused organisation logins, by reason (bad_credentials, rate_limited).",
+	}, []string{"reason"})
+)
+
+// Label values with a fixed meaning.
+const (
+	DoorRESTUnenrol      = "rest_unenrol"
+	DoorEnrolmentDeleted = "enrolment_deleted"
+
+	TokenOrganisation = "organisation"
+	TokenEndUser      = "end_user"
+
+	LoginBadCredentials = "bad_credentials"
+	LoginRateLimited    = "rate_limited"
+)
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(HTTPRequests, HTTPDuration, RateLimited)
+	ctrlmetrics.Registry.MustRegister(HTTPRequests, HTTPDuration, RateLimited,
+		Onboards, Enrolments, Withdrawals, EligibilityChanges, TokensIssued, LoginFailures)
+	// The series whose label values are known up front start at 0, so that rate() and
+	// increase() see their first event, and a dashboard shows 0 rather than "no data".
+	for _, outcome := range []string{OutcomeEnrolled, OutcomeAlreadyEnrolled} {
+		Onboards.WithLabelValues(outcome)
+		Enrolments.WithLabelValues(outcome)
+	}
+	for _, door := range []string{DoorRESTUnenrol, DoorEnrolmentDeleted} {
+		Withdrawals.WithLabelValues(door)
+	}
+	for _, kind := range []string{TokenOrganisation, TokenEndUser} {
+		TokensIssued.WithLabelValues(kind)
+	}
+	for _, reason := range []string{LoginBadCredentials, LoginRateLimited} {
+		LoginFailures.WithLabelValues(reason)
+	}
+	for _, limit := range []string{"per_client", "auth_failures", "login_failures"} {
+		RateLimited.WithLabelValues(limit)
+	}
 }

@@ -105,10 +105,10 @@ func (e *Env) WebhookServerUp() error {
 }
 
 // NewManager returns a manager for the environment with metrics and probes off, serving the
-// installed webhooks (if any).
-func (e *Env) NewManager() (ctrl.Manager, error) {
+// installed webhooks (if any); opts change those options (e.g. a metrics endpoint).
+func (e *Env) NewManager(opts ...func(*ctrl.Options)) (ctrl.Manager, error) {
 	wh := e.WebhookInstallOptions
-	return ctrl.NewManager(e.Config, ctrl.Options{
+	o := ctrl.Options{
 		Scheme:                 Scheme,
 		Cache:                  index.CacheOptions(), // as cmd/manager's
 		Client:                 index.ClientOptions(),
@@ -116,7 +116,11 @@ func (e *Env) NewManager() (ctrl.Manager, error) {
 		HealthProbeBindAddress: "0",
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir}),
-	})
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return ctrl.NewManager(e.Config, o)
 }
 
 // Namespace creates a fresh organisation namespace for one test.

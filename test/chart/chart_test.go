@@ -309,5 +309,28 @@ var _ = Describe("charts/flexsite", func() {
 		endpoints, _, _ := unstructured.NestedSlice(monitor.Object, "spec", "endpoints")
 		Expect(endpoints).To(ConsistOf(HaveKeyWithValue("port", "metrics")))
 		Expect(ports(metricsSvc)).To(HaveKey("metrics"))
+
+		By("the metrics endpoint is HTTPS for authorized scrapers, and the ServiceMonitor scrapes it so")
+		Expect(endpoints[0]).To(And(HaveKeyWithValue("scheme", "https"),
+			HaveKeyWithValue("bearerTokenFile", "/var/run/secrets/kubernetes.io/serviceaccount/token"),
+			HaveKeyWithValue("tlsConfig", HaveKeyWithValue("serverName", "flexsite-metrics.flexsite-system.svc"))))
+		args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+		Expect(args).To(ContainElements("--metrics-bind-address=:8443", "--metrics-secure=true",
+			"--metrics-cert-dir=/tmp/k8s-metrics-server/metrics-certs"))
+		Expect(volumes).To(ContainElement(HaveKeyWithValue("secret", HaveKeyWithValue("secretName", "flexsite-metrics-tls"))))
+		reader := find(objs, "ClusterRole", release+"-metrics-reader")
+		Expect(reader).NotTo(BeNil())
+		rules, _, _ = unstructured.NestedSlice(reader.Object, "rules")
+		Expect(rules).To(ConsistOf(And(HaveKeyWithValue("nonResourceURLs", ConsistOf("/metrics")),
+			HaveKeyWithValue("verbs", ConsistOf("get")))))
+	})
+
+	It("has the ServiceMonitor skip verifying the self-signed certificate when given no TLS settings", func(ctx SpecContext) {
+		objs := render(ctx, "ci/servicemonitor-values.yaml")
+		monitor := find(objs, "ServiceMonitor", release)
+		Expect(monitor).NotTo(BeNil())
+		endpoints, _, _ := unstructured.NestedSlice(monitor.Object, "spec", "endpoints")
+		Expect(endpoints).To(ConsistOf(And(HaveKeyWithValue("scheme", "https"),
+			HaveKeyWithValue("tlsConfig", HaveKeyWithValue("insecureSkipVerify", true)))))
 	})
 })
