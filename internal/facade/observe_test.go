@@ -46,14 +46,14 @@ var _ = Describe("Observability of the REST API", func() {
 		mustCall("PATCH", "/entities/site/"+siteID, tok, map[string]any{"email": "managed@example.com"})
 		site := &flexv1.Site{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.SiteNameForMPAN(mpan)}, site)).To(Succeed())
-		var managers []string
+		managers := make([]string, 0, len(site.ManagedFields))
 		for _, m := range site.ManagedFields {
 			managers = append(managers, m.Manager)
 		}
 		Expect(managers).To(ContainElement(SatisfyAll(HavePrefix(facade.FieldManagerPrefix), Not(ContainSubstring(tok)))))
 		for _, m := range site.ManagedFields {
 			if strings.HasPrefix(m.Manager, facade.FieldManagerPrefix) && m.Operation == "Update" && m.Subresource == "" {
-				Expect(string(m.FieldsV1.Raw)).To(ContainSubstring(`"f:email"`))
+				Expect(m.FieldsV1.GetRawString()).To(ContainSubstring(`"f:email"`))
 			}
 		}
 	})
