@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	claimrule "github.com/flexsite/flexsite/internal/claim"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 )
@@ -64,27 +65,23 @@ func NewClaim(site *flexv1.Site, mpan string) *flexv1.MPANClaim {
 	}
 }
 
-// ClaimStanding is what a claim is worth now.
-type ClaimStanding int
+// ClaimStanding is what a claim is worth now (the rule of internal/claim).
+type ClaimStanding = claimrule.Standing
 
+// A claim's standings.
 const (
 	// ClaimHeld: its site holds the MPAN.
-	ClaimHeld ClaimStanding = iota
+	ClaimHeld = claimrule.Held
 	// ClaimPending: its site does not hold the MPAN yet, within ClaimGrace of the claim.
-	ClaimPending
+	ClaimPending = claimrule.Pending
 	// ClaimStale: its site is gone, or has not held the MPAN for ClaimGrace.
-	ClaimStale
+	ClaimStale = claimrule.Stale
 )
 
-// Standing judges claim given its site (nil when the site does not exist).
-func Standing(claim *flexv1.MPANClaim, site *flexv1.Site, now time.Time) ClaimStanding {
-	if site != nil && site.DeletionTimestamp.IsZero() && site.Spec.MPAN == claim.Spec.MPAN {
-		return ClaimHeld
-	}
-	if now.Before(claim.CreationTimestamp.Add(ClaimGrace)) {
-		return ClaimPending
-	}
-	return ClaimStale
+// Standing judges c given its site (nil when the site does not exist).
+func Standing(c *flexv1.MPANClaim, site *flexv1.Site, now time.Time) ClaimStanding {
+	held := site != nil && site.DeletionTimestamp.IsZero() && site.Spec.MPAN == c.Spec.MPAN
+	return claimrule.Judge(held, c.CreationTimestamp.Time, ClaimGrace, now)
 }
 
 // ClaimMPAN reserves mpan for site before the site's spec names it. It answers the claim when
