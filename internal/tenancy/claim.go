@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/claim"
+	claimrule "github.com/flexsite/flexsite/internal/claim"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 )
@@ -24,24 +24,24 @@ const ClaimGrace = time.Minute
 const claimAttempts = 3
 
 // ClaimStanding is what a claim is worth now (the rule of internal/claim).
-type ClaimStanding = claim.Standing
+type ClaimStanding = claimrule.Standing
 
 // A claim's standings.
 const (
 	// ClaimHeld: its API client exists and holds the username.
-	ClaimHeld = claim.Held
+	ClaimHeld = claimrule.Held
 	// ClaimPending: its API client does not hold the username (yet), within ClaimGrace of the
 	// claim: the client is on its way into the API server.
-	ClaimPending = claim.Pending
+	ClaimPending = claimrule.Pending
 	// ClaimStale: its API client is gone, or has not held the username for ClaimGrace (it was
 	// never stored, was deleted, or moved to another username). Anyone may replace the claim.
-	ClaimStale = claim.Stale
+	ClaimStale = claimrule.Stale
 )
 
 // Standing judges c given its API client (nil when that does not exist).
 func Standing(c *flexv1.UsernameClaim, holder *flexv1.APIClient, now time.Time) ClaimStanding {
 	held := holder != nil && holder.DeletionTimestamp.IsZero() && holder.Spec.Username == c.Spec.Username
-	return claim.Judge(held, c.CreationTimestamp.Time, ClaimGrace, now)
+	return claimrule.Judge(held, c.CreationTimestamp.Time, ClaimGrace, now)
 }
 
 // NewClaim is the claim of c's username for c.
