@@ -140,7 +140,9 @@ func (b *bench) managerConfig(o options) (managerConfig, error) {
 	cfg.args = []string{
 		"--kubeconfig=" + filepath.Join(b.tmp, "kubeconfig"),
 		fmt.Sprintf("--webhook-host=%s", wh.Host), fmt.Sprintf("--webhook-port=%d", wh.Port), "--webhook-cert-dir=" + wh.CertDir,
-		"--api-addr=" + cfg.apiAddr, "--metrics-bind-address=" + cfg.metricsAddr, "--pprof-bind-address=" + cfg.pprofAddr,
+		// Metrics over plain HTTP on loopback: the bench scrapes them itself, without a token.
+		"--api-addr=" + cfg.apiAddr, "--metrics-bind-address=" + cfg.metricsAddr, "--metrics-secure=false",
+		"--pprof-bind-address=" + cfg.pprofAddr,
 		"--install-default-rules", "--rules-dir=config/rules",
 		"--token-keys-secret=" + tokenKeysNamespace + "/flexsite-token-keys",
 		// As deployed (config/manager): JSON logs at info level, not the development logger.
