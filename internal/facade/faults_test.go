@@ -932,6 +932,7 @@ var _ = Describe("Reliability: injected read faults", func() {
 		Entry(caseDispatchDeconsent.name, caseDispatchDeconsent),
 		Entry(caseUpdateAsset.name, caseUpdateAsset),
 		Entry(caseUpdateSite.name, caseUpdateSite),
+		Entry(caseMeterConsent.name, caseMeterConsent),
 		Entry(caseMoveSite.name, caseMoveSite),
 	)
 })

@@ -548,6 +548,7 @@ func (s *Server) meterConsent(r *http.Request, p *auth.Principal) (any, error) {
 	}
 	ctx := r.Context()
 	var updated *flexv1.Site
+	var assets []flexv1.Asset
 	err = s.transact(ctx, func(st store, log *writeLog) error {
 		current, err := st.siteByName(ctx, site.Namespace, site.Name)
 		if err != nil {
@@ -556,15 +557,16 @@ func (s *Server) meterConsent(r *http.Request, p *auth.Principal) (any, error) {
 		if current == nil || !current.DeletionTimestamp.IsZero() {
 			return errSiteNotFound
 		}
+		// The answer's assets are read before the write: a read failing after it would
+		// answer an error for a consent that was recorded.
+		if assets, err = st.assetsOf(ctx, current); err != nil {
+			return err
+		}
 		updated = current.DeepCopy()
 		fields := household.MergeSite(&updated.Spec, household.SiteFields{Consent: consent})
 		household.EnsureID(updated)
 		return s.write(ctx, log, updated, current, fields)
 	})
-	if err != nil {
-		return nil, err
-	}
-	assets, err := s.store(false).assetsOf(ctx, updated)
 	if err != nil {
 		return nil, err
 	}
