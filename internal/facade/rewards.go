@@ -119,7 +119,7 @@ func (s *Server) transactions(r *http.Request, p *auth.Principal) (any, error) {
 	if err := f.err(); err != nil {
 		return nil, err
 	}
-	site, err := s.siteFor(r, p)
+	site, err := s.siteToRead(r, p)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func transactionRecord(tx flexv1.RewardTransaction) TransactionRecord {
 }
 
 func (s *Server) rewardInfo(r *http.Request, p *auth.Principal) (any, error) {
-	site, err := s.siteFor(r, p)
+	site, err := s.siteToRead(r, p)
 	if err != nil {
 		return nil, err
 	}
