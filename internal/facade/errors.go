@@ -129,7 +129,7 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	if err := encodeJSON(buf, body); err != nil {
 		buf.Reset()
 		status = http.StatusInternalServerError
-		_ = json.NewEncoder(buf).Encode(map[string]any{"detail": "Internal Server Error"})
+		buf.WriteString(`{"detail":"Internal Server Error"}` + "\n")
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
