@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"reflect"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/units"
@@ -15,7 +19,7 @@ func TestEncodeJSONMatchesEncodingJSON(t *testing.T) {
 	awkward := []string{"", "plain", `<script>&"quote"\back</script>`, "tab\tnew\nline\x00\x1f",
 		"line\u2028sep\u2029", "unicode é 漢字 🙂", "bad utf-8 \xff\xfe"}
 	f := func(v float64) *float64 { return &v }
-	var txs []TransactionRecord
+	txs := make([]TransactionRecord, 0, 2*len(awkward)+11)
 	for i, s := range awkward {
 		txs = append(txs, TransactionRecord{TransactionID: s, CreditPence: int64(i*1000 - 3000),
 			TransactionType: flexv1.TransactionType(s), StartTime: &awkward[i], SettlementDate: s,
@@ -27,7 +31,7 @@ func TestEncodeJSONMatchesEncodingJSON(t *testing.T) {
 	for _, wh := range []int64{0, 1, -1, 7, 999, 1001, 123456789, -987654321, 1e15, math.MaxInt64, math.MinInt64} {
 		txs = append(txs, TransactionRecord{FlexKWh: units.ToKilo(&wh), EndTime: &awkward[2]})
 	}
-	var assets []AssetEligibilityRecord
+	assets := make([]AssetEligibilityRecord, 0, len(awkward))
 	for _, s := range awkward {
 		assets = append(assets, AssetEligibilityRecord{AssetID: s, ExternalID: s,
 			Propositions: []PropositionEligibilityRecord{
@@ -71,5 +75,34 @@ func BenchmarkEncodeTransactions(b *testing.B) {
 	for b.Loop() {
 		buf.Reset()
 		_ = encodeJSON(&buf, body)
+	}
+}
+
+// transactionRecords answers each transaction as the record of its fields would.
+func TestTransactionRecordsKeepEveryField(t *testing.T) {
+	zone := time.FixedZone("east", 5*3600+30*60)
+	at := func(t time.Time) *metav1.Time { return &metav1.Time{Time: t} }
+	wh := func(v int64) *int64 { return &v }
+	page := []*flexv1.RewardTransaction{
+		{ID: "a", Type: "flex event", CreditPence: 120, StartTime: at(time.Date(2026, 1, 15, 10, 30, 0, 123, time.UTC)),
+			EndTime: at(time.Date(2026, 1, 15, 23, 0, 0, 0, zone)), SettlementDate: "2026-01-20", FlexWh: wh(1250), PaymentStatus: "paid"},
+		{ID: "b", CreditPence: -500, Type: "withdrawal"},
+		{ID: "c", EndTime: at(time.Date(12026, 1, 1, 0, 0, 0, 0, zone)), FlexWh: wh(-7)},
+		{ID: "d", StartTime: at(time.Date(1999, 12, 31, 23, 59, 59, 0, zone)), FlexWh: wh(0)},
+	}
+	got := transactionRecords(page)
+	if len(got) != len(page) {
+		t.Fatalf("%d records for %d transactions", len(got), len(page))
+	}
+	for i, tx := range page {
+		want := TransactionRecord{TransactionID: tx.ID, CreditPence: tx.CreditPence, TransactionType: tx.Type,
+			StartTime: formatTime(tx.StartTime), EndTime: formatTime(tx.EndTime), SettlementDate: tx.SettlementDate,
+			FlexKWh: units.ToKilo(tx.FlexWh), PaymentStatus: tx.PaymentStatus}
+		if !reflect.DeepEqual(got[i], want) {
+			t.Errorf("transaction %s:\n got %+v\nwant %+v", tx.ID, got[i], want)
+		}
+	}
+	if empty, _ := json.Marshal(transactionRecords(nil)); string(empty) != "[]" {
+		t.Errorf("empty page answers %s, want []", empty)
 	}
 }
