@@ -1,10 +1,15 @@
 package facade
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"sync"
+
+	gojson "github.com/goccy/go-json"
 
 	"github.com/flexsite/flexsite/internal/metrics"
 )
@@ -107,8 +112,40 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, ae.status, body)
 }
 
+// bodyBuffers hold answers while they are encoded, so that each is written whole, with its
+// Content-Length; a buffer grown by an unusually large answer is not kept.
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledBody = 256 << 10
+
 func writeJSON(w http.ResponseWriter, status int, body any) {
-	w.Header().Set("Content-Type", "application/json")
+	buf := bodyBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBody {
+			buf.Reset()
+			bodyBuffers.Put(buf)
+		}
+	}()
+	if err := encodeJSON(buf, body); err != nil {
+		buf.Reset()
+		status = http.StatusInternalServerError
+		buf.WriteString(`{"detail":"Internal Server Error"}` + "\n")
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// encodeJSON encodes an answer as encoding/json's Encoder does (HTML-safe, a trailing
+// newline). The two large read answers, eligibility and a page of transactions, go through
+// goccy/go-json, which encodes them byte for byte alike without reflecting per value
+// (encodeJSON_test holds it to that); every other answer stays with encoding/json.
+func encodeJSON(buf *bytes.Buffer, body any) error {
+	switch body.(type) {
+	case *EligibilityRecord, TransactionsResponse:
+		return gojson.NewEncoder(buf).Encode(body)
+	}
+	return json.NewEncoder(buf).Encode(body)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -119,7 +120,7 @@ func (s *Server) transactions(r *http.Request, p *auth.Principal) (any, error) {
 	if err := f.err(); err != nil {
 		return nil, err
 	}
-	site, err := s.siteFor(r, p)
+	site, err := s.siteToRead(r, p)
 	if err != nil {
 		return nil, err
 	}
@@ -131,15 +132,14 @@ func (s *Server) transactions(r *http.Request, p *auth.Principal) (any, error) {
 	sorted := newestFirst(txs)
 	out := TransactionsResponse{
 		SiteID:                      site.Labels[flexv1.IDLabel],
-		Transactions:                []TransactionRecord{},
 		IsBelowWithdrawalMinimum:    b.current < s.Rewards.MinimumWithdrawalPence,
 		DaysUntilMinimumWaitTimeMet: s.daysUntilWaitMet(b),
 	}
+	var page []*flexv1.RewardTransaction
 	if offset < len(sorted) {
-		for _, tx := range sorted[offset:min(len(sorted), offset+limit)] {
-			out.Transactions = append(out.Transactions, transactionRecord(*tx))
-		}
+		page = sorted[offset:min(len(sorted), offset+limit)]
 	}
+	out.Transactions = transactionRecords(page)
 	return out, nil
 }
 
@@ -167,18 +167,52 @@ func newestFirst(txs []flexv1.RewardTransaction) []*flexv1.RewardTransaction {
 	return out
 }
 
-func transactionRecord(tx flexv1.RewardTransaction) TransactionRecord {
-	rec := TransactionRecord{
-		TransactionID: tx.ID, CreditPence: tx.CreditPence, TransactionType: tx.Type,
-		StartTime: formatTime(tx.StartTime), EndTime: formatTime(tx.EndTime),
-		SettlementDate: tx.SettlementDate, PaymentStatus: tx.PaymentStatus,
+// transactionRecords answers a page of transactions. The records' times and flex figures
+// point into arrays shared by the page (one string holds every time, as formatTime writes
+// them), not into an allocation each: a page is read once, as one answer.
+func transactionRecords(page []*flexv1.RewardTransaction) []TransactionRecord {
+	out := make([]TransactionRecord, len(page))
+	const stamp = len("2006-01-02T15:04:05Z")
+	text := make([]byte, 0, 2*stamp*len(page))
+	ends := make([]int, 0, 2*len(page))
+	appendTime := func(t *metav1.Time) {
+		if t != nil {
+			text = t.UTC().AppendFormat(text, time.RFC3339)
+		}
+		ends = append(ends, len(text))
 	}
-	rec.FlexKWh = units.ToKilo(tx.FlexWh)
-	return rec
+	for _, tx := range page {
+		appendTime(tx.StartTime)
+		appendTime(tx.EndTime)
+	}
+	all := string(text)
+	times := make([]string, len(ends))
+	kwh := make([]float64, len(page))
+	start := 0
+	for i, end := range ends {
+		times[i], start = all[start:end], end
+	}
+	for i, tx := range page {
+		out[i] = TransactionRecord{
+			TransactionID: tx.ID, CreditPence: tx.CreditPence, TransactionType: tx.Type,
+			SettlementDate: tx.SettlementDate, PaymentStatus: tx.PaymentStatus,
+		}
+		if tx.StartTime != nil {
+			out[i].StartTime = &times[2*i]
+		}
+		if tx.EndTime != nil {
+			out[i].EndTime = &times[2*i+1]
+		}
+		if tx.FlexWh != nil {
+			kwh[i] = *units.ToKilo(tx.FlexWh)
+			out[i].FlexKWh = &kwh[i]
+		}
+	}
+	return out
 }
 
 func (s *Server) rewardInfo(r *http.Request, p *auth.Principal) (any, error) {
-	site, err := s.siteFor(r, p)
+	site, err := s.siteToRead(r, p)
 	if err != nil {
 		return nil, err
 	}

@@ -250,14 +250,25 @@ func (s *Server) siteFor(r *http.Request, p *auth.Principal) (*flexv1.Site, erro
 	return s.siteForID(r.Context(), p, r.PathValue("site_id"), []any{"path", "site_id"})
 }
 
+// siteToRead is siteFor for a handler that only reads the site (eligibility, transactions):
+// it skips the deep copy of the cached site, so the site it returns must not be changed.
+func (s *Server) siteToRead(r *http.Request, p *auth.Principal) (*flexv1.Site, error) {
+	return s.findSite(r.Context(), p, r.PathValue("site_id"), []any{"path", "site_id"}, store.siteToRead)
+}
+
 func (s *Server) siteForID(ctx context.Context, p *auth.Principal, raw string, loc []any) (*flexv1.Site, error) {
+	return s.findSite(ctx, p, raw, loc, store.siteByID)
+}
+
+func (s *Server) findSite(ctx context.Context, p *auth.Principal, raw string, loc []any,
+	byID func(st store, ctx context.Context, ns, id string) (*flexv1.Site, error)) (*flexv1.Site, error) {
 	id, err := validation.ParseUUID(raw)
 	if err != nil {
 		f := &fields{}
 		f.addValidation(err, loc)
 		return nil, f.err()
 	}
-	site, err := s.store(false).siteByID(ctx, p.Namespace, id)
+	site, err := byID(s.store(false), ctx, p.Namespace, id)
 	if err == nil && site == nil {
 		// The cache may not have seen a site this client created a moment ago.
 		site, err = s.store(true).siteByID(ctx, p.Namespace, id)
@@ -277,7 +288,7 @@ func (s *Server) siteForID(ctx context.Context, p *auth.Principal, raw string, l
 }
 
 func (s *Server) eligibility(r *http.Request, p *auth.Principal) (any, error) {
-	site, err := s.siteFor(r, p)
+	site, err := s.siteToRead(r, p)
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,15 @@ func (st store) siteByID(ctx context.Context, ns, id string) (*flexv1.Site, erro
 	return liveSite(ctx, st.r, client.InNamespace(ns), st.byID(id))
 }
 
+// siteToRead is siteByID for a caller that only reads the site: from the cache it is the
+// cached object itself, not a deep copy, and must not be changed.
+func (st store) siteToRead(ctx context.Context, ns, id string) (*flexv1.Site, error) {
+	if !st.cached {
+		return st.siteByID(ctx, ns, id)
+	}
+	return liveSite(ctx, st.r, client.InNamespace(ns), st.byID(id), client.UnsafeDisableDeepCopy)
+}
+
 func (st store) siteByMPAN(ctx context.Context, ns, mpan string) (*flexv1.Site, error) {
 	return liveSite(ctx, st.r, client.InNamespace(ns), client.MatchingFields{index.MPAN: mpan})
 }

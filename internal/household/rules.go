@@ -2,7 +2,9 @@ package household
 
 import (
 	"context"
+	"sync/atomic"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -11,6 +13,11 @@ import (
 
 // LoadRules reads the eligibility rules in force (Propositions and the AssetModel catalogue).
 // Every door evaluates with the rules read here, so none disagrees with Site.status.
+//
+// The catalogue is listed on every call, but the rules are rebuilt only when it changed:
+// the last rules built are kept with the identity (UID) and resourceVersion of every object
+// they were built from, and reused only when the listing holds exactly those objects at
+// exactly those versions. Any change (an update, a create, a delete) is seen at once.
 func LoadRules(ctx context.Context, r client.Reader) (eligibility.Rules, error) {
 	props := &flexv1.PropositionList{}
 	// The rules are only read, never changed: skip the cache's defensive deep copy, which
@@ -22,7 +29,68 @@ func LoadRules(ctx context.Context, r client.Reader) (eligibility.Rules, error) 
 	if err := r.List(ctx, models, client.UnsafeDisableDeepCopy); err != nil {
 		return eligibility.Rules{}, err
 	}
-	return eligibility.NewRules(props.Items, models.Items), nil
+	if built := lastRules.Load(); built != nil && built.matches(props.Items, models.Items) {
+		return built.rules, nil
+	}
+	rules := eligibility.NewRules(props.Items, models.Items)
+	if b := newBuiltRules(rules, props.Items, models.Items); b != nil {
+		lastRules.Store(b)
+	}
+	return rules, nil
+}
+
+// lastRules are the rules LoadRules built last, with the catalogue they were built from.
+var lastRules atomic.Pointer[builtRules]
+
+// builtRules are rules and the versions of the objects they were built from.
+type builtRules struct {
+	rules eligibility.Rules
+	// versions of the Propositions and AssetModels, by UID.
+	props, models map[types.UID]string
+}
+
+// newBuiltRules records what rules were built from; nil when an object has no UID or no
+// resourceVersion (not read from an API server), as such rules cannot be told apart.
+func newBuiltRules(rules eligibility.Rules, props []flexv1.Proposition, models []flexv1.AssetModel) *builtRules {
+	b := &builtRules{rules: rules,
+		props: make(map[types.UID]string, len(props)), models: make(map[types.UID]string, len(models))}
+	for i := range props {
+		if !record(b.props, props[i].UID, props[i].ResourceVersion) {
+			return nil
+		}
+	}
+	for i := range models {
+		if !record(b.models, models[i].UID, models[i].ResourceVersion) {
+			return nil
+		}
+	}
+	return b
+}
+
+func record(versions map[types.UID]string, uid types.UID, rv string) bool {
+	if uid == "" || rv == "" {
+		return false
+	}
+	versions[uid] = rv
+	return true
+}
+
+// matches reports whether the listed catalogue is exactly the one the rules were built from.
+func (b *builtRules) matches(props []flexv1.Proposition, models []flexv1.AssetModel) bool {
+	if len(props) != len(b.props) || len(models) != len(b.models) {
+		return false
+	}
+	for i := range props {
+		if rv, ok := b.props[props[i].UID]; !ok || rv != props[i].ResourceVersion {
+			return false
+		}
+	}
+	for i := range models {
+		if rv, ok := b.models[models[i].UID]; !ok || rv != models[i].ResourceVersion {
+			return false
+		}
+	}
+	return true
 }
 
 // Evaluate computes a site's eligibility from its spec and its assets with the rules.

@@ -1,0 +1,108 @@
+package facade
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/units"
+)
+
+// encodeJSON answers eligibility and transactions byte for byte as encoding/json would.
+func TestEncodeJSONMatchesEncodingJSON(t *testing.T) {
+	awkward := []string{"", "plain", `<script>&"quote"\back</script>`, "tab\tnew\nline\x00\x1f",
+		"line\u2028sep\u2029", "unicode é 漢字 🙂", "bad utf-8 \xff\xfe"}
+	f := func(v float64) *float64 { return &v }
+	txs := make([]TransactionRecord, 0, 2*len(awkward)+11)
+	for i, s := range awkward {
+		txs = append(txs, TransactionRecord{TransactionID: s, CreditPence: int64(i*1000 - 3000),
+			TransactionType: flexv1.TransactionType(s), StartTime: &awkward[i], SettlementDate: s,
+			FlexKWh: f(float64(i) * 1.1), PaymentStatus: flexv1.PaymentStatus(s)},
+			TransactionRecord{TransactionID: s})
+	}
+	// flex_kwh is always Wh / 1000 (units.ToKilo), so never below 1e-3 in magnitude but for 0:
+	// goccy/go-json writes 1e-07 where encoding/json writes 1e-7, which no ledger can hold.
+	for _, wh := range []int64{0, 1, -1, 7, 999, 1001, 123456789, -987654321, 1e15, math.MaxInt64, math.MinInt64} {
+		txs = append(txs, TransactionRecord{FlexKWh: units.ToKilo(&wh), EndTime: &awkward[2]})
+	}
+	assets := make([]AssetEligibilityRecord, 0, len(awkward))
+	for _, s := range awkward {
+		assets = append(assets, AssetEligibilityRecord{AssetID: s, ExternalID: s,
+			Propositions: []PropositionEligibilityRecord{
+				{Proposition: flexv1.PropositionName(s), IsEligible: true, Issues: []flexv1.EligibilityIssue{}},
+				{Proposition: "limited_pause", Issues: []flexv1.EligibilityIssue{flexv1.EligibilityIssue(s), "x"}},
+				{Proposition: "price_curve"}}})
+	}
+	bodies := []any{
+		TransactionsResponse{}, TransactionsResponse{SiteID: awkward[2], Transactions: []TransactionRecord{}},
+		TransactionsResponse{SiteID: "id", Transactions: txs, IsBelowWithdrawalMinimum: true, DaysUntilMinimumWaitTimeMet: -3},
+		&EligibilityRecord{}, &EligibilityRecord{SiteID: awkward[3], EligiblePropositions: []flexv1.PropositionName{}},
+		&EligibilityRecord{SiteID: "id", SiteProperties: SitePropertiesRecord{HasMeterConsent: true},
+			EligiblePropositions: []flexv1.PropositionName{"limited_pause", flexv1.PropositionName(awkward[4])}, Assets: assets},
+		map[string]any{"detail": awkward[2]},
+	}
+	for i, body := range bodies {
+		var want, got bytes.Buffer
+		if err := json.NewEncoder(&want).Encode(body); err != nil {
+			t.Fatal(err)
+		}
+		if err := encodeJSON(&got, body); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("body %d:\n got %s\nwant %s", i, got.String(), want.String())
+		}
+	}
+}
+
+func BenchmarkEncodeTransactions(b *testing.B) {
+	s := "2026-01-15T10:30:00Z"
+	kwh := 1.25
+	body := TransactionsResponse{SiteID: "8c0e4a8e-4b7e-4d2a-9a53-1f0a7c3e2b11"}
+	for range 52 {
+		body.Transactions = append(body.Transactions, TransactionRecord{TransactionID: "8c0e4a8e-4b7e-4d2a-9a53-1f0a7c3e2b11",
+			CreditPence: 120, TransactionType: "flex event", StartTime: &s, EndTime: &s, SettlementDate: "2026-01-20",
+			FlexKWh: &kwh, PaymentStatus: "paid"})
+	}
+	var buf bytes.Buffer
+	b.ReportAllocs()
+	for b.Loop() {
+		buf.Reset()
+		_ = encodeJSON(&buf, body)
+	}
+}
+
+// transactionRecords answers each transaction as the record of its fields would.
+func TestTransactionRecordsKeepEveryField(t *testing.T) {
+	zone := time.FixedZone("east", 5*3600+30*60)
+	at := func(t time.Time) *metav1.Time { return &metav1.Time{Time: t} }
+	wh := func(v int64) *int64 { return &v }
+	page := []*flexv1.RewardTransaction{
+		{ID: "a", Type: "flex event", CreditPence: 120, StartTime: at(time.Date(2026, 1, 15, 10, 30, 0, 123, time.UTC)),
+			EndTime: at(time.Date(2026, 1, 15, 23, 0, 0, 0, zone)), SettlementDate: "2026-01-20", FlexWh: wh(1250), PaymentStatus: "paid"},
+		{ID: "b", CreditPence: -500, Type: "withdrawal"},
+		{ID: "c", EndTime: at(time.Date(12026, 1, 1, 0, 0, 0, 0, zone)), FlexWh: wh(-7)},
+		{ID: "d", StartTime: at(time.Date(1999, 12, 31, 23, 59, 59, 0, zone)), FlexWh: wh(0)},
+	}
+	got := transactionRecords(page)
+	if len(got) != len(page) {
+		t.Fatalf("%d records for %d transactions", len(got), len(page))
+	}
+	for i, tx := range page {
+		want := TransactionRecord{TransactionID: tx.ID, CreditPence: tx.CreditPence, TransactionType: tx.Type,
+			StartTime: formatTime(tx.StartTime), EndTime: formatTime(tx.EndTime), SettlementDate: tx.SettlementDate,
+			FlexKWh: units.ToKilo(tx.FlexWh), PaymentStatus: tx.PaymentStatus}
+		if !reflect.DeepEqual(got[i], want) {
+			t.Errorf("transaction %s:\n got %+v\nwant %+v", tx.ID, got[i], want)
+		}
+	}
+	if empty, _ := json.Marshal(transactionRecords(nil)); string(empty) != "[]" {
+		t.Errorf("empty page answers %s, want []", empty)
+	}
+}
