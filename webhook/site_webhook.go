@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	claimrule "github.com/flexsite/flexsite/internal/claim"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
@@ -100,7 +101,7 @@ func (v *siteValidator) claimErrors(ctx context.Context, site *flexv1.Site, oldM
 	if err != nil {
 		return field.ErrorList{field.InternalError(path, err)}
 	}
-	if household.Standing(claim, holder, time.Now()) == household.ClaimStale && !changed {
+	if household.Standing(claim, holder, time.Now()) == claimrule.Stale && !changed {
 		return nil
 	}
 	return field.ErrorList{field.Invalid(path, mpan, fmt.Sprintf("MPAN is claimed by Site %q (MPANClaim %s)",

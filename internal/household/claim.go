@@ -65,21 +65,8 @@ func NewClaim(site *flexv1.Site, mpan string) *flexv1.MPANClaim {
 	}
 }
 
-// ClaimStanding is what a claim is worth now (the rule of internal/claim).
-type ClaimStanding = claimrule.Standing
-
-// A claim's standings.
-const (
-	// ClaimHeld: its site holds the MPAN.
-	ClaimHeld = claimrule.Held
-	// ClaimPending: its site does not hold the MPAN yet, within ClaimGrace of the claim.
-	ClaimPending = claimrule.Pending
-	// ClaimStale: its site is gone, or has not held the MPAN for ClaimGrace.
-	ClaimStale = claimrule.Stale
-)
-
 // Standing judges c given its site (nil when the site does not exist).
-func Standing(c *flexv1.MPANClaim, site *flexv1.Site, now time.Time) ClaimStanding {
+func Standing(c *flexv1.MPANClaim, site *flexv1.Site, now time.Time) claimrule.Standing {
 	held := site != nil && site.DeletionTimestamp.IsZero() && site.Spec.MPAN == c.Spec.MPAN
 	return claimrule.Judge(held, c.CreationTimestamp.Time, ClaimGrace, now)
 }
@@ -119,17 +106,17 @@ func ClaimMPAN(ctx context.Context, c client.Client, fresh client.Reader, site *
 		}
 		standing := Standing(existing, holder, now)
 		switch {
-		case existing.Spec.SiteName == site.Name && standing != ClaimStale:
+		case existing.Spec.SiteName == site.Name && standing != claimrule.Stale:
 			// Ours, from an attempt of this request that lost a race later on.
 			return nil, holderOtherThan(ctx, fresh, site, mpan)
-		case standing == ClaimStale:
+		case standing == claimrule.Stale:
 			// Replace it; the precondition keeps us from deleting a claim made a moment ago.
 			err := c.Delete(ctx, existing, client.Preconditions{UID: &existing.UID, ResourceVersion: &existing.ResourceVersion})
 			if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 				return nil, err
 			}
 		default:
-			return nil, &MPANTakenError{MPAN: mpan, Holder: existing.Spec.SiteName, Pending: standing == ClaimPending}
+			return nil, &MPANTakenError{MPAN: mpan, Holder: existing.Spec.SiteName, Pending: standing == claimrule.Pending}
 		}
 	}
 	return nil, fmt.Errorf("claiming MPAN %s for site %s: still contended after %d attempts", mpan, site.Name, maxRecordAttempts)
@@ -151,8 +138,8 @@ func Unclaimed(ctx context.Context, fresh client.Reader, site *flexv1.Site, now 
 	if err != nil {
 		return err
 	}
-	if standing := Standing(claim, holder, now); standing != ClaimStale {
-		return &MPANTakenError{MPAN: site.Spec.MPAN, Holder: claim.Spec.SiteName, Pending: standing == ClaimPending}
+	if standing := Standing(claim, holder, now); standing != claimrule.Stale {
+		return &MPANTakenError{MPAN: site.Spec.MPAN, Holder: claim.Spec.SiteName, Pending: standing == claimrule.Pending}
 	}
 	return nil
 }
@@ -183,6 +170,16 @@ func siteOf(ctx context.Context, r client.Reader, claim *flexv1.MPANClaim) (*fle
 	return site, nil
 }
 
+// ReleaseClaim deletes site's claim of an MPAN it has just left, if it holds one: the change
+// that left it is done. fresh must read from the API server.
+func ReleaseClaim(ctx context.Context, c client.Client, fresh client.Reader, site *flexv1.Site, mpan string) error {
+	claim := NewClaim(site, mpan)
+	if err := fresh.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil || claim.Spec.SiteName != site.Name {
+		return client.IgnoreNotFound(err)
+	}
+	return client.IgnoreNotFound(c.Delete(ctx, claim, client.Preconditions{UID: &claim.UID}))
+}
+
 // ReleaseClaims deletes the site's claims that it no longer needs: those of another MPAN than
 // it holds, once stale, and the claim of the MPAN its name holds (it went back to it: the
 // name, and the site now stored with the MPAN, keep anyone else from it). It answers how
@@ -197,7 +194,7 @@ func ReleaseClaims(ctx context.Context, c client.Client, r client.Reader, site *
 	for i := range claims.Items {
 		claim := &claims.Items[i]
 		switch Standing(claim, site, now) {
-		case ClaimHeld:
+		case claimrule.Held:
 			if !HoldsByName(site) {
 				continue
 			}
@@ -205,11 +202,11 @@ func ReleaseClaims(ctx context.Context, c client.Client, r client.Reader, site *
 			if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 				return 0, err
 			}
-		case ClaimPending:
+		case claimrule.Pending:
 			if wait := claim.CreationTimestamp.Add(ClaimGrace).Sub(now); next == 0 || wait < next {
 				next = wait
 			}
-		case ClaimStale:
+		case claimrule.Stale:
 			err := c.Delete(ctx, claim, client.Preconditions{UID: &claim.UID, ResourceVersion: &claim.ResourceVersion})
 			if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 				return 0, err

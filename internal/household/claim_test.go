@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	claimrule "github.com/flexsite/flexsite/internal/claim"
 )
 
 // TestStanding reads claim.go: a claim binds while its site holds the MPAN, is pending for
@@ -26,14 +27,14 @@ func TestStanding(t *testing.T) {
 		name string
 		site *flexv1.Site
 		at   time.Time
-		want ClaimStanding
+		want claimrule.Standing
 	}{
-		{"its site holds the MPAN", site("1200000000011", false), made.Add(time.Hour), ClaimHeld},
-		{"its site is changing to the MPAN", site("2301234567894", false), made.Add(time.Minute), ClaimPending},
-		{"the change died half-way", site("2301234567894", false), made.Add(ClaimGrace), ClaimStale},
-		{"its site is gone, within the grace", nil, made.Add(time.Second), ClaimPending},
-		{"its site is gone", nil, made.Add(ClaimGrace + time.Second), ClaimStale},
-		{"its site is being deleted", site("1200000000011", true), made.Add(ClaimGrace), ClaimStale},
+		{"its site holds the MPAN", site("1200000000011", false), made.Add(time.Hour), claimrule.Held},
+		{"its site is changing to the MPAN", site("2301234567894", false), made.Add(time.Minute), claimrule.Pending},
+		{"the change died half-way", site("2301234567894", false), made.Add(ClaimGrace), claimrule.Stale},
+		{"its site is gone, within the grace", nil, made.Add(time.Second), claimrule.Pending},
+		{"its site is gone", nil, made.Add(ClaimGrace + time.Second), claimrule.Stale},
+		{"its site is being deleted", site("1200000000011", true), made.Add(ClaimGrace), claimrule.Stale},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

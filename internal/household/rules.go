@@ -29,14 +29,20 @@ func LoadRules(ctx context.Context, r client.Reader) (eligibility.Rules, error) 
 	if err := r.List(ctx, models, client.UnsafeDisableDeepCopy); err != nil {
 		return eligibility.Rules{}, err
 	}
-	if built := lastRules.Load(); built != nil && built.matches(props.Items, models.Items) {
-		return built.rules, nil
+	return rulesFor(props.Items, models.Items), nil
+}
+
+// rulesFor is the rules of a listed catalogue: the last ones built, when the catalogue is
+// exactly the one they were built from, or new ones (kept for next time).
+func rulesFor(props []flexv1.Proposition, models []flexv1.AssetModel) eligibility.Rules {
+	if built := lastRules.Load(); built != nil && built.matches(props, models) {
+		return built.rules
 	}
-	rules := eligibility.NewRules(props.Items, models.Items)
-	if b := newBuiltRules(rules, props.Items, models.Items); b != nil {
+	rules := eligibility.NewRules(props, models)
+	if b := newBuiltRules(rules, props, models); b != nil {
 		lastRules.Store(b)
 	}
-	return rules, nil
+	return rules
 }
 
 // lastRules are the rules LoadRules built last, with the catalogue they were built from.

@@ -23,23 +23,8 @@ const ClaimGrace = time.Minute
 // claimAttempts bounds how often ClaimUsername replaces a stale claim and tries again.
 const claimAttempts = 3
 
-// ClaimStanding is what a claim is worth now (the rule of internal/claim).
-type ClaimStanding = claimrule.Standing
-
-// A claim's standings.
-const (
-	// ClaimHeld: its API client exists and holds the username.
-	ClaimHeld = claimrule.Held
-	// ClaimPending: its API client does not hold the username (yet), within ClaimGrace of the
-	// claim: the client is on its way into the API server.
-	ClaimPending = claimrule.Pending
-	// ClaimStale: its API client is gone, or has not held the username for ClaimGrace (it was
-	// never stored, was deleted, or moved to another username). Anyone may replace the claim.
-	ClaimStale = claimrule.Stale
-)
-
 // Standing judges c given its API client (nil when that does not exist).
-func Standing(c *flexv1.UsernameClaim, holder *flexv1.APIClient, now time.Time) ClaimStanding {
+func Standing(c *flexv1.UsernameClaim, holder *flexv1.APIClient, now time.Time) claimrule.Standing {
 	held := holder != nil && holder.DeletionTimestamp.IsZero() && holder.Spec.Username == c.Spec.Username
 	return claimrule.Judge(held, c.CreationTimestamp.Time, ClaimGrace, now)
 }
@@ -111,12 +96,12 @@ func ClaimUsername(ctx context.Context, w client.Client, fresh client.Reader, c 
 		}
 		standing := Standing(existing, holder, now)
 		switch {
-		case existing.Spec.APIClientNamespace == c.Namespace && existing.Spec.APIClientName == c.Name && standing != ClaimStale:
+		case existing.Spec.APIClientNamespace == c.Namespace && existing.Spec.APIClientName == c.Name && standing != claimrule.Stale:
 			// Ours: the client is updated, re-applied, or retried after a failed store.
 			return otherHolder(ctx, fresh, c)
-		case standing == ClaimStale && dryRun:
+		case standing == claimrule.Stale && dryRun:
 			return otherHolder(ctx, fresh, c)
-		case standing == ClaimStale:
+		case standing == claimrule.Stale:
 			// Replace it, even when it names c: a fresh claim is what makes a racer that
 			// reads it now back off. The precondition keeps us from deleting a claim made a
 			// moment ago by someone else.
@@ -125,7 +110,7 @@ func ClaimUsername(ctx context.Context, w client.Client, fresh client.Reader, c 
 				return err
 			}
 		default:
-			return &UsernameTakenError{Username: c.Spec.Username, Pending: standing == ClaimPending,
+			return &UsernameTakenError{Username: c.Spec.Username, Pending: standing == claimrule.Pending,
 				Holder: client.ObjectKey{Namespace: existing.Spec.APIClientNamespace, Name: existing.Spec.APIClientName}}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	claimrule "github.com/flexsite/flexsite/internal/claim"
 )
 
 func TestStanding(t *testing.T) {
@@ -23,14 +24,14 @@ func TestStanding(t *testing.T) {
 		name   string
 		claim  *flexv1.UsernameClaim
 		holder *flexv1.APIClient
-		want   ClaimStanding
+		want   claimrule.Standing
 	}{
-		{"holder has the username", claimAt(time.Hour), &holder, ClaimHeld},
-		{"holder not stored yet", claimAt(time.Second), nil, ClaimPending},
-		{"holder never stored", claimAt(ClaimGrace), nil, ClaimStale},
-		{"holder moved to another username a moment ago", claimAt(time.Second), &renamed, ClaimPending},
-		{"holder moved to another username", claimAt(time.Hour), &renamed, ClaimStale},
-		{"holder being deleted", claimAt(time.Hour), &gone, ClaimStale},
+		{"holder has the username", claimAt(time.Hour), &holder, claimrule.Held},
+		{"holder not stored yet", claimAt(time.Second), nil, claimrule.Pending},
+		{"holder never stored", claimAt(ClaimGrace), nil, claimrule.Stale},
+		{"holder moved to another username a moment ago", claimAt(time.Second), &renamed, claimrule.Pending},
+		{"holder moved to another username", claimAt(time.Hour), &renamed, claimrule.Stale},
+		{"holder being deleted", claimAt(time.Hour), &gone, claimrule.Stale},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Standing(tc.claim, tc.holder, now); got != tc.want {
