@@ -59,6 +59,9 @@ type Principal struct {
 	Roles      []flexv1.Role // organisation tokens only
 	SiteName   string        // end-user tokens: the one Site object (in Namespace) the token may reach
 	UserID     string        // end-user tokens: the end user's id (uuid)
+	// AllowedOrigin is, for end-user tokens, the web origin (scheme://host[:port]) allowed to
+	// embed the hosted flow and to call the API from a browser with this token (CORS).
+	AllowedOrigin string
 }
 
 // HasRole tells whether the principal holds role r. End users hold no roles.

@@ -266,7 +266,8 @@ func TestClientActive(t *testing.T) {
 	}
 
 	// An end-user token obtained by the client lives and dies with it too.
-	endUser := &Principal{Kind: KindEndUser, Namespace: ns, ClientName: p.ClientName, Username: username, SiteName: "s", UserID: "u"}
+	endUser := &Principal{Kind: KindEndUser, Namespace: ns, ClientName: p.ClientName, Username: username, SiteName: "s", UserID: "u",
+		AllowedOrigin: "https://app.example.com"}
 	renamed := *p
 	renamed.Username = "someone-else"
 	for _, tc := range []struct {

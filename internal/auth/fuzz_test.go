@@ -121,6 +121,7 @@ func fuzzEndUserClaims() claims {
 		RegisteredClaims: jwt.RegisteredClaims{Issuer: issuer, Subject: "6f1c2d4e-8a7b-4c3d-9e0f-1a2b3c4d5e6f", ID: "FUZZJTI2",
 			IssuedAt: jwt.NewNumericDate(fuzzT0), ExpiresAt: jwt.NewNumericDate(fuzzT0.Add(EndUserTokenTTL))},
 		Org: "acme", Cli: "acme-app", Usr: "acme-app", Kind: KindEndUser, Site: "site-1200000000011",
+		Aor: "https://app.example.com",
 	}
 }
 
@@ -187,7 +188,7 @@ func FuzzVerify(f *testing.F) {
 		},
 		func() (string, time.Duration, error) {
 			return iss.IssueEndUserToken(Principal{Namespace: "acme", ClientName: "acme-app", Username: "acme-app",
-				SiteName: "site-1", UserID: "6f1c2d4e-8a7b-4c3d-9e0f-1a2b3c4d5e6f"})
+				SiteName: "site-1", UserID: "6f1c2d4e-8a7b-4c3d-9e0f-1a2b3c4d5e6f", AllowedOrigin: "https://app.example.com"})
 		},
 	} {
 		tok, _, err := issue()

@@ -29,6 +29,8 @@ type claims struct {
 	Kind  Kind     `json:"kind"`
 	Roles []string `json:"roles,omitempty"`
 	Site  string   `json:"site,omitempty"`
+	// Aor is an end-user token's allowed origin.
+	Aor string `json:"aor,omitempty"`
 }
 
 // Issuer signs and verifies tokens. It is safe for concurrent use.
@@ -101,6 +103,7 @@ func (i *Issuer) issue(p Principal, kind Kind, ttl time.Duration) (string, time.
 		Usr:  p.Username,
 		Kind: kind,
 		Site: p.SiteName,
+		Aor:  p.AllowedOrigin,
 	}
 	for _, r := range p.Roles {
 		c.Roles = append(c.Roles, string(r))
@@ -177,6 +180,8 @@ func (i *Issuer) verify(ctx context.Context, token string) (*Principal, verifica
 		ClientName: c.Cli,
 		Username:   c.Usr,
 		SiteName:   c.Site,
+
+		AllowedOrigin: c.Aor,
 	}
 	for _, r := range c.Roles {
 		p.Roles = append(p.Roles, flexv1.Role(r))
@@ -213,8 +218,8 @@ func validate(p *Principal) error {
 	}
 	switch p.Kind {
 	case KindOrganisation:
-		if p.SiteName != "" || p.UserID != "" {
-			return errors.New("an organisation principal has no site and no user id")
+		if p.SiteName != "" || p.UserID != "" || p.AllowedOrigin != "" {
+			return errors.New("an organisation principal has no site, no user id and no allowed origin")
 		}
 		for _, r := range p.Roles {
 			if !knownRole(r) {
@@ -222,8 +227,8 @@ func validate(p *Principal) error {
 			}
 		}
 	case KindEndUser:
-		if p.SiteName == "" || p.UserID == "" {
-			return errors.New("an end-user principal needs a site and a user id")
+		if p.SiteName == "" || p.UserID == "" || p.AllowedOrigin == "" {
+			return errors.New("an end-user principal needs a site, a user id and an allowed origin")
 		}
 		if len(p.Roles) > 0 {
 			return errors.New("an end-user principal has no roles")

@@ -35,6 +35,8 @@ func endUserPrincipal() Principal {
 		Username:   "acme-app",
 		SiteName:   "site-1200000000011",
 		UserID:     "6f1c2d4e-8a7b-4c3d-9e0f-1a2b3c4d5e6f",
+
+		AllowedOrigin: "https://app.example.com",
 	}
 }
 
@@ -119,6 +121,9 @@ func TestIssueRejectsBadPrincipals(t *testing.T) {
 			Principal{Kind: KindEndUser, Namespace: "acme", ClientName: "a", Username: "a"}},
 		{"end user without site", iss.IssueEndUserToken, endUser(func(p *Principal) { p.SiteName = "" })},
 		{"end user without user id", iss.IssueEndUserToken, endUser(func(p *Principal) { p.UserID = "" })},
+		{"end user without allowed origin", iss.IssueEndUserToken, endUser(func(p *Principal) { p.AllowedOrigin = "" })},
+		{"organisation with allowed origin", iss.IssueOrganisationToken,
+			Principal{Namespace: "acme", ClientName: "a", Username: "a", AllowedOrigin: "https://app.example.com"}},
 		{"end user with roles", iss.IssueEndUserToken, endUser(func(p *Principal) { p.Roles = []flexv1.Role{flexv1.RoleRewards} })},
 	}
 	for _, tc := range tests {

@@ -138,7 +138,8 @@ func (s *Server) componentToken(r *http.Request, p *auth.Principal) (any, error)
 	f := &fields{}
 	loc := []any{"body"}
 	externalUserID, _ := f.str(body, loc, "external_user_id", true)
-	if origin, ok := f.str(body, loc, "allowed_origin", true); ok && !isOrigin(origin) {
+	origin, ok := f.str(body, loc, "allowed_origin", true)
+	if ok && !isOrigin(origin) {
 		f.add("Input should be an origin: scheme://host[:port], e.g. https://app.example.com", "url_parsing",
 			at(loc, "allowed_origin"))
 	}
@@ -153,6 +154,8 @@ func (s *Server) componentToken(r *http.Request, p *auth.Principal) (any, error)
 	if err := f.err(); err != nil {
 		return nil, err
 	}
+	// One spelling per origin: the browser sends it without a trailing slash, in lower case.
+	origin = normaliseOrigin(origin)
 	ctx := r.Context()
 	ns := &corev1.Namespace{}
 	if err := s.Cache.Get(ctx, client.ObjectKey{Name: p.Namespace}, ns); err != nil {
@@ -184,6 +187,7 @@ func (s *Server) componentToken(r *http.Request, p *auth.Principal) (any, error)
 			}
 			site = household.NewSite(p.Namespace, identity.SiteNameForExternalUser(externalUserID))
 			site.Annotations = map[string]string{UserIDAnnotation: identity.NewID()}
+			household.GrantOrigin(site, origin)
 			site.Spec.ExternalUserID = externalUserID
 			site.Spec.Email = email
 			if consent != nil {
@@ -205,21 +209,36 @@ func (s *Server) componentToken(r *http.Request, p *auth.Principal) (any, error)
 			site.Annotations[UserIDAnnotation] = identity.NewID()
 			changed = append(changed, "user_id")
 		}
+		if household.GrantOrigin(site, origin) {
+			changed = append(changed, "allowed_origin")
+		}
 		return s.write(ctx, log, site, current, changed)
 	})
 	if err != nil {
 		return nil, err
 	}
-	userID := site.Annotations[UserIDAnnotation]
+	// The token names the end user (its subject, which also tells a namesake site recreated
+	// after an offboard from this one); the answer's id is the household's site id, which the
+	// organisation uses in every later request about this user.
 	token, _, err := s.Issuer.IssueEndUserToken(auth.Principal{
 		Kind: auth.KindEndUser, Namespace: p.Namespace, ClientName: p.ClientName, Username: p.Username,
-		SiteName: site.Name, UserID: userID,
+		SiteName: site.Name, UserID: site.Annotations[UserIDAnnotation], AllowedOrigin: origin,
 	})
 	if err != nil {
 		return nil, err
 	}
 	metrics.TokensIssued.WithLabelValues(metrics.TokenEndUser).Inc()
-	return ComponentTokenResponse{ID: userID, AccessToken: token, TokenType: "bearer"}, nil
+	return ComponentTokenResponse{ID: site.Labels[flexv1.IDLabel], AccessToken: token, TokenType: "bearer"}, nil
+}
+
+// normaliseOrigin spells a valid origin as a browser's Origin header does: scheme and host in
+// lower case, no trailing slash.
+func normaliseOrigin(origin string) string {
+	u, err := url.Parse(origin)
+	if err != nil {
+		return origin
+	}
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
 }
 
 // isOrigin reports whether s is a web origin: http(s)://host[:port], nothing more.

@@ -49,6 +49,9 @@ func (s *Server) authenticated(h handler, endUserAllowed bool, roles ...flexv1.R
 		if info := infoOf(r.Context()); info != nil && p != nil {
 			info.principal = p
 		}
+		if endUserAllowed {
+			corsGrant(w, r, p)
+		}
 		if err != nil {
 			s.writeError(w, r, err)
 			return

@@ -109,7 +109,9 @@ func (s *Server) routeTable() []struct {
 	h http.Handler
 } {
 	org := func(h handler, roles ...flexv1.Role) http.Handler { return s.authenticated(h, false, roles...) }
-	orgOrUser := func(h handler, roles ...flexv1.Role) http.Handler { return s.authenticated(h, true, roles...) }
+	orgOrUser := func(h handler, roles ...flexv1.Role) http.Handler {
+		return endUserRoute{s.authenticated(h, true, roles...)}
+	}
 	docs := apidocs.Handler()
 	type entry = struct {
 		Route
@@ -162,6 +164,10 @@ func (s *Server) routeTable() []struct {
 func (s *Server) routes() {
 	for _, e := range s.routeTable() {
 		s.mux.Handle(e.Method+" "+e.Path, e.h)
+	}
+	// CORS preflights of the routes an end-user token may call (cors.go).
+	for path, methods := range endUserMethods(s.routeTable()) {
+		s.mux.Handle("OPTIONS "+path, s.preflight(methods))
 	}
 	s.mux.Handle("GET /docs/", apidocs.Handler())
 	// Anything else: the JSON 404 API clients expect, not net/http's text.
