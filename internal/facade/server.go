@@ -119,7 +119,7 @@ func (s *Server) routeTable() []struct {
 	}
 	read, write := flexv1.RoleEntityRead, flexv1.RoleEntityWrite
 	const assetByID = "/entities/asset/{asset_id}"
-	return []entry{
+	return append([]entry{
 		{Route{"GET", "/healthz"}, http.HandlerFunc(s.healthz)},
 		{Route{"GET", "/readyz"}, http.HandlerFunc(s.readyz)},
 		{Route{"GET", "/openapi.json"}, docs},
@@ -158,7 +158,7 @@ func (s *Server) routeTable() []struct {
 
 		{Route{"GET", "/rewards/{site_id}/transactions"}, org(s.transactions, flexv1.RoleRewards)},
 		{Route{"GET", "/rewards/{site_id}/info"}, org(s.rewardInfo, flexv1.RoleRewards)},
-	}
+	}, s.hostedRoutes()...) // the hosted flow's page and its own JSON routes (hosted.go)
 }
 
 func (s *Server) routes() {

@@ -155,6 +155,14 @@ func newOrg(ctx context.Context) org {
 	Expect(bootstrap.EnsureOrganisation(ctx, k8sClient, bootstrap.Organisation{Namespace: ns, Username: o.Username,
 		Password: o.Password, Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards,
 			flexv1.RoleComponents}})).To(Succeed())
+	// Its end users give their meter consent in the flow, not when their token is issued.
+	clients := &flexv1.APIClientList{}
+	Expect(k8sClient.List(ctx, clients, client.InNamespace(ns))).To(Succeed())
+	for i := range clients.Items {
+		c := clients.Items[i].DeepCopy()
+		c.Spec.ConsentExempt = true
+		Expect(k8sClient.Update(ctx, c)).To(Succeed())
+	}
 	return o
 }
 

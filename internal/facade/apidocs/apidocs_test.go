@@ -43,6 +43,18 @@ var wantRoutes = []Route{
 	{"GET", "/readyz"},
 	{"GET", "/openapi.json"},
 	{"GET", "/docs"},
+	{"GET", "/hosted/flow"},
+	{"GET", "/hosted/flow.js"},
+	{"GET", "/hosted/flow.css"},
+	{"GET", "/hosted/api/household"},
+	{"PUT", "/hosted/api/address"},
+	{"PUT", "/hosted/api/consent"},
+	{"POST", "/hosted/api/assets"},
+	{"DELETE", "/hosted/api/assets/{asset_id}"},
+	{"GET", "/hosted/api/eligibility"},
+	{"POST", "/hosted/api/enrol"},
+	{"POST", "/hosted/api/unenrol"},
+	{"GET", "/hosted/api/rewards"},
 }
 
 type operation struct {
@@ -134,7 +146,8 @@ func TestOperationResponses(t *testing.T) {
 			if len(op.Security) > 0 && op.Responses["401"] == nil {
 				t.Errorf("%s needs auth but documents no 401", name)
 			}
-			public := p == "/auth/token-form" || p == "/healthz" || p == "/readyz" || p == "/openapi.json" || p == "/docs"
+			public := p == "/auth/token-form" || p == "/healthz" || p == "/readyz" || p == "/openapi.json" || p == "/docs" ||
+				strings.HasPrefix(p, "/hosted/flow")
 			if public == (len(op.Security) > 0) {
 				t.Errorf("%s: security = %v, want public=%v", name, op.Security, public)
 			}
