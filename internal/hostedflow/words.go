@@ -91,11 +91,11 @@ func AssetTypeName(t string) string {
 		return "EV charger"
 	case "battery":
 		return "Home battery"
-	case "heat_pump":
+	case "heat pump":
 		return "Heat pump"
 	case "electric_vehicle":
 		return "Electric vehicle"
-	case "hot_water_tank":
+	case "hot water tank":
 		return "Hot water tank"
 	default:
 		return "Device"

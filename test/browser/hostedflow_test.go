@@ -69,7 +69,7 @@ func (f *flow) atStep(name string) {
 		f.eval(`(() => { const s = document.querySelector("section[data-step]:not([hidden])"); `+
 			`return s ? s.dataset.step + ": " + s.innerText : "none: " + document.body.innerText; })()`, &shown)
 		return shown
-	}).Should(HavePrefix(name+":"))
+	}).Should(HavePrefix(name + ":"))
 }
 
 func (f *flow) text(sel string) string {
