@@ -84,7 +84,7 @@ var _ = Describe("The hosted flow's page (GET /hosted/flow)", func() {
 			map[string]string{facade.EmbedderOriginHeader: "https://app.example.com"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", data)
-		var locs []any
+		locs := make([]any, 0, 2)
 		for _, item := range response(data).Detail().([]any) {
 			locs = append(locs, item.(map[string]any)["loc"])
 		}
