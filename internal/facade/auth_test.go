@@ -732,6 +732,7 @@ var _ = Describe("POST /auth/component-token", func() {
 		userTok := user["access_token"].(string)
 		ownID := userSite(ctx, o.Namespace, "end-user").Labels[flexv1.IDLabel]
 		Expect(ownID).To(MatchRegexp(uuidPattern))
+		Expect(user["id"]).To(Equal(ownID), "the component token's id is the household's site id")
 
 		eligibility := mustCall("GET", "/entities/site/"+ownID+"/eligibility", userTok, nil)
 		Expect(eligibility["site_id"]).To(Equal(ownID))
@@ -773,9 +774,13 @@ var _ = Describe("POST /auth/component-token", func() {
 		}
 		Expect(sitesIn(ctx, o.Namespace)).To(HaveLen(2))
 
-		// Its own site: enrol and unenrol are the end user's to make.
-		mustCall("POST", "/entities/asset", tok, map[string]any{"external_id": "end-user-charger", "type": "charger",
-			"site_id": ownID, "asset_model": "zappi", "installation_date": "2025-06-15", "properties": map[string]any{"power_kw": 7.4}})
+		// Its own site: enrol and unenrol are the end user's to make, once the household has
+		// its MPAN (the organisation fills it in through initialise with the same user).
+		filled := mustCall("POST", "/entities/site/initialise", tok, map[string]any{
+			"site": map[string]any{"mpan": "2301234567894", "postcode": "SW1A 1AA", "external_user_id": "end-user"},
+			"assets": []any{map[string]any{"external_id": "end-user-charger", "type": "charger",
+				"asset_model": "zappi", "installation_date": "2025-06-15", "properties": map[string]any{"power_kw": 7.4}}}})
+		Expect(filled["site"].(map[string]any)["site_id"]).To(Equal(ownID))
 		Eventually(func() any {
 			return mustCall("GET", "/entities/site/"+ownID+"/eligibility", userTok, nil)["eligible_propositions"]
 		}).Should(ContainElement("limited_pause"))
