@@ -17,15 +17,12 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/facade/apidocs"
+	"github.com/flexsite/flexsite/internal/household"
 )
 
-// RewardPolicy holds the configurable withdrawal thresholds of the rewards endpoints.
-type RewardPolicy struct {
-	// MinimumWithdrawalPence is the smallest balance a household may withdraw.
-	MinimumWithdrawalPence int64
-	// WithdrawalMinWaitDays is how long after its first reward a household must wait to withdraw.
-	WithdrawalMinWaitDays int
-}
+// RewardPolicy holds the configurable withdrawal thresholds of the rewards endpoints (the
+// rules are the household core's).
+type RewardPolicy = household.RewardPolicy
 
 // Config wires the facade to the cluster.
 type Config struct {
