@@ -262,6 +262,7 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 	It("answers the rewards endpoints as documented, with and without optional transaction fields", func(ctx SpecContext) {
 		Expect(c.call("GET", "/rewards/"+home.id+"/transactions", tok, nil)["transactions"]).To(BeEmpty())
 		c.call("GET", "/rewards/"+home.id+"/info", tok, nil)
+		c.call("GET", "/rewards/"+home.id+"/url/balance?redirect_uri=https%3A%2F%2Fapp.example.com%2Fdone", tok, nil)
 
 		siteName := identity.SiteNameForMPAN(home.mpan)
 		start := metav1.Now().Rfc3339Copy()
@@ -283,6 +284,7 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		c.call("GET", "/rewards/"+home.id+"/transactions?limit=2&offset=1", tok, nil)
 		c.call("GET", "/rewards/"+home.id+"/transactions", tok, nil)
 		c.call("GET", "/rewards/"+home.id+"/info", tok, nil)
+		c.call("GET", "/rewards/"+home.id+"/url/balance?redirect_uri=https%3A%2F%2Fapp.example.com%2Fdone", tok, nil)
 	})
 
 	It("answers the offboard as documented, for a site with assets and one without", func(ctx SpecContext) {

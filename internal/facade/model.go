@@ -169,7 +169,8 @@ type EligibilityRecord struct {
 	Assets               []AssetEligibilityRecord `json:"assets"`
 	// SiteIssues are Flexsite's addition: what keeps the site itself from every proposition
 	// (site_details_missing: a household created for a component token has no MPAN yet).
-	SiteIssues []flexv1.EligibilityIssue `json:"site_issues"`
+	// Left out when there are none, so that the documented record is unchanged.
+	SiteIssues []flexv1.EligibilityIssue `json:"site_issues,omitempty"`
 }
 
 // SitePropertiesRecord is the eligibility record's `site_properties`.
@@ -199,7 +200,7 @@ func eligibilityRecord(siteID string, res eligibility.Result) *EligibilityRecord
 			HasMeterConsent: res.Properties.HasMeterConsent, IsHalfHourlySettled: res.Properties.IsHalfHourlySettled},
 		EligiblePropositions: nonNil(res.EligiblePropositions),
 		Assets:               make([]AssetEligibilityRecord, 0, len(res.Assets)),
-		SiteIssues:           nonNil(res.SiteIssues),
+		SiteIssues:           res.SiteIssues,
 	}
 	for _, a := range res.Assets {
 		ar := AssetEligibilityRecord{AssetID: a.ID, ExternalID: a.ExternalID,
