@@ -86,7 +86,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		// U's household gets its MPAN from the organisation (initialise naming the same user):
 		// until then nothing is eligible.
 		mustCall("POST", "/entities/site/initialise", tokA, map[string]any{
-			"site": map[string]any{"mpan": "1300000000016", "postcode": "SW1A 1AA", "external_user_id": "matrix-user"},
+			"site":   map[string]any{"mpan": "1300000000016", "postcode": "SW1A 1AA", "external_user_id": "matrix-user"},
 			"assets": []any{map[string]any{"external_id": "matrix-battery-" + a.Namespace, "type": "battery"}}})
 		extID = "matrix-charger-" + a.Namespace
 		assetID = mustCall("POST", "/entities/asset", tokA, map[string]any{"external_id": extID, "type": "charger",

@@ -122,7 +122,9 @@ func sha256Hex(parts ...string) string {
 // linkKey names a link's Secret: a prefix of its code's hash.
 func linkKey(code string) string { return sha256Hex(code)[:40] }
 
-func equalHash(a, b string) bool { return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+func equalHash(a, b string) bool {
+	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
 
 // csrfToken is the forms' token for a session: an HMAC of the session secret.
 func csrfToken(session string) string {
