@@ -18,6 +18,8 @@ import (
 	"time"
 
 	gomail "github.com/wneessen/go-mail"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Message is one plain-text email to one recipient.
@@ -93,6 +95,17 @@ func (d *Maildir) Send(_ context.Context, m Message) error {
 	return nil
 }
 
+// SecretCredentials reads SMTP credentials from the keys username and password of a Secret.
+func SecretCredentials(r client.Reader, key client.ObjectKey) func(ctx context.Context) (string, string, error) {
+	return func(ctx context.Context) (string, string, error) {
+		secret := &corev1.Secret{}
+		if err := r.Get(ctx, key, secret); err != nil {
+			return "", "", err
+		}
+		return string(secret.Data["username"]), string(secret.Data["password"]), nil
+	}
+}
+
 // SMTPConfig is how to reach the mail server.
 type SMTPConfig struct {
 	Host string
@@ -100,6 +113,9 @@ type SMTPConfig struct {
 	From string
 	// Username and Password authenticate (SMTP AUTH PLAIN, only over TLS); both empty: no AUTH.
 	Username, Password string
+	// Credentials, when set, give the username and password for each delivery instead (read
+	// from a Secret, so that a rotated password is used without a restart).
+	Credentials func(ctx context.Context) (username, password string, err error)
 	// TLS configures the STARTTLS handshake (nil: the system's roots, ServerName = Host).
 	TLS *tls.Config
 	// Timeout bounds one delivery (default 30 s).
@@ -138,9 +154,15 @@ func (s *SMTP) Send(ctx context.Context, m Message) error {
 		gomail.WithPort(s.cfg.Port), gomail.WithTLSPolicy(gomail.TLSMandatory), gomail.WithTLSConfig(tlsConfig),
 		gomail.WithTimeout(s.cfg.Timeout),
 	}
-	if s.cfg.Username != "" || s.cfg.Password != "" {
+	username, password := s.cfg.Username, s.cfg.Password
+	if s.cfg.Credentials != nil {
+		if username, password, err = s.cfg.Credentials(ctx); err != nil {
+			return fmt.Errorf("SMTP credentials: %w", err)
+		}
+	}
+	if username != "" || password != "" {
 		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthPlain),
-			gomail.WithUsername(s.cfg.Username), gomail.WithPassword(s.cfg.Password))
+			gomail.WithUsername(username), gomail.WithPassword(password))
 	}
 	client, err := gomail.NewClient(s.cfg.Host, opts...)
 	if err != nil {

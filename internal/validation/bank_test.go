@@ -33,3 +33,33 @@ func TestBankDetails(t *testing.T) {
 		}
 	}
 }
+
+// FuzzBankDetails: whatever a household types, an accepted sort code is NN-NN-NN and an
+// accepted account number 8 digits, both normalise to themselves, and the mask never shows
+// more than the last four digits.
+func FuzzBankDetails(f *testing.F) {
+	for _, s := range []string{"12-34-56", "123456", "1234 5678", "١٢٣٤٥٦", "12--34--56", " ", "Ada Lovelace", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if sc, err := NormaliseSortCode(s); err == nil {
+			if len(sc) != 8 || sc[2] != '-' || sc[5] != '-' || !isASCIIDigits(sc[0:2]+sc[3:5]+sc[6:8]) {
+				t.Fatalf("sort code %q from %q", sc, s)
+			}
+			if again, err := NormaliseSortCode(sc); err != nil || again != sc {
+				t.Fatalf("sort code %q does not normalise to itself", sc)
+			}
+		}
+		if n, err := NormaliseAccountNumber(s); err == nil {
+			if len(n) != 8 || !isASCIIDigits(n) {
+				t.Fatalf("account number %q from %q", n, s)
+			}
+			if m := MaskDigits(n); m != "****"+n[4:] {
+				t.Fatalf("mask %q of %q", m, n)
+			}
+		}
+		if name, err := NormaliseAccountName(s); err == nil && (name == "" || len([]rune(name)) > MaxAccountNameLength) {
+			t.Fatalf("account name %q from %q", name, s)
+		}
+	})
+}
