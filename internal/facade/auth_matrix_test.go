@@ -1,6 +1,7 @@
 package facade_test
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/testenv"
 )
 
 // The authorisation matrix: every authenticated route × every kind of caller, each cell
@@ -57,6 +60,13 @@ type matrixRoute struct {
 	success int
 	// query is appended to the path (a valid query for an allowed caller).
 	query string
+	// hosted: a route of the hosted flow (/hosted/api): end-user tokens only, each for its own
+	// site, sent with the header naming the token's allowed origin; organisation tokens get 403
+	// before anything is looked up. otherUser is what the other end user of the organisation
+	// gets on their own site (200 unless set); path replaces the route's concrete path.
+	hosted    bool
+	otherUser int
+	path      string
 }
 
 var _ = Describe("The authorisation matrix", Ordered, func() {
@@ -68,6 +78,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		noRoles            string                 // an org A client without any role
 		bad                map[matrixCaller]string
 		siteID, mpanSiteID string
+		otherUserSiteID    string
 		assetID, extID     string
 		secretsOfA         []string // what another organisation must never see
 	)
@@ -82,7 +93,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		tokUser = mustCall("POST", "/auth/component-token", tokA, componentForm("matrix-user", consent, "2026-01-15T10:30:00Z"))["access_token"].(string)
 		tokOther = mustCall("POST", "/auth/component-token", tokA, componentForm("matrix-other", consent, "2026-01-15T10:30:00Z"))["access_token"].(string)
 		siteID = userSite(ctx, a.Namespace, "matrix-user").Labels[flexv1.IDLabel]
-		otherUserSiteID := userSite(ctx, a.Namespace, "matrix-other").Labels[flexv1.IDLabel]
+		otherUserSiteID = userSite(ctx, a.Namespace, "matrix-other").Labels[flexv1.IDLabel]
 		// U's household gets its MPAN from the organisation (initialise naming the same user):
 		// until then nothing is eligible.
 		mustCall("POST", "/entities/site/initialise", tokA, map[string]any{
@@ -156,6 +167,11 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		noBody := func(matrixCaller) any { return nil }
 		// Valid requests for an allowed caller. Organisation B's writes get their own MPANs
 		// and external ids, so that nothing of A's is ever in their answers.
+		// U's asset that the hosted flow's DELETE may remove (the matrix's own asset must stay).
+		hostedAssetID := mustCall("POST", "/entities/asset", tokA, map[string]any{"external_id": unique("matrix-hosted"),
+			"type": "battery", "site_id": siteID})["id"].(string)
+		// U and V each fill their own site, with MPANs of their own.
+		hostedMPAN := map[matrixCaller]string{callerThisSiteUser: "3400000000016", callerOtherSiteUser: "3400000000025"}
 		rows := map[string]matrixRoute{
 			"POST /auth/component-token": {role: flexv1.RoleComponents, body: func(matrixCaller) any {
 				return componentForm(unique("matrix-new-user"), "gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z")
@@ -204,9 +220,25 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"GET /rewards/{site_id}/info":                   {role: flexv1.RoleRewards, scoped: true, body: noBody},
 			"GET /rewards/{site_id}/url/balance": {role: flexv1.RoleRewards, scoped: true, body: noBody,
 				query: "?redirect_uri=https%3A%2F%2Fapp.example.com%2Fdone"},
+
+			"GET /hosted/api/household": {hosted: true, body: noBody},
+			"PUT /hosted/api/address": {hosted: true, body: func(c matrixCaller) any {
+				return map[string]any{"postcode": "SW1A 1AA", "street_address": "1 Hosted Road", "mpan": cmp.Or(hostedMPAN[c], "3400000000034")}
+			}},
+			"PUT /hosted/api/consent":     {hosted: true, body: jsonBody(map[string]any{"gave_boundary_meter_consent": true})},
+			"POST /hosted/api/assets":     {hosted: true, body: jsonBody(map[string]any{"type": "battery", "power_kw": "5"})},
+			"GET /hosted/api/eligibility": {hosted: true, body: noBody},
+			// U left limited_pause above (REST unenrol), so U joins price_curve here and leaves it
+			// below; V's site has only a battery of no known model: nothing to enrol in.
+			"POST /hosted/api/enrol": {hosted: true, otherUser: http.StatusUnprocessableEntity,
+				body: jsonBody(map[string]any{"proposition": "price_curve"})},
+			"POST /hosted/api/unenrol": {hosted: true, body: jsonBody(map[string]any{"proposition": "price_curve"})},
+			"GET /hosted/api/rewards":  {hosted: true, body: noBody},
+			"DELETE /hosted/api/assets/{asset_id}": {hosted: true, otherUser: http.StatusNotFound, success: http.StatusNoContent,
+				path: "/hosted/api/assets/" + hostedAssetID, body: noBody},
 		}
 		public := map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /openapi.json": true, "GET /docs": true,
-			"POST /auth/token-form": true,
+			"POST /auth/token-form": true, "GET /hosted/flow": true, "GET /hosted/flow.js": true, "GET /hosted/flow.css": true,
 			// The hosted rewards page takes no bearer token (a one-time link, then a session
 			// cookie): its own matrix is in rewardspage_test.go.
 			"GET /hosted/rewards/link/{code}": true, "GET /hosted/rewards": true, "POST /hosted/rewards/code": true,
@@ -227,7 +259,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 				continue
 			}
 			covered[name] = true
-			path := concrete.Replace(route.Path) + row.query
+			path := cmp.Or(row.path, concrete.Replace(route.Path)) + row.query
 			allowed := http.StatusOK
 			if row.success != 0 {
 				allowed = row.success
@@ -261,17 +293,30 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 						token, want = lacking[row.role], http.StatusForbidden
 					}
 				}
-				status, resp := call(route.Method, path, token, row.body(caller))
+				if row.hosted {
+					switch caller {
+					case callerOtherOrg, callerLacksRole: // organisation tokens, with every role or none
+						want = http.StatusForbidden
+					case callerOtherSiteUser:
+						want = cmp.Or(row.otherUser, allowed)
+					case callerThisSiteUser:
+						want = allowed
+					}
+				}
+				status, resp := hostedCall(row.hosted, route.Method, path, token, row.body(caller))
 				cells++
 				cell := fmt.Sprintf("%s × %s", name, caller)
 				if status != want {
 					wrong = append(wrong, fmt.Sprintf("%s: %d, want %d: %s", cell, status, want, resp))
 				}
-				if caller == callerOtherOrg && status == http.StatusForbidden {
+				if caller == callerOtherOrg && status == http.StatusForbidden && !row.hosted {
 					wrong = append(wrong, cell+": 403 tells another organisation that the object exists")
 				}
 				if caller <= callerOtherSiteUser { // nobody of organisation A's own
 					for _, secret := range secretsOfA {
+						if caller == callerOtherSiteUser && row.hosted && secret == otherUserSiteID {
+							continue // the hosted flow answers V about V's own site
+						}
 						if strings.Contains(string(resp), secret) {
 							wrong = append(wrong, fmt.Sprintf("%s: the answer reveals %q of organisation A: %s", cell, secret, resp))
 						}
@@ -294,6 +339,18 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		Expect(sitesIn(ctx, b.Namespace)).NotTo(BeEmpty())
 	})
 })
+
+// hostedCall is call, sending a hosted-flow route the header that names the origin the
+// matrix's component tokens allow (componentForm's).
+func hostedCall(hosted bool, method, path, token string, body any) (int, response) {
+	if !hosted {
+		return call(method, path, token, body)
+	}
+	status, data, err := testenv.CallWithHeaders(apiServer.URL, method, path, token, body,
+		map[string]string{facade.EmbedderOriginHeader: "https://app.example.com"})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return status, data
+}
 
 // A bearer token is a string: the facade must accept the string it issued and no other. A JWS
 // in compact form is unpadded base64url (RFC 7515), and the last character of an Ed25519

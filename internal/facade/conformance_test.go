@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/facade"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/testenv"
 )
 
 // contract is the OpenAPI document the server serves, compiled: the JSON Schema (2020-12, the
@@ -106,6 +108,25 @@ func (c *contract) call(method, path, token string, body any) map[string]any {
 	GinkgoHelper()
 	op := c.operation(method, path)
 	status, resp := call(method, path, token, body)
+	Expect(status).To(Equal(http.StatusOK), "%s (%s): %s", op, path, resp)
+	instance, err := jsonschema.UnmarshalJSON(bytes.NewReader(resp))
+	Expect(err).NotTo(HaveOccurred(), "%s: %s", op, resp)
+	if err := c.schemas[op].Validate(instance); err != nil {
+		Fail(fmt.Sprintf("%s: the 200 body does not validate against the served OpenAPI document: %v\nbody: %s", op, err, resp))
+	}
+	c.checked[op]++
+	return resp.Map()
+}
+
+// hosted is call for a route of the hosted flow: the component token's allowed origin (that of
+// componentForm) in the header the flow's page sends.
+func (c *contract) hosted(method, path, token string, body any) map[string]any {
+	GinkgoHelper()
+	op := c.operation(method, path)
+	status, data, err := testenv.CallWithHeaders(apiServer.URL, method, path, token, body,
+		map[string]string{facade.EmbedderOriginHeader: "https://app.example.com"})
+	Expect(err).NotTo(HaveOccurred())
+	resp := response(data)
 	Expect(status).To(Equal(http.StatusOK), "%s (%s): %s", op, path, resp)
 	instance, err := jsonschema.UnmarshalJSON(bytes.NewReader(resp))
 	Expect(err).NotTo(HaveOccurred(), "%s: %s", op, resp)
@@ -285,6 +306,22 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		c.call("GET", "/rewards/"+home.id+"/transactions", tok, nil)
 		c.call("GET", "/rewards/"+home.id+"/info", tok, nil)
 		c.call("GET", "/rewards/"+home.id+"/url/balance?redirect_uri=https%3A%2F%2Fapp.example.com%2Fdone", tok, nil)
+	})
+
+	It("answers the hosted flow's routes as documented, through every step", func() {
+		userTok := mustCall("POST", "/auth/component-token", tok, componentForm("conformance-hosted"+o.Namespace,
+			"gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z"))["access_token"].(string)
+		Expect(c.hosted("GET", "/hosted/api/household", userTok, nil)).To(HaveKeyWithValue("start_step", "address"))
+		c.hosted("PUT", "/hosted/api/address", userTok, map[string]any{"postcode": "SW1A 1AA", "street_address": "1 Hosted Road",
+			"mpan": validMPAN(7093)})
+		c.hosted("PUT", "/hosted/api/consent", userTok, map[string]any{"gave_boundary_meter_consent": true})
+		c.hosted("POST", "/hosted/api/assets", userTok, map[string]any{"type": "charger", "asset_model": "zappi",
+			"installation_date": "2025-06-15", "power_kw": "7.4"})
+		Expect(c.hosted("GET", "/hosted/api/eligibility", userTok, nil)["eligible"]).NotTo(BeEmpty())
+		c.hosted("POST", "/hosted/api/enrol", userTok, map[string]any{"proposition": "limited_pause"})
+		Expect(c.hosted("GET", "/hosted/api/household", userTok, nil)).To(HaveKeyWithValue("start_step", "rewards"))
+		c.hosted("POST", "/hosted/api/unenrol", userTok, map[string]any{"proposition": "limited_pause"})
+		c.hosted("GET", "/hosted/api/rewards", userTok, nil)
 	})
 
 	It("answers the offboard as documented, for a site with assets and one without", func(ctx SpecContext) {

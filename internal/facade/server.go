@@ -124,7 +124,7 @@ func (s *Server) routeTable() []struct {
 	}
 	read, write := flexv1.RoleEntityRead, flexv1.RoleEntityWrite
 	const assetByID = "/entities/asset/{asset_id}"
-	return []entry{
+	return append([]entry{
 		{Route{"GET", "/healthz"}, http.HandlerFunc(s.healthz)},
 		{Route{"GET", "/readyz"}, http.HandlerFunc(s.readyz)},
 		{Route{"GET", "/openapi.json"}, docs},
@@ -173,7 +173,7 @@ func (s *Server) routeTable() []struct {
 		{Route{"POST", "/hosted/rewards/bank"}, s.pageGuard(s.rewardsAction("bank"))},
 		{Route{"POST", "/hosted/rewards/withdraw"}, s.pageGuard(s.rewardsAction("withdraw"))},
 		{Route{"POST", "/hosted/rewards/finish"}, s.pageGuard(s.rewardsAction("finish"))},
-	}
+	}, s.hostedRoutes()...) // the hosted flow's page and its own JSON routes (hosted.go)
 }
 
 func (s *Server) routes() {

@@ -58,3 +58,31 @@ func Call(baseURL, method, path, token string, body any) (int, []byte, error) {
 	data, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, data, err
 }
+
+// CallWithHeaders is Call with extra request headers (an empty value sends no header).
+func CallWithHeaders(baseURL, method, path, token string, body any, headers map[string]string) (int, []byte, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return 0, nil, err
+	}
+	req, err := http.NewRequest(method, baseURL+path, bytes.NewReader(data))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range headers {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
+}

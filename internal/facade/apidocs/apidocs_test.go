@@ -51,6 +51,18 @@ var wantRoutes = []Route{
 	{"GET", "/readyz"},
 	{"GET", "/openapi.json"},
 	{"GET", "/docs"},
+	{"GET", "/hosted/flow"},
+	{"GET", "/hosted/flow.js"},
+	{"GET", "/hosted/flow.css"},
+	{"GET", "/hosted/api/household"},
+	{"PUT", "/hosted/api/address"},
+	{"PUT", "/hosted/api/consent"},
+	{"POST", "/hosted/api/assets"},
+	{"DELETE", "/hosted/api/assets/{asset_id}"},
+	{"GET", "/hosted/api/eligibility"},
+	{"POST", "/hosted/api/enrol"},
+	{"POST", "/hosted/api/unenrol"},
+	{"GET", "/hosted/api/rewards"},
 }
 
 type operation struct {
@@ -142,7 +154,8 @@ func TestOperationResponses(t *testing.T) {
 			if len(op.Security) > 0 && op.Responses["401"] == nil {
 				t.Errorf("%s needs auth but documents no 401", name)
 			}
-			public := p == "/auth/token-form" || p == "/healthz" || p == "/readyz" || p == "/openapi.json" || p == "/docs"
+			public := p == "/auth/token-form" || p == "/healthz" || p == "/readyz" || p == "/openapi.json" || p == "/docs" ||
+				strings.HasPrefix(p, "/hosted/flow")
 			// The hosted rewards page takes no bearer token: its one-time link and session
 			// cookie are its authentication, and it answers HTML (a bad code is a 404 page).
 			if strings.HasPrefix(p, "/hosted/rewards") {

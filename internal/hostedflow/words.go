@@ -1,0 +1,132 @@
+package hostedflow
+
+import "math"
+
+func pow(x, y float64) float64 { return math.Pow(x, y) }
+
+// Steps of the flow, in order (the `step` of its events).
+var Steps = []string{"address", "consent", "assets", "eligibility", "enrol", "rewards"}
+
+// Progress is what a household has stored so far.
+type Progress struct {
+	HasAddress, HasConsent bool
+	Assets, Enrolments     int
+}
+
+// StartStep is where a household (new or returning) starts: the first step it has not done,
+// or its rewards once it is enrolled.
+func StartStep(p Progress) string {
+	switch {
+	case !p.HasAddress:
+		return "address"
+	case !p.HasConsent:
+		return "consent"
+	case p.Assets == 0:
+		return "assets"
+	case p.Enrolments == 0:
+		return "eligibility"
+	default:
+		return "rewards"
+	}
+}
+
+// Explain says in plain words why an asset does not qualify, for an eligibility issue code
+// (the codes of the API's eligibility record). An unknown code gets a general sentence,
+// never the code itself.
+func Explain(code string) string {
+	switch code {
+	case "asset_model_not_set":
+		return "We need to know the model of this device. Choose it from the list."
+	case "asset_model_not_found":
+		return "We don't know this model yet, so we can't check it."
+	case "asset_model_not_cop11_qualified":
+		return "This model does not meet the smart-charging security standard the programme needs."
+	case "asset_installation_date_not_set":
+		return "We need to know when this device was installed."
+	case "asset_model_enrol_eligibility_override":
+		return "This model can't join the programme at the moment."
+	case "non_domestic_site":
+		return "The programme is only open to homes, and this address is registered as a business."
+	case "asset_type_not_supported":
+		return "This kind of device can't take part in this programme."
+	case "site_details_missing":
+		return "We need your address and meter number before we can check."
+	default:
+		return "This device does not qualify for this programme yet."
+	}
+}
+
+// PropositionName is the name a household reads for a proposition.
+func PropositionName(p string) string {
+	switch p {
+	case "limited_pause":
+		return "Occasional pauses"
+	case "full_asset_schedule_control":
+		return "Smart scheduling"
+	case "price_curve":
+		return "Price-led charging"
+	default:
+		return p
+	}
+}
+
+// PropositionDescription is one sentence on what joining a proposition means.
+func PropositionDescription(p string) string {
+	switch p {
+	case "limited_pause":
+		return "now and then, at busy times, your devices pause for a short while."
+	case "full_asset_schedule_control":
+		return "your devices run when electricity is cleanest and cheapest, within the limits you set."
+	case "price_curve":
+		return "your devices follow the price of electricity through the day."
+	default:
+		return "a flexibility programme."
+	}
+}
+
+// AssetTypeName is the name a household reads for an asset type.
+func AssetTypeName(t string) string {
+	switch t {
+	case "charger":
+		return "EV charger"
+	case "battery":
+		return "Home battery"
+	case "heat pump":
+		return "Heat pump"
+	case "electric_vehicle":
+		return "Electric vehicle"
+	case "hot water tank":
+		return "Hot water tank"
+	default:
+		return "Device"
+	}
+}
+
+// TransactionWords describes a reward transaction (its type and, for a withdrawal, the
+// state of its payment).
+func TransactionWords(typ, paymentStatus string) string {
+	switch typ {
+	case "flex period", "flex period top-up", "flex event":
+		return "Reward for flexibility"
+	case "signup bonus":
+		return "Welcome bonus"
+	case "goodwill credit":
+		return "Goodwill credit"
+	case "correction":
+		return "Correction"
+	case "invoice paid":
+		return "Paid to your bill"
+	case "withdrawal":
+		switch paymentStatus {
+		case "pending_approval", "approved", "processing":
+			return "Withdrawal (in progress)"
+		case "posted":
+			return "Withdrawal (paid)"
+		case "failed", "rejected", "cancelled", "returned":
+			return "Withdrawal (not paid, returned to your balance)"
+		}
+		return "Withdrawal"
+	default:
+		return "Reward"
+	}
+}

@@ -1,0 +1,324 @@
+package browser_test
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/chromedp/chromedp"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/testenv"
+	"github.com/flexsite/flexsite/test/browser"
+)
+
+// screenshotDir is where the flow's screenshots go when FLEXSITE_SCREENSHOTS=1 (docs/hosted-flow).
+func screenshotDir() string {
+	if os.Getenv("FLEXSITE_SCREENSHOTS") == "" {
+		return ""
+	}
+	return filepath.Join(testenv.RepoRoot(), "docs", "hosted-flow")
+}
+
+// flow is one embedding page in one browser, with the flow's iframe.
+type flow struct {
+	b     *browser.Browser
+	frame *chromedp.Node
+}
+
+// embed opens an embedding page on the embedder's origin that hands the flow token.
+func embed(b *browser.Browser, token, query string) *flow {
+	page := embedder.Page(browser.EmbedPage{FlowURL: facadeURL + "/hosted/flow" + query, Token: token, TargetOrigin: facadeURL})
+	Expect(b.Do(step, chromedp.Navigate(page))).To(Succeed())
+	frame, err := b.Frame(step, "#flexsite")
+	Expect(err).NotTo(HaveOccurred())
+	return &flow{b: b, frame: frame}
+}
+
+func (f *flow) in() chromedp.QueryOption { return chromedp.FromNode(f.frame) }
+
+func (f *flow) do(actions ...chromedp.Action[chromedp.Void]) {
+	GinkgoHelper()
+	Expect(f.b.Do(step, actions...)).To(Succeed())
+}
+
+// visible waits until the selector is visible inside the flow.
+func (f *flow) visible(sel string) {
+	GinkgoHelper()
+	f.do(chromedp.WaitVisible(chromedp.CSS(sel), f.in()))
+}
+
+// set sets a field's value as a user's choice would (input and change events).
+func (f *flow) set(id, value string) {
+	GinkgoHelper()
+	f.eval(fmt.Sprintf(`(() => { const e = document.getElementById(%q); e.value = %q; `+
+		`e.dispatchEvent(new Event("input", {bubbles: true})); e.dispatchEvent(new Event("change", {bubbles: true})); return e.value; })()`,
+		id, value), nil)
+}
+
+// atStep waits until the flow shows step name, reporting what it shows otherwise.
+func (f *flow) atStep(name string) {
+	GinkgoHelper()
+	Eventually(func() string {
+		var shown string
+		f.eval(`(() => { const s = document.querySelector("section[data-step]:not([hidden])"); `+
+			`return s ? s.dataset.step + ": " + s.innerText : "none: " + document.body.innerText; })()`, &shown)
+		return shown
+	}).Should(HavePrefix(name + ":"))
+}
+
+func (f *flow) text(sel string) string {
+	GinkgoHelper()
+	t, err := browser.Run(f.b, step, chromedp.TextContent(chromedp.CSS(sel), f.in()))
+	Expect(err).NotTo(HaveOccurred())
+	return t
+}
+
+// eval runs script in the flow's document (an isolated world: DOM only).
+func (f *flow) eval(script string, out any) {
+	GinkgoHelper()
+	Expect(f.b.EvalInFrame(step, f.frame, script, out)).To(Succeed())
+}
+
+// events are the flow's events the embedding page received.
+func (f *flow) events() []map[string]any {
+	GinkgoHelper()
+	evs, err := browser.Run(f.b, step, chromedp.Evaluate[[]map[string]any](`window.flexsiteEvents`))
+	Expect(err).NotTo(HaveOccurred())
+	return evs
+}
+
+// checkPage runs axe-core on the flow's current step and, when asked, takes its screenshots.
+func (f *flow) checkPage(name string) {
+	GinkgoHelper()
+	violations, err := f.b.AxeFrame(step, f.frame)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(browser.Serious(violations)).To(BeEmpty(), "axe-core on step %s: %+v", name, violations)
+	if dir := screenshotDir(); dir != "" {
+		f.screenshots(dir, name)
+	}
+}
+
+func (f *flow) screenshots(dir, name string) {
+	GinkgoHelper()
+	// The flow as the household sees it: the tab shows the flow's own page at each width.
+	Expect(f.b.Viewport(step, 1280, 900, false)).To(Succeed())
+	Expect(f.b.Screenshot(step, filepath.Join(dir, name+"-desktop.png"))).To(Succeed())
+	Expect(f.b.Viewport(step, 390, 844, true)).To(Succeed())
+	Expect(f.b.Screenshot(step, filepath.Join(dir, name+"-phone.png"))).To(Succeed())
+	Expect(f.b.Viewport(step, 1280, 900, false)).To(Succeed())
+}
+
+var _ = Describe("The hosted flow in a real browser", func() {
+	It("takes a household through every step from an embedding page on the allowed origin; the organisation sees it over REST and in the API server", func(ctx SpecContext) {
+		o := newOrg(ctx)
+		orgToken := o.token()
+		siteID, token := o.componentToken(orgToken, "household-1", embedder.Origin())
+		b := newBrowser()
+		f := embed(b, token, "")
+
+		By("address: a wrong MPAN is shown next to its field, and nothing is stored")
+		f.visible("#postcode")
+		f.checkPage("1-address")
+		f.do(chromedp.SendKeys(chromedp.CSS("#postcode"), "SW1A 1AA", f.in()),
+			chromedp.SendKeys(chromedp.CSS("#street_address"), "10 Downing Street", f.in()),
+			chromedp.SendKeys(chromedp.CSS("#mpan"), "1200000000012", f.in()),
+			chromedp.Click(chromedp.CSS("#form-address button[type=submit]"), f.in()))
+		Eventually(func() string { return f.text("#mpan-error") }).ShouldNot(BeEmpty())
+		var described string
+		f.eval(`document.getElementById("mpan").getAttribute("aria-invalid") + " " + document.getElementById("mpan").getAttribute("aria-describedby")`, &described)
+		Expect(described).To(Equal("true mpan-error"))
+		status, site := call("GET", "/entities/site/"+siteID, orgToken, nil)
+		Expect(status).To(Equal(http.StatusOK))
+		Expect(site["mpan"]).To(BeEmpty())
+		f.checkPage("1-address-error")
+
+		f.set("mpan", "")
+		f.do(chromedp.SendKeys(chromedp.CSS("#mpan"), "1200000000011", f.in()),
+			chromedp.Click(chromedp.CSS("#form-address button[type=submit]"), f.in()))
+
+		By("consent")
+		f.atStep("consent")
+		f.checkPage("2-consent")
+		f.do(chromedp.Click(chromedp.CSS("#gave_boundary_meter_consent"), f.in()),
+			chromedp.Click(chromedp.CSS("#form-consent button[type=submit]"), f.in()))
+
+		By("assets: a charger of a catalogued model")
+		f.atStep("assets")
+		f.set("type", "charger")
+		f.set("asset_model", "zappi")
+		f.set("installation_date", "2025-06-15")
+		f.do(chromedp.SendKeys(chromedp.CSS("#power_kw"), "7.4", f.in()),
+			chromedp.Click(chromedp.CSS("#form-assets button[type=submit]"), f.in()))
+		Eventually(func() string { return f.text("#asset-list") }).Should(ContainSubstring("EV charger, zappi, 7.4 kW"))
+		f.checkPage("3-assets")
+		f.do(chromedp.Click(chromedp.CSS("#form-assets-done button[type=submit]"), f.in()))
+
+		By("eligibility in plain words")
+		Eventually(func() string { return f.text("#eligibility-summary") }).Should(ContainSubstring("Your home can join"))
+		Expect(f.text("#eligibility-summary")).NotTo(ContainSubstring("_"), "no issue codes, only words")
+		f.checkPage("4-eligibility")
+		f.do(chromedp.Click(chromedp.CSS("#form-eligibility button[type=submit]"), f.in()))
+
+		By("enrol")
+		f.atStep("enrol")
+		f.visible("#proposition-limited_pause")
+		f.checkPage("5-enrol")
+		f.do(chromedp.Click(chromedp.CSS("#proposition-limited_pause"), f.in()),
+			chromedp.Click(chromedp.CSS("#form-enrol button[type=submit]"), f.in()))
+
+		By("rewards")
+		Eventually(func() string { return f.text("#rewards-summary") }).Should(ContainSubstring("Balance"))
+		f.checkPage("6-rewards")
+
+		By("the embedding page got ready, every step and completed, from the flow's origin")
+		var steps []string
+		var completed map[string]any
+		for _, ev := range f.events() {
+			switch ev["event"] {
+			case "step":
+				steps = append(steps, ev["step"].(string))
+			case "completed":
+				completed = ev
+			}
+		}
+		Expect(f.events()[0]["event"]).To(Equal("ready"))
+		Expect(steps).To(Equal([]string{"address", "consent", "assets", "eligibility", "enrol", "rewards"}))
+		Expect(completed).To(HaveKeyWithValue("site_id", siteID))
+		Expect(completed).To(HaveKeyWithValue("enrolled_propositions", []any{"limited_pause"}))
+
+		By("the organisation sees the household over REST")
+		status, site = call("GET", "/entities/site/"+siteID, orgToken, nil)
+		Expect(status).To(Equal(http.StatusOK))
+		Expect(site).To(HaveKeyWithValue("mpan", "1200000000011"))
+		Expect(site).To(HaveKeyWithValue("postcode", "SW1A 1AA"))
+		Expect(site).To(HaveKeyWithValue("address", "10 Downing Street"))
+		Expect(site["gave_boundary_meter_consent_at"]).NotTo(BeNil())
+		Expect(site["asset_ids"]).To(HaveLen(1))
+
+		By("and as objects in the API server (what kubectl shows)")
+		sites := &flexv1.SiteList{}
+		Expect(k8sClient.List(ctx, sites, client.InNamespace(o.Namespace), client.MatchingLabels{flexv1.IDLabel: siteID})).To(Succeed())
+		Expect(sites.Items).To(HaveLen(1))
+		Expect(sites.Items[0].Spec.MPAN).To(Equal("1200000000011"))
+		assets := &flexv1.AssetList{}
+		Expect(k8sClient.List(ctx, assets, client.InNamespace(o.Namespace))).To(Succeed())
+		Expect(assets.Items).To(HaveLen(1))
+		Expect(assets.Items[0].Spec.Model).To(Equal("zappi"))
+		Expect(assets.Items[0].Spec.SiteName).To(Equal(sites.Items[0].Name))
+		enrolments := &flexv1.EnrolmentList{}
+		Expect(k8sClient.List(ctx, enrolments, client.InNamespace(o.Namespace))).To(Succeed())
+		Expect(enrolments.Items).To(HaveLen(1))
+		Expect(enrolments.Items[0].Spec.Proposition).To(Equal(flexv1.PropositionLimitedPause))
+
+		By("the token never appeared in a URL the browser requested, nor in a Referer")
+		requests := b.Requests()
+		Expect(requests).NotTo(BeEmpty())
+		sawAPI := false
+		for _, r := range requests {
+			Expect(r.URL).NotTo(ContainSubstring(token), "%s %s", r.Method, r.URL)
+			for k, v := range r.Headers {
+				if strings.EqualFold(k, "referer") {
+					Expect(v).NotTo(ContainSubstring(token))
+				}
+			}
+			if strings.HasPrefix(r.URL, facadeURL+"/hosted/api/") {
+				sawAPI = true
+				Expect(r.Headers).To(HaveKeyWithValue("Authorization", "Bearer "+token), "%s %s", r.Method, r.URL)
+			}
+		}
+		Expect(sawAPI).To(BeTrue(), "the network log has the flow's API calls")
+		for _, uri := range serverSeen.URIs() {
+			Expect(uri).NotTo(ContainSubstring(token))
+		}
+
+		By("a returning household starts where it is, its values filled in")
+		_, again := o.componentToken(orgToken, "household-1", embedder.Origin())
+		g := embed(b, again, "")
+		g.visible("#rewards-summary")
+		var values string
+		g.eval(`[document.getElementById("postcode").value, document.getElementById("mpan").value, document.getElementById("gave_boundary_meter_consent").checked].join("|")`, &values)
+		Expect(values).To(Equal("SW1A 1AA|1200000000011|true"))
+	})
+
+	It("refuses a token posted from another origin than its allowed origin, and writes nothing", func(ctx SpecContext) {
+		o := newOrg(ctx)
+		orgToken := o.token()
+		// The token names another origin than the page that posts it.
+		siteID, token := o.componentToken(orgToken, "household-2", "https://app.example.com")
+		status, before := call("GET", "/entities/site/"+siteID, orgToken, nil)
+		Expect(status).To(Equal(http.StatusOK))
+		b := newBrowser()
+		f := embed(b, token, "")
+		f.visible("#fatal")
+		Expect(f.text("#fatal")).To(ContainSubstring("can only be used from the app"))
+		var hidden bool
+		f.eval(`document.getElementById("step-address").hidden && document.getElementById("waiting").hidden`, &hidden)
+		Expect(hidden).To(BeTrue())
+		for _, ev := range f.events() {
+			Expect(ev["event"]).To(Equal("ready"), "no event but ready reaches another origin")
+		}
+		_, after := call("GET", "/entities/site/"+siteID, orgToken, nil)
+		Expect(after).To(Equal(before))
+		assets := &flexv1.AssetList{}
+		Expect(k8sClient.List(ctx, assets, client.InNamespace(o.Namespace))).To(Succeed())
+		Expect(assets.Items).To(BeEmpty())
+
+		By("the server refuses the same token with the page's origin, and any call without the header")
+		for _, origin := range []string{embedder.Origin(), ""} {
+			status, data, err := testenv.CallWithHeaders(facadeURL, "PUT", "/hosted/api/address", token,
+				map[string]any{"postcode": "SW1A 1AA", "mpan": "1200000000011"}, map[string]string{"Flexsite-Embedder-Origin": origin})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(status).To(Equal(http.StatusForbidden), "%s", data)
+		}
+		_, after = call("GET", "/entities/site/"+siteID, orgToken, nil)
+		Expect(after).To(Equal(before))
+	})
+
+	It("completes a step with the keyboard alone", func(ctx SpecContext) {
+		o := newOrg(ctx)
+		orgToken := o.token()
+		siteID, token := o.componentToken(orgToken, "household-3", embedder.Origin())
+		b := newBrowser()
+		f := embed(b, token, "?primary=%23005a30&background=%23fffff0")
+		f.visible("#postcode")
+		// Tab from the embedding page into the flow, until the postcode field has the focus.
+		var active string
+		for range 10 {
+			f.do(chromedp.KeyEvent("\t"))
+			f.eval(`document.hasFocus() ? (document.activeElement.id || document.activeElement.tagName) : ""`, &active)
+			if active == "postcode" {
+				break
+			}
+		}
+		Expect(active).To(Equal("postcode"))
+		f.do(chromedp.KeyEvent("SW1A 1AA"), chromedp.KeyEvent("\t"), chromedp.KeyEvent("1 Keyboard Lane"),
+			chromedp.KeyEvent("\t"), chromedp.KeyEvent("1200000000011"), chromedp.KeyEvent("\r"))
+		f.visible("#gave_boundary_meter_consent")
+		f.eval(`document.activeElement.id`, &active)
+		Expect(active).To(Equal("consent-title"), "the next step's heading has the focus")
+		// Tab to the checkbox, tick it with the space bar, and submit with Enter on the button.
+		for range 5 {
+			f.do(chromedp.KeyEvent("\t"))
+			f.eval(`document.activeElement.id || document.activeElement.textContent`, &active)
+			if active == "gave_boundary_meter_consent" {
+				break
+			}
+		}
+		Expect(active).To(Equal("gave_boundary_meter_consent"))
+		f.do(chromedp.KeyEvent(" "), chromedp.KeyEvent("\t"), chromedp.KeyEvent("\t"), chromedp.KeyEvent("\r"))
+		f.visible("#form-assets")
+		_, site := call("GET", "/entities/site/"+siteID, orgToken, nil)
+		Expect(site).To(HaveKeyWithValue("mpan", "1200000000011"))
+		Expect(site).To(HaveKeyWithValue("address", "1 Keyboard Lane"))
+		Expect(site["gave_boundary_meter_consent_at"]).NotTo(BeNil())
+		violations, err := b.AxeFrame(step, f.frame)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(browser.Serious(violations)).To(BeEmpty(), fmt.Sprintf("%+v", violations))
+	})
+})
