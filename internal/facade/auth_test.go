@@ -366,6 +366,12 @@ var _ = Describe("Authentication: bearer tokens", func() {
 	public := map[string]bool{
 		"GET /healthz": true, "GET /readyz": true, "GET /openapi.json": true, "GET /docs": true,
 		"POST /auth/token-form": true,
+		// The hosted flow's page and assets (no token until the page has loaded).
+		"GET /hosted/flow": true, "GET /hosted/flow.js": true, "GET /hosted/flow.css": true,
+		// The hosted rewards page: a one-time link, then a session cookie (rewardspage_test.go).
+		"GET /hosted/rewards/link/{code}": true, "GET /hosted/rewards": true, "POST /hosted/rewards/code": true,
+		"POST /hosted/rewards/verify": true, "POST /hosted/rewards/bank": true, "POST /hosted/rewards/withdraw": true,
+		"POST /hosted/rewards/finish": true,
 	}
 	concrete := strings.NewReplacer("{site_id}", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e",
 		"{asset_id}", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e", "{external_id}", "charger-1")

@@ -239,7 +239,7 @@ func normaliseOrigin(origin string) string {
 		return origin
 	}
 	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Host)
-	if port := u.Port(); (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
+	if port := u.Port(); (scheme == schemeHTTPS && port == "443") || (scheme == schemeHTTP && port == "80") {
 		host = strings.TrimSuffix(host, ":"+port)
 	}
 	return scheme + "://" + host

@@ -71,6 +71,16 @@ const (
 	DefaultHostedNamespace = "flexsite-system"
 	// maxRedirectURI bounds redirect_uri.
 	maxRedirectURI = 2048
+	// rewardsLinkMarked is the value of RewardsLinkLabel.
+	rewardsLinkMarked = "true"
+	// fieldCode is the form field (and the path segment) of the emailed code.
+	fieldCode = "code"
+)
+
+// URL schemes of origins and links.
+const (
+	schemeHTTP  = "http"
+	schemeHTTPS = "https"
 )
 
 // BalanceURLResponse answers GET /rewards/{site_id}/url/balance.
@@ -146,7 +156,7 @@ func parseRedirectURI(raw string) (*url.URL, bool) {
 		return nil, false
 	}
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+	if err != nil || (u.Scheme != schemeHTTPS && u.Scheme != schemeHTTP) || u.Host == "" || u.User != nil {
 		return nil, false
 	}
 	return u, true
@@ -159,7 +169,7 @@ func (f *fields) queryBool(q url.Values, key string) *bool {
 		return nil
 	}
 	switch strings.ToLower(raw[0]) {
-	case "true", "1", "yes", "on":
+	case rewardsLinkMarked, "1", "yes", "on":
 		v := true
 		return &v
 	case "false", "0", "no", "off":
@@ -213,7 +223,7 @@ func (s *Server) balanceURL(r *http.Request, p *auth.Principal) (any, error) {
 	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.hostedNamespace(), Name: RewardsLinkSecretPrefix + linkKey(code),
-			Labels: map[string]string{RewardsLinkLabel: "true"}},
+			Labels: map[string]string{RewardsLinkLabel: rewardsLinkMarked}},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{"state": data},
 	}
@@ -232,9 +242,9 @@ func (s *Server) publicBase(r *http.Request) string {
 	if s.PublicURL != "" {
 		return strings.TrimSuffix(s.PublicURL, "/")
 	}
-	scheme := "http"
+	scheme := schemeHTTP
 	if r.TLS != nil {
-		scheme = "https"
+		scheme = schemeHTTPS
 	}
 	return scheme + "://" + r.Host
 }
@@ -244,7 +254,7 @@ func (s *Server) publicBase(r *http.Request) string {
 func (s *Server) sweepRewardsLinks(ctx context.Context, now time.Time) {
 	list := &corev1.SecretList{}
 	if err := s.APIReader.List(ctx, list, client.InNamespace(s.hostedNamespace()),
-		client.MatchingLabels{RewardsLinkLabel: "true"}); err != nil {
+		client.MatchingLabels{RewardsLinkLabel: rewardsLinkMarked}); err != nil {
 		s.Log.Error(err, "listing rewards links")
 		return
 	}

@@ -163,7 +163,7 @@ func (s *statusOnly) WriteHeader(code int) {
 
 // rewardsRedeem answers GET /hosted/rewards/link/{code}: a link works once.
 func (s *Server) rewardsRedeem(w http.ResponseWriter, r *http.Request) {
-	code := r.PathValue("code")
+	code := r.PathValue(fieldCode)
 	ctx := r.Context()
 	secret, link, err := s.loadLink(ctx, linkKey(code))
 	if err == nil && !equalHash(sha256Hex(code), link.LinkHash) {
@@ -392,7 +392,7 @@ func (s *Server) rewardsAction(action string) http.HandlerFunc {
 		}
 		owner := client.FieldOwner(FieldManagerPrefix + sess.link.ClientName + "/rewards-page")
 		switch action {
-		case "code":
+		case fieldCode:
 			s.rewardsSendCode(w, r, sess)
 		case "verify":
 			s.rewardsVerify(w, r, sess)
@@ -479,9 +479,9 @@ func sixDigits() (string, error) {
 
 func (s *Server) rewardsVerify(w http.ResponseWriter, r *http.Request, sess *rewardsSession) {
 	link := sess.link
-	code := strings.TrimSpace(r.PostForm.Get("code"))
+	code := strings.TrimSpace(r.PostForm.Get(fieldCode))
 	fail := func(msg string) {
-		s.showRewards(w, r, sess, http.StatusUnprocessableEntity, &rewardsView{Errors: map[string]string{"code": msg}})
+		s.showRewards(w, r, sess, http.StatusUnprocessableEntity, &rewardsView{Errors: map[string]string{fieldCode: msg}})
 	}
 	switch {
 	case link.Verified:
@@ -570,7 +570,8 @@ func (s *Server) rewardsWithdraw(w http.ResponseWriter, r *http.Request, sess *r
 	}
 	err = kretry.RetryOnConflict(kretry.DefaultRetry, func() error {
 		ledger := &flexv1.RewardLedger{}
-		if err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}, ledger); err != nil {
+		key := client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}
+		if err := s.APIReader.Get(ctx, key, ledger); err != nil {
 			if apierrors.IsNotFound(err) {
 				return household.ErrCannotWithdraw // nothing earned yet
 			}

@@ -68,7 +68,7 @@ func (b *browser) do(method, target string, form url.Values, headers ...string) 
 	}
 	resp, err := b.c.Do(req)
 	Expect(err).NotTo(HaveOccurred())
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(resp.Body)
 	Expect(err).NotTo(HaveOccurred())
 	return page{status: resp.StatusCode, header: resp.Header, body: string(data), location: resp.Header.Get("Location")}

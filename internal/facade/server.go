@@ -168,7 +168,7 @@ func (s *Server) routeTable() []struct {
 		// The hosted rewards page (rewardspage.go): a one-time link, then a session cookie.
 		{Route{"GET", "/hosted/rewards/link/{code}"}, s.pageGuard(s.rewardsRedeem)},
 		{Route{"GET", "/hosted/rewards"}, s.pageGuard(s.rewardsPage)},
-		{Route{"POST", "/hosted/rewards/code"}, s.pageGuard(s.rewardsAction("code"))},
+		{Route{"POST", "/hosted/rewards/code"}, s.pageGuard(s.rewardsAction(fieldCode))},
 		{Route{"POST", "/hosted/rewards/verify"}, s.pageGuard(s.rewardsAction("verify"))},
 		{Route{"POST", "/hosted/rewards/bank"}, s.pageGuard(s.rewardsAction("bank"))},
 		{Route{"POST", "/hosted/rewards/withdraw"}, s.pageGuard(s.rewardsAction("withdraw"))},

@@ -164,11 +164,11 @@ func (s *SMTP) Send(ctx context.Context, m Message) error {
 		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthPlain),
 			gomail.WithUsername(username), gomail.WithPassword(password))
 	}
-	client, err := gomail.NewClient(s.cfg.Host, opts...)
+	c, err := gomail.NewClient(s.cfg.Host, opts...)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	return client.DialAndSendWithContext(ctx, msg)
+	return c.DialAndSendWithContext(ctx, msg)
 }
