@@ -60,6 +60,12 @@ type APIClientSpec struct {
 	// +optional
 	ConsentExempt bool `json:"consentExempt,omitempty"`
 
+	// rewardsTwoFactor makes the hosted rewards page ask the household for a six-digit code,
+	// emailed to the site's address, before bank details can be entered or changed, when the
+	// link (GET /rewards/{site_id}/url/balance?enforce_two_factor_auth=) does not say.
+	// +optional
+	RewardsTwoFactor bool `json:"rewardsTwoFactor,omitempty"`
+
 	// disabled refuses every login and every token already issued to the client.
 	// +optional
 	Disabled bool `json:"disabled,omitempty"`

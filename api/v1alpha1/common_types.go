@@ -35,7 +35,7 @@ var CreatableAssetTypes = []AssetType{AssetTypeCharger, AssetTypeBattery, AssetT
 var AllAssetTypes = []AssetType{AssetTypeBoundaryMeter, AssetTypeCharger, AssetTypeBattery, AssetTypeHeatPump, AssetTypeHotWaterTank, AssetTypeFrequencyMeter, AssetTypeElectricVehicle, AssetTypePVInverter}
 
 // EligibilityIssue is a code that explains why an asset is not eligible for a proposition.
-// +kubebuilder:validation:Enum=asset_model_not_set;asset_model_not_found;asset_model_not_cop11_qualified;asset_installation_date_not_set;asset_model_enrol_eligibility_override;non_domestic_site;asset_type_not_supported
+// +kubebuilder:validation:Enum=asset_model_not_set;asset_model_not_found;asset_model_not_cop11_qualified;asset_installation_date_not_set;asset_model_enrol_eligibility_override;non_domestic_site;asset_type_not_supported;site_details_missing
 type EligibilityIssue string
 
 const (
@@ -48,6 +48,9 @@ const (
 	// IssueAssetTypeNotSupported is Flexsite's own addition: a Proposition may restrict the
 	// asset types that take part (spec.assetTypes); the published API has no code for it.
 	IssueAssetTypeNotSupported EligibilityIssue = "asset_type_not_supported"
+	// IssueSiteDetailsMissing is Flexsite's own addition: a household created on demand for
+	// a component token has no MPAN yet, and nothing is eligible until it has one.
+	IssueSiteDetailsMissing EligibilityIssue = "site_details_missing"
 )
 
 // Labels Flexsite owns.

@@ -65,6 +65,7 @@ type options struct {
 	rewards                         facade.RewardPolicy
 	limits                          facade.Limits
 	concurrency                     int
+	mail                            mailOptions
 }
 
 func main() {
@@ -130,6 +131,7 @@ func main() {
 		}
 		return nil
 	})
+	o.mail.bind(flag.CommandLine)
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -241,18 +243,25 @@ func run(ctx context.Context, o options) error {
 	}
 
 	var synced atomic.Bool
+	mailer, err := o.mail.mailer(o.embedded, mgr.GetAPIReader(), ctrl.Log.WithName("mail"))
+	if err != nil {
+		return err
+	}
 	if err := mgr.Add(facade.NewServer(facade.Config{
-		Addr:           o.apiAddr,
-		Ready:          synced.Load,
-		Log:            ctrl.Log.WithName("api"),
-		Cache:          mgr.GetCache(),
-		APIReader:      mgr.GetAPIReader(),
-		Client:         mgr.GetClient(),
-		Issuer:         auth.NewIssuer(keys, time.Now),
-		Authenticator:  auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
-		Rewards:        o.rewards,
-		Limits:         o.limits,
-		TrustedProxies: o.trustedProxies,
+		Mailer:          mailer,
+		HostedNamespace: keysNS,
+		PublicURL:       o.mail.publicURL,
+		Addr:            o.apiAddr,
+		Ready:           synced.Load,
+		Log:             ctrl.Log.WithName("api"),
+		Cache:           mgr.GetCache(),
+		APIReader:       mgr.GetAPIReader(),
+		Client:          mgr.GetClient(),
+		Issuer:          auth.NewIssuer(keys, time.Now),
+		Authenticator:   auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
+		Rewards:         o.rewards,
+		Limits:          o.limits,
+		TrustedProxies:  o.trustedProxies,
 	})); err != nil {
 		return err
 	}

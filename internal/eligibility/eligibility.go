@@ -73,7 +73,10 @@ type Asset struct {
 
 // Result is the eligibility of a site: what Site.status holds.
 type Result struct {
-	Properties           flexv1.SiteProperties
+	Properties flexv1.SiteProperties
+	// SiteIssues are the issues of the site itself (SiteIssues): while there are any, no
+	// proposition is eligible, and every asset's row names them too.
+	SiteIssues           []flexv1.EligibilityIssue
 	EligiblePropositions []flexv1.PropositionName
 	Assets               []flexv1.AssetEligibility
 }
@@ -102,6 +105,16 @@ func (r Result) Issues(p flexv1.PropositionName) []flexv1.EligibilityIssue {
 	return out
 }
 
+// SiteIssues are the issues of the site itself, whatever its assets: a household created on
+// demand for a component token has no MPAN until the hosted flow or the organisation fills it
+// in, and no proposition can take a site without a meter point.
+func SiteIssues(site *flexv1.SiteSpec) []flexv1.EligibilityIssue {
+	if site.MPAN == "" {
+		return []flexv1.EligibilityIssue{flexv1.IssueSiteDetailsMissing}
+	}
+	return nil
+}
+
 // SitePropertiesOf derives the site-level facts eligibility depends on.
 func SitePropertiesOf(site *flexv1.SiteSpec) flexv1.SiteProperties {
 	return flexv1.SiteProperties{
@@ -113,7 +126,7 @@ func SitePropertiesOf(site *flexv1.SiteSpec) flexv1.SiteProperties {
 // Evaluate computes the eligibility of a site and each of its assets for every offered
 // proposition. A site is eligible for a proposition when at least one of its assets is.
 func Evaluate(site *flexv1.SiteSpec, assets []Asset, rules Rules) Result {
-	res := Result{Properties: SitePropertiesOf(site)}
+	res := Result{Properties: SitePropertiesOf(site), SiteIssues: SiteIssues(site)}
 	sorted := slices.Clone(assets)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 
@@ -123,6 +136,9 @@ func Evaluate(site *flexv1.SiteSpec, assets []Asset, rules Rules) Result {
 		for i := range rules.propositions {
 			p := &rules.propositions[i]
 			issues := assetIssues(site, res.Properties, &a.Spec, p, rules)
+			if len(res.SiteIssues) > 0 {
+				issues = append(slices.Clone(res.SiteIssues), issues...)
+			}
 			ae.Propositions = append(ae.Propositions, flexv1.PropositionEligibility{
 				Proposition: p.Proposition,
 				Eligible:    len(issues) == 0,

@@ -38,6 +38,9 @@ func charger(name, modelName, installed string) Asset {
 
 var consent = &metav1.Time{}
 
+// mpan is a valid MPAN: every site of these tables has one unless the case is about its absence.
+const mpan = "1200000000011"
+
 func TestEvaluate(t *testing.T) {
 	defaultRules := NewRules(
 		[]flexv1.Proposition{proposition(pc), proposition(lp)}, // declared out of order on purpose
@@ -139,6 +142,15 @@ func TestEvaluate(t *testing.T) {
 			want: want{issues: map[string][]flexv1.EligibilityIssue{"a": {flexv1.IssueAssetTypeNotSupported}}},
 		},
 		{
+			name:   "a household without an MPAN is eligible for nothing, whatever its assets",
+			site:   flexv1.SiteSpec{MPAN: "-"},
+			assets: []Asset{charger("a", "zappi", "2025-06-15"), charger("b", "", "")},
+			rules:  defaultRules,
+			want: want{issues: map[string][]flexv1.EligibilityIssue{
+				"a": {flexv1.IssueSiteDetailsMissing},
+				"b": {flexv1.IssueSiteDetailsMissing, flexv1.IssueAssetModelNotSet, flexv1.IssueInstallationDateNotSet}}},
+		},
+		{
 			name:  "no assets, no eligibility",
 			rules: defaultRules,
 			want:  want{issues: map[string][]flexv1.EligibilityIssue{}},
@@ -153,7 +165,17 @@ func TestEvaluate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			switch tt.site.MPAN {
+			case "":
+				tt.site.MPAN = mpan
+			case "-":
+				tt.site.MPAN = ""
+			}
 			got := Evaluate(&tt.site, tt.assets, tt.rules)
+			if wantSite := tt.site.MPAN == ""; wantSite != reflect.DeepEqual(got.SiteIssues,
+				[]flexv1.EligibilityIssue{flexv1.IssueSiteDetailsMissing}) || !wantSite && got.SiteIssues != nil {
+				t.Errorf("site issues = %v", got.SiteIssues)
+			}
 			if !reflect.DeepEqual(got.EligiblePropositions, tt.want.eligible) {
 				t.Errorf("eligible propositions = %v, want %v", got.EligiblePropositions, tt.want.eligible)
 			}
@@ -186,7 +208,7 @@ func TestEvaluate(t *testing.T) {
 
 func TestPropositionsFollowAPIOrderAndOnlyDeclaredOnesAreOffered(t *testing.T) {
 	rules := NewRules([]flexv1.Proposition{proposition(pc), proposition(fasc)}, nil)
-	site := flexv1.SiteSpec{HalfHourlySettled: true, BoundaryMeterConsentAt: consent}
+	site := flexv1.SiteSpec{MPAN: mpan, HalfHourlySettled: true, BoundaryMeterConsentAt: consent}
 	got := Evaluate(&site, []Asset{charger("a", "", "")}, rules)
 	want := []flexv1.PropositionName{fasc, pc}
 	if !reflect.DeepEqual(got.EligiblePropositions, want) {
@@ -199,7 +221,7 @@ func TestPropositionsFollowAPIOrderAndOnlyDeclaredOnesAreOffered(t *testing.T) {
 
 func TestResultIssuesAreDistinctAcrossAssets(t *testing.T) {
 	rules := NewRules([]flexv1.Proposition{proposition(lp)}, nil)
-	got := Evaluate(&flexv1.SiteSpec{}, []Asset{charger("a", "", ""), charger("b", "x", "")}, rules)
+	got := Evaluate(&flexv1.SiteSpec{MPAN: mpan}, []Asset{charger("a", "", ""), charger("b", "x", "")}, rules)
 	want := []flexv1.EligibilityIssue{flexv1.IssueAssetModelNotSet, flexv1.IssueInstallationDateNotSet, flexv1.IssueAssetModelNotFound}
 	if issues := got.Issues(lp); !reflect.DeepEqual(issues, want) {
 		t.Fatalf("issues = %v, want %v", issues, want)

@@ -58,6 +58,8 @@ type matrixRoute struct {
 	body    func(caller matrixCaller) any
 	// success is the status of an allowed call: 200 unless set (DELETE answers 204).
 	success int
+	// query is appended to the path (a valid query for an allowed caller).
+	query string
 	// hosted: a route of the hosted flow (/hosted/api): end-user tokens only, each for its own
 	// site, sent with the header naming the token's allowed origin; organisation tokens get 403
 	// before anything is looked up. otherUser is what the other end user of the organisation
@@ -92,6 +94,11 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		tokOther = mustCall("POST", "/auth/component-token", tokA, componentForm("matrix-other", consent, "2026-01-15T10:30:00Z"))["access_token"].(string)
 		siteID = userSite(ctx, a.Namespace, "matrix-user").Labels[flexv1.IDLabel]
 		otherUserSiteID = userSite(ctx, a.Namespace, "matrix-other").Labels[flexv1.IDLabel]
+		// U's household gets its MPAN from the organisation (initialise naming the same user):
+		// until then nothing is eligible.
+		mustCall("POST", "/entities/site/initialise", tokA, map[string]any{
+			"site":   map[string]any{"mpan": "1300000000016", "postcode": "SW1A 1AA", "external_user_id": "matrix-user"},
+			"assets": []any{map[string]any{"external_id": "matrix-battery-" + a.Namespace, "type": "battery"}}})
 		extID = "matrix-charger-" + a.Namespace
 		assetID = mustCall("POST", "/entities/asset", tokA, map[string]any{"external_id": extID, "type": "charger",
 			"site_id": siteID, "asset_model": "zappi", "installation_date": "2025-06-15",
@@ -211,6 +218,8 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"POST /validation/mpan":                         {body: jsonBody(map[string]any{"mpan": "1234567890126"})},
 			"GET /rewards/{site_id}/transactions":           {role: flexv1.RoleRewards, scoped: true, body: noBody},
 			"GET /rewards/{site_id}/info":                   {role: flexv1.RoleRewards, scoped: true, body: noBody},
+			"GET /rewards/{site_id}/url/balance": {role: flexv1.RoleRewards, scoped: true, body: noBody,
+				query: "?redirect_uri=https%3A%2F%2Fapp.example.com%2Fdone"},
 
 			"GET /hosted/api/household": {hosted: true, body: noBody},
 			"PUT /hosted/api/address": {hosted: true, body: func(c matrixCaller) any {
@@ -229,7 +238,12 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 				path: "/hosted/api/assets/" + hostedAssetID, body: noBody},
 		}
 		public := map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /openapi.json": true, "GET /docs": true,
-			"POST /auth/token-form": true, "GET /hosted/flow": true, "GET /hosted/flow.js": true, "GET /hosted/flow.css": true}
+			"POST /auth/token-form": true, "GET /hosted/flow": true, "GET /hosted/flow.js": true, "GET /hosted/flow.css": true,
+			// The hosted rewards page takes no bearer token (a one-time link, then a session
+			// cookie): its own matrix is in rewardspage_test.go.
+			"GET /hosted/rewards/link/{code}": true, "GET /hosted/rewards": true, "POST /hosted/rewards/code": true,
+			"POST /hosted/rewards/verify": true, "POST /hosted/rewards/bank": true, "POST /hosted/rewards/withdraw": true,
+			"POST /hosted/rewards/finish": true}
 		concrete := strings.NewReplacer("{site_id}", siteID, "{asset_id}", assetID, "{external_id}", extID)
 
 		var wrong []string
@@ -245,7 +259,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 				continue
 			}
 			covered[name] = true
-			path := cmp.Or(row.path, concrete.Replace(route.Path))
+			path := cmp.Or(row.path, concrete.Replace(route.Path)) + row.query
 			allowed := http.StatusOK
 			if row.success != 0 {
 				allowed = row.success

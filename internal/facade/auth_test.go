@@ -366,6 +366,12 @@ var _ = Describe("Authentication: bearer tokens", func() {
 	public := map[string]bool{
 		"GET /healthz": true, "GET /readyz": true, "GET /openapi.json": true, "GET /docs": true,
 		"POST /auth/token-form": true,
+		// The hosted flow's page and assets (no token until the page has loaded).
+		"GET /hosted/flow": true, "GET /hosted/flow.js": true, "GET /hosted/flow.css": true,
+		// The hosted rewards page: a one-time link, then a session cookie (rewardspage_test.go).
+		"GET /hosted/rewards/link/{code}": true, "GET /hosted/rewards": true, "POST /hosted/rewards/code": true,
+		"POST /hosted/rewards/verify": true, "POST /hosted/rewards/bank": true, "POST /hosted/rewards/withdraw": true,
+		"POST /hosted/rewards/finish": true,
 	}
 	concrete := strings.NewReplacer("{site_id}", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e",
 		"{asset_id}", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e", "{external_id}", "charger-1")
@@ -732,6 +738,7 @@ var _ = Describe("POST /auth/component-token", func() {
 		userTok := user["access_token"].(string)
 		ownID := userSite(ctx, o.Namespace, "end-user").Labels[flexv1.IDLabel]
 		Expect(ownID).To(MatchRegexp(uuidPattern))
+		Expect(user["id"]).To(Equal(ownID), "the component token's id is the household's site id")
 
 		eligibility := mustCall("GET", "/entities/site/"+ownID+"/eligibility", userTok, nil)
 		Expect(eligibility["site_id"]).To(Equal(ownID))
@@ -773,9 +780,13 @@ var _ = Describe("POST /auth/component-token", func() {
 		}
 		Expect(sitesIn(ctx, o.Namespace)).To(HaveLen(2))
 
-		// Its own site: enrol and unenrol are the end user's to make.
-		mustCall("POST", "/entities/asset", tok, map[string]any{"external_id": "end-user-charger", "type": "charger",
-			"site_id": ownID, "asset_model": "zappi", "installation_date": "2025-06-15", "properties": map[string]any{"power_kw": 7.4}})
+		// Its own site: enrol and unenrol are the end user's to make, once the household has
+		// its MPAN (the organisation fills it in through initialise with the same user).
+		filled := mustCall("POST", "/entities/site/initialise", tok, map[string]any{
+			"site": map[string]any{"mpan": "2301234567894", "postcode": "SW1A 1AA", "external_user_id": "end-user"},
+			"assets": []any{map[string]any{"external_id": "end-user-charger", "type": "charger",
+				"asset_model": "zappi", "installation_date": "2025-06-15", "properties": map[string]any{"power_kw": 7.4}}}})
+		Expect(filled["site"].(map[string]any)["site_id"]).To(Equal(ownID))
 		Eventually(func() any {
 			return mustCall("GET", "/entities/site/"+ownID+"/eligibility", userTok, nil)["eligible_propositions"]
 		}).Should(ContainElement("limited_pause"))

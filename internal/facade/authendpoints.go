@@ -238,7 +238,11 @@ func normaliseOrigin(origin string) string {
 	if err != nil {
 		return origin
 	}
-	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
+	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+	if port := u.Port(); (scheme == schemeHTTPS && port == "443") || (scheme == schemeHTTP && port == "80") {
+		host = strings.TrimSuffix(host, ":"+port)
+	}
+	return scheme + "://" + host
 }
 
 // isOrigin reports whether s is a web origin: http(s)://host[:port], nothing more.

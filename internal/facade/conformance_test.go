@@ -283,6 +283,7 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 	It("answers the rewards endpoints as documented, with and without optional transaction fields", func(ctx SpecContext) {
 		Expect(c.call("GET", "/rewards/"+home.id+"/transactions", tok, nil)["transactions"]).To(BeEmpty())
 		c.call("GET", "/rewards/"+home.id+"/info", tok, nil)
+		c.call("GET", "/rewards/"+home.id+"/url/balance?redirect_uri=https%3A%2F%2Fapp.example.com%2Fdone", tok, nil)
 
 		siteName := identity.SiteNameForMPAN(home.mpan)
 		start := metav1.Now().Rfc3339Copy()
@@ -304,6 +305,7 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		c.call("GET", "/rewards/"+home.id+"/transactions?limit=2&offset=1", tok, nil)
 		c.call("GET", "/rewards/"+home.id+"/transactions", tok, nil)
 		c.call("GET", "/rewards/"+home.id+"/info", tok, nil)
+		c.call("GET", "/rewards/"+home.id+"/url/balance?redirect_uri=https%3A%2F%2Fapp.example.com%2Fdone", tok, nil)
 	})
 
 	It("answers the hosted flow's routes as documented, through every step", func() {

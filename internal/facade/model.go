@@ -22,6 +22,9 @@ import (
 // siteInput is a request's site object, validated: its meter point and the fields it fills in.
 type siteInput struct {
 	MPAN string
+	// ExternalUserID names the end user of a component token whose household this is: an
+	// upsert fills that household's site (created on demand, without an MPAN) in.
+	ExternalUserID string
 	household.SiteFields
 }
 
@@ -49,6 +52,9 @@ func parseSite(f *fields, obj map[string]any, loc []any) siteInput {
 	if email, ok := f.str(obj, loc, "email", false); ok {
 		email = strings.TrimSpace(email)
 		in.Email = &email
+	}
+	if user, ok := f.str(obj, loc, "external_user_id", false); ok {
+		in.ExternalUserID = user
 	}
 	in.Consent = f.consent(obj, loc, false)
 	return in
@@ -161,6 +167,10 @@ type EligibilityRecord struct {
 	SiteProperties       SitePropertiesRecord     `json:"site_properties"`
 	EligiblePropositions []flexv1.PropositionName `json:"eligible_propositions"`
 	Assets               []AssetEligibilityRecord `json:"assets"`
+	// SiteIssues are Flexsite's addition: what keeps the site itself from every proposition
+	// (site_details_missing: a household created for a component token has no MPAN yet).
+	// Left out when there are none, so that the documented record is unchanged.
+	SiteIssues []flexv1.EligibilityIssue `json:"site_issues,omitempty"`
 }
 
 // SitePropertiesRecord is the eligibility record's `site_properties`.
@@ -190,6 +200,7 @@ func eligibilityRecord(siteID string, res eligibility.Result) *EligibilityRecord
 			HasMeterConsent: res.Properties.HasMeterConsent, IsHalfHourlySettled: res.Properties.IsHalfHourlySettled},
 		EligiblePropositions: nonNil(res.EligiblePropositions),
 		Assets:               make([]AssetEligibilityRecord, 0, len(res.Assets)),
+		SiteIssues:           res.SiteIssues,
 	}
 	for _, a := range res.Assets {
 		ar := AssetEligibilityRecord{AssetID: a.ID, ExternalID: a.ExternalID,

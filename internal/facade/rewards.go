@@ -3,8 +3,6 @@ package facade
 import (
 	"context"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +11,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/units"
 )
@@ -46,59 +45,9 @@ type BalanceInfo struct {
 	CanWithdraw                     bool  `json:"can_withdraw"`
 }
 
-// balance sums a ledger: the balance is every credit and debit; earnings are the credits
-// that are not withdrawals; the first reward starts the withdrawal wait.
-type balance struct {
-	current, earnings int64
-	firstReward       *time.Time
-}
-
-func balanceOf(txs []flexv1.RewardTransaction) balance {
-	var b balance
-	for _, tx := range txs {
-		if paymentUndone(tx.PaymentStatus) {
-			continue // the money never left (or came back): it is still the household's
-		}
-		b.current += tx.CreditPence
-		if tx.Type == "withdrawal" || tx.CreditPence <= 0 {
-			continue
-		}
-		b.earnings += tx.CreditPence
-		if at := transactionTime(tx); !at.IsZero() && (b.firstReward == nil || at.Before(*b.firstReward)) {
-			b.firstReward = &at
-		}
-	}
-	return b
-}
-
-// paymentUndone reports payment states in which a withdrawal paid nothing out.
-func paymentUndone(s flexv1.PaymentStatus) bool {
-	switch s {
-	case "failed", "rejected", "cancelled", "returned":
-		return true
-	}
-	return false
-}
-
-// transactionTime is when a transaction happened: its start, else its settlement date.
-func transactionTime(tx flexv1.RewardTransaction) time.Time {
-	if tx.StartTime != nil {
-		return tx.StartTime.Time
-	}
-	if d, err := time.Parse(time.DateOnly, tx.SettlementDate); err == nil {
-		return d
-	}
-	return time.Time{}
-}
-
-// daysUntilWaitMet counts the days left of the withdrawal wait; with no reward yet the
-// whole wait lies ahead.
-func (s *Server) daysUntilWaitMet(b balance) int {
-	if b.firstReward == nil {
-		return s.Rewards.WithdrawalMinWaitDays
-	}
-	elapsed := int(s.Now().Sub(*b.firstReward) / (24 * time.Hour))
-	return max(0, s.Rewards.WithdrawalMinWaitDays-elapsed)
+// daysUntilWaitMet counts the days left of the withdrawal wait (household.RewardPolicy).
+func (s *Server) daysUntilWaitMet(b household.Balance) int {
+	return s.Rewards.DaysUntilWaitMet(b, s.Now())
 }
 
 func (s *Server) ledgerOf(ctx context.Context, site *flexv1.Site) ([]flexv1.RewardTransaction, error) {
@@ -128,11 +77,11 @@ func (s *Server) transactions(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := balanceOf(txs)
-	sorted := newestFirst(txs)
+	b := household.BalanceOf(txs)
+	sorted := household.NewestFirst(txs)
 	out := TransactionsResponse{
 		SiteID:                      site.Labels[flexv1.IDLabel],
-		IsBelowWithdrawalMinimum:    b.current < s.Rewards.MinimumWithdrawalPence,
+		IsBelowWithdrawalMinimum:    s.Rewards.BelowMinimum(b),
 		DaysUntilMinimumWaitTimeMet: s.daysUntilWaitMet(b),
 	}
 	var page []*flexv1.RewardTransaction
@@ -141,30 +90,6 @@ func (s *Server) transactions(r *http.Request, p *auth.Principal) (any, error) {
 	}
 	out.Transactions = transactionRecords(page)
 	return out, nil
-}
-
-// newestFirst orders transactions as a statement reads, ties broken by id so pages are
-// stable. It sorts pointers by times computed once (the ledger itself is shared, read-only).
-func newestFirst(txs []flexv1.RewardTransaction) []*flexv1.RewardTransaction {
-	type keyed struct {
-		at time.Time
-		tx *flexv1.RewardTransaction
-	}
-	keys := make([]keyed, len(txs))
-	for i := range txs {
-		keys[i] = keyed{at: transactionTime(txs[i]), tx: &txs[i]}
-	}
-	slices.SortFunc(keys, func(a, b keyed) int {
-		if c := b.at.Compare(a.at); c != 0 {
-			return c
-		}
-		return strings.Compare(a.tx.ID, b.tx.ID)
-	})
-	out := make([]*flexv1.RewardTransaction, len(keys))
-	for i, k := range keys {
-		out[i] = k.tx
-	}
-	return out
 }
 
 // transactionRecords answers a page of transactions. The records' times and flex figures
@@ -220,13 +145,12 @@ func (s *Server) rewardInfo(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := balanceOf(txs)
+	b := household.BalanceOf(txs)
 	return BalanceInfo{
-		CurrentBalancePence:             b.current,
-		TotalEarningsPence:              b.earnings,
+		CurrentBalancePence:             b.Current,
+		TotalEarningsPence:              b.Earnings,
 		MinimumWithdrawalThresholdPence: s.Rewards.MinimumWithdrawalPence,
 		WithdrawalMinWaitDays:           s.Rewards.WithdrawalMinWaitDays,
-		CanWithdraw: b.current > 0 && b.current >= s.Rewards.MinimumWithdrawalPence &&
-			s.daysUntilWaitMet(b) == 0,
+		CanWithdraw:                     s.Rewards.CanWithdraw(b, s.Now()),
 	}, nil
 }

@@ -17,15 +17,13 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/facade/apidocs"
+	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/mail"
 )
 
-// RewardPolicy holds the configurable withdrawal thresholds of the rewards endpoints.
-type RewardPolicy struct {
-	// MinimumWithdrawalPence is the smallest balance a household may withdraw.
-	MinimumWithdrawalPence int64
-	// WithdrawalMinWaitDays is how long after its first reward a household must wait to withdraw.
-	WithdrawalMinWaitDays int
-}
+// RewardPolicy holds the configurable withdrawal thresholds of the rewards endpoints (the
+// rules are the household core's).
+type RewardPolicy = household.RewardPolicy
 
 // Config wires the facade to the cluster.
 type Config struct {
@@ -52,6 +50,13 @@ type Config struct {
 	// InFlightTimeout is how long a request that creates a site has to finish writing it
 	// before the Site controller deletes it as abandoned (default DefaultInFlightTimeout).
 	InFlightTimeout time.Duration
+	// Mailer sends the rewards page's emailed codes (nil: none can be sent, and a link that
+	// enforces them cannot reach the bank details form).
+	Mailer mail.Mailer
+	// HostedNamespace holds the rewards links' Secrets (default DefaultHostedNamespace).
+	HostedNamespace string
+	// PublicURL is the scheme and host the rewards links point at (empty: the request's).
+	PublicURL string
 	// TrustedProxies are the networks of the reverse proxies in front of the API: only from
 	// them is the client's address taken from X-Forwarded-For or Forwarded (none: the
 	// connection's address is the client's).
@@ -158,6 +163,16 @@ func (s *Server) routeTable() []struct {
 
 		{Route{"GET", "/rewards/{site_id}/transactions"}, org(s.transactions, flexv1.RoleRewards)},
 		{Route{"GET", "/rewards/{site_id}/info"}, org(s.rewardInfo, flexv1.RoleRewards)},
+		{Route{"GET", "/rewards/{site_id}/url/balance"}, org(s.balanceURL, flexv1.RoleRewards)},
+
+		// The hosted rewards page (rewardspage.go): a one-time link, then a session cookie.
+		{Route{"GET", "/hosted/rewards/link/{code}"}, s.pageGuard(s.rewardsRedeem)},
+		{Route{"GET", "/hosted/rewards"}, s.pageGuard(s.rewardsPage)},
+		{Route{"POST", "/hosted/rewards/code"}, s.pageGuard(s.rewardsAction(fieldCode))},
+		{Route{"POST", "/hosted/rewards/verify"}, s.pageGuard(s.rewardsAction("verify"))},
+		{Route{"POST", "/hosted/rewards/bank"}, s.pageGuard(s.rewardsAction("bank"))},
+		{Route{"POST", "/hosted/rewards/withdraw"}, s.pageGuard(s.rewardsAction("withdraw"))},
+		{Route{"POST", "/hosted/rewards/finish"}, s.pageGuard(s.rewardsAction("finish"))},
 	}, s.hostedRoutes()...) // the hosted flow's page and its own JSON routes (hosted.go)
 }
 
@@ -170,6 +185,7 @@ func (s *Server) routes() {
 		s.mux.Handle("OPTIONS "+path, s.preflight(methods))
 	}
 	s.mux.Handle("GET /docs/", apidocs.Handler())
+	s.mux.HandleFunc("GET /hosted/rewards/style.css", s.rewardsStyle)
 	// Anything else: the JSON 404 API clients expect, not net/http's text.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"detail": "Not Found"})

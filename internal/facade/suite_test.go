@@ -24,6 +24,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
@@ -38,6 +39,8 @@ var (
 	facadeSrv *facade.Server
 	// clock is the facade's time, settable by tests (rewards wait times, installation dates).
 	clock atomic.Pointer[time.Time]
+	// mailDir is the Maildir the facade's mail goes to (the rewards page's codes).
+	mailDir string
 )
 
 const keysNamespace = "flexsite-system"
@@ -68,15 +71,20 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(keys.Ensure(ctx)).To(Succeed())
 	now := time.Now()
 	clock.Store(&now)
+	mailDir = GinkgoT().TempDir()
+	mailer, err := mail.NewMaildir(mailDir, "Flexsite <no-reply@flexsite.test>")
+	Expect(err).NotTo(HaveOccurred())
 	facadeSrv = facade.NewServer(facade.Config{
-		Log:           ctrl.Log.WithName("api"),
-		Cache:         mgr.GetCache(),
-		APIReader:     mgr.GetAPIReader(),
-		Client:        mgr.GetClient(),
-		Issuer:        auth.NewIssuer(keys, time.Now),
-		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
-		Rewards:       facade.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
-		Now:           func() time.Time { return *clock.Load() },
+		Mailer:          mailer,
+		HostedNamespace: keysNamespace,
+		Log:             ctrl.Log.WithName("api"),
+		Cache:           mgr.GetCache(),
+		APIReader:       mgr.GetAPIReader(),
+		Client:          mgr.GetClient(),
+		Issuer:          auth.NewIssuer(keys, time.Now),
+		Authenticator:   auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
+		Rewards:         facade.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
+		Now:             func() time.Time { return *clock.Load() },
 	})
 	apiServer = httptest.NewServer(facadeSrv)
 	DeferCleanup(apiServer.Close)

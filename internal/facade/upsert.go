@@ -98,6 +98,10 @@ func planUpsert(ctx context.Context, st store, ns string, req upsertRequest, rul
 		return nil, err
 	}
 	plan := &upsertPlan{}
+	existing, err = householdOf(ctx, st, ns, req.site, existing)
+	if err != nil {
+		return nil, err
+	}
 	if existing == nil {
 		name := identity.SiteNameForMPAN(req.site.MPAN)
 		taken, err := st.siteByName(ctx, ns, name)
@@ -112,12 +116,24 @@ func planUpsert(ctx context.Context, st store, ns string, req upsertRequest, rul
 		}
 		plan.site = household.NewSite(ns, name)
 		plan.site.Spec.MPAN = req.site.MPAN
+		plan.site.Spec.ExternalUserID = req.site.ExternalUserID
 		household.MergeSite(&plan.site.Spec, req.site.SiteFields)
 	} else {
 		plan.siteBefore = existing
 		plan.site = existing.DeepCopy()
 		plan.siteFields = household.MergeSite(&plan.site.Spec, req.site.SiteFields)
 		household.EnsureID(plan.site)
+		if plan.site.Spec.MPAN == "" {
+			// The household of a component token, created without an MPAN: it takes this one,
+			// held by a claim (its name is not the MPAN's).
+			plan.site.Spec.MPAN = req.site.MPAN
+			plan.siteFields = append(plan.siteFields, "mpan")
+			plan.claim = true
+		}
+		if plan.site.Spec.ExternalUserID == "" && req.site.ExternalUserID != "" {
+			plan.site.Spec.ExternalUserID = req.site.ExternalUserID
+			plan.siteFields = append(plan.siteFields, "external_user_id")
+		}
 	}
 
 	named := map[string]bool{}
@@ -156,6 +172,38 @@ func planUpsert(ctx context.Context, st store, ns string, req upsertRequest, rul
 		}
 	}
 	return plan, nil
+}
+
+// householdOf settles which stored site an upsert naming an end user (site.external_user_id)
+// fills: the site of its MPAN, or else the end user's own household (the one a component
+// token created, which has no MPAN yet). An MPAN and an end user that name two different
+// sites are a conflict, and so is an end user whose household already has another MPAN.
+func householdOf(ctx context.Context, st store, ns string, in siteInput, byMPAN *flexv1.Site) (*flexv1.Site, error) {
+	if in.ExternalUserID == "" {
+		return byMPAN, nil
+	}
+	byUser, err := st.siteByExternalUser(ctx, ns, in.ExternalUserID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case byUser == nil:
+		if byMPAN != nil && byMPAN.Spec.ExternalUserID != "" && byMPAN.Spec.ExternalUserID != in.ExternalUserID {
+			return nil, fail(http.StatusConflict, "MPAN %s belongs to the household of another external_user_id", in.MPAN)
+		}
+		if byMPAN == nil && st.cached {
+			// The cache may not have seen the household a component token created a moment ago.
+			return nil, errRetry
+		}
+		return byMPAN, nil
+	case byMPAN != nil && byMPAN.Name != byUser.Name:
+		return nil, fail(http.StatusConflict,
+			"MPAN %s belongs to another site than the household of external_user_id %q", in.MPAN, in.ExternalUserID)
+	case byUser.Spec.MPAN != "" && byUser.Spec.MPAN != in.MPAN:
+		return nil, fail(http.StatusConflict, "The household of external_user_id %q has another MPAN (%s)",
+			in.ExternalUserID, byUser.Spec.MPAN)
+	}
+	return byUser, nil
 }
 
 // newAsset is a new asset as the request describes it.
@@ -325,8 +373,17 @@ func (s *Server) applyUpsert(ctx context.Context, log *writeLog, plan *upsertPla
 		if err := s.createSite(ctx, log, plan.site, plan.claim); err != nil {
 			return err
 		}
-	} else if err := s.write(ctx, log, plan.site, plan.siteBefore, plan.siteFields); err != nil {
-		return err
+	} else {
+		if plan.claim {
+			created, err := household.ClaimMPAN(ctx, s.Client, s.APIReader, plan.siteBefore, plan.site.Spec.MPAN, time.Now())
+			log.adoptClaim(created, err)
+			if err != nil {
+				return mpanTaken(err)
+			}
+		}
+		if err := s.write(ctx, log, plan.site, plan.siteBefore, plan.siteFields); err != nil {
+			return err
+		}
 	}
 	for _, ap := range plan.assets {
 		var before client.Object

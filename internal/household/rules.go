@@ -118,7 +118,7 @@ func Evaluate(site *flexv1.SiteSpec, assets []flexv1.Asset, rules eligibility.Ru
 func EvaluatedEligibility(site *flexv1.Site) (*eligibility.Result, bool) {
 	for _, c := range site.Status.Conditions {
 		if c.Type == flexv1.EligibleCondition {
-			return &eligibility.Result{Properties: site.Status.Properties,
+			return &eligibility.Result{Properties: site.Status.Properties, SiteIssues: eligibility.SiteIssues(&site.Spec),
 					EligiblePropositions: site.Status.EligiblePropositions, Assets: site.Status.Assets},
 				c.ObservedGeneration == site.Generation && site.Status.ObservedGeneration == site.Generation
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/testenv"
 	"github.com/flexsite/flexsite/test/browser"
 )
@@ -48,6 +49,8 @@ var (
 	// serverSeen records every request path+query the facade received (a cross-check of the
 	// browser's own network log).
 	serverSeen = &requestLog{}
+	// mailDir is the Maildir the facade's mail to households goes to (rewards_test.go).
+	mailDir string
 )
 
 func TestBrowser(t *testing.T) {
@@ -79,14 +82,19 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
 	Expect(keys.Ensure(ctx)).To(Succeed())
+	mailDir = GinkgoT().TempDir()
+	mailer, err := mail.NewMaildir(mailDir, "Flexsite <no-reply@flexsite.test>")
+	Expect(err).NotTo(HaveOccurred())
 	srv := facade.NewServer(facade.Config{
-		Log:           ctrl.Log.WithName("api"),
-		Cache:         mgr.GetCache(),
-		APIReader:     mgr.GetAPIReader(),
-		Client:        mgr.GetClient(),
-		Issuer:        auth.NewIssuer(keys, time.Now),
-		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
-		Rewards:       facade.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
+		Mailer:          mailer,
+		HostedNamespace: keysNamespace,
+		Log:             ctrl.Log.WithName("api"),
+		Cache:           mgr.GetCache(),
+		APIReader:       mgr.GetAPIReader(),
+		Client:          mgr.GetClient(),
+		Issuer:          auth.NewIssuer(keys, time.Now),
+		Authenticator:   auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
+		Rewards:         facade.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
 	})
 	api := httptest.NewServer(serverSeen.wrap(srv))
 	DeferCleanup(api.Close)
