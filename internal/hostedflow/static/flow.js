@@ -79,13 +79,14 @@
   }
 
   async function show(step) {
+    // The step's content is loaded before it is shown, so that what appears is complete.
+    if (step === "eligibility" || step === "enrol") await loadEligibility();
+    if (step === "rewards") await loadRewards();
     current = step;
     for (const s of document.querySelectorAll("section[data-step]")) s.hidden = s.dataset.step !== step;
     for (const li of document.querySelectorAll("#progress li")) {
       if (li.dataset.step === step) li.setAttribute("aria-current", "step"); else li.removeAttribute("aria-current");
     }
-    if (step === "eligibility" || step === "enrol") await loadEligibility();
-    if (step === "rewards") await loadRewards();
     const h = $("#" + step + "-title");
     if (h) h.focus();
     emit("step", {step: step});
