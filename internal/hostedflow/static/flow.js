@@ -68,7 +68,11 @@
     household = res.data;
     start();
   });
-  window.parent.postMessage({type: "flexsite-event", event: "ready"}, "*");
+  if (window.parent === window) {
+    fatal("This page works inside your energy app. Please open it from there.");
+  } else {
+    window.parent.postMessage({type: "flexsite-event", event: "ready"}, "*");
+  }
 
   // --- steps -------------------------------------------------------------------------------
   function start() {
@@ -219,7 +223,6 @@
     if (!res.ok) return formError(form, res);
     form.reset();
     await refresh();
-    $("#asset-list").focus();
     form.querySelector("#type").focus();
   });
 
