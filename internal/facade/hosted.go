@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -52,8 +53,8 @@ func (s *Server) hostedRoutes() []routeEntry {
 		{Route{http.MethodPost, "/hosted/api/assets"}, api(s.hostedAddAsset)},
 		{Route{http.MethodDelete, "/hosted/api/assets/{asset_id}"}, api(s.hostedDeleteAsset)},
 		{Route{http.MethodGet, "/hosted/api/eligibility"}, api(s.hostedEligibility)},
-		{Route{http.MethodPost, "/hosted/api/enrol"}, api(s.hostedEnrolment(s.enrol))},
-		{Route{http.MethodPost, "/hosted/api/unenrol"}, api(s.hostedEnrolment(s.unenrol))},
+		{Route{http.MethodPost, "/hosted/api/enrol"}, api(s.hostedEnrolment(s.enrol, true))},
+		{Route{http.MethodPost, "/hosted/api/unenrol"}, api(s.hostedEnrolment(s.unenrol, false))},
 		{Route{http.MethodGet, "/hosted/api/rewards"}, api(s.hostedRewards)},
 	}
 }
@@ -446,8 +447,11 @@ func (s *Server) hostedEligibility(r *http.Request, p *auth.Principal) (any, err
 }
 
 // hostedEnrolment is the enrol step: POST /entities/site/{id}/enrol or /unenrol with the
-// household's choice.
-func (s *Server) hostedEnrolment(h handler) handler {
+// household's choice. Joining is the household's own explicit choice, so it also overrides
+// a withdrawal it recorded earlier (override_withdrawal), which an organisation's request
+// must state itself. A refused enrolment is answered with its status and, as detail, the
+// refusal in plain words.
+func (s *Server) hostedEnrolment(h handler, join bool) handler {
 	return func(r *http.Request, p *auth.Principal) (any, error) {
 		body, err := decodeJSON(r)
 		if err != nil {
@@ -457,8 +461,18 @@ func (s *Server) hostedEnrolment(h handler) handler {
 		if err != nil {
 			return nil, err
 		}
-		return delegate(h, r, p, map[string]any{"proposition": body["proposition"]},
-			map[string]string{"site_id": site.Labels[flexv1.IDLabel]})
+		choice := map[string]any{"proposition": body["proposition"]}
+		if join {
+			choice["override_withdrawal"] = true
+		}
+		out, err := delegate(h, r, p, choice, map[string]string{"site_id": site.Labels[flexv1.IDLabel]})
+		var ae *apiError
+		if errors.As(err, &ae) && ae.refusal != "" {
+			plain := *ae
+			plain.detail = hostedflow.RefusalWords(ae.refusal)
+			return nil, &plain
+		}
+		return out, err
 	}
 }
 

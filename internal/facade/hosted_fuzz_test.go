@@ -41,8 +41,8 @@ func FuzzHostedBodies(f *testing.F) {
 	s := fuzzServer()
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		r := jsonRequest(data)
-		handlers := []handler{s.hostedAddress, s.hostedConsent, s.hostedAddAsset, s.hostedEnrolment(s.enrol),
-			s.hostedEnrolment(s.unenrol), s.hostedDeleteAsset}
+		handlers := []handler{s.hostedAddress, s.hostedConsent, s.hostedAddAsset, s.hostedEnrolment(s.enrol, true),
+			s.hostedEnrolment(s.unenrol, false), s.hostedDeleteAsset}
 		which %= uint8(len(handlers))
 		if which == 5 {
 			r.SetPathValue("asset_id", string(data))

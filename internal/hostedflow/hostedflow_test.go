@@ -215,3 +215,14 @@ func TestTransactionWords(t *testing.T) {
 		}
 	}
 }
+
+func TestRefusalWords(t *testing.T) {
+	seen := map[string]bool{}
+	for _, code := range []string{"prerequisites_not_met", "proposition_not_offered", "consent_required", "previously_withdrew", "other"} {
+		w := RefusalWords(code)
+		if seen[w] || strings.Contains(w, "_") || !strings.HasSuffix(w, ".") {
+			t.Errorf("RefusalWords(%q) = %q", code, w)
+		}
+		seen[w] = true
+	}
+}

@@ -130,3 +130,20 @@ func TransactionWords(typ, paymentStatus string) string {
 		return "Reward"
 	}
 }
+
+// RefusalWords says in plain words why joining a programme was refused, for the refusal codes
+// of the enrol endpoint.
+func RefusalWords(code string) string {
+	switch code {
+	case "prerequisites_not_met":
+		return "Your home can't join this programme yet: none of your devices qualifies. See what you can join."
+	case "proposition_not_offered":
+		return "This programme isn't open at the moment."
+	case "consent_required":
+		return "Please agree to meter readings first (the Consent step)."
+	case "previously_withdrew":
+		return "You left this programme before. Tick it again to rejoin."
+	default:
+		return "Your home can't join this programme at the moment."
+	}
+}

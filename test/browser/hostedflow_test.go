@@ -274,6 +274,17 @@ var _ = Describe("The hosted flow in a real browser", func() {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(&sites.Items[0]), site)).To(Succeed())
 			g.Expect(site.Status.EnrolmentHistory).NotTo(BeEmpty())
 		}).Should(Succeed())
+
+		By("and rejoin it by its own choice")
+		g.do(chromedp.Click(chromedp.CSS("#form-rewards button.back"), g.in()))
+		g.atStep("enrol")
+		g.do(chromedp.Click(chromedp.CSS("#proposition-limited_pause"), g.in()),
+			chromedp.Click(chromedp.CSS("#form-enrol button[type=submit]"), g.in()))
+		g.atStep("rewards")
+		list := &flexv1.EnrolmentList{}
+		Expect(k8sClient.List(ctx, list, client.InNamespace(o.Namespace))).To(Succeed())
+		Expect(list.Items).To(HaveLen(1))
+		Expect(list.Items[0].Spec.OverrideWithdrawal).To(BeTrue())
 	})
 
 	It("refuses a token posted from another origin than its allowed origin, and writes nothing", func(ctx SpecContext) {
