@@ -6,13 +6,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/testenv"
 	"github.com/flexsite/flexsite/test/browser"
 )
@@ -164,6 +167,22 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		f.checkPage("3-assets")
 		f.do(chromedp.Click(chromedp.CSS("#form-assets-done button[type=submit]"), f.in()))
 
+		By("(the household has earned rewards: a ledger as the rewards pipeline writes it)")
+		owned := &flexv1.SiteList{}
+		Expect(k8sClient.List(ctx, owned, client.InNamespace(o.Namespace), client.MatchingLabels{flexv1.IDLabel: siteID})).To(Succeed())
+		Expect(owned.Items).To(HaveLen(1))
+		now := time.Now().UTC()
+		tx := func(typ flexv1.TransactionType, pence int64, daysAgo int) flexv1.RewardTransaction {
+			at := now.Add(-time.Duration(daysAgo) * 24 * time.Hour)
+			return flexv1.RewardTransaction{ID: identity.NewID(), Type: typ, CreditPence: pence,
+				StartTime: &metav1.Time{Time: at}, SettlementDate: at.Format(time.DateOnly)}
+		}
+		Expect(k8sClient.Create(ctx, &flexv1.RewardLedger{
+			ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: identity.RewardLedgerName(owned.Items[0].Name)},
+			Spec: flexv1.RewardLedgerSpec{SiteName: owned.Items[0].Name, Transactions: []flexv1.RewardTransaction{
+				tx("signup bonus", 800, 40), tx("flex event", 120, 2), tx("flex period", 250, 10)}},
+		})).To(Succeed())
+
 		By("eligibility in plain words")
 		Eventually(func() string { return f.text("#eligibility-summary") }).Should(ContainSubstring("Your home can join"))
 		Expect(f.text("#eligibility-summary")).To(ContainSubstring("We need to know the model of this device"))
@@ -178,8 +197,18 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		f.do(chromedp.Click(chromedp.CSS("#proposition-limited_pause"), f.in()),
 			chromedp.Click(chromedp.CSS("#form-enrol button[type=submit]"), f.in()))
 
-		By("rewards")
-		Eventually(func() string { return f.text("#rewards-summary") }).Should(ContainSubstring("Balance"))
+		By("rewards: balance, when it can withdraw, and the history newest first")
+		Eventually(func() string {
+			f.do(chromedp.Click(chromedp.CSS("#form-rewards button[type=submit]"), f.in()))
+			return f.text("#rewards-summary")
+		}).Should(ContainSubstring("£11.70"))
+		var rows []string
+		f.eval(`Array.from(document.querySelectorAll("#rewards-history tbody tr")).map((tr) => tr.innerText.replace(/\s+/g, " ").trim())`, &rows)
+		Expect(rows).To(HaveLen(3))
+		Expect(rows[0]).To(HaveSuffix("Reward for flexibility £1.20"))
+		Expect(rows[1]).To(HaveSuffix("Reward for flexibility £2.50"))
+		Expect(rows[2]).To(HaveSuffix("Welcome bonus £8.00"))
+		Expect(f.text("#rewards-withdraw")).To(Equal("You can withdraw your balance now."))
 		f.checkPage("6-rewards")
 
 		By("the embedding page got ready, every step and completed, from the flow's origin")
