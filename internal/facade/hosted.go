@@ -16,6 +16,7 @@ import (
 	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/units"
+	"github.com/flexsite/flexsite/internal/validation"
 )
 
 // The hosted flow (hosted-flow.md): GET /hosted/flow serves the embeddable page
@@ -25,6 +26,9 @@ import (
 // Each one translates the page's form into the body of the REST route that does the same
 // thing and calls that route's handler for the token's own site: the flow answers exactly as
 // the REST API does, through the same household core, and re-implements no rule.
+
+// assetIDParam is the path parameter of an asset's id.
+const assetIDParam = "asset_id"
 
 // EmbedderOriginHeader carries, on every /hosted/api call, the origin the browser reported
 // for the message that handed the page its token (MessageEvent.origin).
@@ -39,18 +43,18 @@ type routeEntry = struct {
 func (s *Server) hostedRoutes() []routeEntry {
 	api := s.hostedAPI
 	return []routeEntry{
-		{Route{"GET", "/hosted/flow"}, http.HandlerFunc(s.hostedPage)},
-		{Route{"GET", "/hosted/flow.js"}, hostedFile("flow.js")},
-		{Route{"GET", "/hosted/flow.css"}, hostedFile("flow.css")},
-		{Route{"GET", "/hosted/api/household"}, api(s.hostedHousehold)},
-		{Route{"PUT", "/hosted/api/address"}, api(s.hostedAddress)},
-		{Route{"PUT", "/hosted/api/consent"}, api(s.hostedConsent)},
-		{Route{"POST", "/hosted/api/assets"}, api(s.hostedAddAsset)},
-		{Route{"DELETE", "/hosted/api/assets/{asset_id}"}, api(s.hostedDeleteAsset)},
-		{Route{"GET", "/hosted/api/eligibility"}, api(s.hostedEligibility)},
-		{Route{"POST", "/hosted/api/enrol"}, api(s.hostedEnrolment(s.enrol))},
-		{Route{"POST", "/hosted/api/unenrol"}, api(s.hostedEnrolment(s.unenrol))},
-		{Route{"GET", "/hosted/api/rewards"}, api(s.hostedRewards)},
+		{Route{http.MethodGet, "/hosted/flow"}, http.HandlerFunc(s.hostedPage)},
+		{Route{http.MethodGet, "/hosted/flow.js"}, hostedFile("flow.js")},
+		{Route{http.MethodGet, "/hosted/flow.css"}, hostedFile("flow.css")},
+		{Route{http.MethodGet, "/hosted/api/household"}, api(s.hostedHousehold)},
+		{Route{http.MethodPut, "/hosted/api/address"}, api(s.hostedAddress)},
+		{Route{http.MethodPut, "/hosted/api/consent"}, api(s.hostedConsent)},
+		{Route{http.MethodPost, "/hosted/api/assets"}, api(s.hostedAddAsset)},
+		{Route{http.MethodDelete, "/hosted/api/assets/{asset_id}"}, api(s.hostedDeleteAsset)},
+		{Route{http.MethodGet, "/hosted/api/eligibility"}, api(s.hostedEligibility)},
+		{Route{http.MethodPost, "/hosted/api/enrol"}, api(s.hostedEnrolment(s.enrol))},
+		{Route{http.MethodPost, "/hosted/api/unenrol"}, api(s.hostedEnrolment(s.unenrol))},
+		{Route{http.MethodGet, "/hosted/api/rewards"}, api(s.hostedRewards)},
 	}
 }
 
@@ -346,10 +350,10 @@ func (s *Server) hostedAddAsset(r *http.Request, p *auth.Principal) (any, error)
 
 // hostedDeleteAsset removes one of the household's own assets (DELETE /entities/asset/{id}).
 func (s *Server) hostedDeleteAsset(r *http.Request, p *auth.Principal) (any, error) {
-	f := &fields{}
-	id := f.uuidParam(r, "asset_id")
-	if err := f.err(); err != nil {
-		return nil, err
+	id, err := validation.ParseUUID(r.PathValue(assetIDParam))
+	if err != nil {
+		// The REST handler answers a malformed id itself, before it reads anything.
+		return delegate(s.deleteAsset, r, p, nil, nil)
 	}
 	asset, err := s.store(false).assetByID(r.Context(), p.Namespace, id)
 	if err != nil {
@@ -361,7 +365,7 @@ func (s *Server) hostedDeleteAsset(r *http.Request, p *auth.Principal) (any, err
 	if _, err := s.ownSite(r, p); err != nil {
 		return nil, err
 	}
-	return delegate(s.deleteAsset, r, p, nil, map[string]string{"asset_id": id})
+	return delegate(s.deleteAsset, r, p, nil, map[string]string{assetIDParam: id})
 }
 
 // HostedEligibility answers GET /hosted/api/eligibility: the eligibility record of the REST

@@ -359,6 +359,18 @@ func (b *Browser) Viewport(timeout time.Duration, width, height int64, mobile bo
 	return b.Do(timeout, chromedp.EmulateViewport(width, height, opts...))
 }
 
+// ViewportScreenshot writes a PNG of what the viewport shows to path, creating its directory.
+func (b *Browser) ViewportScreenshot(timeout time.Duration, path string) error {
+	png, err := Run(b, timeout, chromedp.CaptureScreenshot())
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, png, 0o644)
+}
+
 // Screenshot writes a PNG of the whole page (the viewport's width, the content's height) to
 // path, creating its directory.
 func (b *Browser) Screenshot(timeout time.Duration, path string) error {

@@ -53,11 +53,13 @@ func (e *Embedder) Page(p EmbedPage) string {
 }
 
 var embedTemplate = template.Must(template.New("embed").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>An organisation's app</title></head>
-<body>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1"><title>An organisation's app</title></head>
+<body style="margin:0">
 <main>
-<h1>Your home energy</h1>
-<iframe id="flexsite" title="Join a flexibility programme" src="{{.FlowURL}}" style="width:100%;height:1400px;border:0"></iframe>
+<h1 style="font:600 1.1rem system-ui,sans-serif;margin:.5rem 1rem">An organisation's app: your home energy</h1>
+<iframe id="flexsite" title="Join a flexibility programme" src="{{.FlowURL}}"
+  style="width:100%;height:1400px;border:0;border-top:1px solid #ccc"></iframe>
 </main>
 <script>
   const config = {{.Config}};

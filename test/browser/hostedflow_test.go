@@ -108,9 +108,9 @@ func (f *flow) screenshots(dir, name string) {
 	GinkgoHelper()
 	// The flow as the household sees it: the tab shows the flow's own page at each width.
 	Expect(f.b.Viewport(step, 1280, 900, false)).To(Succeed())
-	Expect(f.b.Screenshot(step, filepath.Join(dir, name+"-desktop.png"))).To(Succeed())
+	Expect(f.b.ViewportScreenshot(step, filepath.Join(dir, name+"-desktop.png"))).To(Succeed())
 	Expect(f.b.Viewport(step, 390, 844, true)).To(Succeed())
-	Expect(f.b.Screenshot(step, filepath.Join(dir, name+"-phone.png"))).To(Succeed())
+	Expect(f.b.ViewportScreenshot(step, filepath.Join(dir, name+"-phone.png"))).To(Succeed())
 	Expect(f.b.Viewport(step, 1280, 900, false)).To(Succeed())
 }
 
@@ -156,11 +156,17 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		f.do(chromedp.SendKeys(chromedp.CSS("#power_kw"), "7.4", f.in()),
 			chromedp.Click(chromedp.CSS("#form-assets button[type=submit]"), f.in()))
 		Eventually(func() string { return f.text("#asset-list") }).Should(ContainSubstring("EV charger, zappi, 7.4 kW"))
+		By("assets: and a battery whose model the household does not know")
+		f.set("type", "battery")
+		f.do(chromedp.SendKeys(chromedp.CSS("#power_kw"), "5", f.in()),
+			chromedp.Click(chromedp.CSS("#form-assets button[type=submit]"), f.in()))
+		Eventually(func() string { return f.text("#asset-list") }).Should(ContainSubstring("Home battery, 5 kW"))
 		f.checkPage("3-assets")
 		f.do(chromedp.Click(chromedp.CSS("#form-assets-done button[type=submit]"), f.in()))
 
 		By("eligibility in plain words")
 		Eventually(func() string { return f.text("#eligibility-summary") }).Should(ContainSubstring("Your home can join"))
+		Expect(f.text("#eligibility-summary")).To(ContainSubstring("We need to know the model of this device"))
 		Expect(f.text("#eligibility-summary")).NotTo(ContainSubstring("_"), "no issue codes, only words")
 		f.checkPage("4-eligibility")
 		f.do(chromedp.Click(chromedp.CSS("#form-eligibility button[type=submit]"), f.in()))
@@ -199,7 +205,7 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		Expect(site).To(HaveKeyWithValue("postcode", "SW1A 1AA"))
 		Expect(site).To(HaveKeyWithValue("address", "10 Downing Street"))
 		Expect(site["gave_boundary_meter_consent_at"]).NotTo(BeNil())
-		Expect(site["asset_ids"]).To(HaveLen(1))
+		Expect(site["asset_ids"]).To(HaveLen(2))
 
 		By("and as objects in the API server (what kubectl shows)")
 		sites := &flexv1.SiteList{}
@@ -208,9 +214,15 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		Expect(sites.Items[0].Spec.MPAN).To(Equal("1200000000011"))
 		assets := &flexv1.AssetList{}
 		Expect(k8sClient.List(ctx, assets, client.InNamespace(o.Namespace))).To(Succeed())
-		Expect(assets.Items).To(HaveLen(1))
-		Expect(assets.Items[0].Spec.Model).To(Equal("zappi"))
-		Expect(assets.Items[0].Spec.SiteName).To(Equal(sites.Items[0].Name))
+		Expect(assets.Items).To(HaveLen(2))
+		for _, a := range assets.Items {
+			Expect(a.Spec.SiteName).To(Equal(sites.Items[0].Name))
+			if a.Spec.Type == flexv1.AssetTypeCharger {
+				Expect(a.Spec.Model).To(Equal("zappi"))
+				Expect(a.Spec.InstallationDate).To(Equal("2025-06-15"))
+				Expect(*a.Spec.PowerW).To(Equal(int64(7400)))
+			}
+		}
 		enrolments := &flexv1.EnrolmentList{}
 		Expect(k8sClient.List(ctx, enrolments, client.InNamespace(o.Namespace))).To(Succeed())
 		Expect(enrolments.Items).To(HaveLen(1))

@@ -199,11 +199,8 @@ func (o org) token() string {
 
 // componentToken asks for an end user's component token for allowedOrigin: the site id it
 // answers and the token.
-func (o org) componentToken(orgToken, externalUserID, allowedOrigin string, extra ...string) (id, token string) {
+func (o org) componentToken(orgToken, externalUserID, allowedOrigin string) (id, token string) {
 	form := testenv.Form{"external_user_id": externalUserID, "allowed_origin": allowedOrigin}
-	for i := 0; i+1 < len(extra); i += 2 {
-		form[extra[i]] = extra[i+1]
-	}
 	status, body := call("POST", "/auth/component-token", orgToken, form)
 	ExpectWithOffset(1, status).To(Equal(http.StatusOK), "%v", body)
 	return body["id"].(string), body["access_token"].(string)
