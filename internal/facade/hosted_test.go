@@ -71,6 +71,17 @@ var _ = Describe("The hosted flow's page (GET /hosted/flow)", func() {
 		Expect(body.Detail()).To(ContainSubstring("component"))
 		status, _ = hostedGet("", "https://app.example.com")
 		Expect(status).To(Equal(http.StatusUnauthorized))
+
+		By("granting no CORS: only the flow's own page, on the flow's own origin, calls these routes")
+		req, err := http.NewRequest(http.MethodOptions, apiServer.URL+"/hosted/api/household", nil)
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Origin", "https://app.example.com")
+		req.Header.Set("Access-Control-Request-Method", "GET")
+		req.Header.Set("Access-Control-Request-Headers", "authorization")
+		resp, err := http.DefaultClient.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		_ = resp.Body.Close()
+		Expect(resp.Header.Get("Access-Control-Allow-Origin")).To(BeEmpty())
 	})
 
 	It("validates the address step as the REST API does, and stores nothing until it is valid", func(ctx SpecContext) {
@@ -84,7 +95,7 @@ var _ = Describe("The hosted flow's page (GET /hosted/flow)", func() {
 			map[string]string{facade.EmbedderOriginHeader: "https://app.example.com"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", data)
-		var locs []any
+		locs := make([]any, 0, 2)
 		for _, item := range response(data).Detail().([]any) {
 			locs = append(locs, item.(map[string]any)["loc"])
 		}

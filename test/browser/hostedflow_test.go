@@ -256,6 +256,24 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		var values string
 		g.eval(`[document.getElementById("postcode").value, document.getElementById("mpan").value, document.getElementById("gave_boundary_meter_consent").checked].join("|")`, &values)
 		Expect(values).To(Equal("SW1A 1AA|1200000000011|true"))
+
+		By("and can leave a programme again, which records the withdrawal")
+		g.do(chromedp.Click(chromedp.CSS("#form-rewards button.back"), g.in()))
+		g.atStep("enrol")
+		var ticked bool
+		g.eval(`document.getElementById("proposition-limited_pause").checked`, &ticked)
+		Expect(ticked).To(BeTrue(), "the stored enrolment shows as chosen")
+		g.do(chromedp.Click(chromedp.CSS("#proposition-limited_pause"), g.in()),
+			chromedp.Click(chromedp.CSS("#form-enrol button[type=submit]"), g.in()))
+		g.atStep("rewards")
+		Eventually(func(g Gomega) {
+			list := &flexv1.EnrolmentList{}
+			g.Expect(k8sClient.List(ctx, list, client.InNamespace(o.Namespace))).To(Succeed())
+			g.Expect(list.Items).To(BeEmpty())
+			site := &flexv1.Site{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(&sites.Items[0]), site)).To(Succeed())
+			g.Expect(site.Status.EnrolmentHistory).NotTo(BeEmpty())
+		}).Should(Succeed())
 	})
 
 	It("refuses a token posted from another origin than its allowed origin, and writes nothing", func(ctx SpecContext) {

@@ -68,7 +68,11 @@
     household = res.data;
     start();
   });
-  window.parent.postMessage({type: "flexsite-event", event: "ready"}, "*");
+  if (window.parent === window) {
+    fatal("This page works inside your energy app. Please open it from there.");
+  } else {
+    window.parent.postMessage({type: "flexsite-event", event: "ready"}, "*");
+  }
 
   // --- steps -------------------------------------------------------------------------------
   function start() {
@@ -79,13 +83,14 @@
   }
 
   async function show(step) {
+    // The step's content is loaded before it is shown, so that what appears is complete.
+    if (step === "eligibility" || step === "enrol") await loadEligibility();
+    if (step === "rewards") await loadRewards();
     current = step;
     for (const s of document.querySelectorAll("section[data-step]")) s.hidden = s.dataset.step !== step;
     for (const li of document.querySelectorAll("#progress li")) {
       if (li.dataset.step === step) li.setAttribute("aria-current", "step"); else li.removeAttribute("aria-current");
     }
-    if (step === "eligibility" || step === "enrol") await loadEligibility();
-    if (step === "rewards") await loadRewards();
     const h = $("#" + step + "-title");
     if (h) h.focus();
     emit("step", {step: step});
@@ -218,7 +223,6 @@
     if (!res.ok) return formError(form, res);
     form.reset();
     await refresh();
-    $("#asset-list").focus();
     form.querySelector("#type").focus();
   });
 
