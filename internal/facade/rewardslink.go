@@ -37,7 +37,12 @@ import (
 //   - the emailed six-digit code, hashed with the link's key, single use, expiring, with a
 //     bounded number of tries and of sends.
 //
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;update;delete
+// Link Secrets live in the manager's namespace only (a namespaced Role). Bank details live in
+// the organisations' namespaces: the ClusterRole adds create and update on Secrets to the list
+// and watch it has, and the code reads bank details only by listing with their label (no get,
+// as for the credentials), and writes only Secrets it names flexsite-bank-<site id>.
+// +kubebuilder:rbac:groups="",namespace=flexsite-system,resources=secrets,verbs=get;list;create;update;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create;update
 // +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers,verbs=get;update
 
 // Rewards link lifetimes and bounds.
@@ -65,6 +70,8 @@ const (
 	// BankDetailsSecretPrefix starts the name of the Secret, in the organisation's namespace,
 	// that holds a site's bank details; the rest is the site's id.
 	BankDetailsSecretPrefix = "flexsite-bank-"
+	// BankDetailsLabel, on a bank details Secret, holds the id of the site whose they are.
+	BankDetailsLabel = "flexsite.io/bank-details-of"
 	// rewardsCookie carries the session: the link's key, a dot, the session secret.
 	rewardsCookie = "flexsite_rewards"
 	// DefaultHostedNamespace is where link Secrets live unless Config.HostedNamespace says.

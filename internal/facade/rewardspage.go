@@ -329,13 +329,26 @@ func bankSecretKey(site *flexv1.Site) client.ObjectKey {
 	return client.ObjectKey{Namespace: site.Namespace, Name: BankDetailsSecretPrefix + site.Labels[flexv1.IDLabel]}
 }
 
-func (s *Server) bankDetails(ctx context.Context, site *flexv1.Site) (*bankDetailsOf, error) {
-	secret := &corev1.Secret{}
-	err := s.APIReader.Get(ctx, bankSecretKey(site), secret)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
+// bankSecret is the site's bank details Secret, or nil. It is found by listing with its label
+// (the manager may list Secrets, not get them), from the API server (the manager's cache
+// holds no Secrets but the credentials).
+func (s *Server) bankSecret(ctx context.Context, site *flexv1.Site) (*corev1.Secret, error) {
+	list := &corev1.SecretList{}
+	if err := s.APIReader.List(ctx, list, client.InNamespace(site.Namespace),
+		client.MatchingLabels{BankDetailsLabel: site.Labels[flexv1.IDLabel]}); err != nil {
+		return nil, err
 	}
-	if err != nil {
+	for i := range list.Items {
+		if list.Items[i].Name == bankSecretKey(site).Name {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
+func (s *Server) bankDetails(ctx context.Context, site *flexv1.Site) (*bankDetailsOf, error) {
+	secret, err := s.bankSecret(ctx, site)
+	if err != nil || secret == nil {
 		return nil, err
 	}
 	d := &bankDetailsOf{AccountName: string(secret.Data["account_name"]), SortCode: string(secret.Data["sort_code"]),
@@ -353,19 +366,23 @@ func (s *Server) storeBankDetails(ctx context.Context, site *flexv1.Site, d bank
 		"account_number": []byte(d.AccountNumber)}
 	key := bankSecretKey(site)
 	return kretry.RetryOnConflict(kretry.DefaultRetry, func() error {
-		secret := &corev1.Secret{}
-		err := s.APIReader.Get(ctx, key, secret)
-		if apierrors.IsNotFound(err) {
+		secret, err := s.bankSecret(ctx, site)
+		if err != nil {
+			return err
+		}
+		if secret == nil {
 			secret = &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-					Labels: map[string]string{flexv1.IDLabel: site.Labels[flexv1.IDLabel]},
+					Labels: map[string]string{BankDetailsLabel: site.Labels[flexv1.IDLabel]},
 					OwnerReferences: []metav1.OwnerReference{{APIVersion: flexv1.GroupVersion.String(), Kind: "Site",
 						Name: site.Name, UID: site.UID}}},
 				Type: corev1.SecretTypeOpaque, Data: data,
 			}
-			return s.Client.Create(ctx, secret, owner)
-		}
-		if err != nil {
+			err := s.Client.Create(ctx, secret, owner)
+			if apierrors.IsAlreadyExists(err) {
+				// Made a moment ago by another request: read it again and update it.
+				return apierrors.NewConflict(corev1.Resource("secrets"), key.Name, err)
+			}
 			return err
 		}
 		secret.Data = data
