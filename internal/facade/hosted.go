@@ -432,16 +432,24 @@ func (s *Server) hostedEligibility(r *http.Request, p *auth.Principal) (any, err
 			}
 			reason := HostedReason{Asset: cmp.Or(described[a.AssetID], "A device"), Proposition: hostedflow.PropositionName(string(pe.Proposition))}
 			for _, code := range pe.Issues {
+				if slices.Contains(rec.SiteIssues, code) {
+					continue // said once, for the home
+				}
 				if sentence := hostedflow.Explain(string(code)); !slices.Contains(reason.Sentences, sentence) {
 					reason.Sentences = append(reason.Sentences, sentence)
 				}
 			}
-			res.Reasons = append(res.Reasons, reason)
+			if len(reason.Sentences) > 0 {
+				res.Reasons = append(res.Reasons, reason)
+			}
 		}
 	}
-	if len(rec.Assets) == 0 && len(rec.EligiblePropositions) == 0 && (site.Spec.MPAN == "" || site.Spec.Postcode == "") {
-		res.Reasons = append(res.Reasons, HostedReason{Asset: "Your home", Proposition: "every programme",
-			Sentences: []string{hostedflow.Explain("site_details_missing")}})
+	if len(rec.SiteIssues) > 0 {
+		home := HostedReason{Asset: "Your home", Proposition: "every programme"}
+		for _, code := range rec.SiteIssues {
+			home.Sentences = append(home.Sentences, hostedflow.Explain(string(code)))
+		}
+		res.Reasons = append([]HostedReason{home}, res.Reasons...)
 	}
 	return res, nil
 }

@@ -61,6 +61,16 @@ var _ = Describe("The hosted flow's page (GET /hosted/flow)", func() {
 		Expect(body.Map()).To(HaveKeyWithValue("site_id", user["id"]))
 		Expect(body.Map()).To(HaveKeyWithValue("start_step", "address"))
 
+		By("its eligibility says, in words, that the home's details are missing")
+		status, data, err := testenv.CallWithHeaders(apiServer.URL, "GET", "/hosted/api/eligibility", userTok, nil,
+			map[string]string{facade.EmbedderOriginHeader: "https://app.example.com"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(status).To(Equal(http.StatusOK), "%s", data)
+		elig := response(data).Map()
+		Expect(elig["eligible"]).To(BeEmpty())
+		Expect(elig["reasons"]).To(Equal([]any{map[string]any{"asset": "Your home", "proposition": "every programme",
+			"sentences": []any{hostedflow.Explain("site_details_missing")}}}))
+
 		status, body = hostedGet(userTok, "https://evil.example.com")
 		Expect(status).To(Equal(http.StatusForbidden))
 		Expect(body.Detail()).To(Equal("This token was not handed over by its allowed origin"))

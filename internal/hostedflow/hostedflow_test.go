@@ -149,7 +149,7 @@ func TestExplain(t *testing.T) {
 	codes := []string{
 		string(flexv1.IssueAssetModelNotSet), string(flexv1.IssueAssetModelNotFound), string(flexv1.IssueAssetModelNotCoP11Qualified),
 		string(flexv1.IssueInstallationDateNotSet), string(flexv1.IssueAssetModelEnrolEligibilityOverride),
-		string(flexv1.IssueNonDomesticSite), string(flexv1.IssueAssetTypeNotSupported), "site_details_missing",
+		string(flexv1.IssueNonDomesticSite), string(flexv1.IssueAssetTypeNotSupported), string(flexv1.IssueSiteDetailsMissing),
 	}
 	seen := map[string]string{}
 	for _, code := range codes {
