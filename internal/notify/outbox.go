@@ -1,0 +1,154 @@
+package notify
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+)
+
+// Wants tells whether a subscription is owed events of type t: not paused, and asking for t
+// (an empty list asks for all; ping only comes from the test endpoint, to its subscription).
+func Wants(sub *flexv1.Subscription, t flexv1.EventType) bool {
+	if sub.Spec.Paused || !sub.DeletionTimestamp.IsZero() {
+		return false
+	}
+	return len(sub.Spec.Events) == 0 || slices.Contains(sub.Spec.Events, t)
+}
+
+// AnyWants tells whether one of subs is owed events of type t.
+func AnyWants(subs []flexv1.Subscription, t flexv1.EventType) bool {
+	return slices.ContainsFunc(subs, func(s flexv1.Subscription) bool { return Wants(&s, t) })
+}
+
+// Stamp gives a change its id (a UUIDv7: time-ordered) and time, and encodes its data.
+func Stamp(c Change, now time.Time) flexv1.PendingEvent {
+	data, err := json.Marshal(c.Data)
+	if err != nil {
+		data = []byte("{}")
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		id = uuid.New()
+	}
+	return flexv1.PendingEvent{ID: "evt_" + id.String(), Type: c.Type, Time: metav1.NewMicroTime(now.UTC()),
+		SiteID: c.SiteID, Data: string(data)}
+}
+
+// Record appends the changes that one of subs wants to an outbox, stamped with now, keeping
+// it within limit (flexv1.MaxPendingEvents when 0): it answers the new outbox and how many
+// events it dropped. The outbox passed in is not modified.
+func Record(outbox []flexv1.PendingEvent, changes []Change, subs []flexv1.Subscription, now time.Time, limit int) ([]flexv1.PendingEvent, int) {
+	var out []flexv1.PendingEvent
+	for _, c := range changes {
+		if !AnyWants(subs, c.Type) {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(outbox)
+		}
+		out = append(out, Stamp(c, now))
+	}
+	if out == nil {
+		return outbox, 0
+	}
+	return Bound(out, limit)
+}
+
+// Bound keeps an outbox within limit: first older site.eligibility_changed events of a site
+// are coalesced into the site's latest one (which keeps the oldest one's
+// previous_eligible_propositions, so the receiver learns the whole step), then the oldest
+// events are dropped. It answers the outbox and the number of events dropped (coalesced
+// events are not counted: their news is in the latest).
+func Bound(outbox []flexv1.PendingEvent, limit int) ([]flexv1.PendingEvent, int) {
+	if limit <= 0 {
+		limit = flexv1.MaxPendingEvents
+	}
+	if len(outbox) <= limit {
+		return outbox, 0
+	}
+	// Coalesce, newest first: every eligibility event that has a newer one of its site goes.
+	latest := map[string]int{}
+	for i := len(outbox) - 1; i >= 0; i-- {
+		ev := &outbox[i]
+		if ev.Type != flexv1.EventSiteEligibilityChanged {
+			continue
+		}
+		if _, ok := latest[ev.SiteID]; !ok {
+			latest[ev.SiteID] = i
+		}
+	}
+	keep := make([]flexv1.PendingEvent, 0, len(outbox))
+	excess := len(outbox) - limit
+	for i := range outbox {
+		ev := outbox[i]
+		if excess > 0 && ev.Type == flexv1.EventSiteEligibilityChanged && latest[ev.SiteID] != i {
+			carryPrevious(&ev, &outbox[latest[ev.SiteID]])
+			excess--
+			continue
+		}
+		keep = append(keep, ev)
+	}
+	dropped := 0
+	if len(keep) > limit {
+		dropped = len(keep) - limit
+		keep = keep[dropped:]
+	}
+	return keep, dropped
+}
+
+// carryPrevious moves an older eligibility event's previous_eligible_propositions into the
+// newer one that replaces it.
+func carryPrevious(older, newer *flexv1.PendingEvent) {
+	var o, n map[string]json.RawMessage
+	if json.Unmarshal([]byte(older.Data), &o) != nil || json.Unmarshal([]byte(newer.Data), &n) != nil {
+		return
+	}
+	if prev, ok := o["previous_eligible_propositions"]; ok {
+		n["previous_eligible_propositions"] = prev
+		if b, err := json.Marshal(n); err == nil {
+			newer.Data = string(b)
+		}
+	}
+}
+
+// Owed lists the names of the subscriptions an event is still owed to: they want its type
+// and do not have it yet. An event owed to nobody leaves the outbox.
+func Owed(ev *flexv1.PendingEvent, subs []flexv1.Subscription) []string {
+	var out []string
+	for i := range subs {
+		if Wants(&subs[i], ev.Type) && !slices.Contains(ev.DoneFor, subs[i].Name) {
+			out = append(out, subs[i].Name)
+		}
+	}
+	return out
+}
+
+// Settle marks event id done for subscription sub in an outbox and removes the events that no
+// subscription of subs is owed any more. It answers the new outbox and whether it changed.
+func Settle(outbox []flexv1.PendingEvent, id, sub string, subs []flexv1.Subscription) ([]flexv1.PendingEvent, bool) {
+	changed := false
+	out := make([]flexv1.PendingEvent, 0, len(outbox))
+	for _, ev := range outbox {
+		if ev.ID == id && sub != "" && !slices.Contains(ev.DoneFor, sub) {
+			ev.DoneFor = append(slices.Clone(ev.DoneFor), sub)
+			changed = true
+		}
+		if len(Owed(&ev, subs)) == 0 {
+			changed = true
+			continue
+		}
+		// Forget subscriptions that no longer exist, so doneFor stays bounded.
+		ev.DoneFor = slices.DeleteFunc(slices.Clone(ev.DoneFor), func(n string) bool {
+			gone := !slices.ContainsFunc(subs, func(s flexv1.Subscription) bool { return s.Name == n })
+			changed = changed || gone
+			return gone
+		})
+		out = append(out, ev)
+	}
+	return out, changed
+}
