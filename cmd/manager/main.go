@@ -39,6 +39,8 @@ import (
 	"github.com/flexsite/flexsite/internal/facade"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
+	"github.com/flexsite/flexsite/internal/notifier"
+	"github.com/flexsite/flexsite/internal/notify"
 	flexwebhook "github.com/flexsite/flexsite/webhook"
 )
 
@@ -62,6 +64,7 @@ type options struct {
 	pprofAllowRemote                bool
 	installRules                    bool
 	tokenKeysSecret                 string
+	notificationAllow               []netip.Prefix
 	rewards                         facade.RewardPolicy
 	limits                          facade.Limits
 	concurrency                     int
@@ -116,6 +119,12 @@ func main() {
 		"Requests per second one API client (or end user) may make; 0 disables the limit.")
 	flag.IntVar(&o.limits.PerClient.Burst, "rate-limit-burst", o.limits.PerClient.Burst, "Burst of the per-client rate limit.")
 	zapOpts := zap.Options{Development: true}
+	flag.Func("notification-allow-cidrs", "Comma-separated networks (CIDR) notifications may be delivered to although "+
+		"they are not public (loopback, private, link-local, CGNAT...). With --embedded the default is loopback only.",
+		func(v string) (err error) {
+			o.notificationAllow, err = notify.ParseCIDRs(strings.Split(v, ","))
+			return err
+		})
 	flag.Func("trusted-proxies", "Comma-separated networks (CIDR) of the reverse proxies in front of the REST API: "+
 		"only from them is the client's address taken from X-Forwarded-For/Forwarded (default: none).", func(v string) error {
 		for _, cidr := range strings.Split(v, ",") {
@@ -211,6 +220,12 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency}); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
+	}
+	if o.embedded && o.notificationAllow == nil {
+		o.notificationAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	}
+	if err := (&notifier.Deliverer{Policy: notify.AddressPolicy{Allow: o.notificationAllow}}).SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the notification deliverer: %w", err)
 	}
 	if err := flexwebhook.Setup(mgr); err != nil {
 		return fmt.Errorf("setting up the webhooks: %w", err)
