@@ -59,11 +59,12 @@ func Record(outbox []flexv1.PendingEvent, changes []Change, subs []flexv1.Subscr
 	return Bound(out, limit)
 }
 
-// Bound keeps an outbox within limit: first older site.eligibility_changed events of a site
-// are coalesced into the site's latest one (which keeps the oldest one's
-// previous_eligible_propositions, so the receiver learns the whole step), then the oldest
-// events are dropped. It answers the outbox and the number of events dropped (coalesced
-// events are not counted: their news is in the latest).
+// Bound keeps an outbox within limit: first a site's older site.eligibility_changed events
+// are coalesced, oldest first, into the site's next one (which takes over the removed one's
+// previous_eligible_propositions, so the receiver still learns the whole step; its data is
+// the full state anyway), never removing a site's latest; then the oldest events are
+// dropped. It answers the outbox and the number of events dropped (coalesced events are not
+// counted: their news is in a later one).
 func Bound(outbox []flexv1.PendingEvent, limit int) ([]flexv1.PendingEvent, int) {
 	if limit <= 0 {
 		limit = flexv1.MaxPendingEvents
@@ -71,27 +72,32 @@ func Bound(outbox []flexv1.PendingEvent, limit int) ([]flexv1.PendingEvent, int)
 	if len(outbox) <= limit {
 		return outbox, 0
 	}
-	// Coalesce, newest first: every eligibility event that has a newer one of its site goes.
-	latest := map[string]int{}
-	for i := len(outbox) - 1; i >= 0; i-- {
-		ev := &outbox[i]
-		if ev.Type != flexv1.EventSiteEligibilityChanged {
+	evs := slices.Clone(outbox)
+	removed := make([]bool, len(evs))
+	excess := len(evs) - limit
+	for i := 0; i < len(evs) && excess > 0; i++ {
+		if evs[i].Type != flexv1.EventSiteEligibilityChanged {
 			continue
 		}
-		if _, ok := latest[ev.SiteID]; !ok {
-			latest[ev.SiteID] = i
+		next := -1
+		for j := i + 1; j < len(evs); j++ {
+			if evs[j].Type == flexv1.EventSiteEligibilityChanged && evs[j].SiteID == evs[i].SiteID {
+				next = j
+				break
+			}
 		}
+		if next < 0 {
+			continue // the site's latest stays
+		}
+		carryPrevious(&evs[i], &evs[next])
+		removed[i] = true
+		excess--
 	}
-	keep := make([]flexv1.PendingEvent, 0, len(outbox))
-	excess := len(outbox) - limit
-	for i := range outbox {
-		ev := outbox[i]
-		if excess > 0 && ev.Type == flexv1.EventSiteEligibilityChanged && latest[ev.SiteID] != i {
-			carryPrevious(&ev, &outbox[latest[ev.SiteID]])
-			excess--
-			continue
+	keep := make([]flexv1.PendingEvent, 0, limit)
+	for i := range evs {
+		if !removed[i] {
+			keep = append(keep, evs[i])
 		}
-		keep = append(keep, ev)
 	}
 	dropped := 0
 	if len(keep) > limit {
