@@ -61,6 +61,9 @@ const PendingIndex = "notify.pending"
 // Timeout is how long a receiver has to answer.
 const Timeout = 10 * time.Second
 
+// DefaultHoldBack is the default HoldBack.
+const DefaultHoldBack = 500 * time.Millisecond
+
 // DefaultSecretKey is the key of a subscription's Secret holding the signing secret.
 const DefaultSecretKey = "secret"
 
@@ -83,6 +86,12 @@ type Deliverer struct {
 	Workers int
 	// Interval between scans when nothing changes (1 s when 0).
 	Interval time.Duration
+	// HoldBack is how old an event must be before it is delivered (DefaultHoldBack when 0).
+	// A site's events are recorded in several objects' outboxes by different reconcilers (an
+	// asset change is recorded by the Asset's, the eligibility change it causes by the Site's),
+	// so an event stamped a moment earlier may reach the cache a moment later; holding events
+	// back briefly lets it arrive, so that a site's events go out in the order they happened.
+	HoldBack time.Duration
 	// Now is the clock.
 	Now func() time.Time
 
@@ -135,6 +144,9 @@ func (d *Deliverer) defaults() {
 	}
 	if d.Now == nil {
 		d.Now = time.Now
+	}
+	if d.HoldBack <= 0 {
+		d.HoldBack = DefaultHoldBack
 	}
 	d.kick = make(chan struct{}, 1)
 	d.subs = map[types.UID]*subState{}
@@ -284,7 +296,9 @@ func (d *Deliverer) scan(ctx context.Context) error {
 				if !slices.Contains(d.owed(&it, byNS[k.ns]), sub.Name) || st.isDone(it.ev.ID) {
 					continue
 				}
-				st.offer(k.site, it, now)
+				if now.Sub(it.ev.Time.Time) >= d.HoldBack {
+					st.offer(k.site, it, now)
+				}
 				break // the head only: a site's events go in order
 			}
 		}

@@ -44,8 +44,7 @@ type subState struct {
 	// done holds events delivered or dropped whose outbox write the cache may not show yet.
 	done map[string]time.Time
 	// status is the subscription's delivery state as this deliverer knows it.
-	status  flexv1.SubscriptionStatus
-	written bool
+	status flexv1.SubscriptionStatus
 }
 
 // syncSubscriptions starts workers for new subscriptions and stops those of subscriptions
@@ -74,6 +73,9 @@ func (d *Deliverer) syncSubscriptions(ctx context.Context, subs []flexv1.Subscri
 		}
 		st.mu.Lock()
 		st.sub = *s.DeepCopy()
+		if st.reportPauseChange(s) {
+			go func() { _ = st.writeStatus(ctx) }()
+		}
 		// Forget "done" marks the cache has caught up with (after a minute).
 		for id, at := range st.done {
 			if time.Since(at) > time.Minute {
@@ -110,6 +112,25 @@ func (st *subState) isDone(id string) bool {
 	defer st.mu.Unlock()
 	_, ok := st.done[id]
 	return ok
+}
+
+// reportPauseChange brings the Ready condition in line with spec.paused, and reports a
+// subscription first seen (from then on events are recorded for it). It answers whether the
+// status needs writing (st.mu held).
+func (st *subState) reportPauseChange(s *flexv1.Subscription) bool {
+	cur := meta.FindStatusCondition(st.status.Conditions, flexv1.ReadyCondition)
+	cond := metav1.Condition{Type: flexv1.ReadyCondition, ObservedGeneration: s.Generation}
+	switch {
+	case s.Spec.Paused && (cur == nil || cur.Reason != flexv1.ReasonPaused):
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, flexv1.ReasonPaused, "The subscription is paused"
+	case !s.Spec.Paused && (cur == nil || cur.Reason == flexv1.ReasonPaused):
+		cond.Status, cond.Reason = metav1.ConditionTrue, flexv1.ReasonDelivering
+		cond.Message = "Events are recorded for this subscription; none delivered since it was created or resumed"
+	default:
+		return false
+	}
+	meta.SetStatusCondition(&st.status.Conditions, cond)
+	return true
 }
 
 // offer hands a site's head event to the workers unless the site is in flight, its retry is
