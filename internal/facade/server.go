@@ -156,6 +156,14 @@ func (s *Server) routeTable() []struct {
 
 		{Route{"GET", "/rewards/{site_id}/transactions"}, org(s.transactions, flexv1.RoleRewards)},
 		{Route{"GET", "/rewards/{site_id}/info"}, org(s.rewardInfo, flexv1.RoleRewards)},
+
+		// Notifications (notifications.go).
+		{Route{"POST", subscriptionsRoute}, org(s.createSubscription, write)},
+		{Route{"GET", subscriptionsRoute}, org(s.listSubscriptions, read)},
+		{Route{"GET", subscriptionRoute}, org(s.getSubscription, read)},
+		{Route{"DELETE", subscriptionRoute}, org(s.deleteSubscription, write)},
+		{Route{"POST", subscriptionRoute + "/test"}, org(s.testSubscription, write)},
+		{Route{"GET", subscriptionRoute + "/deliveries"}, org(s.subscriptionDeliveries, read)},
 	}
 }
 

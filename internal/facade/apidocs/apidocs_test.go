@@ -12,6 +12,12 @@ import (
 
 // wantRoutes is every route the facade serves; the document must describe exactly these.
 var wantRoutes = []Route{
+	{"POST", "/notifications/subscriptions"},
+	{"GET", "/notifications/subscriptions"},
+	{"GET", "/notifications/subscriptions/{subscription_id}"},
+	{"DELETE", "/notifications/subscriptions/{subscription_id}"},
+	{"POST", "/notifications/subscriptions/{subscription_id}/test"},
+	{"GET", "/notifications/subscriptions/{subscription_id}/deliveries"},
 	{"POST", "/auth/token-form"},
 	{"POST", "/auth/component-token"},
 	{"GET", "/auth/users/me/"},
