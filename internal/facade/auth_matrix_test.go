@@ -67,6 +67,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		bad                map[matrixCaller]string
 		siteID, mpanSiteID string
 		assetID, extID     string
+		subID              string
 		secretsOfA         []string // what another organisation must never see
 	)
 
@@ -89,9 +90,13 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			return mustCall("GET", "/entities/site/"+siteID+"/eligibility", tokUser, nil)["eligible_propositions"]
 		}).Should(ContainElement("limited_pause"))
 		mpanSiteID = onboardedSite(tokA, "1200000000011")
+		// A notification subscription of A (.invalid never resolves; no deliverer runs here).
+		status, created := call("POST", "/notifications/subscriptions", tokA, map[string]any{"url": "https://hooks.flexsite.invalid/matrix"})
+		Expect(status).To(Equal(http.StatusCreated), "%s", created)
+		subID = created.Map()["id"].(string)
 		mpanAssets := mustCall("GET", "/entities/site/"+mpanSiteID, tokA, nil)["asset_ids"].([]any)
-		secretsOfA = make([]string, 0, 7+len(mpanAssets))
-		secretsOfA = append(secretsOfA, siteID, otherUserSiteID, mpanSiteID, assetID, extID, "1200000000011", "charger-1200000000011")
+		secretsOfA = make([]string, 0, 8+len(mpanAssets))
+		secretsOfA = append(secretsOfA, siteID, otherUserSiteID, mpanSiteID, assetID, extID, "1200000000011", "charger-1200000000011", subID)
 		for _, id := range mpanAssets {
 			secretsOfA = append(secretsOfA, id.(string))
 		}
@@ -195,10 +200,19 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"POST /validation/mpan":                         {body: jsonBody(map[string]any{"mpan": "1234567890126"})},
 			"GET /rewards/{site_id}/transactions":           {role: flexv1.RoleRewards, scoped: true, body: noBody},
 			"GET /rewards/{site_id}/info":                   {role: flexv1.RoleRewards, scoped: true, body: noBody},
+			// Notifications: another organisation makes and lists its own subscriptions.
+			"POST /notifications/subscriptions": {role: flexv1.RoleEntityWrite, success: http.StatusCreated,
+				body: jsonBody(map[string]any{"url": "https://hooks.flexsite.invalid/other"})},
+			"GET /notifications/subscriptions":                              {role: flexv1.RoleEntityRead, body: noBody},
+			"GET /notifications/subscriptions/{subscription_id}":            {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
+			"GET /notifications/subscriptions/{subscription_id}/deliveries": {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
+			"DELETE /notifications/subscriptions/{subscription_id}":         {role: flexv1.RoleEntityWrite, scoped: true, body: noBody, success: http.StatusNoContent},
+			"POST /notifications/subscriptions/{subscription_id}/test":      {role: flexv1.RoleEntityWrite, scoped: true, body: noBody, success: http.StatusAccepted},
 		}
 		public := map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /openapi.json": true, "GET /docs": true,
 			"POST /auth/token-form": true}
-		concrete := strings.NewReplacer("{site_id}", siteID, "{asset_id}", assetID, "{external_id}", extID)
+		concrete := strings.NewReplacer("{site_id}", siteID, "{asset_id}", assetID, "{external_id}", extID,
+			"{subscription_id}", subID)
 
 		var wrong []string
 		cells, covered := 0, map[string]bool{}
