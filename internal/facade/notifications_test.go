@@ -83,8 +83,8 @@ var _ = Describe("Notification subscriptions", func() {
 	It("refuses what it cannot deliver to, in the usual 422 form", func(ctx SpecContext) {
 		tok := newOrg(ctx).token()
 		for body, loc := range map[string][]any{
-			`{"url":"http://hooks.flexsite.invalid/"}`:                     {"body", "url"},
-			`{"url":"https://user:pw@hooks.flexsite.invalid/"}`:            {"body", "url"},
+			`{"url":"http://hooks.flexsite.invalid/"}`:                    {"body", "url"},
+			`{"url":"https://user:pw@hooks.flexsite.invalid/"}`:           {"body", "url"},
 			`{"url":"https://hooks.flexsite.invalid/","events":["nope"]}`: {"body", "events", float64(0)},
 			`{"events":[]}`: {"body", "url"},
 		} {
