@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/facade"
 	"github.com/flexsite/flexsite/internal/notifier"
 	"github.com/flexsite/flexsite/internal/notify"
 	"github.com/flexsite/flexsite/internal/testenv"
@@ -40,7 +43,13 @@ var (
 	roots *x509.CertPool
 	// stopManager stops the running manager and waits for it.
 	stopManager func()
+	// apiServer serves the REST facade of the running manager.
+	apiServer *httptest.Server
+	facadeNow atomic.Pointer[facade.Server]
+	keys      *auth.KeyRing
 )
+
+const keysNamespace = "flexsite-system"
 
 func TestNotifier(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -54,6 +63,12 @@ var _ = BeforeSuite(func() {
 	env, err = testenv.Start(suiteCtx)
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
+
+	Expect(k8sClient.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keysNamespace}})).To(Succeed())
+	apiServer = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		facadeNow.Load().ServeHTTP(w, r)
+	}))
+	DeferCleanup(apiServer.Close)
 
 	probe := httptest.NewTLSServer(http.NotFoundHandler())
 	roots = x509.NewCertPool()
@@ -93,6 +108,12 @@ func startManager() {
 		HoldBack: 300 * time.Millisecond,
 	}
 	Expect(d.SetupWithManager(suiteCtx, mgr)).To(Succeed())
+	keys = auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
+	Expect(keys.Ensure(suiteCtx)).To(Succeed())
+	facadeNow.Store(facade.NewServer(facade.Config{
+		Log: ctrl.Log.WithName("api"), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Client: mgr.GetClient(),
+		Issuer: auth.NewIssuer(keys, time.Now), Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
+	}))
 	ctx, stop := context.WithCancel(suiteCtx)
 	done := make(chan struct{})
 	go func() {
@@ -119,6 +140,7 @@ type received struct {
 type receiver struct {
 	*httptest.Server
 	secret string
+	wh     *standardwebhooks.Webhook
 	mu     sync.Mutex
 	got    []received
 	// answer decides the status of the n-th request (from 0); 204 when nil.
@@ -131,8 +153,7 @@ func newReceiver(hang ...chan struct{}) *receiver {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	r := &receiver{secret: "whsec_" + base64.StdEncoding.EncodeToString(key)}
-	wh, err := standardwebhooks.NewWebhook(r.secret)
-	Expect(err).NotTo(HaveOccurred())
+	r.setSecret(r.secret)
 	r.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		for _, h := range hang {
 			select {
@@ -147,6 +168,9 @@ func newReceiver(hang ...chan struct{}) *receiver {
 			Data                map[string]any
 		}
 		_ = json.Unmarshal(body, &ev)
+		r.mu.Lock()
+		wh := r.wh
+		r.mu.Unlock()
 		rec := received{ID: req.Header.Get("webhook-id"), Type: ev.Type, Timestamp: ev.Timestamp, Data: ev.Data,
 			Verified: wh.Verify(body, req.Header) == nil && ev.ID == req.Header.Get("webhook-id") &&
 				req.Header.Get("content-type") == "application/json"}
@@ -161,6 +185,15 @@ func newReceiver(hang ...chan struct{}) *receiver {
 	}))
 	DeferCleanup(r.Close)
 	return r
+}
+
+// setSecret makes the receiver verify with another signing secret.
+func (r *receiver) setSecret(secret string) {
+	wh, err := standardwebhooks.NewWebhook(secret)
+	Expect(err).NotTo(HaveOccurred())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.secret, r.wh = secret, wh
 }
 
 func (r *receiver) setAnswer(f func(n int) int) {
