@@ -72,7 +72,6 @@ var _ = Describe("Notification subscriptions", func() {
 		By("deleting it deletes its Secret")
 		status, _ = call("DELETE", "/notifications/subscriptions/"+id, tok, nil)
 		Expect(status).To(Equal(http.StatusNoContent))
-		status, _ = call("GET", "/notifications/subscriptions/"+id, tok, nil)
 		Eventually(func() int {
 			status, _ := call("GET", "/notifications/subscriptions/"+id, tok, nil)
 			return status

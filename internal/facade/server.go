@@ -161,7 +161,7 @@ func (s *Server) routeTable() []struct {
 		{Route{"POST", subscriptionsRoute}, org(s.createSubscription, write)},
 		{Route{"GET", subscriptionsRoute}, org(s.listSubscriptions, read)},
 		{Route{"GET", subscriptionRoute}, org(s.getSubscription, read)},
-		{Route{"DELETE", subscriptionRoute}, org(s.deleteSubscription, write)},
+		{Route{http.MethodDelete, subscriptionRoute}, org(s.deleteSubscription, write)},
 		{Route{"POST", subscriptionRoute + "/test"}, org(s.testSubscription, write)},
 		{Route{"GET", subscriptionRoute + "/deliveries"}, org(s.subscriptionDeliveries, read)},
 	}

@@ -127,7 +127,7 @@ var (
 	NotificationDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "flexsite_notification_deliveries_total",
 		Help: "Notification delivery attempts, by event type and outcome (delivered, failed, dropped, gone, refused).",
-	}, []string{"type", "outcome"})
+	}, []string{"type", labelOutcome})
 	// NotificationsDropped counts events given up, by why.
 	NotificationsDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "flexsite_notifications_dropped_total",
@@ -144,6 +144,9 @@ var (
 		Help: "Age of the oldest notification event not yet delivered everywhere it is owed (0 when none).",
 	})
 )
+
+// labelOutcome is the outcome label of NotificationDeliveries.
+const labelOutcome = "outcome"
 
 // Reasons of NotificationsDropped.
 const (

@@ -95,12 +95,11 @@ type Deliverer struct {
 	// Now is the clock.
 	Now func() time.Time
 
-	http  *http.Client
-	kick  chan struct{}
-	mu    sync.Mutex
-	subs  map[types.UID]*subState
-	wg    sync.WaitGroup
-	ready chan struct{}
+	http *http.Client
+	kick chan struct{}
+	mu   sync.Mutex
+	subs map[types.UID]*subState
+	wg   sync.WaitGroup
 }
 
 // NeedLeaderElection: only the leader delivers.
@@ -410,7 +409,8 @@ func settleOwn(outbox []flexv1.PendingEvent, id, sub string, s *flexv1.Subscript
 }
 
 // attempt posts one event to a subscription's URL, signed with its secret.
-func (d *Deliverer) attempt(ctx context.Context, sub *flexv1.Subscription, wh *standardwebhooks.Webhook, ev *flexv1.PendingEvent) (int, error) {
+func (d *Deliverer) attempt(ctx context.Context, sub *flexv1.Subscription, wh *standardwebhooks.Webhook,
+	ev *flexv1.PendingEvent) (int, error) {
 	body := notify.Body(ev)
 	now := d.Now()
 	sig, err := wh.Sign(ev.ID, now, body)

@@ -242,7 +242,8 @@ func (st *subState) record(j job, attempt int, at time.Time, code int, latency t
 	s.LastDelivery = &flexv1.DeliveryResult{Time: metav1.NewTime(at.UTC().Truncate(time.Second)),
 		StatusCode: int32(code), LatencyMillis: latency.Milliseconds()} //nolint:gosec // an HTTP status
 	a := flexv1.DeliveryAttempt{EventID: j.it.ev.ID, Type: j.it.ev.Type, Attempt: int32(min(attempt, 1<<30)), //nolint:gosec // bounded
-		Time: metav1.NewTime(at.UTC().Truncate(time.Second)), StatusCode: int32(code), LatencyMillis: latency.Milliseconds()} //nolint:gosec // an HTTP status
+		Time: metav1.NewTime(at.UTC().Truncate(time.Second)), LatencyMillis: latency.Milliseconds(),
+		StatusCode: int32(code)} //nolint:gosec // an HTTP status
 	if err != nil {
 		a.Error = truncate(err.Error(), 256)
 	}

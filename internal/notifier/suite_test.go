@@ -155,9 +155,9 @@ func newReceiver(hang ...chan struct{}) *receiver {
 	r := &receiver{secret: "whsec_" + base64.StdEncoding.EncodeToString(key)}
 	r.setSecret(r.secret)
 	r.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		for _, h := range hang {
+		if len(hang) > 0 {
 			select {
-			case <-h:
+			case <-hang[0]:
 			case <-req.Context().Done():
 			}
 			return
@@ -222,8 +222,9 @@ func (r *receiver) delivered() []received {
 
 // kinds summarises delivered events as "type" or "type:change/status".
 func (r *receiver) kinds() []string {
-	var out []string
-	for _, g := range r.delivered() {
+	got := r.delivered()
+	out := make([]string, 0, len(got))
+	for _, g := range got {
 		out = append(out, kindOf(g))
 	}
 	return out

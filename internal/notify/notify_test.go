@@ -33,7 +33,7 @@ func assetResult(name string, eligible bool, issues ...flexv1.EligibilityIssue) 
 }
 
 func types(cs []notify.Change) []string {
-	var out []string
+	out := make([]string, 0, len(cs))
 	for _, c := range cs {
 		t := string(c.Type)
 		if d, ok := c.Data.(notify.AssetData); ok {
@@ -178,7 +178,7 @@ func eligibilityEvent(site string, n int, prev string) flexv1.PendingEvent {
 }
 
 func TestBoundCoalescesEligibilityThenDrops(t *testing.T) {
-	var outbox []flexv1.PendingEvent
+	outbox := make([]flexv1.PendingEvent, 0, 5)
 	for i := range 4 {
 		outbox = append(outbox, eligibilityEvent("s1", i, fmt.Sprint("p", i)))
 	}
@@ -199,7 +199,7 @@ func TestBoundCoalescesEligibilityThenDrops(t *testing.T) {
 		t.Fatalf("latest data %s lacks %s", out[1].Data, want)
 	}
 
-	var assets []flexv1.PendingEvent
+	assets := make([]flexv1.PendingEvent, 0, 5)
 	for i := range 5 {
 		assets = append(assets, flexv1.PendingEvent{ID: fmt.Sprint(i), Type: flexv1.EventAssetChanged, Data: "{}"})
 	}

@@ -42,7 +42,8 @@ func Stamp(c Change, now time.Time) flexv1.PendingEvent {
 // Record appends the changes that one of subs wants to an outbox, stamped with now, keeping
 // it within limit (flexv1.MaxPendingEvents when 0): it answers the new outbox and how many
 // events it dropped. The outbox passed in is not modified.
-func Record(outbox []flexv1.PendingEvent, changes []Change, subs []flexv1.Subscription, now time.Time, limit int) ([]flexv1.PendingEvent, int) {
+func Record(outbox []flexv1.PendingEvent, changes []Change, subs []flexv1.Subscription, now time.Time,
+	limit int) ([]flexv1.PendingEvent, int) {
 	var out []flexv1.PendingEvent
 	for _, c := range changes {
 		if !AnyWants(subs, c.Type) {
