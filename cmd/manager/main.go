@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -65,6 +66,7 @@ type options struct {
 	installRules                    bool
 	tokenKeysSecret                 string
 	notificationAllow               []netip.Prefix
+	notificationCAFile              string
 	rewards                         facade.RewardPolicy
 	limits                          facade.Limits
 	concurrency                     int
@@ -125,6 +127,8 @@ func main() {
 			o.notificationAllow, err = notify.ParseCIDRs(strings.Split(v, ","))
 			return err
 		})
+	flag.StringVar(&o.notificationCAFile, "notification-ca-file", "",
+		"PEM file of CA certificates trusted for notification receivers, beside the system's (a private CA).")
 	flag.Func("trusted-proxies", "Comma-separated networks (CIDR) of the reverse proxies in front of the REST API: "+
 		"only from them is the client's address taken from X-Forwarded-For/Forwarded (default: none).", func(v string) error {
 		for _, cidr := range strings.Split(v, ",") {
@@ -224,7 +228,12 @@ func run(ctx context.Context, o options) error {
 	if o.embedded && o.notificationAllow == nil {
 		o.notificationAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	}
-	if err := (&notifier.Deliverer{Policy: notify.AddressPolicy{Allow: o.notificationAllow}}).SetupWithManager(ctx, mgr); err != nil {
+	roots, err := notificationRoots(o.notificationCAFile)
+	if err != nil {
+		return err
+	}
+	if err := (&notifier.Deliverer{Policy: notify.AddressPolicy{Allow: o.notificationAllow}, RootCAs: roots}).
+		SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the notification deliverer: %w", err)
 	}
 	if err := flexwebhook.Setup(mgr); err != nil {
@@ -357,4 +366,23 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// notificationRoots is the system's CA pool plus the certificates of file (nil: the system's).
+func notificationRoots(file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--notification-ca-file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--notification-ca-file %s holds no PEM certificate", file)
+	}
+	return pool, nil
 }

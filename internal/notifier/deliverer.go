@@ -198,10 +198,12 @@ func (d *Deliverer) Start(ctx context.Context) error {
 		case <-d.kick:
 		case <-timer.C:
 		}
-		if err := d.scan(ctx); err != nil && ctx.Err() == nil {
+		next, err := d.scan(ctx)
+		if err != nil && ctx.Err() == nil {
 			log.Error(err, "scanning the notification outboxes")
 		}
-		timer.Reset(d.Interval)
+		// Look again at the interval, or sooner when a held-back event or a retry is due.
+		timer.Reset(min(d.Interval, max(next, 10*time.Millisecond)))
 	}
 }
 
@@ -240,11 +242,13 @@ type item struct {
 	key  types.NamespacedName
 }
 
-// scan finds, for every subscription, the head event of every site and hands it over.
-func (d *Deliverer) scan(ctx context.Context) error {
+// scan finds, for every subscription, the head event of every site and hands it over. It
+// answers how soon a head it could not hand over yet (held back, or waiting for its retry)
+// falls due (Interval when none).
+func (d *Deliverer) scan(ctx context.Context) (time.Duration, error) {
 	subs := &flexv1.SubscriptionList{}
 	if err := d.Client.List(ctx, subs); err != nil {
-		return err
+		return d.Interval, err
 	}
 	byNS := map[string][]flexv1.Subscription{}
 	for _, s := range subs.Items {
@@ -254,9 +258,10 @@ func (d *Deliverer) scan(ctx context.Context) error {
 
 	items, err := d.pendingItems(ctx)
 	if err != nil {
-		return err
+		return d.Interval, err
 	}
 	now := d.Now()
+	next := d.Interval
 	pending, oldest := 0, time.Duration(0)
 	// Group per namespace and site, in order.
 	type groupKey struct{ ns, site string }
@@ -295,8 +300,10 @@ func (d *Deliverer) scan(ctx context.Context) error {
 				if !slices.Contains(d.owed(&it, byNS[k.ns]), sub.Name) || st.isDone(it.ev.ID) {
 					continue
 				}
-				if now.Sub(it.ev.Time.Time) >= d.HoldBack {
-					st.offer(k.site, it, now)
+				if wait := d.HoldBack - now.Sub(it.ev.Time.Time); wait > 0 {
+					next = min(next, wait)
+				} else if wait := st.offer(k.site, it, now); wait > 0 {
+					next = min(next, wait)
 				}
 				break // the head only: a site's events go in order
 			}
@@ -308,7 +315,7 @@ func (d *Deliverer) scan(ctx context.Context) error {
 			ctrl.LoggerFrom(ctx).Error(err, "removing events owed to nobody", "object", it.key)
 		}
 	}
-	return nil
+	return next, nil
 }
 
 // owed lists the subscriptions an item is still owed to. A Subscription's own outbox (the

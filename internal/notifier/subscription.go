@@ -134,21 +134,23 @@ func (st *subState) reportPauseChange(s *flexv1.Subscription) bool {
 }
 
 // offer hands a site's head event to the workers unless the site is in flight, its retry is
-// not due, or the queue is full (then the next scan offers it again). Never blocks.
-func (st *subState) offer(site string, it item, now time.Time) {
+// not due, or the queue is full (then the next scan offers it again). Never blocks. It
+// answers how soon the event's retry falls due (0 when it is not waiting for one).
+func (st *subState) offer(site string, it item, now time.Time) time.Duration {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.inflight[site] || st.sub.Spec.Paused {
-		return
+		return 0
 	}
 	if r, ok := st.retries[it.ev.ID]; ok && now.Before(r.next) {
-		return
+		return r.next.Sub(now)
 	}
 	select {
 	case st.queue <- job{site: site, it: it}:
 		st.inflight[site] = true
 	default:
 	}
+	return 0
 }
 
 // work attempts the jobs of one subscription until ctx ends.
