@@ -21,6 +21,12 @@ func (e *Enrolment) GetPendingEvents() []PendingEvent { return e.Status.PendingE
 // SetPendingEvents replaces the Enrolment's outbox.
 func (e *Enrolment) SetPendingEvents(p []PendingEvent) { e.Status.PendingEvents = p }
 
+// GetPendingEvents returns the RewardLedger's outbox.
+func (l *RewardLedger) GetPendingEvents() []PendingEvent { return l.Status.PendingEvents }
+
+// SetPendingEvents replaces the RewardLedger's outbox.
+func (l *RewardLedger) SetPendingEvents(p []PendingEvent) { l.Status.PendingEvents = p }
+
 // GetPendingEvents returns the Subscription's outbox (pings).
 func (s *Subscription) GetPendingEvents() []PendingEvent { return s.Status.PendingEvents }
 

@@ -268,3 +268,37 @@ var _ = Describe("Delivery", func() {
 		Expect(deadSub.Status.Delivered).To(BeZero())
 	})
 })
+
+var _ = Describe("Reward notifications", func() {
+	It("tells each transaction added to a site's ledger, once", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		sub := subscribe(ctx, ns, r, flexv1.EventRewardsTransactionCredited)
+		ready(ctx, sub)
+		s, _ := household(ctx, ns, "1200000000011", "zappi")
+		Eventually(func() string {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+			return s.Labels[flexv1.IDLabel]
+		}).ShouldNot(BeEmpty())
+		tx := func(id string, pence int64) flexv1.RewardTransaction {
+			return flexv1.RewardTransaction{ID: id, Type: "flex period", CreditPence: pence}
+		}
+		ledger := &flexv1.RewardLedger{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.RewardLedgerName(s.Name)},
+			Spec: flexv1.RewardLedgerSpec{SiteName: s.Name, Transactions: []flexv1.RewardTransaction{
+				tx("0b7c6f4e-1111-4a8e-9d1c-2f3e4a5b6c7d", 120)}}}
+		Expect(k8sClient.Create(ctx, ledger)).To(Succeed())
+		Eventually(r.kinds).Should(Equal([]string{"rewards.transaction_credited"}))
+
+		patchSpec(ctx, ledger, func(l *flexv1.RewardLedger) {
+			l.Spec.Transactions = append(l.Spec.Transactions, tx("0b7c6f4e-2222-4a8e-9d1c-2f3e4a5b6c7d", 80))
+		})
+		Eventually(r.kinds).Should(HaveLen(2))
+		Consistently(r.kinds, "1s").Should(HaveLen(2))
+		got := r.delivered()
+		Expect(got[0].Data).To(HaveKeyWithValue("transaction_id", "0b7c6f4e-1111-4a8e-9d1c-2f3e4a5b6c7d"))
+		Expect(got[1].Data).To(HaveKeyWithValue("transaction_id", "0b7c6f4e-2222-4a8e-9d1c-2f3e4a5b6c7d"))
+		Expect(got[1].Data).To(HaveKeyWithValue("credit_pence", float64(80)))
+		Expect(got[1].Data).To(HaveKeyWithValue("site_id", s.Labels[flexv1.IDLabel]))
+		Expect(got[1].Verified).To(BeTrue())
+	})
+})

@@ -107,7 +107,8 @@ func (d *Deliverer) NeedLeaderElection() bool { return true }
 
 // SetupWithManager registers the outbox index and the deliverer with mgr.
 func (d *Deliverer) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	for _, obj := range []client.Object{&flexv1.Site{}, &flexv1.Asset{}, &flexv1.Enrolment{}, &flexv1.Subscription{}} {
+	for _, obj := range []client.Object{&flexv1.Site{}, &flexv1.Asset{}, &flexv1.Enrolment{}, &flexv1.RewardLedger{},
+		&flexv1.Subscription{}} {
 		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, PendingIndex, pendingKey); err != nil {
 			return err
 		}
@@ -174,7 +175,8 @@ func (d *Deliverer) Start(ctx context.Context) error {
 	d.defaults()
 	log := ctrl.LoggerFrom(ctx).WithName("notifier")
 	ctx = ctrl.LoggerInto(ctx, log)
-	for _, obj := range []client.Object{&flexv1.Site{}, &flexv1.Asset{}, &flexv1.Enrolment{}, &flexv1.Subscription{}} {
+	for _, obj := range []client.Object{&flexv1.Site{}, &flexv1.Asset{}, &flexv1.Enrolment{}, &flexv1.RewardLedger{},
+		&flexv1.Subscription{}} {
 		inf, err := d.Cache.GetInformer(ctx, obj)
 		if err != nil {
 			return err
@@ -337,6 +339,7 @@ const (
 	kindSite         = "Site"
 	kindAsset        = "Asset"
 	kindEnrolment    = "Enrolment"
+	kindLedger       = "RewardLedger"
 	kindSubscription = "Subscription"
 )
 
@@ -348,6 +351,8 @@ func newSource(kind string) source {
 		return &flexv1.Asset{}
 	case kindEnrolment:
 		return &flexv1.Enrolment{}
+	case kindLedger:
+		return &flexv1.RewardLedger{}
 	}
 	return &flexv1.Subscription{}
 }
@@ -359,6 +364,7 @@ func (d *Deliverer) pendingItems(ctx context.Context) ([]item, error) {
 		kind string
 		list client.ObjectList
 	}{{kindSite, &flexv1.SiteList{}}, {kindAsset, &flexv1.AssetList{}}, {kindEnrolment, &flexv1.EnrolmentList{}},
+		{kindLedger, &flexv1.RewardLedgerList{}},
 		{kindSubscription, &flexv1.SubscriptionList{}}}
 	for _, l := range lists {
 		if err := d.Client.List(ctx, l.list, client.MatchingFields{PendingIndex: "true"}, client.UnsafeDisableDeepCopy); err != nil {

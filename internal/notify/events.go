@@ -216,6 +216,43 @@ func enrolmentStatus(p flexv1.EnrolmentPhase) (EnrolmentStatus, bool) {
 	return "", false
 }
 
+// TransactionData is the data of rewards.transaction_credited: the site and the transaction
+// record's fields.
+type TransactionData struct {
+	SiteID string `json:"site_id"`
+	record.Transaction
+}
+
+// CreditedTransactions are a ledger's transactions after the last one told (status
+// lastCreditedID; all of them when none was), and the id to remember as told. When the last
+// one told is no longer in the ledger (a correction removed it), which transactions are new
+// cannot be told: none is, and the ledger's last becomes the mark.
+func CreditedTransactions(l *flexv1.RewardLedger) ([]flexv1.RewardTransaction, string) {
+	txs := l.Spec.Transactions
+	if len(txs) == 0 {
+		return nil, l.Status.LastCreditedID
+	}
+	last := txs[len(txs)-1].ID
+	if l.Status.LastCreditedID == "" {
+		return txs, last
+	}
+	i := slices.IndexFunc(txs, func(tx flexv1.RewardTransaction) bool { return tx.ID == l.Status.LastCreditedID })
+	if i < 0 {
+		return nil, last
+	}
+	return txs[i+1:], last
+}
+
+// LedgerEvents are rewards.transaction_credited events, one per transaction.
+func LedgerEvents(txs []flexv1.RewardTransaction, siteID string) []Change {
+	out := make([]Change, 0, len(txs))
+	for i := range txs {
+		out = append(out, Change{Type: flexv1.EventRewardsTransactionCredited, SiteID: siteID,
+			Data: TransactionData{SiteID: siteID, Transaction: record.TransactionOf(&txs[i])}})
+	}
+	return out
+}
+
 // Ping is the test endpoint's event.
 func Ping() Change { return Change{Type: flexv1.EventPing, Data: struct{}{}} }
 

@@ -298,3 +298,44 @@ func TestAddressPolicy(t *testing.T) {
 		t.Error("a bad CIDR is refused")
 	}
 }
+
+func TestCreditedTransactions(t *testing.T) {
+	ledger := func(last string, ids ...string) *flexv1.RewardLedger {
+		l := &flexv1.RewardLedger{}
+		l.Status.LastCreditedID = last
+		for _, id := range ids {
+			l.Spec.Transactions = append(l.Spec.Transactions, flexv1.RewardTransaction{ID: id, CreditPence: 100})
+		}
+		return l
+	}
+	ids := func(txs []flexv1.RewardTransaction) string {
+		out := ""
+		for _, tx := range txs {
+			out += tx.ID
+		}
+		return out
+	}
+	cases := []struct {
+		name      string
+		l         *flexv1.RewardLedger
+		new, mark string
+	}{
+		{"empty", ledger(""), "", ""},
+		{"first ones", ledger("", "a", "b"), "ab", "b"},
+		{"one added", ledger("b", "a", "b", "c"), "c", "c"},
+		{"nothing new", ledger("c", "a", "b", "c"), "", "c"},
+		{"the mark was removed", ledger("x", "a", "b"), "", "b"},
+	}
+	for _, c := range cases {
+		txs, mark := notify.CreditedTransactions(c.l)
+		if ids(txs) != c.new || mark != c.mark {
+			t.Errorf("%s: new %q mark %q, want %q %q", c.name, ids(txs), mark, c.new, c.mark)
+		}
+	}
+	cs := notify.LedgerEvents(ledger("", "a").Spec.Transactions, "site-1")
+	ev := notify.Stamp(cs[0], time.Now())
+	if !strings.Contains(ev.Data, `"site_id":"site-1"`) || !strings.Contains(ev.Data, `"transaction_id":"a"`) ||
+		!strings.Contains(ev.Data, `"credit_pence":100`) {
+		t.Errorf("data %s", ev.Data)
+	}
+}

@@ -3,6 +3,10 @@
 package record
 
 import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/units"
@@ -82,6 +86,33 @@ func AssetOf(a *flexv1.Asset, siteID string) Asset {
 			CustomDispatchPowerKW: units.ToKilo(a.Spec.CustomDispatchPowerW)},
 		NeedsReauthorisation: a.Status.NeedsReauthorisation,
 	}
+}
+
+// Transaction is a reward transaction record (`transactions` of GET /rewards/{site_id}/transactions).
+type Transaction struct {
+	TransactionID   string                 `json:"transaction_id"`
+	CreditPence     int64                  `json:"credit_pence"`
+	TransactionType flexv1.TransactionType `json:"transaction_type,omitempty"`
+	StartTime       *string                `json:"start_time,omitempty"`
+	EndTime         *string                `json:"end_time,omitempty"`
+	SettlementDate  string                 `json:"settlement_date,omitempty"`
+	FlexKWh         *float64               `json:"flex_kwh,omitempty"`
+	PaymentStatus   flexv1.PaymentStatus   `json:"payment_status,omitempty"`
+}
+
+// TransactionOf is the record of one transaction.
+func TransactionOf(tx *flexv1.RewardTransaction) Transaction {
+	return Transaction{TransactionID: tx.ID, CreditPence: tx.CreditPence, TransactionType: tx.Type,
+		StartTime: formatTime(tx.StartTime), EndTime: formatTime(tx.EndTime), SettlementDate: tx.SettlementDate,
+		FlexKWh: units.ToKilo(tx.FlexWh), PaymentStatus: tx.PaymentStatus}
+}
+
+func formatTime(t *metav1.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := t.UTC().Format(time.RFC3339)
+	return &s
 }
 
 // nonNil turns a nil slice into an empty one so JSON says [] rather than null.
