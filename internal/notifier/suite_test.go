@@ -94,10 +94,16 @@ var _ = AfterSuite(func() {
 // long enough that nothing is dropped unless a test asks.
 var testSchedule = notify.Schedule{Steps: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}, Horizon: time.Hour}
 
-// startManager runs the controllers and a deliverer that may reach loopback only.
+// startManager runs the controllers and a deliverer that may reach loopback only, with leader
+// election (a Lease), so that a second manager started beside it is a standby.
 func startManager() {
-	// A restarted manager registers the same controllers again.
-	mgr, err := env.NewManager(func(o *ctrl.Options) { o.Controller.SkipNameValidation = ptr.To(true) })
+	mgr, err := env.NewManager(func(o *ctrl.Options) {
+		// A restarted manager registers the same controllers again.
+		o.Controller.SkipNameValidation = ptr.To(true)
+		o.LeaderElection, o.LeaderElectionID, o.LeaderElectionNamespace = true, "notifier-test", keysNamespace
+		o.LeaderElectionReleaseOnCancel = true
+		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = ptr.To(4*time.Second), ptr.To(3*time.Second), ptr.To(200*time.Millisecond)
+	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupWithManager(suiteCtx, mgr)).To(Succeed())
 	d := &notifier.Deliverer{
