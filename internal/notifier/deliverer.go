@@ -452,11 +452,14 @@ func (d *Deliverer) attempt(ctx context.Context, sub *flexv1.Subscription, wh *s
 	return resp.StatusCode, nil
 }
 
+// errSigningSecret: the subscription's signing secret cannot be used.
+var errSigningSecret = errors.New("signing secret")
+
 // signer reads a subscription's signing secret (never logged, never copied into an object).
 func (d *Deliverer) signer(ctx context.Context, sub *flexv1.Subscription) (*standardwebhooks.Webhook, error) {
 	secret := &corev1.Secret{}
 	if err := d.APIReader.Get(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: sub.Spec.SecretRef.Name}, secret); err != nil {
-		return nil, fmt.Errorf("reading the signing secret: %w", err)
+		return nil, fmt.Errorf("%w: reading it: %w", errSigningSecret, err)
 	}
 	key := sub.Spec.SecretRef.Key
 	if key == "" {
@@ -464,11 +467,11 @@ func (d *Deliverer) signer(ctx context.Context, sub *flexv1.Subscription) (*stan
 	}
 	val, ok := secret.Data[key]
 	if !ok || len(val) == 0 {
-		return nil, errors.New("the signing secret has no key " + strconv.Quote(key))
+		return nil, fmt.Errorf("%w: the Secret has no key %s", errSigningSecret, strconv.Quote(key))
 	}
 	wh, err := standardwebhooks.NewWebhook(string(val))
 	if err != nil {
-		return nil, errors.New("the signing secret is not whsec_ + base64")
+		return nil, fmt.Errorf("%w: not whsec_ + base64", errSigningSecret)
 	}
 	return wh, nil
 }

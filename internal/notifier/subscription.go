@@ -2,6 +2,7 @@ package notifier
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -270,6 +271,9 @@ func (st *subState) record(j job, attempt int, at time.Time, code int, latency t
 			s.Dropped++
 		}
 		cond.Status, cond.Reason = metav1.ConditionFalse, flexv1.ReasonDeliveryFailing
+		if errors.Is(err, errSigningSecret) {
+			cond.Reason = flexv1.ReasonSecretMissing
+		}
 		cond.Message = "Deliveries fail and are retried: " + a.Error
 	}
 	meta.SetStatusCondition(&s.Conditions, cond)
