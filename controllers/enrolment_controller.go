@@ -158,7 +158,7 @@ func (r *EnrolmentReconciler) finalize(ctx context.Context, enr *flexv1.Enrolmen
 			metrics.Withdrawals.WithLabelValues(metrics.DoorEnrolmentDeleted).Inc()
 		}
 	}
-	if err := holdForNotifications(ctx, r.Client, enr, notify.EnrolmentRemovedChange(enr, siteIDFrom(site)), r.Now()); err != nil {
+	if err := handOverToSite(ctx, r.Client, r.APIReader, enr, r.Now()); err != nil {
 		return err
 	}
 	return removeFinalizer(ctx, r.Client, enr)

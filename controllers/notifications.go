@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -123,4 +125,43 @@ func statusPatch(base, obj statusObject) client.Patch {
 		return client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
 	}
 	return client.MergeFrom(base)
+}
+
+// handOverToSite is an Enrolment finalizer's part of the outbox: the enrolment's undelivered
+// events, and its enrolment.changed "removed" when a subscription wants it, move into its
+// Site's outbox (one status write of the site, with optimistic concurrency) before the
+// finalizer goes, so the enrolment is not held back by a slow receiver (an unenrol followed
+// by an enrol goes through at once) and nothing is lost. The "removed" event's id derives from
+// the enrolment's uid: a finalize retried after the hand-over hands the same event over, and
+// the site's outbox holds it once. With no site left, there is nobody to tell.
+func handOverToSite(ctx context.Context, c client.Client, fresh client.Reader, enr *flexv1.Enrolment, now time.Time) error {
+	siteKey := types.NamespacedName{Namespace: enr.Namespace, Name: enr.Spec.SiteName}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		site := &flexv1.Site{}
+		if err := fresh.Get(ctx, siteKey, site); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		subs, err := subscriptionsIn(ctx, c, enr.Namespace)
+		if err != nil {
+			return err
+		}
+		events := slices.Clone(enr.Status.PendingEvents)
+		removed := notify.EnrolmentRemovedChange(enr, site.Labels[flexv1.IDLabel])
+		if notify.AnyWants(subs, removed.Type) {
+			events = append(events, notify.StampAs(removed, notify.RemovalID(string(enr.UID)), now))
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		base := site.DeepCopy()
+		out, changed, dropped := notify.HandOver(site.Status.PendingEvents, events, 0)
+		if !changed {
+			return nil
+		}
+		if dropped > 0 {
+			metrics.NotificationsDropped.WithLabelValues(metrics.DropOutboxFull).Add(float64(dropped))
+		}
+		site.Status.PendingEvents = out
+		return c.Status().Patch(ctx, site, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	})
 }

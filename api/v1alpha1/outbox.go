@@ -33,9 +33,9 @@ func (s *Subscription) GetPendingEvents() []PendingEvent { return s.Status.Pendi
 // SetPendingEvents replaces the Subscription's outbox.
 func (s *Subscription) SetPendingEvents(p []PendingEvent) { s.Status.PendingEvents = p }
 
-// FinalEventRecordedCondition, on a Site or Enrolment being deleted, says its last
-// notification (site.offboarded, enrolment.changed "removed") is in its outbox; the object
-// keeps its finalizer until the outbox is delivered.
+// FinalEventRecordedCondition, on a Site being deleted, says its last notification
+// (site.offboarded) is in its outbox; the site keeps its finalizer until the outbox is
+// delivered.
 const FinalEventRecordedCondition = "FinalEventRecorded"
 
 // Reasons of the notification outbox and of a Subscription's conditions.

@@ -304,3 +304,37 @@ var _ = Describe("Reward notifications", func() {
 		Expect(got[1].Verified).To(BeTrue())
 	})
 })
+
+var _ = Describe("Deletions", func() {
+	It("lets an enrolment go at once while its receiver is down, and tells its removal later", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		sub := subscribe(ctx, ns, r, flexv1.EventEnrolmentChanged)
+		ready(ctx, sub)
+		s, _ := household(ctx, ns, "1200000000011", "zappi")
+		e := enrol(ctx, s)
+		Eventually(r.kinds).Should(Equal([]string{"enrolment.changed:active"}))
+
+		By("the receiver down, the enrolment deleted: it goes, its removal waits in the site's outbox")
+		r.setAnswer(func(int) int { return http.StatusBadGateway })
+		del(ctx, e)
+		Eventually(gone(ctx, e)).Should(BeTrue())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+		Expect(slices.ContainsFunc(s.Status.PendingEvents, func(ev flexv1.PendingEvent) bool {
+			return ev.Type == flexv1.EventEnrolmentChanged
+		})).To(BeTrue())
+
+		By("enrolling again meanwhile")
+		e2 := enrol(ctx, s)
+		Eventually(func() flexv1.EnrolmentPhase {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(e2), e2)).To(Succeed())
+			return e2.Status.Phase
+		}).ShouldNot(BeEmpty())
+
+		By("the receiver back: removed, then the new enrolment's state, in order")
+		r.setAnswer(nil)
+		Eventually(r.kinds).Should(HaveLen(3))
+		Expect(r.kinds()[1]).To(Equal("enrolment.changed:removed"))
+		inOrder(r.delivered())
+	})
+})

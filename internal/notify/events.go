@@ -16,19 +16,24 @@
 //     that drops the asset), site.offboarded (written by the site's finalizer).
 //   - Asset status: asset.changed "created" and "updated" (the asset controller's write of
 //     observedGeneration).
-//   - Enrolment status: enrolment.changed (the write that changes the phase; "removed" by the
-//     enrolment's finalizer).
+//   - Enrolment status: enrolment.changed (the write that changes the phase).
+//   - RewardLedger status: rewards.transaction_credited (the RewardLedger controller's write
+//     that moves status.lastCreditedID past the new transactions).
 //   - Subscription status: ping (the test endpoint).
 //
-// Deletions: an object with a finalizer (Site, Enrolment) records its last event ("removed",
-// site.offboarded) in its status while it is being deleted and keeps its finalizer until its
-// outbox is empty, so the API server cannot forget the object, and its events, before they
-// are delivered or given up (at most the 24 h retry horizon, and only while a subscription
-// wants them: with none, nothing is recorded and nothing is held). A Site's finalizer deletes
-// its children first and waits for them, so an enrolment's "removed" is recorded before the
-// site's site.offboarded. Assets have no finalizer: an asset's own pending created/updated
-// events go with it; its deletion is recorded by its Site, with the record the site knows
-// (id, external id, site id).
+// Deletions must not lose events. An Enrolment's finalizer hands its undelivered events and
+// its enrolment.changed "removed" (with an id derived from its uid, so a retried hand-over
+// adds nothing) over to its Site's outbox before it lets the enrolment go: the household
+// outlives the enrolment, and an unenrol followed by an enrol is not held up by a slow
+// receiver. A Site being deleted records site.offboarded in its own status and keeps its
+// finalizer until its outbox is empty, so the API server cannot forget the site, and its
+// events, before they are delivered or given up (at most the 24 h retry horizon, and only
+// while a subscription wants them: with none, nothing is recorded and nothing is held). Its
+// finalizer deletes its children first and waits for them, so their events are handed over,
+// and recorded, before site.offboarded. Assets and ledgers have no finalizer: an asset's own
+// pending created/updated events go with it (its deletion is recorded by its Site, with the
+// record the site knows: id, external id, site id), and so do a ledger's when its site is
+// offboarded (site.offboarded follows).
 //
 // Events are recorded only when a subscription of the namespace wants their type, so an
 // organisation without subscriptions pays nothing. An outbox holds at most

@@ -339,3 +339,21 @@ func TestCreditedTransactions(t *testing.T) {
 		t.Errorf("data %s", ev.Data)
 	}
 }
+
+func TestHandOver(t *testing.T) {
+	site := []flexv1.PendingEvent{{ID: "s1", Type: flexv1.EventSiteEligibilityChanged}}
+	removed := notify.StampAs(notify.EnrolmentRemovedChange(&flexv1.Enrolment{}, "site-1"), notify.RemovalID("uid-1"), time.Now())
+	if removed.ID != notify.RemovalID("uid-1") || removed.ID == notify.RemovalID("uid-2") {
+		t.Fatal("a removal's id derives from the uid alone")
+	}
+	handed := []flexv1.PendingEvent{{ID: "e1", Type: flexv1.EventEnrolmentChanged}, removed}
+	out, changed, dropped := notify.HandOver(site, handed, 0)
+	if !changed || dropped != 0 || len(out) != 3 || out[2].ID != removed.ID {
+		t.Fatalf("first hand-over: %v %v %+v", changed, dropped, out)
+	}
+	// A finalize retried after the hand-over hands the same events over: nothing changes.
+	again, changed, _ := notify.HandOver(out, handed, 0)
+	if changed || len(again) != 3 {
+		t.Fatalf("second hand-over changed the outbox: %+v", again)
+	}
+}

@@ -39,6 +39,38 @@ func Stamp(c Change, now time.Time) flexv1.PendingEvent {
 		SiteID: c.SiteID, Data: string(data)}
 }
 
+// StampAs is Stamp with a given id: an event that a retried step may record again (a
+// finalizer's hand-over) keeps one id, so a receiver told twice can tell.
+func StampAs(c Change, id string, now time.Time) flexv1.PendingEvent {
+	ev := Stamp(c, now)
+	ev.ID = id
+	return ev
+}
+
+// RemovalID is the id of the event that tells the deletion of the object with uid.
+func RemovalID(uid string) string {
+	return "evt_" + uuid.NewSHA1(uuid.NameSpaceOID, []byte(uid+"/removed")).String()
+}
+
+// HandOver appends to an outbox the events of another (whose object goes) that it does not
+// hold yet, in order, keeping it within limit. It answers the outbox, whether it changed and
+// how many events it dropped.
+func HandOver(outbox, events []flexv1.PendingEvent, limit int) ([]flexv1.PendingEvent, bool, int) {
+	out := slices.Clone(outbox)
+	changed := false
+	for _, ev := range events {
+		if !slices.ContainsFunc(out, func(o flexv1.PendingEvent) bool { return o.ID == ev.ID }) {
+			out = append(out, ev)
+			changed = true
+		}
+	}
+	if !changed {
+		return outbox, false, 0
+	}
+	out, dropped := Bound(out, limit)
+	return out, true, dropped
+}
+
 // Record appends the changes that one of subs wants to an outbox, stamped with now, keeping
 // it within limit (flexv1.MaxPendingEvents when 0): it answers the new outbox and how many
 // events it dropped. The outbox passed in is not modified.
