@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,6 +21,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/notify"
 )
 
 // AssetReconciler gives an Asset its API id and reports whether it is in effect: counted in
@@ -50,8 +52,27 @@ func (r *AssetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err == nil {
 		err = r.reconcile(ctx, asset)
 	}
+	if rerr := r.recordEvents(ctx, base, asset, err); rerr != nil {
+		err = rerr
+	}
 	return summary{client: r.Client, recorder: r.Recorder}.patch(ctx, base, asset,
 		fmt.Sprintf("Counted in the eligibility of site %q", asset.Spec.SiteName), err)
+}
+
+// recordEvents puts the asset's events (created, updated) in the status patch that records
+// the generation observed: every outcome writes it but a brief wait on an asset never
+// observed (which writes nothing, so the event waits with it).
+func (r *AssetReconciler) recordEvents(ctx context.Context, base, asset *flexv1.Asset, err error) error {
+	if !writesStatus(base, err) {
+		return nil
+	}
+	after := asset.DeepCopy()
+	after.Status.ObservedGeneration = asset.Generation
+	siteID, gerr := siteIDOf(ctx, r.Client, asset.Namespace, asset.Spec.SiteName)
+	if gerr != nil {
+		return gerr
+	}
+	return recordEvents(ctx, r.Client, asset, notify.AssetEvents(base, after, siteID), time.Now())
 }
 
 // reconcile finds the asset's site and whether the site's evaluated status counts the asset.

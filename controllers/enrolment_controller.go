@@ -22,6 +22,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/metrics"
+	"github.com/flexsite/flexsite/internal/notify"
 )
 
 // EnrolmentReconciler reports whether an Enrolment is active, not eligible (and why) or
@@ -63,7 +64,21 @@ func (r *EnrolmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err == nil {
 		err = r.reconcile(ctx, enr, site)
 	}
+	if writesStatus(base, err) {
+		// The phase change's event rides in the status patch that writes the phase.
+		if rerr := recordEvents(ctx, r.Client, enr, notify.EnrolmentEvents(base, enr, siteIDFrom(site)), r.Now()); rerr != nil {
+			err = rerr
+		}
+	}
 	return sum.patch(ctx, base, enr, fmt.Sprintf("Site %q is enrolled in %s", enr.Spec.SiteName, enr.Spec.Proposition), err)
+}
+
+// siteIDFrom is a site's API id; "" for no site.
+func siteIDFrom(site *flexv1.Site) string {
+	if site == nil {
+		return ""
+	}
+	return site.Labels[flexv1.IDLabel]
 }
 
 // siteOf reads the enrolment's Site; nil when it does not exist.
@@ -142,6 +157,9 @@ func (r *EnrolmentReconciler) finalize(ctx context.Context, enr *flexv1.Enrolmen
 			// the Enrolments deleted through the Kubernetes API (kubectl, GitOps).
 			metrics.Withdrawals.WithLabelValues(metrics.DoorEnrolmentDeleted).Inc()
 		}
+	}
+	if err := handOverToSite(ctx, r.Client, r.APIReader, enr, r.Now()); err != nil {
+		return err
 	}
 	return removeFinalizer(ctx, r.Client, enr)
 }

@@ -40,7 +40,11 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		Recorder: mgr.GetEventRecorder("asset-controller")}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
-	return (&EnrolmentReconciler{
+	if err := (&EnrolmentReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("enrolment-controller"), Now: time.Now,
-	}).SetupWithManager(mgr, workers)
+	}).SetupWithManager(mgr, workers); err != nil {
+		return err
+	}
+	// Tells credited reward transactions (notifications).
+	return (&RewardLedgerReconciler{Client: mgr.GetClient(), Now: time.Now}).SetupWithManager(mgr, workers)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
+	"github.com/flexsite/flexsite/internal/notify"
 )
 
 // SiteReconciler computes a Site's eligibility into its status, from the site's Assets, the
@@ -64,6 +65,10 @@ func (r *SiteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	var claimsPending time.Duration
 	if err == nil {
 		err = r.reconcile(ctx, site)
+	}
+	if err == nil {
+		// The events of this evaluation ride in its status patch (the outbox, internal/notify).
+		err = recordEvents(ctx, r.Client, site, notify.SiteEvents(base, site), r.Now())
 	}
 	if err == nil {
 		// A claim of another meter point than the site holds is a change on its way, or one
@@ -160,6 +165,9 @@ func joinPropositions(ps []flexv1.PropositionName) string {
 func (r *SiteReconciler) finalize(ctx context.Context, site *flexv1.Site) error {
 	remaining, err := household.DeleteChildren(ctx, r.Client, r.APIReader, site)
 	if err != nil || len(remaining) > 0 {
+		return err
+	}
+	if err := holdForNotifications(ctx, r.Client, site, notify.SiteOffboarded(site), r.Now()); err != nil {
 		return err
 	}
 	return removeFinalizer(ctx, r.Client, site)

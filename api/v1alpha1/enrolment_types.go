@@ -81,6 +81,13 @@ type EnrolmentStatus struct {
 	// ever active records a withdrawal on the Site.
 	// +optional
 	EnrolledAt *metav1.Time `json:"enrolledAt,omitempty"`
+
+	// pendingEvents is the enrolment's notification outbox (enrolment.changed), recorded in
+	// the status write that changes the phase. Bounded; see internal/notify.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	PendingEvents []PendingEvent `json:"pendingEvents,omitempty"`
 }
 
 // +kubebuilder:object:root=true

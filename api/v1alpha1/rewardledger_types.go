@@ -70,7 +70,27 @@ type RewardLedgerSpec struct {
 	Transactions []RewardTransaction `json:"transactions,omitempty"`
 }
 
+// RewardLedgerStatus is the notification state of a ledger: how far its transactions have been
+// told (rewards.transaction_credited) and the events not yet delivered.
+// +kubebuilder:validation:MinProperties=1
+type RewardLedgerStatus struct {
+	// lastCreditedID is the id of the last transaction (in list order) whose credit has been
+	// recorded as an event; the transactions after it are new.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	LastCreditedID string `json:"lastCreditedID,omitempty"`
+
+	// pendingEvents is the ledger's notification outbox (rewards.transaction_credited),
+	// recorded in the status write that advances lastCreditedID. Bounded; see internal/notify.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	PendingEvents []PendingEvent `json:"pendingEvents,omitempty"`
+}
+
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:selectablefield:JSONPath=`.spec.siteName`
 // +kubebuilder:resource:shortName=fledger,categories=flexsite
 // +kubebuilder:printcolumn:name="Site",type=string,JSONPath=`.spec.siteName`
@@ -88,6 +108,10 @@ type RewardLedger struct {
 	// spec holds the site's reward transactions.
 	// +required
 	Spec RewardLedgerSpec `json:"spec,omitzero"`
+
+	// status is the ledger's notification state.
+	// +optional
+	Status RewardLedgerStatus `json:"status,omitzero"`
 }
 
 // +kubebuilder:object:root=true

@@ -152,6 +152,12 @@ func (b *bench) managerConfig(o options) (managerConfig, error) {
 		// rather than none, keeps the limiter's own cost in every request measured.
 		"--rate-limit-per-client=1e9", "--rate-limit-burst=1000000000",
 	}
+	// Notifications go to the bench's receivers on loopback, whose certificate it trusts.
+	caFile, err := notifyCAFile(b.tmp)
+	if err != nil {
+		return managerConfig{}, err
+	}
+	cfg.args = append(cfg.args, "--notification-allow-cidrs=127.0.0.0/8", "--notification-ca-file="+caFile)
 	// A fresh log per run: a run's log is read next to its results.
 	return cfg, os.WriteFile(cfg.logPath, nil, 0o644)
 }

@@ -24,7 +24,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -36,6 +38,7 @@ type options struct {
 	quick       bool
 	onboards    int
 	concurrency int
+	only        string
 	// trivialAddr, when set, makes this process the trivial HTTP server of the read-path
 	// baseline instead of the bench (the bench starts itself again in that role).
 	trivialAddr string
@@ -51,6 +54,7 @@ func main() {
 	flag.BoolVar(&o.quick, "quick", quick, "Run the smaller version of every scenario ($BENCH_QUICK).")
 	flag.IntVar(&o.onboards, "onboards", 0, "Onboards per side in scenario 1 (0: the mode's default).")
 	flag.IntVar(&o.concurrency, "concurrency", 0, "Concurrent clients C (0: the mode's default).")
+	flag.StringVar(&o.only, "only", "", "Run only these scenarios (comma-separated step names, e.g. \"notifications\").")
 	flag.StringVar(&o.trivialAddr, "trivial-server", "", "Internal: serve the trivial read-path baseline on this address.")
 	flag.Parse()
 
@@ -84,7 +88,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer b.close()
 
-	runErr := runScenarios(ctx, b, rep)
+	runErr := runScenarios(ctx, b, rep, o.only)
 	if runErr != nil {
 		rep.Error = runErr.Error()
 	}
@@ -100,7 +104,7 @@ func run(ctx context.Context, o options) error {
 // runScenarios runs the scenarios in an order that lets each build on the last: the fleet is
 // grown first, so the catalogue change, the onboard comparison, the reads and the cold start
 // all run against the full fleet, as they would in production.
-func runScenarios(ctx context.Context, b *bench, rep *report) error {
+func runScenarios(ctx context.Context, b *bench, rep *report, only string) error {
 	steps := []struct {
 		name string
 		run  func(context.Context, *bench, *report) error
@@ -112,10 +116,14 @@ func runScenarios(ctx context.Context, b *bench, rep *report) error {
 		{"eligibility convergence", runConvergence},
 		{"read path", runReads},
 		{"idle resync", runResync},
+		{"notifications", runNotifications},
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if only != "" && !slices.Contains(strings.Split(only, ","), s.name) {
+			continue
 		}
 		logf("== %s", s.name)
 		if err := s.run(ctx, b, rep); err != nil {

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,6 +40,8 @@ import (
 	"github.com/flexsite/flexsite/internal/facade"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
+	"github.com/flexsite/flexsite/internal/notifier"
+	"github.com/flexsite/flexsite/internal/notify"
 	flexwebhook "github.com/flexsite/flexsite/webhook"
 )
 
@@ -62,6 +65,8 @@ type options struct {
 	pprofAllowRemote                bool
 	installRules                    bool
 	tokenKeysSecret                 string
+	notificationAllow               []netip.Prefix
+	notificationCAFile              string
 	rewards                         facade.RewardPolicy
 	limits                          facade.Limits
 	concurrency                     int
@@ -117,6 +122,14 @@ func main() {
 		"Requests per second one API client (or end user) may make; 0 disables the limit.")
 	flag.IntVar(&o.limits.PerClient.Burst, "rate-limit-burst", o.limits.PerClient.Burst, "Burst of the per-client rate limit.")
 	zapOpts := zap.Options{Development: true}
+	flag.Func("notification-allow-cidrs", "Comma-separated networks (CIDR) notifications may be delivered to although "+
+		"they are not public (loopback, private, link-local, CGNAT...). With --embedded the default is loopback only.",
+		func(v string) (err error) {
+			o.notificationAllow, err = notify.ParseCIDRs(strings.Split(v, ","))
+			return err
+		})
+	flag.StringVar(&o.notificationCAFile, "notification-ca-file", "",
+		"PEM file of CA certificates trusted for notification receivers, beside the system's (a private CA).")
 	flag.Func("trusted-proxies", "Comma-separated networks (CIDR) of the reverse proxies in front of the REST API: "+
 		"only from them is the client's address taken from X-Forwarded-For/Forwarded (default: none).", func(v string) error {
 		for _, cidr := range strings.Split(v, ",") {
@@ -213,6 +226,17 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency}); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
+	}
+	if o.embedded && o.notificationAllow == nil {
+		o.notificationAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	}
+	roots, err := notificationRoots(o.notificationCAFile)
+	if err != nil {
+		return err
+	}
+	if err := (&notifier.Deliverer{Policy: notify.AddressPolicy{Allow: o.notificationAllow}, RootCAs: roots}).
+		SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the notification deliverer: %w", err)
 	}
 	if err := flexwebhook.Setup(mgr); err != nil {
 		return fmt.Errorf("setting up the webhooks: %w", err)
@@ -351,4 +375,23 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// notificationRoots is the system's CA pool plus the certificates of file (nil: the system's).
+func notificationRoots(file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--notification-ca-file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--notification-ca-file %s holds no PEM certificate", file)
+	}
+	return pool, nil
 }

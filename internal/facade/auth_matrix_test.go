@@ -80,6 +80,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		siteID, mpanSiteID string
 		otherUserSiteID    string
 		assetID, extID     string
+		subID              string
 		secretsOfA         []string // what another organisation must never see
 	)
 
@@ -107,9 +108,13 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			return mustCall("GET", "/entities/site/"+siteID+"/eligibility", tokUser, nil)["eligible_propositions"]
 		}).Should(ContainElement("limited_pause"))
 		mpanSiteID = onboardedSite(tokA, "1200000000011")
+		// A notification subscription of A (.invalid never resolves; no deliverer runs here).
+		status, created := call("POST", "/notifications/subscriptions", tokA, map[string]any{"url": "https://hooks.flexsite.invalid/matrix"})
+		Expect(status).To(Equal(http.StatusCreated), "%s", created)
+		subID = created.Map()["id"].(string)
 		mpanAssets := mustCall("GET", "/entities/site/"+mpanSiteID, tokA, nil)["asset_ids"].([]any)
-		secretsOfA = make([]string, 0, 7+len(mpanAssets))
-		secretsOfA = append(secretsOfA, siteID, otherUserSiteID, mpanSiteID, assetID, extID, "1200000000011", "charger-1200000000011")
+		secretsOfA = make([]string, 0, 8+len(mpanAssets))
+		secretsOfA = append(secretsOfA, siteID, otherUserSiteID, mpanSiteID, assetID, extID, "1200000000011", "charger-1200000000011", subID)
 		for _, id := range mpanAssets {
 			secretsOfA = append(secretsOfA, id.(string))
 		}
@@ -236,6 +241,15 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"GET /hosted/api/rewards":  {hosted: true, body: noBody},
 			"DELETE /hosted/api/assets/{asset_id}": {hosted: true, otherUser: http.StatusNotFound, success: http.StatusNoContent,
 				path: "/hosted/api/assets/" + hostedAssetID, body: noBody},
+
+			// Notifications: another organisation makes and lists its own subscriptions.
+			"POST /notifications/subscriptions": {role: flexv1.RoleEntityWrite, success: http.StatusCreated,
+				body: jsonBody(map[string]any{"url": "https://hooks.flexsite.invalid/other"})},
+			"GET /notifications/subscriptions":                              {role: flexv1.RoleEntityRead, body: noBody},
+			"GET /notifications/subscriptions/{subscription_id}":            {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
+			"GET /notifications/subscriptions/{subscription_id}/deliveries": {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
+			"DELETE /notifications/subscriptions/{subscription_id}":         {role: flexv1.RoleEntityWrite, scoped: true, body: noBody, success: http.StatusNoContent},
+			"POST /notifications/subscriptions/{subscription_id}/test":      {role: flexv1.RoleEntityWrite, scoped: true, body: noBody, success: http.StatusAccepted},
 		}
 		public := map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /openapi.json": true, "GET /docs": true,
 			"POST /auth/token-form": true, "GET /hosted/flow": true, "GET /hosted/flow.js": true, "GET /hosted/flow.css": true,
@@ -244,7 +258,8 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"GET /hosted/rewards/link/{code}": true, "GET /hosted/rewards": true, "POST /hosted/rewards/code": true,
 			"POST /hosted/rewards/verify": true, "POST /hosted/rewards/bank": true, "POST /hosted/rewards/withdraw": true,
 			"POST /hosted/rewards/finish": true}
-		concrete := strings.NewReplacer("{site_id}", siteID, "{asset_id}", assetID, "{external_id}", extID)
+		concrete := strings.NewReplacer("{site_id}", siteID, "{asset_id}", assetID, "{external_id}", extID,
+			"{subscription_id}", subID)
 
 		var wrong []string
 		cells, covered := 0, map[string]bool{}

@@ -65,6 +65,10 @@ func (s *Server) authenticated(h handler, endUserAllowed bool, roles ...flexv1.R
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
+		if ws, ok := body.(withStatus); ok {
+			writeJSON(w, ws.status, ws.body)
+			return
+		}
 		writeJSON(w, http.StatusOK, body)
 	})
 }

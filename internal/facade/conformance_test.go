@@ -345,6 +345,35 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 			To(HaveKeyWithValue("asset", BeNil()))
 	})
 
+	It("answers the notification endpoints as documented, before and after deliveries", func(ctx SpecContext) {
+		status, resp := call("POST", "/notifications/subscriptions", tok, map[string]any{"url": "https://hooks.flexsite.invalid/c"})
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+		id := resp.Map()["id"].(string)
+		Eventually(func() []any {
+			return mustCall("GET", "/notifications/subscriptions", tok, nil)["subscriptions"].([]any)
+		}).Should(HaveLen(1))
+		c.call("GET", "/notifications/subscriptions", tok, nil)
+		c.call("GET", "/notifications/subscriptions/"+id, tok, nil)
+		c.call("GET", "/notifications/subscriptions/"+id+"/deliveries", tok, nil)
+
+		// A delivery state as the deliverer writes it: one failure without an answer, one success.
+		sub := &flexv1.Subscription{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: id}, sub)).To(Succeed())
+		now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+		sub.Status.LastDelivery = &flexv1.DeliveryResult{Time: now, StatusCode: 204, LatencyMillis: 12}
+		sub.Status.RecentDeliveries = []flexv1.DeliveryAttempt{
+			{EventID: "evt_2", Type: flexv1.EventPing, Attempt: 2, Time: now, StatusCode: 204, LatencyMillis: 12},
+			{EventID: "evt_2", Type: flexv1.EventPing, Attempt: 1, Time: now, LatencyMillis: 10000, Error: "timeout"},
+		}
+		Expect(k8sClient.Status().Update(ctx, sub)).To(Succeed())
+		Eventually(func() any {
+			return mustCall("GET", "/notifications/subscriptions/"+id, tok, nil)["last_delivery"]
+		}).ShouldNot(BeNil())
+		c.call("GET", "/notifications/subscriptions", tok, nil)
+		c.call("GET", "/notifications/subscriptions/"+id, tok, nil)
+		Expect(c.call("GET", "/notifications/subscriptions/"+id+"/deliveries", tok, nil)["deliveries"]).To(HaveLen(2))
+	})
+
 	It("has checked an answer of every documented operation", func() {
 		var unchecked []string
 		for op := range c.schemas {

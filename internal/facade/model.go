@@ -12,7 +12,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/household"
-	"github.com/flexsite/flexsite/internal/units"
+	"github.com/flexsite/flexsite/internal/record"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
@@ -161,84 +161,27 @@ type EnrolResult struct {
 	Status string `json:"status"`
 }
 
-// EligibilityRecord is the eligibility of a site, as the API reports it.
-type EligibilityRecord struct {
-	SiteID               string                   `json:"site_id"`
-	SiteProperties       SitePropertiesRecord     `json:"site_properties"`
-	EligiblePropositions []flexv1.PropositionName `json:"eligible_propositions"`
-	Assets               []AssetEligibilityRecord `json:"assets"`
-	// SiteIssues are Flexsite's addition: what keeps the site itself from every proposition
-	// (site_details_missing: a household created for a component token has no MPAN yet).
-	// Left out when there are none, so that the documented record is unchanged.
-	SiteIssues []flexv1.EligibilityIssue `json:"site_issues,omitempty"`
-}
-
-// SitePropertiesRecord is the eligibility record's `site_properties`.
-type SitePropertiesRecord struct {
-	HasMeterConsent     bool `json:"has_meter_consent"`
-	IsHalfHourlySettled bool `json:"is_half_hourly_settled"`
-}
-
-// AssetEligibilityRecord is one item of the eligibility record's `assets`.
-type AssetEligibilityRecord struct {
-	AssetID      string                         `json:"asset_id"`
-	ExternalID   string                         `json:"external_id"`
-	Propositions []PropositionEligibilityRecord `json:"propositions"`
-}
-
-// PropositionEligibilityRecord is an asset's eligibility for one proposition.
-type PropositionEligibilityRecord struct {
-	Proposition flexv1.PropositionName    `json:"proposition"`
-	IsEligible  bool                      `json:"is_eligible"`
-	Issues      []flexv1.EligibilityIssue `json:"issues"`
-}
+// The eligibility and asset records are internal/record's (notifications carry them too).
+type (
+	// EligibilityRecord is the eligibility of a site, as the API reports it.
+	EligibilityRecord = record.Eligibility
+	// SitePropertiesRecord is the eligibility record's `site_properties`.
+	SitePropertiesRecord = record.SiteProperties
+	// AssetEligibilityRecord is one item of the eligibility record's `assets`.
+	AssetEligibilityRecord = record.AssetEligibility
+	// PropositionEligibilityRecord is an asset's eligibility for one proposition.
+	PropositionEligibilityRecord = record.PropositionEligibility
+	// AssetProperties is an asset record's `properties`.
+	AssetProperties = record.AssetProperties
+	// AssetRecord is the asset record of interface.md.
+	AssetRecord = record.Asset
+)
 
 func eligibilityRecord(siteID string, res eligibility.Result) *EligibilityRecord {
-	rec := &EligibilityRecord{
-		SiteID: siteID,
-		SiteProperties: SitePropertiesRecord{
-			HasMeterConsent: res.Properties.HasMeterConsent, IsHalfHourlySettled: res.Properties.IsHalfHourlySettled},
-		EligiblePropositions: nonNil(res.EligiblePropositions),
-		Assets:               make([]AssetEligibilityRecord, 0, len(res.Assets)),
-		SiteIssues:           res.SiteIssues,
-	}
-	for _, a := range res.Assets {
-		ar := AssetEligibilityRecord{AssetID: a.ID, ExternalID: a.ExternalID,
-			Propositions: make([]PropositionEligibilityRecord, 0, len(a.Propositions))}
-		for _, p := range a.Propositions {
-			ar.Propositions = append(ar.Propositions, PropositionEligibilityRecord{
-				Proposition: p.Proposition, IsEligible: p.Eligible, Issues: nonNil(p.Issues)})
-		}
-		rec.Assets = append(rec.Assets, ar)
-	}
-	return rec
+	return record.EligibilityOf(siteID, res)
 }
 
-// AssetProperties is an asset record's `properties`.
-type AssetProperties struct {
-	PowerKW               *float64 `json:"power_kw,omitempty"`
-	CapacityKWh           *float64 `json:"capacity_kwh,omitempty"`
-	CustomDispatchPowerKW *float64 `json:"custom_dispatch_power_kw,omitempty"`
-}
-
-// AssetRecord is the asset record of interface.md.
-type AssetRecord struct {
-	ID                   string           `json:"id"`
-	ExternalID           string           `json:"external_id"`
-	Type                 flexv1.AssetType `json:"type"`
-	SiteID               string           `json:"site_id"`
-	Properties           AssetProperties  `json:"properties"`
-	NeedsReauthorisation bool             `json:"needs_reauthorisation"`
-}
-
-func assetRecord(a *flexv1.Asset, siteID string) AssetRecord {
-	return AssetRecord{
-		ID: a.Labels[flexv1.IDLabel], ExternalID: a.Spec.ExternalID, Type: a.Spec.Type, SiteID: siteID,
-		Properties: AssetProperties{PowerKW: units.ToKilo(a.Spec.PowerW), CapacityKWh: units.ToKilo(a.Spec.CapacityWh),
-			CustomDispatchPowerKW: units.ToKilo(a.Spec.CustomDispatchPowerW)},
-		NeedsReauthorisation: a.Status.NeedsReauthorisation,
-	}
-}
+func assetRecord(a *flexv1.Asset, siteID string) AssetRecord { return record.AssetOf(a, siteID) }
 
 // TariffRecord is the legacy site record's `tariff`.
 type TariffRecord struct {

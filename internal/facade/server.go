@@ -173,6 +173,14 @@ func (s *Server) routeTable() []struct {
 		{Route{"POST", "/hosted/rewards/bank"}, s.pageGuard(s.rewardsAction("bank"))},
 		{Route{"POST", "/hosted/rewards/withdraw"}, s.pageGuard(s.rewardsAction("withdraw"))},
 		{Route{"POST", "/hosted/rewards/finish"}, s.pageGuard(s.rewardsAction("finish"))},
+
+		// Notifications (notifications.go).
+		{Route{"POST", subscriptionsRoute}, org(s.createSubscription, write)},
+		{Route{"GET", subscriptionsRoute}, org(s.listSubscriptions, read)},
+		{Route{"GET", subscriptionRoute}, org(s.getSubscription, read)},
+		{Route{http.MethodDelete, subscriptionRoute}, org(s.deleteSubscription, write)},
+		{Route{"POST", subscriptionRoute + "/test"}, org(s.testSubscription, write)},
+		{Route{"GET", subscriptionRoute + "/deliveries"}, org(s.subscriptionDeliveries, read)},
 	}, s.hostedRoutes()...) // the hosted flow's page and its own JSON routes (hosted.go)
 }
 

@@ -120,3 +120,40 @@ func init() {
 		RateLimited.WithLabelValues(limit)
 	}
 }
+
+// Notification metrics (internal/notify, the deliverer).
+var (
+	// NotificationDeliveries counts delivery attempts by event type and outcome.
+	NotificationDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flexsite_notification_deliveries_total",
+		Help: "Notification delivery attempts, by event type and outcome (delivered, failed, dropped, gone, refused).",
+	}, []string{"type", labelOutcome})
+	// NotificationsDropped counts events given up, by why.
+	NotificationsDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flexsite_notifications_dropped_total",
+		Help: "Notification events given up, by reason (outbox_full, retry_horizon).",
+	}, []string{"reason"})
+	// NotificationsPending is the number of events in outboxes still owed to a subscription.
+	NotificationsPending = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "flexsite_notifications_pending",
+		Help: "Notification events recorded and not yet delivered to every subscription that wants them.",
+	})
+	// NotificationOldestPendingAge is the age of the oldest pending event.
+	NotificationOldestPendingAge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "flexsite_notification_oldest_pending_age_seconds",
+		Help: "Age of the oldest notification event not yet delivered everywhere it is owed (0 when none).",
+	})
+)
+
+// labelOutcome is the outcome label of NotificationDeliveries.
+const labelOutcome = "outcome"
+
+// Reasons of NotificationsDropped.
+const (
+	DropOutboxFull   = "outbox_full"
+	DropRetryHorizon = "retry_horizon"
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(NotificationDeliveries, NotificationsDropped, NotificationsPending, NotificationOldestPendingAge)
+}

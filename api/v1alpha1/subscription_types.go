@@ -1,0 +1,240 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// EventType names a notification event, exactly as the webhook body's `type` spells it.
+// +kubebuilder:validation:Enum="site.eligibility_changed";"enrolment.changed";"asset.changed";"site.offboarded";"rewards.transaction_credited";"ping"
+type EventType string
+
+// The event types of notifications.md.
+const (
+	EventSiteEligibilityChanged     EventType = "site.eligibility_changed"
+	EventEnrolmentChanged           EventType = "enrolment.changed"
+	EventAssetChanged               EventType = "asset.changed"
+	EventSiteOffboarded             EventType = "site.offboarded"
+	EventRewardsTransactionCredited EventType = "rewards.transaction_credited"
+	EventPing                       EventType = "ping"
+)
+
+// AllEventTypes lists every event type a subscription may ask for.
+var AllEventTypes = []EventType{EventSiteEligibilityChanged, EventEnrolmentChanged, EventAssetChanged,
+	EventSiteOffboarded, EventRewardsTransactionCredited, EventPing}
+
+// SecretKeyReference names a Secret of the subscription's namespace and a key in it.
+type SecretKeyReference struct {
+	// name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// key in the Secret's data holding the signing secret (`whsec_` + base64 of its bytes).
+	// Defaults to "secret".
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
+}
+
+// SubscriptionSpec says where to deliver which events of the organisation, signed with which secret.
+type SubscriptionSpec struct {
+	// url receives the events by HTTPS POST.
+	// +required
+	// +kubebuilder:validation:MinLength=9
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https://[^\s]+$`
+	URL string `json:"url,omitempty"`
+
+	// events lists the event types delivered; empty means all.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=6
+	Events []EventType `json:"events,omitempty"`
+
+	// secretRef names the Secret holding the signing secret. The secret is never copied into
+	// this object or its status.
+	// +required
+	SecretRef SecretKeyReference `json:"secretRef,omitzero"`
+
+	// paused stops delivery; events recorded meanwhile are not kept for this subscription. A
+	// receiver answering 410 Gone pauses its subscription.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// DeliveryResult is the outcome of one delivery attempt.
+type DeliveryResult struct {
+	// time the attempt was made.
+	// +required
+	Time metav1.Time `json:"time,omitzero"`
+	// statusCode is the receiver's HTTP status; absent when no answer came (timeout,
+	// connection refused, address refused).
+	// +optional
+	// +kubebuilder:validation:Minimum=100
+	// +kubebuilder:validation:Maximum=599
+	StatusCode int32 `json:"statusCode,omitempty"`
+	// latencyMillis is how long the attempt took.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	LatencyMillis int64 `json:"latencyMillis,omitempty"`
+}
+
+// DeliveryAttempt is one recent attempt to deliver an event.
+type DeliveryAttempt struct {
+	// eventID is the event's id (the webhook-id header).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	EventID string `json:"eventID,omitempty"`
+	// type of the event.
+	// +required
+	Type EventType `json:"type,omitempty"`
+	// attempt counts the attempts of this event, from 1.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Attempt int32 `json:"attempt,omitempty"`
+	// time the attempt was made.
+	// +required
+	Time metav1.Time `json:"time,omitzero"`
+	// statusCode is the receiver's HTTP status; absent when no answer came.
+	// +optional
+	// +kubebuilder:validation:Minimum=100
+	// +kubebuilder:validation:Maximum=599
+	StatusCode int32 `json:"statusCode,omitempty"`
+	// latencyMillis is how long the attempt took.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	LatencyMillis int64 `json:"latencyMillis,omitempty"`
+	// error says why the attempt failed; absent on success.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Error string `json:"error,omitempty"`
+}
+
+// SubscriptionStatus is the delivery state of a Subscription.
+// +kubebuilder:validation:MinProperties=1
+type SubscriptionStatus struct {
+	// conditions of the subscription (kstatus: Ready, Reconciling, Stalled). Ready=True when
+	// the last delivery succeeded or none was due; False with reason DeliveryFailing while
+	// deliveries fail, Paused when paused.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// lastDelivery is the latest attempt's outcome.
+	// +optional
+	LastDelivery *DeliveryResult `json:"lastDelivery,omitempty"`
+
+	// consecutiveFailures counts the failed attempts since the last success.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+
+	// delivered counts the events delivered.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Delivered int64 `json:"delivered,omitempty"`
+
+	// failedAttempts counts the attempts that failed (each is retried until dropped).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	FailedAttempts int64 `json:"failedAttempts,omitempty"`
+
+	// dropped counts the events given up after retrying for the retry horizon (24 h).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Dropped int64 `json:"dropped,omitempty"`
+
+	// recentDeliveries are the most recent attempts, newest first (the newest 20).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	RecentDeliveries []DeliveryAttempt `json:"recentDeliveries,omitempty"`
+
+	// pendingEvents is the outbox of events addressed to this subscription alone (the test
+	// ping).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	PendingEvents []PendingEvent `json:"pendingEvents,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=fsub,categories=flexsite
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
+// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`
+// +kubebuilder:printcolumn:name="Failures",type=integer,JSONPath=`.status.consecutiveFailures`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Subscription asks for the organisation's events to be pushed, signed (Standard Webhooks),
+// to an HTTPS URL. Its status is the delivery state.
+type Subscription struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec says where and what to deliver.
+	// +required
+	Spec SubscriptionSpec `json:"spec,omitzero"`
+
+	// status is the delivery state.
+	// +optional
+	Status SubscriptionStatus `json:"status,omitzero"`
+}
+
+// +kubebuilder:object:root=true
+
+// SubscriptionList contains a list of Subscription.
+type SubscriptionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Subscription `json:"items"`
+}
+
+func init() {
+	register(&Subscription{}, &SubscriptionList{})
+}
+
+// PendingEvent is one event in an object's outbox: recorded in the same write as the change
+// it reports, removed once every subscription it is owed to has it (or gave up on it).
+type PendingEvent struct {
+	// id of the event (the webhook-id header): the same on every attempt.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	ID string `json:"id,omitempty"`
+	// type of the event.
+	// +required
+	Type EventType `json:"type,omitempty"`
+	// time the change happened; orders a site's events and starts the retry horizon.
+	// +required
+	Time metav1.MicroTime `json:"time,omitzero"`
+	// siteID is the API id of the site the event is about (events of one site reach a
+	// subscription in order).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	SiteID string `json:"siteID,omitempty"`
+	// data is the event's `data` object, JSON-encoded.
+	// +required
+	// +kubebuilder:validation:MinLength=2
+	// +kubebuilder:validation:MaxLength=32768
+	Data string `json:"data,omitempty"`
+	// doneFor lists the subscriptions that have the event (delivered or dropped).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	DoneFor []string `json:"doneFor,omitempty"`
+}
+
+// MaxPendingEvents bounds an object's outbox (status.pendingEvents).
+const MaxPendingEvents = 16

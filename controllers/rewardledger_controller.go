@@ -1,0 +1,72 @@
+package controllers
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/notify"
+)
+
+// RewardLedgerReconciler tells the transactions added to a site's reward ledger
+// (rewards.transaction_credited). A rewards system writes the ledger's spec; this reconciler's
+// status write both advances status.lastCreditedID past the new transactions and records
+// their events, so a transaction is told once, and never lost between the two. It is the one
+// notification whose event rides in a write of its own: the ledger's spec write is the
+// rewards system's, and its status had nothing to write before.
+type RewardLedgerReconciler struct {
+	client.Client
+	// Now is the clock (tests may replace it).
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers/status,verbs=get;update;patch
+
+// Reconcile records the events of the transactions after status.lastCreditedID.
+func (r *RewardLedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ledger := &flexv1.RewardLedger{}
+	if err := r.Get(ctx, req.NamespacedName, ledger); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !ledger.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	txs, last := notify.CreditedTransactions(ledger)
+	if last == ledger.Status.LastCreditedID {
+		return ctrl.Result{}, nil
+	}
+	base := ledger.DeepCopy()
+	siteID, err := siteIDOf(ctx, r.Client, ledger.Namespace, ledger.Spec.SiteName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := recordEvents(ctx, r.Client, ledger, notify.LedgerEvents(txs, siteID), r.Now()); err != nil {
+		return ctrl.Result{}, err
+	}
+	ledger.Status.LastCreditedID = last
+	err = r.Status().Patch(ctx, ledger, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: conflictRetryDelay}, nil
+	}
+	return ctrl.Result{}, client.IgnoreNotFound(err)
+}
+
+// SetupWithManager watches RewardLedgers' spec.
+func (r *RewardLedgerReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&flexv1.RewardLedger{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Named("rewardledger").
+		WithOptions(opts).
+		Complete(r)
+}

@@ -1,0 +1,340 @@
+package notifier_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/identity"
+)
+
+const lp = flexv1.PropositionLimitedPause
+
+func newNamespace(ctx context.Context) string {
+	ns, err := env.Namespace(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	return ns
+}
+
+// ready waits until the deliverer has seen the subscription (events are recorded for it).
+func ready(ctx context.Context, sub *flexv1.Subscription) {
+	Eventually(func() bool {
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+		return meta.FindStatusCondition(sub.Status.Conditions, flexv1.ReadyCondition) != nil
+	}).Should(BeTrue())
+}
+
+func household(ctx context.Context, ns, mpan, model string) (*flexv1.Site, *flexv1.Asset) {
+	s := &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.SiteNameForMPAN(mpan)},
+		Spec: flexv1.SiteSpec{MPAN: mpan, Postcode: "SW1A 1AA"}}
+	a := &flexv1.Asset{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.AssetName("charger-" + mpan)},
+		Spec: flexv1.AssetSpec{SiteName: s.Name, ExternalID: "charger-" + mpan, Type: flexv1.AssetTypeCharger,
+			PowerW: ptr.To[int64](7400), Model: model, InstallationDate: "2025-06-15"}}
+	Expect(k8sClient.Create(ctx, s)).To(Succeed())
+	Expect(k8sClient.Create(ctx, a)).To(Succeed())
+	return s, a
+}
+
+func enrol(ctx context.Context, s *flexv1.Site) *flexv1.Enrolment {
+	e := &flexv1.Enrolment{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: identity.EnrolmentName(s.Name, lp)},
+		Spec: flexv1.EnrolmentSpec{SiteName: s.Name, Proposition: lp}}
+	Expect(k8sClient.Create(ctx, e)).To(Succeed())
+	return e
+}
+
+func patchSpec[T client.Object](ctx context.Context, obj T, mutate func(T)) {
+	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	base := obj.DeepCopyObject().(T)
+	mutate(obj)
+	Expect(k8sClient.Patch(ctx, obj, client.MergeFrom(base))).To(Succeed())
+}
+
+func del(ctx context.Context, obj client.Object) {
+	Expect(k8sClient.Delete(ctx, obj)).To(Succeed())
+}
+
+func gone(ctx context.Context, obj client.Object) func() bool {
+	return func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj))
+	}
+}
+
+// inOrder checks that each site's events reached the receiver in the order they happened.
+func inOrder(got []received) {
+	last := map[string]string{}
+	for _, g := range got {
+		site, _ := g.Data["site_id"].(string)
+		if site == "" {
+			continue
+		}
+		Expect(g.Timestamp >= last[site]).To(BeTrue(), "event %s of site %s at %s arrived after one at %s", g.Type, site, g.Timestamp, last[site])
+		last[site] = g.Timestamp
+	}
+}
+
+var _ = Describe("Notifications through the Kubernetes API (kubectl, GitOps, a catalogue edit)", func() {
+	It("delivers every event type of a household's life, signed, in order, none for a no-op", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		sub := subscribe(ctx, ns, r)
+		ready(ctx, sub)
+
+		By("a household created: asset created, eligibility changed")
+		s, a := household(ctx, ns, "1200000000011", "zappi")
+		Eventually(r.kinds).Should(ContainElements("asset.changed:created", "site.eligibility_changed"))
+
+		By("an enrolment: active")
+		e := enrol(ctx, s)
+		Eventually(r.kinds).Should(ContainElement("enrolment.changed:active"))
+
+		By("a no-op write: nothing")
+		n := len(r.all())
+		patchSpec(ctx, a, func(a *flexv1.Asset) { a.Spec.PowerW = ptr.To[int64](7400) })
+		Consistently(func() int { return len(r.all()) }, "1s").Should(Equal(n))
+
+		By("an asset update that breaks eligibility: asset updated, eligibility changed, enrolment not eligible")
+		patchSpec(ctx, a, func(a *flexv1.Asset) { a.Spec.Model = "legacy_charger" })
+		Eventually(func() []string { return r.kinds()[n:] }).Should(ContainElements(
+			"asset.changed:updated", "site.eligibility_changed", "enrolment.changed:not_eligible"))
+
+		By("the enrolment deleted: removed")
+		del(ctx, e)
+		Eventually(r.kinds).Should(ContainElement("enrolment.changed:removed"))
+		Eventually(gone(ctx, e)).Should(BeTrue())
+
+		By("the asset deleted: asset deleted (and eligibility changed)")
+		del(ctx, a)
+		Eventually(r.kinds).Should(ContainElement("asset.changed:deleted"))
+
+		By("the site deleted: offboarded, after which the site goes")
+		del(ctx, s)
+		Eventually(r.kinds).Should(ContainElement("site.offboarded"))
+		Eventually(gone(ctx, s)).Should(BeTrue())
+
+		got := r.delivered()
+		for _, g := range got {
+			Expect(g.Verified).To(BeTrue(), "event %s verifies with the Standard Webhooks library", g.ID)
+			Expect(g.Data["site_id"]).To(Equal(s.Labels[flexv1.IDLabel]))
+		}
+		inOrder(got)
+		Expect(kindOf(got[len(got)-1])).To(Equal("site.offboarded"))
+
+		By("the subscription's status counts the deliveries")
+		Eventually(func() int64 {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+			return sub.Status.Delivered
+		}).Should(BeNumerically(">=", int64(len(got))))
+		Expect(sub.Status.LastDelivery).NotTo(BeNil())
+		Expect(sub.Status.RecentDeliveries).NotTo(BeEmpty())
+		Expect(sub.Status.ConsecutiveFailures).To(BeZero())
+	})
+
+	It("tells a catalogue edit to the sites it changes", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		model := &flexv1.AssetModel{ObjectMeta: metav1.ObjectMeta{Name: "notify-test-model"},
+			Spec: flexv1.AssetModelSpec{ModelName: "notify_test_model", Manufacturer: "Test",
+				AssetTypes: []flexv1.AssetType{flexv1.AssetTypeCharger}, CoP11Qualified: true}}
+		Expect(k8sClient.Create(ctx, model)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) { _ = k8sClient.Delete(ctx, model) })
+		r := newReceiver()
+		sub := subscribe(ctx, ns, r, flexv1.EventSiteEligibilityChanged)
+		ready(ctx, sub)
+		s, _ := household(ctx, ns, "2301234567894", "notify_test_model")
+		Eventually(func() []flexv1.PropositionName {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+			return s.Status.EligiblePropositions
+		}).ShouldNot(BeEmpty())
+		Eventually(r.kinds).Should(HaveLen(1))
+
+		patchSpec(ctx, model, func(m *flexv1.AssetModel) { m.Spec.CoP11Qualified = false })
+		Eventually(r.kinds).Should(Equal([]string{"site.eligibility_changed", "site.eligibility_changed"}))
+		last := r.delivered()[1]
+		Expect(last.Data["previous_eligible_propositions"]).NotTo(BeEmpty())
+		Expect(last.Data["eligibility"].(map[string]any)["eligible_propositions"]).To(BeEmpty())
+	})
+})
+
+var _ = Describe("Delivery", func() {
+	It("retries a failing receiver with the same webhook-id until it recovers, and loses nothing", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		r.setAnswer(func(int) int { return http.StatusServiceUnavailable })
+		sub := subscribe(ctx, ns, r)
+		ready(ctx, sub)
+		s, _ := household(ctx, ns, "1200000000011", "zappi")
+		enrol(ctx, s)
+
+		By("failing for a while")
+		Eventually(func() int { return len(r.all()) }).Should(BeNumerically(">=", 4))
+		Eventually(func() int32 {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+			return sub.Status.ConsecutiveFailures
+		}).Should(BeNumerically(">=", 2))
+		Expect(meta.IsStatusConditionFalse(sub.Status.Conditions, flexv1.ReadyCondition)).To(BeTrue())
+
+		By("recovering")
+		r.setAnswer(nil)
+		Eventually(r.kinds).Should(ContainElements("asset.changed:created", "site.eligibility_changed", "enrolment.changed:active"))
+		failedIDs := map[string]bool{}
+		for _, g := range r.all() {
+			if g.Status >= 300 {
+				failedIDs[g.ID] = true
+			}
+		}
+		deliveredIDs := map[string]bool{}
+		for _, g := range r.delivered() {
+			deliveredIDs[g.ID] = true
+		}
+		for id := range failedIDs {
+			Expect(deliveredIDs).To(HaveKey(id), "an event that failed is delivered later with the same webhook-id")
+		}
+		inOrder(r.delivered())
+		By("the outboxes drain")
+		Eventually(func() int {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+			return len(s.Status.PendingEvents)
+		}).Should(BeZero())
+	})
+
+	It("delivers what was pending when the leader stopped, after a failover to a standby", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		r.setAnswer(func(int) int { return http.StatusInternalServerError })
+		sub := subscribe(ctx, ns, r)
+		ready(ctx, sub)
+		s, a := household(ctx, ns, "1200000000011", "zappi")
+		Eventually(func() int {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+			return len(s.Status.PendingEvents)
+		}).Should(BeNumerically(">=", 1))
+		Eventually(func() int {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
+			return len(a.Status.PendingEvents)
+		}).Should(BeNumerically(">=", 1))
+
+		By("starting a standby, then stopping the leader with events pending")
+		stopLeader := stopManager
+		startManager() // waits for the Lease
+		stopLeader()
+		// Only now does the receiver recover: what it gets, the standby delivered.
+		r.setAnswer(nil)
+		Eventually(r.kinds).Should(ContainElements("asset.changed:created", "site.eligibility_changed"))
+		Eventually(func() int {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+			return len(s.Status.PendingEvents)
+		}).Should(BeZero())
+	})
+
+	It("pauses a subscription whose receiver answers 410 Gone", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		r.setAnswer(func(int) int { return http.StatusGone })
+		sub := subscribe(ctx, ns, r)
+		ready(ctx, sub)
+		household(ctx, ns, "1200000000011", "zappi")
+		Eventually(func() bool {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+			return sub.Spec.Paused
+		}).Should(BeTrue())
+		Eventually(func() string {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+			return meta.FindStatusCondition(sub.Status.Conditions, flexv1.ReadyCondition).Reason
+		}).Should(Equal(flexv1.ReasonPaused))
+	})
+
+	It("keeps a healthy receiver's deliveries flowing while another subscription's receiver hangs", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		release := make(chan struct{})
+		dead := newReceiver(release)
+		DeferCleanup(func() { close(release) })
+		healthy := newReceiver()
+		deadSub := subscribe(ctx, ns, dead)
+		healthySub := subscribe(ctx, ns, healthy)
+		ready(ctx, deadSub)
+		ready(ctx, healthySub)
+		for _, mpan := range []string{"1200000000011", "2301234567894", "1012345678903"} {
+			household(ctx, ns, mpan, "zappi")
+		}
+		Eventually(func() int {
+			return len(slices.DeleteFunc(healthy.kinds(), func(k string) bool { return k != "site.eligibility_changed" }))
+		}).Should(Equal(3))
+		Expect(deadSub.Status.Delivered).To(BeZero())
+	})
+})
+
+var _ = Describe("Reward notifications", func() {
+	It("tells each transaction added to a site's ledger, once", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		sub := subscribe(ctx, ns, r, flexv1.EventRewardsTransactionCredited)
+		ready(ctx, sub)
+		s, _ := household(ctx, ns, "1200000000011", "zappi")
+		Eventually(func() string {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+			return s.Labels[flexv1.IDLabel]
+		}).ShouldNot(BeEmpty())
+		tx := func(id string, pence int64) flexv1.RewardTransaction {
+			return flexv1.RewardTransaction{ID: id, Type: "flex period", CreditPence: pence}
+		}
+		ledger := &flexv1.RewardLedger{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.RewardLedgerName(s.Name)},
+			Spec: flexv1.RewardLedgerSpec{SiteName: s.Name, Transactions: []flexv1.RewardTransaction{
+				tx("0b7c6f4e-1111-4a8e-9d1c-2f3e4a5b6c7d", 120)}}}
+		Expect(k8sClient.Create(ctx, ledger)).To(Succeed())
+		Eventually(r.kinds).Should(Equal([]string{"rewards.transaction_credited"}))
+
+		patchSpec(ctx, ledger, func(l *flexv1.RewardLedger) {
+			l.Spec.Transactions = append(l.Spec.Transactions, tx("0b7c6f4e-2222-4a8e-9d1c-2f3e4a5b6c7d", 80))
+		})
+		Eventually(r.kinds).Should(HaveLen(2))
+		Consistently(r.kinds, "1s").Should(HaveLen(2))
+		got := r.delivered()
+		Expect(got[0].Data).To(HaveKeyWithValue("transaction_id", "0b7c6f4e-1111-4a8e-9d1c-2f3e4a5b6c7d"))
+		Expect(got[1].Data).To(HaveKeyWithValue("transaction_id", "0b7c6f4e-2222-4a8e-9d1c-2f3e4a5b6c7d"))
+		Expect(got[1].Data).To(HaveKeyWithValue("credit_pence", float64(80)))
+		Expect(got[1].Data).To(HaveKeyWithValue("site_id", s.Labels[flexv1.IDLabel]))
+		Expect(got[1].Verified).To(BeTrue())
+	})
+})
+
+var _ = Describe("Deletions", func() {
+	It("lets an enrolment go at once while its receiver is down, and tells its removal later", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		sub := subscribe(ctx, ns, r, flexv1.EventEnrolmentChanged)
+		ready(ctx, sub)
+		s, _ := household(ctx, ns, "1200000000011", "zappi")
+		e := enrol(ctx, s)
+		Eventually(r.kinds).Should(Equal([]string{"enrolment.changed:active"}))
+
+		By("the receiver down, the enrolment deleted: it goes, its removal waits in the site's outbox")
+		r.setAnswer(func(int) int { return http.StatusBadGateway })
+		del(ctx, e)
+		Eventually(gone(ctx, e)).Should(BeTrue())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+		Expect(slices.ContainsFunc(s.Status.PendingEvents, func(ev flexv1.PendingEvent) bool {
+			return ev.Type == flexv1.EventEnrolmentChanged
+		})).To(BeTrue())
+
+		By("enrolling again meanwhile")
+		e2 := enrol(ctx, s)
+		Eventually(func() flexv1.EnrolmentPhase {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(e2), e2)).To(Succeed())
+			return e2.Status.Phase
+		}).ShouldNot(BeEmpty())
+
+		By("the receiver back: removed, then the new enrolment's state, in order")
+		r.setAnswer(nil)
+		Eventually(r.kinds).Should(HaveLen(3))
+		Expect(r.kinds()[1]).To(Equal("enrolment.changed:removed"))
+		inOrder(r.delivered())
+	})
+})

@@ -1,0 +1,92 @@
+package notifier
+
+import (
+	"context"
+	"crypto/x509"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/notify"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+)
+
+// TestDialerRefusesWhatThePolicyRefuses posts through the deliverer's own HTTP client to an
+// HTTPS server on loopback: refused (before any byte is sent) unless loopback is allowed,
+// whether the URL names the address or a name that resolves to it (as a rebinding name
+// would). Nothing is sent anywhere but loopback.
+func TestDialerRefusesWhatThePolicyRefuses(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	u, _ := url.Parse(srv.URL)
+	byName := "https://localhost:" + u.Port() + "/"
+	wh, _ := standardwebhooks.NewWebhook("whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0")
+	ev := &flexv1.PendingEvent{ID: "evt_1", Type: flexv1.EventPing, Time: metav1.NewMicroTime(time.Now()), Data: "{}"}
+
+	for _, c := range []struct {
+		name    string
+		allow   []netip.Prefix
+		url     string
+		allowed bool
+	}{
+		{"loopback address, default policy", nil, srv.URL, false},
+		{"name resolving to loopback, default policy", nil, byName, false},
+		{"loopback allowed", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, srv.URL, true},
+		{"another private range allowed only", []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, srv.URL, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := &Deliverer{Policy: notify.AddressPolicy{Allow: c.allow}, RootCAs: roots}
+			d.defaults()
+			before := hits.Load()
+			sub := &flexv1.Subscription{Spec: flexv1.SubscriptionSpec{URL: c.url}}
+			code, err := d.attempt(context.Background(), sub, wh, ev)
+			if c.allowed {
+				if err != nil || code != http.StatusNoContent {
+					t.Fatalf("allowed: %d, %v", code, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "refused") {
+				t.Fatalf("want a refusal, got %d, %v", code, err)
+			}
+			if hits.Load() != before {
+				t.Fatal("the refused request reached the server")
+			}
+		})
+	}
+}
+
+// TestNoRedirects: a receiver's redirect is an answer (a failure), not followed to wherever it
+// points.
+func TestNoRedirects(t *testing.T) {
+	var followed atomic.Bool
+	target := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { followed.Store(true) }))
+	defer target.Close()
+	srv := httptest.NewTLSServer(http.RedirectHandler(target.URL, http.StatusTemporaryRedirect))
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	d := &Deliverer{Policy: notify.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, RootCAs: roots}
+	d.defaults()
+	wh, _ := standardwebhooks.NewWebhook("whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0")
+	ev := &flexv1.PendingEvent{ID: "evt_1", Type: flexv1.EventPing, Time: metav1.NewMicroTime(time.Now()), Data: "{}"}
+	code, err := d.attempt(context.Background(), &flexv1.Subscription{Spec: flexv1.SubscriptionSpec{URL: srv.URL}}, wh, ev)
+	if err == nil || code != http.StatusTemporaryRedirect || followed.Load() {
+		t.Fatalf("redirect: %d, %v, followed %v", code, err, followed.Load())
+	}
+}

@@ -1,0 +1,259 @@
+package notifier_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/notifier"
+	"github.com/flexsite/flexsite/internal/notify"
+	"github.com/flexsite/flexsite/internal/testenv"
+)
+
+var (
+	env       *testenv.Env
+	k8sClient client.Client
+	suiteCtx  context.Context
+	cancel    context.CancelFunc
+	// roots trusts every receiver's certificate (httptest's TLS servers share one).
+	roots *x509.CertPool
+	// stopManager stops the running manager and waits for it.
+	stopManager func()
+	// apiServer serves the REST facade of the running manager.
+	apiServer *httptest.Server
+	facadeNow atomic.Pointer[facade.Server]
+	keys      *auth.KeyRing
+)
+
+const keysNamespace = "flexsite-system"
+
+func TestNotifier(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Notifier Suite (envtest)")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	suiteCtx, cancel = context.WithCancel(context.Background())
+	var err error
+	env, err = testenv.Start(suiteCtx)
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient = env.Client
+
+	Expect(k8sClient.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keysNamespace}})).To(Succeed())
+	apiServer = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		facadeNow.Load().ServeHTTP(w, r)
+	}))
+	DeferCleanup(apiServer.Close)
+
+	probe := httptest.NewTLSServer(http.NotFoundHandler())
+	roots = x509.NewCertPool()
+	roots.AddCert(probe.Certificate())
+	probe.Close()
+
+	startManager()
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+})
+
+var _ = AfterSuite(func() {
+	if stopManager != nil {
+		stopManager()
+	}
+	cancel()
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
+
+// testSchedule retries within moments so that tests do not wait minutes; the horizon is
+// long enough that nothing is dropped unless a test asks.
+var testSchedule = notify.Schedule{Steps: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}, Horizon: time.Hour}
+
+// startManager runs the controllers and a deliverer that may reach loopback only, with leader
+// election (a Lease), so that a second manager started beside it is a standby.
+func startManager() {
+	mgr, err := env.NewManager(func(o *ctrl.Options) {
+		// A restarted manager registers the same controllers again.
+		o.Controller.SkipNameValidation = ptr.To(true)
+		o.LeaderElection, o.LeaderElectionID, o.LeaderElectionNamespace = true, "notifier-test", keysNamespace
+		o.LeaderElectionReleaseOnCancel = true
+		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = ptr.To(4*time.Second), ptr.To(3*time.Second), ptr.To(200*time.Millisecond)
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(controllers.SetupWithManager(suiteCtx, mgr)).To(Succeed())
+	d := &notifier.Deliverer{
+		Policy:   notify.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
+		RootCAs:  roots,
+		Schedule: testSchedule,
+		Interval: 100 * time.Millisecond,
+		HoldBack: 300 * time.Millisecond,
+	}
+	Expect(d.SetupWithManager(suiteCtx, mgr)).To(Succeed())
+	keys = auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
+	Expect(keys.Ensure(suiteCtx)).To(Succeed())
+	facadeNow.Store(facade.NewServer(facade.Config{
+		Log: ctrl.Log.WithName("api"), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Client: mgr.GetClient(),
+		Issuer: auth.NewIssuer(keys, time.Now), Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
+	}))
+	ctx, stop := context.WithCancel(suiteCtx)
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	stopManager = func() {
+		stop()
+		<-done
+	}
+}
+
+// received is one request a receiver got.
+type received struct {
+	ID, Type, Timestamp string
+	Data                map[string]any
+	Verified            bool
+	Status              int
+}
+
+// receiver is an HTTPS receiver on loopback that verifies every request with the Standard
+// Webhooks library and answers with the status its policy says.
+type receiver struct {
+	*httptest.Server
+	secret string
+	wh     *standardwebhooks.Webhook
+	mu     sync.Mutex
+	got    []received
+	// answer decides the status of the n-th request (from 0); 204 when nil.
+	answer func(n int) int
+}
+
+// newReceiver starts a receiver; given a channel, it hangs on every request until the channel
+// closes (a dead receiver).
+func newReceiver(hang ...chan struct{}) *receiver {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	r := &receiver{secret: "whsec_" + base64.StdEncoding.EncodeToString(key)}
+	r.setSecret(r.secret)
+	r.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if len(hang) > 0 {
+			select {
+			case <-hang[0]:
+			case <-req.Context().Done():
+			}
+			return
+		}
+		body, _ := io.ReadAll(req.Body)
+		var ev struct {
+			Type, ID, Timestamp string
+			Data                map[string]any
+		}
+		_ = json.Unmarshal(body, &ev)
+		r.mu.Lock()
+		wh := r.wh
+		r.mu.Unlock()
+		rec := received{ID: req.Header.Get("webhook-id"), Type: ev.Type, Timestamp: ev.Timestamp, Data: ev.Data,
+			Verified: wh.Verify(body, req.Header) == nil && ev.ID == req.Header.Get("webhook-id") &&
+				req.Header.Get("content-type") == "application/json"}
+		r.mu.Lock()
+		rec.Status = http.StatusNoContent
+		if r.answer != nil {
+			rec.Status = r.answer(len(r.got))
+		}
+		r.got = append(r.got, rec)
+		r.mu.Unlock()
+		w.WriteHeader(rec.Status)
+	}))
+	DeferCleanup(r.Close)
+	return r
+}
+
+// setSecret makes the receiver verify with another signing secret.
+func (r *receiver) setSecret(secret string) {
+	wh, err := standardwebhooks.NewWebhook(secret)
+	Expect(err).NotTo(HaveOccurred())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.secret, r.wh = secret, wh
+}
+
+func (r *receiver) setAnswer(f func(n int) int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.answer = f
+}
+
+// all is every request so far.
+func (r *receiver) all() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]received(nil), r.got...)
+}
+
+// delivered is the events answered 2xx, in the order they arrived.
+func (r *receiver) delivered() []received {
+	var out []received
+	for _, g := range r.all() {
+		if g.Status >= 200 && g.Status < 300 {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// kinds summarises delivered events as "type" or "type:change/status".
+func (r *receiver) kinds() []string {
+	got := r.delivered()
+	out := make([]string, 0, len(got))
+	for _, g := range got {
+		out = append(out, kindOf(g))
+	}
+	return out
+}
+
+func kindOf(g received) string {
+	k := g.Type
+	if c, ok := g.Data["change"].(string); ok {
+		k += ":" + c
+	}
+	if s, ok := g.Data["status"].(string); ok {
+		k += ":" + s
+	}
+	return k
+}
+
+// subscribe creates a Secret with the receiver's signing secret and a Subscription to it.
+func subscribe(ctx context.Context, ns string, r *receiver, events ...flexv1.EventType) *flexv1.Subscription {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "sub-"},
+		Data: map[string][]byte{notifier.DefaultSecretKey: []byte(r.secret)}}
+	Expect(k8sClient.Create(ctx, secret)).To(Succeed())
+	sub := &flexv1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "sub-"},
+		Spec: flexv1.SubscriptionSpec{URL: r.URL, Events: events, SecretRef: flexv1.SecretKeyReference{Name: secret.Name}}}
+	Expect(k8sClient.Create(ctx, sub)).To(Succeed())
+	return sub
+}
