@@ -48,7 +48,7 @@ func catalogueChanges() []ruleChange {
 
 // runCatalogue times each catalogue change, and its revert, until every Site's status agrees
 // with the new rules. The first change is also written by a plain client (the same status
-// patches, straight to the API server): the fan-out's baseline. Its revert runs with
+// patches, straight to the API server): the fan-out's baseline. The second change runs with
 // interactive REST onboards alongside, whose p99 is compared with the same onboards on an
 // idle manager: a fan-out must not starve interactive work.
 func runCatalogue(ctx context.Context, b *bench, rep *report) error {
@@ -58,7 +58,9 @@ func runCatalogue(ctx context.Context, b *bench, rep *report) error {
 			edit   func(client.Object)
 		}{{"change", ch.edit}, {"revert", ch.revert}} {
 			prefix := ch.name + "_" + step.suffix
-			first, loaded := n == 0 && step.suffix == "change", n == 0 && step.suffix == "revert"
+			// The proposition change leaves limited_pause as it was, so the probe's households
+			// (a charger, in limited_pause) can still enrol while it fans out.
+			first, loaded := n == 0 && step.suffix == "change", n == 1 && step.suffix == "change"
 			var probe *fanoutProbe
 			if loaded {
 				var err error

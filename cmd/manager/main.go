@@ -39,6 +39,7 @@ import (
 	"github.com/flexsite/flexsite/internal/facade"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
+	"github.com/flexsite/flexsite/internal/priority"
 	flexwebhook "github.com/flexsite/flexsite/webhook"
 )
 
@@ -209,7 +210,9 @@ func run(ctx context.Context, o options) error {
 	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{}); err != nil {
 		return fmt.Errorf("watching the credential Secrets: %w", err)
 	}
-	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency}); err != nil {
+	// Catalogue fan-outs yield to the REST requests that write (one Gate for both).
+	background := priority.NewGate(max(o.concurrency, 1))
+	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency, Background: background}); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
 	if err := flexwebhook.Setup(mgr); err != nil {
@@ -240,6 +243,14 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("loading the token signing keys from %s: %w", o.tokenKeysSecret, err)
 	}
 
+	ledgers, err := newLedgerStore(cfg, scheme)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(ledgers); err != nil {
+		return err
+	}
+
 	var synced atomic.Bool
 	if err := mgr.Add(facade.NewServer(facade.Config{
 		Addr:           o.apiAddr,
@@ -248,6 +259,8 @@ func run(ctx context.Context, o options) error {
 		Cache:          mgr.GetCache(),
 		APIReader:      mgr.GetAPIReader(),
 		Client:         mgr.GetClient(),
+		Ledgers:        ledgers,
+		Interactive:    background,
 		Issuer:         auth.NewIssuer(keys, time.Now),
 		Authenticator:  auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
 		Rewards:        o.rewards,
@@ -264,7 +277,7 @@ func run(ctx context.Context, o options) error {
 	}
 	// Mark ready once the caches have synced: the facade reads through them.
 	if err := mgr.Add(runnableFunc(func(ctx context.Context) error {
-		if !mgr.GetCache().WaitForCacheSync(ctx) {
+		if !mgr.GetCache().WaitForCacheSync(ctx) || !ledgers.WaitForSync(ctx) {
 			return nil
 		}
 		synced.Store(true)

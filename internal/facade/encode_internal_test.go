@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/units"
 )
 
@@ -78,31 +79,46 @@ func BenchmarkEncodeTransactions(b *testing.B) {
 	}
 }
 
-// transactionRecords answers each transaction as the record of its fields would.
+// transactionRecords answers each transaction of a compact ledger as the record of its
+// fields would, in the ledger's order (newest first).
 func TestTransactionRecordsKeepEveryField(t *testing.T) {
 	zone := time.FixedZone("east", 5*3600+30*60)
 	at := func(t time.Time) *metav1.Time { return &metav1.Time{Time: t} }
 	wh := func(v int64) *int64 { return &v }
-	page := []*flexv1.RewardTransaction{
+	txs := []flexv1.RewardTransaction{
 		{ID: "a", Type: "flex event", CreditPence: 120, StartTime: at(time.Date(2026, 1, 15, 10, 30, 0, 123, time.UTC)),
 			EndTime: at(time.Date(2026, 1, 15, 23, 0, 0, 0, zone)), SettlementDate: "2026-01-20", FlexWh: wh(1250), PaymentStatus: "paid"},
 		{ID: "b", CreditPence: -500, Type: "withdrawal"},
 		{ID: "c", EndTime: at(time.Date(12026, 1, 1, 0, 0, 0, 0, zone)), FlexWh: wh(-7)},
 		{ID: "d", StartTime: at(time.Date(1999, 12, 31, 23, 59, 59, 0, zone)), FlexWh: wh(0)},
+		{ID: "3f1c2b6e-8a0d-4c47-9e1b-2d5f7a9c0e13", StartTime: at(time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)),
+			SettlementDate: "2025-03-09", CreditPence: 7},
 	}
-	got := transactionRecords(page)
-	if len(got) != len(page) {
-		t.Fatalf("%d records for %d transactions", len(got), len(page))
+	byID := map[string]*flexv1.RewardTransaction{}
+	for i := range txs {
+		byID[txs[i].ID] = &txs[i]
 	}
-	for i, tx := range page {
+	l := ledger.New("1", txs)
+	got := transactionRecords(l, 0, l.Len())
+	if len(got) != len(txs) {
+		t.Fatalf("%d records for %d transactions", len(got), len(txs))
+	}
+	for i, rec := range got {
+		tx := byID[rec.TransactionID]
+		if tx == nil {
+			t.Fatalf("record %d has id %q, of no transaction", i, rec.TransactionID)
+		}
 		want := TransactionRecord{TransactionID: tx.ID, CreditPence: tx.CreditPence, TransactionType: tx.Type,
 			StartTime: formatTime(tx.StartTime), EndTime: formatTime(tx.EndTime), SettlementDate: tx.SettlementDate,
 			FlexKWh: units.ToKilo(tx.FlexWh), PaymentStatus: tx.PaymentStatus}
-		if !reflect.DeepEqual(got[i], want) {
-			t.Errorf("transaction %s:\n got %+v\nwant %+v", tx.ID, got[i], want)
+		if !reflect.DeepEqual(rec, want) {
+			t.Errorf("transaction %s:\n got %+v\nwant %+v", tx.ID, rec, want)
 		}
 	}
-	if empty, _ := json.Marshal(transactionRecords(nil)); string(empty) != "[]" {
+	if page := transactionRecords(l, 1, 3); !reflect.DeepEqual(page, got[1:3]) {
+		t.Errorf("records 1..3 are %+v, want %+v", page, got[1:3])
+	}
+	if empty, _ := json.Marshal(transactionRecords(nil, 0, 0)); string(empty) != "[]" {
 		t.Errorf("empty page answers %s, want []", empty)
 	}
 }

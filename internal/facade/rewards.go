@@ -3,17 +3,15 @@ package facade
 import (
 	"context"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/units"
 )
 
@@ -46,70 +44,38 @@ type BalanceInfo struct {
 	CanWithdraw                     bool  `json:"can_withdraw"`
 }
 
-// balance sums a ledger: the balance is every credit and debit; earnings are the credits
-// that are not withdrawals; the first reward starts the withdrawal wait.
-type balance struct {
-	current, earnings int64
-	firstReward       *time.Time
-}
-
-func balanceOf(txs []flexv1.RewardTransaction) balance {
-	var b balance
-	for _, tx := range txs {
-		if paymentUndone(tx.PaymentStatus) {
-			continue // the money never left (or came back): it is still the household's
-		}
-		b.current += tx.CreditPence
-		if tx.Type == "withdrawal" || tx.CreditPence <= 0 {
-			continue
-		}
-		b.earnings += tx.CreditPence
-		if at := transactionTime(tx); !at.IsZero() && (b.firstReward == nil || at.Before(*b.firstReward)) {
-			b.firstReward = &at
-		}
-	}
-	return b
-}
-
-// paymentUndone reports payment states in which a withdrawal paid nothing out.
-func paymentUndone(s flexv1.PaymentStatus) bool {
-	switch s {
-	case "failed", "rejected", "cancelled", "returned":
-		return true
-	}
-	return false
-}
-
-// transactionTime is when a transaction happened: its start, else its settlement date.
-func transactionTime(tx flexv1.RewardTransaction) time.Time {
-	if tx.StartTime != nil {
-		return tx.StartTime.Time
-	}
-	if d, err := time.Parse(time.DateOnly, tx.SettlementDate); err == nil {
-		return d
-	}
-	return time.Time{}
-}
-
 // daysUntilWaitMet counts the days left of the withdrawal wait; with no reward yet the
 // whole wait lies ahead.
-func (s *Server) daysUntilWaitMet(b balance) int {
-	if b.firstReward == nil {
+func (s *Server) daysUntilWaitMet(b ledger.Balance) int {
+	if b.FirstReward.IsZero() {
 		return s.Rewards.WithdrawalMinWaitDays
 	}
-	elapsed := int(s.Now().Sub(*b.firstReward) / (24 * time.Hour))
+	elapsed := int(s.Now().Sub(b.FirstReward) / (24 * time.Hour))
 	return max(0, s.Rewards.WithdrawalMinWaitDays-elapsed)
 }
 
-func (s *Server) ledgerOf(ctx context.Context, site *flexv1.Site) ([]flexv1.RewardTransaction, error) {
-	// Read-only, so no deep copy of a year of transactions; callers copy what they reorder.
-	ledger := &flexv1.RewardLedger{}
-	err := s.Cache.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}, ledger,
-		client.UnsafeDisableDeepCopy)
+// LedgerReader finds a site's reward history in compact form (internal/ledger's Store).
+type LedgerReader interface {
+	Get(namespace, name string) (*ledger.Ledger, bool, error)
+}
+
+// ledgerOf is the site's reward history: from Config.Ledgers (the manager's), or else read
+// from the cache and compacted for this request. nil when the site has no ledger.
+func (s *Server) ledgerOf(ctx context.Context, site *flexv1.Site) (*ledger.Ledger, error) {
+	name := identity.RewardLedgerName(site.Name)
+	if s.Ledgers != nil {
+		l, _, err := s.Ledgers.Get(site.Namespace, name)
+		return l, err
+	}
+	obj := &flexv1.RewardLedger{}
+	err := s.Cache.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: name}, obj, client.UnsafeDisableDeepCopy)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
-	return ledger.Spec.Transactions, err
+	if err != nil {
+		return nil, err
+	}
+	return ledger.New(obj.ResourceVersion, obj.Spec.Transactions), nil
 }
 
 func (s *Server) transactions(r *http.Request, p *auth.Principal) (any, error) {
@@ -124,87 +90,71 @@ func (s *Server) transactions(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	txs, err := s.ledgerOf(r.Context(), site)
+	l, err := s.ledgerOf(r.Context(), site)
 	if err != nil {
 		return nil, err
 	}
-	b := balanceOf(txs)
-	sorted := newestFirst(txs)
+	var b ledger.Balance
+	if l != nil {
+		b = l.Balance
+	}
 	out := TransactionsResponse{
 		SiteID:                      site.Labels[flexv1.IDLabel],
-		IsBelowWithdrawalMinimum:    b.current < s.Rewards.MinimumWithdrawalPence,
+		IsBelowWithdrawalMinimum:    b.CurrentPence < s.Rewards.MinimumWithdrawalPence,
 		DaysUntilMinimumWaitTimeMet: s.daysUntilWaitMet(b),
 	}
-	var page []*flexv1.RewardTransaction
-	if offset < len(sorted) {
-		page = sorted[offset:min(len(sorted), offset+limit)]
-	}
-	out.Transactions = transactionRecords(page)
+	from, to := min(offset, l.Len()), min(l.Len(), offset+limit)
+	out.Transactions = transactionRecords(l, from, to)
 	return out, nil
 }
 
-// newestFirst orders transactions as a statement reads, ties broken by id so pages are
-// stable. It sorts pointers by times computed once (the ledger itself is shared, read-only).
-func newestFirst(txs []flexv1.RewardTransaction) []*flexv1.RewardTransaction {
-	type keyed struct {
-		at time.Time
-		tx *flexv1.RewardTransaction
-	}
-	keys := make([]keyed, len(txs))
-	for i := range txs {
-		keys[i] = keyed{at: transactionTime(txs[i]), tx: &txs[i]}
-	}
-	slices.SortFunc(keys, func(a, b keyed) int {
-		if c := b.at.Compare(a.at); c != 0 {
-			return c
-		}
-		return strings.Compare(a.tx.ID, b.tx.ID)
-	})
-	out := make([]*flexv1.RewardTransaction, len(keys))
-	for i, k := range keys {
-		out[i] = k.tx
-	}
-	return out
-}
-
-// transactionRecords answers a page of transactions. The records' times and flex figures
-// point into arrays shared by the page (one string holds every time, as formatTime writes
-// them), not into an allocation each: a page is read once, as one answer.
-func transactionRecords(page []*flexv1.RewardTransaction) []TransactionRecord {
-	out := make([]TransactionRecord, len(page))
+// transactionRecords answers transactions from..to of a ledger (newest first). The records'
+// times and flex figures point into arrays shared by the page (one string holds every time,
+// as formatTime writes them), not into an allocation each: a page is read once, as one answer.
+func transactionRecords(l *ledger.Ledger, from, to int) []TransactionRecord {
+	n := max(0, to-from)
+	out := make([]TransactionRecord, n)
 	const stamp = len("2006-01-02T15:04:05Z")
-	text := make([]byte, 0, 2*stamp*len(page))
-	ends := make([]int, 0, 2*len(page))
-	appendTime := func(t *metav1.Time) {
-		if t != nil {
-			text = t.UTC().AppendFormat(text, time.RFC3339)
+	const uuid = len("00000000-0000-0000-0000-000000000000")
+	text := make([]byte, 0, n*(2*stamp+uuid+len(time.DateOnly)))
+	ends := make([]int, 0, 4*n)
+	appendTime := func(t time.Time, ok bool) {
+		if ok {
+			text = t.AppendFormat(text, time.RFC3339)
 		}
 		ends = append(ends, len(text))
 	}
-	for _, tx := range page {
-		appendTime(tx.StartTime)
-		appendTime(tx.EndTime)
+	for i := range n {
+		tx := l.At(from + i)
+		appendTime(tx.StartTime())
+		appendTime(tx.EndTime())
+		text = l.AppendID(text, from+i)
+		ends = append(ends, len(text))
+		text = l.AppendSettlementDate(text, from+i)
+		ends = append(ends, len(text))
 	}
 	all := string(text)
-	times := make([]string, len(ends))
-	kwh := make([]float64, len(page))
+	parts := make([]string, len(ends))
+	kwh := make([]float64, n)
 	start := 0
 	for i, end := range ends {
-		times[i], start = all[start:end], end
+		parts[i], start = all[start:end], end
 	}
-	for i, tx := range page {
+	for i := range n {
+		tx := l.At(from + i)
+		field := parts[4*i : 4*i+4]
 		out[i] = TransactionRecord{
-			TransactionID: tx.ID, CreditPence: tx.CreditPence, TransactionType: tx.Type,
-			SettlementDate: tx.SettlementDate, PaymentStatus: tx.PaymentStatus,
+			TransactionID: field[2], CreditPence: tx.CreditPence(), TransactionType: tx.Type(),
+			SettlementDate: field[3], PaymentStatus: tx.PaymentStatus(),
 		}
-		if tx.StartTime != nil {
-			out[i].StartTime = &times[2*i]
+		if _, ok := tx.StartTime(); ok {
+			out[i].StartTime = &field[0]
 		}
-		if tx.EndTime != nil {
-			out[i].EndTime = &times[2*i+1]
+		if _, ok := tx.EndTime(); ok {
+			out[i].EndTime = &field[1]
 		}
-		if tx.FlexWh != nil {
-			kwh[i] = *units.ToKilo(tx.FlexWh)
+		if wh, ok := tx.FlexWh(); ok {
+			kwh[i] = *units.ToKilo(&wh)
 			out[i].FlexKWh = &kwh[i]
 		}
 	}
@@ -216,17 +166,20 @@ func (s *Server) rewardInfo(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	txs, err := s.ledgerOf(r.Context(), site)
+	l, err := s.ledgerOf(r.Context(), site)
 	if err != nil {
 		return nil, err
 	}
-	b := balanceOf(txs)
+	var b ledger.Balance
+	if l != nil {
+		b = l.Balance
+	}
 	return BalanceInfo{
-		CurrentBalancePence:             b.current,
-		TotalEarningsPence:              b.earnings,
+		CurrentBalancePence:             b.CurrentPence,
+		TotalEarningsPence:              b.EarningsPence,
 		MinimumWithdrawalThresholdPence: s.Rewards.MinimumWithdrawalPence,
 		WithdrawalMinWaitDays:           s.Rewards.WithdrawalMinWaitDays,
-		CanWithdraw: b.current > 0 && b.current >= s.Rewards.MinimumWithdrawalPence &&
+		CanWithdraw: b.CurrentPence > 0 && b.CurrentPence >= s.Rewards.MinimumWithdrawalPence &&
 			s.daysUntilWaitMet(b) == 0,
 	}, nil
 }

@@ -40,7 +40,14 @@ type Config struct {
 	// object this client may have just created.
 	APIReader client.Reader
 	// Client writes through the API server.
-	Client        client.Client
+	Client client.Client
+	// Interactive, when set, is told of every request that may write (Begin when it starts,
+	// the returned end when it is answered): background work of the controllers yields to
+	// them (internal/priority's Gate).
+	Interactive interface{ Begin() (end func()) }
+	// Ledgers holds the reward ledgers in compact form (internal/ledger's Store, which the
+	// manager runs); nil reads them from Cache instead.
+	Ledgers       LedgerReader
 	Issuer        *auth.Issuer
 	Authenticator *auth.Authenticator
 	Rewards       RewardPolicy
@@ -89,6 +96,9 @@ func NewServer(cfg Config) *Server {
 	s := &Server{Config: cfg, mux: http.NewServeMux(), limiter: newRateLimiters(cfg.Limits)}
 	s.routes()
 	s.handler = s.observe(s.mux)
+	if cfg.Interactive != nil {
+		s.handler = markInteractive(cfg.Interactive, s.handler)
+	}
 	return s
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
@@ -68,11 +69,17 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(keys.Ensure(ctx)).To(Succeed())
 	now := time.Now()
 	clock.Store(&now)
+	// The reward ledgers' store, as cmd/manager runs it.
+	watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: mgr.GetScheme()})
+	Expect(err).NotTo(HaveOccurred())
+	ledgers := ledger.NewStore(watcher)
+	Expect(mgr.Add(ledgers)).To(Succeed())
 	facadeSrv = facade.NewServer(facade.Config{
 		Log:           ctrl.Log.WithName("api"),
 		Cache:         mgr.GetCache(),
 		APIReader:     mgr.GetAPIReader(),
 		Client:        mgr.GetClient(),
+		Ledgers:       ledgers,
 		Issuer:        auth.NewIssuer(keys, time.Now),
 		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
 		Rewards:       facade.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
@@ -86,6 +93,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Expect(mgr.Start(suiteCtx)).To(Succeed())
 	}()
 	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
+	Expect(ledgers.WaitForSync(ctx)).To(BeTrue())
 
 	SetDefaultEventuallyTimeout(20 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
