@@ -122,3 +122,45 @@ func TestTransactionRecordsKeepEveryField(t *testing.T) {
 		t.Errorf("empty page answers %s, want []", empty)
 	}
 }
+
+// A page written straight from the compact ledger reads as the TransactionsResponse of the
+// same page encoded by encoding/json.
+func TestTransactionsPageMatchesResponse(t *testing.T) {
+	at := func(s string) *metav1.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &metav1.Time{Time: v}
+	}
+	wh := func(v int64) *int64 { return &v }
+	txs := []flexv1.RewardTransaction{
+		{ID: "3f1c2b6e-8a0d-4c47-9e1b-2d5f7a9c0e13", Type: "flex period", CreditPence: 120, StartTime: at("2025-01-06T00:00:00Z"),
+			EndTime: at("2025-01-13T00:00:00+05:30"), SettlementDate: "2025-01-18", FlexWh: wh(1500)},
+		{ID: "ffffffff-0000-ffff-0000-ffffffffffff", Type: "withdrawal", CreditPence: -500, PaymentStatus: "failed"},
+		{ID: `odd <id> & "quotes"`, SettlementDate: "2025-1-5", FlexWh: wh(-1)},
+		{ID: "00000000-0000-0000-0000-000000000000", SettlementDate: "2024-02-29", FlexWh: wh(0), CreditPence: math.MaxInt64},
+		{ID: "11111111-1111-1111-1111-111111111111", StartTime: at("1969-07-20T20:17:40Z"), SettlementDate: "bad\ndate"},
+	}
+	l := ledger.New("7", txs)
+	for _, p := range []*transactionsPage{
+		{siteID: "site", ledger: l, from: 0, to: l.Len(), below: true, days: 3},
+		{siteID: "<site>", ledger: l, from: 2, to: 4},
+		{siteID: "s", ledger: l, from: l.Len(), to: l.Len(), days: -1},
+		{siteID: "none", ledger: nil},
+	} {
+		var want, got bytes.Buffer
+		if err := json.NewEncoder(&want).Encode(p.response()); err != nil {
+			t.Fatal(err)
+		}
+		if err := encodeJSON(&got, p); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("page %d..%d:\n got %s\nwant %s", p.from, p.to, got.String(), want.String())
+		}
+		if m, _ := json.Marshal(p); string(m)+"\n" != want.String() {
+			t.Errorf("MarshalJSON %s", m)
+		}
+	}
+}

@@ -98,14 +98,9 @@ func (s *Server) transactions(r *http.Request, p *auth.Principal) (any, error) {
 	if l != nil {
 		b = l.Balance
 	}
-	out := TransactionsResponse{
-		SiteID:                      site.Labels[flexv1.IDLabel],
-		IsBelowWithdrawalMinimum:    b.CurrentPence < s.Rewards.MinimumWithdrawalPence,
-		DaysUntilMinimumWaitTimeMet: s.daysUntilWaitMet(b),
-	}
-	from, to := min(offset, l.Len()), min(l.Len(), offset+limit)
-	out.Transactions = transactionRecords(l, from, to)
-	return out, nil
+	return &transactionsPage{siteID: site.Labels[flexv1.IDLabel], ledger: l,
+		from: min(offset, l.Len()), to: min(l.Len(), offset+limit),
+		below: b.CurrentPence < s.Rewards.MinimumWithdrawalPence, days: s.daysUntilWaitMet(b)}, nil
 }
 
 // transactionRecords answers transactions from..to of a ledger (newest first). The records'

@@ -17,6 +17,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/facade/apidocs"
+	"github.com/flexsite/flexsite/internal/household"
 )
 
 // RewardPolicy holds the configurable withdrawal thresholds of the rewards endpoints.
@@ -81,6 +82,8 @@ type Server struct {
 	mux     *http.ServeMux
 	handler http.Handler // mux, observed (request id, access log, metrics)
 	limiter rateLimiters
+	// catalogue follows the rules for reads (rules.go).
+	catalogue *household.Catalogue
 }
 
 // NewServer builds the facade's routes.
@@ -93,7 +96,7 @@ func NewServer(cfg Config) *Server {
 	}
 	// Every write names the API client that made it (managedFields).
 	cfg.Client = ownedClient{cfg.Client}
-	s := &Server{Config: cfg, mux: http.NewServeMux(), limiter: newRateLimiters(cfg.Limits)}
+	s := &Server{Config: cfg, mux: http.NewServeMux(), limiter: newRateLimiters(cfg.Limits), catalogue: newCatalogue(cfg)}
 	s.routes()
 	s.handler = s.observe(s.mux)
 	if cfg.Interactive != nil {

@@ -299,13 +299,14 @@ func (s *Server) eligibility(r *http.Request, p *auth.Principal) (any, error) {
 	return eligibilityRecord(site.Labels[flexv1.IDLabel], res), nil
 }
 
-// evaluate runs the eligibility rules on a stored site, exactly as the Site controller does.
+// evaluate runs the eligibility rules on a stored site, exactly as the Site controller does
+// (with the rules of the last catalogue change the cache told of: it only answers a read).
 func (s *Server) evaluate(ctx context.Context, site *flexv1.Site) (eligibility.Result, error) {
 	assets, err := s.store(false).assetsOf(ctx, site)
 	if err != nil {
 		return eligibility.Result{}, err
 	}
-	rules, err := household.LoadRules(ctx, s.Cache)
+	rules, err := s.rulesToRead(ctx)
 	if err != nil {
 		return eligibility.Result{}, err
 	}

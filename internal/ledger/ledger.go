@@ -86,6 +86,10 @@ func (l *Ledger) AppendID(b []byte, i int) []byte {
 	return appendUUID(b, tx.id)
 }
 
+// Canonical reports whether the i-th transaction's id is a canonical UUID and its date is
+// YYYY-MM-DD or none: then AppendID and AppendSettlementDate write only [0-9a-f-].
+func (l *Ledger) Canonical(i int) bool { return !l.txs[i].oddID && !l.txs[i].oddDate }
+
 // SettlementDate is the i-th transaction's settlement date, YYYY-MM-DD ("" when none).
 func (l *Ledger) SettlementDate(i int) string {
 	tx := &l.txs[i]
