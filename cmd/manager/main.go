@@ -247,9 +247,10 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(ledgers); err != nil {
-		return err
-	}
+	// Started now, not as a manager Runnable: those start once the caches have synced, and
+	// the ledgers' first list would then come after theirs instead of alongside (readiness
+	// waits for both). It stops with ctx, as the manager does.
+	go func() { _ = ledgers.Start(ctx) }()
 
 	var synced atomic.Bool
 	if err := mgr.Add(facade.NewServer(facade.Config{

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
-	"time"
 
 	"github.com/flexsite/flexsite/internal/ledger"
 )
@@ -33,7 +32,8 @@ func (p *transactionsPage) MarshalJSON() ([]byte, error) {
 }
 
 // appendPage writes the page as appendTransactions writes its TransactionsResponse. The
-// ledger's canonical ids, dates and the times formatted here hold nothing to escape.
+// ledger's canonical ids, and the times, dates and numbers formatted here (encode_fast.go),
+// hold nothing to escape.
 func (p *transactionsPage) appendPage(b []byte) []byte {
 	l := p.ledger
 	b = append(b, `{"site_id":`...)
@@ -56,24 +56,19 @@ func (p *transactionsPage) appendPage(b []byte) []byte {
 			b = append(b, `,"transaction_type":`...)
 			b = appendJSONString(b, string(typ))
 		}
-		if t, ok := tx.StartTime(); ok {
-			b = append(t.AppendFormat(append(b, `,"start_time":"`...), time.RFC3339), '"')
+		if sec, ok := tx.StartUnix(); ok {
+			b = append(appendRFC3339(append(b, `,"start_time":"`...), sec), '"')
 		}
-		if t, ok := tx.EndTime(); ok {
-			b = append(t.AppendFormat(append(b, `,"end_time":"`...), time.RFC3339), '"')
+		if sec, ok := tx.EndUnix(); ok {
+			b = append(appendRFC3339(append(b, `,"end_time":"`...), sec), '"')
 		}
-		if n := len(b); plain {
-			b = l.AppendSettlementDate(append(b, `,"settlement_date":"`...), i)
-			if len(b) == n+len(`,"settlement_date":"`) {
-				b = b[:n] // no date: omitted
-			} else {
-				b = append(b, '"')
-			}
+		if day, ok := tx.SettlementDay(); ok {
+			b = append(appendDay(append(b, `,"settlement_date":"`...), day), '"')
 		} else if d := l.SettlementDate(i); d != "" {
 			b = appendJSONString(append(b, `,"settlement_date":`...), d)
 		}
 		if wh, ok := tx.FlexWh(); ok {
-			b = appendJSONFloat(append(b, `,"flex_kwh":`...), float64(wh)/1000)
+			b = appendKilo(append(b, `,"flex_kwh":`...), wh)
 		}
 		if ps := tx.PaymentStatus(); ps != "" {
 			b = append(b, `,"payment_status":`...)

@@ -84,6 +84,8 @@ type Server struct {
 	limiter rateLimiters
 	// catalogue follows the rules for reads (rules.go).
 	catalogue *household.Catalogue
+	// reads finds sites and assets for the hot reads (readindex.go).
+	reads *readIndexes
 }
 
 // NewServer builds the facade's routes.
@@ -96,7 +98,8 @@ func NewServer(cfg Config) *Server {
 	}
 	// Every write names the API client that made it (managedFields).
 	cfg.Client = ownedClient{cfg.Client}
-	s := &Server{Config: cfg, mux: http.NewServeMux(), limiter: newRateLimiters(cfg.Limits), catalogue: newCatalogue(cfg)}
+	s := &Server{Config: cfg, mux: http.NewServeMux(), limiter: newRateLimiters(cfg.Limits),
+		catalogue: newCatalogue(cfg), reads: newReadIndexes(cfg.Cache)}
 	s.routes()
 	s.handler = s.observe(s.mux)
 	if cfg.Interactive != nil {

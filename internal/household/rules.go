@@ -162,9 +162,17 @@ func (c *Catalogue) Rules(ctx context.Context) (eligibility.Rules, error) {
 // Assets on their way out no longer count. The Site controller writes the result into
 // status; the REST facade answers with it before (and without) writing.
 func Evaluate(site *flexv1.SiteSpec, assets []flexv1.Asset, rules eligibility.Rules) eligibility.Result {
-	inputs := make([]eligibility.Asset, 0, len(assets))
+	ptrs := make([]*flexv1.Asset, len(assets))
 	for i := range assets {
-		a := &assets[i]
+		ptrs[i] = &assets[i]
+	}
+	return EvaluateAssets(site, ptrs, rules)
+}
+
+// EvaluateAssets is Evaluate of assets held by pointer (cached objects, not copied).
+func EvaluateAssets(site *flexv1.SiteSpec, assets []*flexv1.Asset, rules eligibility.Rules) eligibility.Result {
+	inputs := make([]eligibility.Asset, 0, len(assets))
+	for _, a := range assets {
 		if a.DeletionTimestamp.IsZero() {
 			inputs = append(inputs, eligibility.Asset{Name: a.Name, ID: a.Labels[flexv1.IDLabel], Spec: a.Spec})
 		}

@@ -82,6 +82,13 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 	return nil
 }
 
+// FieldIndexName is the name under which controller-runtime (and Register) keep a field index
+// in an informer's indexer.
+func FieldIndexName(field string) string { return "field:" + field }
+
+// NamespacedKey is the key of value within namespace ns in such an index.
+func NamespacedKey(ns, value string) string { return ns + "/" + value }
+
 // informerGetter is a controller-runtime cache: it gives the informer of a kind.
 type informerGetter interface {
 	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
@@ -94,7 +101,7 @@ func indexInNamespace(ctx context.Context, informers informerGetter, obj client.
 	if err != nil {
 		return err
 	}
-	return inf.AddIndexers(toolscache.Indexers{"field:" + field: func(raw any) ([]string, error) {
+	return inf.AddIndexers(toolscache.Indexers{FieldIndexName(field): func(raw any) ([]string, error) {
 		o, ok := raw.(client.Object)
 		if !ok {
 			return nil, fmt.Errorf("object of type %T is not an Object", raw)
@@ -102,7 +109,7 @@ func indexInNamespace(ctx context.Context, informers informerGetter, obj client.
 		vals := extract(o)
 		keys := make([]string, len(vals))
 		for i, v := range vals {
-			keys[i] = o.GetNamespace() + "/" + v
+			keys[i] = NamespacedKey(o.GetNamespace(), v)
 		}
 		return keys, nil
 	}})

@@ -129,6 +129,16 @@ func (t *Transaction) PaymentStatus() flexv1.PaymentStatus {
 func (t *Transaction) StartTime() (time.Time, bool) { return time.Unix(t.start, 0).UTC(), t.hasStart }
 func (t *Transaction) EndTime() (time.Time, bool)   { return time.Unix(t.end, 0).UTC(), t.hasEnd }
 
+// StartUnix and EndUnix are the transaction's times as Unix seconds.
+func (t *Transaction) StartUnix() (int64, bool) { return t.start, t.hasStart }
+func (t *Transaction) EndUnix() (int64, bool)   { return t.end, t.hasEnd }
+
+// SettlementDay is the settlement date of a Canonical transaction as days since
+// 1970-01-01; ok is false when it has none.
+func (t *Transaction) SettlementDay() (int64, bool) {
+	return int64(t.settlement), !t.oddDate && t.settlement != noDate
+}
+
 // FlexWh is the flexibility energy in watt-hours; ok is false when it has none.
 func (t *Transaction) FlexWh() (int64, bool) { return t.flexWh, t.flex }
 
