@@ -56,11 +56,11 @@ func runCatalogue(ctx context.Context, b *bench, rep *report) error {
 		for _, step := range []struct {
 			suffix string
 			edit   func(client.Object)
-		}{{"change", ch.edit}, {"revert", ch.revert}} {
+		}{{stepChange, ch.edit}, {"revert", ch.revert}} {
 			prefix := ch.name + "_" + step.suffix
 			// The proposition change leaves limited_pause as it was, so the probe's households
 			// (a charger, in limited_pause) can still enrol while it fans out.
-			first, loaded := n == 0 && step.suffix == "change", n == 1 && step.suffix == "change"
+			first, loaded := n == 0 && step.suffix == stepChange, n == 1 && step.suffix == stepChange
 			var probe *fanoutProbe
 			if loaded {
 				var err error
@@ -103,6 +103,9 @@ func runCatalogue(ctx context.Context, b *bench, rep *report) error {
 	}
 	return nil
 }
+
+// stepChange names a catalogue change's first step (the second, "revert", undoes it).
+const stepChange = "change"
 
 // fanoutProbe is interactive onboards timed on an idle manager, then during a fan-out.
 type fanoutProbe struct {
@@ -173,7 +176,8 @@ func (r ruleChangeResult) writesPerSite() float64 { return ratio(r.writes.total(
 // must become, makes the change, and times until the bench's watch has seen every status
 // agree. The clock starts before the update request and stops at the last site's event.
 // With a probe, interactive onboards run from the change until every status agrees.
-func (b *bench) timeRuleChange(ctx context.Context, obj client.Object, edit func(client.Object), probe *fanoutProbe) (ruleChangeResult, error) {
+func (b *bench) timeRuleChange(ctx context.Context, obj client.Object, edit func(client.Object),
+	probe *fanoutProbe) (ruleChangeResult, error) {
 	if _, err := b.mgr.waitIdle(ctx, b.p.Settle); err != nil {
 		return ruleChangeResult{}, err
 	}

@@ -74,7 +74,8 @@ func (b *bench) onboardProbe(ctx context.Context, o *org, n int, stop <-chan str
 // changed site's eligibility as it was before the change (timed: these are real writes, not
 // no-ops), then the eligibility the change computed (untimed), so the statuses agree with
 // the rules again. sites are the statuses before the change; expected, after it.
-func (b *bench) rawStatusPatches(ctx context.Context, sites []flexv1.Site, expected map[types.NamespacedName]eligibility.Result) (timings, error) {
+func (b *bench) rawStatusPatches(ctx context.Context, sites []flexv1.Site,
+	expected map[types.NamespacedName]eligibility.Result) (timings, error) {
 	var changed []*flexv1.Site
 	for i := range sites {
 		if !agrees(&sites[i], expected[client.ObjectKeyFromObject(&sites[i])]) {
@@ -83,8 +84,14 @@ func (b *bench) rawStatusPatches(ctx context.Context, sites []flexv1.Site, expec
 	}
 	// A nil list is sent as null, which removes the field, as the manager's omitempty does.
 	write := func(ctx context.Context, site *flexv1.Site, res eligibility.Result) error {
-		body, err := json.Marshal(map[string]any{"status": map[string]any{
-			"properties": res.Properties, "eligiblePropositions": res.EligiblePropositions, "assets": res.Assets}})
+		type status struct {
+			Properties           flexv1.SiteProperties     `json:"properties"`
+			EligiblePropositions []flexv1.PropositionName  `json:"eligiblePropositions"`
+			Assets               []flexv1.AssetEligibility `json:"assets"`
+		}
+		body, err := json.Marshal(struct {
+			Status status `json:"status"`
+		}{status{res.Properties, res.EligiblePropositions, res.Assets}})
 		if err != nil {
 			return err
 		}
