@@ -28,7 +28,6 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/household"
-	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/priority"
@@ -198,9 +197,8 @@ func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opti
 		// Enrolments: their creation may complete an in-flight site; their deletion may be what
 		// a deleted site waits for.
 		Watches(&flexv1.Enrolment{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(createdOrDeleted)).
-		// Ledgers by their metadata only: the name says the site, and the manager's cache does
-		// not hold a year of rewards per site for this (the read path has internal/ledger).
-		WatchesMetadata(&flexv1.RewardLedger{}, handler.EnqueueRequestsFromMapFunc(siteOfLedger), builder.WithPredicates(deletedOnly)).
+		// Ledgers: the cache holds them without their transactions (index.CacheOptions).
+		Watches(&flexv1.RewardLedger{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(deletedOnly)).
 		// Claims: a new one may need releasing later; a deleted one may be what a deleted site waits for.
 		Watches(&flexv1.MPANClaim{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(createdOrDeleted)).
 		// A catalogue change re-evaluates many sites: queued behind the sites someone just
@@ -264,12 +262,6 @@ var deletedOnly = predicate.Funcs{
 var createdOrDeleted = predicate.Funcs{
 	UpdateFunc:  func(event.UpdateEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
-}
-
-// siteOfLedger maps a RewardLedger's metadata to its Site.
-func siteOfLedger(_ context.Context, obj client.Object) []reconcile.Request {
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(),
-		Name: identity.SiteNameOfRewardLedger(obj.GetName())}}}
 }
 
 // siteOfChild maps an Asset, Enrolment, RewardLedger or MPANClaim to its Site.

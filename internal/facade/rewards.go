@@ -60,7 +60,8 @@ type LedgerReader interface {
 }
 
 // ledgerOf is the site's reward history: from Config.Ledgers (the manager's), or else read
-// from the cache and compacted for this request. nil when the site has no ledger.
+// from the API server (the cache keeps ledgers without their transactions) and compacted for
+// this request. nil when the site has no ledger.
 func (s *Server) ledgerOf(ctx context.Context, site *flexv1.Site) (*ledger.Ledger, error) {
 	name := identity.RewardLedgerName(site.Name)
 	if s.Ledgers != nil {
@@ -68,7 +69,7 @@ func (s *Server) ledgerOf(ctx context.Context, site *flexv1.Site) (*ledger.Ledge
 		return l, err
 	}
 	obj := &flexv1.RewardLedger{}
-	err := s.Cache.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: name}, obj, client.UnsafeDisableDeepCopy)
+	err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: name}, obj)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}

@@ -68,10 +68,6 @@ func UsernameClaimName(username string) string {
 // RewardLedgerName names the RewardLedger of a site: one ledger per site, named after it.
 func RewardLedgerName(siteName string) string { return siteName }
 
-// SiteNameOfRewardLedger is the name of the Site a RewardLedger belongs to (RewardLedgerName
-// read backwards).
-func SiteNameOfRewardLedger(ledgerName string) string { return ledgerName }
-
 // PropositionObjectName is the object name of a Proposition (underscores are not allowed in names).
 func PropositionObjectName(p flexv1.PropositionName) string {
 	return strings.ReplaceAll(string(p), "_", "-")

@@ -26,7 +26,13 @@ func CacheOptions() cache.Options {
 		DefaultTransform: compactForCache,
 		// The API server sends the cache the credential Secrets only: every other Secret of
 		// the cluster stays out of the manager's memory and out of reach of a bug in it.
-		ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: CredentialSecrets}},
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Label: CredentialSecrets},
+			// A year of rewards per site is most of a site's size: the cache keeps ledgers
+			// without their transactions (the controllers need their site and their coming
+			// and going); the read path holds them, compact, in internal/ledger's store.
+			&flexv1.RewardLedger{}: {Transform: withoutTransactions},
+		},
 	}
 }
 

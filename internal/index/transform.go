@@ -58,6 +58,14 @@ func compactForCache(obj any) (any, error) {
 	return obj, nil
 }
 
+// withoutTransactions is compactForCache of a RewardLedger, less its transactions.
+func withoutTransactions(obj any) (any, error) {
+	if l, ok := obj.(*flexv1.RewardLedger); ok {
+		l.Spec.Transactions = nil
+	}
+	return compactForCache(obj)
+}
+
 // internConditions shares a condition's type, status and reason; its message too when
 // withMessage (a Site's messages come from a handful of texts; others name the object).
 func internConditions(cs []metav1.Condition, withMessage bool) {
