@@ -23,6 +23,8 @@ import (
 // rewards system's, and its status had nothing to write before.
 type RewardLedgerReconciler struct {
 	client.Client
+	// APIReader reads a ledger whole: the cache keeps ledgers without their transactions.
+	APIReader client.Reader
 	// Now is the clock (tests may replace it).
 	Now func() time.Time
 }
@@ -32,15 +34,19 @@ type RewardLedgerReconciler struct {
 
 // Reconcile records the events of the transactions after status.lastCreditedID.
 func (r *RewardLedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	ledger := &flexv1.RewardLedger{}
-	if err := r.Get(ctx, req.NamespacedName, ledger); err != nil {
+	cached := &flexv1.RewardLedger{}
+	if err := r.Get(ctx, req.NamespacedName, cached); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !ledger.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+	if !cached.DeletionTimestamp.IsZero() || cached.Status.ObservedGeneration == cached.Generation {
+		return ctrl.Result{}, nil // nothing new since the transactions were last told
+	}
+	ledger := &flexv1.RewardLedger{}
+	if err := r.APIReader.Get(ctx, req.NamespacedName, ledger); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	txs, last := notify.CreditedTransactions(ledger)
-	if last == ledger.Status.LastCreditedID {
+	if last == ledger.Status.LastCreditedID && ledger.Status.ObservedGeneration == ledger.Generation {
 		return ctrl.Result{}, nil
 	}
 	base := ledger.DeepCopy()
@@ -52,6 +58,7 @@ func (r *RewardLedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	ledger.Status.LastCreditedID = last
+	ledger.Status.ObservedGeneration = ledger.Generation
 	err = r.Status().Patch(ctx, ledger, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	if apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: conflictRetryDelay}, nil

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/priority"
 )
 
 // Options tune the reconcilers.
@@ -16,6 +17,9 @@ type Options struct {
 	// most of their time waiting on the API server, so a few workers multiply throughput when
 	// a catalogue change re-evaluates thousands of sites.
 	Concurrency int
+	// Background, when set, is shared with the REST facade: the sites a catalogue change
+	// re-evaluates yield to the requests it serves (internal/priority).
+	Background *priority.Gate
 }
 
 // DefaultConcurrency is the reconcilers' default worker count.
@@ -23,9 +27,12 @@ const DefaultConcurrency = 4
 
 // SetupWithManager registers the cache indexes and every Flexsite reconciler with mgr.
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) error {
-	o := Options{Concurrency: DefaultConcurrency}
-	if len(opts) > 0 && opts[0].Concurrency > 0 {
+	var o Options
+	if len(opts) > 0 {
 		o = opts[0]
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
 	}
 	workers := controller.Options{MaxConcurrentReconciles: o.Concurrency}
 	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
@@ -33,6 +40,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	}
 	if err := (&SiteReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("site-controller"), Now: time.Now,
+		Background: o.Background,
 	}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
@@ -46,5 +54,5 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		return err
 	}
 	// Tells credited reward transactions (notifications).
-	return (&RewardLedgerReconciler{Client: mgr.GetClient(), Now: time.Now}).SetupWithManager(mgr, workers)
+	return (&RewardLedgerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Now: time.Now}).SetupWithManager(mgr, workers)
 }

@@ -5,16 +5,20 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -27,6 +31,7 @@ import (
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/notify"
+	"github.com/flexsite/flexsite/internal/priority"
 )
 
 // SiteReconciler computes a Site's eligibility into its status, from the site's Assets, the
@@ -39,6 +44,11 @@ type SiteReconciler struct {
 	Recorder  recorder.EventRecorder
 	// Now is the clock (tests may replace it).
 	Now func() time.Time
+	// Background, when set, thins out the re-evaluations a catalogue change fans out to
+	// while interactive requests are in flight (see internal/priority).
+	Background *priority.Gate
+	// fanout holds the sites queued by a catalogue change and not reconciled since.
+	fanout sync.Map
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites,verbs=get;list;watch;update;patch
@@ -51,6 +61,13 @@ type SiteReconciler struct {
 // Reconcile fetches the Site, ensures its finalizer and id, computes its eligibility and
 // writes the status in one patch (only when it changed, so a resync writes nothing).
 func (r *SiteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if _, fanout := r.fanout.LoadAndDelete(req.NamespacedName); fanout && r.Background != nil {
+		release, err := r.Background.Slot(ctx)
+		defer release()
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	site := &flexv1.Site{}
 	if err := r.Get(ctx, req.NamespacedName, site); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -188,16 +205,56 @@ func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opti
 		// Enrolments: their creation may complete an in-flight site; their deletion may be what
 		// a deleted site waits for.
 		Watches(&flexv1.Enrolment{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(createdOrDeleted)).
+		// Ledgers: the cache holds them without their transactions (index.CacheOptions).
 		Watches(&flexv1.RewardLedger{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(deletedOnly)).
 		// Claims: a new one may need releasing later; a deleted one may be what a deleted site waits for.
 		Watches(&flexv1.MPANClaim{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(createdOrDeleted)).
-		Watches(&flexv1.Proposition{}, handler.EnqueueRequestsFromMapFunc(r.allSites),
+		// A catalogue change re-evaluates many sites: queued behind the sites someone just
+		// changed (low priority), and thinned out while REST requests are in flight.
+		Watches(&flexv1.Proposition{}, r.fanOut(r.allSites),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&flexv1.AssetModel{}, handler.EnqueueRequestsFromMapFunc(r.sitesUsingModel),
+		Watches(&flexv1.AssetModel{}, r.fanOut(r.sitesUsingModel),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("site").
 		WithOptions(opts).
 		Complete(r)
+}
+
+// fanOut enqueues the sites a catalogue object maps to at low priority (below every event
+// of a site's own objects) and marks them as background work for Reconcile.
+func (r *SiteReconciler) fanOut(sites handler.MapFunc) handler.EventHandler {
+	enqueue := func(ctx context.Context, objs []client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		seen := map[reconcile.Request]bool{}
+		for _, obj := range objs {
+			for _, req := range sites(ctx, obj) {
+				if seen[req] {
+					continue
+				}
+				seen[req] = true
+				r.fanout.Store(req.NamespacedName, true)
+				if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+					pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, req)
+				} else {
+					q.Add(req)
+				}
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, []client.Object{e.Object}, q)
+		},
+		// Both objects: a renamed asset model maps to the sites of its old and new name.
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, []client.Object{e.ObjectOld, e.ObjectNew}, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, []client.Object{e.Object}, q)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, []client.Object{e.Object}, q)
+		},
+	}
 }
 
 // deletedOnly passes only delete events: a Site cares about its enrolments and ledger only

@@ -74,6 +74,14 @@ type RewardLedgerSpec struct {
 // told (rewards.transaction_credited) and the events not yet delivered.
 // +kubebuilder:validation:MinProperties=1
 type RewardLedgerStatus struct {
+	// observedGeneration is the generation of the spec whose transactions have been told
+	// (the events of those after lastCreditedID recorded). The manager's cache keeps ledgers
+	// without their transactions, so this is how the controller knows, without reading a
+	// whole ledger from the API server, that nothing is new.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
 	// lastCreditedID is the id of the last transaction (in list order) whose credit has been
 	// recorded as an event; the transactions after it are new.
 	// +optional

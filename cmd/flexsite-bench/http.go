@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +51,27 @@ func fetch(ctx context.Context, hc *http.Client, addr string) error {
 		return fmt.Errorf("GET %s: %s", addr, resp.Status)
 	}
 	return nil
+}
+
+// saveURL GETs addr with the probe client and writes the body to path (a pprof profile).
+func saveURL(ctx context.Context, addr, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, addr, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := probeClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer drain(resp)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", addr, resp.Status)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
 }
 
 // drain reads the rest of a body and closes it: a connection goes back to the idle pool only

@@ -47,36 +47,121 @@ func catalogueChanges() []ruleChange {
 }
 
 // runCatalogue times each catalogue change, and its revert, until every Site's status agrees
-// with the new rules.
+// with the new rules. The first change is also written by a plain client (the same status
+// patches, straight to the API server): the fan-out's baseline. The second change runs with
+// interactive REST onboards alongside, whose p99 is compared with the same onboards on an
+// idle manager: a fan-out must not starve interactive work.
 func runCatalogue(ctx context.Context, b *bench, rep *report) error {
-	for _, ch := range catalogueChanges() {
+	for n, ch := range catalogueChanges() {
 		for _, step := range []struct {
 			suffix string
 			edit   func(client.Object)
-		}{{"change", ch.edit}, {"revert", ch.revert}} {
-			res, err := b.timeRuleChange(ctx, ch.obj, step.edit)
+		}{{stepChange, ch.edit}, {"revert", ch.revert}} {
+			prefix := ch.name + "_" + step.suffix
+			// The proposition change leaves limited_pause as it was, so the probe's households
+			// (a charger, in limited_pause) can still enrol while it fans out.
+			first, loaded := n == 0 && step.suffix == stepChange, n == 1 && step.suffix == stepChange
+			var probe *fanoutProbe
+			if loaded {
+				var err error
+				if probe, err = b.startFanoutProbe(ctx); err != nil {
+					return err
+				}
+			}
+			res, err := b.timeRuleChange(ctx, ch.obj, step.edit, probe)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", ch.name, step.suffix, err)
 			}
 			logf("catalogue %s %s: %d of %d sites changed, all agree after %s (%.0f sites/s, %.2f writes per changed site)",
 				ch.name, step.suffix, res.changed, res.sites, res.took.Round(time.Millisecond), res.sitesPerSecond(), res.writesPerSite())
-			prefix := ch.name + "_" + step.suffix
 			rep.add("catalogue", prefix+"_sites_changed", float64(res.changed), unitCount)
 			rep.add("catalogue", prefix+"_seconds", res.took.Seconds(), unitSeconds)
 			rep.add("catalogue", prefix+"_sites_per_second", res.sitesPerSecond(), unitPerSec)
-			rep.add("catalogue", prefix+"_writes_per_changed_site", res.writesPerSite(), unitCount)
+			if loaded {
+				// The probe's onboards write too: the writes per changed site are of the quiet runs.
+				reportFanoutProbe(rep, probe)
+			} else {
+				rep.add("catalogue", prefix+"_writes_per_changed_site", res.writesPerSite(), unitCount)
+			}
 			if res.disagreeingBefore > 0 {
 				rep.add("catalogue", prefix+"_sites_disagreeing_before", float64(res.disagreeingBefore), unitCount)
 			}
 			rep.detail("catalogue_"+prefix+"_writes", res.writes.perUnit(1))
+			if first {
+				raw, err := b.rawStatusPatches(ctx, res.snapshot.sites, res.expected)
+				if err != nil {
+					return err
+				}
+				logf("raw: %d status patches in %s (%.0f/s)", len(raw.durations), raw.wall.Round(time.Millisecond), raw.rate())
+				rep.add("catalogue", "raw_status_patches", float64(len(raw.durations)), unitCount)
+				rep.add("catalogue", "raw_status_patch_seconds", raw.wall.Seconds(), unitSeconds)
+				rep.add("catalogue", "raw_status_patches_per_second", raw.rate(), unitPerSec)
+				rep.addTarget("catalogue", prefix+"_vs_raw_patches_ratio", ratio(res.took.Seconds(), raw.wall.Seconds()),
+					unitRatio, target{"<=", 2})
+			}
 		}
 	}
 	return nil
 }
 
+// stepChange names a catalogue change's first step (the second, "revert", undoes it).
+const stepChange = "change"
+
+// fanoutProbe is interactive onboards timed on an idle manager, then during a fan-out.
+type fanoutProbe struct {
+	idle, during timings
+	stop         chan struct{}
+	done         chan error
+}
+
+// startFanoutProbe times onboards on the idle manager, then starts them again in the
+// background until stopped (timeRuleChange stops it when the fan-out has converged).
+func (b *bench) startFanoutProbe(ctx context.Context) (*fanoutProbe, error) {
+	if _, err := b.mgr.waitIdle(ctx, b.p.Settle); err != nil {
+		return nil, err
+	}
+	p := &fanoutProbe{stop: make(chan struct{}), done: make(chan error, 1)}
+	var err error
+	if p.idle, err = b.onboardProbe(ctx, b.fleet, b.p.ScaleProbe/2, nil); err != nil {
+		return nil, err
+	}
+	if _, err := b.mgr.waitIdle(ctx, b.p.Settle); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *fanoutProbe) run(ctx context.Context, b *bench) {
+	go func() {
+		var err error
+		p.during, err = b.onboardProbe(ctx, b.fleet, 0, p.stop)
+		p.done <- err
+	}()
+}
+
+func (p *fanoutProbe) finish() error {
+	close(p.stop)
+	return <-p.done
+}
+
+func reportFanoutProbe(rep *report, p *fanoutProbe) {
+	rep.add("catalogue", "onboards_idle", float64(len(p.idle.durations)), unitCount)
+	rep.add("catalogue", "onboards_during_fanout", float64(len(p.during.durations)), unitCount)
+	rep.add("catalogue", "onboard_p50_ms_idle", p.idle.percentileMS(50), unitMS)
+	rep.add("catalogue", "onboard_p99_ms_idle", p.idle.percentileMS(99), unitMS)
+	rep.add("catalogue", "onboard_p50_ms_during_fanout", p.during.percentileMS(50), unitMS)
+	rep.add("catalogue", "onboard_p99_ms_during_fanout", p.during.percentileMS(99), unitMS)
+	rep.addTarget("catalogue", "onboard_p99_during_fanout_vs_idle_ratio",
+		ratio(p.during.percentileMS(99), p.idle.percentileMS(99)), unitRatio, target{"<=", 2})
+	logf("onboards at %d clients: idle p99 %.1f ms (%d), during the fan-out p99 %.1f ms (%d)", probeConcurrency,
+		p.idle.percentileMS(99), len(p.idle.durations), p.during.percentileMS(99), len(p.during.durations))
+}
+
 // ruleChangeResult is one timed catalogue change.
 type ruleChangeResult struct {
 	sites, changed, disagreeingBefore int
+	snapshot                          *clusterSnapshot
+	expected                          map[types.NamespacedName]eligibility.Result
 	took                              time.Duration
 	writes                            requestCounts
 }
@@ -90,7 +175,9 @@ func (r ruleChangeResult) writesPerSite() float64 { return ratio(r.writes.total(
 // timeRuleChange works out, with the eligibility rules themselves, what every Site's status
 // must become, makes the change, and times until the bench's watch has seen every status
 // agree. The clock starts before the update request and stops at the last site's event.
-func (b *bench) timeRuleChange(ctx context.Context, obj client.Object, edit func(client.Object)) (ruleChangeResult, error) {
+// With a probe, interactive onboards run from the change until every status agrees.
+func (b *bench) timeRuleChange(ctx context.Context, obj client.Object, edit func(client.Object),
+	probe *fanoutProbe) (ruleChangeResult, error) {
 	if _, err := b.mgr.waitIdle(ctx, b.p.Settle); err != nil {
 		return ruleChangeResult{}, err
 	}
@@ -102,8 +189,8 @@ func (b *bench) timeRuleChange(ctx context.Context, obj client.Object, edit func
 	if err != nil {
 		return ruleChangeResult{}, err
 	}
-	res := ruleChangeResult{sites: len(snap.sites)}
 	expected := map[types.NamespacedName]eligibility.Result{}
+	res := ruleChangeResult{sites: len(snap.sites), snapshot: snap, expected: expected}
 	for i := range snap.sites {
 		site := &snap.sites[i]
 		old, next := snap.evaluate(site, before), snap.evaluate(site, after)
@@ -124,10 +211,22 @@ func (b *bench) timeRuleChange(ctx context.Context, obj client.Object, edit func
 		return res, err
 	}
 	start := time.Now()
+	if probe != nil {
+		probe.run(ctx, b)
+	}
 	if err := b.updateRule(ctx, obj, edit); err != nil {
+		if probe != nil {
+			_ = probe.finish()
+		}
 		return res, err
 	}
-	if res.took, err = await(ctx, tr.done, start, b.p.Settle, "agreement of every site's status"); err != nil {
+	res.took, err = await(ctx, tr.done, start, b.p.Settle, "agreement of every site's status")
+	if probe != nil {
+		if perr := probe.finish(); err == nil {
+			err = perr
+		}
+	}
+	if err != nil {
 		return res, fmt.Errorf("%w (%d sites still disagree)", err, tr.left())
 	}
 	if _, err := b.mgr.waitIdle(ctx, b.p.Settle); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -10,6 +11,9 @@ import (
 )
 
 const mib = 1 << 20
+
+// heapBudgetMiBPer1k is the manager heap 1,000 sites may cost.
+const heapBudgetMiBPer1k = 15
 
 // measureEmpty records the manager's memory before any household exists: the floor under
 // the per-1,000-sites figures.
@@ -66,7 +70,10 @@ func reportScale(rep *report, small, large level) {
 	rep.add("scale", "heap_mib_large", large.mem.HeapBytes/mib, unitMiB)
 	rep.add("scale", "rss_mib_small", small.mem.RSSBytes/mib, unitMiB)
 	rep.add("scale", "rss_mib_large", large.mem.RSSBytes/mib, unitMiB)
-	rep.add("scale", "heap_mib_per_1k_sites", (large.mem.HeapBytes-small.mem.HeapBytes)/mib/perK, unitMiB)
+	heapPerK := (large.mem.HeapBytes - small.mem.HeapBytes) / mib / perK
+	rep.add("scale", "heap_mib_per_1k_sites", heapPerK, unitMiB)
+	// The budget: 15 MiB of heap per 1,000 sites (each with a year of weekly rewards).
+	rep.addTarget("scale", "heap_per_1k_sites_vs_15mib_ratio", heapPerK/heapBudgetMiBPer1k, unitRatio, target{"<=", 1})
 	rep.add("scale", "rss_mib_per_1k_sites", (large.mem.RSSBytes-small.mem.RSSBytes)/mib/perK, unitMiB)
 	restSmall, restLarge := small.probe.rest.percentileMS(50), large.probe.rest.percentileMS(50)
 	rawSmall, rawLarge := small.probe.raw.percentileMS(50), large.probe.raw.percentileMS(50)
@@ -120,6 +127,11 @@ func (b *bench) growFleet(ctx context.Context, size int, raw *households) (level
 	mem, err := b.mgr.memory(ctx)
 	if err != nil {
 		return level{}, err
+	}
+	// The heap profile at each level: what the memory per site is made of.
+	heapPath := filepath.Join(filepath.Dir(b.mgrCfg.logPath), fmt.Sprintf("heap-%d-sites.pb.gz", size))
+	if err := saveURL(ctx, b.mgr.pprofURL+"/debug/pprof/heap", heapPath); err != nil {
+		return level{}, fmt.Errorf("heap profile: %w", err)
 	}
 	logf("%d sites: onboard p50 %.1f ms (raw %.1f ms), heap %.0f MiB, RSS %.0f MiB", sites,
 		probe.rest.percentileMS(50), probe.raw.percentileMS(50), mem.HeapBytes/mib, mem.RSSBytes/mib)

@@ -42,6 +42,7 @@ import (
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/notifier"
 	"github.com/flexsite/flexsite/internal/notify"
+	"github.com/flexsite/flexsite/internal/priority"
 	flexwebhook "github.com/flexsite/flexsite/webhook"
 )
 
@@ -224,7 +225,9 @@ func run(ctx context.Context, o options) error {
 	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{}); err != nil {
 		return fmt.Errorf("watching the credential Secrets: %w", err)
 	}
-	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency}); err != nil {
+	// Catalogue fan-outs yield to the REST requests that write (one Gate for both).
+	background := priority.NewGate(max(o.concurrency, 1))
+	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency, Background: background}); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
 	if o.embedded && o.notificationAllow == nil {
@@ -266,6 +269,15 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("loading the token signing keys from %s: %w", o.tokenKeysSecret, err)
 	}
 
+	ledgers, err := newLedgerStore(cfg, scheme)
+	if err != nil {
+		return err
+	}
+	// Started now, not as a manager Runnable: those start once the caches have synced, and
+	// the ledgers' first list would then come after theirs instead of alongside (readiness
+	// waits for both). It stops with ctx, as the manager does.
+	go func() { _ = ledgers.Start(ctx) }()
+
 	var synced atomic.Bool
 	mailer, err := o.mail.mailer(o.embedded, mgr.GetAPIReader(), ctrl.Log.WithName("mail"))
 	if err != nil {
@@ -281,6 +293,8 @@ func run(ctx context.Context, o options) error {
 		Cache:           mgr.GetCache(),
 		APIReader:       mgr.GetAPIReader(),
 		Client:          mgr.GetClient(),
+		Ledgers:         ledgers,
+		Interactive:     background,
 		Issuer:          auth.NewIssuer(keys, time.Now),
 		Authenticator:   auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
 		Rewards:         o.rewards,
@@ -297,7 +311,7 @@ func run(ctx context.Context, o options) error {
 	}
 	// Mark ready once the caches have synced: the facade reads through them.
 	if err := mgr.Add(runnableFunc(func(ctx context.Context) error {
-		if !mgr.GetCache().WaitForCacheSync(ctx) {
+		if !mgr.GetCache().WaitForCacheSync(ctx) || !ledgers.WaitForSync(ctx) {
 			return nil
 		}
 		synced.Store(true)

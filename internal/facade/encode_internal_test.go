@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/units"
 )
 
@@ -78,31 +79,88 @@ func BenchmarkEncodeTransactions(b *testing.B) {
 	}
 }
 
-// transactionRecords answers each transaction as the record of its fields would.
+// transactionRecords answers each transaction of a compact ledger as the record of its
+// fields would, in the ledger's order (newest first).
 func TestTransactionRecordsKeepEveryField(t *testing.T) {
 	zone := time.FixedZone("east", 5*3600+30*60)
 	at := func(t time.Time) *metav1.Time { return &metav1.Time{Time: t} }
 	wh := func(v int64) *int64 { return &v }
-	page := []*flexv1.RewardTransaction{
+	txs := []flexv1.RewardTransaction{
 		{ID: "a", Type: "flex event", CreditPence: 120, StartTime: at(time.Date(2026, 1, 15, 10, 30, 0, 123, time.UTC)),
 			EndTime: at(time.Date(2026, 1, 15, 23, 0, 0, 0, zone)), SettlementDate: "2026-01-20", FlexWh: wh(1250), PaymentStatus: "paid"},
 		{ID: "b", CreditPence: -500, Type: "withdrawal"},
 		{ID: "c", EndTime: at(time.Date(12026, 1, 1, 0, 0, 0, 0, zone)), FlexWh: wh(-7)},
 		{ID: "d", StartTime: at(time.Date(1999, 12, 31, 23, 59, 59, 0, zone)), FlexWh: wh(0)},
+		{ID: "3f1c2b6e-8a0d-4c47-9e1b-2d5f7a9c0e13", StartTime: at(time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)),
+			SettlementDate: "2025-03-09", CreditPence: 7},
 	}
-	got := transactionRecords(page)
-	if len(got) != len(page) {
-		t.Fatalf("%d records for %d transactions", len(got), len(page))
+	byID := map[string]*flexv1.RewardTransaction{}
+	for i := range txs {
+		byID[txs[i].ID] = &txs[i]
 	}
-	for i, tx := range page {
+	l := ledger.New("1", txs)
+	got := transactionRecords(l, 0, l.Len())
+	if len(got) != len(txs) {
+		t.Fatalf("%d records for %d transactions", len(got), len(txs))
+	}
+	for i, rec := range got {
+		tx := byID[rec.TransactionID]
+		if tx == nil {
+			t.Fatalf("record %d has id %q, of no transaction", i, rec.TransactionID)
+		}
 		want := TransactionRecord{TransactionID: tx.ID, CreditPence: tx.CreditPence, TransactionType: tx.Type,
 			StartTime: formatTime(tx.StartTime), EndTime: formatTime(tx.EndTime), SettlementDate: tx.SettlementDate,
 			FlexKWh: units.ToKilo(tx.FlexWh), PaymentStatus: tx.PaymentStatus}
-		if !reflect.DeepEqual(got[i], want) {
-			t.Errorf("transaction %s:\n got %+v\nwant %+v", tx.ID, got[i], want)
+		if !reflect.DeepEqual(rec, want) {
+			t.Errorf("transaction %s:\n got %+v\nwant %+v", tx.ID, rec, want)
 		}
 	}
-	if empty, _ := json.Marshal(transactionRecords(nil)); string(empty) != "[]" {
+	if page := transactionRecords(l, 1, 3); !reflect.DeepEqual(page, got[1:3]) {
+		t.Errorf("records 1..3 are %+v, want %+v", page, got[1:3])
+	}
+	if empty, _ := json.Marshal(transactionRecords(nil, 0, 0)); string(empty) != "[]" {
 		t.Errorf("empty page answers %s, want []", empty)
+	}
+}
+
+// A page written straight from the compact ledger reads as the TransactionsResponse of the
+// same page encoded by encoding/json.
+func TestTransactionsPageMatchesResponse(t *testing.T) {
+	at := func(s string) *metav1.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &metav1.Time{Time: v}
+	}
+	wh := func(v int64) *int64 { return &v }
+	txs := []flexv1.RewardTransaction{
+		{ID: "3f1c2b6e-8a0d-4c47-9e1b-2d5f7a9c0e13", Type: "flex period", CreditPence: 120, StartTime: at("2025-01-06T00:00:00Z"),
+			EndTime: at("2025-01-13T00:00:00+05:30"), SettlementDate: "2025-01-18", FlexWh: wh(1500)},
+		{ID: "ffffffff-0000-ffff-0000-ffffffffffff", Type: "withdrawal", CreditPence: -500, PaymentStatus: "failed"},
+		{ID: `odd <id> & "quotes"`, SettlementDate: "2025-1-5", FlexWh: wh(-1)},
+		{ID: "00000000-0000-0000-0000-000000000000", SettlementDate: "2024-02-29", FlexWh: wh(0), CreditPence: math.MaxInt64},
+		{ID: "11111111-1111-1111-1111-111111111111", StartTime: at("1969-07-20T20:17:40Z"), SettlementDate: "bad\ndate"},
+	}
+	l := ledger.New("7", txs)
+	for _, p := range []*transactionsPage{
+		{siteID: "site", ledger: l, from: 0, to: l.Len(), below: true, days: 3},
+		{siteID: "<site>", ledger: l, from: 2, to: 4},
+		{siteID: "s", ledger: l, from: l.Len(), to: l.Len(), days: -1},
+		{siteID: "none", ledger: nil},
+	} {
+		var want, got bytes.Buffer
+		if err := json.NewEncoder(&want).Encode(p.response()); err != nil {
+			t.Fatal(err)
+		}
+		if err := encodeJSON(&got, p); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("page %d..%d:\n got %s\nwant %s", p.from, p.to, got.String(), want.String())
+		}
+		if m, _ := json.Marshal(p); string(m)+"\n" != want.String() {
+			t.Errorf("MarshalJSON %s", m)
+		}
 	}
 }

@@ -139,12 +139,19 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 }
 
 // encodeJSON encodes an answer as encoding/json's Encoder does (HTML-safe, a trailing
-// newline). The two large read answers, eligibility and a page of transactions, go through
-// goccy/go-json, which encodes them byte for byte alike without reflecting per value
-// (encodeJSON_test holds it to that); every other answer stays with encoding/json.
+// newline). The two large read answers skip its reflection: a page of transactions is
+// written by hand (appendTransactions), eligibility goes through goccy/go-json, both byte
+// for byte alike (encode_internal_test holds them to that); every other answer stays with
+// encoding/json.
 func encodeJSON(buf *bytes.Buffer, body any) error {
-	switch body.(type) {
-	case *EligibilityRecord, TransactionsResponse:
+	switch b := body.(type) {
+	case TransactionsResponse:
+		buf.Write(appendTransactions(buf.AvailableBuffer(), &b))
+		return nil
+	case *transactionsPage:
+		buf.Write(b.appendPage(buf.AvailableBuffer()))
+		return nil
+	case *EligibilityRecord:
 		return gojson.NewEncoder(buf).Encode(body)
 	}
 	return json.NewEncoder(buf).Encode(body)

@@ -6,19 +6,27 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
-	"github.com/flexsite/flexsite/internal/record"
+	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/units"
 )
 
-// TransactionRecord is one item of `transactions` (internal/record's: notifications carry it).
-type TransactionRecord = record.Transaction
+// TransactionRecord is one item of `transactions`.
+type TransactionRecord struct {
+	TransactionID   string                 `json:"transaction_id"`
+	CreditPence     int64                  `json:"credit_pence"`
+	TransactionType flexv1.TransactionType `json:"transaction_type,omitempty"`
+	StartTime       *string                `json:"start_time,omitempty"`
+	EndTime         *string                `json:"end_time,omitempty"`
+	SettlementDate  string                 `json:"settlement_date,omitempty"`
+	FlexKWh         *float64               `json:"flex_kwh,omitempty"`
+	PaymentStatus   flexv1.PaymentStatus   `json:"payment_status,omitempty"`
+}
 
 // TransactionsResponse answers GET /rewards/{site_id}/transactions.
 type TransactionsResponse struct {
@@ -42,15 +50,29 @@ func (s *Server) daysUntilWaitMet(b household.Balance) int {
 	return s.Rewards.DaysUntilWaitMet(b, s.Now())
 }
 
-func (s *Server) ledgerOf(ctx context.Context, site *flexv1.Site) ([]flexv1.RewardTransaction, error) {
-	// Read-only, so no deep copy of a year of transactions; callers copy what they reorder.
-	ledger := &flexv1.RewardLedger{}
-	err := s.Cache.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}, ledger,
-		client.UnsafeDisableDeepCopy)
+// LedgerReader finds a site's reward history in compact form (internal/ledger's Store).
+type LedgerReader interface {
+	Get(namespace, name string) (*ledger.Ledger, bool, error)
+}
+
+// ledgerOf is the site's reward history: from Config.Ledgers (the manager's), or else read
+// from the API server (the cache keeps ledgers without their transactions) and compacted for
+// this request. nil when the site has no ledger.
+func (s *Server) ledgerOf(ctx context.Context, site *flexv1.Site) (*ledger.Ledger, error) {
+	name := identity.RewardLedgerName(site.Name)
+	if s.Ledgers != nil {
+		l, _, err := s.Ledgers.Get(site.Namespace, name)
+		return l, err
+	}
+	obj := &flexv1.RewardLedger{}
+	err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: name}, obj)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
-	return ledger.Spec.Transactions, err
+	if err != nil {
+		return nil, err
+	}
+	return ledger.New(obj.ResourceVersion, obj.Spec.Transactions), nil
 }
 
 func (s *Server) transactions(r *http.Request, p *auth.Principal) (any, error) {
@@ -65,63 +87,66 @@ func (s *Server) transactions(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	txs, err := s.ledgerOf(r.Context(), site)
+	l, err := s.ledgerOf(r.Context(), site)
 	if err != nil {
 		return nil, err
 	}
-	b := household.BalanceOf(txs)
-	sorted := household.NewestFirst(txs)
-	out := TransactionsResponse{
-		SiteID:                      site.Labels[flexv1.IDLabel],
-		IsBelowWithdrawalMinimum:    s.Rewards.BelowMinimum(b),
-		DaysUntilMinimumWaitTimeMet: s.daysUntilWaitMet(b),
+	var b household.Balance
+	if l != nil {
+		b = l.Balance
 	}
-	var page []*flexv1.RewardTransaction
-	if offset < len(sorted) {
-		page = sorted[offset:min(len(sorted), offset+limit)]
-	}
-	out.Transactions = transactionRecords(page)
-	return out, nil
+	return &transactionsPage{siteID: site.Labels[flexv1.IDLabel], ledger: l,
+		from: min(offset, l.Len()), to: min(l.Len(), offset+limit),
+		below: s.Rewards.BelowMinimum(b), days: s.daysUntilWaitMet(b)}, nil
 }
 
-// transactionRecords answers a page of transactions. The records' times and flex figures
-// point into arrays shared by the page (one string holds every time, as formatTime writes
-// them), not into an allocation each: a page is read once, as one answer.
-func transactionRecords(page []*flexv1.RewardTransaction) []TransactionRecord {
-	out := make([]TransactionRecord, len(page))
+// transactionRecords answers transactions from..to of a ledger (newest first). The records'
+// times and flex figures point into arrays shared by the page (one string holds every time,
+// as formatTime writes them), not into an allocation each: a page is read once, as one answer.
+func transactionRecords(l *ledger.Ledger, from, to int) []TransactionRecord {
+	n := max(0, to-from)
+	out := make([]TransactionRecord, n)
 	const stamp = len("2006-01-02T15:04:05Z")
-	text := make([]byte, 0, 2*stamp*len(page))
-	ends := make([]int, 0, 2*len(page))
-	appendTime := func(t *metav1.Time) {
-		if t != nil {
-			text = t.UTC().AppendFormat(text, time.RFC3339)
+	const uuid = len("00000000-0000-0000-0000-000000000000")
+	text := make([]byte, 0, n*(2*stamp+uuid+len(time.DateOnly)))
+	ends := make([]int, 0, 4*n)
+	appendTime := func(t time.Time, ok bool) {
+		if ok {
+			text = t.AppendFormat(text, time.RFC3339)
 		}
 		ends = append(ends, len(text))
 	}
-	for _, tx := range page {
-		appendTime(tx.StartTime)
-		appendTime(tx.EndTime)
+	for i := range n {
+		tx := l.At(from + i)
+		appendTime(tx.StartTime())
+		appendTime(tx.EndTime())
+		text = l.AppendID(text, from+i)
+		ends = append(ends, len(text))
+		text = l.AppendSettlementDate(text, from+i)
+		ends = append(ends, len(text))
 	}
 	all := string(text)
-	times := make([]string, len(ends))
-	kwh := make([]float64, len(page))
+	parts := make([]string, len(ends))
+	kwh := make([]float64, n)
 	start := 0
 	for i, end := range ends {
-		times[i], start = all[start:end], end
+		parts[i], start = all[start:end], end
 	}
-	for i, tx := range page {
+	for i := range n {
+		tx := l.At(from + i)
+		field := parts[4*i : 4*i+4]
 		out[i] = TransactionRecord{
-			TransactionID: tx.ID, CreditPence: tx.CreditPence, TransactionType: tx.Type,
-			SettlementDate: tx.SettlementDate, PaymentStatus: tx.PaymentStatus,
+			TransactionID: field[2], CreditPence: tx.CreditPence(), TransactionType: tx.Type(),
+			SettlementDate: field[3], PaymentStatus: tx.PaymentStatus(),
 		}
-		if tx.StartTime != nil {
-			out[i].StartTime = &times[2*i]
+		if _, ok := tx.StartTime(); ok {
+			out[i].StartTime = &field[0]
 		}
-		if tx.EndTime != nil {
-			out[i].EndTime = &times[2*i+1]
+		if _, ok := tx.EndTime(); ok {
+			out[i].EndTime = &field[1]
 		}
-		if tx.FlexWh != nil {
-			kwh[i] = *units.ToKilo(tx.FlexWh)
+		if wh, ok := tx.FlexWh(); ok {
+			kwh[i] = *units.ToKilo(&wh)
 			out[i].FlexKWh = &kwh[i]
 		}
 	}
@@ -133,11 +158,14 @@ func (s *Server) rewardInfo(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	txs, err := s.ledgerOf(r.Context(), site)
+	l, err := s.ledgerOf(r.Context(), site)
 	if err != nil {
 		return nil, err
 	}
-	b := household.BalanceOf(txs)
+	var b household.Balance
+	if l != nil {
+		b = l.Balance
+	}
 	return BalanceInfo{
 		CurrentBalancePence:             b.Current,
 		TotalEarningsPence:              b.Earnings,

@@ -20,6 +20,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/validation"
 )
@@ -272,7 +273,7 @@ func (s *Server) showRewards(w http.ResponseWriter, r *http.Request, sess *rewar
 		s.noSession(w, err)
 		return
 	}
-	txs, err := s.ledgerOf(ctx, site)
+	history, err := s.ledgerOf(ctx, site)
 	if err != nil {
 		s.noSession(w, err)
 		return
@@ -282,7 +283,10 @@ func (s *Server) showRewards(w http.ResponseWriter, r *http.Request, sess *rewar
 		s.noSession(w, err)
 		return
 	}
-	b := household.BalanceOf(txs)
+	var b household.Balance
+	if history != nil {
+		b = history.Balance
+	}
 	now := s.Now()
 	view.CSRF = csrfToken(sess.session)
 	view.Balance, view.Earnings = pounds(b.Current), pounds(b.Earnings)
@@ -291,8 +295,8 @@ func (s *Server) showRewards(w http.ResponseWriter, r *http.Request, sess *rewar
 	view.CanWithdraw, view.BelowMinimum = s.Rewards.CanWithdraw(b, now), s.Rewards.BelowMinimum(b)
 	view.HideTransactions = link.HideTransactions
 	if !link.HideTransactions {
-		for _, tx := range household.NewestFirst(txs) {
-			view.Transactions = append(view.Transactions, transactionViewOf(tx))
+		for i := range history.Len() { // the ledger is in statement order, newest first
+			view.Transactions = append(view.Transactions, transactionViewOf(history, i))
 		}
 	}
 	view.SetupFirst = link.AutoSetup && bank == nil
@@ -629,16 +633,17 @@ var transactionNames = map[flexv1.TransactionType]string{
 	"goodwill credit": "Goodwill credit", "signup bonus": "Sign-up bonus", "correction": "Correction",
 }
 
-func transactionViewOf(tx *flexv1.RewardTransaction) transactionView {
-	v := transactionView{Amount: pounds(tx.CreditPence), Description: transactionNames[tx.Type]}
+func transactionViewOf(l *ledger.Ledger, i int) transactionView {
+	tx := l.At(i)
+	v := transactionView{Amount: pounds(tx.CreditPence()), Description: transactionNames[tx.Type()]}
 	if v.Description == "" {
-		v.Description = string(tx.Type)
+		v.Description = string(tx.Type())
 	}
-	if at := household.TransactionTime(*tx); !at.IsZero() {
+	if at := l.Time(i); !at.IsZero() {
 		v.Date = at.UTC().Format("2 January 2006")
 	}
-	if tx.PaymentStatus != "" {
-		v.Status = strings.ReplaceAll(string(tx.PaymentStatus), "_", " ")
+	if st := tx.PaymentStatus(); st != "" {
+		v.Status = strings.ReplaceAll(string(st), "_", " ")
 	}
 	return v
 }

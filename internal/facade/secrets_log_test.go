@@ -25,6 +25,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/ledger"
 )
 
 // lockedBuffer is a log sink safe for the concurrent writes of an HTTP server.
@@ -57,6 +58,13 @@ func (c failingLedgerReads) Get(ctx context.Context, key client.ObjectKey, obj c
 		return errInjected
 	}
 	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// failingLedgers is the reward ledgers' store, failing every read as failingLedgerReads does.
+type failingLedgers struct{}
+
+func (failingLedgers) Get(string, string) (*ledger.Ledger, bool, error) {
+	return nil, false, errInjected
 }
 
 // answer is a full response: status, headers, body.
@@ -98,6 +106,7 @@ var _ = Describe("Secrets in the logs", func() {
 		cfg := facadeSrv.Config
 		cfg.Log = logger
 		cfg.Cache = failingLedgerReads{Reader: facadeSrv.Cache}
+		cfg.Ledgers = failingLedgers{}
 		srv := facade.NewServer(cfg)
 		// The authenticator logs through the request's context (controller-runtime's
 		// logf.FromContext): give every request the buffer's logger too.

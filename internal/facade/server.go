@@ -38,7 +38,14 @@ type Config struct {
 	// object this client may have just created.
 	APIReader client.Reader
 	// Client writes through the API server.
-	Client        client.Client
+	Client client.Client
+	// Interactive, when set, is told of every request that may write (Begin when it starts,
+	// the returned end when it is answered): background work of the controllers yields to
+	// them (internal/priority's Gate).
+	Interactive interface{ Begin() (end func()) }
+	// Ledgers holds the reward ledgers in compact form (internal/ledger's Store, which the
+	// manager runs); nil reads them from Cache instead.
+	Ledgers       LedgerReader
 	Issuer        *auth.Issuer
 	Authenticator *auth.Authenticator
 	Rewards       RewardPolicy
@@ -79,6 +86,10 @@ type Server struct {
 	mux     *http.ServeMux
 	handler http.Handler // mux, observed (request id, access log, metrics)
 	limiter rateLimiters
+	// catalogue follows the rules for reads (rules.go).
+	catalogue *household.Catalogue
+	// reads finds sites and assets for the hot reads (readindex.go).
+	reads *readIndexes
 }
 
 // NewServer builds the facade's routes.
@@ -91,9 +102,13 @@ func NewServer(cfg Config) *Server {
 	}
 	// Every write names the API client that made it (managedFields).
 	cfg.Client = ownedClient{cfg.Client}
-	s := &Server{Config: cfg, mux: http.NewServeMux(), limiter: newRateLimiters(cfg.Limits)}
+	s := &Server{Config: cfg, mux: http.NewServeMux(), limiter: newRateLimiters(cfg.Limits),
+		catalogue: newCatalogue(cfg), reads: newReadIndexes(cfg.Cache)}
 	s.routes()
 	s.handler = s.observe(s.mux)
+	if cfg.Interactive != nil {
+		s.handler = markInteractive(cfg.Interactive, s.handler)
+	}
 	return s
 }
 

@@ -253,7 +253,11 @@ func (s *Server) siteFor(r *http.Request, p *auth.Principal) (*flexv1.Site, erro
 // siteToRead is siteFor for a handler that only reads the site (eligibility, transactions):
 // it skips the deep copy of the cached site, so the site it returns must not be changed.
 func (s *Server) siteToRead(r *http.Request, p *auth.Principal) (*flexv1.Site, error) {
-	return s.findSite(r.Context(), p, r.PathValue("site_id"), []any{"path", "site_id"}, store.siteToRead)
+	byID := store.siteToRead
+	if s.reads != nil {
+		byID = func(_ store, _ context.Context, ns, id string) (*flexv1.Site, error) { return s.reads.site(ns, id) }
+	}
+	return s.findSite(r.Context(), p, r.PathValue("site_id"), []any{"path", "site_id"}, byID)
 }
 
 func (s *Server) siteForID(ctx context.Context, p *auth.Principal, raw string, loc []any) (*flexv1.Site, error) {
@@ -299,13 +303,21 @@ func (s *Server) eligibility(r *http.Request, p *auth.Principal) (any, error) {
 	return eligibilityRecord(site.Labels[flexv1.IDLabel], res), nil
 }
 
-// evaluate runs the eligibility rules on a stored site, exactly as the Site controller does.
+// evaluate runs the eligibility rules on a stored site, exactly as the Site controller does
+// (with the rules of the last catalogue change the cache told of: it only answers a read).
 func (s *Server) evaluate(ctx context.Context, site *flexv1.Site) (eligibility.Result, error) {
-	assets, err := s.store(false).assetsOf(ctx, site)
+	rules, err := s.rulesToRead(ctx)
 	if err != nil {
 		return eligibility.Result{}, err
 	}
-	rules, err := household.LoadRules(ctx, s.Cache)
+	if s.reads != nil {
+		assets, err := s.reads.assetsOf(site)
+		if err != nil {
+			return eligibility.Result{}, err
+		}
+		return household.EvaluateAssets(&site.Spec, assets, rules), nil
+	}
+	assets, err := s.store(false).assetsOf(ctx, site)
 	if err != nil {
 		return eligibility.Result{}, err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -74,7 +75,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	mailDir = GinkgoT().TempDir()
 	mailer, err := mail.NewMaildir(mailDir, "Flexsite <no-reply@flexsite.test>")
 	Expect(err).NotTo(HaveOccurred())
+	// The reward ledgers' store, as cmd/manager runs it.
+	watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: mgr.GetScheme()})
+	Expect(err).NotTo(HaveOccurred())
+	ledgers := ledger.NewStore(watcher)
+	Expect(mgr.Add(ledgers)).To(Succeed())
 	facadeSrv = facade.NewServer(facade.Config{
+		Ledgers:         ledgers,
 		Mailer:          mailer,
 		HostedNamespace: keysNamespace,
 		Log:             ctrl.Log.WithName("api"),
@@ -94,6 +101,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Expect(mgr.Start(suiteCtx)).To(Succeed())
 	}()
 	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
+	Expect(ledgers.WaitForSync(ctx)).To(BeTrue())
 
 	SetDefaultEventuallyTimeout(20 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)

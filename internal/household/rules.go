@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -99,13 +101,78 @@ func (b *builtRules) matches(props []flexv1.Proposition, models []flexv1.AssetMo
 	return true
 }
 
+// Catalogue answers the rules in force to readers that may see a catalogue change a moment
+// late (the REST facade's GET eligibility), without listing the catalogue per call: the
+// informers of Propositions and AssetModels tell it of every change, and it rebuilds (with
+// LoadRules) on the next call after one. A change is seen once the informer's handlers have
+// run, just after the cache holds it. Writers and the Site controller use LoadRules, which
+// sees the cache exactly.
+type Catalogue struct {
+	reader client.Reader
+	// version counts the catalogue events seen.
+	version atomic.Uint64
+	built   atomic.Pointer[versionedRules]
+}
+
+type versionedRules struct {
+	version uint64
+	rules   eligibility.Rules
+}
+
+// InformerSource is a controller-runtime cache: it gives the informer of a kind.
+type InformerSource interface {
+	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
+}
+
+// NewCatalogue reads the rules through r and learns of changes from the informers of the
+// same cache.
+func NewCatalogue(ctx context.Context, r client.Reader, informers InformerSource) (*Catalogue, error) {
+	c := &Catalogue{reader: r}
+	bump := func(any) { c.version.Add(1) }
+	for _, obj := range []client.Object{&flexv1.Proposition{}, &flexv1.AssetModel{}} {
+		inf, err := informers.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+		if err != nil {
+			return nil, err
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: bump, DeleteFunc: bump, UpdateFunc: func(_, obj any) { bump(obj) },
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Rules are the rules in force, as of the last catalogue event handled.
+func (c *Catalogue) Rules(ctx context.Context) (eligibility.Rules, error) {
+	v := c.version.Load()
+	if b := c.built.Load(); b != nil && b.version == v {
+		return b.rules, nil
+	}
+	rules, err := LoadRules(ctx, c.reader)
+	if err != nil {
+		return eligibility.Rules{}, err
+	}
+	// Read at version v or later: kept for v (a later event rebuilds them again).
+	c.built.Store(&versionedRules{version: v, rules: rules})
+	return rules, nil
+}
+
 // Evaluate computes a site's eligibility from its spec and its assets with the rules.
 // Assets on their way out no longer count. The Site controller writes the result into
 // status; the REST facade answers with it before (and without) writing.
 func Evaluate(site *flexv1.SiteSpec, assets []flexv1.Asset, rules eligibility.Rules) eligibility.Result {
-	inputs := make([]eligibility.Asset, 0, len(assets))
+	ptrs := make([]*flexv1.Asset, len(assets))
 	for i := range assets {
-		a := &assets[i]
+		ptrs[i] = &assets[i]
+	}
+	return EvaluateAssets(site, ptrs, rules)
+}
+
+// EvaluateAssets is Evaluate of assets held by pointer (cached objects, not copied).
+func EvaluateAssets(site *flexv1.SiteSpec, assets []*flexv1.Asset, rules eligibility.Rules) eligibility.Result {
+	inputs := make([]eligibility.Asset, 0, len(assets))
+	for _, a := range assets {
 		if a.DeletionTimestamp.IsZero() {
 			inputs = append(inputs, eligibility.Asset{Name: a.Name, ID: a.Labels[flexv1.IDLabel], Spec: a.Spec})
 		}

@@ -21,11 +21,18 @@ var CredentialSecrets = labels.SelectorFromSet(CredentialsLabels())
 // CacheOptions is what the manager's cache holds (cmd/manager and the test suites share it).
 func CacheOptions() cache.Options {
 	return cache.Options{
-		// Nothing reads managedFields from the cache; dropping them saves a sixth of its memory.
-		DefaultTransform: cache.TransformStripManagedFields(),
+		// Nothing reads managedFields from the cache; dropping them saves a sixth of its
+		// memory. Texts that every object repeats are shared (compactForCache).
+		DefaultTransform: compactForCache,
 		// The API server sends the cache the credential Secrets only: every other Secret of
 		// the cluster stays out of the manager's memory and out of reach of a bug in it.
-		ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: CredentialSecrets}},
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Label: CredentialSecrets},
+			// A year of rewards per site is most of a site's size: the cache keeps ledgers
+			// without their transactions (the controllers need their site and their coming
+			// and going); the read path holds them, compact, in internal/ledger's store.
+			&flexv1.RewardLedger{}: {Transform: withoutTransactions},
+		},
 	}
 }
 

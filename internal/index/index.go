@@ -5,7 +5,10 @@ package index
 
 import (
 	"context"
+	"fmt"
 
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -15,7 +18,9 @@ import (
 const (
 	// ID indexes Sites and Assets by their API id (the flexsite.io/id label).
 	ID = "metadata.labels.id"
-	// SiteName indexes Assets, Enrolments, RewardLedgers and MPANClaims by the site they belong to.
+	// SiteName indexes Assets, Enrolments and MPANClaims by the site they belong to (and
+	// selects RewardLedgers on the API server: the cache does not hold them, internal/ledger
+	// does, by name).
 	SiteName = "spec.siteName"
 	// AssetModel indexes Assets by the asset model they name.
 	AssetModel = "spec.model"
@@ -30,6 +35,14 @@ const (
 )
 
 // Register adds every Flexsite index to the indexer (a manager's or a cache's).
+//
+// Most indexes are only ever looked up within a namespace (an organisation's sites by id,
+// MPAN, end user; assets by id and external id; a site's children). On a cache, those are
+// kept under the namespaced key alone: controller-runtime's IndexField also keeps every
+// value under an all-namespaces key, which doubles the index entries of a fleet (one set
+// per value, about 300 bytes each), for lookups that never happen. A lookup of such an index
+// across namespaces finds nothing; AssetModel and Username are looked up across namespaces
+// and keep both keys.
 func Register(ctx context.Context, indexer client.FieldIndexer) error {
 	one := func(v string) []string {
 		if v == "" {
@@ -38,26 +51,66 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 		return []string{v}
 	}
 	indexes := []struct {
-		obj     client.Object
-		field   string
-		extract client.IndexerFunc
+		obj        client.Object
+		field      string
+		namespaced bool
+		extract    client.IndexerFunc
 	}{
-		{&flexv1.Site{}, ID, func(o client.Object) []string { return one(o.GetLabels()[flexv1.IDLabel]) }},
-		{&flexv1.Site{}, MPAN, func(o client.Object) []string { return one(o.(*flexv1.Site).Spec.MPAN) }},
-		{&flexv1.Site{}, ExternalUserID, func(o client.Object) []string { return one(o.(*flexv1.Site).Spec.ExternalUserID) }},
-		{&flexv1.Asset{}, ID, func(o client.Object) []string { return one(o.GetLabels()[flexv1.IDLabel]) }},
-		{&flexv1.Asset{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.SiteName) }},
-		{&flexv1.Asset{}, AssetModel, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.Model) }},
-		{&flexv1.Asset{}, ExternalID, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.ExternalID) }},
-		{&flexv1.Enrolment{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.Enrolment).Spec.SiteName) }},
-		{&flexv1.RewardLedger{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.RewardLedger).Spec.SiteName) }},
-		{&flexv1.MPANClaim{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.MPANClaim).Spec.SiteName) }},
-		{&flexv1.APIClient{}, Username, func(o client.Object) []string { return one(o.(*flexv1.APIClient).Spec.Username) }},
+		{&flexv1.Site{}, ID, true, func(o client.Object) []string { return one(o.GetLabels()[flexv1.IDLabel]) }},
+		{&flexv1.Site{}, MPAN, true, func(o client.Object) []string { return one(o.(*flexv1.Site).Spec.MPAN) }},
+		{&flexv1.Site{}, ExternalUserID, true, func(o client.Object) []string { return one(o.(*flexv1.Site).Spec.ExternalUserID) }},
+		{&flexv1.Asset{}, ID, true, func(o client.Object) []string { return one(o.GetLabels()[flexv1.IDLabel]) }},
+		{&flexv1.Asset{}, SiteName, true, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.SiteName) }},
+		{&flexv1.Asset{}, AssetModel, false, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.Model) }},
+		{&flexv1.Asset{}, ExternalID, true, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.ExternalID) }},
+		{&flexv1.Enrolment{}, SiteName, true, func(o client.Object) []string { return one(o.(*flexv1.Enrolment).Spec.SiteName) }},
+		{&flexv1.MPANClaim{}, SiteName, true, func(o client.Object) []string { return one(o.(*flexv1.MPANClaim).Spec.SiteName) }},
+		{&flexv1.APIClient{}, Username, false, func(o client.Object) []string { return one(o.(*flexv1.APIClient).Spec.Username) }},
 	}
+	informers, canNamespace := indexer.(informerGetter)
 	for _, ix := range indexes {
-		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
+		var err error
+		if ix.namespaced && canNamespace {
+			err = indexInNamespace(ctx, informers, ix.obj, ix.field, ix.extract)
+		} else {
+			err = indexer.IndexField(ctx, ix.obj, ix.field, ix.extract)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// FieldIndexName is the name under which controller-runtime (and Register) keep a field index
+// in an informer's indexer.
+func FieldIndexName(field string) string { return "field:" + field }
+
+// NamespacedKey is the key of value within namespace ns in such an index.
+func NamespacedKey(ns, value string) string { return ns + "/" + value }
+
+// informerGetter is a controller-runtime cache: it gives the informer of a kind.
+type informerGetter interface {
+	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
+}
+
+// indexInNamespace adds a field index, as controller-runtime's IndexField names and keys it
+// ("field:<field>", values "<namespace>/<value>"), without the all-namespaces keys.
+func indexInNamespace(ctx context.Context, informers informerGetter, obj client.Object, field string, extract client.IndexerFunc) error {
+	inf, err := informers.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+	if err != nil {
+		return err
+	}
+	return inf.AddIndexers(toolscache.Indexers{FieldIndexName(field): func(raw any) ([]string, error) {
+		o, ok := raw.(client.Object)
+		if !ok {
+			return nil, fmt.Errorf("object of type %T is not an Object", raw)
+		}
+		vals := extract(o)
+		keys := make([]string, len(vals))
+		for i, v := range vals {
+			keys[i] = NamespacedKey(o.GetNamespace(), v)
+		}
+		return keys, nil
+	}})
 }

@@ -1,0 +1,310 @@
+// Package ledger holds a site's reward history in the compact form the read path keeps in
+// memory, and the rules that read it: the balance (what counts, when the withdrawal wait
+// starts) and the statement order (newest first).
+//
+// A RewardLedger with a year of weekly rewards is about 16 KB as a decoded object (every
+// transaction is a struct of strings and pointers, each its own allocation). Here a
+// transaction is one fixed-size value of 64 bytes with no pointers: the id as its 16 bytes,
+// times as Unix seconds (the API server keeps them to the second), the date as a day number,
+// the type and payment status as indexes into their enumerations. A ledger is one slice of
+// those, already in statement order, with its balance worked out once.
+package ledger
+
+import (
+	"bytes"
+	"encoding/hex"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/household"
+)
+
+// Transaction is one reward transaction, compact. Its accessors give the API's view.
+type Transaction struct {
+	id                     [16]byte
+	credit                 int64
+	start, end             int64 // Unix seconds
+	flexWh                 int64
+	settlement             int32 // days since 1970-01-01
+	typ, payment           uint16
+	hasStart, hasEnd, flex bool
+	// oddID and oddDate: the id or settlement date did not have the canonical form (the CRD
+	// validates both, so only an object stored before that validation would): they are kept
+	// as text in the ledger's odd map, and these flags say so.
+	oddID, oddDate bool
+}
+
+// Ledger is a site's reward history: transactions newest first, and its balance.
+type Ledger struct {
+	// ResourceVersion of the RewardLedger this was built from.
+	ResourceVersion string
+	txs             []Transaction
+	// odd holds ids and dates that are not in canonical form, by transaction index.
+	odd     map[int]oddText
+	Balance Balance
+}
+
+type oddText struct{ id, date string }
+
+// Balance is the household core's sum of a ledger (household.BalanceOf), worked out once
+// when the ledger is built.
+type Balance = household.Balance
+
+// Len is the number of transactions.
+func (l *Ledger) Len() int {
+	if l == nil {
+		return 0
+	}
+	return len(l.txs)
+}
+
+// At is the i-th transaction, newest first.
+func (l *Ledger) At(i int) *Transaction { return &l.txs[i] }
+
+// Time is when the i-th transaction happened, as household.TransactionTime says: its
+// start, else its settlement date (zero when it has neither).
+func (l *Ledger) Time(i int) time.Time {
+	tx := &l.txs[i]
+	if t, ok := tx.StartTime(); ok {
+		return t
+	}
+	if day, ok := tx.SettlementDay(); ok {
+		return time.Unix(day*secondsPerDay, 0).UTC()
+	}
+	if d, err := time.Parse(time.DateOnly, l.SettlementDate(i)); err == nil {
+		return d
+	}
+	return time.Time{}
+}
+
+const secondsPerDay = 24 * 60 * 60
+
+// ID is the i-th transaction's id.
+func (l *Ledger) ID(i int) string {
+	tx := &l.txs[i]
+	if tx.oddID {
+		return l.odd[i].id
+	}
+	return formatUUID(tx.id)
+}
+
+// AppendID appends the i-th transaction's id to b without allocating.
+func (l *Ledger) AppendID(b []byte, i int) []byte {
+	tx := &l.txs[i]
+	if tx.oddID {
+		return append(b, l.odd[i].id...)
+	}
+	return appendUUID(b, tx.id)
+}
+
+// Canonical reports whether the i-th transaction's id is a canonical UUID and its date is
+// YYYY-MM-DD or none: then AppendID and AppendSettlementDate write only [0-9a-f-].
+func (l *Ledger) Canonical(i int) bool { return !l.txs[i].oddID && !l.txs[i].oddDate }
+
+// SettlementDate is the i-th transaction's settlement date, YYYY-MM-DD ("" when none).
+func (l *Ledger) SettlementDate(i int) string {
+	tx := &l.txs[i]
+	switch {
+	case tx.oddDate:
+		return l.odd[i].date
+	case tx.settlement == noDate:
+		return ""
+	}
+	return string(appendDate(nil, tx.settlement))
+}
+
+// AppendSettlementDate appends the i-th transaction's settlement date ("" when none).
+func (l *Ledger) AppendSettlementDate(b []byte, i int) []byte {
+	tx := &l.txs[i]
+	switch {
+	case tx.oddDate:
+		return append(b, l.odd[i].date...)
+	case tx.settlement == noDate:
+		return b
+	}
+	return appendDate(b, tx.settlement)
+}
+
+// CreditPence is the amount credited (negative for a withdrawal).
+func (t *Transaction) CreditPence() int64 { return t.credit }
+
+// Type is the transaction's type.
+func (t *Transaction) Type() flexv1.TransactionType { return flexv1.TransactionType(words.text(t.typ)) }
+
+// PaymentStatus is a withdrawal's payment status ("" when none).
+func (t *Transaction) PaymentStatus() flexv1.PaymentStatus {
+	return flexv1.PaymentStatus(words.text(t.payment))
+}
+
+// StartTime and EndTime are the transaction's times; ok is false when it has none.
+func (t *Transaction) StartTime() (time.Time, bool) { return time.Unix(t.start, 0).UTC(), t.hasStart }
+func (t *Transaction) EndTime() (time.Time, bool)   { return time.Unix(t.end, 0).UTC(), t.hasEnd }
+
+// StartUnix and EndUnix are the transaction's times as Unix seconds.
+func (t *Transaction) StartUnix() (int64, bool) { return t.start, t.hasStart }
+func (t *Transaction) EndUnix() (int64, bool)   { return t.end, t.hasEnd }
+
+// SettlementDay is the settlement date of a Canonical transaction as days since
+// 1970-01-01; ok is false when it has none.
+func (t *Transaction) SettlementDay() (int64, bool) {
+	return int64(t.settlement), !t.oddDate && t.settlement != noDate
+}
+
+// FlexWh is the flexibility energy in watt-hours; ok is false when it has none.
+func (t *Transaction) FlexWh() (int64, bool) { return t.flexWh, t.flex }
+
+// noDate marks a transaction without a settlement date.
+const noDate = int32(-1 << 31)
+
+// New builds a site's compact ledger from its RewardLedger's transactions.
+func New(resourceVersion string, txs []flexv1.RewardTransaction) *Ledger {
+	l := &Ledger{ResourceVersion: resourceVersion, Balance: BalanceOf(txs)}
+	type keyed struct {
+		at time.Time
+		tx *flexv1.RewardTransaction
+	}
+	keys := make([]keyed, len(txs))
+	for i := range txs {
+		keys[i] = keyed{at: transactionTime(&txs[i]), tx: &txs[i]}
+	}
+	// Statement order: newest first, ties broken by id so pages are stable.
+	slices.SortFunc(keys, func(a, b keyed) int {
+		if c := b.at.Compare(a.at); c != 0 {
+			return c
+		}
+		return strings.Compare(a.tx.ID, b.tx.ID)
+	})
+	l.txs = make([]Transaction, len(keys))
+	for i, k := range keys {
+		src, dst := k.tx, &l.txs[i]
+		dst.credit = src.CreditPence
+		dst.typ, dst.payment = words.index(string(src.Type)), words.index(string(src.PaymentStatus))
+		if src.StartTime != nil {
+			dst.start, dst.hasStart = src.StartTime.Unix(), true
+		}
+		if src.EndTime != nil {
+			dst.end, dst.hasEnd = src.EndTime.Unix(), true
+		}
+		if src.FlexWh != nil {
+			dst.flexWh, dst.flex = *src.FlexWh, true
+		}
+		id, ok := parseUUID(src.ID)
+		dst.id, dst.oddID = id, !ok
+		day, ok := parseDate(src.SettlementDate)
+		dst.settlement, dst.oddDate = day, !ok
+		if dst.oddID || dst.oddDate {
+			if l.odd == nil {
+				l.odd = map[int]oddText{}
+			}
+			l.odd[i] = oddText{id: src.ID, date: src.SettlementDate}
+		}
+	}
+	return l
+}
+
+// BalanceOf sums transactions: the household core's rule.
+func BalanceOf(txs []flexv1.RewardTransaction) Balance { return household.BalanceOf(txs) }
+
+// transactionTime is when a transaction happened, as the household core says.
+func transactionTime(tx *flexv1.RewardTransaction) time.Time { return household.TransactionTime(*tx) }
+
+// parseUUID reads a canonical (lowercase, hyphenated) UUID; ok is false for anything else,
+// so that formatting the bytes gives back exactly the text.
+func parseUUID(s string) (id [16]byte, ok bool) {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return id, false
+	}
+	var digits [32]byte
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			continue
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
+			digits[n] = c
+			n++
+		default:
+			return id, false
+		}
+	}
+	if _, err := hex.Decode(id[:], digits[:]); err != nil {
+		return id, false
+	}
+	return id, true
+}
+
+func appendUUID(b []byte, id [16]byte) []byte {
+	var out [36]byte
+	hex.Encode(out[0:8], id[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], id[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], id[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], id[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:], id[10:])
+	return append(b, out[:]...)
+}
+
+func formatUUID(id [16]byte) string { return string(appendUUID(make([]byte, 0, 36), id)) }
+
+// parseDate reads YYYY-MM-DD as a day number; "" is noDate. ok is false when the text would
+// not come back the same from the day number.
+func parseDate(s string) (int32, bool) {
+	if s == "" {
+		return noDate, true
+	}
+	t, err := time.Parse(time.DateOnly, s)
+	if err != nil {
+		return noDate, false
+	}
+	day := int32(t.Unix() / 86400)
+	if !bytes.Equal(appendDate(nil, day), []byte(s)) {
+		return noDate, false
+	}
+	return day, true
+}
+
+func appendDate(b []byte, day int32) []byte {
+	return time.Unix(int64(day)*86400, 0).UTC().AppendFormat(b, time.DateOnly)
+}
+
+// words interns the enumerations' texts (transaction types, payment statuses): a
+// transaction holds an index. The CRD allows a handful of values; the table grows only if
+// a new version of it allows more.
+var words = newWordTable()
+
+type wordTable struct {
+	mu     sync.Mutex // serialises additions
+	byText map[string]uint16
+	// texts is replaced, never changed in place: readers load it without a lock.
+	texts atomic.Pointer[[]string]
+}
+
+func newWordTable() *wordTable {
+	w := &wordTable{byText: map[string]uint16{"": 0}}
+	w.texts.Store(&[]string{""})
+	return w
+}
+
+func (w *wordTable) index(s string) uint16 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if i, ok := w.byText[s]; ok {
+		return i
+	}
+	old := *w.texts.Load()
+	texts := append(slices.Clip(old), strings.Clone(s))
+	i := uint16(len(old))
+	w.byText[texts[i]] = i
+	w.texts.Store(&texts)
+	return i
+}
+
+func (w *wordTable) text(i uint16) string { return (*w.texts.Load())[i] }

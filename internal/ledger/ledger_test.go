@@ -1,0 +1,160 @@
+package ledger
+
+import (
+	"testing"
+	"time"
+	"unsafe"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+)
+
+func at(s string) *metav1.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		panic(err)
+	}
+	return &metav1.Time{Time: t}
+}
+
+func wh(v int64) *int64 { return &v }
+
+// Every field comes back as stored, for canonical and odd ids and dates alike.
+func TestNewKeepsEveryField(t *testing.T) {
+	txs := []flexv1.RewardTransaction{
+		{ID: "3f1c2b6e-8a0d-4c47-9e1b-2d5f7a9c0e13", Type: "flex period", CreditPence: 120,
+			StartTime: at("2025-01-06T00:00:00Z"), EndTime: at("2025-01-13T00:00:00Z"), SettlementDate: "2025-01-18", FlexWh: wh(1500)},
+		{ID: "ffffffff-ffff-ffff-ffff-ffffffffffff", Type: "withdrawal", CreditPence: -500, PaymentStatus: "posted",
+			StartTime: at("2025-02-01T10:30:00.5+05:30")},
+		{ID: "not-a-uuid", SettlementDate: "2025-1-5", FlexWh: wh(0)},
+		{ID: "3F1C2B6E-8A0D-4C47-9E1B-2D5F7A9C0E13", SettlementDate: "1969-12-31", CreditPence: 1},
+	}
+	l := New("42", txs)
+	if l.Len() != len(txs) || l.ResourceVersion != "42" {
+		t.Fatalf("ledger of %d transactions at %q", l.Len(), l.ResourceVersion)
+	}
+	seen := map[string]bool{}
+	for i := range l.Len() {
+		id := l.ID(i)
+		if string(l.AppendID(nil, i)) != id {
+			t.Errorf("AppendID %q, ID %q", l.AppendID(nil, i), id)
+		}
+		var want *flexv1.RewardTransaction
+		for j := range txs {
+			if txs[j].ID == id {
+				want = &txs[j]
+			}
+		}
+		if want == nil {
+			t.Fatalf("transaction %d has id %q, of none stored", i, id)
+		}
+		seen[id] = true
+		tx := l.At(i)
+		if tx.CreditPence() != want.CreditPence || tx.Type() != want.Type || tx.PaymentStatus() != want.PaymentStatus {
+			t.Errorf("%s: credit %d type %q payment %q", id, tx.CreditPence(), tx.Type(), tx.PaymentStatus())
+		}
+		if got := l.SettlementDate(i); got != want.SettlementDate || string(l.AppendSettlementDate(nil, i)) != got {
+			t.Errorf("%s: settlement date %q, want %q", id, got, want.SettlementDate)
+		}
+		checkTime := func(name string, got time.Time, ok bool, want *metav1.Time) {
+			if ok != (want != nil) || ok && !got.Equal(want.Truncate(time.Second)) {
+				t.Errorf("%s: %s %v (%v), want %v", id, name, got, ok, want)
+			}
+		}
+		start, ok := tx.StartTime()
+		checkTime("start", start, ok, want.StartTime)
+		end, ok := tx.EndTime()
+		checkTime("end", end, ok, want.EndTime)
+		flex, ok := tx.FlexWh()
+		if ok != (want.FlexWh != nil) || ok && flex != *want.FlexWh {
+			t.Errorf("%s: flexWh %d (%v), want %v", id, flex, ok, want.FlexWh)
+		}
+	}
+	if len(seen) != len(txs) {
+		t.Errorf("ids seen: %v", seen)
+	}
+}
+
+// Statement order: newest first (start time, else settlement date), ties by id.
+func TestNewOrdersNewestFirst(t *testing.T) {
+	l := New("1", []flexv1.RewardTransaction{
+		{ID: "00000000-0000-0000-0000-000000000002", StartTime: at("2025-01-01T00:00:00Z")},
+		{ID: "00000000-0000-0000-0000-000000000004"},
+		{ID: "00000000-0000-0000-0000-000000000001", StartTime: at("2025-01-01T00:00:00Z")},
+		{ID: "00000000-0000-0000-0000-000000000003", SettlementDate: "2025-03-01"},
+		{ID: "00000000-0000-0000-0000-000000000005", StartTime: at("2024-06-01T00:00:00Z")},
+	})
+	want := []string{"3", "1", "2", "5", "4"}
+	for i, w := range want {
+		if got := l.ID(i); got[len(got)-1:] != w {
+			t.Errorf("position %d: %s, want …%s", i, got, w)
+		}
+	}
+}
+
+func TestBalanceOf(t *testing.T) {
+	cases := []struct {
+		name              string
+		txs               []flexv1.RewardTransaction
+		current, earnings int64
+		firstReward       string
+	}{
+		{name: "none"},
+		{name: "rewards and a withdrawal", txs: []flexv1.RewardTransaction{
+			{CreditPence: 100, StartTime: at("2025-02-01T00:00:00Z")},
+			{CreditPence: 50, SettlementDate: "2025-01-15"},
+			{Type: "withdrawal", CreditPence: -120, StartTime: at("2024-01-01T00:00:00Z"), PaymentStatus: "posted"},
+		}, current: 30, earnings: 150, firstReward: "2025-01-15T00:00:00Z"},
+		{name: "a failed withdrawal pays nothing out", txs: []flexv1.RewardTransaction{
+			{CreditPence: 100, StartTime: at("2025-02-01T00:00:00Z")},
+			{Type: "withdrawal", CreditPence: -100, PaymentStatus: "failed"},
+			{Type: "withdrawal", CreditPence: -10, PaymentStatus: "returned"},
+		}, current: 100, earnings: 100, firstReward: "2025-02-01T00:00:00Z"},
+		{name: "a correction debits without earning", txs: []flexv1.RewardTransaction{
+			{Type: "correction", CreditPence: -5, StartTime: at("2020-01-01T00:00:00Z")},
+		}, current: -5},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := New("1", c.txs).Balance
+			if b.Current != c.current || b.Earnings != c.earnings {
+				t.Errorf("balance %d, earnings %d; want %d, %d", b.Current, b.Earnings, c.current, c.earnings)
+			}
+			switch {
+			case c.firstReward == "" && b.FirstReward != nil:
+				t.Errorf("first reward %v, want none", *b.FirstReward)
+			case c.firstReward != "" && (b.FirstReward == nil || !b.FirstReward.Equal(at(c.firstReward).Time)):
+				t.Errorf("first reward %v, want %s", b.FirstReward, c.firstReward)
+			}
+		})
+	}
+}
+
+func TestParseUUIDRoundTrips(t *testing.T) {
+	for _, c := range []struct {
+		in string
+		ok bool
+	}{
+		{"3f1c2b6e-8a0d-4c47-9e1b-2d5f7a9c0e13", true},
+		{"00000000-0000-0000-0000-000000000000", true},
+		{"3F1C2B6E-8A0D-4C47-9E1B-2D5F7A9C0E13", false},
+		{"3f1c2b6e8a0d4c479e1b2d5f7a9c0e13", false},
+		{"3f1c2b6e-8a0d-4c47-9e1b-2d5f7a9c0e1g", false},
+		{"", false},
+	} {
+		id, ok := parseUUID(c.in)
+		if ok != c.ok || ok && formatUUID(id) != c.in {
+			t.Errorf("parseUUID(%q) = %v, %v", c.in, formatUUID(id), ok)
+		}
+	}
+}
+
+// A compact transaction is a fixed 64 bytes, without pointers.
+func TestTransactionSize(t *testing.T) {
+	if got := unsafeSizeof(); got > 64 {
+		t.Errorf("Transaction is %d bytes", got)
+	}
+}
+
+func unsafeSizeof() uintptr { return unsafe.Sizeof(Transaction{}) }
