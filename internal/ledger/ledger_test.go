@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/household"
 )
 
 func at(s string) *metav1.Time {
@@ -158,3 +159,26 @@ func TestTransactionSize(t *testing.T) {
 }
 
 func unsafeSizeof() uintptr { return unsafe.Sizeof(Transaction{}) }
+
+// TestTimeIsTheHouseholdsTransactionTime: the compact ledger says when a transaction
+// happened exactly as the household core does, whatever the transaction carries.
+func TestTimeIsTheHouseholdsTransactionTime(t *testing.T) {
+	txs := []flexv1.RewardTransaction{
+		{ID: "00000000-0000-0000-0000-000000000001", StartTime: at("2025-03-01T10:00:00Z"), SettlementDate: "2025-03-09"},
+		{ID: "00000000-0000-0000-0000-000000000002", SettlementDate: "2025-02-01"},
+		{ID: "00000000-0000-0000-0000-000000000003"},
+		{ID: "not-a-uuid", SettlementDate: "2025-01-05"},
+	}
+	l := New("1", txs)
+	for i := range l.Len() {
+		var want time.Time
+		for _, tx := range txs {
+			if tx.ID == l.ID(i) {
+				want = household.TransactionTime(tx)
+			}
+		}
+		if got := l.Time(i); !got.Equal(want) {
+			t.Errorf("transaction %s: time %v, want %v", l.ID(i), got, want)
+		}
+	}
+}
