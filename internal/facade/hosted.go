@@ -513,7 +513,7 @@ func (s *Server) hostedRewards(r *http.Request, p *auth.Principal) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	page := txs.(TransactionsResponse)
+	page := txs.(*transactionsPage).response() // the REST answer, as records
 	out := HostedRewards{Info: info.(BalanceInfo), DaysUntilMinimumWaitTimeMet: page.DaysUntilMinimumWaitTimeMet,
 		Transactions: make([]HostedTransaction, 0, len(page.Transactions))}
 	for _, t := range page.Transactions { // newest first, as the REST API orders them
