@@ -96,7 +96,7 @@ func enrolOutcome(status string, err error) string {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
 	if !errors.As(err, &ae) {
-		s.Log.Error(err, "request failed", "method", r.Method, "path", r.URL.Path)
+		s.Log.Error(err, "request failed", "method", r.Method, "route", routeOf(r)) // not the path: a hosted link carries its code
 		ae = &apiError{status: http.StatusInternalServerError, detail: "Internal server error"}
 	}
 	for k, v := range ae.headers {

@@ -2,8 +2,10 @@ package facade
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -71,7 +73,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		info := &requestInfo{id: id}
 		rec := &statusRecorder{ResponseWriter: w}
 		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
-		next.ServeHTTP(rec, r)
+		s.serveRecovering(rec, r, next)
 
 		if rec.status == 0 {
 			rec.status = http.StatusOK
@@ -91,6 +93,29 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		s.Log.Info("request", kv...)
 	})
 }
+
+// serveRecovering serves r with next; a handler that panics is a bug, but the caller still
+// gets the documented error form (500, unless the answer had begun) and the log the stack,
+// instead of a dropped connection.
+func (s *Server) serveRecovering(w *statusRecorder, r *http.Request, next http.Handler) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler { //nolint:errorlint // net/http panics with this very value
+			panic(v)
+		}
+		s.Log.Error(fmt.Errorf("panic: %v", v), "handler panicked", "method", r.Method, "route", routeOf(r),
+			"stack", string(debug.Stack()))
+		if w.status == 0 {
+			s.writeError(w, r, errHandlerPanicked)
+		}
+	}()
+	next.ServeHTTP(w, r)
+}
+
+var errHandlerPanicked = fail(http.StatusInternalServerError, "Internal server error")
 
 // routeOf is the route pattern the mux matched, without its method ("/entities/site/{site_id}");
 // "unmatched" for a path no route serves, so unknown paths make one series, not one each.
