@@ -374,8 +374,9 @@ var _ = Describe("The hosted flow in a real browser", func() {
 			chromedp.Click(chromedp.CSS("#form-address button[type=submit]"), f.in()))
 		Eventually(func() string { return f.text("#form-address .form-error") }).ShouldNot(BeEmpty())
 		Eventually(func() []string {
-			var names []string
-			for _, ev := range f.events() {
+			events := f.events()
+			names := make([]string, 0, len(events))
+			for _, ev := range events {
 				names = append(names, fmt.Sprint(ev["event"]))
 				if ev["event"] == "error" {
 					Expect(ev["message"]).NotTo(BeEmpty())
