@@ -350,6 +350,42 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		Expect(after).To(Equal(before))
 	})
 
+	It("tells the embedding page of an error, and only it, when the token stops working", func(ctx SpecContext) {
+		o := newOrg(ctx)
+		orgToken := o.token()
+		siteID, token := o.componentToken(orgToken, "household-4", embedder.Origin())
+		b := newBrowser()
+		f := embed(b, token, "")
+		f.atStep("address")
+		By("the organisation disables its API client: its end users' tokens stop at once")
+		clients := &flexv1.APIClientList{}
+		Expect(k8sClient.List(ctx, clients, client.InNamespace(o.Namespace))).To(Succeed())
+		for i := range clients.Items {
+			c := clients.Items[i].DeepCopy()
+			c.Spec.Disabled = true
+			Expect(k8sClient.Update(ctx, c)).To(Succeed())
+		}
+		Eventually(func() int {
+			status, _ := call("GET", "/entities/site/"+siteID, token, nil)
+			return status
+		}).Should(Equal(http.StatusUnauthorized))
+		f.do(chromedp.SendKeys(chromedp.CSS("#postcode"), "SW1A 1AA", f.in()),
+			chromedp.SendKeys(chromedp.CSS("#mpan"), "1200000000011", f.in()),
+			chromedp.Click(chromedp.CSS("#form-address button[type=submit]"), f.in()))
+		Eventually(func() string { return f.text("#form-address .form-error") }).ShouldNot(BeEmpty())
+		Eventually(func() []string {
+			events := f.events()
+			names := make([]string, 0, len(events))
+			for _, ev := range events {
+				names = append(names, fmt.Sprint(ev["event"]))
+				if ev["event"] == "error" {
+					Expect(ev["message"]).NotTo(BeEmpty())
+				}
+			}
+			return names
+		}).Should(Equal([]string{"ready", "step", "error"}))
+	})
+
 	It("completes a step with the keyboard alone", func(ctx SpecContext) {
 		o := newOrg(ctx)
 		orgToken := o.token()
