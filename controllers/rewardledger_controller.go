@@ -20,7 +20,9 @@ import (
 // status write both advances status.lastCreditedID past the new transactions and records
 // their events, so a transaction is told once, and never lost between the two. It is the one
 // notification whose event rides in a write of its own: the ledger's spec write is the
-// rewards system's, and its status had nothing to write before.
+// rewards system's, and its status had nothing to write before. It writes only while a
+// subscription of the organisation asks for rewards events; a ledger it has not marked yet
+// has all its transactions told (the outbox keeps the newest 16).
 type RewardLedgerReconciler struct {
 	client.Client
 	// APIReader reads a ledger whole: the cache keeps ledgers without their transactions.
@@ -49,8 +51,15 @@ func (r *RewardLedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if last == ledger.Status.LastCreditedID && ledger.Status.ObservedGeneration == ledger.Generation {
 		return ctrl.Result{}, nil
 	}
+	// Nothing is written for an organisation that no subscription asks rewards events of: its
+	// ledgers' writers (which may update with a resourceVersion) see no status writes at all.
+	subs, err := subscriptionsIn(ctx, r.Client, ledger.Namespace)
+	if err != nil || !notify.AnyWants(subs, flexv1.EventRewardsTransactionCredited) {
+		return ctrl.Result{}, err
+	}
 	base := ledger.DeepCopy()
-	siteID, err := siteIDOf(ctx, r.Client, ledger.Namespace, ledger.Spec.SiteName)
+	var siteID string
+	siteID, err = siteIDOf(ctx, r.Client, ledger.Namespace, ledger.Spec.SiteName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

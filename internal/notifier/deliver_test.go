@@ -312,6 +312,10 @@ var _ = Describe("Deletions", func() {
 		sub := subscribe(ctx, ns, r, flexv1.EventEnrolmentChanged)
 		ready(ctx, sub)
 		s, _ := household(ctx, ns, "1200000000011", "zappi")
+		Eventually(func() []flexv1.PropositionName {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+			return s.Status.EligiblePropositions
+		}).Should(ContainElement(lp))
 		e := enrol(ctx, s)
 		Eventually(r.kinds).Should(Equal([]string{"enrolment.changed:active"}))
 

@@ -311,6 +311,7 @@ func (d *Deliverer) scan(ctx context.Context) (time.Duration, error) {
 			}
 		}
 	}
+	d.forgetRetries(items)
 	// Events owed to nobody (their subscriptions went or paused) leave their outbox.
 	for _, it := range orphans {
 		if err := d.settle(ctx, it, ""); err != nil && ctx.Err() == nil {
@@ -484,4 +485,29 @@ func compareStrings(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// forgetRetries drops the retry state of events no outbox holds any more (delivered by a
+// previous leader, removed with their object), so that memory stays bounded by the pending
+// events.
+func (d *Deliverer) forgetRetries(items []item) {
+	pending := make(map[string]bool, len(items))
+	for i := range items {
+		pending[items[i].ev.ID] = true
+	}
+	d.mu.Lock()
+	states := make([]*subState, 0, len(d.subs))
+	for _, st := range d.subs {
+		states = append(states, st)
+	}
+	d.mu.Unlock()
+	for _, st := range states {
+		st.mu.Lock()
+		for id := range st.retries {
+			if !pending[id] {
+				delete(st.retries, id)
+			}
+		}
+		st.mu.Unlock()
+	}
 }

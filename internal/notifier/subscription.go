@@ -75,7 +75,11 @@ func (d *Deliverer) syncSubscriptions(ctx context.Context, subs []flexv1.Subscri
 		st.mu.Lock()
 		st.sub = *s.DeepCopy()
 		if st.reportPauseChange(s) {
-			go func() { _ = st.writeStatus(ctx) }()
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				_ = st.writeStatus(ctx)
+			}()
 		}
 		// Forget "done" marks the cache has caught up with (after a minute).
 		for id, at := range st.done {
