@@ -43,6 +43,13 @@ func (r *RewardLedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if !cached.DeletionTimestamp.IsZero() || cached.Status.ObservedGeneration == cached.Generation {
 		return ctrl.Result{}, nil // nothing new since the transactions were last told
 	}
+	// Nothing is written for an organisation that no subscription asks rewards events of: its
+	// ledgers' writers (which may update with a resourceVersion) see no status writes at all.
+	// Asked before the ledger is read whole, so that such ledgers cost no API read either.
+	subs, err := subscriptionsIn(ctx, r.Client, cached.Namespace)
+	if err != nil || !notify.AnyWants(subs, flexv1.EventRewardsTransactionCredited) {
+		return ctrl.Result{}, err
+	}
 	ledger := &flexv1.RewardLedger{}
 	if err := r.APIReader.Get(ctx, req.NamespacedName, ledger); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -51,15 +58,8 @@ func (r *RewardLedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if last == ledger.Status.LastCreditedID && ledger.Status.ObservedGeneration == ledger.Generation {
 		return ctrl.Result{}, nil
 	}
-	// Nothing is written for an organisation that no subscription asks rewards events of: its
-	// ledgers' writers (which may update with a resourceVersion) see no status writes at all.
-	subs, err := subscriptionsIn(ctx, r.Client, ledger.Namespace)
-	if err != nil || !notify.AnyWants(subs, flexv1.EventRewardsTransactionCredited) {
-		return ctrl.Result{}, err
-	}
 	base := ledger.DeepCopy()
-	var siteID string
-	siteID, err = siteIDOf(ctx, r.Client, ledger.Namespace, ledger.Spec.SiteName)
+	siteID, err := siteIDOf(ctx, r.Client, ledger.Namespace, ledger.Spec.SiteName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
