@@ -44,7 +44,7 @@ type Config struct {
 	// them (internal/priority's Gate).
 	Interactive interface{ Begin() (end func()) }
 	// Ledgers holds the reward ledgers in compact form (internal/ledger's Store, which the
-	// manager runs); nil reads them from Cache instead.
+	// manager runs); nil reads each from the API server instead.
 	Ledgers       LedgerReader
 	Issuer        *auth.Issuer
 	Authenticator *auth.Authenticator
