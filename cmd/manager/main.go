@@ -230,16 +230,8 @@ func run(ctx context.Context, o options) error {
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency, Background: background}); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
-	if o.embedded && o.notificationAllow == nil {
-		o.notificationAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
-	}
-	roots, err := notificationRoots(o.notificationCAFile)
-	if err != nil {
+	if err := setupNotifier(ctx, mgr, o); err != nil {
 		return err
-	}
-	if err := (&notifier.Deliverer{Policy: notify.AddressPolicy{Allow: o.notificationAllow}, RootCAs: roots}).
-		SetupWithManager(ctx, mgr); err != nil {
-		return fmt.Errorf("setting up the notification deliverer: %w", err)
 	}
 	if err := flexwebhook.Setup(mgr); err != nil {
 		return fmt.Errorf("setting up the webhooks: %w", err)
@@ -328,6 +320,24 @@ func run(ctx context.Context, o options) error {
 	}
 	log.Info("starting the manager")
 	return mgr.Start(ctx)
+}
+
+// setupNotifier adds the notification deliverer; the embedded control plane allows delivery
+// to loopback only, so that a developer can try a receiver on their own machine.
+func setupNotifier(ctx context.Context, mgr ctrl.Manager, o options) error {
+	allow := o.notificationAllow
+	if o.embedded && allow == nil {
+		allow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	}
+	roots, err := notificationRoots(o.notificationCAFile)
+	if err != nil {
+		return err
+	}
+	if err := (&notifier.Deliverer{Policy: notify.AddressPolicy{Allow: allow}, RootCAs: roots}).
+		SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the notification deliverer: %w", err)
+	}
+	return nil
 }
 
 // installDefaults creates the default rules and, in embedded mode, the manager's namespace.
