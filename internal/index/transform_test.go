@@ -1,0 +1,45 @@
+package index
+
+import (
+	"reflect"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+)
+
+// The cache transform changes no value: it drops managedFields (and a ledger's
+// transactions) and shares repeated texts.
+func TestCompactForCacheKeepsValues(t *testing.T) {
+	site := &flexv1.Site{
+		ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "org", Finalizers: []string{flexv1.Finalizer},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
+		Status: flexv1.SiteStatus{
+			Conditions:           []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "ok"}},
+			EligiblePropositions: []flexv1.PropositionName{flexv1.PropositionLimitedPause},
+			Assets: []flexv1.AssetEligibility{{Name: "a", Propositions: []flexv1.PropositionEligibility{
+				{Proposition: flexv1.PropositionLimitedPause, Issues: []flexv1.EligibilityIssue{"x", "y"}}}}},
+		},
+	}
+	want := site.DeepCopy()
+	want.ManagedFields = nil
+	got, err := compactForCache(site.DeepCopy())
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("compactForCache changed the site: %v\n got %+v\nwant %+v", err, got, want)
+	}
+	// Two sites with the same issues share one list.
+	other, _ := compactForCache(site.DeepCopy())
+	a := got.(*flexv1.Site).Status.Assets[0].Propositions[0].Issues
+	b := other.(*flexv1.Site).Status.Assets[0].Propositions[0].Issues
+	if &a[0] != &b[0] {
+		t.Error("equal issue lists are not shared")
+	}
+
+	ledger := &flexv1.RewardLedger{ObjectMeta: metav1.ObjectMeta{Name: "l", Namespace: "org"},
+		Spec: flexv1.RewardLedgerSpec{SiteName: "s", Transactions: []flexv1.RewardTransaction{{ID: "t"}}}}
+	stripped, err := withoutTransactions(ledger)
+	if l := stripped.(*flexv1.RewardLedger); err != nil || l.Spec.Transactions != nil || l.Spec.SiteName != "s" {
+		t.Errorf("withoutTransactions: %v %+v", err, l.Spec)
+	}
+}
