@@ -34,12 +34,15 @@ var _ = Describe("Changing a site's MPAN through kubectl and REST", func() {
 		mustKubectlIn(ctx, fmt.Sprintf("apiVersion: flexsite.io/v1alpha1\nkind: MPANClaim\nmetadata: {name: %s}\nspec: {mpan: %q, siteName: %s}\n",
 			identity.MPANClaimName(b), b, w.siteName), "-n", w.ns, "create", "-f", "-")
 		mustKubectl(ctx, "-n", w.ns, "patch", "site", w.siteName, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"mpan":%q}}`, b))
-		status, body := call("GET", "/entities/site/"+w.siteID, w.token, nil)
-		Expect(status).To(Equal(http.StatusOK), "%s", body)
-		Expect(body.Map()).To(HaveKeyWithValue("mpan", b))
+		// REST reads come from the manager's cache, which sees a kubectl write a moment later.
+		Eventually(func(g Gomega) {
+			status, body := call("GET", "/entities/site/"+w.siteID, w.token, nil)
+			g.Expect(status).To(Equal(http.StatusOK), "%s", body)
+			g.Expect(body.Map()).To(HaveKeyWithValue("mpan", b))
+		}).Should(Succeed())
 
 		By("moving back over REST: the site holds its first MPAN by its name again")
-		status, body = call("PATCH", "/entities/site/"+w.siteID, w.token, map[string]any{"mpan": w.mpan})
+		status, body := call("PATCH", "/entities/site/"+w.siteID, w.token, map[string]any{"mpan": w.mpan})
 		Expect(status).To(Equal(http.StatusOK), "%s", body)
 		Expect(getSite(ctx, Default, w.ns, w.siteName).Spec.MPAN).To(Equal(w.mpan))
 		Eventually(func() string { return mustKubectl(ctx, "-n", w.ns, "get", "mpanclaims", "-o", "name") }).
