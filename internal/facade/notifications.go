@@ -201,18 +201,8 @@ func (s *Server) listSubscriptions(r *http.Request, p *auth.Principal) (any, err
 			out.Subscriptions = append(out.Subscriptions, subscriptionRecord(&list.Items[i]))
 		}
 	}
-	slices.SortFunc(out.Subscriptions, func(a, b SubscriptionRecord) int { return compareStrings(a.ID, b.ID) })
+	slices.SortFunc(out.Subscriptions, func(a, b SubscriptionRecord) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func subscriptionRecord(sub *flexv1.Subscription) SubscriptionRecord {

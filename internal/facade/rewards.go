@@ -13,20 +13,12 @@ import (
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/ledger"
+	"github.com/flexsite/flexsite/internal/record"
 	"github.com/flexsite/flexsite/internal/units"
 )
 
-// TransactionRecord is one item of `transactions`.
-type TransactionRecord struct {
-	TransactionID   string                 `json:"transaction_id"`
-	CreditPence     int64                  `json:"credit_pence"`
-	TransactionType flexv1.TransactionType `json:"transaction_type,omitempty"`
-	StartTime       *string                `json:"start_time,omitempty"`
-	EndTime         *string                `json:"end_time,omitempty"`
-	SettlementDate  string                 `json:"settlement_date,omitempty"`
-	FlexKWh         *float64               `json:"flex_kwh,omitempty"`
-	PaymentStatus   flexv1.PaymentStatus   `json:"payment_status,omitempty"`
-}
+// TransactionRecord is one item of `transactions` (internal/record's: notifications carry it too).
+type TransactionRecord = record.Transaction
 
 // TransactionsResponse answers GET /rewards/{site_id}/transactions.
 type TransactionsResponse struct {

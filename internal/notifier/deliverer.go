@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -290,7 +291,7 @@ func (d *Deliverer) scan(ctx context.Context) (time.Duration, error) {
 			if c := a.ev.Time.Compare(b.ev.Time.Time); c != 0 {
 				return c
 			}
-			return compareStrings(a.ev.ID, b.ev.ID)
+			return strings.Compare(a.ev.ID, b.ev.ID)
 		})
 		for i := range byNS[k.ns] {
 			sub := &byNS[k.ns][i]
@@ -475,16 +476,6 @@ func (d *Deliverer) signer(ctx context.Context, sub *flexv1.Subscription) (*stan
 		return nil, fmt.Errorf("%w: not whsec_ + base64", errSigningSecret)
 	}
 	return wh, nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // forgetRetries drops the retry state of events no outbox holds any more (delivered by a
