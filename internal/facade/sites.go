@@ -293,12 +293,22 @@ func (s *Server) findSite(ctx context.Context, p *auth.Principal, raw string, lo
 }
 
 func (s *Server) eligibility(r *http.Request, p *auth.Principal) (any, error) {
+	if s.reads != nil && s.catalogue != nil {
+		site, err := s.siteToRead(r, p)
+		if err != nil {
+			return nil, err
+		}
+		return s.keptEligibility(r.Context(), site)
+	}
+	return s.eligibilityRecordOf(r, p)
+}
+
+// eligibilityRecordOf is GET eligibility's answer as a record, evaluated afresh (the hosted
+// flow builds on it).
+func (s *Server) eligibilityRecordOf(r *http.Request, p *auth.Principal) (any, error) {
 	site, err := s.siteToRead(r, p)
 	if err != nil {
 		return nil, err
-	}
-	if s.reads != nil && s.catalogue != nil {
-		return s.keptEligibility(r.Context(), site)
 	}
 	res, err := s.evaluate(r.Context(), site)
 	if err != nil {
