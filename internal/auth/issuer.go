@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -141,14 +140,22 @@ func (i *Issuer) Verify(ctx context.Context, token string) (*Principal, error) {
 // the dots between parts): the decoder would otherwise skip CR and LF, letting one token be
 // spelt several ways.
 func wellFormed(token string) bool {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_."
 	for i := 0; i < len(token); i++ {
-		if strings.IndexByte(alphabet, token[i]) < 0 {
+		if !tokenByte[token[i]] {
 			return false
 		}
 	}
 	return token != ""
 }
+
+// tokenByte marks the bytes a token may hold: a table, as a search of the alphabet per byte
+// was a twentieth of a cheap read's CPU.
+var tokenByte = func() (t [256]bool) {
+	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_." {
+		t[c] = true
+	}
+	return t
+}()
 
 // verification is what a successful check learnt about a token, for the cache.
 type verification struct {

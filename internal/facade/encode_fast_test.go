@@ -25,6 +25,28 @@ func TestFastFormatsMatchTheStandardLibrary(t *testing.T) {
 			t.Fatalf("appendDay(%d) = %s, want %s", day, got, want)
 		}
 	}
+	// The memo, fed runs of the same day and jumps between days (and years out of range).
+	var memo dayMemo
+	for i, s := range secs {
+		for _, sec := range []int64{s, s + 3600*int64(i%3), s - 1, secs[(i*7)%len(secs)]} {
+			if got, want := string(memo.appendRFC3339(nil, sec)), time.Unix(sec, 0).UTC().Format(time.RFC3339); got != want {
+				t.Fatalf("dayMemo.appendRFC3339(%d) = %s, want %s", sec, got, want)
+			}
+			day := sec / 86400
+			if got, want := string(memo.appendDay(nil, day)), time.Unix(day*86400, 0).UTC().Format(time.DateOnly); got != want {
+				t.Fatalf("dayMemo.appendDay(%d) = %s, want %s", day, got, want)
+			}
+		}
+	}
+	// Walks of a few days at a time, across months, leap days and years.
+	memo = dayMemo{}
+	for day := int64(-800); day < 800*365; day += 1 + (day%9+9)%9 {
+		for _, d := range []int64{day, day + 1, day - 3, day + 27} {
+			if got, want := string(memo.appendDay(nil, d)), time.Unix(d*86400, 0).UTC().Format(time.DateOnly); got != want {
+				t.Fatalf("dayMemo.appendDay(%d) = %s, want %s", d, got, want)
+			}
+		}
+	}
 	whs := make([]int64, 0, 40100)
 	whs = append(whs, 0, 1, -1, 10, 100, 999, 1000, 1001, 1010, 1100, -1500, 123456789, 999999999999, -999999999999,
 		1e12, -1e12, 1e15+7, math.MaxInt64, math.MinInt64)

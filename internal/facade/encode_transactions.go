@@ -36,6 +36,7 @@ func (p *transactionsPage) MarshalJSON() ([]byte, error) {
 // hold nothing to escape.
 func (p *transactionsPage) appendPage(b []byte) []byte {
 	l := p.ledger
+	var dates dayMemo
 	b = append(b, `{"site_id":`...)
 	b = appendJSONString(b, p.siteID)
 	b = append(b, `,"transactions":[`...)
@@ -57,13 +58,13 @@ func (p *transactionsPage) appendPage(b []byte) []byte {
 			b = appendJSONString(b, string(typ))
 		}
 		if sec, ok := tx.StartUnix(); ok {
-			b = append(appendRFC3339(append(b, `,"start_time":"`...), sec), '"')
+			b = append(dates.appendRFC3339(append(b, `,"start_time":"`...), sec), '"')
 		}
 		if sec, ok := tx.EndUnix(); ok {
-			b = append(appendRFC3339(append(b, `,"end_time":"`...), sec), '"')
+			b = append(dates.appendRFC3339(append(b, `,"end_time":"`...), sec), '"')
 		}
 		if day, ok := tx.SettlementDay(); ok {
-			b = append(appendDay(append(b, `,"settlement_date":"`...), day), '"')
+			b = append(dates.appendDay(append(b, `,"settlement_date":"`...), day), '"')
 		} else if d := l.SettlementDate(i); d != "" {
 			b = appendJSONString(append(b, `,"settlement_date":`...), d)
 		}

@@ -151,6 +151,9 @@ func encodeJSON(buf *bytes.Buffer, body any) error {
 	case *transactionsPage:
 		buf.Write(b.appendPage(buf.AvailableBuffer()))
 		return nil
+	case encodedJSON:
+		buf.Write(b)
+		return nil
 	case *EligibilityRecord:
 		return gojson.NewEncoder(buf).Encode(body)
 	}

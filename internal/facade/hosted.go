@@ -395,7 +395,7 @@ func (s *Server) hostedEligibility(r *http.Request, p *auth.Principal) (any, err
 	if err != nil {
 		return nil, err
 	}
-	out, err := delegate(s.eligibility, r, p, nil, map[string]string{"site_id": site.Labels[flexv1.IDLabel]})
+	out, err := delegate(s.eligibilityRecordOf, r, p, nil, map[string]string{"site_id": site.Labels[flexv1.IDLabel]})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,9 @@ import (
 // read-only, like any UnsafeDisableDeepCopy read.
 type readIndexes struct {
 	sites, assets toolscache.Indexer
+	// answers keeps encoded eligibility answers by what they were computed from
+	// (answercache.go).
+	answers *eligibilityAnswers
 }
 
 // newReadIndexes finds the indexers of the cache's Site and Asset informers (nil when the
@@ -39,7 +42,8 @@ func newReadIndexes(c client.Reader) *readIndexes {
 		}
 		return withIndexer.GetIndexer()
 	}
-	ri := &readIndexes{sites: indexer(&flexv1.Site{}), assets: indexer(&flexv1.Asset{})}
+	ri := &readIndexes{sites: indexer(&flexv1.Site{}), assets: indexer(&flexv1.Asset{}),
+		answers: newEligibilityAnswers(maxEligibilityAnswers)}
 	if ri.sites == nil || ri.assets == nil {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package facade
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -292,6 +293,19 @@ func (s *Server) findSite(ctx context.Context, p *auth.Principal, raw string, lo
 }
 
 func (s *Server) eligibility(r *http.Request, p *auth.Principal) (any, error) {
+	if s.reads != nil && s.catalogue != nil {
+		site, err := s.siteToRead(r, p)
+		if err != nil {
+			return nil, err
+		}
+		return s.keptEligibility(r.Context(), site)
+	}
+	return s.eligibilityRecordOf(r, p)
+}
+
+// eligibilityRecordOf is GET eligibility's answer as a record, evaluated afresh (the hosted
+// flow builds on it).
+func (s *Server) eligibilityRecordOf(r *http.Request, p *auth.Principal) (any, error) {
 	site, err := s.siteToRead(r, p)
 	if err != nil {
 		return nil, err
@@ -301,6 +315,30 @@ func (s *Server) eligibility(r *http.Request, p *auth.Principal) (any, error) {
 		return nil, err
 	}
 	return eligibilityRecord(site.Labels[flexv1.IDLabel], res), nil
+}
+
+// keptEligibility is evaluate's answer, encoded, from the informers' indexers and the
+// followed catalogue: the one kept for the site when it was computed from exactly the same
+// site, assets and catalogue (answercache.go), else computed, encoded and kept.
+func (s *Server) keptEligibility(ctx context.Context, site *flexv1.Site) (any, error) {
+	rules, version, err := s.catalogue.VersionedRules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	assets, err := s.reads.assetsOf(site)
+	if err != nil {
+		return nil, err
+	}
+	if body := s.reads.answers.get(site, assets, version); body != nil {
+		return body, nil
+	}
+	rec := eligibilityRecord(site.Labels[flexv1.IDLabel], household.EvaluateAssets(&site.Spec, assets, rules))
+	var buf bytes.Buffer
+	if err := encodeJSON(&buf, rec); err != nil {
+		return nil, err
+	}
+	s.reads.answers.put(site, assets, version, buf.Bytes())
+	return encodedJSON(buf.Bytes()), nil
 }
 
 // evaluate runs the eligibility rules on a stored site, exactly as the Site controller does

@@ -38,6 +38,8 @@ var (
 	k8sClient client.Client
 	apiServer *httptest.Server
 	facadeSrv *facade.Server
+	// facadeCache is the cache the facade reads (the manager's).
+	facadeCache client.Reader
 	// clock is the facade's time, settable by tests (rewards wait times, installation dates).
 	clock atomic.Pointer[time.Time]
 	// mailDir is the Maildir the facade's mail goes to (the rewards page's codes).
@@ -80,6 +82,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	ledgers := ledger.NewStore(watcher)
 	Expect(mgr.Add(ledgers)).To(Succeed())
+	facadeCache = mgr.GetCache()
 	facadeSrv = facade.NewServer(facade.Config{
 		Ledgers:         ledgers,
 		Mailer:          mailer,

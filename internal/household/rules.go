@@ -145,17 +145,24 @@ func NewCatalogue(ctx context.Context, r client.Reader, informers InformerSource
 
 // Rules are the rules in force, as of the last catalogue event handled.
 func (c *Catalogue) Rules(ctx context.Context) (eligibility.Rules, error) {
+	rules, _, err := c.VersionedRules(ctx)
+	return rules, err
+}
+
+// VersionedRules are Rules with the count of catalogue events they are kept for: any change
+// to the catalogue moves it, so an answer built from the rules holds while it does not.
+func (c *Catalogue) VersionedRules(ctx context.Context) (eligibility.Rules, uint64, error) {
 	v := c.version.Load()
 	if b := c.built.Load(); b != nil && b.version == v {
-		return b.rules, nil
+		return b.rules, v, nil
 	}
 	rules, err := LoadRules(ctx, c.reader)
 	if err != nil {
-		return eligibility.Rules{}, err
+		return eligibility.Rules{}, 0, err
 	}
 	// Read at version v or later: kept for v (a later event rebuilds them again).
 	c.built.Store(&versionedRules{version: v, rules: rules})
-	return rules, nil
+	return rules, v, nil
 }
 
 // Evaluate computes a site's eligibility from its spec and its assets with the rules.

@@ -1,0 +1,86 @@
+package facade
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+)
+
+func cachedSite(uid, rv string) *flexv1.Site {
+	return &flexv1.Site{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), ResourceVersion: rv}}
+}
+
+func cachedAsset(uid, rv string) *flexv1.Asset {
+	return &flexv1.Asset{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), ResourceVersion: rv}}
+}
+
+// A kept eligibility answer is served only for exactly the inputs it was computed from.
+func TestEligibilityAnswersKeyedByEveryInput(t *testing.T) {
+	kept := func() (*flexv1.Site, []*flexv1.Asset, uint64) {
+		return cachedSite("s", "10"), []*flexv1.Asset{cachedAsset("a", "11"), cachedAsset("b", "12")}, 3
+	}
+	cases := []struct {
+		name   string
+		change func(s **flexv1.Site, as *[]*flexv1.Asset, rules *uint64)
+		hit    bool
+	}{
+		{"same inputs", func(**flexv1.Site, *[]*flexv1.Asset, *uint64) {}, true},
+		{"site written", func(s **flexv1.Site, _ *[]*flexv1.Asset, _ *uint64) { (*s).ResourceVersion = "13" }, false},
+		{"another site", func(s **flexv1.Site, _ *[]*flexv1.Asset, _ *uint64) { *s = cachedSite("t", "10") }, false},
+		{"asset written", func(_ **flexv1.Site, as *[]*flexv1.Asset, _ *uint64) { (*as)[1] = cachedAsset("b", "14") }, false},
+		{"asset replaced", func(_ **flexv1.Site, as *[]*flexv1.Asset, _ *uint64) { (*as)[1] = cachedAsset("c", "12") }, false},
+		{"asset removed", func(_ **flexv1.Site, as *[]*flexv1.Asset, _ *uint64) { *as = (*as)[:1] }, false},
+		{"asset added", func(_ **flexv1.Site, as *[]*flexv1.Asset, _ *uint64) {
+			*as = append(*as, cachedAsset("c", "15"))
+		}, false},
+		{"assets reordered", func(_ **flexv1.Site, as *[]*flexv1.Asset, _ *uint64) {
+			*as = []*flexv1.Asset{(*as)[1], (*as)[0]}
+		}, false},
+		{"catalogue changed", func(_ **flexv1.Site, _ *[]*flexv1.Asset, rules *uint64) { *rules = 4 }, false},
+		{"unversioned site", func(s **flexv1.Site, _ *[]*flexv1.Asset, _ *uint64) { (*s).ResourceVersion = "" }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newEligibilityAnswers(10)
+			site, assets, rules := kept()
+			c.put(site, assets, rules, []byte("kept\n"))
+			site, assets, rules = kept()
+			tc.change(&site, &assets, &rules)
+			got := c.get(site, assets, rules)
+			if hit := got != nil; hit != tc.hit {
+				t.Fatalf("hit = %v, want %v", hit, tc.hit)
+			}
+			if tc.hit && string(got) != "kept\n" {
+				t.Fatalf("got %q", got)
+			}
+		})
+	}
+}
+
+// A new answer replaces the site's previous one; the number kept never passes the bound.
+func TestEligibilityAnswersBounded(t *testing.T) {
+	c := newEligibilityAnswers(3)
+	for rv := range 5 {
+		c.put(cachedSite("s", string(rune('a'+rv))), nil, 1, []byte("x"))
+	}
+	if len(c.entries) != 1 {
+		t.Fatalf("%d answers kept for one site, want 1", len(c.entries))
+	}
+	for _, uid := range []string{"t", "u", "v", "w", "x"} {
+		c.put(cachedSite(uid, "1"), nil, 1, []byte("x"))
+		if len(c.entries) > 3 {
+			t.Fatalf("%d answers kept, bound 3", len(c.entries))
+		}
+	}
+	if c.get(cachedSite("x", "1"), nil, 1) == nil {
+		t.Fatal("the answer just kept is not served")
+	}
+	unversioned := newEligibilityAnswers(3)
+	unversioned.put(cachedSite("s", "1"), []*flexv1.Asset{cachedAsset("a", "")}, 1, []byte("x"))
+	if len(unversioned.entries) != 0 {
+		t.Fatal("an answer from an asset without a resourceVersion was kept")
+	}
+}
