@@ -80,10 +80,11 @@ k8s-binaries: ## Build (or reuse) etcd, kube-apiserver and kubectl; print their 
 	@echo $(K8S_ASSETS)
 
 .PHONY: test
-test: ## Run every test: unit, fuzz seeds and envtest suites (real kube-apiserver + etcd), the chart's dry run (helm).
+test: ## Run every test: unit, fuzz seeds, envtest suites (real kube-apiserver + etcd), the chart's dry run (helm), the browser tests (Chromium).
 	@assets="$(K8S_ASSETS)"; test -n "$$assets" || { echo "could not get the control-plane binaries" >&2; exit 1; }; \
 	helm="$$(hack/ensure-helm.sh)" || echo "helm is not available: test/chart fails in CI and is skipped elsewhere" >&2; \
-	KUBEBUILDER_ASSETS="$$assets" HELM="$$helm" go test ./... -coverprofile cover.out $(TEST_ARGS)
+	chromium="$$(hack/ensure-chromium.sh)" || echo "Chromium is not available: test/browser fails in CI and is skipped elsewhere" >&2; \
+	KUBEBUILDER_ASSETS="$$assets" HELM="$$helm" FLEXSITE_CHROMIUM="$$chromium" go test ./... -coverprofile cover.out $(TEST_ARGS)
 
 .PHONY: bench
 bench: build ## Measure bin/manager against the API server's own write path: a table, and bench/results.json (BENCH_QUICK=1: under 5 min).
