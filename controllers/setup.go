@@ -2,11 +2,14 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/priority"
 )
@@ -37,6 +40,12 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	workers := controller.Options{MaxConcurrentReconciles: o.Concurrency}
 	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
+	}
+	// Every reconcile that may record a notification lists the namespace's Subscriptions:
+	// start their informer with the others, so that the cache's sync (and readiness) covers
+	// it, rather than lazily in the first reconcile, which would wait for it.
+	if _, err := mgr.GetCache().GetInformer(ctx, &flexv1.Subscription{}, cache.BlockUntilSynced(false)); err != nil {
+		return fmt.Errorf("watching Subscriptions: %w", err)
 	}
 	if err := (&SiteReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("site-controller"), Now: time.Now,
