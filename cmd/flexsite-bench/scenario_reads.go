@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -43,14 +46,28 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 		return err
 	}
 	api := b.mgr.apiURL
-	targets := []readTarget{
-		{"trivial", func(int) string { return trivialURL }, roleTrivial},
+	endpoints := []readTarget{
 		{"eligibility", func(i int) string { return api + "/entities/site/" + ids[i%len(ids)] + "/eligibility" }, roleManager},
 		{"transactions", func(i int) string { return api + "/rewards/" + ids[i%len(ids)] + "/transactions" }, roleManager},
 	}
 	token, err := b.fleet.api.bearer(ctx)
 	if err != nil {
 		return err
+	}
+	// Each endpoint also gets a trivial baseline of its own answer's size: what moving those
+	// bytes over loopback costs the same clients, with no work behind it. The issue's ratio is
+	// against the small trivial answer; this one says how much of the gap is the answer's
+	// size and how much is the manager's work.
+	targets := []readTarget{{"trivial", func(int) string { return trivialURL }, roleTrivial}}
+	sizes := map[string]int{}
+	for _, e := range endpoints {
+		n, err := answerSize(ctx, b.http, e.url(0), token)
+		if err != nil {
+			return err
+		}
+		sizes[e.name] = n
+		sized := fmt.Sprintf("%sbytes/%d", trivialURL, n)
+		targets = append(targets, readTarget{sameSizeName(e.name), func(int) string { return sized }, roleTrivial}, e)
 	}
 	results := map[string]*readResult{}
 	half := time.Duration(b.p.ReadSeconds / 2 * float64(time.Second))
@@ -72,10 +89,10 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 			results[t.name].cpu.add(b.readCPU().since(cpu0))
 		}
 	}
-	reportReads(rep, targets, results)
+	reportReads(rep, endpoints, sizes, results)
 	// Then a CPU profile of the manager under each read load, outside the measured windows
 	// (profiling costs the process some CPU): what a change to the read path starts from.
-	for _, t := range targets[1:] {
+	for _, t := range endpoints {
 		if err := b.profileReads(ctx, t, token); err != nil {
 			return err
 		}
@@ -145,31 +162,64 @@ func (b *bench) checkLedger(ctx context.Context, siteID string) error {
 	return nil
 }
 
+// sameSizeName names the trivial baseline that answers as many bytes as endpoint does.
+func sameSizeName(endpoint string) string { return "trivial_" + endpoint + "_size" }
+
+// answerSize GETs url once and counts its answer's body bytes.
+func answerSize(ctx context.Context, hc *http.Client, url, token string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", req.URL.Path, resp.Status)
+	}
+	return int(n), err
+}
+
 // reportReads reports each endpoint next to the trivial handler: throughput and p99 (the
 // issue's figures), and the serving process's CPU time per request, which on a machine
-// shared with others says more about cost than throughput does.
-func reportReads(rep *report, targets []readTarget, results map[string]*readResult) {
+// shared with others says more about cost than throughput does. Next to them, the trivial
+// handler answering as many bytes as the endpoint: the floor its answer's size alone puts on
+// the issue's ratio, and the endpoint against that floor.
+func reportReads(rep *report, endpoints []readTarget, sizes map[string]int, results map[string]*readResult) {
 	trivial := results["trivial"]
-	serverCPU := func(t readTarget) float64 {
-		r := results[t.name]
-		return ratio(float64(r.cpu[t.server].Microseconds()), float64(r.t.calls))
+	serverCPU := func(name, role string) float64 {
+		r := results[name]
+		return ratio(float64(r.cpu[role].Microseconds()), float64(r.t.calls))
 	}
+	trivialCPU := serverCPU("trivial", roleTrivial)
 	// The manager runs with --rate-limit-per-client=0 (managerConfig): no 429 at any rate.
 	rep.add("reads", "rate_limits_on", 0, unitCount)
 	rep.add("reads", "trivial_rps", trivial.t.rate(), unitPerSec)
 	rep.add("reads", "trivial_p99_ms", trivial.t.percentileMS(99), unitMS)
-	rep.add("reads", "trivial_server_cpu_us_per_request", serverCPU(targets[0]), unitCount)
-	for _, tg := range targets[1:] {
+	rep.add("reads", "trivial_server_cpu_us_per_request", trivialCPU, unitCount)
+	for _, tg := range endpoints {
 		name, t := tg.name, results[tg.name].t
+		same := results[sameSizeName(name)].t
 		rep.add("reads", name+"_rps", t.rate(), unitPerSec)
 		rep.add("reads", name+"_p50_ms", t.percentileMS(50), unitMS)
 		rep.add("reads", name+"_p99_ms", t.percentileMS(99), unitMS)
 		rep.addTarget("reads", name+"_vs_trivial_ratio", ratio(t.rate(), trivial.t.rate()), unitRatio, target{">=", 0.7})
 		rep.add("reads", name+"_p99_vs_trivial_ratio", ratio(t.percentileMS(99), trivial.t.percentileMS(99)), unitRatio)
-		rep.add("reads", name+"_server_cpu_us_per_request", serverCPU(tg), unitCount)
-		rep.add("reads", name+"_vs_trivial_server_cpu_ratio", ratio(serverCPU(tg), serverCPU(targets[0])), unitRatio)
-		logf("reads %s: %.0f/s (p99 %.2f ms, %.0f µs server CPU each) against trivial %.0f/s (p99 %.2f ms, %.0f µs)",
-			name, t.rate(), t.percentileMS(99), serverCPU(tg), trivial.t.rate(), trivial.t.percentileMS(99), serverCPU(targets[0]))
+		rep.add("reads", name+"_server_cpu_us_per_request", serverCPU(name, tg.server), unitCount)
+		rep.add("reads", name+"_vs_trivial_server_cpu_ratio", ratio(serverCPU(name, tg.server), trivialCPU), unitRatio)
+		rep.add("reads", name+"_answer_bytes", float64(sizes[name]), unitCount)
+		rep.add("reads", sameSizeName(name)+"_rps", same.rate(), unitPerSec)
+		rep.add("reads", sameSizeName(name)+"_vs_trivial_ratio", ratio(same.rate(), trivial.t.rate()), unitRatio)
+		rep.add("reads", name+"_vs_same_size_trivial_ratio", ratio(t.rate(), same.rate()), unitRatio)
+		rep.add("reads", name+"_vs_same_size_trivial_server_cpu_ratio",
+			ratio(serverCPU(name, tg.server), serverCPU(sameSizeName(name), roleTrivial)), unitRatio)
+		logf("reads %s: %.0f/s (p99 %.2f ms, %.0f µs server CPU each) against trivial %.0f/s (p99 %.2f ms, %.0f µs); "+
+			"trivial answering its %d bytes: %.0f/s", name, t.rate(), t.percentileMS(99), serverCPU(name, tg.server),
+			trivial.t.rate(), trivial.t.percentileMS(99), trivialCPU, sizes[name], same.rate())
 	}
 }
 
@@ -196,15 +246,33 @@ func (b *bench) startTrivial(ctx context.Context) (string, error) {
 // trivialBody is what the trivial handler answers: a small constant JSON document.
 var trivialBody = []byte(`{"ok":true}`)
 
+// maxTrivialBytes bounds what /bytes/{n} answers.
+const maxTrivialBytes = 1 << 20
+
 // serveTrivial is the read-path baseline: net/http with a handler that does nothing but
-// write a constant, configured like the facade's server. It stops on SIGTERM.
+// write a constant, configured like the facade's server. At /bytes/{n} it answers a
+// constant JSON string of n bytes instead (the same-size baselines). It stops on SIGTERM.
 func serveTrivial(addr string) error {
+	// {} and then spaces: any prefix of two bytes or more is a JSON document.
+	sized := append([]byte("{}"), bytes.Repeat([]byte(" "), maxTrivialBytes-2)...)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(trivialBody)
+	})
+	mux.HandleFunc("/bytes/{n}", func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.Atoi(r.PathValue("n"))
+		if err != nil || n < 2 || n > maxTrivialBytes {
+			http.Error(w, "bad size", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		_, _ = w.Write(sized[:n]) // one slice, as the facade writes its answers
+	})
 	srv := &http.Server{
-		Addr: addr,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(trivialBody)
-		}),
+		Addr:              addr,
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 	}

@@ -154,12 +154,16 @@ func (a *Authenticator) credentials(ctx context.Context, key client.ObjectKey) (
 // enabled: ErrClientDisabled if not. It reads the cache, so it is cheap enough to run on
 // every request, which is what makes disabling a client revoke its tokens at once.
 func (a *Authenticator) ClientActive(ctx context.Context, p *Principal) error {
+	// Read without a deep copy (this runs on every request; the copy was a quarter of it):
+	// apiClient is a shallow copy of the cached object, only read here.
 	apiClient := &flexv1.APIClient{}
-	err := a.cache.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.ClientName}, apiClient)
+	err := a.cache.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.ClientName}, apiClient,
+		client.UnsafeDisableDeepCopy)
 	switch {
+	case err == nil: // first: IsNotFound(nil) allocates
 	case apierrors.IsNotFound(err):
 		return ErrClientDisabled
-	case err != nil:
+	default:
 		return fmt.Errorf("looking up API client: %w", err)
 	}
 	// A client deleted and recreated under the same name for another username is not the

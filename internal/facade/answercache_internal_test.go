@@ -5,8 +5,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/index"
 )
 
 func cachedSite(uid, rv string) *flexv1.Site {
@@ -83,4 +85,48 @@ func TestEligibilityAnswersBounded(t *testing.T) {
 	if len(unversioned.entries) != 0 {
 		t.Fatal("an answer from an asset without a resourceVersion was kept")
 	}
+}
+
+// The informer's index gives a site's assets in its set's random order; assetsOf puts them in
+// UID order, so a kept answer (matched in order) is found on every read of a site with
+// several assets, not on every other one.
+func TestKeptAnswerFoundWhateverTheIndexOrder(t *testing.T) {
+	assets := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{
+		index.FieldIndexName(index.SiteName): func(obj any) ([]string, error) {
+			a := obj.(*flexv1.Asset)
+			return []string{index.NamespacedKey(a.Namespace, a.Spec.SiteName)}, nil
+		},
+	})
+	site := cachedSite("site-uid", "7")
+	site.Namespace, site.Name = "org", "mpan-1"
+	for _, uid := range []string{"c", "a", "d", "b"} {
+		a := cachedAsset(uid, "1")
+		a.Namespace, a.Name, a.Spec.SiteName = "org", "asset-"+uid, site.Name
+		if err := assets.Add(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ri := &readIndexes{assets: assets, answers: newEligibilityAnswers(10)}
+	first, err := ri.assetsOf(site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ri.answers.put(site, first, 1, []byte("{}\n"))
+	for range 50 {
+		again, err := ri.assetsOf(site)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ri.answers.get(site, again, 1) == nil {
+			t.Fatalf("kept answer missed with assets in order %v", uids(again))
+		}
+	}
+}
+
+func uids(assets []*flexv1.Asset) []types.UID {
+	out := make([]types.UID, len(assets))
+	for i, a := range assets {
+		out[i] = a.UID
+	}
+	return out
 }

@@ -2,6 +2,8 @@ package facade
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -65,7 +67,9 @@ func (ri *readIndexes) site(ns, id string) (*flexv1.Site, error) {
 }
 
 // assetsOf are the site's cached Assets (those being deleted too: household.EvaluateAssets
-// leaves them out, as Evaluate does).
+// leaves them out, as Evaluate does), in UID order: the indexer gives them in its set's
+// random order, and a kept eligibility answer matches its assets in order (with two assets,
+// every other read missed its kept answer and evaluated again).
 func (ri *readIndexes) assetsOf(site *flexv1.Site) ([]*flexv1.Asset, error) {
 	objs, err := ri.assets.ByIndex(index.FieldIndexName(index.SiteName), index.NamespacedKey(site.Namespace, site.Name))
 	if err != nil {
@@ -77,5 +81,6 @@ func (ri *readIndexes) assetsOf(site *flexv1.Site) ([]*flexv1.Asset, error) {
 			out = append(out, a)
 		}
 	}
+	slices.SortFunc(out, func(a, b *flexv1.Asset) int { return strings.Compare(string(a.UID), string(b.UID)) })
 	return out, nil
 }
