@@ -46,7 +46,7 @@ func (s *Server) authenticated(h handler, endUserAllowed bool, roles ...flexv1.R
 		default:
 			err = authorise(p, endUserAllowed, roles)
 		}
-		if info := infoOf(r.Context()); info != nil && p != nil {
+		if info := infoOf(w); info != nil && p != nil {
 			info.principal = p
 		}
 		if endUserAllowed {

@@ -1,7 +1,6 @@
 package facade
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -33,18 +32,21 @@ type requestInfo struct {
 	principal *auth.Principal
 }
 
-type requestInfoKey struct{}
-
-// infoOf is the request's info (nil outside observe, e.g. in a handler called directly).
-func infoOf(ctx context.Context) *requestInfo {
-	info, _ := ctx.Value(requestInfoKey{}).(*requestInfo)
-	return info
+// infoOf is the request's info, carried by the writer observe hands on (nil outside
+// observe, e.g. in a handler called directly). Not in the request's context: that would copy
+// the request once more on every call.
+func infoOf(w http.ResponseWriter) *requestInfo {
+	if rec, ok := w.(*statusRecorder); ok {
+		return &rec.info
+	}
+	return nil
 }
 
-// statusRecorder remembers the status a handler answered.
+// statusRecorder remembers the status a handler answered, and the request's info.
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	info   requestInfo
 }
 
 func (w *statusRecorder) WriteHeader(code int) {
@@ -70,9 +72,8 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			id = uuid.NewString()
 		}
 		w.Header().Set(HeaderRequestID, id)
-		info := &requestInfo{id: id}
-		rec := &statusRecorder{ResponseWriter: w}
-		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
+		rec := &statusRecorder{ResponseWriter: w, info: requestInfo{id: id}}
+		info := &rec.info
 		s.serveRecovering(rec, r, next)
 
 		if rec.status == 0 {
