@@ -4,7 +4,7 @@
 //
 // A RewardLedger with a year of weekly rewards is about 16 KB as a decoded object (every
 // transaction is a struct of strings and pointers, each its own allocation). Here a
-// transaction is one fixed-size value of 64 bytes with no pointers: the id as its 16 bytes,
+// transaction is one fixed-size value with no pointers: the id as its 16 bytes,
 // times as Unix seconds (the API server keeps them to the second), the date as a day number,
 // the type and payment status as indexes into their enumerations. A ledger stores them packed
 // (48 bytes: the times as 32-bit seconds, the date as a 16-bit day), one slice already in
