@@ -11,7 +11,6 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/index"
-	"github.com/flexsite/flexsite/internal/inflight"
 )
 
 // A REST request that creates a site writes it first and its assets and enrolments after it.
@@ -23,7 +22,7 @@ import (
 // first status write ends its relevance.
 
 // InFlightAnnotation holds a Site's in-flight marker (JSON of InFlight).
-const InFlightAnnotation = inflight.Annotation
+const InFlightAnnotation = "flexsite.io/in-flight"
 
 // staleMarkerAfter: a marker whose deadline passed longer ago than this is ignored, so a site
 // restored from a backup (with its old annotation) is never mistaken for an abandoned one.
@@ -69,7 +68,7 @@ const (
 func CheckInFlight(ctx context.Context, cached, fresh client.Reader, site *flexv1.Site, now time.Time) (
 	InFlightState, time.Duration, error) {
 	raw, ok := site.Annotations[InFlightAnnotation]
-	if !ok || inflight.Settled(site) {
+	if !ok || site.Status.ObservedGeneration > 0 {
 		// A site the controller has evaluated was complete (or past caring) back then.
 		return NotInFlight, 0, nil
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/inflight"
 )
 
 // An asset may be deleted while the site it belongs to still carries the in-flight marker of
@@ -22,7 +21,7 @@ import (
 // is deleted.
 func ReleaseInFlightAsset(site *flexv1.Site, assetName string, now time.Time) bool {
 	raw, ok := site.Annotations[InFlightAnnotation]
-	if !ok || inflight.Settled(site) {
+	if !ok || site.Status.ObservedGeneration > 0 {
 		return false
 	}
 	var m InFlight

@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/inflight"
 )
 
 // compactForCache is the cache's transform: it drops managedFields (nothing reads them from
@@ -37,7 +36,6 @@ func compactForCache(obj any) (any, error) {
 	}
 	switch o := obj.(type) {
 	case *flexv1.Site:
-		dropSettledMarker(o)
 		internConditions(o.Status.Conditions, true)
 		for i := range o.Status.EligiblePropositions {
 			o.Status.EligiblePropositions[i] = flexv1.PropositionName(intern(string(o.Status.EligiblePropositions[i])))
@@ -59,20 +57,6 @@ func compactForCache(obj any) (any, error) {
 		internConditions(o.Status.Conditions, false)
 	}
 	return obj, nil
-}
-
-// dropSettledMarker forgets the in-flight marker of a site the controller has evaluated:
-// nothing reads it any more, and with it goes the site's annotations map (a map, its key
-// and a JSON text: a sixth of a cached Site).
-func dropSettledMarker(site *flexv1.Site) {
-	if _, ok := site.Annotations[inflight.Annotation]; !ok || !inflight.Settled(site) {
-		return
-	}
-	if len(site.Annotations) == 1 {
-		site.Annotations = nil
-		return
-	}
-	delete(site.Annotations, inflight.Annotation)
 }
 
 // feedThenStrip hands a RewardLedger to feeds, then is withoutTransactions.
