@@ -39,7 +39,6 @@ import (
 	"github.com/flexsite/flexsite/internal/embedded"
 	"github.com/flexsite/flexsite/internal/facade"
 	"github.com/flexsite/flexsite/internal/index"
-	"github.com/flexsite/flexsite/internal/lazylog"
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/notifier"
@@ -150,9 +149,7 @@ func main() {
 	o.mail.bind(flag.CommandLine)
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	// Loggers per reconcile and per admission request encode their values only for the lines
-	// they write (internal/lazylog).
-	ctrl.SetLogger(lazylog.New(zap.New(zap.UseFlagOptions(&zapOpts))))
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if o.embedded {
 		// A developer's machine: metrics on by default, in plain HTTP on the loopback interface
 		// (there is no cluster whose API server could authenticate a scraper).
