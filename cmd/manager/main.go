@@ -39,6 +39,7 @@ import (
 	"github.com/flexsite/flexsite/internal/embedded"
 	"github.com/flexsite/flexsite/internal/facade"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/notifier"
 	"github.com/flexsite/flexsite/internal/notify"
@@ -203,11 +204,13 @@ func run(ctx context.Context, o options) error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(flexv1.AddToScheme(scheme))
 
+	// The read path's reward ledgers, compact, fed by the cache's own watch of them.
+	ledgers := ledger.NewFeed()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		// The cache holds the credential Secrets and no other Secret; the client reads the
 		// token signing keys from the API server.
-		Cache:                         index.CacheOptions(),
+		Cache:                         index.CacheOptions(ledgers.Keep),
 		Client:                        index.ClientOptions(),
 		Metrics:                       metrics.ServerOptions(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
 		HealthProbeBindAddress:        o.probeAddr,
@@ -261,14 +264,9 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("loading the token signing keys from %s: %w", o.tokenKeysSecret, err)
 	}
 
-	ledgers, err := newLedgerStore(cfg, scheme)
-	if err != nil {
+	if err := ledgers.Attach(ctx, mgr.GetCache()); err != nil {
 		return err
 	}
-	// Started now, not as a manager Runnable: those start once the caches have synced, and
-	// the ledgers' first list would then come after theirs instead of alongside (readiness
-	// waits for both). It stops with ctx, as the manager does.
-	go func() { _ = ledgers.Start(ctx) }()
 
 	var synced atomic.Bool
 	mailer, err := o.mail.mailer(o.embedded, mgr.GetAPIReader(), ctrl.Log.WithName("mail"))

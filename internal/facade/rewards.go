@@ -42,7 +42,7 @@ func (s *Server) daysUntilWaitMet(b household.Balance) int {
 	return s.Rewards.DaysUntilWaitMet(b, s.Now())
 }
 
-// LedgerReader finds a site's reward history in compact form (internal/ledger's Store).
+// LedgerReader finds a site's reward history in compact form (internal/ledger's Feed).
 type LedgerReader interface {
 	Get(namespace, name string) (*ledger.Ledger, bool, error)
 }

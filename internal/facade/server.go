@@ -43,7 +43,7 @@ type Config struct {
 	// the returned end when it is answered): background work of the controllers yields to
 	// them (internal/priority's Gate).
 	Interactive interface{ Begin() (end func()) }
-	// Ledgers holds the reward ledgers in compact form (internal/ledger's Store, which the
+	// Ledgers holds the reward ledgers in compact form (internal/ledger's Feed, which the
 	// manager runs); nil reads each from the API server instead.
 	Ledgers       LedgerReader
 	Issuer        *auth.Issuer

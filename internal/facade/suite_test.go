@@ -24,6 +24,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/testenv"
@@ -66,8 +67,11 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	DeferCleanup(cancel)
 
 	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keysNamespace}})).To(Succeed())
-	mgr, err := env.NewManager()
+	// The reward ledgers' store, fed by the cache, as cmd/manager runs it.
+	ledgers := ledger.NewFeed()
+	mgr, err := env.NewManager(func(o *ctrl.Options) { o.Cache = index.CacheOptions(ledgers.Keep) })
 	Expect(err).NotTo(HaveOccurred())
+	Expect(ledgers.Attach(suiteCtx, mgr.GetCache())).To(Succeed())
 	Expect(controllers.SetupWithManager(suiteCtx, mgr)).To(Succeed())
 
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
@@ -77,11 +81,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	mailDir = GinkgoT().TempDir()
 	mailer, err := mail.NewMaildir(mailDir, "Flexsite <no-reply@flexsite.test>")
 	Expect(err).NotTo(HaveOccurred())
-	// The reward ledgers' store, as cmd/manager runs it.
-	watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: mgr.GetScheme()})
-	Expect(err).NotTo(HaveOccurred())
-	ledgers := ledger.NewStore(watcher)
-	Expect(mgr.Add(ledgers)).To(Succeed())
 	facadeCache = mgr.GetCache()
 	facadeSrv = facade.NewServer(facade.Config{
 		Ledgers:         ledgers,

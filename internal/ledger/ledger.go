@@ -4,10 +4,11 @@
 //
 // A RewardLedger with a year of weekly rewards is about 16 KB as a decoded object (every
 // transaction is a struct of strings and pointers, each its own allocation). Here a
-// transaction is one fixed-size value of 64 bytes with no pointers: the id as its 16 bytes,
+// transaction is one fixed-size value with no pointers: the id as its 16 bytes,
 // times as Unix seconds (the API server keeps them to the second), the date as a day number,
-// the type and payment status as indexes into their enumerations. A ledger is one slice of
-// those, already in statement order, with its balance worked out once.
+// the type and payment status as indexes into their enumerations. A ledger stores them packed
+// (48 bytes: the times as 32-bit seconds, the date as a 16-bit day), one slice already in
+// statement order, with its balance worked out once; At unpacks one.
 package ledger
 
 import (
@@ -23,7 +24,8 @@ import (
 	"github.com/flexsite/flexsite/internal/household"
 )
 
-// Transaction is one reward transaction, compact. Its accessors give the API's view.
+// Transaction is one reward transaction, compact (At's copy of a stored one). Its accessors
+// give the API's view.
 type Transaction struct {
 	id                     [16]byte
 	credit                 int64
@@ -42,13 +44,42 @@ type Transaction struct {
 type Ledger struct {
 	// ResourceVersion of the RewardLedger this was built from.
 	ResourceVersion string
-	txs             []Transaction
-	// odd holds ids and dates that are not in canonical form, by transaction index.
+	txs             []packed
+	// odd holds what does not fit the packed form, by transaction index: ids and dates
+	// that are not in canonical form, times outside 1970-2106.
 	odd     map[int]oddText
 	Balance Balance
 }
 
-type oddText struct{ id, date string }
+type oddText struct {
+	id, date   string
+	start, end int64
+}
+
+// packed is how a ledger stores a transaction: 48 bytes, no pointers. Times are Unix
+// seconds in 32 bits (1970 to 2106) and the settlement date a day in 16 bits (1970 to
+// 2149); a value outside those ranges is kept in the ledger's odd map, as are ids and dates
+// that are not in canonical form, and flags say so.
+type packed struct {
+	id           [16]byte
+	credit       int64
+	flexWh       int64
+	start, end   uint32
+	settlement   uint16 // days since 1970-01-01; packedNoDate when none
+	typ, payment uint16
+	flags        uint8
+}
+
+const (
+	hasStart uint8 = 1 << iota
+	hasEnd
+	hasFlex
+	oddID
+	oddDate
+	wideTimes // start and end are in the odd map
+)
+
+const packedNoDate = uint16(1<<16 - 1)
 
 // Balance is the household core's sum of a ledger (household.BalanceOf), worked out once
 // when the ledger is built.
@@ -63,12 +94,25 @@ func (l *Ledger) Len() int {
 }
 
 // At is the i-th transaction, newest first.
-func (l *Ledger) At(i int) *Transaction { return &l.txs[i] }
+func (l *Ledger) At(i int) Transaction {
+	p := &l.txs[i]
+	tx := Transaction{id: p.id, credit: p.credit, flexWh: p.flexWh, typ: p.typ, payment: p.payment,
+		start: int64(p.start), end: int64(p.end), settlement: noDate,
+		hasStart: p.flags&hasStart != 0, hasEnd: p.flags&hasEnd != 0, flex: p.flags&hasFlex != 0,
+		oddID: p.flags&oddID != 0, oddDate: p.flags&oddDate != 0}
+	if p.flags&wideTimes != 0 {
+		tx.start, tx.end = l.odd[i].start, l.odd[i].end
+	}
+	if !tx.oddDate && p.settlement != packedNoDate {
+		tx.settlement = int32(p.settlement)
+	}
+	return tx
+}
 
 // Time is when the i-th transaction happened, as household.TransactionTime says: its
 // start, else its settlement date (zero when it has neither).
 func (l *Ledger) Time(i int) time.Time {
-	tx := &l.txs[i]
+	tx := l.At(i)
 	if t, ok := tx.StartTime(); ok {
 		return t
 	}
@@ -86,7 +130,7 @@ const secondsPerDay = 24 * 60 * 60
 // ID is the i-th transaction's id.
 func (l *Ledger) ID(i int) string {
 	tx := &l.txs[i]
-	if tx.oddID {
+	if tx.flags&oddID != 0 {
 		return l.odd[i].id
 	}
 	return formatUUID(tx.id)
@@ -95,7 +139,7 @@ func (l *Ledger) ID(i int) string {
 // AppendID appends the i-th transaction's id to b without allocating.
 func (l *Ledger) AppendID(b []byte, i int) []byte {
 	tx := &l.txs[i]
-	if tx.oddID {
+	if tx.flags&oddID != 0 {
 		return append(b, l.odd[i].id...)
 	}
 	return appendUUID(b, tx.id)
@@ -103,30 +147,30 @@ func (l *Ledger) AppendID(b []byte, i int) []byte {
 
 // Canonical reports whether the i-th transaction's id is a canonical UUID and its date is
 // YYYY-MM-DD or none: then AppendID and AppendSettlementDate write only [0-9a-f-].
-func (l *Ledger) Canonical(i int) bool { return !l.txs[i].oddID && !l.txs[i].oddDate }
+func (l *Ledger) Canonical(i int) bool { return l.txs[i].flags&(oddID|oddDate) == 0 }
 
 // SettlementDate is the i-th transaction's settlement date, YYYY-MM-DD ("" when none).
 func (l *Ledger) SettlementDate(i int) string {
 	tx := &l.txs[i]
 	switch {
-	case tx.oddDate:
+	case tx.flags&oddDate != 0:
 		return l.odd[i].date
-	case tx.settlement == noDate:
+	case tx.settlement == packedNoDate:
 		return ""
 	}
-	return string(appendDate(nil, tx.settlement))
+	return string(appendDate(nil, int32(tx.settlement)))
 }
 
 // AppendSettlementDate appends the i-th transaction's settlement date ("" when none).
 func (l *Ledger) AppendSettlementDate(b []byte, i int) []byte {
 	tx := &l.txs[i]
 	switch {
-	case tx.oddDate:
+	case tx.flags&oddDate != 0:
 		return append(b, l.odd[i].date...)
-	case tx.settlement == noDate:
+	case tx.settlement == packedNoDate:
 		return b
 	}
-	return appendDate(b, tx.settlement)
+	return appendDate(b, int32(tx.settlement))
 }
 
 // CreditPence is the amount credited (negative for a withdrawal).
@@ -178,33 +222,54 @@ func New(resourceVersion string, txs []flexv1.RewardTransaction) *Ledger {
 		}
 		return strings.Compare(a.tx.ID, b.tx.ID)
 	})
-	l.txs = make([]Transaction, len(keys))
+	l.txs = make([]packed, len(keys))
 	for i, k := range keys {
 		src, dst := k.tx, &l.txs[i]
 		dst.credit = src.CreditPence
 		dst.typ, dst.payment = words.index(string(src.Type)), words.index(string(src.PaymentStatus))
+		var start, end int64
 		if src.StartTime != nil {
-			dst.start, dst.hasStart = src.StartTime.Unix(), true
+			start = src.StartTime.Unix()
+			dst.flags |= hasStart
 		}
 		if src.EndTime != nil {
-			dst.end, dst.hasEnd = src.EndTime.Unix(), true
+			end = src.EndTime.Unix()
+			dst.flags |= hasEnd
+		}
+		if fitsUint32(start) && fitsUint32(end) {
+			dst.start, dst.end = uint32(start), uint32(end)
+		} else {
+			dst.flags |= wideTimes
 		}
 		if src.FlexWh != nil {
-			dst.flexWh, dst.flex = *src.FlexWh, true
+			dst.flexWh = *src.FlexWh
+			dst.flags |= hasFlex
 		}
 		id, ok := parseUUID(src.ID)
-		dst.id, dst.oddID = id, !ok
+		if dst.id = id; !ok {
+			dst.flags |= oddID
+		}
 		day, ok := parseDate(src.SettlementDate)
-		dst.settlement, dst.oddDate = day, !ok
-		if dst.oddID || dst.oddDate {
+		switch {
+		case !ok || day != noDate && (day < 0 || day >= int32(packedNoDate)):
+			dst.flags |= oddDate
+			dst.settlement = packedNoDate
+		case day == noDate:
+			dst.settlement = packedNoDate
+		default:
+			dst.settlement = uint16(day)
+		}
+		if dst.flags&(oddID|oddDate|wideTimes) != 0 {
 			if l.odd == nil {
 				l.odd = map[int]oddText{}
 			}
-			l.odd[i] = oddText{id: src.ID, date: src.SettlementDate}
+			l.odd[i] = oddText{id: src.ID, date: src.SettlementDate, start: start, end: end}
 		}
 	}
 	return l
 }
+
+func fitsUint32(v int64) bool { return v >= 0 && v <= 1<<32-1 }
 
 // BalanceOf sums transactions: the household core's rule.
 func BalanceOf(txs []flexv1.RewardTransaction) Balance { return household.BalanceOf(txs) }

@@ -30,6 +30,11 @@ func TestNewKeepsEveryField(t *testing.T) {
 			StartTime: at("2025-02-01T10:30:00.5+05:30")},
 		{ID: "not-a-uuid", SettlementDate: "2025-1-5", FlexWh: wh(0)},
 		{ID: "3F1C2B6E-8A0D-4C47-9E1B-2D5F7A9C0E13", SettlementDate: "1969-12-31", CreditPence: 1},
+		// Beyond the packed ranges: times before 1970 and after 2106, a date after 2149.
+		{ID: "00000000-0000-0000-0000-00000000000a", StartTime: at("1969-07-20T20:17:40Z"), EndTime: at("2107-01-01T00:00:00Z"),
+			SettlementDate: "2150-01-01", FlexWh: wh(-1 << 40)},
+		{ID: "00000000-0000-0000-0000-00000000000b", EndTime: at("2106-02-07T06:28:15Z"), SettlementDate: "2149-06-04"},
+		{ID: "00000000-0000-0000-0000-00000000000c", StartTime: at("1970-01-01T00:00:00Z"), SettlementDate: "1970-01-01"},
 	}
 	l := New("42", txs)
 	if l.Len() != len(txs) || l.ResourceVersion != "42" {
@@ -151,14 +156,12 @@ func TestParseUUIDRoundTrips(t *testing.T) {
 	}
 }
 
-// A compact transaction is a fixed 64 bytes, without pointers.
+// A stored transaction is a fixed 48 bytes, without pointers.
 func TestTransactionSize(t *testing.T) {
-	if got := unsafeSizeof(); got > 64 {
-		t.Errorf("Transaction is %d bytes", got)
+	if got := unsafe.Sizeof(packed{}); got > 48 {
+		t.Errorf("a stored transaction is %d bytes", got)
 	}
 }
-
-func unsafeSizeof() uintptr { return unsafe.Sizeof(Transaction{}) }
 
 // TestTimeIsTheHouseholdsTransactionTime: the compact ledger says when a transaction
 // happened exactly as the household core does, whatever the transaction carries.
