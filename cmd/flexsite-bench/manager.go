@@ -41,6 +41,9 @@ func (m *managerProc) waitReady(ctx context.Context, limit time.Duration) (time.
 type memory struct {
 	RSSBytes  float64
 	HeapBytes float64
+	// LiveBytes is the heap's live objects alone (heap_alloc after the forced GC): HeapBytes
+	// less the free slots of partly used spans.
+	LiveBytes float64
 }
 
 // memory forces a garbage collection first (pprof's heap?gc=1), so that the heap figure is
@@ -49,7 +52,7 @@ func (m *managerProc) memory(ctx context.Context) (memory, error) {
 	if err := fetch(ctx, probeClient, m.pprofURL+"/debug/pprof/heap?gc=1"); err != nil {
 		return memory{}, fmt.Errorf("forcing a GC through pprof: %w", err)
 	}
-	samples, err := fetchProm(ctx, probeClient, m.metricsURL, "go_memstats_heap_inuse_bytes")
+	samples, err := fetchProm(ctx, probeClient, m.metricsURL, "go_memstats_heap_inuse_bytes", "go_memstats_heap_alloc_bytes")
 	if err != nil {
 		return memory{}, err
 	}
@@ -57,7 +60,8 @@ func (m *managerProc) memory(ctx context.Context) (memory, error) {
 	if err != nil {
 		return memory{}, err
 	}
-	return memory{RSSBytes: rss, HeapBytes: sumOf(samples, "go_memstats_heap_inuse_bytes")}, nil
+	return memory{RSSBytes: rss, HeapBytes: sumOf(samples, "go_memstats_heap_inuse_bytes"),
+		LiveBytes: sumOf(samples, "go_memstats_heap_alloc_bytes")}, nil
 }
 
 // vmRSS reads a process's resident set size from /proc/<pid>/status.
