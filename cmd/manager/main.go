@@ -176,6 +176,9 @@ func run(ctx context.Context, o options) error {
 	if err := checkPprofAddr(o.pprofAddr, o.pprofAllowRemote); err != nil {
 		return err
 	}
+	if o.backgroundShare <= 0 || o.backgroundShare > 1 {
+		return fmt.Errorf("--background-share must be in (0, 1], not %g", o.backgroundShare)
+	}
 	var cfg *rest.Config
 	webhookOpts := webhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir}
 	if o.embedded {
