@@ -109,7 +109,7 @@ func TestGatePacesBackgroundWhileInteractive(t *testing.T) {
 	}
 	end()
 	c.advance(100 * time.Millisecond) // the linger, shorter than the pause
-	var releases []func()
+	releases := make([]func(), 0, 4)
 	for range 4 {
 		release, ok := slotNow(t, g)
 		if !ok {
