@@ -33,6 +33,8 @@ type AssetReconciler struct {
 	// site): without it the asset would first be reported SiteNotFound, then corrected.
 	APIReader client.Reader
 	Recorder  recorder.EventRecorder
+	// written: this reconciler's status writes the cache has yet to show.
+	written statusWrites
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=assets,verbs=get;list;watch;update;patch
@@ -42,7 +44,13 @@ type AssetReconciler struct {
 func (r *AssetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	asset := &flexv1.Asset{}
 	if err := r.Get(ctx, req.NamespacedName, asset); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.written.behind(asset) {
+		return ctrl.Result{RequeueAfter: cacheLagRetryDelay}, nil
 	}
 	if !asset.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
@@ -55,7 +63,7 @@ func (r *AssetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if rerr := r.recordEvents(ctx, base, asset, err); rerr != nil {
 		err = rerr
 	}
-	return summary{client: r.Client, recorder: r.Recorder}.patch(ctx, base, asset,
+	return summary{client: r.Client, recorder: r.Recorder, written: &r.written}.patch(ctx, base, asset,
 		fmt.Sprintf("Counted in the eligibility of site %q", asset.Spec.SiteName), err)
 }
 

@@ -36,6 +36,8 @@ type EnrolmentReconciler struct {
 	Recorder  recorder.EventRecorder
 	// Now is the clock (tests may replace it).
 	Now func() time.Time
+	// written: this reconciler's status writes the cache has yet to show.
+	written statusWrites
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=enrolments,verbs=get;list;watch;update;patch
@@ -49,9 +51,15 @@ type EnrolmentReconciler struct {
 func (r *EnrolmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	enr := &flexv1.Enrolment{}
 	if err := r.Get(ctx, req.NamespacedName, enr); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	sum := summary{client: r.Client, recorder: r.Recorder}
+	if r.written.behind(enr) {
+		return ctrl.Result{RequeueAfter: cacheLagRetryDelay}, nil
+	}
+	sum := summary{client: r.Client, recorder: r.Recorder, written: &r.written}
 	site, err := r.siteOf(ctx, enr)
 	if err == nil && !enr.DeletionTimestamp.IsZero() {
 		err = r.finalize(ctx, enr, site)

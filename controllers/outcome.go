@@ -80,6 +80,8 @@ type statusObject interface {
 type summary struct {
 	client   client.Client
 	recorder recorder.EventRecorder
+	// written, when set, records the versions this summary's status writes produce.
+	written *statusWrites
 }
 
 // patch summarises the outcome err into obj's conditions and writes obj's status in one
@@ -148,6 +150,7 @@ func (s summary) patch(ctx context.Context, base, obj statusObject, ready string
 		}
 		return ctrl.Result{}, retErr
 	}
+	s.written.wrote(obj)
 	s.event(base, obj, warning)
 	return result, retErr
 }

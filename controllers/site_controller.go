@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -49,6 +50,8 @@ type SiteReconciler struct {
 	Background *priority.Gate
 	// fanout holds the sites queued by a catalogue change and not reconciled since.
 	fanout sync.Map
+	// written: this reconciler's status writes the cache has yet to show.
+	written statusWrites
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites,verbs=get;list;watch;update;patch
@@ -70,9 +73,15 @@ func (r *SiteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	site := &flexv1.Site{}
 	if err := r.Get(ctx, req.NamespacedName, site); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	sum := summary{client: r.Client, recorder: r.Recorder}
+	if r.written.behind(site) {
+		return ctrl.Result{RequeueAfter: cacheLagRetryDelay}, nil
+	}
+	sum := summary{client: r.Client, recorder: r.Recorder, written: &r.written}
 	if !site.DeletionTimestamp.IsZero() {
 		base := site.DeepCopy()
 		return sum.patch(ctx, base, site, "", r.finalize(ctx, site))

@@ -18,8 +18,8 @@ import (
 // out: a few people at a time, not a load test.
 const probeConcurrency = 2
 
-// onboardProbe onboards households of o at probeConcurrency until stop is closed (or, with
-// stop nil, n of them), timing each. The households are not added to o's lists: the read
+// onboardProbe onboards households of o at probeConcurrency until n of them are done (n > 0)
+// or stop is closed (stop non-nil), whichever comes first, timing each. The households are not added to o's lists: the read
 // scenario reads only households with a reward ledger.
 func (b *bench) onboardProbe(ctx context.Context, o *org, n int, stop <-chan struct{}) (timings, error) {
 	var mu sync.Mutex
@@ -32,7 +32,7 @@ func (b *bench) onboardProbe(ctx context.Context, o *org, n int, stop <-chan str
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				mu.Lock()
-				done := firstErr != nil || (stop == nil && count >= n)
+				done := firstErr != nil || (n > 0 && count >= n)
 				count++
 				mu.Unlock()
 				if done {

@@ -72,6 +72,7 @@ type options struct {
 	rewards                         facade.RewardPolicy
 	limits                          facade.Limits
 	concurrency                     int
+	backgroundShare                 float64
 	mail                            mailOptions
 }
 
@@ -119,6 +120,8 @@ func main() {
 	flag.IntVar(&o.rewards.WithdrawalMinWaitDays, "withdrawal-min-wait-days", 30,
 		"Days after its first reward before a household may withdraw.")
 	flag.IntVar(&o.concurrency, "concurrency", controllers.DefaultConcurrency, "Objects of one kind reconciled at once.")
+	flag.Float64Var(&o.backgroundShare, "background-share", priority.DefaultShare,
+		"Share of the time (0-1] a catalogue change's re-evaluations may hold the API server while REST writes are in flight.")
 	o.limits = facade.DefaultLimits
 	flag.Float64Var(&o.limits.PerClient.Rate, "rate-limit-per-client", o.limits.PerClient.Rate,
 		"Requests per second one API client (or end user) may make; 0 disables the limit.")
@@ -173,6 +176,9 @@ func run(ctx context.Context, o options) error {
 	log := ctrl.Log.WithName("setup")
 	if err := checkPprofAddr(o.pprofAddr, o.pprofAllowRemote); err != nil {
 		return err
+	}
+	if o.backgroundShare <= 0 || o.backgroundShare > 1 {
+		return fmt.Errorf("--background-share must be in (0, 1], not %g", o.backgroundShare)
 	}
 	var cfg *rest.Config
 	webhookOpts := webhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir}
@@ -229,7 +235,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("watching the credential Secrets: %w", err)
 	}
 	// Catalogue fan-outs yield to the REST requests that write (one Gate for both).
-	background := priority.NewGate(max(o.concurrency, 1))
+	background := priority.NewGate(max(o.concurrency, 1), priority.Options{Share: o.backgroundShare})
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency, Background: background}); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}

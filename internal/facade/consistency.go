@@ -2,11 +2,12 @@ package facade
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flexsite/flexsite/internal/resourceversion"
 )
 
 // Reads come from the manager's cache, which follows the API server through watches a few
@@ -67,16 +68,5 @@ func (s *Server) cacheHasSeen(ctx context.Context, obj client.Object, written bo
 	case !written:
 		return !cached.GetDeletionTimestamp().IsZero()
 	}
-	return notOlder(cached.GetResourceVersion(), obj.GetResourceVersion())
-}
-
-// notOlder compares resource versions. They are opaque to clients in general, but the
-// API server's are etcd revisions; anything unparsable compares by equality.
-func notOlder(have, want string) bool {
-	h, errH := strconv.ParseUint(have, 10, 64)
-	w, errW := strconv.ParseUint(want, 10, 64)
-	if errH != nil || errW != nil {
-		return have == want
-	}
-	return h >= w
+	return resourceversion.NotOlder(cached.GetResourceVersion(), obj.GetResourceVersion())
 }

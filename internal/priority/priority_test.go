@@ -2,8 +2,33 @@ package priority
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 )
+
+// clock is a hand-moved clock: no test here waits on real time.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newTestGate(max int, share float64) (*Gate, *clock) {
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	return NewGate(max, Options{Share: share, Linger: 100 * time.Millisecond, Now: c.now}), c
+}
 
 // slotNow takes a slot if one is free at once: with a cancelled context, Slot answers an
 // error instead of waiting.
@@ -16,7 +41,7 @@ func slotNow(t *testing.T, g *Gate) (func(), bool) {
 }
 
 func TestGateThinsBackgroundWhileInteractive(t *testing.T) {
-	g := NewGate(2)
+	g, c := newTestGate(2, 0.25)
 	r1, ok1 := slotNow(t, g)
 	r2, ok2 := slotNow(t, g)
 	if !ok1 || !ok2 {
@@ -32,22 +57,74 @@ func TestGateThinsBackgroundWhileInteractive(t *testing.T) {
 		t.Fatal("a second slot was handed out while interactive work is in flight")
 	}
 	r1()
+	// r1 was taken while idle: its release while busy paces for 0 (held no time).
 	r3, ok := slotNow(t, g)
 	if !ok {
 		t.Fatal("no slot while interactive work is in flight and none is held")
 	}
 	end()
+	if _, ok := slotNow(t, g); ok {
+		t.Fatal("a second slot right after the interactive request ended (within the linger)")
+	}
+	c.advance(100 * time.Millisecond)
 	r4, ok := slotNow(t, g)
 	if !ok {
-		t.Fatal("no second slot once interactive work is done")
+		t.Fatal("no second slot once interactive work is done and the linger is over")
 	}
 	r3()
 	r4()
 }
 
+// While interactive work is in flight, a slot held for d keeps the next back for
+// d×(1−share)/share; once the interactive work (and its linger) is over, the pause is void.
+func TestGatePacesBackgroundWhileInteractive(t *testing.T) {
+	g, c := newTestGate(4, 0.25)
+	end := g.Begin()
+	r, ok := slotNow(t, g)
+	if !ok {
+		t.Fatal("no slot while busy and none held")
+	}
+	c.advance(10 * time.Millisecond)
+	r()
+	for _, step := range []struct {
+		advance time.Duration
+		free    bool
+	}{
+		{0, false},
+		{29 * time.Millisecond, false}, // 10 ms held at a share of 1/4: 30 ms of pause
+		{time.Millisecond, true},
+	} {
+		c.advance(step.advance)
+		release, ok := slotNow(t, g)
+		if ok != step.free {
+			t.Fatalf("after %v more: slot free %v, want %v", step.advance, ok, step.free)
+		}
+		if ok {
+			c.advance(40 * time.Millisecond)
+			release() // 40 ms held: the next waits 120 ms while busy
+		}
+	}
+	if _, ok := slotNow(t, g); ok {
+		t.Fatal("slot free during the pause")
+	}
+	end()
+	c.advance(100 * time.Millisecond) // the linger, shorter than the pause
+	releases := make([]func(), 0, 4)
+	for range 4 {
+		release, ok := slotNow(t, g)
+		if !ok {
+			t.Fatal("full concurrency not back once interactive work is over")
+		}
+		releases = append(releases, release)
+	}
+	for _, release := range releases {
+		release()
+	}
+}
+
 // A waiting Slot is woken when a slot frees.
 func TestGateWakesWaiters(t *testing.T) {
-	g := NewGate(1)
+	g, _ := newTestGate(1, 0.25)
 	r1, _ := slotNow(t, g)
 	got := make(chan func(), 1)
 	go func() {
@@ -58,5 +135,28 @@ func TestGateWakesWaiters(t *testing.T) {
 		got <- release
 	}()
 	r1()
+	(<-got)()
+}
+
+// A Slot paced by interactive work is let through when that work ends and its linger
+// passes, without waiting out the pause (the timer set for the linger's end wakes it).
+func TestGateWakesPacedWaiterWhenInteractiveEnds(t *testing.T) {
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	// Real linger of a millisecond: the waiter's timer is real, the clock moved by hand.
+	g := NewGate(1, Options{Share: 0.01, Linger: time.Millisecond, Now: c.now})
+	end := g.Begin()
+	r, _ := slotNow(t, g)
+	c.advance(time.Second)
+	r() // paced for 99 s
+	got := make(chan func(), 1)
+	go func() {
+		release, err := g.Slot(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- release
+	}()
+	end()
+	c.advance(time.Millisecond) // past the linger
 	(<-got)()
 }

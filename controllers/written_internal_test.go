@@ -1,0 +1,47 @@
+package controllers
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+)
+
+func TestStatusWritesBehind(t *testing.T) {
+	site := func(rv string) *flexv1.Site {
+		return &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: "org", Name: "s", ResourceVersion: rv}}
+	}
+	var w statusWrites
+	if w.behind(site("5")) {
+		t.Fatal("behind with no write recorded")
+	}
+	w.wrote(site("10"))
+	for _, c := range []struct {
+		cached string
+		behind bool
+	}{
+		{"9", true},   // the cache has not seen the write yet
+		{"10", false}, // it has: the record is dropped
+		{"9", false},  // dropped, so an older copy is not held back any more
+	} {
+		if got := w.behind(site(c.cached)); got != c.behind {
+			t.Fatalf("cached version %s: behind %v, want %v", c.cached, got, c.behind)
+		}
+	}
+	w.wrote(site("20"))
+	w.forget(types.NamespacedName{Namespace: "org", Name: "s"})
+	if w.behind(site("19")) {
+		t.Fatal("behind after forget")
+	}
+	w.wrote(site("opaque"))
+	if w.behind(site("other")) {
+		t.Fatal("unparsable versions held a reconcile back")
+	}
+	var none *statusWrites
+	none.wrote(site("1"))
+	if none.behind(site("0")) {
+		t.Fatal("a nil record held a reconcile back")
+	}
+}
