@@ -16,40 +16,88 @@ import (
 // copy without that write, compute the same status again and write it again: a write the
 // API server takes as a no-op, but a write (the bench counted one in ~1,000 onboards). Such
 // a reconcile instead looks again a moment later, on a copy that has the write.
-type statusWrites struct{ versions sync.Map }
+//
+// A status write does not queue a reconcile of its own (the controllers' predicates let
+// only spec and label changes through), so a record is not always met again: records older
+// than statusWriteMemory are dropped, as the next write finds them. A cache that lags that
+// far behind is not what this guards against.
+type statusWrites struct {
+	mu        sync.Mutex
+	versions  map[types.NamespacedName]statusWrite
+	lastSweep time.Time
+	// now is the clock (tests move it by hand).
+	now func() time.Time
+}
+
+type statusWrite struct {
+	version string
+	at      time.Time
+}
 
 // cacheLagRetryDelay is how soon a reconcile that found the cache behind its own write runs
 // again: the watch event is normally milliseconds away.
 const cacheLagRetryDelay = 50 * time.Millisecond
 
-// wrote records the version obj has after a status write.
-func (w *statusWrites) wrote(obj client.Object) {
-	if w != nil {
-		w.versions.Store(client.ObjectKeyFromObject(obj), obj.GetResourceVersion())
+// statusWriteMemory is how long a status write is remembered at most.
+const statusWriteMemory = 30 * time.Second
+
+func (w *statusWrites) clock() time.Time {
+	if w.now != nil {
+		return w.now()
 	}
+	return time.Now()
+}
+
+// wrote records the version obj has after a status write, and drops the records past
+// statusWriteMemory (once per statusWriteMemory: a sweep of every record).
+func (w *statusWrites) wrote(obj client.Object) {
+	if w == nil {
+		return
+	}
+	now := w.clock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.versions == nil {
+		w.versions = map[types.NamespacedName]statusWrite{}
+	}
+	if now.Sub(w.lastSweep) >= statusWriteMemory {
+		for key, rec := range w.versions {
+			if now.Sub(rec.at) >= statusWriteMemory {
+				delete(w.versions, key)
+			}
+		}
+		w.lastSweep = now
+	}
+	w.versions[client.ObjectKeyFromObject(obj)] = statusWrite{version: obj.GetResourceVersion(), at: now}
 }
 
 // behind tells whether the cached copy obj is older than the reconciler's last write to it;
-// once it is not, the record is dropped.
+// once it is not (or the record is past statusWriteMemory), the record is dropped.
 func (w *statusWrites) behind(obj client.Object) bool {
 	if w == nil {
 		return false
 	}
 	key := client.ObjectKeyFromObject(obj)
-	v, ok := w.versions.Load(key)
+	now := w.clock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rec, ok := w.versions[key]
 	if !ok {
 		return false
 	}
-	if resourceversion.Older(obj.GetResourceVersion(), v.(string)) {
+	if now.Sub(rec.at) < statusWriteMemory && resourceversion.Older(obj.GetResourceVersion(), rec.version) {
 		return true
 	}
-	w.versions.CompareAndDelete(key, v)
+	delete(w.versions, key)
 	return false
 }
 
 // forget drops the record of an object that is gone.
 func (w *statusWrites) forget(key types.NamespacedName) {
-	if w != nil {
-		w.versions.Delete(key)
+	if w == nil {
+		return
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.versions, key)
 }

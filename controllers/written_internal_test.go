@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,6 +39,22 @@ func TestStatusWritesBehind(t *testing.T) {
 	w.wrote(site("opaque"))
 	if w.behind(site("other")) {
 		t.Fatal("unparsable versions held a reconcile back")
+	}
+	// A record not met again within statusWriteMemory goes: when met late, and in the
+	// sweep of a later write.
+	now := time.Unix(1000, 0)
+	clocked := statusWrites{now: func() time.Time { return now }}
+	clocked.wrote(site("30"))
+	now = now.Add(statusWriteMemory)
+	if clocked.behind(site("29")) {
+		t.Fatal("a record past statusWriteMemory held a reconcile back")
+	}
+	clocked.wrote(site("40"))
+	other := &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: "org", Name: "t", ResourceVersion: "41"}}
+	now = now.Add(statusWriteMemory)
+	clocked.wrote(other)
+	if len(clocked.versions) != 1 {
+		t.Fatalf("%d records after the sweep, want only the last write's", len(clocked.versions))
 	}
 	var none *statusWrites
 	none.wrote(site("1"))
