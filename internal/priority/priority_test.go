@@ -126,14 +126,7 @@ func TestGatePacesBackgroundWhileInteractive(t *testing.T) {
 func TestGateWakesWaiters(t *testing.T) {
 	g, _ := newTestGate(1, 0.25)
 	r1, _ := slotNow(t, g)
-	got := make(chan func(), 1)
-	go func() {
-		release, err := g.Slot(context.Background())
-		if err != nil {
-			t.Error(err)
-		}
-		got <- release
-	}()
+	got := slotLater(t, g)
 	r1()
 	(<-got)()
 }
@@ -148,6 +141,15 @@ func TestGateWakesPacedWaiterWhenInteractiveEnds(t *testing.T) {
 	r, _ := slotNow(t, g)
 	c.advance(time.Second)
 	r() // paced for 99 s
+	got := slotLater(t, g)
+	end()
+	c.advance(time.Millisecond) // past the linger
+	(<-got)()
+}
+
+// slotLater asks g for a slot in another goroutine; the channel gives its release.
+func slotLater(t *testing.T, g *Gate) <-chan func() {
+	t.Helper()
 	got := make(chan func(), 1)
 	go func() {
 		release, err := g.Slot(context.Background())
@@ -156,7 +158,5 @@ func TestGateWakesPacedWaiterWhenInteractiveEnds(t *testing.T) {
 		}
 		got <- release
 	}()
-	end()
-	c.advance(time.Millisecond) // past the linger
-	(<-got)()
+	return got
 }
