@@ -43,14 +43,8 @@ type AssetReconciler struct {
 // Reconcile fetches the Asset, ensures its id and writes its conditions in one patch.
 func (r *AssetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	asset := &flexv1.Asset{}
-	if err := r.Get(ctx, req.NamespacedName, asset); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.written.forget(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if r.written.behind(asset) {
-		return ctrl.Result{RequeueAfter: cacheLagRetryDelay}, nil
+	if done, res, err := r.written.fetch(ctx, r.Client, req.NamespacedName, asset); done {
+		return res, err
 	}
 	if !asset.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil

@@ -50,14 +50,8 @@ type EnrolmentReconciler struct {
 // whether the enrolment may be active and writes the answer as status in one patch.
 func (r *EnrolmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	enr := &flexv1.Enrolment{}
-	if err := r.Get(ctx, req.NamespacedName, enr); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.written.forget(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if r.written.behind(enr) {
-		return ctrl.Result{RequeueAfter: cacheLagRetryDelay}, nil
+	if done, res, err := r.written.fetch(ctx, r.Client, req.NamespacedName, enr); done {
+		return res, err
 	}
 	sum := summary{client: r.Client, recorder: r.Recorder, written: &r.written}
 	site, err := r.siteOf(ctx, enr)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -72,14 +71,8 @@ func (r *SiteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 	}
 	site := &flexv1.Site{}
-	if err := r.Get(ctx, req.NamespacedName, site); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.written.forget(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if r.written.behind(site) {
-		return ctrl.Result{RequeueAfter: cacheLagRetryDelay}, nil
+	if done, res, err := r.written.fetch(ctx, r.Client, req.NamespacedName, site); done {
+		return res, err
 	}
 	sum := summary{client: r.Client, recorder: r.Recorder, written: &r.written}
 	if !site.DeletionTimestamp.IsZero() {

@@ -1,10 +1,13 @@
 package controllers
 
 import (
+	"context"
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flexsite/flexsite/internal/resourceversion"
@@ -69,6 +72,24 @@ func (w *statusWrites) wrote(obj client.Object) {
 		w.lastSweep = now
 	}
 	w.versions[client.ObjectKeyFromObject(obj)] = statusWrite{version: obj.GetResourceVersion(), at: now}
+}
+
+// fetch reads the object key into obj from c (the cache), for a reconcile: done when there
+// is nothing to reconcile now, with what Reconcile returns. It is not when the object is gone
+// (its record is forgotten) or the read failed, nor while the cached copy is behind the
+// reconciler's own last status write (it looks again after cacheLagRetryDelay).
+func (w *statusWrites) fetch(ctx context.Context, c client.Reader, key types.NamespacedName, obj client.Object) (
+	done bool, res ctrl.Result, err error) {
+	if err := c.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			w.forget(key)
+		}
+		return true, ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if w.behind(obj) {
+		return true, ctrl.Result{RequeueAfter: cacheLagRetryDelay}, nil
+	}
+	return false, ctrl.Result{}, nil
 }
 
 // behind tells whether the cached copy obj is older than the reconciler's last write to it;

@@ -61,11 +61,11 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 	targets := []readTarget{{"trivial", func(int) string { return trivialURL }, roleTrivial}}
 	sizes := map[string]int{}
 	for _, e := range endpoints {
-		n, err := answerSize(ctx, b.http, e.url(0), token)
+		n, err := getCounting(ctx, b.http, e.url(0), token)
 		if err != nil {
 			return err
 		}
-		sizes[e.name] = n
+		sizes[e.name] = int(n)
 		sized := fmt.Sprintf("%sbytes/%d", trivialURL, n)
 		targets = append(targets, readTarget{sameSizeName(e.name), func(int) string { return sized }, roleTrivial}, e)
 	}
@@ -131,20 +131,28 @@ func (b *bench) loadReads(ctx context.Context, t readTarget, token string, d tim
 
 // getOK sends an authenticated GET and requires a 200.
 func getOK(ctx context.Context, hc *http.Client, url, token string) error {
+	_, err := getCounting(ctx, hc, url, token)
+	return err
+}
+
+// getCounting sends an authenticated GET, requires a 200 and counts the answer's body bytes
+// (reading it to the end, so the connection goes back to the pool).
+func getCounting(ctx context.Context, hc *http.Client, url, token string) (int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := hc.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	drain(resp)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", req.URL.Path, resp.Status)
+	n, err := io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", req.URL.Path, resp.Status)
 	}
-	return nil
+	return n, err
 }
 
 // checkLedger makes sure the transactions endpoint answers with a whole ledger, so the read
@@ -164,25 +172,6 @@ func (b *bench) checkLedger(ctx context.Context, siteID string) error {
 
 // sameSizeName names the trivial baseline that answers as many bytes as endpoint does.
 func sameSizeName(endpoint string) string { return "trivial_" + endpoint + "_size" }
-
-// answerSize GETs url once and counts its answer's body bytes.
-func answerSize(ctx context.Context, hc *http.Client, url, token string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	n, err := io.Copy(io.Discard, resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("GET %s: %s", req.URL.Path, resp.Status)
-	}
-	return int(n), err
-}
 
 // reportReads reports each endpoint next to the trivial handler: throughput and p99 (the
 // issue's figures), and the serving process's CPU time per request, which on a machine

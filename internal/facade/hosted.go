@@ -3,6 +3,7 @@ package facade
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -201,17 +202,35 @@ type HostedModel struct {
 	AssetTypes []flexv1.AssetType `json:"asset_types"`
 }
 
+// hostedObjects are what both hosted steps read of a site: its assets (by name) and the
+// propositions it is enrolled in (sorted; enrolments being deleted left out).
+func (s *Server) hostedObjects(ctx context.Context, site *flexv1.Site) ([]flexv1.Asset, []flexv1.PropositionName, error) {
+	assets, err := s.store(false).assetsOf(ctx, site)
+	if err != nil {
+		return nil, nil, err
+	}
+	enrolments, err := s.store(true).enrolmentsOf(ctx, site)
+	if err != nil {
+		return nil, nil, err
+	}
+	slices.SortFunc(assets, func(a, b flexv1.Asset) int { return strings.Compare(a.Name, b.Name) })
+	enrolled := []flexv1.PropositionName{}
+	for _, e := range enrolments {
+		if e.DeletionTimestamp.IsZero() && !slices.Contains(enrolled, e.Spec.Proposition) {
+			enrolled = append(enrolled, e.Spec.Proposition)
+		}
+	}
+	slices.Sort(enrolled)
+	return assets, enrolled, nil
+}
+
 func (s *Server) hostedHousehold(r *http.Request, p *auth.Principal) (any, error) {
 	ctx := r.Context()
 	site, err := s.ownSite(r, p)
 	if err != nil {
 		return nil, err
 	}
-	assets, err := s.store(false).assetsOf(ctx, site)
-	if err != nil {
-		return nil, err
-	}
-	enrolments, err := s.store(true).enrolmentsOf(ctx, site)
+	assets, enrolled, err := s.hostedObjects(ctx, site)
 	if err != nil {
 		return nil, err
 	}
@@ -224,18 +243,11 @@ func (s *Server) hostedHousehold(r *http.Request, p *auth.Principal) (any, error
 		Site: HostedSite{Postcode: site.Spec.Postcode, StreetAddress: site.Spec.StreetAddress, MPAN: site.Spec.MPAN,
 			GaveBoundaryMeterConsentAt: formatTime(site.Spec.BoundaryMeterConsentAt)},
 		Assets:               make([]HostedAsset, 0, len(assets)),
-		EnrolledPropositions: []flexv1.PropositionName{},
+		EnrolledPropositions: enrolled,
 	}
-	slices.SortFunc(assets, func(a, b flexv1.Asset) int { return strings.Compare(a.Name, b.Name) })
 	for i := range assets {
 		out.Assets = append(out.Assets, hostedAsset(&assets[i]))
 	}
-	for _, e := range enrolments {
-		if e.DeletionTimestamp.IsZero() && !slices.Contains(out.EnrolledPropositions, e.Spec.Proposition) {
-			out.EnrolledPropositions = append(out.EnrolledPropositions, e.Spec.Proposition)
-		}
-	}
-	slices.Sort(out.EnrolledPropositions)
 	for _, t := range flexv1.CreatableAssetTypes {
 		out.Catalogue.AssetTypes = append(out.Catalogue.AssetTypes, HostedChoice{Value: string(t), Label: hostedflow.AssetTypeName(string(t))})
 	}
@@ -400,12 +412,7 @@ func (s *Server) hostedEligibility(r *http.Request, p *auth.Principal) (any, err
 		return nil, err
 	}
 	rec := out.(*EligibilityRecord)
-	ctx := r.Context()
-	assets, err := s.store(false).assetsOf(ctx, site)
-	if err != nil {
-		return nil, err
-	}
-	enrolments, err := s.store(true).enrolmentsOf(ctx, site)
+	assets, enrolled, err := s.hostedObjects(r.Context(), site)
 	if err != nil {
 		return nil, err
 	}
@@ -418,10 +425,7 @@ func (s *Server) hostedEligibility(r *http.Request, p *auth.Principal) (any, err
 		res.Eligible = append(res.Eligible, propositionChoice(prop))
 	}
 	for _, prop := range flexv1.AllPropositions {
-		enrolled := slices.ContainsFunc(enrolments, func(e flexv1.Enrolment) bool {
-			return e.Spec.Proposition == prop && e.DeletionTimestamp.IsZero()
-		})
-		if enrolled && !slices.Contains(rec.EligiblePropositions, prop) {
+		if slices.Contains(enrolled, prop) && !slices.Contains(rec.EligiblePropositions, prop) {
 			res.EnrolledNotEligible = append(res.EnrolledNotEligible, propositionChoice(prop))
 		}
 	}

@@ -1,30 +1,25 @@
-// Package resourceversion compares Kubernetes resource versions. They are opaque to clients
-// in general, but the API server's are etcd revisions: numbers that grow with every write.
-// Readers that must not act on a copy older than one they know of (a REST request's own
-// writes, a reconciler's own status write) compare them here.
+// Package resourceversion decides what a reader may conclude from two resource versions of
+// one object. They are opaque to clients in general, but the API server's are etcd
+// revisions that apimachinery compares (util/resourceversion). Readers that must not act on
+// a copy older than one they know of (a REST request's own writes, a reconciler's own
+// status write) ask here; what a version that does not compare means is decided here too.
 package resourceversion
 
-import "strconv"
+import "k8s.io/apimachinery/pkg/util/resourceversion"
 
-// NotOlder tells whether version have is at least version want; anything unparsable
-// compares by equality.
+// NotOlder tells whether version have is at least version want; versions that do not
+// compare are equal or not.
 func NotOlder(have, want string) bool {
-	h, w, ok := parse(have, want)
-	if !ok {
+	cmp, err := resourceversion.CompareResourceVersion(have, want)
+	if err != nil {
 		return have == want
 	}
-	return h >= w
+	return cmp >= 0
 }
 
-// Older tells whether version have is known to be older than want; unparsable versions are
-// never known to be older.
+// Older tells whether version have is known to be older than want; versions that do not
+// compare are never known to be older.
 func Older(have, want string) bool {
-	h, w, ok := parse(have, want)
-	return ok && h < w
-}
-
-func parse(have, want string) (h, w uint64, ok bool) {
-	h, errH := strconv.ParseUint(have, 10, 64)
-	w, errW := strconv.ParseUint(want, 10, 64)
-	return h, w, errH == nil && errW == nil
+	cmp, err := resourceversion.CompareResourceVersion(have, want)
+	return err == nil && cmp < 0
 }
