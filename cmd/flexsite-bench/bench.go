@@ -56,6 +56,8 @@ type bench struct {
 	fleet *org
 	// trivial is the read-path baseline server, while it runs.
 	trivial *childProc
+	// empty is the manager's memory before any household existed (nil until measured).
+	empty *memory
 }
 
 // newBench starts the control plane, the bench's watch and the manager, and waits until the

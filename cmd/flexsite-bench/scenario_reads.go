@@ -90,6 +90,15 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 		}
 	}
 	reportReads(rep, endpoints, sizes, results)
+	// The kept eligibility answers are memory the scale scenario's heap figure (taken before
+	// any read) does not show: what the read path holds after every site was read.
+	kept, err := fetchProm(ctx, probeClient, b.mgr.metricsURL, "flexsite_eligibility_kept_answer_bytes")
+	if err != nil {
+		return err
+	}
+	keptBytes := sumOf(kept, "flexsite_eligibility_kept_answer_bytes")
+	rep.add("reads", "eligibility_kept_answers_mib", keptBytes/mib, unitMiB)
+	rep.add("reads", "eligibility_kept_answers_mib_per_1k_sites_read", keptBytes/mib/(float64(len(ids))/1000), unitMiB)
 	// Then a CPU profile of the manager under each read load, outside the measured windows
 	// (profiling costs the process some CPU): what a change to the read path starts from.
 	for _, t := range endpoints {
@@ -103,21 +112,31 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 // profileSeconds is how long each read target's CPU profile runs.
 const profileSeconds = 3
 
-// profileReads keeps C clients reading the target while the manager's CPU profile is taken,
-// and saves it as cpu-reads-<target>.pb.gz next to the manager's log.
+// profileReads keeps C clients reading the target while the manager's CPU profile and the
+// allocations of the same seconds are taken (a read's allocations are most of its garbage
+// collection), and saves them as cpu-reads-<target>.pb.gz and allocs-reads-<target>.pb.gz
+// next to the manager's log.
 func (b *bench) profileReads(ctx context.Context, t readTarget, token string) error {
-	path := filepath.Join(filepath.Dir(b.mgrCfg.logPath), "cpu-reads-"+t.name+".pb.gz")
-	errc := make(chan error, 1)
-	go func() {
-		errc <- saveURL(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", b.mgr.pprofURL, profileSeconds), path)
-	}()
+	dir := filepath.Dir(b.mgrCfg.logPath)
+	profiles := map[string]string{
+		filepath.Join(dir, "cpu-reads-"+t.name+".pb.gz"):    "profile",
+		filepath.Join(dir, "allocs-reads-"+t.name+".pb.gz"): "allocs",
+	}
+	errc := make(chan error, len(profiles))
+	for path, kind := range profiles {
+		go func() {
+			errc <- saveURL(ctx, fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", b.mgr.pprofURL, kind, profileSeconds), path)
+		}()
+	}
 	if _, err := b.loadReads(ctx, t, token, profileSeconds*time.Second); err != nil {
 		return err
 	}
-	if err := <-errc; err != nil {
-		return fmt.Errorf("CPU profile of %s: %w", t.name, err)
+	for range profiles {
+		if err := <-errc; err != nil {
+			return fmt.Errorf("profiles of %s reads: %w", t.name, err)
+		}
 	}
-	logf("CPU profile of the manager under %s reads: %s", t.name, path)
+	logf("CPU and allocation profiles of the manager under %s reads: %s", t.name, dir)
 	return nil
 }
 

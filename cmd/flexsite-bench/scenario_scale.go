@@ -24,6 +24,7 @@ func measureEmpty(ctx context.Context, b *bench, rep *report) error {
 	}
 	rep.add("scale", "heap_mib_empty", m.HeapBytes/mib, unitMiB)
 	rep.add("scale", "rss_mib_empty", m.RSSBytes/mib, unitMiB)
+	b.empty = &m
 	return nil
 }
 

@@ -46,7 +46,7 @@ func TestEligibilityAnswersKeyedByEveryInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newEligibilityAnswers(10)
+			c := newEligibilityAnswers(1 << 20)
 			site, assets, rules := kept()
 			c.put(site, assets, rules, []byte("kept\n"))
 			site, assets, rules = kept()
@@ -62,25 +62,44 @@ func TestEligibilityAnswersKeyedByEveryInput(t *testing.T) {
 	}
 }
 
-// A new answer replaces the site's previous one; the number kept never passes the bound.
+// A new answer replaces the site's previous one; the memory kept never passes the bound, and
+// the count follows every put and replacement.
 func TestEligibilityAnswersBounded(t *testing.T) {
-	c := newEligibilityAnswers(3)
+	one := answerCost(&eligibilityAnswer{siteVersion: "a", body: []byte("x")})
+	c := newEligibilityAnswers(3 * one)
 	for rv := range 5 {
 		c.put(cachedSite("s", string(rune('a'+rv))), nil, 1, []byte("x"))
 	}
-	if len(c.entries) != 1 {
-		t.Fatalf("%d answers kept for one site, want 1", len(c.entries))
+	if len(c.entries) != 1 || c.bytes != one {
+		t.Fatalf("%d answers (%d bytes) kept for one site, want 1 (%d bytes)", len(c.entries), c.bytes, one)
 	}
 	for _, uid := range []string{"t", "u", "v", "w", "x"} {
 		c.put(cachedSite(uid, "1"), nil, 1, []byte("x"))
-		if len(c.entries) > 3 {
-			t.Fatalf("%d answers kept, bound 3", len(c.entries))
+		if len(c.entries) > 3 || c.bytes > c.maxBytes {
+			t.Fatalf("%d answers, %d bytes kept, bound %d bytes", len(c.entries), c.bytes, c.maxBytes)
 		}
 	}
 	if c.get(cachedSite("x", "1"), nil, 1) == nil {
 		t.Fatal("the answer just kept is not served")
 	}
-	unversioned := newEligibilityAnswers(3)
+	sum := 0
+	for _, e := range c.entries {
+		sum += answerCost(e)
+	}
+	if sum != c.bytes {
+		t.Fatalf("counted %d bytes, the entries cost %d", c.bytes, sum)
+	}
+	// One answer larger than the others makes room for itself; one larger than the whole
+	// bound is not kept.
+	c.put(cachedSite("big", "1"), nil, 1, make([]byte, 2*one-answerBookkeeping))
+	if c.get(cachedSite("big", "1"), nil, 1) == nil || c.bytes > c.maxBytes {
+		t.Fatalf("a larger answer: kept %v, %d bytes of %d", c.get(cachedSite("big", "1"), nil, 1) != nil, c.bytes, c.maxBytes)
+	}
+	c.put(cachedSite("huge", "1"), nil, 1, make([]byte, 3*one))
+	if c.get(cachedSite("huge", "1"), nil, 1) != nil {
+		t.Fatal("an answer larger than the bound was kept")
+	}
+	unversioned := newEligibilityAnswers(3 * one)
 	unversioned.put(cachedSite("s", "1"), []*flexv1.Asset{cachedAsset("a", "")}, 1, []byte("x"))
 	if len(unversioned.entries) != 0 {
 		t.Fatal("an answer from an asset without a resourceVersion was kept")
@@ -106,7 +125,7 @@ func TestKeptAnswerFoundWhateverTheIndexOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ri := &readIndexes{assets: assets, answers: newEligibilityAnswers(10)}
+	ri := &readIndexes{assets: assets, answers: newEligibilityAnswers(1 << 20)}
 	first, err := ri.assetsOf(site)
 	if err != nil {
 		t.Fatal(err)

@@ -83,8 +83,11 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		route := routeOf(r)
 		metrics.HTTPRequests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
 		metrics.HTTPDuration.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
-		kv := []any{"method", r.Method, "route", route, "status", rec.status,
-			"latencyMs", float64(elapsed.Microseconds()) / 1000, "requestID", id, "remote", s.clientAddress(r)}
+		// Room for every pair at once: growing the slice for the principal's pairs was a tenth
+		// of a cached read's allocations (built even when the log's sampling drops the line).
+		kv := make([]any, 0, 18)
+		kv = append(kv, "method", r.Method, "route", route, "status", rec.status,
+			"latencyMs", float64(elapsed.Microseconds())/1000, "requestID", id, "remote", s.clientAddress(r))
 		if p := info.principal; p != nil {
 			kv = append(kv, "namespace", p.Namespace, "apiClient", p.ClientName)
 			if p.Kind == auth.KindEndUser {

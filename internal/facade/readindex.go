@@ -26,6 +26,13 @@ type readIndexes struct {
 	answers *eligibilityAnswers
 }
 
+// The indexers' names of the two lookups, made once (a concatenation per read was measurable
+// garbage).
+var (
+	siteIDIndex    = index.FieldIndexName(index.ID)
+	assetSiteIndex = index.FieldIndexName(index.SiteName)
+)
+
 // newReadIndexes finds the indexers of the cache's Site and Asset informers (nil when the
 // cache is not informer-backed: reads then List as before).
 func newReadIndexes(c client.Reader) *readIndexes {
@@ -45,7 +52,7 @@ func newReadIndexes(c client.Reader) *readIndexes {
 		return withIndexer.GetIndexer()
 	}
 	ri := &readIndexes{sites: indexer(&flexv1.Site{}), assets: indexer(&flexv1.Asset{}),
-		answers: newEligibilityAnswers(maxEligibilityAnswers)}
+		answers: newEligibilityAnswers(maxEligibilityAnswerBytes)}
 	if ri.sites == nil || ri.assets == nil {
 		return nil
 	}
@@ -54,7 +61,7 @@ func newReadIndexes(c client.Reader) *readIndexes {
 
 // site is the live Site of namespace ns with API id id (nil when none).
 func (ri *readIndexes) site(ns, id string) (*flexv1.Site, error) {
-	objs, err := ri.sites.ByIndex(index.FieldIndexName(index.ID), index.NamespacedKey(ns, id))
+	objs, err := ri.sites.ByIndex(siteIDIndex, index.NamespacedKey(ns, id))
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +78,7 @@ func (ri *readIndexes) site(ns, id string) (*flexv1.Site, error) {
 // random order, and a kept eligibility answer matches its assets in order (with two assets,
 // every other read missed its kept answer and evaluated again).
 func (ri *readIndexes) assetsOf(site *flexv1.Site) ([]*flexv1.Asset, error) {
-	objs, err := ri.assets.ByIndex(index.FieldIndexName(index.SiteName), index.NamespacedKey(site.Namespace, site.Name))
+	objs, err := ri.assets.ByIndex(assetSiteIndex, index.NamespacedKey(site.Namespace, site.Name))
 	if err != nil {
 		return nil, err
 	}

@@ -73,6 +73,13 @@ var (
 		Help: "Times the Site controller found a site's eligible propositions changed (its EligibilityChanged event).",
 	})
 
+	// KeptEligibilityAnswerBytes is the memory the REST API's kept eligibility answers are
+	// counted for (bounded; see internal/facade's answercache.go).
+	KeptEligibilityAnswerBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "flexsite_eligibility_kept_answer_bytes",
+		Help: "Bytes of encoded GET eligibility answers the REST API keeps to answer the next read of the same site (bounded).",
+	})
+
 	// TokensIssued counts access tokens issued, by kind.
 	TokensIssued = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "flexsite_tokens_issued_total",
@@ -100,7 +107,7 @@ const (
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(HTTPRequests, HTTPDuration, RateLimited,
-		Onboards, Enrolments, Withdrawals, EligibilityChanges, TokensIssued, LoginFailures)
+		Onboards, Enrolments, Withdrawals, EligibilityChanges, KeptEligibilityAnswerBytes, TokensIssued, LoginFailures)
 	// The series whose label values are known up front start at 0, so that rate() and
 	// increase() see their first event, and a dashboard shows 0 rather than "no data".
 	for _, outcome := range []string{OutcomeEnrolled, OutcomeAlreadyEnrolled} {
