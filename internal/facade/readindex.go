@@ -1,16 +1,13 @@
 package facade
 
 import (
-	"context"
 	"slices"
 	"strings"
 
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/index"
 )
 
@@ -36,22 +33,7 @@ var (
 // newReadIndexes finds the indexers of the cache's Site and Asset informers (nil when the
 // cache is not informer-backed: reads then List as before).
 func newReadIndexes(c client.Reader) *readIndexes {
-	informers, ok := c.(household.InformerSource)
-	if !ok {
-		return nil
-	}
-	indexer := func(obj client.Object) toolscache.Indexer {
-		inf, err := informers.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
-		if err != nil {
-			return nil
-		}
-		withIndexer, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
-		if !ok {
-			return nil
-		}
-		return withIndexer.GetIndexer()
-	}
-	ri := &readIndexes{sites: indexer(&flexv1.Site{}), assets: indexer(&flexv1.Asset{}),
+	ri := &readIndexes{sites: index.StoreOf(c, &flexv1.Site{}), assets: index.StoreOf(c, &flexv1.Asset{}),
 		answers: newEligibilityAnswers(maxEligibilityAnswerBytes)}
 	if ri.sites == nil || ri.assets == nil {
 		return nil

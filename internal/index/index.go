@@ -114,3 +114,23 @@ func indexInNamespace(ctx context.Context, informers informerGetter, obj client.
 		return keys, nil
 	}})
 }
+
+// StoreOf is the store of the informer that c (a controller-runtime cache) keeps for obj's
+// kind, for reads on a hot path that want the cached object itself: no copy (a client Get
+// copies the object; with UnsafeDisableDeepCopy still the struct), no lookup of the kind by
+// reflection. What it returns is shared and read-only. Nil when c is not informer-backed.
+func StoreOf(c client.Reader, obj client.Object) toolscache.Indexer {
+	informers, ok := c.(informerGetter)
+	if !ok {
+		return nil
+	}
+	inf, err := informers.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil
+	}
+	withIndexer, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
+	if !ok {
+		return nil
+	}
+	return withIndexer.GetIndexer()
+}
