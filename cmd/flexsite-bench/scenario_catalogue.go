@@ -118,7 +118,7 @@ type fanoutProbe struct {
 	done         chan error
 }
 
-// startFanoutProbe times ScaleProbe onboards on the idle manager, then starts as many again
+// startFanoutProbe times FanoutProbe onboards on the idle manager, then starts as many again
 // in the background, from the change on; timeRuleChange stops them early if the fan-out has
 // converged first. Both sides are the same number of onboards, so their p99s are the same
 // statistic over windows of about the same length: on a shared machine, a window ten times
@@ -131,7 +131,7 @@ func (b *bench) startFanoutProbe(ctx context.Context) (*fanoutProbe, error) {
 	}
 	p := &fanoutProbe{stop: make(chan struct{}), done: make(chan error, 1)}
 	var err error
-	if p.idle, err = b.onboardProbe(ctx, b.fleet, b.p.ScaleProbe, nil); err != nil {
+	if p.idle, err = b.onboardProbe(ctx, b.fleet, b.p.FanoutProbe, nil); err != nil {
 		return nil, err
 	}
 	if _, err := b.mgr.waitIdle(ctx, b.p.Settle); err != nil {
@@ -143,7 +143,7 @@ func (b *bench) startFanoutProbe(ctx context.Context) (*fanoutProbe, error) {
 func (p *fanoutProbe) run(ctx context.Context, b *bench) {
 	go func() {
 		var err error
-		p.during, err = b.onboardProbe(ctx, b.fleet, b.p.ScaleProbe, p.stop)
+		p.during, err = b.onboardProbe(ctx, b.fleet, b.p.FanoutProbe, p.stop)
 		p.done <- err
 	}()
 }
@@ -159,8 +159,10 @@ func reportFanoutProbe(rep *report, p *fanoutProbe) {
 	rep.add("catalogue", "onboard_probe_seconds_idle", p.idle.wall.Seconds(), unitSeconds)
 	rep.add("catalogue", "onboard_probe_seconds_during_fanout", p.during.wall.Seconds(), unitSeconds)
 	rep.add("catalogue", "onboard_p50_ms_idle", p.idle.percentileMS(50), unitMS)
+	rep.add("catalogue", "onboard_p90_ms_idle", p.idle.percentileMS(90), unitMS)
 	rep.add("catalogue", "onboard_p99_ms_idle", p.idle.percentileMS(99), unitMS)
 	rep.add("catalogue", "onboard_p50_ms_during_fanout", p.during.percentileMS(50), unitMS)
+	rep.add("catalogue", "onboard_p90_ms_during_fanout", p.during.percentileMS(90), unitMS)
 	rep.add("catalogue", "onboard_p99_ms_during_fanout", p.during.percentileMS(99), unitMS)
 	rep.addTarget("catalogue", "onboard_p99_during_fanout_vs_idle_ratio",
 		ratio(p.during.percentileMS(99), p.idle.percentileMS(99)), unitRatio, target{"<=", 2})

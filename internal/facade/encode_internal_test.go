@@ -3,6 +3,7 @@ package facade
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
 	"testing"
@@ -143,7 +144,21 @@ func TestTransactionsPageMatchesResponse(t *testing.T) {
 		{ID: "11111111-1111-1111-1111-111111111111", StartTime: at("1969-07-20T20:17:40Z"), SettlementDate: "bad\ndate"},
 	}
 	l := ledger.New("7", txs)
+	// A year of weekly rewards across two year ends, each settled five days after its week:
+	// start and end times and settlement dates cross months at different transactions.
+	var year []flexv1.RewardTransaction
+	start := time.Date(2024, 12, 2, 0, 0, 0, 0, time.UTC)
+	for i := range 60 {
+		from := start.AddDate(0, 0, 7*i)
+		year = append(year, flexv1.RewardTransaction{ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
+			Type: "flex period", CreditPence: int64(100 + i), StartTime: &metav1.Time{Time: from},
+			EndTime:        &metav1.Time{Time: from.AddDate(0, 0, 7).Add(-time.Second)},
+			SettlementDate: from.AddDate(0, 0, 12).Format(time.DateOnly), FlexWh: wh(int64(1000 + 37*i))})
+	}
+	weekly := ledger.New("8", year)
 	for _, p := range []*transactionsPage{
+		{siteID: "weekly", ledger: weekly, from: 0, to: weekly.Len()},
+		{siteID: "weekly", ledger: weekly, from: 7, to: 40},
 		{siteID: "site", ledger: l, from: 0, to: l.Len(), below: true, days: 3},
 		{siteID: "<site>", ledger: l, from: 2, to: 4},
 		{siteID: "s", ledger: l, from: l.Len(), to: l.Len(), days: -1},

@@ -36,7 +36,10 @@ func (p *transactionsPage) MarshalJSON() ([]byte, error) {
 // hold nothing to escape.
 func (p *transactionsPage) appendPage(b []byte) []byte {
 	l := p.ledger
-	var dates dayMemo
+	// Start and end times walk the weeks of the statement; settlement dates walk their own
+	// (a later month): one memo each, so neither makes the other work its date out again
+	// (with one memo, date arithmetic was a tenth of a page's CPU at 10,000 sites).
+	var times, settlements dayMemo
 	b = append(b, `{"site_id":`...)
 	b = appendJSONString(b, p.siteID)
 	b = append(b, `,"transactions":[`...)
@@ -58,13 +61,13 @@ func (p *transactionsPage) appendPage(b []byte) []byte {
 			b = appendJSONString(b, string(typ))
 		}
 		if sec, ok := tx.StartUnix(); ok {
-			b = append(dates.appendRFC3339(append(b, `,"start_time":"`...), sec), '"')
+			b = append(times.appendRFC3339(append(b, `,"start_time":"`...), sec), '"')
 		}
 		if sec, ok := tx.EndUnix(); ok {
-			b = append(dates.appendRFC3339(append(b, `,"end_time":"`...), sec), '"')
+			b = append(times.appendRFC3339(append(b, `,"end_time":"`...), sec), '"')
 		}
 		if day, ok := tx.SettlementDay(); ok {
-			b = append(dates.appendDay(append(b, `,"settlement_date":"`...), day), '"')
+			b = append(settlements.appendDay(append(b, `,"settlement_date":"`...), day), '"')
 		} else if d := l.SettlementDate(i); d != "" {
 			b = appendJSONString(append(b, `,"settlement_date":`...), d)
 		}
