@@ -146,7 +146,7 @@ func TestTransactionsPageMatchesResponse(t *testing.T) {
 	l := ledger.New("7", txs)
 	// A year of weekly rewards across two year ends, each settled five days after its week:
 	// start and end times and settlement dates cross months at different transactions.
-	var year []flexv1.RewardTransaction
+	year := make([]flexv1.RewardTransaction, 0, 60)
 	start := time.Date(2024, 12, 2, 0, 0, 0, 0, time.UTC)
 	for i := range 60 {
 		from := start.AddDate(0, 0, 7*i)
