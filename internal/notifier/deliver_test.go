@@ -269,6 +269,56 @@ var _ = Describe("Delivery", func() {
 		}).Should(Equal(3))
 		Expect(deadSub.Status.Delivered).To(BeZero())
 	})
+
+	It("keeps delivering while the events of a deleted subscription leave their outboxes", func(ctx SpecContext) {
+		By("leaving events owed to a subscription whose receiver fails")
+		gone := newNamespace(ctx)
+		failing := newReceiver()
+		failing.setAnswer(func(int) int { return http.StatusServiceUnavailable })
+		doomed := subscribe(ctx, gone, failing)
+		ready(ctx, doomed)
+		var sites []*flexv1.Site
+		for _, mpan := range []string{"1200000000011", "2301234567894", "1012345678903"} {
+			s, _ := household(ctx, gone, mpan, "zappi")
+			sites = append(sites, s)
+		}
+		pending := func() int {
+			n := 0
+			for _, s := range sites {
+				Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+				n += len(s.Status.PendingEvents)
+			}
+			return n
+		}
+		Eventually(pending).Should(BeNumerically(">=", len(sites)))
+
+		By("deleting the subscription while the API server holds every write to those outboxes")
+		gate := &writeGate{namespace: gone, open: make(chan struct{})}
+		outboxGate.Store(gate)
+		opened := false
+		openGate := func() {
+			if !opened {
+				opened = true
+				outboxGate.Store(nil)
+				close(gate.open)
+			}
+		}
+		DeferCleanup(openGate)
+		Expect(k8sClient.Delete(ctx, doomed)).To(Succeed())
+		Eventually(gate.held.Load).Should(BeNumerically(">=", 1), "the deliverer starts removing the events owed to nobody")
+
+		By("delivering another organisation's events meanwhile")
+		ns := newNamespace(ctx)
+		healthy := newReceiver()
+		ready(ctx, subscribe(ctx, ns, healthy))
+		household(ctx, ns, "1200000000011", "zappi")
+		Eventually(healthy.kinds).Should(ContainElement("site.eligibility_changed"))
+		Expect(pending()).To(BeNumerically(">=", len(sites)), "the removal is still held")
+
+		By("removing the events owed to nobody once the API server answers")
+		openGate()
+		Eventually(pending).Should(BeZero())
+	})
 })
 
 var _ = Describe("Reward notifications", func() {

@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
@@ -98,9 +99,11 @@ type Deliverer struct {
 
 	http *http.Client
 	kick chan struct{}
-	mu   sync.Mutex
-	subs map[types.UID]*subState
-	wg   sync.WaitGroup
+	// sweeping is set while a sweep of events owed to nobody runs.
+	sweeping atomic.Bool
+	mu       sync.Mutex
+	subs     map[types.UID]*subState
+	wg       sync.WaitGroup
 }
 
 // NeedLeaderElection: only the leader delivers.
@@ -313,13 +316,46 @@ func (d *Deliverer) scan(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	d.forgetRetries(items)
-	// Events owed to nobody (their subscriptions went or paused) leave their outbox.
+	d.sweep(ctx, orphans)
+	return next, nil
+}
+
+// sweep removes the events owed to nobody (their subscriptions went or paused) from their
+// outboxes, in the background: each object is a read and a write on the API server, and a
+// deleted subscription can leave thousands behind, during which the scan must go on handing
+// other subscriptions' events to their workers. One sweep runs at a time; what is left when
+// it ends, the next scan finds and sweeps.
+func (d *Deliverer) sweep(ctx context.Context, orphans []item) {
+	if len(orphans) == 0 || !d.sweeping.CompareAndSwap(false, true) {
+		return
+	}
+	// settle with no subscription removes every event owed to nobody from the object: one
+	// call per object.
+	type objectKey struct {
+		kind string
+		key  types.NamespacedName
+	}
+	seen := make(map[objectKey]bool, len(orphans))
+	objects := orphans[:0]
 	for _, it := range orphans {
-		if err := d.settle(ctx, it, ""); err != nil && ctx.Err() == nil {
-			ctrl.LoggerFrom(ctx).Error(err, "removing events owed to nobody", "object", it.key)
+		if k := (objectKey{it.kind, it.key}); !seen[k] {
+			seen[k] = true
+			objects = append(objects, it)
 		}
 	}
-	return next, nil
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		defer d.sweeping.Store(false)
+		for _, it := range objects {
+			if ctx.Err() != nil {
+				return
+			}
+			if err := d.settle(ctx, it, ""); err != nil && ctx.Err() == nil {
+				ctrl.LoggerFrom(ctx).Error(err, "removing events owed to nobody", "object", it.key)
+			}
+		}
+	}()
 }
 
 // owed lists the subscriptions an item is still owed to. A Subscription's own outbox (the

@@ -47,6 +47,8 @@ var (
 	apiServer *httptest.Server
 	facadeNow atomic.Pointer[facade.Server]
 	keys      *auth.KeyRing
+	// outboxGate, while set, holds the deliverer's outbox writes in one namespace.
+	outboxGate atomic.Pointer[writeGate]
 )
 
 const keysNamespace = "flexsite-system"
@@ -107,6 +109,7 @@ func startManager() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupWithManager(suiteCtx, mgr)).To(Succeed())
 	d := &notifier.Deliverer{
+		Client:   gatedClient{mgr.GetClient()},
 		Policy:   notify.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 		RootCAs:  roots,
 		Schedule: testSchedule,
@@ -256,4 +259,34 @@ func subscribe(ctx context.Context, ns string, r *receiver, events ...flexv1.Eve
 		Spec: flexv1.SubscriptionSpec{URL: r.URL, Events: events, SecretRef: flexv1.SecretKeyReference{Name: secret.Name}}}
 	Expect(k8sClient.Create(ctx, sub)).To(Succeed())
 	return sub
+}
+
+// writeGate holds the deliverer's status writes to the outboxes of one namespace (Sites,
+// Assets, Enrolments, RewardLedgers: not Subscriptions) until it opens: an API server that is
+// slow for some objects, deterministically.
+type writeGate struct {
+	namespace string
+	open      chan struct{}
+	held      atomic.Int32 // writes that have waited at the gate
+}
+
+// gatedClient is the manager's client whose status writes pass outboxGate.
+type gatedClient struct{ client.Client }
+
+func (c gatedClient) Status() client.SubResourceWriter { return gatedStatus{c.Client.Status()} }
+
+type gatedStatus struct{ client.SubResourceWriter }
+
+func (s gatedStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	if g := outboxGate.Load(); g != nil && obj.GetNamespace() == g.namespace {
+		if _, isSub := obj.(*flexv1.Subscription); !isSub {
+			g.held.Add(1)
+			select {
+			case <-g.open:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
 }
