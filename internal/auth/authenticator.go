@@ -157,24 +157,31 @@ func (a *Authenticator) credentials(ctx context.Context, key client.ObjectKey) (
 // ClientActive tells whether the API client that obtained p's token still exists and is
 // enabled: ErrClientDisabled if not. It reads the cache, so it is cheap enough to run on
 // every request, which is what makes disabling a client revoke its tokens at once.
-func (a *Authenticator) ClientActive(ctx context.Context, p *Principal) error {
+//
+// It answers the principal to serve the request as: p itself, or, when the client has lost
+// some of p's roles since the token was issued, a copy without them. p is not changed (it
+// may be the verified-token cache's shared copy).
+func (a *Authenticator) ClientActive(ctx context.Context, p *Principal) (*Principal, error) {
 	apiClient, err := a.cachedClient(ctx, p.Namespace, p.ClientName)
 	if err != nil {
-		return fmt.Errorf("looking up API client: %w", err)
+		return nil, fmt.Errorf("looking up API client: %w", err)
 	}
 	// A client deleted and recreated under the same name for another username is not the
 	// client the token was issued to; a client being deleted no longer holds its username
 	// (tenancy.Holders).
 	if apiClient == nil || apiClient.Spec.Disabled || apiClient.Spec.Username != p.Username ||
 		!apiClient.DeletionTimestamp.IsZero() {
-		return ErrClientDisabled
+		return nil, ErrClientDisabled
 	}
 	// An organisation token holds only the roles its client still holds: taking a role away
 	// takes effect at once, not when the token expires.
-	if p.Kind == KindOrganisation {
-		p.Roles = slices.DeleteFunc(p.Roles, func(r flexv1.Role) bool { return !slices.Contains(apiClient.Spec.Roles, r) })
+	lost := func(r flexv1.Role) bool { return !slices.Contains(apiClient.Spec.Roles, r) }
+	if p.Kind == KindOrganisation && slices.ContainsFunc(p.Roles, lost) {
+		trimmed := *p
+		trimmed.Roles = slices.DeleteFunc(slices.Clone(p.Roles), lost)
+		return &trimmed, nil
 	}
-	return nil
+	return p, nil
 }
 
 // cachedClient is the cached APIClient ns/name, shared and only read here (nil when there is

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -261,8 +262,23 @@ func TestClientActive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.auth.ClientActive(t.Context(), p); err != nil {
-		t.Fatalf("ClientActive(enabled client) = %v", err)
+	if got, err := f.auth.ClientActive(t.Context(), p); err != nil || got != p {
+		t.Fatalf("ClientActive(enabled client) = %v, %v; want the principal itself", got, err)
+	}
+
+	// A role the client no longer holds is left out of the answer; the principal itself (the
+	// verified-token cache's shared copy) keeps it.
+	lostRole := *p
+	lostRole.Roles = []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite}
+	trimmed, err := f.auth.ClientActive(t.Context(), &lostRole)
+	if err != nil {
+		t.Fatalf("ClientActive(token with a role taken away) = %v", err)
+	}
+	if !slices.Equal(trimmed.Roles, []flexv1.Role{flexv1.RoleEntityRead}) {
+		t.Errorf("roles served = %v, want only %s", trimmed.Roles, flexv1.RoleEntityRead)
+	}
+	if !slices.Equal(lostRole.Roles, []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite}) {
+		t.Errorf("the principal passed in was changed: roles %v", lostRole.Roles)
 	}
 
 	// An end-user token obtained by the client lives and dies with it too.
@@ -282,7 +298,7 @@ func TestClientActive(t *testing.T) {
 			ErrClientDisabled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := f.auth.ClientActive(t.Context(), tc.p); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
+			if _, err := f.auth.ClientActive(t.Context(), tc.p); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
 				t.Errorf("ClientActive() = %v, want %v", err, tc.want)
 			}
 		})
@@ -290,20 +306,20 @@ func TestClientActive(t *testing.T) {
 
 	f.setDisabled(ns, p.ClientName, true)
 	for _, principal := range []*Principal{p, endUser} {
-		if err := f.auth.ClientActive(t.Context(), principal); !errors.Is(err, ErrClientDisabled) {
+		if _, err := f.auth.ClientActive(t.Context(), principal); !errors.Is(err, ErrClientDisabled) {
 			t.Errorf("ClientActive(%s of disabled client) = %v, want ErrClientDisabled", principal.Kind, err)
 		}
 	}
 
 	f.setDisabled(ns, p.ClientName, false)
-	if err := f.auth.ClientActive(t.Context(), p); err != nil {
+	if _, err := f.auth.ClientActive(t.Context(), p); err != nil {
 		t.Fatalf("ClientActive(re-enabled client) = %v", err)
 	}
 	if err := env.Client.Delete(t.Context(), &flexv1.APIClient{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.ClientName}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, func() error {
-		if err := f.auth.ClientActive(t.Context(), p); !errors.Is(err, ErrClientDisabled) {
+		if _, err := f.auth.ClientActive(t.Context(), p); !errors.Is(err, ErrClientDisabled) {
 			return fmt.Errorf("ClientActive(deleted client) = %v, want ErrClientDisabled", err)
 		}
 		return nil

@@ -117,14 +117,15 @@ func (i *Issuer) issue(p Principal, kind Kind, ttl time.Duration) (string, time.
 }
 
 // Verify checks a token's signature and claims and returns whom it speaks for. It does not
-// look the API client up: ClientActive does that from the cache.
+// look the API client up: ClientActive does that from the cache. The principal may be
+// shared with the other requests made with the same token: read-only.
 func (i *Issuer) Verify(ctx context.Context, token string) (*Principal, error) {
 	if !wellFormed(token) {
 		return nil, fmt.Errorf("%w: characters outside base64url", ErrInvalidToken)
 	}
 	now := i.now()
 	if p, kid, ok := i.verified.get(token, now); ok {
-		if _, known := i.keys.lookup(kid); known {
+		if i.keys.has(kid) {
 			return p, nil
 		}
 	}
@@ -132,8 +133,8 @@ func (i *Issuer) Verify(ctx context.Context, token string) (*Principal, error) {
 	if err != nil {
 		return nil, err
 	}
-	i.verified.put(token, p, v.kid, v.notBefore, v.expires, now)
-	return p.clone(), nil
+	i.verified.put(token, p, v.kid, v.notBefore, v.expires, now) // a copy: p stays the caller's
+	return p, nil
 }
 
 // wellFormed reports whether a token is spelt only with what a JWT may contain (base64url and

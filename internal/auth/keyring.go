@@ -116,6 +116,15 @@ func (k *KeyRing) signingKey() (string, ed25519.PrivateKey, error) {
 }
 
 // lookup returns the public key of kid, if the ring holds it.
+// has tells whether kid is still in the ring (a removed key's tokens stop verifying at once),
+// without deriving its public key.
+func (k *KeyRing) has(kid string) bool {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	_, ok := k.keys[kid]
+	return ok
+}
+
 func (k *KeyRing) lookup(kid string) (ed25519.PublicKey, bool) {
 	k.mu.RLock()
 	defer k.mu.RUnlock()

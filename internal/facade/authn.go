@@ -82,7 +82,8 @@ func (s *Server) principal(r *http.Request) (*auth.Principal, error) {
 	if err != nil {
 		return nil, errBadCredentials
 	}
-	if err := s.Authenticator.ClientActive(r.Context(), p); err != nil {
+	p, err = s.Authenticator.ClientActive(r.Context(), p)
+	if err != nil {
 		if errors.Is(err, auth.ErrClientDisabled) {
 			return nil, errBadCredentials
 		}
