@@ -277,8 +277,9 @@ var _ = Describe("Delivery", func() {
 		failing.setAnswer(func(int) int { return http.StatusServiceUnavailable })
 		doomed := subscribe(ctx, gone, failing)
 		ready(ctx, doomed)
-		var sites []*flexv1.Site
-		for _, mpan := range []string{"1200000000011", "2301234567894", "1012345678903"} {
+		mpans := []string{"1200000000011", "2301234567894", "1012345678903"}
+		sites := make([]*flexv1.Site, 0, len(mpans))
+		for _, mpan := range mpans {
 			s, _ := household(ctx, gone, mpan, "zappi")
 			sites = append(sites, s)
 		}
