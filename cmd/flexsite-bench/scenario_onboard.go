@@ -95,8 +95,13 @@ func (b *bench) compare(ctx context.Context, restOrg *org, raw *households, n in
 			cmp.rawCPU.add(res.cpu)
 			cmp.rawNames = append(cmp.rawNames, res.names...)
 		}
-		logf("%s: %d households in %s (%.1f/s, p50 %.1f ms), %.2f writes each", side, size,
-			t.wall.Round(time.Millisecond), t.rate(), t.percentileMS(50), reqs.where(isWrite).total()/float64(size))
+		// Each batch's CPU per household too: a batch slower than its neighbours says which
+		// process was busier (one full run had two REST batches at half speed, with the API
+		// server spending ~80 % more CPU per household, and nothing else to tell why).
+		perHousehold := res.cpu.perUnitMS(float64(size))
+		logf("%s: %d households in %s (%.1f/s, p50 %.1f ms), %.2f writes each; CPU ms each: API server %.1f, etcd %.1f, manager %.1f",
+			side, size, t.wall.Round(time.Millisecond), t.rate(), t.percentileMS(50), reqs.where(isWrite).total()/float64(size),
+			perHousehold[roleAPIServer], perHousehold[roleEtcd], perHousehold[roleManager])
 	}
 	return cmp, nil
 }
