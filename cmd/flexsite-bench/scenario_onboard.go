@@ -63,15 +63,18 @@ type comparison struct {
 }
 
 // compare writes n households through the REST API and n straight through client-go, in
-// batches that alternate A B B A (twice over when n is large enough): on a shared machine
-// whose load drifts, and with etcd growing as the run goes, a drift then weighs on both
-// sides alike. Each batch ends when the controllers are done with it, so batches do not
-// overlap and each side's requests are its own.
+// batches that alternate A B B A, round after round: on a shared machine whose load drifts,
+// and with etcd growing as the run goes, a drift then weighs on both sides alike. Each batch
+// ends when the controllers are done with it, so batches do not overlap and each side's
+// requests are its own.
+//
+// A batch is about 8×C households (a couple of seconds), not a quarter of each side: full
+// runs showed a passing disturbance of 20–40 s, about 45 s after the catalogue changes
+// before this scenario, in which the API server spent 30–120 % more CPU per household. With
+// batches of 500 it fell on one side's two batches in a row (three runs of five, twice the
+// REST side's, by up to 0.35 of the ratio); with short batches it falls on both.
 func (b *bench) compare(ctx context.Context, restOrg *org, raw *households, n int) (comparison, error) {
-	rounds := 1
-	if n >= 8*b.p.Concurrency {
-		rounds = 2
-	}
+	rounds := max(1, n/(2*8*b.p.Concurrency))
 	cmp := comparison{restReqs: requestCounts{}, rawReqs: requestCounts{}, restCPU: cpuTimes{}, rawCPU: cpuTimes{}}
 	parts := 2 * rounds
 	for i := range 2 * parts {
