@@ -5,6 +5,7 @@ import (
 
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/index"
 )
 
 // rulesToRead are the rules in force for an answer that only reads (GET eligibility): from
@@ -19,7 +20,7 @@ func (s *Server) rulesToRead(ctx context.Context) (eligibility.Rules, error) {
 
 // newCatalogue follows the catalogue through the cache's informers (nil when Cache has none).
 func newCatalogue(cfg Config) *household.Catalogue {
-	informers, ok := cfg.Cache.(household.InformerSource)
+	informers, ok := cfg.Cache.(index.InformerSource)
 	if !ok {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/eligibility"
+	"github.com/flexsite/flexsite/internal/index"
 )
 
 // LoadRules reads the eligibility rules in force (Propositions and the AssetModel catalogue).
@@ -119,14 +120,9 @@ type versionedRules struct {
 	rules   eligibility.Rules
 }
 
-// InformerSource is a controller-runtime cache: it gives the informer of a kind.
-type InformerSource interface {
-	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
-}
-
 // NewCatalogue reads the rules through r and learns of changes from the informers of the
 // same cache.
-func NewCatalogue(ctx context.Context, r client.Reader, informers InformerSource) (*Catalogue, error) {
+func NewCatalogue(ctx context.Context, r client.Reader, informers index.InformerSource) (*Catalogue, error) {
 	c := &Catalogue{reader: r}
 	bump := func(any) { c.version.Add(1) }
 	for _, obj := range []client.Object{&flexv1.Proposition{}, &flexv1.AssetModel{}} {

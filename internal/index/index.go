@@ -67,7 +67,7 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 		{&flexv1.MPANClaim{}, SiteName, true, func(o client.Object) []string { return one(o.(*flexv1.MPANClaim).Spec.SiteName) }},
 		{&flexv1.APIClient{}, Username, false, func(o client.Object) []string { return one(o.(*flexv1.APIClient).Spec.Username) }},
 	}
-	informers, canNamespace := indexer.(informerGetter)
+	informers, canNamespace := indexer.(InformerSource)
 	for _, ix := range indexes {
 		var err error
 		if ix.namespaced && canNamespace {
@@ -89,14 +89,15 @@ func FieldIndexName(field string) string { return "field:" + field }
 // NamespacedKey is the key of value within namespace ns in such an index.
 func NamespacedKey(ns, value string) string { return ns + "/" + value }
 
-// informerGetter is a controller-runtime cache: it gives the informer of a kind.
-type informerGetter interface {
+// InformerSource is a controller-runtime cache: it gives the informer of a kind (for its
+// indexes, its store, or its events).
+type InformerSource interface {
 	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
 }
 
 // indexInNamespace adds a field index, as controller-runtime's IndexField names and keys it
 // ("field:<field>", values "<namespace>/<value>"), without the all-namespaces keys.
-func indexInNamespace(ctx context.Context, informers informerGetter, obj client.Object, field string, extract client.IndexerFunc) error {
+func indexInNamespace(ctx context.Context, informers InformerSource, obj client.Object, field string, extract client.IndexerFunc) error {
 	inf, err := informers.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 	if err != nil {
 		return err
@@ -120,7 +121,7 @@ func indexInNamespace(ctx context.Context, informers informerGetter, obj client.
 // copies the object; with UnsafeDisableDeepCopy still the struct), no lookup of the kind by
 // reflection. What it returns is shared and read-only. Nil when c is not informer-backed.
 func StoreOf(c client.Reader, obj client.Object) toolscache.Indexer {
-	informers, ok := c.(informerGetter)
+	informers, ok := c.(InformerSource)
 	if !ok {
 		return nil
 	}
