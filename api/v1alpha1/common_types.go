@@ -64,6 +64,31 @@ const (
 	// password hash. The manager reads no other Secret of an organisation: a hash Secret
 	// without it is not used, and its client cannot log in.
 	CredentialsLabel = "flexsite.io/credentials"
+	// RewardsLinkLabel, with the value "true", marks the Secrets (in the manager's namespace)
+	// that hold a hosted rewards link and its session: hashes only, never the link's code.
+	RewardsLinkLabel = "flexsite.io/rewards-link"
+	// BankDetailsLabel, on a bank details Secret of an organisation, holds the id of the site
+	// whose they are. The manager finds bank details only by this label.
+	BankDetailsLabel = "flexsite.io/bank-details-of"
+)
+
+// Annotations Flexsite owns.
+const (
+	// UserIDAnnotation holds, on a Site created for an end user (a component token), that
+	// user's API id: the token's subject, so that a namesake site recreated after an offboard
+	// is not the same user's.
+	UserIDAnnotation = "flexsite.io/user-id"
+	// AllowedOriginsAnnotation lists, on a household's Site, the web origins its component
+	// tokens were issued for (space-separated, newest last). A browser's CORS preflight
+	// carries no token, so the API answers it from this list; an actual request is granted
+	// CORS only when its verified token names the request's origin.
+	AllowedOriginsAnnotation = "flexsite.io/allowed-origins"
+	// InFlightAnnotation holds a Site's in-flight marker: what the request that created the
+	// site will write after it, and by when (JSON of household.InFlight).
+	InFlightAnnotation = "flexsite.io/in-flight"
+	// NoWithdrawalAnnotation on an Enrolment being deleted says the deletion is not the
+	// household's choice (a failed request undoing what it wrote), so it records no withdrawal.
+	NoWithdrawalAnnotation = "flexsite.io/no-withdrawal"
 )
 
 // Finalizer guards the cleanup of a Site's children and an Enrolment's withdrawal record.

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/validation"
@@ -86,7 +86,7 @@ func newSite(ns, mpan string, spec flexv1.SiteSpec) *flexv1.Site {
 // markInFlight gives a site the in-flight marker the facade sets on a site its request
 // creates, naming what the request writes after it.
 func markInFlight(site *flexv1.Site, mpan string) {
-	household.InFlight{Until: time.Now().Add(facade.DefaultInFlightTimeout),
+	household.InFlight{Until: time.Now().Add(server.DefaultInFlightTimeout),
 		Assets:     []string{identity.AssetName(chargerID(mpan)), identity.AssetName(batteryID(mpan))},
 		Enrolments: []flexv1.PropositionName{flexv1.PropositionLimitedPause}}.Mark(site)
 }

@@ -37,7 +37,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/embedded"
-	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/metrics"
@@ -69,8 +69,8 @@ type options struct {
 	tokenKeysSecret                 string
 	notificationAllow               []netip.Prefix
 	notificationCAFile              string
-	rewards                         facade.RewardPolicy
-	limits                          facade.Limits
+	rewards                         server.RewardPolicy
+	limits                          server.Limits
 	concurrency                     int
 	backgroundShare                 float64
 	mail                            mailOptions
@@ -122,7 +122,7 @@ func main() {
 	flag.IntVar(&o.concurrency, "concurrency", controllers.DefaultConcurrency, "Objects of one kind reconciled at once.")
 	flag.Float64Var(&o.backgroundShare, "background-share", priority.DefaultShare,
 		"Share of the time (0-1] a catalogue change's re-evaluations may hold the API server while REST writes are in flight.")
-	o.limits = facade.DefaultLimits
+	o.limits = server.DefaultLimits
 	flag.Float64Var(&o.limits.PerClient.Rate, "rate-limit-per-client", o.limits.PerClient.Rate,
 		"Requests per second one API client (or end user) may make; 0 disables the limit.")
 	flag.IntVar(&o.limits.PerClient.Burst, "rate-limit-burst", o.limits.PerClient.Burst, "Burst of the per-client rate limit.")
@@ -279,7 +279,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := mgr.Add(facade.NewServer(facade.Config{
+	srv := server.NewServer(server.Config{
 		Mailer:          mailer,
 		HostedNamespace: keysNS,
 		PublicURL:       o.mail.publicURL,
@@ -296,7 +296,12 @@ func run(ctx context.Context, o options) error {
 		Rewards:         o.rewards,
 		Limits:          o.limits,
 		TrustedProxies:  o.trustedProxies,
-	})); err != nil {
+	})
+	if err := mgr.Add(srv); err != nil {
+		return err
+	}
+	// Rewards links nobody can use any more are deleted in the background (the leader's).
+	if err := mgr.Add(srv.LinkSweeper()); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -23,10 +23,6 @@ import (
 // MaxHistory is how many ended enrolments a site's status keeps (the CRD's bound).
 const MaxHistory = 32
 
-// NoWithdrawalAnnotation on an Enrolment being deleted says the deletion is not the
-// household's choice (a failed request undoing what it wrote), so it records no withdrawal.
-const NoWithdrawalAnnotation = "flexsite.io/no-withdrawal"
-
 // LastWithdrawal returns the household's latest withdrawal from p, or nil.
 func LastWithdrawal(site *flexv1.Site, p flexv1.PropositionName) *flexv1.EnrolmentPeriod {
 	var last *flexv1.EnrolmentPeriod
@@ -57,7 +53,7 @@ func BindingWithdrawal(site *flexv1.Site, p flexv1.PropositionName, enr *flexv1.
 // enrolment was active, its site stays, and the deletion is not a failed request undoing
 // itself. (An explicit unenrol is a withdrawal whatever the enrolment's phase.)
 func DeletionIsWithdrawal(enr *flexv1.Enrolment, site *flexv1.Site) bool {
-	_, undone := enr.Annotations[NoWithdrawalAnnotation]
+	_, undone := enr.Annotations[flexv1.NoWithdrawalAnnotation]
 	return enr.Status.EnrolledAt != nil && site != nil && site.DeletionTimestamp.IsZero() && !undone
 }
 

@@ -30,7 +30,7 @@ func TestDeletionIsWithdrawal(t *testing.T) {
 	active := enrolment(func(e *flexv1.Enrolment) { e.Status.EnrolledAt = at(t0) })
 	undone := enrolment(func(e *flexv1.Enrolment) {
 		e.Status.EnrolledAt = at(t0)
-		e.Annotations = map[string]string{NoWithdrawalAnnotation: "rollback"}
+		e.Annotations = map[string]string{flexv1.NoWithdrawalAnnotation: "rollback"}
 	})
 	cases := []struct {
 		name string

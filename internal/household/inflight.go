@@ -21,9 +21,6 @@ import (
 // first. The happy path costs no extra write: the marker is set at creation, and the site's
 // first status write ends its relevance.
 
-// InFlightAnnotation holds a Site's in-flight marker (JSON of InFlight).
-const InFlightAnnotation = "flexsite.io/in-flight"
-
 // staleMarkerAfter: a marker whose deadline passed longer ago than this is ignored, so a site
 // restored from a backup (with its old annotation) is never mistaken for an abandoned one.
 const staleMarkerAfter = 10 * time.Minute
@@ -44,7 +41,7 @@ func (m InFlight) Mark(site *flexv1.Site) {
 	if site.Annotations == nil {
 		site.Annotations = map[string]string{}
 	}
-	site.Annotations[InFlightAnnotation] = string(data)
+	site.Annotations[flexv1.InFlightAnnotation] = string(data)
 }
 
 // InFlightState is where a marked site stands.
@@ -67,7 +64,7 @@ const (
 // cache may simply be behind).
 func CheckInFlight(ctx context.Context, cached, fresh client.Reader, site *flexv1.Site, now time.Time) (
 	InFlightState, time.Duration, error) {
-	raw, ok := site.Annotations[InFlightAnnotation]
+	raw, ok := site.Annotations[flexv1.InFlightAnnotation]
 	if !ok || site.Status.ObservedGeneration > 0 {
 		// A site the controller has evaluated was complete (or past caring) back then.
 		return NotInFlight, 0, nil

@@ -7,18 +7,12 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 )
 
-// AllowedOriginsAnnotation lists, on a household's Site, the web origins its component tokens
-// were issued for (space-separated, newest last). A browser's CORS preflight carries no token,
-// so the API answers it from this list; an actual request is granted CORS only when its
-// verified token names the request's origin.
-const AllowedOriginsAnnotation = "flexsite.io/allowed-origins"
-
 // MaxAllowedOrigins is how many origins a Site remembers: the oldest is forgotten first.
 const MaxAllowedOrigins = 10
 
 // AllowedOrigins returns the origins granted for a site, oldest first.
 func AllowedOrigins(site *flexv1.Site) []string {
-	return strings.Fields(site.Annotations[AllowedOriginsAnnotation])
+	return strings.Fields(site.Annotations[flexv1.AllowedOriginsAnnotation])
 }
 
 // OriginAllowed reports whether a component token was issued for origin on this site.
@@ -44,6 +38,6 @@ func GrantOrigin(site *flexv1.Site, origin string) bool {
 	if site.Annotations == nil {
 		site.Annotations = map[string]string{}
 	}
-	site.Annotations[AllowedOriginsAnnotation] = strings.Join(next, " ")
+	site.Annotations[flexv1.AllowedOriginsAnnotation] = strings.Join(next, " ")
 	return true
 }

@@ -33,12 +33,12 @@ func TestGrantOrigin(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			site := &flexv1.Site{}
 			if tc.before != "" {
-				site.ObjectMeta = metav1.ObjectMeta{Annotations: map[string]string{AllowedOriginsAnnotation: tc.before}}
+				site.ObjectMeta = metav1.ObjectMeta{Annotations: map[string]string{flexv1.AllowedOriginsAnnotation: tc.before}}
 			}
 			if got := GrantOrigin(site, tc.origin); got != tc.changed {
 				t.Errorf("changed = %v, want %v", got, tc.changed)
 			}
-			if got := site.Annotations[AllowedOriginsAnnotation]; got != tc.after {
+			if got := site.Annotations[flexv1.AllowedOriginsAnnotation]; got != tc.after {
 				t.Errorf("annotation = %q, want %q", got, tc.after)
 			}
 		})
@@ -47,7 +47,7 @@ func TestGrantOrigin(t *testing.T) {
 
 func TestOriginAllowed(t *testing.T) {
 	site := &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
-		AllowedOriginsAnnotation: "https://a.example http://localhost:3000"}}}
+		flexv1.AllowedOriginsAnnotation: "https://a.example http://localhost:3000"}}}
 	for origin, want := range map[string]bool{
 		"https://a.example": true, "http://localhost:3000": true, "https://b.example": false,
 		"": false, "https://a.example.evil": false, "null": false,

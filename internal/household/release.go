@@ -20,7 +20,7 @@ import (
 // asset. It reports whether it changed the site, which then needs writing before the asset
 // is deleted.
 func ReleaseInFlightAsset(site *flexv1.Site, assetName string, now time.Time) bool {
-	raw, ok := site.Annotations[InFlightAnnotation]
+	raw, ok := site.Annotations[flexv1.InFlightAnnotation]
 	if !ok || site.Status.ObservedGeneration > 0 {
 		return false
 	}

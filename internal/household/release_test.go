@@ -18,7 +18,7 @@ func TestReleaseInFlightAsset(t *testing.T) {
 		}
 	}
 	evaluated := func(s *flexv1.Site) { s.Status.ObservedGeneration = 1 }
-	garbled := func(s *flexv1.Site) { s.Annotations[InFlightAnnotation] = "{not json" }
+	garbled := func(s *flexv1.Site) { s.Annotations[flexv1.InFlightAnnotation] = "{not json" }
 	cases := []struct {
 		name    string
 		site    *flexv1.Site
@@ -46,13 +46,13 @@ func TestReleaseInFlightAsset(t *testing.T) {
 				t.Fatalf("changed = %v, want %v", changed, tc.changed)
 			}
 			if !changed {
-				if tc.site.Annotations[InFlightAnnotation] != before.Annotations[InFlightAnnotation] {
-					t.Fatalf("the marker changed without saying so: %q", tc.site.Annotations[InFlightAnnotation])
+				if tc.site.Annotations[flexv1.InFlightAnnotation] != before.Annotations[flexv1.InFlightAnnotation] {
+					t.Fatalf("the marker changed without saying so: %q", tc.site.Annotations[flexv1.InFlightAnnotation])
 				}
 				return
 			}
 			var m InFlight
-			if err := json.Unmarshal([]byte(tc.site.Annotations[InFlightAnnotation]), &m); err != nil {
+			if err := json.Unmarshal([]byte(tc.site.Annotations[flexv1.InFlightAnnotation]), &m); err != nil {
 				t.Fatalf("the released marker does not parse: %v", err)
 			}
 			if !slices.Equal(append([]string{}, m.Assets...), tc.left) {

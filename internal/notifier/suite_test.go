@@ -28,7 +28,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
-	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/notifier"
 	"github.com/flexsite/flexsite/internal/notify"
 	"github.com/flexsite/flexsite/internal/testenv"
@@ -45,7 +45,7 @@ var (
 	stopManager func()
 	// apiServer serves the REST facade of the running manager.
 	apiServer *httptest.Server
-	facadeNow atomic.Pointer[facade.Server]
+	facadeNow atomic.Pointer[server.Server]
 	keys      *auth.KeyRing
 	// outboxGate, while set, holds the deliverer's outbox writes in one namespace.
 	outboxGate atomic.Pointer[writeGate]
@@ -119,7 +119,7 @@ func startManager() {
 	Expect(d.SetupWithManager(suiteCtx, mgr)).To(Succeed())
 	keys = auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
 	Expect(keys.Ensure(suiteCtx)).To(Succeed())
-	facadeNow.Store(facade.NewServer(facade.Config{
+	facadeNow.Store(server.NewServer(server.Config{
 		Log: ctrl.Log.WithName("api"), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Client: mgr.GetClient(),
 		Issuer: auth.NewIssuer(keys, time.Now), Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
 	}))

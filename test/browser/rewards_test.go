@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/test/browser"
 )
@@ -149,7 +149,7 @@ var _ = Describe("The hosted rewards page in Chromium", func() {
 		Expect(text("#sort-code-masked")).To(Equal("**-**-56"))
 		Expect(page()).NotTo(ContainSubstring("12345678"))
 		secret := &corev1.Secret{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: facade.BankDetailsSecretPrefix + siteID}, secret)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: server.BankDetailsSecretPrefix + siteID}, secret)).To(Succeed())
 		Expect(string(secret.Data["account_number"])).To(Equal("12345678"))
 
 		By("requesting the withdrawal and landing on redirect_uri")

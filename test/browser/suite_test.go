@@ -22,7 +22,7 @@ import (
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
-	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/testenv"
 	"github.com/flexsite/flexsite/test/browser"
@@ -85,7 +85,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	mailDir = GinkgoT().TempDir()
 	mailer, err := mail.NewMaildir(mailDir, "Flexsite <no-reply@flexsite.test>")
 	Expect(err).NotTo(HaveOccurred())
-	srv := facade.NewServer(facade.Config{
+	srv := server.NewServer(server.Config{
 		Mailer:          mailer,
 		HostedNamespace: keysNamespace,
 		Log:             ctrl.Log.WithName("api"),
@@ -94,7 +94,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Client:          mgr.GetClient(),
 		Issuer:          auth.NewIssuer(keys, time.Now),
 		Authenticator:   auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
-		Rewards:         facade.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
+		Rewards:         server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
 	})
 	api := httptest.NewServer(serverSeen.wrap(srv))
 	DeferCleanup(api.Close)

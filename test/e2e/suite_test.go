@@ -26,7 +26,7 @@ import (
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
-	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 	"github.com/flexsite/flexsite/webhook"
 )
@@ -79,14 +79,14 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
 	Expect(keys.Ensure(ctx)).To(Succeed())
-	srv := facade.NewServer(facade.Config{
+	srv := server.NewServer(server.Config{
 		Log:           ctrl.Log.WithName("api"),
 		Cache:         mgr.GetCache(),
 		APIReader:     mgr.GetAPIReader(),
 		Client:        mgr.GetClient(),
 		Issuer:        auth.NewIssuer(keys, time.Now),
 		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
-		Rewards:       facade.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
+		Rewards:       server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
 		Now:           time.Now,
 	})
 	apiServer = httptest.NewServer(srv)

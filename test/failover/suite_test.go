@@ -21,7 +21,7 @@ import (
 
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
-	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -102,14 +102,14 @@ func startReplica(ctx context.Context, name string, releaseOnCancel bool) *repli
 
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), managerNamespace, keysSecret)
 	Expect(keys.Ensure(ctx)).To(Succeed())
-	srv := facade.NewServer(facade.Config{
+	srv := server.NewServer(server.Config{
 		Log:           ctrl.Log.WithName(name).WithName("api"),
 		Cache:         mgr.GetCache(),
 		APIReader:     mgr.GetAPIReader(),
 		Client:        mgr.GetClient(),
 		Issuer:        auth.NewIssuer(keys, time.Now),
 		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
-		Rewards:       facade.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
+		Rewards:       server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
 		Now:           time.Now,
 	})
 	r := &replica{name: name, mgr: mgr, api: httptest.NewServer(srv), cancel: cancel, done: make(chan error, 1)}

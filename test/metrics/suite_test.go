@@ -23,7 +23,7 @@ import (
 
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
-	"github.com/flexsite/flexsite/internal/facade"
+	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -76,14 +76,14 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(controllers.SetupWithManager(suiteCtx, mgr)).To(Succeed())
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
 	Expect(keys.Ensure(ctx)).To(Succeed())
-	api := httptest.NewServer(facade.NewServer(facade.Config{
+	api := httptest.NewServer(server.NewServer(server.Config{
 		Log:           ctrl.Log.WithName("api"),
 		Cache:         mgr.GetCache(),
 		APIReader:     mgr.GetAPIReader(),
 		Client:        mgr.GetClient(),
 		Issuer:        auth.NewIssuer(keys, time.Now),
 		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
-		Rewards:       facade.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
+		Rewards:       server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
 	}))
 	DeferCleanup(api.Close)
 	apiURL = api.URL

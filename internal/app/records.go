@@ -1,0 +1,134 @@
+package app
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/eligibility"
+	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/record"
+)
+
+// This file holds the use cases' inputs and results: the API's shapes (snake_case, exactly as
+// interface.md names them), and their mapping from the resources.
+
+// SiteInput is a request's site object, validated: its meter point and the fields it fills in.
+type SiteInput struct {
+	MPAN string
+	// ExternalUserID names the end user of a component token whose household this is: an
+	// upsert fills that household's site (created on demand, without an MPAN) in.
+	ExternalUserID string
+	household.SiteFields
+}
+
+// AssetInput is a request's asset object, validated: its key, its type and the fields it
+// fills in.
+type AssetInput struct {
+	ExternalID string
+	Type       flexv1.AssetType
+	household.AssetFields
+}
+
+// UpsertSiteResult is the `site` of onboard and initialise answers.
+type UpsertSiteResult struct {
+	SiteID        string   `json:"site_id"`
+	SiteCreated   bool     `json:"site_created"`
+	FieldsUpdated []string `json:"fields_updated"`
+	Warnings      []string `json:"warnings"`
+}
+
+// UpsertAssetResult is one item of `assets` in onboard and initialise answers.
+type UpsertAssetResult struct {
+	AssetID       string   `json:"asset_id"`
+	ExternalID    string   `json:"external_id"`
+	AssetCreated  bool     `json:"asset_created"`
+	FieldsUpdated []string `json:"fields_updated"`
+	Warnings      []string `json:"warnings"`
+}
+
+// The eligibility and asset records are internal/record's (notifications carry them too).
+type (
+	// EligibilityRecord is the eligibility of a site, as the API reports it.
+	EligibilityRecord = record.Eligibility
+	// SitePropertiesRecord is the eligibility record's `site_properties`.
+	SitePropertiesRecord = record.SiteProperties
+	// AssetEligibilityRecord is one item of the eligibility record's `assets`.
+	AssetEligibilityRecord = record.AssetEligibility
+	// PropositionEligibilityRecord is an asset's eligibility for one proposition.
+	PropositionEligibilityRecord = record.PropositionEligibility
+	// AssetProperties is an asset record's `properties`.
+	AssetProperties = record.AssetProperties
+	// AssetRecord is the asset record of interface.md.
+	AssetRecord = record.Asset
+)
+
+func eligibilityRecord(siteID string, res eligibility.Result) *EligibilityRecord {
+	return record.EligibilityOf(siteID, res)
+}
+
+func assetRecord(a *flexv1.Asset, siteID string) AssetRecord { return record.AssetOf(a, siteID) }
+
+// TariffRecord is the legacy site record's `tariff`.
+type TariffRecord struct {
+	TariffType     flexv1.TariffType `json:"tariff_type,omitempty"`
+	CheapStartTime string            `json:"tariff_cheap_start_time,omitempty"`
+	CheapEndTime   string            `json:"tariff_cheap_end_time,omitempty"`
+}
+
+// LegacySiteRecord is the legacy site record of interface.md.
+type LegacySiteRecord struct {
+	ID                     string                  `json:"id"`
+	MPAN                   string                  `json:"mpan"`
+	Postcode               string                  `json:"postcode"`
+	Address                string                  `json:"address"`
+	AssetIDs               []string                `json:"asset_ids"`
+	Markets                []flexv1.Market         `json:"markets"`
+	DispatchMethods        []flexv1.DispatchMethod `json:"dispatch_methods"`
+	Tariff                 *TariffRecord           `json:"tariff,omitempty"`
+	BoundaryMeterConsentAt *string                 `json:"gave_boundary_meter_consent_at"`
+}
+
+// legacySiteRecord maps a Site (and its assets) onto the legacy record. withTariffType: the
+// production service reports tariff_type only in the offboard answer.
+func legacySiteRecord(s *flexv1.Site, assets []flexv1.Asset, withTariffType bool) LegacySiteRecord {
+	rec := LegacySiteRecord{
+		ID: s.Labels[flexv1.IDLabel], MPAN: s.Spec.MPAN, Postcode: s.Spec.Postcode, Address: s.Spec.StreetAddress,
+		AssetIDs:               make([]string, 0, len(assets)),
+		Markets:                nonNil(s.Spec.Markets),
+		DispatchMethods:        nonNil(s.Spec.DispatchMethods),
+		BoundaryMeterConsentAt: FormatTime(s.Spec.BoundaryMeterConsentAt),
+	}
+	byName := slices.Clone(assets) // the caller's slice keeps its order
+	slices.SortFunc(byName, func(a, b flexv1.Asset) int { return strings.Compare(a.Name, b.Name) })
+	for i := range byName {
+		rec.AssetIDs = append(rec.AssetIDs, byName[i].Labels[flexv1.IDLabel])
+	}
+	if t := s.Spec.Tariff; t != nil {
+		rec.Tariff = &TariffRecord{CheapStartTime: t.CheapStartTime, CheapEndTime: t.CheapEndTime}
+		if withTariffType {
+			rec.Tariff.TariffType = t.Type
+		}
+	}
+	return rec
+}
+
+// FormatTime writes a time as the API does (RFC 3339, UTC); nil stays nil.
+func FormatTime(t *metav1.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := t.UTC().Format(time.RFC3339)
+	return &s
+}
+
+// nonNil turns a nil slice into an empty one so JSON says [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,624 @@
+package rewards
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kretry "k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/ledger"
+	"github.com/flexsite/flexsite/internal/mail"
+)
+
+// The rewards link opens the hosted rewards page for one site. What the link and its session
+// are lives in a Secret of the manager's namespace (Config.HostedNamespace), one per link, so
+// that it survives a restart and every replica sees it; the Secret holds only hashes of the
+// secrets the household's browser carries:
+//   - the link's one-time code (in the URL): the Secret is named after its SHA-256, and the
+//     full hash is compared in constant time. Redeeming it marks the link used (an update at
+//     the version read: of two concurrent redemptions one wins) and starts a session;
+//   - the session secret (which the page keeps in a cookie), hashed;
+//   - the emailed six-digit code, hashed with the link's key, single use, expiring, with a
+//     bounded number of tries and of sends.
+//
+// Link Secrets live in the manager's namespace only (a namespaced Role). Bank details live in
+// the organisations' namespaces: the ClusterRole adds create and update on Secrets to the list
+// and watch it has, and the code reads bank details only by listing with their label (no get,
+// as for the credentials), and writes only Secrets it names flexsite-bank-<site id>.
+// +kubebuilder:rbac:groups="",namespace=flexsite-system,resources=secrets,verbs=get;list;create;update;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create;update
+// +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers,verbs=get;update
+
+// Rewards link lifetimes and bounds.
+const (
+	// LinkTTL is how long a link may be redeemed.
+	LinkTTL = 15 * time.Minute
+	// SessionTTL is how long the page works after the link was redeemed.
+	SessionTTL = 30 * time.Minute
+	// CodeTTL is how long an emailed code is good for.
+	CodeTTL = 10 * time.Minute
+	// codeTries is how many wrong codes void the code sent.
+	codeTries = 5
+	// codeSends is how many codes one link may send, and codeInterval how long it waits
+	// between two.
+	codeSends    = 5
+	codeInterval = 30 * time.Second
+)
+
+// Names of the rewards link's objects.
+const (
+	// LinkSecretPrefix starts a link Secret's name; the rest is the link's key.
+	LinkSecretPrefix = "flexsite-rewards-link-"
+	// BankDetailsSecretPrefix starts the name of the Secret, in the organisation's namespace,
+	// that holds a site's bank details; the rest is the site's id.
+	BankDetailsSecretPrefix = "flexsite-bank-"
+	// linkMarked is the value of flexv1.RewardsLinkLabel.
+	linkMarked = "true"
+)
+
+// Refusals of the link, the session and the page's actions. The rewards page words them.
+var (
+	// ErrNoLink is a link or session that does not exist (or whose secret does not match).
+	ErrNoLink = errors.New("no such rewards link")
+	// ErrLinkUsed is a link redeemed already.
+	ErrLinkUsed = errors.New("rewards link already used")
+	// ErrLinkExpired is a link past its time.
+	ErrLinkExpired = errors.New("rewards link expired")
+	// ErrChanged is a session changed by another request meanwhile.
+	ErrChanged = errors.New("the session changed meanwhile")
+	// ErrCodeNotNeeded: the link needs no code, or its email is confirmed already.
+	ErrCodeNotNeeded = errors.New("no code needed")
+	// ErrCannotSendCode: there is no email address, or no mailer.
+	ErrCannotSendCode = errors.New("cannot send a code")
+	// ErrTooManyCodes: the link has sent as many codes as it may.
+	ErrTooManyCodes = errors.New("too many codes sent")
+	// ErrCodeTooSoon: a code was sent a moment ago.
+	ErrCodeTooSoon = errors.New("a code was sent a moment ago")
+	// ErrCodeNotSent: the email could not be sent (the code is stored, and may be sent again).
+	ErrCodeNotSent = errors.New("the code could not be sent")
+	// ErrCodeExpired: no code is pending, or it expired.
+	ErrCodeExpired = errors.New("the code expired")
+	// ErrCodeWrong and ErrCodeVoided: a wrong code; the latter used up the code's tries.
+	ErrCodeWrong  = errors.New("wrong code")
+	ErrCodeVoided = errors.New("wrong code, now void")
+	// ErrNotVerified: the link enforces the emailed code, and it is not confirmed yet.
+	ErrNotVerified = errors.New("the emailed code is not confirmed")
+	// ErrNoBankDetails: a withdrawal needs bank details first.
+	ErrNoBankDetails = errors.New("no bank details")
+	// ErrCannotWithdraw: the household cannot withdraw yet (the household rules').
+	ErrCannotWithdraw = household.ErrCannotWithdraw
+	// ErrNotStored: the bank details or the withdrawal could not be stored (logged; try again).
+	ErrNotStored = errors.New("could not be stored")
+)
+
+// LinkRequest asks for a link to a site's rewards page.
+type LinkRequest struct {
+	// RedirectURI is where the household goes when it leaves (a door checked its form).
+	RedirectURI string
+	// TwoFactor enforces the emailed code (nil: the API client's default).
+	TwoFactor *bool
+	// HideTransactions hides the history; AutoSetup asks for bank details first.
+	HideTransactions, AutoSetup bool
+}
+
+// Link is a new link: its one-time code and when it stops working.
+type Link struct {
+	Code    string
+	Expires time.Time
+}
+
+// linkState is a link's state, as its Secret stores it (JSON, key "state").
+type linkState struct {
+	LinkHash         string    `json:"link_hash"`
+	Namespace        string    `json:"namespace"`
+	ClientName       string    `json:"client"`
+	SiteName         string    `json:"site_name"`
+	SiteID           string    `json:"site_id"`
+	RedirectURI      string    `json:"redirect_uri"`
+	TwoFactor        bool      `json:"two_factor"`
+	HideTransactions bool      `json:"hide_transactions"`
+	AutoSetup        bool      `json:"auto_redirect_to_setup"`
+	Expires          time.Time `json:"expires"`
+
+	Redeemed       bool      `json:"redeemed"`
+	SessionHash    string    `json:"session_hash,omitempty"`
+	SessionExpires time.Time `json:"session_expires,omitzero"`
+	Finished       bool      `json:"finished,omitempty"`
+
+	Verified    bool      `json:"verified,omitempty"`
+	CodeHash    string    `json:"code_hash,omitempty"`
+	CodeExpires time.Time `json:"code_expires,omitzero"`
+	CodeTries   int       `json:"code_tries,omitempty"`
+	CodesSent   int       `json:"codes_sent,omitempty"`
+	LastCodeAt  time.Time `json:"last_code_at,omitzero"`
+
+	// Flash is a one-time notice shown by the next page view (POST-redirect-GET).
+	Flash string `json:"flash,omitempty"`
+}
+
+func sha256Hex(parts ...string) string {
+	h := sha256.New()
+	for i, p := range parts {
+		if i > 0 {
+			h.Write([]byte{0})
+		}
+		h.Write([]byte(p))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// linkKey names a link's Secret: a prefix of its code's hash.
+func linkKey(code string) string { return sha256Hex(code)[:40] }
+
+// EqualHash compares two secrets' hashes (or tokens) in constant time; empty never matches.
+func EqualHash(a, b string) bool {
+	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// IssueLink makes a one-time link to the rewards page of the caller's site siteID.
+func (s *Service) IssueLink(ctx context.Context, p *auth.Principal, siteID string, in LinkRequest) (Link, error) {
+	site, err := s.Sites.SiteToRead(ctx, p, siteID)
+	if err != nil {
+		return Link{}, err
+	}
+	twoFactor := in.TwoFactor
+	if twoFactor == nil {
+		apiClient := &flexv1.APIClient{}
+		if err := s.Cache.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.ClientName}, apiClient); err != nil {
+			return Link{}, err
+		}
+		twoFactor = &apiClient.Spec.RewardsTwoFactor
+	}
+	now := s.Now()
+	code := rand.Text()
+	link := linkState{
+		LinkHash: sha256Hex(code), Namespace: site.Namespace, ClientName: p.ClientName, SiteName: site.Name,
+		SiteID: site.Labels[flexv1.IDLabel], RedirectURI: in.RedirectURI, TwoFactor: *twoFactor,
+		HideTransactions: in.HideTransactions, AutoSetup: in.AutoSetup, Expires: now.Add(LinkTTL),
+	}
+	data, err := json.Marshal(link)
+	if err != nil {
+		return Link{}, err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.HostedNamespace, Name: LinkSecretPrefix + linkKey(code),
+			Labels: map[string]string{flexv1.RewardsLinkLabel: linkMarked}},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{"state": data},
+	}
+	if err := s.Client.Create(ctx, secret); err != nil {
+		return Link{}, err
+	}
+	return Link{Code: code, Expires: link.Expires}, nil
+}
+
+// dead reports whether nobody can use the link any more.
+func (l *linkState) dead(now time.Time) bool {
+	if !l.Redeemed {
+		return now.After(l.Expires)
+	}
+	return l.Finished || now.After(l.SessionExpires)
+}
+
+func decodeLink(secret *corev1.Secret) (*linkState, error) {
+	link := &linkState{}
+	if err := json.Unmarshal(secret.Data["state"], link); err != nil {
+		return nil, fmt.Errorf("rewards link %s: %w", secret.Name, err)
+	}
+	return link, nil
+}
+
+// loadLink reads a link's Secret by key from the API server (not the cache: a link is used
+// right after it was made, perhaps on another replica).
+func (s *Service) loadLink(ctx context.Context, key string) (*corev1.Secret, *linkState, error) {
+	if len(key) != 40 || strings.Trim(key, "0123456789abcdef") != "" {
+		return nil, nil, ErrNoLink
+	}
+	secret := &corev1.Secret{}
+	err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: s.HostedNamespace, Name: LinkSecretPrefix + key}, secret)
+	if apierrors.IsNotFound(err) {
+		return nil, nil, ErrNoLink
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	link, err := decodeLink(secret)
+	if err != nil {
+		return nil, nil, err
+	}
+	return secret, link, nil
+}
+
+// saveLink writes a link's state at the version read: a conflict (ErrChanged) means another
+// request of the same session (or a second redemption) came first.
+func (s *Service) saveLink(ctx context.Context, secret *corev1.Secret, link *linkState) error {
+	data, err := json.Marshal(link)
+	if err != nil {
+		return err
+	}
+	secret.Data = map[string][]byte{"state": data}
+	if err := s.Client.Update(ctx, secret); err != nil {
+		if apierrors.IsConflict(err) {
+			return ErrChanged
+		}
+		return err
+	}
+	return nil
+}
+
+// Session is a redeemed link's session: what the page shows and acts on.
+type Session struct {
+	secret *corev1.Secret
+	link   *linkState
+	// Token is the session's secret, which the household's browser carries (key.secret).
+	Token string
+	// raw is the secret part of Token.
+	raw string
+}
+
+// Secret is the session secret (the page derives its form token from it).
+func (s *Session) Secret() string { return s.raw }
+
+// RedirectURI is where the household goes when it leaves.
+func (s *Session) RedirectURI() string { return s.link.RedirectURI }
+
+// Verified reports whether the emailed code is confirmed.
+func (s *Session) Verified() bool { return s.link.Verified }
+
+// NeedsVerification reports whether the link enforces the emailed code and it is not
+// confirmed yet.
+func (s *Session) NeedsVerification() bool { return s.link.TwoFactor && !s.link.Verified }
+
+// ClientName is the API client that issued the link.
+func (s *Session) ClientName() string { return s.link.ClientName }
+
+// Redeem redeems a link's code (it works once) and opens its session.
+func (s *Service) Redeem(ctx context.Context, code string) (*Session, error) {
+	secret, link, err := s.loadLink(ctx, linkKey(code))
+	if err == nil && !EqualHash(sha256Hex(code), link.LinkHash) {
+		err = ErrNoLink
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := s.Now()
+	if link.Redeemed {
+		return nil, ErrLinkUsed
+	}
+	if now.After(link.Expires) {
+		return nil, ErrLinkExpired
+	}
+	session := rand.Text()
+	link.Redeemed, link.SessionHash, link.SessionExpires = true, sha256Hex(session), now.Add(SessionTTL)
+	if err := s.saveLink(ctx, secret, link); err != nil {
+		if errors.Is(err, ErrChanged) {
+			return nil, ErrLinkUsed
+		}
+		return nil, err
+	}
+	return &Session{secret: secret, link: link, Token: linkKey(code) + "." + session, raw: session}, nil
+}
+
+// SessionOf is the live session a browser's token names, or ErrNoLink.
+func (s *Service) SessionOf(ctx context.Context, token string) (*Session, error) {
+	key, session, ok := strings.Cut(token, ".")
+	if !ok || session == "" {
+		return nil, ErrNoLink
+	}
+	secret, link, err := s.loadLink(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if !link.Redeemed || !EqualHash(sha256Hex(session), link.SessionHash) || link.Finished || s.Now().After(link.SessionExpires) {
+		return nil, ErrNoLink
+	}
+	return &Session{secret: secret, link: link, Token: token, raw: session}, nil
+}
+
+// TakeFlash answers the session's one-time notice and forgets it.
+func (s *Service) TakeFlash(ctx context.Context, sess *Session) string {
+	flash := sess.link.Flash
+	if flash != "" {
+		sess.link.Flash = ""
+		if err := s.saveLink(ctx, sess.secret, sess.link); err != nil && !errors.Is(err, ErrChanged) {
+			s.Log.Error(err, "clearing a rewards page notice")
+		}
+	}
+	return flash
+}
+
+// BankDetails are a site's bank details.
+type BankDetails struct{ AccountName, SortCode, AccountNumber string }
+
+// PageView is what the rewards page shows of a session.
+type PageView struct {
+	Site    *flexv1.Site
+	History *ledger.Ledger
+	Bank    *BankDetails
+	Balance household.Balance
+	// Policy's verdicts on the balance.
+	DaysLeft                  int
+	CanWithdraw, BelowMinimum bool
+	HideTransactions          bool
+	SetupFirst                bool
+	TwoFactor, Verified       bool
+	CodeSent                  bool
+	// MailerMissing: no code can be sent from here.
+	MailerMissing bool
+}
+
+// View is what the page shows of a session.
+func (s *Service) View(ctx context.Context, sess *Session) (PageView, error) {
+	link := sess.link
+	site, err := s.siteOfLink(ctx, link)
+	if err != nil {
+		return PageView{}, err
+	}
+	history, err := s.ledgerOf(ctx, site)
+	if err != nil {
+		return PageView{}, err
+	}
+	bank, err := s.bankDetails(ctx, site)
+	if err != nil {
+		return PageView{}, err
+	}
+	var b household.Balance
+	if history != nil {
+		b = history.Balance
+	}
+	now := s.Now()
+	return PageView{Site: site, History: history, Bank: bank, Balance: b,
+		DaysLeft: s.Policy.DaysUntilWaitMet(b, now), CanWithdraw: s.Policy.CanWithdraw(b, now),
+		BelowMinimum: s.Policy.BelowMinimum(b), HideTransactions: link.HideTransactions,
+		SetupFirst: link.AutoSetup && bank == nil, TwoFactor: link.TwoFactor, Verified: link.Verified,
+		CodeSent: link.CodeHash != "" && now.Before(link.CodeExpires), MailerMissing: s.Mailer == nil}, nil
+}
+
+// siteOfLink is the link's site, while it is still the site the link was made for.
+func (s *Service) siteOfLink(ctx context.Context, link *linkState) (*flexv1.Site, error) {
+	site := &flexv1.Site{}
+	err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: link.Namespace, Name: link.SiteName}, site)
+	if apierrors.IsNotFound(err) || (err == nil && (site.Labels[flexv1.IDLabel] != link.SiteID || !site.DeletionTimestamp.IsZero())) {
+		return nil, ErrNoLink
+	}
+	return site, err
+}
+
+// SendCode emails a six-digit code to the site's address (where the link enforces it). The
+// code is stored before it is sent: a code sent but not stored could never be confirmed.
+func (s *Service) SendCode(ctx context.Context, sess *Session) (maskedEmail string, err error) {
+	link := sess.link
+	site, err := s.siteOfLink(ctx, link)
+	if err != nil {
+		return "", err
+	}
+	now := s.Now()
+	switch {
+	case !link.TwoFactor || link.Verified:
+		return "", ErrCodeNotNeeded
+	case site.Spec.Email == "" || s.Mailer == nil:
+		return "", ErrCannotSendCode
+	case link.CodesSent >= codeSends:
+		return "", ErrTooManyCodes
+	case now.Sub(link.LastCodeAt) < codeInterval:
+		return "", ErrCodeTooSoon
+	}
+	code, err := sixDigits()
+	if err != nil {
+		return "", err
+	}
+	link.CodeHash, link.CodeExpires, link.CodeTries = sha256Hex(link.LinkHash, code), now.Add(CodeTTL), 0
+	link.CodesSent, link.LastCodeAt = link.CodesSent+1, now
+	if err := s.saveLink(ctx, sess.secret, link); err != nil {
+		return "", err
+	}
+	if err := s.Mailer.Send(ctx, mail.Message{To: site.Spec.Email, Subject: "Your code to manage your rewards",
+		Text: fmt.Sprintf("Your code is %s.\r\n\r\nEnter it on the rewards page to add or change your bank details. "+
+			"It works once, for %d minutes.\r\n\r\nIf you did not ask for a code, you can ignore this email.\r\n",
+			code, int(CodeTTL.Minutes()))}); err != nil {
+		s.Log.Error(err, "sending a rewards code")
+		return "", ErrCodeNotSent
+	}
+	masked := MaskEmail(site.Spec.Email)
+	link.Flash = "We sent a code to " + masked + "."
+	return masked, s.saveLink(ctx, sess.secret, link)
+}
+
+func sixDigits() (string, error) {
+	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%06d", n.Int64()), nil
+}
+
+// Verify confirms the emailed code (six digits, as a door read them). A confirmed session
+// needs no code: Verify then does nothing.
+func (s *Service) Verify(ctx context.Context, sess *Session, code string) error {
+	link := sess.link
+	switch {
+	case link.Verified:
+		return s.saveLink(ctx, sess.secret, link)
+	case link.CodeHash == "" || s.Now().After(link.CodeExpires):
+		return ErrCodeExpired
+	}
+	if !EqualHash(sha256Hex(link.LinkHash, code), link.CodeHash) {
+		link.CodeTries++
+		refusal := ErrCodeWrong
+		if link.CodeTries >= codeTries {
+			link.CodeHash = ""
+			refusal = ErrCodeVoided
+		}
+		if err := s.saveLink(ctx, sess.secret, link); err != nil {
+			return err
+		}
+		return refusal
+	}
+	link.Verified, link.CodeHash, link.Flash = true, "", "Thank you: your email address is confirmed."
+	return s.saveLink(ctx, sess.secret, link)
+}
+
+// SaveBankDetails stores the household's bank details (validated by the door with
+// internal/validation), once the emailed code is confirmed where the link enforces it.
+func (s *Service) SaveBankDetails(ctx context.Context, sess *Session, d BankDetails) error {
+	link := sess.link
+	if sess.NeedsVerification() {
+		return ErrNotVerified
+	}
+	site, err := s.siteOfLink(ctx, link)
+	if err != nil {
+		return err
+	}
+	if err := s.storeBankDetails(ctx, site, d, s.owner(sess)); err != nil {
+		s.Log.Error(err, "storing bank details", "site", site.Name)
+		return ErrNotStored
+	}
+	link.Flash = "Your bank details are saved."
+	return s.saveLink(ctx, sess.secret, link)
+}
+
+// owner is the field manager of the page's writes: the API client that issued the link.
+func (s *Service) owner(sess *Session) client.FieldOwner {
+	return client.FieldOwner(FieldManagerPrefix + sess.link.ClientName + "/rewards-page")
+}
+
+// FieldManagerPrefix starts the field manager of every API write (internal/app's).
+const FieldManagerPrefix = "flexsite-api:"
+
+// Withdraw records a withdrawal of the whole balance (household.RewardPolicy.Withdrawal) and
+// ends the session.
+func (s *Service) Withdraw(ctx context.Context, sess *Session) error {
+	site, err := s.siteOfLink(ctx, sess.link)
+	if err != nil {
+		return err
+	}
+	bank, err := s.bankDetails(ctx, site)
+	if err != nil {
+		return err
+	}
+	if bank == nil {
+		return ErrNoBankDetails
+	}
+	err = kretry.RetryOnConflict(kretry.DefaultRetry, func() error {
+		l := &flexv1.RewardLedger{}
+		key := client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}
+		if err := s.APIReader.Get(ctx, key, l); err != nil {
+			if apierrors.IsNotFound(err) {
+				return household.ErrCannotWithdraw // nothing earned yet
+			}
+			return err
+		}
+		tx, err := s.Policy.Withdrawal(l.Spec.Transactions, s.Now(), identity.NewID())
+		if err != nil {
+			return err
+		}
+		l.Spec.Transactions = append(l.Spec.Transactions, tx)
+		return s.Client.Update(ctx, l, s.owner(sess))
+	})
+	switch {
+	case errors.Is(err, household.ErrCannotWithdraw):
+		return ErrCannotWithdraw
+	case err != nil:
+		s.Log.Error(err, "recording a withdrawal", "site", site.Name)
+		return ErrNotStored
+	}
+	return s.Finish(ctx, sess)
+}
+
+// Finish ends the session.
+func (s *Service) Finish(ctx context.Context, sess *Session) error {
+	sess.link.Finished = true
+	return s.saveLink(ctx, sess.secret, sess.link)
+}
+
+func bankSecretKey(site *flexv1.Site) client.ObjectKey {
+	return client.ObjectKey{Namespace: site.Namespace, Name: BankDetailsSecretPrefix + site.Labels[flexv1.IDLabel]}
+}
+
+// bankSecret is the site's bank details Secret, or nil. It is found by listing with its label
+// (the manager may list Secrets, not get them), from the API server (the manager's cache
+// holds no Secrets but the credentials).
+func (s *Service) bankSecret(ctx context.Context, site *flexv1.Site) (*corev1.Secret, error) {
+	list := &corev1.SecretList{}
+	if err := s.APIReader.List(ctx, list, client.InNamespace(site.Namespace),
+		client.MatchingLabels{flexv1.BankDetailsLabel: site.Labels[flexv1.IDLabel]}); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if list.Items[i].Name == bankSecretKey(site).Name {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
+func (s *Service) bankDetails(ctx context.Context, site *flexv1.Site) (*BankDetails, error) {
+	secret, err := s.bankSecret(ctx, site)
+	if err != nil || secret == nil {
+		return nil, err
+	}
+	d := &BankDetails{AccountName: string(secret.Data["account_name"]), SortCode: string(secret.Data["sort_code"]),
+		AccountNumber: string(secret.Data["account_number"])}
+	if len(d.SortCode) < 2 || d.AccountNumber == "" {
+		return nil, nil
+	}
+	return d, nil
+}
+
+// storeBankDetails creates or replaces the site's bank details Secret (owned by the Site, so
+// it goes with it).
+func (s *Service) storeBankDetails(ctx context.Context, site *flexv1.Site, d BankDetails, owner client.FieldOwner) error {
+	data := map[string][]byte{"account_name": []byte(d.AccountName), "sort_code": []byte(d.SortCode),
+		"account_number": []byte(d.AccountNumber)}
+	key := bankSecretKey(site)
+	return kretry.RetryOnConflict(kretry.DefaultRetry, func() error {
+		secret, err := s.bankSecret(ctx, site)
+		if err != nil {
+			return err
+		}
+		if secret == nil {
+			secret = &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+					Labels: map[string]string{flexv1.BankDetailsLabel: site.Labels[flexv1.IDLabel]},
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: flexv1.GroupVersion.String(), Kind: "Site",
+						Name: site.Name, UID: site.UID}}},
+				Type: corev1.SecretTypeOpaque, Data: data,
+			}
+			err := s.Client.Create(ctx, secret, owner)
+			if apierrors.IsAlreadyExists(err) {
+				// Made a moment ago by another request: read it again and update it.
+				return apierrors.NewConflict(corev1.Resource("secrets"), key.Name, err)
+			}
+			return err
+		}
+		secret.Data = data
+		return s.Client.Update(ctx, secret, owner)
+	})
+}
+
+// MaskEmail shows enough of an address for the household to recognise it: a****@example.com.
+func MaskEmail(email string) string {
+	local, domain, ok := strings.Cut(email, "@")
+	if !ok || local == "" {
+		return ""
+	}
+	first := []rune(local)[0]
+	return string(first) + "****@" + domain
+}

@@ -1,0 +1,224 @@
+// Package rewards holds the use cases of a household's rewards: its history and balance, the
+// one-time link to the hosted rewards page and the session it opens, the emailed code, bank
+// details and withdrawals. The rules (balance, thresholds, when a household may withdraw) are
+// internal/household's; this package applies them to what is stored. It speaks no HTTP: the
+// REST API and the rewards page translate what it answers.
+package rewards
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/ledger"
+	"github.com/flexsite/flexsite/internal/mail"
+	"github.com/flexsite/flexsite/internal/record"
+	"github.com/flexsite/flexsite/internal/units"
+)
+
+// Policy holds the configurable withdrawal thresholds (the rules are the household core's).
+type Policy = household.RewardPolicy
+
+// LedgerReader finds a site's reward history in compact form (internal/ledger's Feed).
+type LedgerReader interface {
+	Get(namespace, name string) (*ledger.Ledger, bool, error)
+}
+
+// DefaultHostedNamespace is where link Secrets live unless Config.HostedNamespace says.
+const DefaultHostedNamespace = "flexsite-system"
+
+// Config wires the rewards use cases.
+type Config struct {
+	Log logr.Logger
+	// Sites finds the caller's site (the household use cases').
+	Sites *app.Service
+	// APIReader and Client read and write past the cache.
+	APIReader client.Reader
+	Client    client.Client
+	// Cache reads API clients (their rewards two-factor default).
+	Cache client.Reader
+	// Ledgers holds the reward ledgers in compact form; nil reads each from the API server.
+	Ledgers LedgerReader
+	Policy  Policy
+	// Mailer sends the emailed codes (nil: none can be sent).
+	Mailer mail.Mailer
+	// HostedNamespace holds the rewards links' Secrets (default DefaultHostedNamespace).
+	HostedNamespace string
+	// Now is the clock (tests replace it).
+	Now func() time.Time
+}
+
+// Service runs the rewards use cases.
+type Service struct{ Config }
+
+// New builds the rewards use cases.
+func New(cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.HostedNamespace == "" {
+		cfg.HostedNamespace = DefaultHostedNamespace
+	}
+	return &Service{Config: cfg}
+}
+
+// TransactionRecord is one item of `transactions` (internal/record's: notifications carry it too).
+type TransactionRecord = record.Transaction
+
+// TransactionsResponse is a page of a site's reward history as records.
+type TransactionsResponse struct {
+	SiteID                      string              `json:"site_id"`
+	Transactions                []TransactionRecord `json:"transactions"`
+	IsBelowWithdrawalMinimum    bool                `json:"is_below_withdrawal_minimum"`
+	DaysUntilMinimumWaitTimeMet int                 `json:"days_until_minimum_wait_time_met"`
+}
+
+// BalanceInfo is a site's balance, earnings and whether the household may withdraw.
+type BalanceInfo struct {
+	CurrentBalancePence             int64 `json:"current_balance_pence"`
+	TotalEarningsPence              int64 `json:"total_earnings_pence"`
+	MinimumWithdrawalThresholdPence int64 `json:"minimum_withdrawal_threshold_pence"`
+	WithdrawalMinWaitDays           int   `json:"withdrawal_min_wait_days"`
+	CanWithdraw                     bool  `json:"can_withdraw"`
+}
+
+// TransactionsPage is a page of a site's reward history straight from the compact ledger:
+// transactions From..To (newest first). A door encodes it as the TransactionsResponse of the
+// same page (Response) would be, with no record built in between.
+type TransactionsPage struct {
+	SiteID   string
+	Ledger   *ledger.Ledger
+	From, To int
+	// BelowMinimum and DaysUntilWaitMet are the withdrawal policy's verdicts on the balance.
+	BelowMinimum     bool
+	DaysUntilWaitMet int
+}
+
+// Response is the page as a TransactionsResponse.
+func (p *TransactionsPage) Response() TransactionsResponse {
+	return TransactionsResponse{SiteID: p.SiteID, Transactions: TransactionRecords(p.Ledger, p.From, p.To),
+		IsBelowWithdrawalMinimum: p.BelowMinimum, DaysUntilMinimumWaitTimeMet: p.DaysUntilWaitMet}
+}
+
+// ledgerOf is the site's reward history: from Config.Ledgers (the manager's), or else read
+// from the API server (the cache keeps ledgers without their transactions) and compacted for
+// this request. nil when the site has no ledger.
+func (s *Service) ledgerOf(ctx context.Context, site *flexv1.Site) (*ledger.Ledger, error) {
+	name := identity.RewardLedgerName(site.Name)
+	if s.Ledgers != nil {
+		l, _, err := s.Ledgers.Get(site.Namespace, name)
+		return l, err
+	}
+	obj := &flexv1.RewardLedger{}
+	err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: name}, obj)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ledger.New(obj.ResourceVersion, obj.Spec.Transactions), nil
+}
+
+// Transactions is a page of the caller's site's reward history, newest first.
+func (s *Service) Transactions(ctx context.Context, p *auth.Principal, siteID string, pg app.Paging) (*TransactionsPage, error) {
+	site, err := s.Sites.SiteToRead(ctx, p, siteID)
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.ledgerOf(ctx, site)
+	if err != nil {
+		return nil, err
+	}
+	var b household.Balance
+	if l != nil {
+		b = l.Balance
+	}
+	return &TransactionsPage{SiteID: site.Labels[flexv1.IDLabel], Ledger: l,
+		From: min(pg.Offset, l.Len()), To: min(l.Len(), pg.Offset+pg.Limit),
+		BelowMinimum: s.Policy.BelowMinimum(b), DaysUntilWaitMet: s.Policy.DaysUntilWaitMet(b, s.Now())}, nil
+}
+
+// Info is the caller's site's balance, earnings and whether the household may withdraw.
+func (s *Service) Info(ctx context.Context, p *auth.Principal, siteID string) (BalanceInfo, error) {
+	site, err := s.Sites.SiteToRead(ctx, p, siteID)
+	if err != nil {
+		return BalanceInfo{}, err
+	}
+	l, err := s.ledgerOf(ctx, site)
+	if err != nil {
+		return BalanceInfo{}, err
+	}
+	var b household.Balance
+	if l != nil {
+		b = l.Balance
+	}
+	return BalanceInfo{
+		CurrentBalancePence:             b.Current,
+		TotalEarningsPence:              b.Earnings,
+		MinimumWithdrawalThresholdPence: s.Policy.MinimumWithdrawalPence,
+		WithdrawalMinWaitDays:           s.Policy.WithdrawalMinWaitDays,
+		CanWithdraw:                     s.Policy.CanWithdraw(b, s.Now()),
+	}, nil
+}
+
+// TransactionRecords answers transactions from..to of a ledger (newest first). The records'
+// times and flex figures point into arrays shared by the page (one string holds every time),
+// not into an allocation each: a page is read once, as one answer.
+func TransactionRecords(l *ledger.Ledger, from, to int) []TransactionRecord {
+	n := max(0, to-from)
+	out := make([]TransactionRecord, n)
+	const stamp = len("2006-01-02T15:04:05Z")
+	const uuid = len("00000000-0000-0000-0000-000000000000")
+	text := make([]byte, 0, n*(2*stamp+uuid+len(time.DateOnly)))
+	ends := make([]int, 0, 4*n)
+	appendTime := func(t time.Time, ok bool) {
+		if ok {
+			text = t.AppendFormat(text, time.RFC3339)
+		}
+		ends = append(ends, len(text))
+	}
+	for i := range n {
+		tx := l.At(from + i)
+		appendTime(tx.StartTime())
+		appendTime(tx.EndTime())
+		text = l.AppendID(text, from+i)
+		ends = append(ends, len(text))
+		text = l.AppendSettlementDate(text, from+i)
+		ends = append(ends, len(text))
+	}
+	all := string(text)
+	parts := make([]string, len(ends))
+	kwh := make([]float64, n)
+	start := 0
+	for i, end := range ends {
+		parts[i], start = all[start:end], end
+	}
+	for i := range n {
+		tx := l.At(from + i)
+		field := parts[4*i : 4*i+4]
+		out[i] = TransactionRecord{
+			TransactionID: field[2], CreditPence: tx.CreditPence(), TransactionType: tx.Type(),
+			SettlementDate: field[3], PaymentStatus: tx.PaymentStatus(),
+		}
+		if _, ok := tx.StartTime(); ok {
+			out[i].StartTime = &field[0]
+		}
+		if _, ok := tx.EndTime(); ok {
+			out[i].EndTime = &field[1]
+		}
+		if wh, ok := tx.FlexWh(); ok {
+			kwh[i] = *units.ToKilo(&wh)
+			out[i].FlexKWh = &kwh[i]
+		}
+	}
+	return out
+}

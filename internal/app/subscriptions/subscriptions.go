@@ -1,0 +1,276 @@
+// Package subscriptions holds the use cases of an organisation's notification subscriptions
+// (notifications.md): subscribing a URL, its signing secret (shown once, kept only in a
+// Secret), listing, deleting, a test ping and the recent deliveries. Delivery itself is
+// internal/notifier's. It speaks no HTTP.
+package subscriptions
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kretry "k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/notify"
+)
+
+// Service runs the subscription use cases on the household use cases' readers and writer
+// (whose writes carry the caller's field manager).
+type Service struct {
+	Cache, APIReader client.Reader
+	Client           client.Client
+}
+
+// New builds the subscription use cases on the household ones' clients.
+func New(households *app.Service) *Service {
+	return &Service{Cache: households.Cache, APIReader: households.APIReader, Client: households.Client}
+}
+
+// SubscriptionCreated is a new subscription: the one answer that carries the signing secret.
+type SubscriptionCreated struct {
+	ID        string             `json:"id"`
+	URL       string             `json:"url"`
+	Events    []flexv1.EventType `json:"events"`
+	Secret    string             `json:"secret"`
+	CreatedAt string             `json:"created_at"`
+}
+
+// DeliveryRecord is a subscription's last delivery.
+type DeliveryRecord struct {
+	At         string `json:"at"`
+	StatusCode *int32 `json:"status_code"`
+	LatencyMS  int64  `json:"latency_ms"`
+}
+
+// SubscriptionRecord is a subscription as listed and read (no secret).
+type SubscriptionRecord struct {
+	ID                  string             `json:"id"`
+	URL                 string             `json:"url"`
+	Events              []flexv1.EventType `json:"events"`
+	Paused              bool               `json:"paused"`
+	LastDelivery        *DeliveryRecord    `json:"last_delivery"`
+	ConsecutiveFailures int32              `json:"consecutive_failures"`
+}
+
+// SubscriptionList is the organisation's subscriptions.
+type SubscriptionList struct {
+	Subscriptions []SubscriptionRecord `json:"subscriptions"`
+}
+
+// DeliveryAttemptRecord is one recent delivery attempt.
+type DeliveryAttemptRecord struct {
+	EventID    string           `json:"event_id"`
+	Type       flexv1.EventType `json:"type"`
+	Attempt    int32            `json:"attempt"`
+	StatusCode *int32           `json:"status_code"`
+	Error      *string          `json:"error"`
+	At         string           `json:"at"`
+	LatencyMS  int64            `json:"latency_ms"`
+}
+
+// DeliveryList is a subscription's recent delivery attempts, newest first.
+type DeliveryList struct {
+	Deliveries []DeliveryAttemptRecord `json:"deliveries"`
+}
+
+// TestAccepted is the ping a test delivery sends.
+type TestAccepted struct {
+	EventID string `json:"event_id"`
+}
+
+const (
+	// secretBytes is the signing secret's length (notifications.md: 24 to 64 random bytes).
+	secretBytes = 32
+	// maxPings bounds a subscription's outbox of pings (status.pendingEvents, MaxItems=4).
+	maxPings = 4
+)
+
+// ErrSubscriptionNotFound answers a subscription that does not exist for this caller.
+var ErrSubscriptionNotFound = app.Fail(app.NotFound, "Subscription not found or not authorized")
+
+// subscriptionName: a subscription's id is its object name (a UUID for those made here; any
+// name for those declared with kubectl or GitOps).
+var subscriptionName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+
+// SubscriptionSecretName is the Secret that holds subscription id's signing secret.
+func SubscriptionSecretName(id string) string { return "subscription-" + id }
+
+// Create subscribes url (checked by the door) to the organisation's events of
+// the given types (none: every type). The signing secret is made here, kept in a Secret the
+// Subscription owns, and answered this once.
+func (s *Service) Create(ctx context.Context, p *auth.Principal, url string, events []flexv1.EventType) (SubscriptionCreated, error) {
+	key := make([]byte, secretBytes)
+	if _, err := rand.Read(key); err != nil {
+		return SubscriptionCreated{}, err
+	}
+	secret := "whsec_" + base64.StdEncoding.EncodeToString(key)
+	id := uuid.NewString()
+	sub := &flexv1.Subscription{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: id},
+		Spec: flexv1.SubscriptionSpec{URL: url, Events: events,
+			SecretRef: flexv1.SecretKeyReference{Name: SubscriptionSecretName(id), Key: "secret"}},
+	}
+	if err := s.Client.Create(ctx, sub); err != nil {
+		return SubscriptionCreated{}, err
+	}
+	// The Secret belongs to the Subscription (garbage-collected with it; deleted with it here).
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: SubscriptionSecretName(id),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: flexv1.GroupVersion.String(), Kind: "Subscription",
+				Name: sub.Name, UID: sub.UID}}},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{"secret": []byte(secret)},
+	}
+	if err := s.Client.Create(ctx, sec); err != nil {
+		_ = s.Client.Delete(context.WithoutCancel(ctx), sub)
+		return SubscriptionCreated{}, err
+	}
+	return SubscriptionCreated{ID: id, URL: url, Events: nonNil(events), Secret: secret,
+		CreatedAt: sub.CreationTimestamp.UTC().Format(time.RFC3339)}, nil
+}
+
+// List is the organisation's live subscriptions, by id.
+func (s *Service) List(ctx context.Context, p *auth.Principal) (SubscriptionList, error) {
+	list := &flexv1.SubscriptionList{}
+	if err := s.Cache.List(ctx, list, client.InNamespace(p.Namespace)); err != nil {
+		return SubscriptionList{}, err
+	}
+	out := SubscriptionList{Subscriptions: make([]SubscriptionRecord, 0, len(list.Items))}
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp.IsZero() {
+			out.Subscriptions = append(out.Subscriptions, subscriptionRecord(&list.Items[i]))
+		}
+	}
+	slices.SortFunc(out.Subscriptions, func(a, b SubscriptionRecord) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+func subscriptionRecord(sub *flexv1.Subscription) SubscriptionRecord {
+	rec := SubscriptionRecord{ID: sub.Name, URL: sub.Spec.URL, Events: nonNil(sub.Spec.Events), Paused: sub.Spec.Paused,
+		ConsecutiveFailures: sub.Status.ConsecutiveFailures}
+	if d := sub.Status.LastDelivery; d != nil {
+		rec.LastDelivery = &DeliveryRecord{At: d.Time.UTC().Format(time.RFC3339), StatusCode: statusCode(d.StatusCode),
+			LatencyMS: d.LatencyMillis}
+	}
+	return rec
+}
+
+func statusCode(c int32) *int32 {
+	if c == 0 {
+		return nil
+	}
+	return &c
+}
+
+// subscriptionOf reads the organisation's subscription id (not found for any other).
+func (s *Service) subscriptionOf(ctx context.Context, p *auth.Principal, id string, fresh bool) (*flexv1.Subscription, error) {
+	if !subscriptionName.MatchString(id) {
+		return nil, ErrSubscriptionNotFound
+	}
+	sub := &flexv1.Subscription{}
+	reader := s.Cache
+	if fresh {
+		reader = s.APIReader
+	}
+	err := reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: id}, sub)
+	if apierrors.IsNotFound(err) || (err == nil && !sub.DeletionTimestamp.IsZero()) {
+		return nil, ErrSubscriptionNotFound
+	}
+	return sub, err
+}
+
+// Get is the organisation's subscription id (no secret).
+func (s *Service) Get(ctx context.Context, p *auth.Principal, id string) (SubscriptionRecord, error) {
+	sub, err := s.subscriptionOf(ctx, p, id, false)
+	if err != nil {
+		return SubscriptionRecord{}, err
+	}
+	return subscriptionRecord(sub), nil
+}
+
+// Delete deletes the subscription and its signing secret.
+func (s *Service) Delete(ctx context.Context, p *auth.Principal, id string) error {
+	sub, err := s.subscriptionOf(ctx, p, id, true)
+	if err != nil {
+		return err
+	}
+	if err := s.Client.Delete(ctx, sub); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	// The Secret made with it goes with it (envtest and some clusters have no garbage collector).
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: SubscriptionSecretName(sub.Name)}}
+	if sub.Spec.SecretRef.Name == sec.Name {
+		if err := s.Client.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Test records a ping in the subscription's own outbox (delivered like any event).
+func (s *Service) Test(ctx context.Context, p *auth.Principal, id string) (TestAccepted, error) {
+	var eventID string
+	err := kretry.RetryOnConflict(kretry.DefaultRetry, func() error {
+		sub, err := s.subscriptionOf(ctx, p, id, true)
+		if err != nil {
+			return err
+		}
+		base := sub.DeepCopy()
+		ev := notify.Stamp(notify.Ping(), time.Now())
+		eventID = ev.ID
+		pending := append(slices.Clone(sub.Status.PendingEvents), ev)
+		if over := len(pending) - maxPings; over > 0 {
+			pending = pending[over:] // the newest pings stand for the older ones
+		}
+		sub.Status.PendingEvents = pending
+		return s.Client.Status().Patch(ctx, sub, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil {
+		return TestAccepted{}, err
+	}
+	return TestAccepted{EventID: eventID}, nil
+}
+
+// Deliveries is the subscription's most recent delivery attempts (at most limit).
+func (s *Service) Deliveries(ctx context.Context, p *auth.Principal, id string, limit int) (DeliveryList, error) {
+	sub, err := s.subscriptionOf(ctx, p, id, false)
+	if err != nil {
+		return DeliveryList{}, err
+	}
+	recent := sub.Status.RecentDeliveries
+	if len(recent) > limit {
+		recent = recent[:limit]
+	}
+	out := DeliveryList{Deliveries: make([]DeliveryAttemptRecord, 0, len(recent))}
+	for _, a := range recent {
+		rec := DeliveryAttemptRecord{EventID: a.EventID, Type: a.Type, Attempt: a.Attempt, StatusCode: statusCode(a.StatusCode),
+			At: a.Time.UTC().Format(time.RFC3339), LatencyMS: a.LatencyMillis}
+		if a.Error != "" {
+			e := a.Error
+			rec.Error = &e
+		}
+		out.Deliveries = append(out.Deliveries, rec)
+	}
+	return out, nil
+}
+
+// nonNil turns a nil slice into an empty one so JSON says [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

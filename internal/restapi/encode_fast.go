@@ -1,0 +1,155 @@
+package restapi
+
+import (
+	"strconv"
+	"time"
+)
+
+// appendRFC3339 appends Unix second sec as time.RFC3339 in UTC ("2006-01-02T15:04:05Z"),
+// as t.UTC().AppendFormat(b, time.RFC3339) does, without parsing the layout: a page of
+// transactions writes two per record. Years outside 0000..9999 go through AppendFormat.
+func appendRFC3339(b []byte, sec int64) []byte {
+	days, rem := sec/86400, sec%86400
+	if rem < 0 {
+		days, rem = days-1, rem+86400
+	}
+	y, m, d := civil(days)
+	if y < 0 || y > 9999 {
+		return time.Unix(sec, 0).UTC().AppendFormat(b, time.RFC3339)
+	}
+	return appendClock(appendYMD(b, y, m, d), rem)
+}
+
+// appendClock appends "Thh:mm:ssZ" of second rem of a day.
+func appendClock(b []byte, rem int64) []byte {
+	h, mi, s := rem/3600, rem/60%60, rem%60
+	return append(b, 'T', byte('0'+h/10), byte('0'+h%10), ':', byte('0'+mi/10), byte('0'+mi%10), ':',
+		byte('0'+s/10), byte('0'+s%10), 'Z')
+}
+
+// dayMemo writes what appendRFC3339 and appendDay write, remembering the date of the last
+// day it wrote: a day of the same month is that date moved by the difference, without the
+// calendar arithmetic (civil), which was a tenth of a transactions read's CPU.
+type dayMemo struct {
+	day              int64
+	dayOfMonth, days int64 // the last day's day of month, and its month's length
+	text             [len(time.DateOnly)]byte
+	set              bool
+}
+
+// date is the memo's text for day number day (false outside years 0000..9999).
+func (m *dayMemo) date(day int64) ([]byte, bool) {
+	if m.set && day != m.day {
+		if d := m.dayOfMonth + day - m.day; d >= 1 && d <= m.days {
+			m.text[8], m.text[9] = byte('0'+d/10), byte('0'+d%10)
+			m.day, m.dayOfMonth = day, d
+		}
+	}
+	if !m.set || m.day != day {
+		y, mo, d := civil(day)
+		if y < 0 || y > 9999 {
+			return nil, false
+		}
+		appendYMD(m.text[:0], y, mo, d)
+		m.day, m.dayOfMonth, m.days, m.set = day, d, monthDays(y, mo), true
+	}
+	return m.text[:], true
+}
+
+// monthDays is the length of month mo (1..12) of year y (proleptic Gregorian).
+func monthDays(y, mo int64) int64 {
+	switch mo {
+	case 2:
+		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
+
+func (m *dayMemo) appendRFC3339(b []byte, sec int64) []byte {
+	days, rem := sec/86400, sec%86400
+	if rem < 0 {
+		days, rem = days-1, rem+86400
+	}
+	text, ok := m.date(days)
+	if !ok {
+		return appendRFC3339(b, sec)
+	}
+	return appendClock(append(b, text...), rem)
+}
+
+func (m *dayMemo) appendDay(b []byte, day int64) []byte {
+	text, ok := m.date(day)
+	if !ok {
+		return appendDay(b, day)
+	}
+	return append(b, text...)
+}
+
+// appendDay appends day number day (days since 1970-01-01) as time.DateOnly.
+func appendDay(b []byte, day int64) []byte {
+	y, m, d := civil(day)
+	if y < 0 || y > 9999 {
+		return time.Unix(day*86400, 0).UTC().AppendFormat(b, time.DateOnly)
+	}
+	return appendYMD(b, y, m, d)
+}
+
+func appendYMD(b []byte, y, m, d int64) []byte {
+	return append(b, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-',
+		byte('0'+m/10), byte('0'+m%10), '-', byte('0'+d/10), byte('0'+d%10))
+}
+
+// civil converts days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
+// days_from_civil, inverted).
+func civil(days int64) (y, m, d int64) {
+	z := days + 719468
+	era := z / 146097
+	if z < 0 && z%146097 != 0 {
+		era--
+	}
+	doe := z - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	y = yoe + era*400
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	d = doy - (153*mp+2)/5 + 1
+	if mp < 10 {
+		m = mp + 3
+	} else {
+		m = mp - 9
+	}
+	if m <= 2 {
+		y++
+	}
+	return y, m, d
+}
+
+// appendKilo appends thousandths (Wh as kWh) as encoding/json writes float64(v)/1000: the
+// decimal itself, trailing zeros dropped. Below 10^12 in magnitude that decimal is the
+// shortest that reads back as the same float64 (floats there are far closer together than
+// 0.001); beyond, strconv decides.
+func appendKilo(b []byte, v int64) []byte {
+	if v <= -1e12 || v >= 1e12 {
+		return appendJSONFloat(b, float64(v)/1000)
+	}
+	if v < 0 {
+		b = append(b, '-')
+		v = -v
+	}
+	b = strconv.AppendInt(b, v/1000, 10)
+	frac := v % 1000
+	if frac == 0 {
+		return b
+	}
+	digits := [3]byte{byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
+	n := 3
+	for digits[n-1] == '0' {
+		n--
+	}
+	return append(append(b, '.'), digits[:n]...)
+}

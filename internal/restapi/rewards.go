@@ -1,0 +1,109 @@
+package restapi
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/rewards"
+	"github.com/flexsite/flexsite/internal/auth"
+)
+
+func (a *API) transactions(r *http.Request, p *auth.Principal) (any, error) {
+	f := &fields{}
+	q := r.URL.Query()
+	pg := app.Paging{Limit: f.QueryInt(q, "limit", 100, 1, 1000), Offset: f.QueryInt(q, "offset", 0, 0, -1)}
+	if err := f.Err(); err != nil {
+		return nil, err
+	}
+	id, err := pathID(r.PathValue("site_id"), "site_id")
+	if err != nil {
+		return nil, err
+	}
+	page, err := a.Rewards.Transactions(r.Context(), p, id, pg)
+	if err != nil {
+		return nil, err
+	}
+	return transactionsPage{page}, nil
+}
+
+func (a *API) rewardInfo(r *http.Request, p *auth.Principal) (any, error) {
+	id, err := pathID(r.PathValue("site_id"), "site_id")
+	if err != nil {
+		return nil, err
+	}
+	return a.Rewards.Info(r.Context(), p, id)
+}
+
+// BalanceURLResponse answers GET /rewards/{site_id}/url/balance.
+type BalanceURLResponse struct {
+	BalanceWithdrawalURL string `json:"balance_withdrawal_url"`
+	URLExpiryTimestamp   string `json:"url_expiry_timestamp"`
+}
+
+// maxRedirectURI bounds redirect_uri.
+const maxRedirectURI = 2048
+
+// URL schemes of origins and links.
+const (
+	schemeHTTP  = "http"
+	schemeHTTPS = "https"
+)
+
+// ParseRedirectURI accepts an absolute http(s) URL without credentials.
+func ParseRedirectURI(raw string) (*url.URL, bool) {
+	if raw == "" || len(raw) > maxRedirectURI || strings.ContainsAny(raw, " \t\r\n") {
+		return nil, false
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != schemeHTTPS && u.Scheme != schemeHTTP) || u.Host == "" || u.User != nil {
+		return nil, false
+	}
+	return u, true
+}
+
+// balanceURL answers a one-time link to the hosted rewards page of the site.
+func (a *API) balanceURL(r *http.Request, p *auth.Principal) (any, error) {
+	q := r.URL.Query()
+	f := &fields{}
+	redirect := q.Get("redirect_uri")
+	switch _, ok := ParseRedirectURI(redirect); {
+	case redirect == "":
+		f.Add("Field required", "missing", []any{"query", "redirect_uri"})
+	case !ok:
+		f.Add("Input should be an absolute http(s) URL", "url_parsing", []any{"query", "redirect_uri"})
+	}
+	twoFactor := queryBool(f, q, "enforce_two_factor_auth")
+	hide := queryBool(f, q, "hide_transactions")
+	auto := queryBool(f, q, "auto_redirect_to_setup")
+	if err := f.Err(); err != nil {
+		return nil, err
+	}
+	id, err := pathID(r.PathValue("site_id"), "site_id")
+	if err != nil {
+		return nil, err
+	}
+	link, err := a.Rewards.IssueLink(r.Context(), p, id, rewards.LinkRequest{RedirectURI: redirect, TwoFactor: twoFactor,
+		HideTransactions: hide != nil && *hide, AutoSetup: auto != nil && *auto})
+	if err != nil {
+		return nil, err
+	}
+	return BalanceURLResponse{
+		BalanceWithdrawalURL: PublicBase(a.PublicURL, r) + "/hosted/rewards/link/" + link.Code,
+		URLExpiryTimestamp:   link.Expires.UTC().Format(time.RFC3339),
+	}, nil
+}
+
+// PublicBase is the scheme and host links point at: publicURL, else the request's.
+func PublicBase(publicURL string, r *http.Request) string {
+	if publicURL != "" {
+		return strings.TrimSuffix(publicURL, "/")
+	}
+	scheme := schemeHTTP
+	if r.TLS != nil {
+		scheme = schemeHTTPS
+	}
+	return scheme + "://" + r.Host
+}

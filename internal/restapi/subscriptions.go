@@ -1,0 +1,106 @@
+package restapi
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/web"
+)
+
+// The notification endpoints (notifications.md) map requests onto the subscription use cases.
+
+// maxURL bounds a subscription's url (as the CRD does).
+const maxURL = 2048
+
+func (a *API) createSubscription(r *http.Request, p *auth.Principal) (any, error) {
+	var raw string
+	var events []flexv1.EventType
+	if err := readBody(r, func(f *fields, body map[string]any) { raw, events = parseSubscription(f, body) }); err != nil {
+		return nil, err
+	}
+	created, err := a.Subscriptions.Create(r.Context(), p, raw, events)
+	if err != nil {
+		return nil, err
+	}
+	return web.WithStatus{Status: http.StatusCreated, Body: created}, nil
+}
+
+// parseSubscription reads a subscription request: an https url and distinct event types.
+func parseSubscription(f *fields, body map[string]any) (string, []flexv1.EventType) {
+	loc := []any{"body"}
+	raw, _ := f.Str(body, loc, "url", true)
+	if raw != "" {
+		if msg := checkURL(raw); msg != "" {
+			f.Add(msg, "value_error", at(loc, "url"))
+		}
+	}
+	var events []flexv1.EventType
+	if list, ok := f.Array(body, loc, "events", false); ok {
+		for i, v := range list {
+			if t, ok := web.EnumValue(f, v, at(at(loc, "events"), i), flexv1.AllEventTypes); ok && !slices.Contains(events, t) {
+				events = append(events, t)
+			}
+		}
+	}
+	return raw, events
+}
+
+// checkURL answers why a subscription url is refused, or "" (the address itself is checked
+// at every delivery, on the resolved address).
+func checkURL(raw string) string {
+	if len(raw) > maxURL {
+		return "URL is too long"
+	}
+	if strings.IndexFunc(raw, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return "URL must not contain spaces or control characters"
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || u.Host == "" || u.Hostname() == "":
+		return "URL is not valid"
+	case u.Scheme != "https":
+		return "URL must use https"
+	case u.User != nil:
+		return "URL must not carry credentials"
+	case u.Fragment != "":
+		return "URL must not have a fragment"
+	}
+	return ""
+}
+
+func (a *API) listSubscriptions(r *http.Request, p *auth.Principal) (any, error) {
+	return a.Subscriptions.List(r.Context(), p)
+}
+
+func (a *API) getSubscription(r *http.Request, p *auth.Principal) (any, error) {
+	return a.Subscriptions.Get(r.Context(), p, r.PathValue("subscription_id"))
+}
+
+func (a *API) deleteSubscription(r *http.Request, p *auth.Principal) (any, error) {
+	if err := a.Subscriptions.Delete(r.Context(), p, r.PathValue("subscription_id")); err != nil {
+		return nil, err
+	}
+	return web.NoContent{}, nil
+}
+
+func (a *API) testSubscription(r *http.Request, p *auth.Principal) (any, error) {
+	accepted, err := a.Subscriptions.Test(r.Context(), p, r.PathValue("subscription_id"))
+	if err != nil {
+		return nil, err
+	}
+	return web.WithStatus{Status: http.StatusAccepted, Body: accepted}, nil
+}
+
+func (a *API) subscriptionDeliveries(r *http.Request, p *auth.Principal) (any, error) {
+	f := &fields{}
+	limit := f.QueryInt(r.URL.Query(), "limit", 20, 1, 20)
+	if err := f.Err(); err != nil {
+		return nil, err
+	}
+	return a.Subscriptions.Deliveries(r.Context(), p, r.PathValue("subscription_id"), limit)
+}

@@ -1,0 +1,165 @@
+package restapi
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/metrics"
+	"github.com/flexsite/flexsite/internal/validation"
+	"github.com/flexsite/flexsite/internal/web"
+)
+
+// TokenResponse answers POST /auth/token-form (RFC 6749 section 5.1).
+type TokenResponse struct {
+	AccessToken string `json:"access_token"`
+	TokenType   string `json:"token_type"`
+	ExpiresIn   int    `json:"expires_in"`
+}
+
+// oauthError gives an answer the RFC 6749 error code OAuth2 client libraries read.
+func oauthError(err error, code string) error {
+	if e := web.HTTPError(err); e != nil {
+		withCode := *e
+		withCode.OAuth = code
+		return &withCode
+	}
+	return err
+}
+
+// tokenForm is the OAuth2 resource-owner password flow: form username, password and
+// grant_type=password give an organisation token valid for an hour.
+func (a *API) tokenForm(w http.ResponseWriter, r *http.Request) {
+	body, err := web.DecodeForm(r)
+	if err != nil {
+		web.WriteError(a.Log, w, r, oauthError(err, "invalid_request"))
+		return
+	}
+	f := &fields{}
+	username, _ := f.Str(body, []any{"body"}, "username", true)
+	password, _ := f.Str(body, []any{"body"}, "password", true)
+	code := "invalid_request"
+	if gt, ok := f.Str(body, []any{"body"}, "grant_type", false); ok && gt != "password" {
+		f.Add("String should match pattern '^password$'", "string_pattern_mismatch", []any{"body", "grant_type"})
+		code = "unsupported_grant_type"
+	}
+	if err := f.Err(); err != nil {
+		web.WriteError(a.Log, w, r, oauthError(err, code))
+		return
+	}
+	// Password guessing: once a username (tried from this address) or an address has used up
+	// its failures, answer 429 without checking any password. The username's budget is kept
+	// per address, so that nobody elsewhere can lock an organisation out of its own login by
+	// failing with its username; the address is the client's, behind trusted proxies too.
+	limits := a.Guard.Limits
+	address := a.Guard.TrustedProxies.ClientAddress(r)
+	userKey := username + "\x00" + address
+	if limits.LoginUser.Exhausted(userKey) || limits.LoginAddress.Exhausted(address) {
+		metrics.LoginFailures.WithLabelValues(metrics.LoginRateLimited).Inc()
+		web.WriteError(a.Log, w, r, oauthError(web.TooManyRequests(limits.LoginUser, "login_failures"), "invalid_request"))
+		return
+	}
+	p, err := a.Authenticator.Login(r.Context(), username, password)
+	if err != nil {
+		if errors.Is(err, auth.ErrInvalidCredentials) || errors.Is(err, auth.ErrClientDisabled) {
+			metrics.LoginFailures.WithLabelValues(metrics.LoginBadCredentials).Inc()
+			limits.LoginUser.Charge(userKey)
+			limits.LoginAddress.Charge(address)
+			err = web.Unauthorized("Incorrect username or password", "invalid_grant")
+		}
+		web.WriteError(a.Log, w, r, err)
+		return
+	}
+	token, ttl, err := a.Issuer.IssueOrganisationToken(*p)
+	if err != nil {
+		web.WriteError(a.Log, w, r, err)
+		return
+	}
+	metrics.TokensIssued.WithLabelValues(metrics.TokenOrganisation).Inc()
+	// RFC 6749: token responses must not be cached.
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Pragma", "no-cache")
+	web.WriteJSON(w, http.StatusOK, TokenResponse{AccessToken: token, TokenType: "bearer", ExpiresIn: int(ttl.Seconds())})
+}
+
+// ComponentTokenResponse answers POST /auth/component-token.
+type ComponentTokenResponse struct {
+	ID          string `json:"id"`
+	AccessToken string `json:"access_token"`
+	TokenType   string `json:"token_type"`
+}
+
+// componentToken finds or creates the end user (and the site that is theirs) by the client's
+// external_user_id and answers a token for that one site, valid for 24 hours.
+func (a *API) componentToken(r *http.Request, p *auth.Principal) (any, error) {
+	body, err := web.DecodeForm(r)
+	if err != nil {
+		return nil, err
+	}
+	f := &fields{}
+	loc := []any{"body"}
+	var in app.EndUserInput
+	in.ExternalUserID, _ = f.Str(body, loc, "external_user_id", true)
+	origin, ok := f.Str(body, loc, "allowed_origin", true)
+	if ok && !isOrigin(origin) {
+		f.Add("Input should be an origin: scheme://host[:port], e.g. https://app.example.com", "url_parsing",
+			at(loc, "allowed_origin"))
+	}
+	email, hasEmail := f.Str(body, loc, "user_email", false)
+	email = strings.TrimSpace(email)
+	if hasEmail && email != "" {
+		if err := validation.ValidateEmail(email); err != nil {
+			f.AddValidation(err, at(loc, "user_email"))
+		}
+	}
+	in.Consent = consent(f, body, loc, false)
+	if err := f.Err(); err != nil {
+		return nil, err
+	}
+	if hasEmail {
+		in.Email = &email
+	}
+	// One spelling per origin: the browser sends it without a trailing slash, in lower case.
+	in.AllowedOrigin = normaliseOrigin(origin)
+	tok, err := a.Households.IssueEndUserToken(r.Context(), p, in)
+	if err != nil {
+		return nil, err
+	}
+	return ComponentTokenResponse{ID: tok.SiteID, AccessToken: tok.AccessToken, TokenType: "bearer"}, nil
+}
+
+// normaliseOrigin spells a valid origin as a browser's Origin header does: scheme and host in
+// lower case, no trailing slash.
+func normaliseOrigin(origin string) string {
+	u, err := url.Parse(origin)
+	if err != nil {
+		return origin
+	}
+	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+	if port := u.Port(); (scheme == schemeHTTPS && port == "443") || (scheme == schemeHTTP && port == "80") {
+		host = strings.TrimSuffix(host, ":"+port)
+	}
+	return scheme + "://" + host
+}
+
+// isOrigin reports whether s is a web origin: http(s)://host[:port], nothing more.
+func isOrigin(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" &&
+		(u.Path == "" || u.Path == "/") && u.RawQuery == "" && u.Fragment == "" && u.User == nil
+}
+
+// UserRecord answers GET /auth/users/me/.
+type UserRecord struct {
+	Username string        `json:"username"`
+	Roles    []flexv1.Role `json:"roles"`
+}
+
+func usersMe(_ *http.Request, p *auth.Principal) (any, error) {
+	roles := append([]flexv1.Role{}, p.Roles...)
+	return UserRecord{Username: p.Username, Roles: roles}, nil
+}

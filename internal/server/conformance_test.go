@@ -1,0 +1,387 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/server"
+	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/testenv"
+)
+
+// contract is the OpenAPI document the server serves, compiled: the JSON Schema (2020-12, the
+// dialect of OpenAPI 3.1) of every operation's 200 body. Clients generate code from it and
+// validate answers with it, so every answer must validate, nulls included.
+type contract struct {
+	schemas map[string]*jsonschema.Schema // by operation, "GET /entities/site/{site_id}"
+	checked map[string]int                // bodies validated, by operation
+}
+
+// servedContract fetches /openapi.json from the running server and compiles the schema of the
+// JSON 200 answer of each of its operations that has one (GET, POST, PATCH; a DELETE answers
+// 204 without a body).
+func servedContract() *contract {
+	GinkgoHelper()
+	status, body := call("GET", "/openapi.json", "", nil)
+	Expect(status).To(Equal(http.StatusOK), "%s", body)
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	Expect(err).NotTo(HaveOccurred())
+	const url = "https://flexsite.invalid/openapi.json"
+	compiler := jsonschema.NewCompiler()
+	compiler.DefaultDraft(jsonschema.Draft2020)
+	compiler.AssertFormat() // a uuid or date-time the document promises must be one
+	Expect(compiler.AddResource(url, doc)).To(Succeed())
+
+	var paths struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Content map[string]struct {
+					Schema json.RawMessage `json:"schema"`
+				} `json:"content"`
+			} `json:"responses"`
+		} `json:"paths"`
+	}
+	Expect(json.Unmarshal(body, &paths)).To(Succeed())
+	esc := strings.NewReplacer("~", "~0", "/", "~1")
+	c := &contract{schemas: map[string]*jsonschema.Schema{}, checked: map[string]int{}}
+	for path, item := range paths.Paths {
+		for method, op := range item {
+			if op.Responses["200"].Content["application/json"].Schema == nil {
+				continue
+			}
+			pointer := "#/paths/" + esc.Replace(path) + "/" + method + "/responses/200/content/application~1json/schema"
+			sch, err := compiler.Compile(url + pointer)
+			Expect(err).NotTo(HaveOccurred(), "compiling %s", pointer)
+			c.schemas[strings.ToUpper(method)+" "+path] = sch
+		}
+	}
+	Expect(c.schemas).NotTo(BeEmpty())
+	return c
+}
+
+// operation names the documented operation that serves method and path: the one whose path
+// template matches with the fewest parameters (/entities/site/onboard before {site_id}).
+func (c *contract) operation(method, path string) string {
+	GinkgoHelper()
+	path, _, _ = strings.Cut(path, "?")
+	segs := strings.Split(path, "/")
+	best, bestParams := "", -1
+	for op := range c.schemas {
+		m, template, _ := strings.Cut(op, " ")
+		tsegs := strings.Split(template, "/")
+		if m != method || len(tsegs) != len(segs) {
+			continue
+		}
+		params := 0
+		for i, t := range tsegs {
+			if strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}") && segs[i] != "" {
+				params++
+			} else if t != segs[i] {
+				params = -1
+				break
+			}
+		}
+		if params >= 0 && (bestParams < 0 || params < bestParams) {
+			best, bestParams = op, params
+		}
+	}
+	Expect(best).NotTo(BeEmpty(), "the served document has no JSON 200 answer for %s %s", method, path)
+	return best
+}
+
+// call sends a request that must answer 200 and checks the body against the schema the served
+// document gives that operation's 200 answer. It returns the body, decoded.
+func (c *contract) call(method, path, token string, body any) map[string]any {
+	GinkgoHelper()
+	op := c.operation(method, path)
+	status, resp := call(method, path, token, body)
+	Expect(status).To(Equal(http.StatusOK), "%s (%s): %s", op, path, resp)
+	instance, err := jsonschema.UnmarshalJSON(bytes.NewReader(resp))
+	Expect(err).NotTo(HaveOccurred(), "%s: %s", op, resp)
+	if err := c.schemas[op].Validate(instance); err != nil {
+		Fail(fmt.Sprintf("%s: the 200 body does not validate against the served OpenAPI document: %v\nbody: %s", op, err, resp))
+	}
+	c.checked[op]++
+	return resp.Map()
+}
+
+// hosted is call for a route of the hosted flow: the component token's allowed origin (that of
+// componentForm) in the header the flow's page sends.
+func (c *contract) hosted(method, path, token string, body any) map[string]any {
+	GinkgoHelper()
+	op := c.operation(method, path)
+	status, data, err := testenv.CallWithHeaders(apiServer.URL, method, path, token, body,
+		map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+	Expect(err).NotTo(HaveOccurred())
+	resp := response(data)
+	Expect(status).To(Equal(http.StatusOK), "%s (%s): %s", op, path, resp)
+	instance, err := jsonschema.UnmarshalJSON(bytes.NewReader(resp))
+	Expect(err).NotTo(HaveOccurred(), "%s: %s", op, resp)
+	if err := c.schemas[op].Validate(instance); err != nil {
+		Fail(fmt.Sprintf("%s: the 200 body does not validate against the served OpenAPI document: %v\nbody: %s", op, err, resp))
+	}
+	c.checked[op]++
+	return resp.Map()
+}
+
+var _ = Describe("Conformance: every 200 body validates against the served OpenAPI document", Ordered, func() {
+	var (
+		c   *contract
+		o   org
+		tok string
+		// Sites: a household onboarded with consent, one onboarded through the legacy endpoint
+		// (no consent), and an end user's site from the component-token flow (no assets).
+		home, legacy, user struct{ mpan, id string }
+	)
+	const externalUserID = "conformance-user"
+
+	BeforeAll(func(ctx SpecContext) {
+		c = servedContract()
+		o = newOrg(ctx)
+		tok = o.token()
+		home.mpan, legacy.mpan = validMPAN(7001), validMPAN(7002)
+	})
+
+	It("serves a document that validates as its own answer", func() {
+		c.call("GET", "/openapi.json", "", nil)
+	})
+
+	It("answers the auth endpoints as documented", func(ctx SpecContext) {
+		c.call("POST", "/auth/token-form", "", form{"username": o.Username, "password": o.Password, "grant_type": "password"})
+		c.call("GET", "/auth/users/me/", tok, nil)
+		first := c.call("POST", "/auth/component-token", tok,
+			componentForm(externalUserID, "gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z"))
+		again := c.call("POST", "/auth/component-token", tok, componentForm(externalUserID, "user_email", "user@example.com"))
+		Expect(again["id"]).To(Equal(first["id"]))
+		user.id = userSite(ctx, o.Namespace, externalUserID).Labels[flexv1.IDLabel]
+	})
+
+	It("answers onboard, initialise and the legacy onboard as documented", func() {
+		body := c.call("POST", "/entities/site/onboard", tok, household(home.mpan))
+		home.id = entitySiteID(body)
+		Expect(c.call("POST", "/entities/site/onboard", tok, household(home.mpan))["enrolment"]).
+			To(HaveKeyWithValue("status", "already_enrolled"))
+
+		By("initialising a new site, then changing the existing one")
+		c.call("POST", "/entities/site/initialise", tok, entityInitialiseBody(validMPAN(7003)))
+		changed := c.call("POST", "/entities/site/initialise", tok, entityInitialiseBody(home.mpan, func(b map[string]any) {
+			b["site"].(map[string]any)["email"] = "moved@example.com"
+		}))
+		Expect(changed["site"]).To(HaveKeyWithValue("fields_updated", Not(BeEmpty())))
+
+		legacyAnswer := c.call("POST", "/entities/site/onboard-site-and-asset", tok, legacyOnboardBody(legacy.mpan, "legacy-conformance"))
+		legacy.id = legacyAnswer["site"].(map[string]any)["id"].(string)
+		Expect(legacyAnswer["site"]).To(HaveKeyWithValue("gave_boundary_meter_consent_at", BeNil()))
+	})
+
+	It("answers the asset endpoints as documented", func() {
+		withProps := c.call("POST", "/entities/asset", tok, createAssetBody(home.id, "conformance-battery"))
+		bare := c.call("POST", "/entities/asset", tok,
+			map[string]any{"external_id": "conformance-bare", "type": "heat pump", "site_id": home.id})
+		Expect(bare["properties"]).To(BeEmpty())
+		for _, rec := range []map[string]any{withProps, bare} {
+			c.call("GET", "/entities/asset/"+rec["id"].(string), tok, nil)
+			c.call("GET", "/entities/asset/external-id/"+rec["external_id"].(string), tok, nil)
+		}
+
+		By("updating an asset, changing something and nothing, with and without properties")
+		Expect(c.call("PATCH", "/entities/asset/"+bare["id"].(string), tok, map[string]any{"asset_model": "generic_heat_pump"})).
+			To(HaveKeyWithValue("properties", BeEmpty()))
+		c.call("PATCH", "/entities/asset/"+bare["id"].(string), tok, map[string]any{})
+		Expect(c.call("PATCH", "/entities/asset/"+withProps["id"].(string), tok,
+			map[string]any{"properties": map[string]any{"power_kw": 3.6}, "installation_date": "2025-04-01"})).
+			To(HaveKeyWithValue("properties", HaveKeyWithValue("power_kw", 3.6)))
+
+		By("listing the organisation's assets: a full page, a partial one and one past the end")
+		all := c.call("GET", "/entities/asset?limit=100", tok, nil)
+		total := int(all["total_num_assets"].(float64))
+		Expect(all["assets"]).To(HaveLen(total))
+		Expect(c.call("GET", fmt.Sprintf("/entities/asset?limit=2&offset=%d", total-1), tok, nil)["assets"]).To(HaveLen(1))
+		Expect(c.call("GET", fmt.Sprintf("/entities/asset?limit=2&offset=%d", total+2), tok, nil)["assets"]).To(BeEmpty())
+	})
+
+	It("answers the site endpoints as documented, with and without meter consent", func() {
+		Expect(c.call("GET", "/entities/site/"+legacy.id, tok, nil)).To(HaveKeyWithValue("gave_boundary_meter_consent_at", BeNil()))
+		Expect(c.call("GET", "/entities/site/"+home.id, tok, nil)).
+			To(HaveKeyWithValue("gave_boundary_meter_consent_at", Not(BeNil())))
+		page := c.call("GET", "/entities/site?limit=100", tok, nil)
+		Expect(page["sites"]).To(HaveLen(4))
+		c.call("GET", "/entities/site?limit=1&offset=10", tok, nil)
+
+		By("checking eligibility: a site whose assets have issues, and an end user's site without assets")
+		c.call("GET", "/entities/site/"+home.id+"/eligibility", tok, nil)
+		c.call("GET", "/entities/site/"+user.id+"/eligibility", tok, nil)
+
+		By("changing a site: a field, then its MPAN")
+		Expect(c.call("PATCH", "/entities/site/"+home.id, tok, map[string]any{"email": "moved@example.com",
+			"tariff": map[string]any{"tariff_type": "dual_rate", "tariff_cheap_start_time": "00:30", "tariff_cheap_end_time": "04:30"}})).
+			To(HaveKeyWithValue("id", home.id))
+		Expect(c.call("PATCH", "/entities/site/"+home.id, tok, map[string]any{"mpan": validMPAN(7090)})).
+			To(HaveKeyWithValue("mpan", validMPAN(7090)))
+
+		Expect(c.call("POST", "/entities/site/"+legacy.id+"/meter-consent", tok,
+			map[string]any{"gave_boundary_meter_consent_at": "2026-02-01T09:00:00+01:00"})).
+			To(HaveKeyWithValue("gave_boundary_meter_consent_at", "2026-02-01T08:00:00Z"))
+	})
+
+	It("answers enrol and unenrol as documented, in each of their outcomes", func() {
+		site := entitySiteID(c.call("POST", "/entities/site/initialise", tok, entityInitialiseBody(validMPAN(7004))))
+		limitedPause := map[string]any{"proposition": "limited_pause"}
+		for _, step := range []struct{ action, status string }{
+			{"enrol", "enrolled"}, {"enrol", "already_enrolled"}, {"unenrol", "unenrolled"}, {"unenrol", "already_unenrolled"},
+		} {
+			Expect(c.call("POST", "/entities/site/"+site+"/"+step.action, tok, limitedPause)).To(HaveKeyWithValue("status", step.status))
+		}
+	})
+
+	It("answers the site lifecycle operations as documented: check-eligibility, dispatch consent and deconsent", func(ctx SpecContext) {
+		By("checking a new MPAN with and without a model, and a stored one with a model that has issues")
+		const check = "/entities/site/check-eligibility"
+		Expect(c.call("POST", check, tok, map[string]any{"mpan": validMPAN(7005), "asset_model": "zappi"})).
+			To(HaveKeyWithValue("propositions", HaveLen(3)))
+		c.call("POST", check, tok, map[string]any{"mpan": validMPAN(7005)})
+		c.call("POST", check, tok, map[string]any{"mpan": home.mpan, "asset_model": "legacy_charger"})
+
+		By("changing the dispatch consent of sites with and without meter consent, and of an end user's site")
+		Expect(c.call("POST", "/entities/site/"+home.id+"/dispatch-consent", tok,
+			map[string]any{"dispatch_methods": []any{"limited_pause", "vpp_limited_control"}})).
+			To(HaveKeyWithValue("dispatch_methods", []any{"limited_pause", "vpp_limited_control"}))
+		c.call("POST", "/entities/site/"+home.id+"/dispatch-deconsent", tok, map[string]any{"dispatch_methods": []any{"limited_pause"}})
+		Expect(c.call("POST", "/entities/site/"+legacy.id+"/dispatch-consent", tok, map[string]any{"dispatch_methods": []any{}})).
+			To(HaveKeyWithValue("dispatch_methods", []any{"cm_infrequent_dispatch", "limited_pause"}))
+		c.call("POST", "/entities/site/"+user.id+"/dispatch-deconsent", tok,
+			map[string]any{"dispatch_methods": []any{"cm_infrequent_dispatch"}})
+
+		// The Site controller writes the status of the changed sites: let it finish before the
+		// specs after this one update them.
+		Eventually(func(g Gomega) {
+			sites := &flexv1.SiteList{}
+			g.Expect(k8sClient.List(ctx, sites, client.InNamespace(o.Namespace))).To(Succeed())
+			for _, site := range sites.Items {
+				g.Expect(site.Status.ObservedGeneration).To(Equal(site.Generation), "site %s", site.Name)
+			}
+		}).Should(Succeed())
+	})
+
+	It("answers the MPAN validation as documented", func() {
+		c.call("POST", "/validation/mpan", tok, map[string]any{"mpan": home.mpan})
+	})
+
+	It("answers the rewards endpoints as documented, with and without optional transaction fields", func(ctx SpecContext) {
+		Expect(c.call("GET", "/rewards/"+home.id+"/transactions", tok, nil)["transactions"]).To(BeEmpty())
+		c.call("GET", "/rewards/"+home.id+"/info", tok, nil)
+		c.call("GET", "/rewards/"+home.id+"/url/balance?redirect_uri=https%3A%2F%2Fapp.example.com%2Fdone", tok, nil)
+
+		siteName := identity.SiteNameForMPAN(home.mpan)
+		start := metav1.Now().Rfc3339Copy()
+		end := metav1.NewTime(start.Add(time.Hour))
+		Expect(k8sClient.Create(ctx, &flexv1.RewardLedger{
+			ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: identity.RewardLedgerName(siteName)},
+			Spec: flexv1.RewardLedgerSpec{SiteName: siteName, Transactions: []flexv1.RewardTransaction{
+				{ID: identity.NewID(), Type: "flex event", CreditPence: 150, StartTime: &start, EndTime: &end,
+					SettlementDate: start.Format("2006-01-02"), FlexWh: ptr.To[int64](-1234)},
+				{ID: identity.NewID(), Type: "withdrawal", CreditPence: -100, StartTime: &end, PaymentStatus: "posted"},
+				{ID: identity.NewID(), Type: "signup bonus", CreditPence: 500, SettlementDate: start.Format("2006-01-02")},
+				{ID: identity.NewID(), Type: "correction", CreditPence: 0},
+			}},
+		})).To(Succeed())
+		// The facade reads ledgers from its cache.
+		Eventually(func() any {
+			return mustCall("GET", "/rewards/"+home.id+"/transactions", tok, nil)["transactions"]
+		}).Should(HaveLen(4))
+		c.call("GET", "/rewards/"+home.id+"/transactions?limit=2&offset=1", tok, nil)
+		c.call("GET", "/rewards/"+home.id+"/transactions", tok, nil)
+		c.call("GET", "/rewards/"+home.id+"/info", tok, nil)
+		c.call("GET", "/rewards/"+home.id+"/url/balance?redirect_uri=https%3A%2F%2Fapp.example.com%2Fdone", tok, nil)
+	})
+
+	It("answers the hosted flow's routes as documented, through every step", func() {
+		userTok := mustCall("POST", "/auth/component-token", tok, componentForm("conformance-hosted"+o.Namespace,
+			"gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z"))["access_token"].(string)
+		Expect(c.hosted("GET", "/hosted/api/household", userTok, nil)).To(HaveKeyWithValue("start_step", "address"))
+		c.hosted("PUT", "/hosted/api/address", userTok, map[string]any{"postcode": "SW1A 1AA", "street_address": "1 Hosted Road",
+			"mpan": validMPAN(7093)})
+		c.hosted("PUT", "/hosted/api/consent", userTok, map[string]any{"gave_boundary_meter_consent": true})
+		c.hosted("POST", "/hosted/api/assets", userTok, map[string]any{"type": "charger", "asset_model": "zappi",
+			"installation_date": "2025-06-15", "power_kw": "7.4"})
+		Expect(c.hosted("GET", "/hosted/api/eligibility", userTok, nil)["eligible"]).NotTo(BeEmpty())
+		c.hosted("POST", "/hosted/api/enrol", userTok, map[string]any{"proposition": "limited_pause"})
+		Expect(c.hosted("GET", "/hosted/api/household", userTok, nil)).To(HaveKeyWithValue("start_step", "rewards"))
+		c.hosted("POST", "/hosted/api/unenrol", userTok, map[string]any{"proposition": "limited_pause"})
+		c.hosted("GET", "/hosted/api/rewards", userTok, nil)
+	})
+
+	It("answers the offboard as documented, for a site with assets and one without", func(ctx SpecContext) {
+		By("giving the household what only kubectl sets: a tariff and a custom dispatch power")
+		site := entityStoredSite(ctx, o.Namespace, home.mpan)
+		site.Spec.Tariff = &flexv1.Tariff{Type: "dual_rate", CheapStartTime: "00:30", CheapEndTime: "04:30:00"}
+		Expect(k8sClient.Update(ctx, site)).To(Succeed())
+		charger := entityStoredAsset(ctx, o.Namespace, "charger-"+home.mpan)
+		charger.Spec.CustomDispatchPowerW = ptr.To[int64](3500)
+		Expect(k8sClient.Update(ctx, charger)).To(Succeed())
+		Eventually(func() any { return mustCall("GET", "/entities/site/"+home.id, tok, nil)["tariff"] }).ShouldNot(BeNil())
+		Eventually(func() any {
+			return mustCall("GET", "/entities/asset/external-id/charger-"+home.mpan, tok, nil)["properties"]
+		}).Should(HaveKey("custom_dispatch_power_kw"))
+		c.call("GET", "/entities/site/"+home.id, tok, nil)
+		c.call("GET", "/entities/asset/external-id/charger-"+home.mpan, tok, nil)
+
+		Expect(c.call("POST", "/entities/site/"+home.id+"/offboard-site-and-assets", tok, nil)).
+			To(HaveKeyWithValue("asset", Not(BeNil())))
+		Expect(c.call("POST", "/entities/site/"+user.id+"/offboard-site-and-assets", tok, nil)).
+			To(HaveKeyWithValue("asset", BeNil()))
+	})
+
+	It("answers the notification endpoints as documented, before and after deliveries", func(ctx SpecContext) {
+		status, resp := call("POST", "/notifications/subscriptions", tok, map[string]any{"url": "https://hooks.flexsite.invalid/c"})
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+		id := resp.Map()["id"].(string)
+		Eventually(func() []any {
+			return mustCall("GET", "/notifications/subscriptions", tok, nil)["subscriptions"].([]any)
+		}).Should(HaveLen(1))
+		c.call("GET", "/notifications/subscriptions", tok, nil)
+		c.call("GET", "/notifications/subscriptions/"+id, tok, nil)
+		c.call("GET", "/notifications/subscriptions/"+id+"/deliveries", tok, nil)
+
+		// A delivery state as the deliverer writes it: one failure without an answer, one success.
+		sub := &flexv1.Subscription{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: id}, sub)).To(Succeed())
+		now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+		sub.Status.LastDelivery = &flexv1.DeliveryResult{Time: now, StatusCode: 204, LatencyMillis: 12}
+		sub.Status.RecentDeliveries = []flexv1.DeliveryAttempt{
+			{EventID: "evt_2", Type: flexv1.EventPing, Attempt: 2, Time: now, StatusCode: 204, LatencyMillis: 12},
+			{EventID: "evt_2", Type: flexv1.EventPing, Attempt: 1, Time: now, LatencyMillis: 10000, Error: "timeout"},
+		}
+		Expect(k8sClient.Status().Update(ctx, sub)).To(Succeed())
+		Eventually(func() any {
+			return mustCall("GET", "/notifications/subscriptions/"+id, tok, nil)["last_delivery"]
+		}).ShouldNot(BeNil())
+		c.call("GET", "/notifications/subscriptions", tok, nil)
+		c.call("GET", "/notifications/subscriptions/"+id, tok, nil)
+		Expect(c.call("GET", "/notifications/subscriptions/"+id+"/deliveries", tok, nil)["deliveries"]).To(HaveLen(2))
+	})
+
+	It("has checked an answer of every documented operation", func() {
+		var unchecked []string
+		for op := range c.schemas {
+			if c.checked[op] == 0 {
+				unchecked = append(unchecked, op)
+			}
+		}
+		slices.Sort(unchecked)
+		Expect(unchecked).To(BeEmpty(), "operations no spec called")
+	})
+})

@@ -1,0 +1,101 @@
+package server_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+)
+
+var _ = Describe("Notification subscriptions", func() {
+	It("creates a subscription whose secret is shown once and kept only in a Secret", func(ctx SpecContext) {
+		o := newOrg(ctx)
+		tok := o.token()
+		status, resp := call("POST", "/notifications/subscriptions", tok, map[string]any{
+			"url": "https://hooks.flexsite.invalid/a", "events": []string{"site.offboarded", "asset.changed", "asset.changed"}})
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+		created := resp.Map()
+		id := created["id"].(string)
+		secret := created["secret"].(string)
+		Expect(secret).To(HavePrefix("whsec_"))
+		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(len(key)).To(BeNumerically(">=", 24))
+		Expect(created["events"]).To(Equal([]any{"site.offboarded", "asset.changed"}))
+		Expect(created["created_at"]).NotTo(BeEmpty())
+
+		By("the Subscription names a Secret and carries no secret")
+		sub := &flexv1.Subscription{}
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: id}, sub)).To(Succeed())
+		raw, _ := json.Marshal(sub)
+		Expect(string(raw)).NotTo(ContainSubstring(strings.TrimPrefix(secret, "whsec_")))
+		sec := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: sub.Spec.SecretRef.Name}, sec)).To(Succeed())
+		Expect(string(sec.Data[sub.Spec.SecretRef.Key])).To(Equal(secret))
+
+		By("reads never show the secret")
+		Eventually(func() []any {
+			return mustCall("GET", "/notifications/subscriptions", tok, nil)["subscriptions"].([]any)
+		}).Should(HaveLen(1))
+		_, list := call("GET", "/notifications/subscriptions", tok, nil)
+		Expect(string(list)).NotTo(ContainSubstring(strings.TrimPrefix(secret, "whsec_")))
+		got := mustCall("GET", "/notifications/subscriptions/"+id, tok, nil)
+		Expect(got).To(Equal(map[string]any{"id": id, "url": "https://hooks.flexsite.invalid/a",
+			"events": []any{"site.offboarded", "asset.changed"}, "paused": false, "last_delivery": nil,
+			"consecutive_failures": float64(0)}))
+		Expect(mustCall("GET", "/notifications/subscriptions/"+id+"/deliveries?limit=5", tok, nil)).To(Equal(
+			map[string]any{"deliveries": []any{}}))
+
+		By("a test ping is recorded in the subscription's outbox")
+		status, resp = call("POST", "/notifications/subscriptions/"+id+"/test", tok, nil)
+		Expect(status).To(Equal(http.StatusAccepted), "%s", resp)
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: id}, sub)).To(Succeed())
+		Expect(sub.Status.PendingEvents).To(HaveLen(1))
+		Expect(sub.Status.PendingEvents[0].Type).To(Equal(flexv1.EventPing))
+		Expect(sub.Status.PendingEvents[0].ID).To(Equal(resp.Map()["event_id"]))
+
+		By("another organisation sees none of it")
+		other := newOrg(ctx).token()
+		for _, path := range []string{"", "/deliveries"} {
+			status, _ = call("GET", "/notifications/subscriptions/"+id+path, other, nil)
+			Expect(status).To(Equal(http.StatusNotFound))
+		}
+		Expect(mustCall("GET", "/notifications/subscriptions", other, nil)["subscriptions"]).To(BeEmpty())
+
+		By("deleting it deletes its Secret")
+		status, _ = call("DELETE", "/notifications/subscriptions/"+id, tok, nil)
+		Expect(status).To(Equal(http.StatusNoContent))
+		Eventually(func() int {
+			status, _ := call("GET", "/notifications/subscriptions/"+id, tok, nil)
+			return status
+		}).Should(Equal(http.StatusNotFound))
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: sub.Spec.SecretRef.Name}, sec)).NotTo(Succeed())
+	})
+
+	It("refuses what it cannot deliver to, in the usual 422 form", func(ctx SpecContext) {
+		tok := newOrg(ctx).token()
+		for body, loc := range map[string][]any{
+			`{"url":"http://hooks.flexsite.invalid/"}`:                    {"body", "url"},
+			`{"url":"https://user:pw@hooks.flexsite.invalid/"}`:           {"body", "url"},
+			`{"url":"https://hooks.flexsite.invalid/","events":["nope"]}`: {"body", "events", float64(0)},
+			`{"events":[]}`: {"body", "url"},
+		} {
+			status, resp := call("POST", "/notifications/subscriptions", tok, raw(body))
+			Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s: %s", body, resp)
+			Expect(resp.Map()["detail"].([]any)[0].(map[string]any)["loc"]).To(Equal(loc), body)
+		}
+		for _, path := range []string{"/notifications/subscriptions/unknown", "/notifications/subscriptions/NOT_A_NAME/deliveries"} {
+			status, _ := call("GET", path, tok, nil)
+			Expect(status).To(Equal(http.StatusNotFound), path)
+		}
+		status, _ := call("GET", "/notifications/subscriptions/x/deliveries?limit=0", tok, nil)
+		Expect(status).To(Equal(http.StatusUnprocessableEntity))
+	})
+})

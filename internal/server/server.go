@@ -1,0 +1,198 @@
+// Package server is the one HTTP listener of a replica: it builds the use cases
+// (internal/app) on the manager's cache and client, and mounts every door on one mux — the
+// REST API (internal/restapi), the hosted flow (internal/hostedflow) and the rewards page
+// (internal/rewardspage) — behind the shared plumbing (internal/web: request ids, the access
+// log, metrics, rate limits). It holds no route of its own and no rule.
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/rewards"
+	"github.com/flexsite/flexsite/internal/app/subscriptions"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/hostedflow"
+	"github.com/flexsite/flexsite/internal/mail"
+	"github.com/flexsite/flexsite/internal/restapi"
+	"github.com/flexsite/flexsite/internal/rewardspage"
+	"github.com/flexsite/flexsite/internal/web"
+)
+
+// Names the manager, its tests and its tools share with the doors.
+type (
+	// RewardPolicy holds the configurable withdrawal thresholds.
+	RewardPolicy = rewards.Policy
+	// Limits bound what one caller may ask; Limit is one token bucket.
+	Limits = web.Limits
+	Limit  = web.Limit
+	// LedgerReader finds a site's reward history in compact form (internal/ledger's Feed).
+	LedgerReader = rewards.LedgerReader
+)
+
+// Names of the doors' headers, objects and bounds.
+const (
+	HeaderRequestID         = web.HeaderRequestID
+	EmbedderOriginHeader    = hostedflow.EmbedderOriginHeader
+	FieldManagerPrefix      = app.FieldManagerPrefix
+	BankDetailsSecretPrefix = rewards.BankDetailsSecretPrefix
+	RewardsLinkTTL          = rewards.LinkTTL
+	RewardsLinkLabel        = flexv1.RewardsLinkLabel
+	MaxAssetsPerCall        = app.MaxAssetsPerCall
+	DefaultInFlightTimeout  = app.DefaultInFlightTimeout
+	DefaultHostedNamespace  = rewards.DefaultHostedNamespace
+)
+
+// DefaultLimits are the manager's defaults.
+var DefaultLimits = web.DefaultLimits
+
+// Config wires the server to the cluster.
+type Config struct {
+	// Addr to listen on, e.g. 127.0.0.1:8080.
+	Addr string
+	// Ready reports whether the server can answer (the manager's caches have synced).
+	Ready func() bool
+	Log   logr.Logger
+	// Cache is the manager's cache (with the internal/index indexes): most reads come from it.
+	Cache client.Reader
+	// APIReader reads past the cache.
+	APIReader client.Reader
+	// Client writes through the API server.
+	Client client.Client
+	// Interactive, when set, is told of every request that may write (Begin when it starts,
+	// the returned end when it is answered): background work of the controllers yields to
+	// them (internal/priority's Gate).
+	Interactive interface{ Begin() (end func()) }
+	// Ledgers holds the reward ledgers in compact form (internal/ledger's Feed, which the
+	// manager runs); nil reads each from the API server instead.
+	Ledgers       LedgerReader
+	Issuer        *auth.Issuer
+	Authenticator *auth.Authenticator
+	Rewards       RewardPolicy
+	// Now is the clock (tests replace it).
+	Now func() time.Time
+	// Limits bound what one caller may ask (zero values: no limit).
+	Limits Limits
+	// InFlightTimeout is how long a request that creates a site has to finish writing it
+	// before the Site controller deletes it as abandoned (default DefaultInFlightTimeout).
+	InFlightTimeout time.Duration
+	// Mailer sends the rewards page's emailed codes (nil: none can be sent).
+	Mailer mail.Mailer
+	// HostedNamespace holds the rewards links' Secrets (default DefaultHostedNamespace).
+	HostedNamespace string
+	// PublicURL is the scheme and host the rewards links point at (empty: the request's).
+	PublicURL string
+	// TrustedProxies are the networks of the reverse proxies in front of the API: only from
+	// them is the client's address taken from X-Forwarded-For or Forwarded.
+	TrustedProxies []netip.Prefix
+}
+
+// Route is one (method, path template) a door serves.
+type Route struct{ Method, Path string }
+
+// Server serves every door. It runs in every replica of the manager (it does not need the
+// leader lease): reads come from the shared cache, writes go to the API server.
+type Server struct {
+	Config
+	routes  []web.Route
+	handler http.Handler
+	rewards *rewards.Service
+}
+
+// NewServer builds the use cases and mounts the doors.
+func NewServer(cfg Config) *Server {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	households := app.New(app.Config{Log: cfg.Log, Cache: cfg.Cache, APIReader: cfg.APIReader, Client: cfg.Client,
+		Issuer: cfg.Issuer, Now: cfg.Now, InFlightTimeout: cfg.InFlightTimeout})
+	rewardsSvc := rewards.New(rewards.Config{Log: cfg.Log, Sites: households, APIReader: cfg.APIReader,
+		Client: households.Client, Cache: cfg.Cache, Ledgers: cfg.Ledgers, Policy: cfg.Rewards, Mailer: cfg.Mailer,
+		HostedNamespace: cfg.HostedNamespace, Now: cfg.Now})
+	limits := web.NewLimiters(cfg.Limits)
+	guard := &web.Authenticator{Log: cfg.Log, Issuer: cfg.Issuer, Authenticator: cfg.Authenticator, Limits: limits,
+		TrustedProxies: cfg.TrustedProxies}
+
+	rest := restapi.New(restapi.Config{Log: cfg.Log, Ready: cfg.Ready, Households: households, Rewards: rewardsSvc,
+		Subscriptions: subscriptions.New(households), Guard: guard, Authenticator: cfg.Authenticator,
+		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL})
+	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Guard: guard, Now: cfg.Now}
+	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,
+		PublicURL: cfg.PublicURL}
+
+	s := &Server{Config: cfg, rewards: rewardsSvc}
+	mux := http.NewServeMux()
+	// One mux for every door, so that the access log and the metrics name each route's own
+	// pattern whichever door serves it.
+	s.routes = append(append(rest.Routes(), hosted.Routes()...), page.Routes()...)
+	for _, e := range s.routes {
+		mux.Handle(e.Method+" "+e.Path, e.Handler)
+	}
+	for _, extra := range []map[string]http.Handler{rest.Extra(), page.Extra()} {
+		for pattern, h := range extra {
+			mux.Handle(pattern, h)
+		}
+	}
+	s.handler = web.Observe(cfg.Log, cfg.TrustedProxies, mux)
+	if cfg.Interactive != nil {
+		s.handler = web.MarkInteractive(cfg.Interactive, s.handler)
+	}
+	return s
+}
+
+// Routes returns every route the server serves.
+func (s *Server) Routes() []Route {
+	out := make([]Route, len(s.routes))
+	for i, e := range s.routes {
+		out[i] = Route{Method: e.Method, Path: e.Path}
+	}
+	return out
+}
+
+// LinkSweeper deletes the rewards links nobody can use any more (a leader's runnable).
+func (s *Server) LinkSweeper() *rewards.Sweeper { return &rewards.Sweeper{Rewards: s.rewards} }
+
+// ServeHTTP makes the server usable in httptest.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// NeedLeaderElection tells the manager to run the server in every replica.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx ends, then drains in-flight requests for up to 10 s.
+func (s *Server) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	s.Log.Info("REST API listening", "address", "http://"+ln.Addr().String(), "docs", "http://"+ln.Addr().String()+"/docs")
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/server"
+	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/ledger"
+	"github.com/flexsite/flexsite/internal/mail"
+	"github.com/flexsite/flexsite/internal/testenv"
+)
+
+// The facade suite runs the real thing end to end: a kube-apiserver + etcd (envtest), the
+// manager with every controller, and the REST facade behind a real HTTP server. Tests speak
+// HTTP to it and check the stored objects through a direct (uncached) client.
+
+var (
+	env       *testenv.Env
+	k8sClient client.Client
+	apiServer *httptest.Server
+	facadeSrv *server.Server
+	// facadeCache is the cache the facade reads (the manager's).
+	facadeCache client.Reader
+	// clock is the facade's time, settable by tests (rewards wait times, installation dates).
+	clock atomic.Pointer[time.Time]
+	// mailDir is the Maildir the facade's mail goes to (the rewards page's codes).
+	mailDir string
+)
+
+const keysNamespace = "flexsite-system"
+
+func TestFacade(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "REST facade suite (envtest)")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	var err error
+	env, err = testenv.Start(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(env.Stop()).To(Succeed()) })
+	k8sClient = env.Client
+	// Cleanups run last-in first-out: the manager stops (closing its watches) before the API
+	// server does.
+	suiteCtx, cancel := context.WithCancel(context.Background())
+	DeferCleanup(cancel)
+
+	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keysNamespace}})).To(Succeed())
+	// The reward ledgers' store, fed by the cache, as cmd/manager runs it.
+	ledgers := ledger.NewFeed()
+	mgr, err := env.NewManager(func(o *ctrl.Options) { o.Cache = index.CacheOptions(ledgers.Keep) })
+	Expect(err).NotTo(HaveOccurred())
+	Expect(ledgers.Attach(suiteCtx, mgr.GetCache())).To(Succeed())
+	Expect(controllers.SetupWithManager(suiteCtx, mgr)).To(Succeed())
+
+	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
+	Expect(keys.Ensure(ctx)).To(Succeed())
+	now := time.Now()
+	clock.Store(&now)
+	mailDir = GinkgoT().TempDir()
+	mailer, err := mail.NewMaildir(mailDir, "Flexsite <no-reply@flexsite.test>")
+	Expect(err).NotTo(HaveOccurred())
+	facadeCache = mgr.GetCache()
+	facadeSrv = server.NewServer(server.Config{
+		Ledgers:         ledgers,
+		Mailer:          mailer,
+		HostedNamespace: keysNamespace,
+		Log:             ctrl.Log.WithName("api"),
+		Cache:           mgr.GetCache(),
+		APIReader:       mgr.GetAPIReader(),
+		Client:          mgr.GetClient(),
+		Issuer:          auth.NewIssuer(keys, time.Now),
+		Authenticator:   auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
+		Rewards:         server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
+		Now:             func() time.Time { return *clock.Load() },
+	})
+	apiServer = httptest.NewServer(facadeSrv)
+	DeferCleanup(apiServer.Close)
+
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(suiteCtx)).To(Succeed())
+	}()
+	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
+	Expect(ledgers.WaitForSync(ctx)).To(BeTrue())
+
+	SetDefaultEventuallyTimeout(20 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+}, NodeTimeout(3*time.Minute))
+
+// org is an organisation (namespace) with one API client, for one test.
+type org struct {
+	Namespace, Username, Password string
+}
+
+// newOrg creates a fresh organisation whose API client holds the given roles (all four when
+// none are given).
+func newOrg(ctx context.Context, roles ...flexv1.Role) org {
+	ns, err := env.Namespace(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	if len(roles) == 0 {
+		roles = []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents}
+	}
+	o := org{Namespace: ns, Username: "client-" + ns, Password: "pw-" + ns}
+	Expect(bootstrap.EnsureOrganisation(ctx, k8sClient, bootstrap.Organisation{
+		Namespace: ns, Username: o.Username, Password: o.Password, Roles: roles})).To(Succeed())
+	return o
+}
+
+// token logs the organisation's client in through /auth/token-form, waiting for the cache
+// to see the new API client.
+func (o org) token() string {
+	var tok string
+	Eventually(func(g Gomega) {
+		status, body := call("POST", "/auth/token-form", "", form{"username": o.Username, "password": o.Password, "grant_type": "password"})
+		g.Expect(status).To(Equal(http.StatusOK), "%s", body)
+		tok = body.Map()["access_token"].(string)
+	}).Should(Succeed())
+	return tok
+}
+
+// form is a form-encoded request body.
+type form = testenv.Form
+
+// raw is a request body sent verbatim.
+type raw = testenv.Raw
+
+// response is a decoded JSON answer.
+type response []byte
+
+func (r response) Map() map[string]any {
+	var m map[string]any
+	Expect(json.Unmarshal(r, &m)).To(Succeed(), "%s", r)
+	return m
+}
+
+// Detail returns the "detail" member of an error answer.
+func (r response) Detail() any { return r.Map()["detail"] }
+
+func (r response) String() string { return string(r) }
+
+// call sends one request to the facade; body may be nil, a form, raw text, or anything
+// JSON-encodable.
+func call(method, path, token string, body any) (int, response) {
+	status, data, err := testenv.Call(apiServer.URL, method, path, token, body)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return status, data
+}
+
+// mustCall sends a request that must answer 200 and returns its body.
+func mustCall(method, path, token string, body any) map[string]any {
+	status, resp := call(method, path, token, body)
+	ExpectWithOffset(1, status).To(Equal(http.StatusOK), "%s %s: %s", method, path, resp)
+	return resp.Map()
+}
+
+// household is an onboard request: a site with a qualifying charger and a battery.
+func household(mpan string, mutate ...func(map[string]any)) map[string]any {
+	body := map[string]any{
+		"site": map[string]any{
+			"mpan": mpan, "postcode": "SW1A 1AA", "street_address": "10 Downing Street",
+			"email": "resident@example.com", "gave_boundary_meter_consent_at": "2026-01-15T10:30:00Z",
+		},
+		"assets": []any{
+			map[string]any{"external_id": "charger-" + mpan, "type": "charger", "asset_model": "zappi",
+				"installation_date": "2025-06-15", "properties": map[string]any{"power_kw": 7.4}},
+			map[string]any{"external_id": "battery-" + mpan, "type": "battery",
+				"properties": map[string]any{"power_kw": 5, "capacity_kwh": 13.5}},
+		},
+		"proposition": "limited_pause",
+	}
+	for _, m := range mutate {
+		m(body)
+	}
+	return body
+}
+
+// snapshot dumps every Flexsite object of a namespace (specs, labels, annotations,
+// finalizers; not status or resourceVersion, which controllers move), to compare stored
+// state before and after.
+func snapshot(ctx context.Context, ns string) string {
+	var b strings.Builder
+	lists := []client.ObjectList{&flexv1.SiteList{}, &flexv1.AssetList{}, &flexv1.EnrolmentList{}, &flexv1.RewardLedgerList{},
+		&flexv1.MPANClaimList{}}
+	for _, list := range lists {
+		Expect(k8sClient.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		switch l := list.(type) {
+		case *flexv1.SiteList:
+			for _, o := range l.Items {
+				fmt.Fprintf(&b, "site %s %v %v %v %s\n", o.Name, o.Labels, o.Annotations, o.Finalizers, specJSON(o.Spec))
+			}
+		case *flexv1.AssetList:
+			for _, o := range l.Items {
+				fmt.Fprintf(&b, "asset %s %v %v %+v\n", o.Name, o.Labels, o.Annotations, specJSON(o.Spec))
+			}
+		case *flexv1.EnrolmentList:
+			for _, o := range l.Items {
+				fmt.Fprintf(&b, "enrolment %s %v %+v\n", o.Name, o.Finalizers, o.Spec)
+			}
+		case *flexv1.RewardLedgerList:
+			for _, o := range l.Items {
+				fmt.Fprintf(&b, "ledger %s %d\n", o.Name, len(o.Spec.Transactions))
+			}
+		case *flexv1.MPANClaimList:
+			for _, o := range l.Items {
+				fmt.Fprintf(&b, "claim %s %+v\n", o.Name, o.Spec)
+			}
+		}
+	}
+	return b.String()
+}
+
+func specJSON(v any) string {
+	data, _ := json.Marshal(v)
+	return string(data)
+}

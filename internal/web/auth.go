@@ -1,0 +1,141 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/go-logr/logr"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/auth"
+)
+
+// Handler is an authenticated endpoint: it answers the 200 body (NoContent for a 204,
+// WithStatus for another status), or an error WriteError turns into the documented form.
+type Handler func(r *http.Request, p *auth.Principal) (any, error)
+
+// NoContent is what a Handler answers for 204 No Content.
+type NoContent struct{}
+
+// WithStatus answers Body with a status other than 200.
+type WithStatus struct {
+	Status int
+	Body   any
+}
+
+// bearerChallenge is the header every 401 carries (RFC 6750).
+var bearerChallenge = map[string]string{"WWW-Authenticate": "Bearer"}
+
+// ErrNotAuthenticated answers a request without a bearer token.
+var ErrNotAuthenticated = &Error{Status: http.StatusUnauthorized, Detail: "Not authenticated", Headers: bearerChallenge}
+
+// ErrBadCredentials answers a token that does not verify, or whose client is disabled.
+var ErrBadCredentials = &Error{Status: http.StatusUnauthorized, Detail: "Could not validate credentials",
+	Headers: bearerChallenge}
+
+// Unauthorized is a 401 with the bearer challenge and, for the token endpoint, an OAuth code.
+func Unauthorized(detail, oauth string) error {
+	return &Error{Status: http.StatusUnauthorized, Detail: detail, Headers: bearerChallenge, OAuth: oauth}
+}
+
+// Authenticator verifies the bearer tokens of every door's authenticated routes.
+type Authenticator struct {
+	Log           logr.Logger
+	Issuer        *auth.Issuer
+	Authenticator *auth.Authenticator
+	Limits        *Limiters
+	// TrustedProxies are the networks of the reverse proxies in front of Flexsite.
+	TrustedProxies TrustedProxies
+}
+
+// Guard wraps h: it verifies the bearer token (signature and claims, no API call), checks the
+// API client is still active (a cache lookup), and enforces the token kind and roles:
+// endUserAllowed admits end-user (component) tokens (whose site the use case checks); an
+// organisation token must hold every role listed. The principal rides in the request's
+// context (auth.WithPrincipal), so that every write names its field manager.
+func (a *Authenticator) Guard(h Handler, endUserAllowed bool, roles ...flexv1.Role) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A valid token is never refused for others' failures: the token is verified first
+		// (a signature check, no API call), and only a caller whose token fails spends the
+		// failure budget of its address, so one client retrying a bad token behind a shared
+		// proxy address cannot lock out the others.
+		p, err := a.principal(r)
+		switch {
+		case err != nil:
+			address := a.TrustedProxies.ClientAddress(r)
+			if a.Limits.AuthFailures.Exhausted(address) {
+				err = TooManyRequests(a.Limits.AuthFailures, "auth_failures")
+			}
+			a.Limits.AuthFailures.Charge(address)
+		case !a.Limits.PerClient.Allow(rateKey(p)):
+			err = TooManyRequests(a.Limits.PerClient, "per_client")
+		default:
+			err = authorise(p, endUserAllowed, roles)
+		}
+		if info := infoOf(w); info != nil && p != nil {
+			info.principal = p
+		}
+		if endUserAllowed {
+			corsGrant(w, r, p)
+		}
+		if err != nil {
+			WriteError(a.Log, w, r, err)
+			return
+		}
+		body, err := h(r.WithContext(auth.WithPrincipal(r.Context(), p)), p)
+		if err != nil {
+			WriteError(a.Log, w, r, err)
+			return
+		}
+		switch b := body.(type) {
+		case NoContent:
+			w.WriteHeader(http.StatusNoContent)
+		case WithStatus:
+			WriteJSON(w, b.Status, b.Body)
+		default:
+			WriteJSON(w, http.StatusOK, body)
+		}
+	})
+}
+
+func (a *Authenticator) principal(r *http.Request) (*auth.Principal, error) {
+	token, ok := auth.BearerToken(r)
+	if !ok {
+		return nil, ErrNotAuthenticated
+	}
+	p, err := a.Issuer.Verify(r.Context(), token)
+	if err != nil {
+		return nil, ErrBadCredentials
+	}
+	p, err = a.Authenticator.ClientActive(r.Context(), p)
+	if err != nil {
+		if errors.Is(err, auth.ErrClientDisabled) {
+			return nil, ErrBadCredentials
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// rateKey is whose budget a request spends: the API client's, or the end user's.
+func rateKey(p *auth.Principal) string {
+	if p.Kind == auth.KindEndUser {
+		return p.Namespace + "/user/" + p.UserID
+	}
+	return p.Namespace + "/client/" + p.ClientName
+}
+
+func authorise(p *auth.Principal, endUserAllowed bool, roles []flexv1.Role) error {
+	if p.Kind == auth.KindEndUser {
+		if !endUserAllowed {
+			return Fail(http.StatusForbidden, "This endpoint needs an organisation token")
+		}
+		return nil
+	}
+	for _, role := range roles {
+		if !p.HasRole(role) {
+			return Fail(http.StatusForbidden, "The API client lacks the %s role", role)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,311 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/units"
+	"github.com/flexsite/flexsite/internal/validation"
+)
+
+// MaxBodyBytes bounds a request body; larger bodies are refused with 413.
+const MaxBodyBytes = 1 << 20
+
+// DecodeJSON reads a JSON object body. Malformed JSON or a body that is not an object is a 422
+// (json_invalid / model_attributes_type), never a 500.
+func DecodeJSON(r *http.Request) (map[string]any, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, app.Fail(app.TooLarge, "Request body larger than %d bytes", MaxBodyBytes)
+		}
+		return nil, app.Fail(app.BadRequest, "Could not read the request body")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, app.InvalidFields(app.Field("JSON decode error", "json_invalid", "body", jsonErrorOffset(err)))
+	}
+	if dec.More() {
+		return nil, app.InvalidFields(app.Field("JSON decode error: extra data after the object", "json_invalid", "body", dec.InputOffset()))
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, app.InvalidFields(app.Field("Input should be a valid dictionary or object to extract fields from",
+			"model_attributes_type", "body"))
+	}
+	return obj, nil
+}
+
+func jsonErrorOffset(err error) int64 {
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
+		return syntax.Offset
+	}
+	return 0
+}
+
+// Fields reads typed values out of a decoded JSON object and collects every problem as a
+// validation item, so one 422 reports all of them (as pydantic does). Each reader returns the
+// zero value and false when the field is absent or wrong.
+type Fields struct {
+	items []app.FieldError
+}
+
+func (f *Fields) Add(msg, typ string, loc []any) {
+	f.items = append(f.items, app.FieldError{Loc: slices.Clone(loc), Msg: msg, Type: typ})
+}
+
+// err returns the collected 422, or nil.
+func (f *Fields) Err() error {
+	if len(f.items) == 0 {
+		return nil
+	}
+	return app.InvalidFields(f.items...)
+}
+
+func At(loc []any, key any) []any { return append(slices.Clone(loc), key) }
+
+func (f *Fields) Lookup(obj map[string]any, loc []any, key string, required bool) (any, bool) {
+	v, ok := obj[key]
+	if !ok || v == nil {
+		if required {
+			f.Add("Field required", "missing", At(loc, key))
+		}
+		return nil, false
+	}
+	return v, true
+}
+
+// maxLengths bounds the strings the API takes, by field name, to what the CRD schema stores
+// (a longer value would be refused by the API server: it must be a 422 here, not a 500).
+var maxLengths = map[string]int{
+	"mpan": 64, "postcode": 16, "street_address": 512, "address": 512, "email": 254, "user_email": 254,
+	"external_id": 256, "external_user_id": 256, "serial_number": 256, "asset_model": 256,
+	"allowed_origin": 2048, "username": 128, "password": 1024, "site_id": 64,
+}
+
+// defaultMaxLength bounds any other string field.
+const defaultMaxLength = 1024
+
+func (f *Fields) Str(obj map[string]any, loc []any, key string, required bool) (string, bool) {
+	v, ok := f.Lookup(obj, loc, key, required)
+	if !ok {
+		return "", false
+	}
+	s, ok := v.(string)
+	if !ok {
+		f.Add("Input should be a valid string", "string_type", At(loc, key))
+		return "", false
+	}
+	if required && strings.TrimSpace(s) == "" {
+		f.Add("String should have at least 1 character", "string_too_short", At(loc, key))
+		return "", false
+	}
+	limit, ok := maxLengths[key]
+	if !ok {
+		limit = defaultMaxLength
+	}
+	if utf8.RuneCountInString(s) > limit {
+		f.Add(fmt.Sprintf("String should have at most %d characters", limit), "string_too_long", At(loc, key))
+		return "", false
+	}
+	return s, true
+}
+
+// boolean reads an optional boolean (false when absent).
+func (f *Fields) Boolean(obj map[string]any, loc []any, key string) bool {
+	v, ok := f.Lookup(obj, loc, key, false)
+	if !ok {
+		return false
+	}
+	b, ok := v.(bool)
+	if !ok {
+		f.Add("Input should be a valid boolean", "bool_type", At(loc, key))
+	}
+	return b
+}
+
+// nonNegative reads an optional number >= 0 (nil when absent or wrong). Such numbers are
+// kW or kWh, stored as whole W or Wh, so they are also bounded by what an int64 holds.
+func (f *Fields) NonNegative(obj map[string]any, loc []any, key string) *float64 {
+	v, ok := f.Lookup(obj, loc, key, false)
+	if !ok {
+		return nil
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		f.Add("Input should be a valid number", "float_type", At(loc, key))
+		return nil
+	}
+	x, err := n.Float64()
+	if err != nil || math.IsInf(x, 0) || math.IsNaN(x) {
+		f.Add("Input should be a finite number", "finite_number", At(loc, key))
+		return nil
+	}
+	if x < 0 {
+		f.Add("Input should be greater than or equal to 0", "greater_than_equal", At(loc, key))
+		return nil
+	}
+	if x > units.MaxKilo {
+		f.Add(fmt.Sprintf("Input should be less than or equal to %.0f", units.MaxKilo), "less_than_equal", At(loc, key))
+		return nil
+	}
+	return &x
+}
+
+func (f *Fields) Object(obj map[string]any, loc []any, key string, required bool) (map[string]any, bool) {
+	v, ok := f.Lookup(obj, loc, key, required)
+	if !ok {
+		return nil, false
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		f.Add("Input should be a valid dictionary or object to extract fields from", "model_attributes_type", At(loc, key))
+		return nil, false
+	}
+	return m, true
+}
+
+// array reads a list. Every list the API takes so far is required; required stays, as on
+// the other readers.
+//
+//nolint:unparam // the readers share one shape (obj, loc, key, required)
+func (f *Fields) Array(obj map[string]any, loc []any, key string, required bool) ([]any, bool) {
+	v, ok := f.Lookup(obj, loc, key, required)
+	if !ok {
+		return nil, false
+	}
+	a, ok := v.([]any)
+	if !ok {
+		f.Add("Input should be a valid list", "list_type", At(loc, key))
+		return nil, false
+	}
+	return a, true
+}
+
+// enum reads a string that must be one of allowed.
+func Enum[T ~string](f *Fields, obj map[string]any, loc []any, key string, required bool, allowed []T) (T, bool) {
+	v, ok := f.Lookup(obj, loc, key, required)
+	if !ok {
+		return "", false
+	}
+	return EnumValue(f, v, At(loc, key), allowed)
+}
+
+// enumValue checks a value (a list item, say) that must be one of allowed, reporting at loc.
+func EnumValue[T ~string](f *Fields, v any, loc []any, allowed []T) (T, bool) {
+	s, ok := v.(string)
+	if !ok {
+		f.Add("Input should be a valid string", "string_type", loc)
+		return "", false
+	}
+	if !slices.Contains(allowed, T(s)) {
+		f.Add("Input should be "+quoteOr(allowed), "enum", loc)
+		return "", false
+	}
+	return T(s), true
+}
+
+// quoteOr renders allowed values as pydantic does: 'a', 'b' or 'c'.
+func quoteOr[T ~string](allowed []T) string {
+	q := make([]string, len(allowed))
+	for i, a := range allowed {
+		q[i] = fmt.Sprintf("'%s'", a)
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+// queryInt reads an integer query parameter within [lo, hi] (hi < 0: no upper bound).
+func (f *Fields) QueryInt(q map[string][]string, key string, def, lo, hi int) int {
+	raw, ok := q[key]
+	if !ok || len(raw) == 0 || raw[0] == "" {
+		return def
+	}
+	n, err := strconv.Atoi(raw[0])
+	loc := []any{"query", key}
+	switch {
+	case err != nil:
+		f.Add("Input should be a valid integer, unable to parse string as an integer", "int_parsing", loc)
+	case n < lo:
+		f.Add(fmt.Sprintf("Input should be greater than or equal to %d", lo), "greater_than_equal", loc)
+	case hi >= 0 && n > hi:
+		f.Add(fmt.Sprintf("Input should be less than or equal to %d", hi), "less_than_equal", loc)
+	default:
+		return n
+	}
+	return def
+}
+
+// UUIDParam reads a path parameter that must be a UUID, in its canonical lower-case form.
+func (f *Fields) UUIDParam(r *http.Request, name string) string {
+	id, err := validation.ParseUUID(r.PathValue(name))
+	if err != nil {
+		f.AddValidation(err, []any{"path", name})
+	}
+	return id
+}
+
+// AddValidation records an internal/validation error at loc.
+func (f *Fields) AddValidation(err error, loc []any) {
+	var ve *validation.Error
+	if errors.As(err, &ve) {
+		f.Add(ve.Msg, ve.Type, loc)
+		return
+	}
+	f.Add(err.Error(), "value_error", loc)
+}
+
+// Join adds a body's decoding error to the problems collected so far (the path's), so that
+// one refusal names every problem; any other error (too large, unreadable) stands alone.
+func (f *Fields) Join(err error) error {
+	if e := app.As(err); e != nil && e.Kind == app.Invalid {
+		if items, ok := e.Detail.([]app.FieldError); ok {
+			f.items = append(f.items, items...)
+			return f.Err()
+		}
+	}
+	return err
+}
+
+// Items are the problems collected so far.
+func (f *Fields) Items() []app.FieldError { return f.items }
+
+// DecodeForm reads an application/x-www-form-urlencoded body as a flat object of strings,
+// so the form endpoints validate with the same field readers (and refusal form) as JSON ones.
+func DecodeForm(r *http.Request) (map[string]any, error) {
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/x-www-form-urlencoded" {
+		return nil, app.InvalidFields(app.Field("Input should be form data (application/x-www-form-urlencoded)", "model_attributes_type", "body"))
+	}
+	r.Body = http.MaxBytesReader(nil, r.Body, MaxBodyBytes)
+	if err := r.ParseForm(); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, app.Fail(app.TooLarge, "Request body larger than %d bytes", MaxBodyBytes)
+		}
+		return nil, app.InvalidFields(app.Field("Form data could not be parsed", "value_error", "body"))
+	}
+	obj := make(map[string]any, len(r.PostForm))
+	for k, v := range r.PostForm {
+		if len(v) > 0 {
+			obj[k] = v[0]
+		}
+	}
+	return obj, nil
+}

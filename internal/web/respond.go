@@ -1,0 +1,142 @@
+// Package web is the HTTP plumbing every door shares: request ids, the access log and request
+// metrics, rate limits, the client's address behind trusted proxies, bearer-token
+// authentication, CORS for end-user tokens, security headers, reading JSON and form bodies
+// into typed fields, and writing JSON answers and refusals. No rule lives here: a door reads
+// a request with it, calls a use case (internal/app), and answers with it.
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/go-logr/logr"
+
+	"github.com/flexsite/flexsite/internal/app"
+)
+
+// HeaderRetryAfter tells a client when to try again (a rate limit, a change still under way).
+const HeaderRetryAfter = "Retry-After"
+
+// Error is an HTTP answer that is not a use case's refusal: a 401 with its challenge, an OAuth
+// error of the token endpoint, a 429 with Retry-After.
+type Error struct {
+	Status int
+	// Detail is the body's "detail" member.
+	Detail  any
+	Headers map[string]string
+	// OAuth is the RFC 6749 (5.2) error code the token endpoint adds as "error", so that
+	// OAuth2 client libraries can read the failure; empty elsewhere.
+	OAuth string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d: %v", e.Status, e.Detail) }
+
+// Fail returns an answer of status with {"detail": message}.
+func Fail(status int, format string, args ...any) error {
+	return &Error{Status: status, Detail: fmt.Sprintf(format, args...)}
+}
+
+// statusOf is the HTTP status of a use case's refusal.
+var statusOf = map[app.Kind]int{
+	app.Internal:        http.StatusInternalServerError,
+	app.Invalid:         http.StatusUnprocessableEntity,
+	app.BadRequest:      http.StatusBadRequest,
+	app.Unauthorized:    http.StatusUnauthorized,
+	app.Forbidden:       http.StatusForbidden,
+	app.NotFound:        http.StatusNotFound,
+	app.Conflict:        http.StatusConflict,
+	app.Gone:            http.StatusGone,
+	app.TooLarge:        http.StatusRequestEntityTooLarge,
+	app.Refused:         http.StatusUnprocessableEntity,
+	app.TooManyRequests: http.StatusTooManyRequests,
+	app.Unavailable:     http.StatusServiceUnavailable,
+}
+
+// HTTPError is err as an HTTP answer: itself when it is one, a use case's refusal with its
+// status, and nil for anything else (an internal failure).
+func HTTPError(err error) *Error {
+	if e, ok := err.(*Error); ok { //nolint:errorlint // answers are returned as they are, not wrapped
+		return e
+	}
+	ae := app.As(err)
+	if ae == nil {
+		return nil
+	}
+	out := &Error{Status: statusOf[ae.Kind], Detail: ae.Detail}
+	if ae.RetryAfter != "" {
+		out.Headers = map[string]string{HeaderRetryAfter: ae.RetryAfter}
+	}
+	return out
+}
+
+// WriteError answers err: an answer or a refusal as itself, anything else as a logged 500 that
+// reveals nothing of the cause.
+func WriteError(log logr.Logger, w http.ResponseWriter, r *http.Request, err error) {
+	e := HTTPError(err)
+	if e == nil {
+		log.Error(err, "request failed", "method", r.Method, "route", RouteOf(r)) // not the path: a hosted link carries its code
+		e = &Error{Status: http.StatusInternalServerError, Detail: "Internal server error"}
+	}
+	for k, v := range e.Headers {
+		w.Header().Set(k, v)
+	}
+	body := map[string]any{"detail": e.Detail}
+	if e.OAuth != "" {
+		body["error"] = e.OAuth
+		if msg, ok := e.Detail.(string); ok {
+			body["error_description"] = msg
+		}
+	}
+	WriteJSON(w, e.Status, body)
+}
+
+// Appender is an answer that encodes itself, as encoding/json's Encoder would (HTML-safe, a
+// trailing newline), without reflection: the large read answers.
+type Appender interface {
+	AppendJSON(b []byte) []byte
+}
+
+// bodyBuffers hold answers while they are encoded, so that each is written whole, with its
+// Content-Length; a buffer grown by an unusually large answer is not kept.
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledBody = 256 << 10
+
+// WriteJSON answers body with status: an app.EncodedJSON as it is, an Appender by itself,
+// anything else through encoding/json's Encoder.
+func WriteJSON(w http.ResponseWriter, status int, body any) {
+	buf := bodyBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBody {
+			buf.Reset()
+			bodyBuffers.Put(buf)
+		}
+	}()
+	if err := EncodeJSON(buf, body); err != nil {
+		buf.Reset()
+		status = http.StatusInternalServerError
+		buf.WriteString(`{"detail":"Internal Server Error"}` + "\n")
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// EncodeJSON encodes an answer as WriteJSON sends it.
+func EncodeJSON(buf *bytes.Buffer, body any) error {
+	switch b := body.(type) {
+	case app.EncodedJSON:
+		buf.Write(b)
+		return nil
+	case Appender:
+		buf.Write(b.AppendJSON(buf.AvailableBuffer()))
+		return nil
+	}
+	return json.NewEncoder(buf).Encode(body)
+}
