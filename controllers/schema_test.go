@@ -72,6 +72,13 @@ var _ = Describe("CRD schema", func() {
 			SatisfyAll(WithTransform(apierrors.IsInvalid, BeTrue()), MatchError(ContainSubstring("mpan cannot be removed"))))
 		Eventually(rejection(a, func() { a.Spec.SiteName = "elsewhere" })).Should(
 			SatisfyAll(WithTransform(apierrors.IsInvalid, BeTrue()), MatchError(ContainSubstring("siteName is immutable"))))
+		// The REST API answers 409 to a change of type; kubectl and GitOps meet the same lock.
+		Eventually(rejection(a, func() {
+			a.Spec.Type = map[flexv1.AssetType]flexv1.AssetType{"battery": "charger"}[a.Spec.Type]
+			if a.Spec.Type == "" {
+				a.Spec.Type = "battery"
+			}
+		})).Should(SatisfyAll(WithTransform(apierrors.IsInvalid, BeTrue()), MatchError(ContainSubstring("type is immutable"))))
 	})
 
 	It("ties a Proposition's object name to the proposition it describes", func(ctx SpecContext) {

@@ -7,6 +7,7 @@ import (
 // AssetSpec describes an energy asset at a site.
 // +kubebuilder:validation:XValidation:rule="self.siteName == oldSelf.siteName",message="siteName is immutable"
 // +kubebuilder:validation:XValidation:rule="self.externalID == oldSelf.externalID",message="externalID is immutable"
+// +kubebuilder:validation:XValidation:rule="self.type == oldSelf.type",message="type is immutable: an asset of another type is another asset (delete it and create the new one)"
 type AssetSpec struct {
 	// siteName is the name of the Site, in the same namespace, where the asset is located.
 	// Immutable.
@@ -22,7 +23,8 @@ type AssetSpec struct {
 	// +kubebuilder:validation:MaxLength=256
 	ExternalID string `json:"externalID,omitempty"`
 
-	// type of the asset.
+	// type of the asset. Immutable: every door refuses changing it (the REST API answers 409),
+	// since eligibility, enrolments and the household's history were judged for this type.
 	// +required
 	Type AssetType `json:"type,omitempty"`
 
