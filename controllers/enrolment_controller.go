@@ -21,6 +21,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/notify"
 )
@@ -97,7 +98,7 @@ func (r *EnrolmentReconciler) siteOf(ctx context.Context, enr *flexv1.Enrolment)
 // allowed is Active; a pending site waits; anything else refused stalls until something
 // changes (the site's assets or consent, the catalogue, an override).
 func (r *EnrolmentReconciler) reconcile(ctx context.Context, enr *flexv1.Enrolment, site *flexv1.Site) error {
-	rules, err := household.LoadRules(ctx, r.Client)
+	rules, err := householdstore.LoadRules(ctx, r.Client)
 	if err != nil {
 		return err
 	}
@@ -147,7 +148,7 @@ func (r *EnrolmentReconciler) finalize(ctx context.Context, enr *flexv1.Enrolmen
 	}
 	if household.DeletionIsWithdrawal(enr, site) {
 		w := household.WithdrawalFrom(enr, r.Now())
-		recorded, err := household.RecordWithdrawal(ctx, r.Client, r.APIReader, client.ObjectKeyFromObject(site), w)
+		recorded, err := householdstore.RecordWithdrawal(ctx, r.Client, r.APIReader, client.ObjectKeyFromObject(site), w)
 		if err != nil {
 			return err
 		}

@@ -28,6 +28,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/notify"
@@ -92,7 +93,7 @@ func (r *SiteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err == nil {
 		// A claim of another meter point than the site holds is a change on its way, or one
 		// that died half-way: released once stale, looked at again when it turns stale.
-		claimsPending, err = household.ReleaseClaims(ctx, r.Client, r.Client, site, r.Now())
+		claimsPending, err = householdstore.ReleaseClaims(ctx, r.Client, r.Client, site, r.Now())
 	}
 	if errors.Is(err, errAbandoned) {
 		return ctrl.Result{}, nil
@@ -110,7 +111,7 @@ var errAbandoned = errors.New("abandoned site deleted")
 // reconcile waits for a site still being written by its request, and otherwise evaluates
 // the site's eligibility into its status.
 func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error {
-	state, wait, err := household.CheckInFlight(ctx, r.Client, r.APIReader, site, r.Now())
+	state, wait, err := householdstore.CheckInFlight(ctx, householdstore.Readers{Cached: r.Client, Fresh: r.APIReader}, site, r.Now())
 	switch {
 	case err != nil:
 		return err
@@ -131,7 +132,7 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 		client.MatchingFields{index.SiteName: site.Name}); err != nil {
 		return err
 	}
-	rules, err := household.LoadRules(ctx, r.Client)
+	rules, err := householdstore.LoadRules(ctx, r.Client)
 	if err != nil {
 		return err
 	}
@@ -179,10 +180,10 @@ func joinPropositions(ps []flexv1.PropositionName) string {
 	return strings.Join(s, ", ")
 }
 
-// finalize deletes the site's children (household.DeleteChildren) and releases the site once
+// finalize deletes the site's children (householdstore.DeleteChildren) and releases the site once
 // none remain (their deletion events requeue it).
 func (r *SiteReconciler) finalize(ctx context.Context, site *flexv1.Site) error {
-	remaining, err := household.DeleteChildren(ctx, r.Client, r.APIReader, site)
+	remaining, err := householdstore.DeleteChildren(ctx, r.Client, r.APIReader, site)
 	if err != nil || len(remaining) > 0 {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/validation"
 )
@@ -80,7 +80,7 @@ func (v *assetValidator) warnings(ctx context.Context, asset *flexv1.Asset) (adm
 	if asset.Spec.Model == "" {
 		return nil, nil
 	}
-	rules, err := household.LoadRules(ctx, v.cache)
+	rules, err := householdstore.LoadRules(ctx, v.cache)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
 )
 
@@ -35,7 +36,7 @@ func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enr
 		}
 		site = nil
 	}
-	rules, err := household.LoadRules(ctx, v.cache)
+	rules, err := householdstore.LoadRules(ctx, v.cache)
 	if err != nil {
 		return nil, err
 	}

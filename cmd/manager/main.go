@@ -37,13 +37,13 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/embedded"
-	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/notifier"
 	"github.com/flexsite/flexsite/internal/notify"
 	"github.com/flexsite/flexsite/internal/priority"
+	"github.com/flexsite/flexsite/internal/server"
 	flexwebhook "github.com/flexsite/flexsite/webhook"
 )
 

@@ -13,6 +13,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/householdstore"
 )
 
 // The asset lifecycle (api-reference.md, "The asset and site lifecycle"): an asset is
@@ -37,7 +38,7 @@ func (s *Service) CreateAsset(ctx context.Context, p *auth.Principal, siteID str
 	if err != nil {
 		return AssetRecord{}, err
 	}
-	rules, err := household.LoadRules(ctx, s.Cache)
+	rules, err := householdstore.LoadRules(ctx, s.Cache)
 	if err != nil {
 		return AssetRecord{}, err
 	}
@@ -110,7 +111,7 @@ func (s *Service) UpdateAsset(ctx context.Context, p *auth.Principal, id string,
 	var rules eligibility.Rules
 	if in.Model != nil { // the catalogue is read only to check a model sent
 		var err error
-		if rules, err = household.LoadRules(ctx, s.Cache); err != nil {
+		if rules, err = householdstore.LoadRules(ctx, s.Cache); err != nil {
 			return AssetRecord{}, err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/metrics"
 )
 
@@ -45,7 +46,7 @@ func (s *Service) Enrol(ctx context.Context, p *auth.Principal, siteID string, i
 	if err != nil {
 		return out, err
 	}
-	rules, err := household.LoadRules(ctx, s.Cache)
+	rules, err := householdstore.LoadRules(ctx, s.Cache)
 	if err != nil {
 		return out, err
 	}
@@ -104,7 +105,7 @@ func (s *Service) Unenrol(ctx context.Context, p *auth.Principal, siteID string,
 	// The withdrawal is recorded before the enrolment goes, so a failure in between leaves
 	// the household's choice on record and a repeated call finishes the job.
 	for i := range mine {
-		recorded, err := household.RecordWithdrawal(ctx, s.Client, s.APIReader, client.ObjectKeyFromObject(site),
+		recorded, err := householdstore.RecordWithdrawal(ctx, s.Client, s.APIReader, client.ObjectKeyFromObject(site),
 			household.WithdrawalFrom(&mine[i], s.Now()))
 		if err != nil {
 			return EnrolResult{}, err

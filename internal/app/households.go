@@ -6,7 +6,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/auth"
-	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/units"
 	"github.com/flexsite/flexsite/internal/validation"
@@ -71,7 +71,7 @@ func (s *Service) Onboard(ctx context.Context, p *auth.Principal, in OnboardInpu
 	if err := in.Site.checkEmail(); err != nil {
 		return out, err
 	}
-	rules, err := household.LoadRules(ctx, s.Cache)
+	rules, err := householdstore.LoadRules(ctx, s.Cache)
 	if err != nil {
 		return out, err
 	}
@@ -107,7 +107,7 @@ func (s *Service) Initialise(ctx context.Context, p *auth.Principal, in UpsertIn
 	if err := in.Site.checkEmail(); err != nil {
 		return InitialiseResponse{}, err
 	}
-	rules, err := household.LoadRules(ctx, s.Cache)
+	rules, err := householdstore.LoadRules(ctx, s.Cache)
 	if err != nil {
 		return InitialiseResponse{}, err
 	}
@@ -163,7 +163,7 @@ func (s *Service) LegacyOnboard(ctx context.Context, p *auth.Principal, in Legac
 	if err := in.Site.checkEmail(); err != nil {
 		return LegacyOnboardResponse{}, err
 	}
-	rules, err := household.LoadRules(ctx, s.Cache)
+	rules, err := householdstore.LoadRules(ctx, s.Cache)
 	if err != nil {
 		return LegacyOnboardResponse{}, err
 	}

@@ -14,7 +14,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/eligibility"
-	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
 )
@@ -101,7 +101,7 @@ const answerBookkeeping = 256
 
 // eligibilityAnswers keeps the last encoded GET eligibility answer of each site read, with
 // what it was computed from: the Site's and every Asset's resourceVersion (in the order the
-// index gave them) and the catalogue's version (household.Catalogue.VersionedRules). The
+// index gave them) and the catalogue's version (householdstore.Catalogue.VersionedRules). The
 // answer is a pure function of those (household.EvaluateAssets), so a kept answer is served
 // only while every one of them is unchanged: any write to the site or an asset, an asset
 // added or removed, or a catalogue event, and the next read evaluates afresh. Nothing is
@@ -214,11 +214,11 @@ func versioned(site *flexv1.Site, assets []*flexv1.Asset) bool {
 }
 
 // rulesToRead are the rules in force for an answer that only reads (GET eligibility): from
-// the household.Catalogue kept up to date by the cache's informers, without listing the
-// catalogue per request, when the cache has informers; else listed (household.LoadRules).
+// the householdstore.Catalogue kept up to date by the cache's informers, without listing the
+// catalogue per request, when the cache has informers; else listed (householdstore.LoadRules).
 func (s *Service) rulesToRead(ctx context.Context) (eligibility.Rules, error) {
 	if s.catalogue != nil {
 		return s.catalogue.Rules(ctx)
 	}
-	return household.LoadRules(ctx, s.Cache)
+	return householdstore.LoadRules(ctx, s.Cache)
 }

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flexsite/flexsite/internal/auth"
-	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
 )
 
@@ -48,7 +48,7 @@ type Config struct {
 type Service struct {
 	Config
 	// catalogue follows the rules for reads (nil when the cache has no informers).
-	catalogue *household.Catalogue
+	catalogue *householdstore.Catalogue
 	// reads finds sites and assets for the hot reads (reads.go; nil without informers).
 	reads *readIndexes
 }
@@ -71,12 +71,12 @@ func New(cfg Config) *Service {
 func (s *Service) inFlightDeadline() time.Time { return time.Now().Add(s.InFlightTimeout) }
 
 // newCatalogue follows the catalogue through the cache's informers (nil when Cache has none).
-func newCatalogue(cfg Config) *household.Catalogue {
+func newCatalogue(cfg Config) *householdstore.Catalogue {
 	informers, ok := cfg.Cache.(index.InformerSource)
 	if !ok {
 		return nil
 	}
-	c, err := household.NewCatalogue(context.Background(), cfg.Cache, informers)
+	c, err := householdstore.NewCatalogue(context.Background(), cfg.Cache, informers)
 	if err != nil {
 		cfg.Log.Error(err, "following the catalogue; every eligibility read lists it instead")
 		return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/householdstore"
 )
 
 // A site is named, in every use case, by its API id: a canonical UUID the door has read
@@ -236,7 +237,7 @@ type SiteUpdate struct {
 
 // PatchSite changes what in sends of the caller's site, the change kubectl would make to the
 // Site object, and nothing when nothing differs. A new MPAN is claimed first
-// (household.ClaimMPAN): the site keeps its name and id, and no moment exists in which two
+// (householdstore.ClaimMPAN): the site keeps its name and id, and no moment exists in which two
 // sites hold the MPAN. The claim of the MPAN the site leaves is released after; if the
 // request dies between the two, the Site controller releases it once stale.
 func (s *Service) PatchSite(ctx context.Context, p *auth.Principal, siteID string, in SiteUpdate) (LegacySiteRecord, error) {
@@ -262,7 +263,7 @@ func (s *Service) PatchSite(ctx context.Context, p *auth.Principal, siteID strin
 		updated, before = current.DeepCopy(), current
 		fields := household.MergeSite(&updated.Spec, in.Fields)
 		if in.MPAN != "" && in.MPAN != current.Spec.MPAN {
-			claim, err := household.ClaimMPAN(ctx, s.Client, s.APIReader, current, in.MPAN, time.Now())
+			claim, err := householdstore.ClaimMPAN(ctx, s.Client, s.APIReader, current, in.MPAN, time.Now())
 			log.adoptClaim(claim, err)
 			if err != nil {
 				return mpanTaken(err)
@@ -278,7 +279,7 @@ func (s *Service) PatchSite(ctx context.Context, p *auth.Principal, siteID strin
 	}
 	if before.Spec.MPAN != "" && before.Spec.MPAN != updated.Spec.MPAN {
 		// Best effort: the Site controller releases a claim left behind once it is stale.
-		if err := household.ReleaseClaim(ctx, s.Client, s.APIReader, updated, before.Spec.MPAN); err != nil {
+		if err := householdstore.ReleaseClaim(ctx, s.Client, s.APIReader, updated, before.Spec.MPAN); err != nil {
 			s.Log.Error(err, "releasing an MPAN claim", "mpan", before.Spec.MPAN)
 		}
 	}
@@ -360,7 +361,7 @@ func (s *Service) Offboard(ctx context.Context, p *auth.Principal, siteID string
 	}
 	// The site's finalizer deletes the same children; deleting them here as well means the
 	// answer goes out with the household gone, not merely going.
-	children, err := household.DeleteChildren(ctx, s.Client, s.APIReader, site)
+	children, err := householdstore.DeleteChildren(ctx, s.Client, s.APIReader, site)
 	if err != nil {
 		return OffboardResponse{}, err
 	}
@@ -377,7 +378,7 @@ func (s *Service) Offboard(ctx context.Context, p *auth.Principal, siteID string
 // controller re-evaluating it because an asset arrived, say) means looking again. An asset
 // created in the instant between that look and the deletion cannot be refused any more: the
 // deletion wins, and the asset goes with the site, deleted here (as offboard does) and by the
-// Site finalizer (household.DeleteChildren). An asset created once the site is marked for
+// Site finalizer (householdstore.DeleteChildren). An asset created once the site is marked for
 // deletion is refused: the asset webhook does not admit an asset of a site being deleted, and
 // the use cases answer not found for a site on its way out. Both read the site from a cache
 // first, so for as long as a cache lags the mark one may still be admitted; while the site
@@ -396,7 +397,7 @@ func (s *Service) DeleteSite(ctx context.Context, p *auth.Principal, siteID stri
 		// happens here: the Site finalizer deletes the same children, so a failure is logged,
 		// not answered. The answer waits until this replica's cache no longer holds the site
 		// (nor those), so the client reads its delete.
-		children, err := household.DeleteChildren(ctx, s.Client, s.APIReader, site)
+		children, err := householdstore.DeleteChildren(ctx, s.Client, s.APIReader, site)
 		if err != nil {
 			s.Log.Error(err, "deleting what arrived at a deleted site; its finalizer finishes", "site", site.Name)
 		}
@@ -430,7 +431,7 @@ func (s *Service) deleteIfEmpty(ctx context.Context, ns, id string) (*flexv1.Sit
 		return nil, err
 	}
 	// The in-flight deadline is on the wall clock (inFlightDeadline), not the settable Now.
-	inFlight, _, err := household.CheckInFlight(ctx, s.APIReader, s.APIReader, site, time.Now())
+	inFlight, _, err := householdstore.CheckInFlight(ctx, householdstore.Readers{Cached: s.APIReader, Fresh: s.APIReader}, site, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -463,7 +464,7 @@ type EligibilityCheckResponse struct {
 // is the organisation's stored site with that MPAN when it has one (half-hourly settlement
 // and consent are facts about a stored site), else a new site (household.ProspectSite).
 func (s *Service) CheckEligibility(ctx context.Context, p *auth.Principal, mpan, model string) (EligibilityCheckResponse, error) {
-	rules, err := household.LoadRules(ctx, s.Cache)
+	rules, err := householdstore.LoadRules(ctx, s.Cache)
 	if err != nil {
 		return EligibilityCheckResponse{}, err
 	}

@@ -14,6 +14,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/identity"
 )
 
@@ -240,7 +241,7 @@ func key(obj client.Object) string {
 
 func (l *writeLog) wasCreated(obj client.Object) bool { return l.createdKeys[key(obj)] }
 
-// adoptClaim records a claim household.ClaimMPAN created (or may have: err says how it failed)
+// adoptClaim records a claim householdstore.ClaimMPAN created (or may have: err says how it failed)
 // on the request's behalf, so that a failure undoes it like the request's own writes.
 func (l *writeLog) adoptClaim(claim *flexv1.MPANClaim, err error) {
 	if claim == nil || (err != nil && !mayHaveApplied(err)) {
@@ -337,7 +338,7 @@ func (s *Service) writeUpsert(ctx context.Context, st store, log *writeLog, ns s
 }
 
 // applyUpsert writes the plan: the site first (assets name it), then the assets. A new site
-// meets any claim of its MPAN as household.Unclaimed says, or claims the MPAN first when it
+// meets any claim of its MPAN as householdstore.Unclaimed says, or claims the MPAN first when it
 // cannot hold it by its name.
 func (s *Service) applyUpsert(ctx context.Context, log *writeLog, plan *upsertPlan) error {
 	if plan.siteBefore == nil {
@@ -346,7 +347,7 @@ func (s *Service) applyUpsert(ctx context.Context, log *writeLog, plan *upsertPl
 		}
 	} else {
 		if plan.claim {
-			created, err := household.ClaimMPAN(ctx, s.Client, s.APIReader, plan.siteBefore, plan.site.Spec.MPAN, time.Now())
+			created, err := householdstore.ClaimMPAN(ctx, s.Client, s.APIReader, plan.siteBefore, plan.site.Spec.MPAN, time.Now())
 			log.adoptClaim(created, err)
 			if err != nil {
 				return mpanTaken(err)
@@ -370,10 +371,10 @@ func (s *Service) applyUpsert(ctx context.Context, log *writeLog, plan *upsertPl
 
 // createSite creates a new site that holds its MPAN by its name (claim false) or by a claim.
 // A site created under its MPAN's name that then finds the MPAN claimed by another site is
-// deleted at once, before anything names it: the claimant won (household.Unclaimed).
+// deleted at once, before anything names it: the claimant won (householdstore.Unclaimed).
 func (s *Service) createSite(ctx context.Context, log *writeLog, site *flexv1.Site, claim bool) error {
 	if claim {
-		created, err := household.ClaimMPAN(ctx, s.Client, s.APIReader, site, site.Spec.MPAN, time.Now())
+		created, err := householdstore.ClaimMPAN(ctx, s.Client, s.APIReader, site, site.Spec.MPAN, time.Now())
 		log.adoptClaim(created, err)
 		if err != nil {
 			return mpanTaken(err)
@@ -383,7 +384,7 @@ func (s *Service) createSite(ctx context.Context, log *writeLog, site *flexv1.Si
 	if err := s.create(ctx, log, site); err != nil {
 		return err
 	}
-	err := household.Unclaimed(ctx, s.APIReader, site, time.Now())
+	err := householdstore.Unclaimed(ctx, s.APIReader, site, time.Now())
 	var taken *household.MPANTakenError
 	if !errors.As(err, &taken) {
 		return err

@@ -1,18 +1,14 @@
 package household
 
 import (
-	"context"
 	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	claimrule "github.com/flexsite/flexsite/internal/claim"
 	"github.com/flexsite/flexsite/internal/identity"
-	"github.com/flexsite/flexsite/internal/index"
 )
 
 // Who holds a meter point. An organisation's MPAN belongs to at most one Site. A Site created
@@ -69,149 +65,4 @@ func NewClaim(site *flexv1.Site, mpan string) *flexv1.MPANClaim {
 func Standing(c *flexv1.MPANClaim, site *flexv1.Site, now time.Time) claimrule.Standing {
 	held := site != nil && site.DeletionTimestamp.IsZero() && site.Spec.MPAN == c.Spec.MPAN
 	return claimrule.Judge(held, c.CreationTimestamp.Time, ClaimGrace, now)
-}
-
-// ClaimMPAN reserves mpan for site before the site's spec names it. It answers the claim when
-// this call created it, or may have (its Create failed in a way that does not prove it was
-// refused): the caller deletes it if the request then fails. It answers nil when the site
-// claimed it already. An MPANTakenError says another site holds or is taking the MPAN. fresh
-// must read from the API server, not a cache.
-func ClaimMPAN(ctx context.Context, c client.Client, fresh client.Reader, site *flexv1.Site, mpan string,
-	now time.Time) (*flexv1.MPANClaim, error) {
-	for range maxRecordAttempts {
-		claim := NewClaim(site, mpan)
-		err := c.Create(ctx, claim)
-		if err == nil {
-			if err := holderOtherThan(ctx, fresh, site, mpan); err != nil {
-				if delErr := c.Delete(ctx, claim); client.IgnoreNotFound(delErr) != nil {
-					return claim, fmt.Errorf("%w (and withdrawing the claim: %w)", err, delErr)
-				}
-				return nil, err
-			}
-			return claim, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return claim, err // a timeout may hide a stored claim: the caller undoes it
-		}
-		existing := &flexv1.MPANClaim{}
-		if err := fresh.Get(ctx, client.ObjectKeyFromObject(claim), existing); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue // withdrawn meanwhile: claim again
-			}
-			return nil, err
-		}
-		holder, err := siteOf(ctx, fresh, existing)
-		if err != nil {
-			return nil, err
-		}
-		standing := Standing(existing, holder, now)
-		switch {
-		case existing.Spec.SiteName == site.Name && standing != claimrule.Stale:
-			// Ours, from an attempt of this request that lost a race later on.
-			return nil, holderOtherThan(ctx, fresh, site, mpan)
-		case standing == claimrule.Stale:
-			// Replace it; the precondition keeps us from deleting a claim made a moment ago.
-			err := c.Delete(ctx, existing, client.Preconditions{UID: &existing.UID, ResourceVersion: &existing.ResourceVersion})
-			if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-				return nil, err
-			}
-		default:
-			return nil, &MPANTakenError{MPAN: mpan, Holder: existing.Spec.SiteName, Pending: standing == claimrule.Pending}
-		}
-	}
-	return nil, fmt.Errorf("claiming MPAN %s for site %s: still contended after %d attempts", mpan, site.Name, maxRecordAttempts)
-}
-
-// Unclaimed is the creator's half of the meeting: called after creating site (named
-// mpan-<MPAN>), it reports an MPANTakenError when another site claims the MPAN, and then the
-// creator must delete its site. fresh must read from the API server.
-func Unclaimed(ctx context.Context, fresh client.Reader, site *flexv1.Site, now time.Time) error {
-	claim := &flexv1.MPANClaim{}
-	err := fresh.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.MPANClaimName(site.Spec.MPAN)}, claim)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil || claim.Spec.SiteName == site.Name {
-		return err
-	}
-	holder, err := siteOf(ctx, fresh, claim)
-	if err != nil {
-		return err
-	}
-	if standing := Standing(claim, holder, now); standing != claimrule.Stale {
-		return &MPANTakenError{MPAN: site.Spec.MPAN, Holder: claim.Spec.SiteName, Pending: standing == claimrule.Pending}
-	}
-	return nil
-}
-
-// holderOtherThan reports, as an MPANTakenError, a live site other than site that holds mpan.
-func holderOtherThan(ctx context.Context, fresh client.Reader, site *flexv1.Site, mpan string) error {
-	sites := &flexv1.SiteList{}
-	if err := fresh.List(ctx, sites, client.InNamespace(site.Namespace), client.MatchingFields{index.MPAN: mpan}); err != nil {
-		return err
-	}
-	for _, other := range sites.Items {
-		if other.Name != site.Name && other.DeletionTimestamp.IsZero() {
-			return &MPANTakenError{MPAN: mpan, Holder: other.Name}
-		}
-	}
-	return nil
-}
-
-func siteOf(ctx context.Context, r client.Reader, claim *flexv1.MPANClaim) (*flexv1.Site, error) {
-	site := &flexv1.Site{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Spec.SiteName}, site)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return site, nil
-}
-
-// ReleaseClaim deletes site's claim of an MPAN it has just left, if it holds one: the change
-// that left it is done. fresh must read from the API server.
-func ReleaseClaim(ctx context.Context, c client.Client, fresh client.Reader, site *flexv1.Site, mpan string) error {
-	claim := NewClaim(site, mpan)
-	if err := fresh.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil || claim.Spec.SiteName != site.Name {
-		return client.IgnoreNotFound(err)
-	}
-	return client.IgnoreNotFound(c.Delete(ctx, claim, client.Preconditions{UID: &claim.UID}))
-}
-
-// ReleaseClaims deletes the site's claims that it no longer needs: those of another MPAN than
-// it holds, once stale, and the claim of the MPAN its name holds (it went back to it: the
-// name, and the site now stored with the MPAN, keep anyone else from it). It answers how
-// long until the next of the others turns stale (zero: none left pending), for the Site
-// controller to look again then.
-func ReleaseClaims(ctx context.Context, c client.Client, r client.Reader, site *flexv1.Site, now time.Time) (time.Duration, error) {
-	claims := &flexv1.MPANClaimList{}
-	if err := r.List(ctx, claims, client.InNamespace(site.Namespace), client.MatchingFields{index.SiteName: site.Name}); err != nil {
-		return 0, err
-	}
-	var next time.Duration
-	for i := range claims.Items {
-		claim := &claims.Items[i]
-		switch Standing(claim, site, now) {
-		case claimrule.Held:
-			if !HoldsByName(site) {
-				continue
-			}
-			err := c.Delete(ctx, claim, client.Preconditions{UID: &claim.UID, ResourceVersion: &claim.ResourceVersion})
-			if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-				return 0, err
-			}
-		case claimrule.Pending:
-			if wait := claim.CreationTimestamp.Add(ClaimGrace).Sub(now); next == 0 || wait < next {
-				next = wait
-			}
-		case claimrule.Stale:
-			err := c.Delete(ctx, claim, client.Preconditions{UID: &claim.UID, ResourceVersion: &claim.ResourceVersion})
-			if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-				return 0, err
-			}
-		}
-	}
-	return next, nil
 }

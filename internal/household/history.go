@@ -1,15 +1,10 @@
 package household
 
 import (
-	"context"
-	"fmt"
 	"slices"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 )
@@ -63,47 +58,17 @@ func WithdrawalFrom(enr *flexv1.Enrolment, at time.Time) flexv1.EnrolmentPeriod 
 		EnrolledAt: enr.Status.EnrolledAt, WithdrawnAt: metav1.NewTime(at.UTC().Truncate(time.Second))}
 }
 
-// recorded reports whether the history already holds the withdrawal of w's enrolment.
-func recorded(site *flexv1.Site, w flexv1.EnrolmentPeriod) bool {
+// Recorded reports whether the history already holds the withdrawal of w's enrolment.
+func Recorded(site *flexv1.Site, w flexv1.EnrolmentPeriod) bool {
 	return w.EnrolmentUID != "" && slices.ContainsFunc(site.Status.EnrolmentHistory,
 		func(h flexv1.EnrolmentPeriod) bool { return h.EnrolmentUID == w.EnrolmentUID })
 }
 
-// withHistory returns the history with w appended, oldest dropped past MaxHistory.
-func withHistory(history []flexv1.EnrolmentPeriod, w flexv1.EnrolmentPeriod) []flexv1.EnrolmentPeriod {
+// WithHistory returns the history with w appended, oldest dropped past MaxHistory.
+func WithHistory(history []flexv1.EnrolmentPeriod, w flexv1.EnrolmentPeriod) []flexv1.EnrolmentPeriod {
 	out := append(append(make([]flexv1.EnrolmentPeriod, 0, len(history)+1), history...), w)
 	if len(out) > MaxHistory {
 		out = out[len(out)-MaxHistory:]
 	}
 	return out
-}
-
-// maxRecordAttempts bounds the read-append-write loop against concurrent writers of a Site.
-const maxRecordAttempts = 6
-
-// RecordWithdrawal appends w to the site's enrolment history, unless the withdrawal of the
-// same Enrolment is on record already, so that recording twice (unenrol, then the
-// enrolment's finalizer) keeps one entry.
-// It reads the site from fresh and writes with optimistic concurrency, so a concurrent writer
-// of the status never loses an entry. A site that is gone or going needs no record. It
-// reports whether this call recorded the withdrawal (so that it is told once).
-func RecordWithdrawal(ctx context.Context, c client.Client, fresh client.Reader, site types.NamespacedName,
-	w flexv1.EnrolmentPeriod) (bool, error) {
-	for range maxRecordAttempts {
-		current := &flexv1.Site{}
-		if err := fresh.Get(ctx, site, current); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		if !current.DeletionTimestamp.IsZero() || recorded(current, w) {
-			return false, nil
-		}
-		base := current.DeepCopy()
-		current.Status.EnrolmentHistory = withHistory(current.Status.EnrolmentHistory, w)
-		err := c.Status().Patch(ctx, current, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-		if !apierrors.IsConflict(err) {
-			return err == nil, err
-		}
-	}
-	return false, fmt.Errorf("recording the withdrawal of site %s from %s: still conflicting after %d attempts",
-		site, w.Proposition, maxRecordAttempts)
 }

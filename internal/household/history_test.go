@@ -54,7 +54,7 @@ func TestDeletionIsWithdrawal(t *testing.T) {
 func TestWithHistoryKeepsTheNewest(t *testing.T) {
 	var history []flexv1.EnrolmentPeriod
 	for i := range MaxHistory + 5 {
-		history = withHistory(history, flexv1.EnrolmentPeriod{Proposition: lp, EnrolmentUID: fmt.Sprint(i),
+		history = WithHistory(history, flexv1.EnrolmentPeriod{Proposition: lp, EnrolmentUID: fmt.Sprint(i),
 			WithdrawnAt: metav1.NewTime(t0.Add(time.Duration(i) * time.Hour))})
 	}
 	if len(history) != MaxHistory {
@@ -72,15 +72,15 @@ func TestWithdrawalRecordedOncePerEnrolment(t *testing.T) {
 		t.Errorf("withdrawal entry %+v", w)
 	}
 	site := testSite()
-	if recorded(site, w) {
+	if Recorded(site, w) {
 		t.Error("recorded before it was")
 	}
-	site.Status.EnrolmentHistory = withHistory(nil, w)
-	if !recorded(site, w) {
+	site.Status.EnrolmentHistory = WithHistory(nil, w)
+	if !Recorded(site, w) {
 		t.Error("not recorded after it was")
 	}
 	other := WithdrawalFrom(enrolment(func(e *flexv1.Enrolment) { e.UID = "uid-2" }), t0.Add(90*time.Minute))
-	if recorded(site, other) {
+	if Recorded(site, other) {
 		t.Error("another enrolment withdrawn in the same second counts as recorded")
 	}
 }

@@ -1,16 +1,10 @@
 package household
 
 import (
-	"context"
 	"encoding/json"
-	"slices"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/index"
 )
 
 // A REST request that creates a site writes it first and its assets and enrolments after it.
@@ -59,56 +53,17 @@ const (
 	Abandoned
 )
 
-// CheckInFlight tells where a marked site stands and, while Writing, how long to wait. It
-// checks the named objects in cached and, before declaring a site abandoned, in fresh (the
-// cache may simply be behind).
-func CheckInFlight(ctx context.Context, cached, fresh client.Reader, site *flexv1.Site, now time.Time) (
-	InFlightState, time.Duration, error) {
+// MarkerOf is the in-flight marker of a site not evaluated yet, if it carries one that binds
+// it (readable, and not so long past its deadline that it must be a restored backup's).
+func MarkerOf(site *flexv1.Site, now time.Time) (InFlight, bool) {
 	raw, ok := site.Annotations[flexv1.InFlightAnnotation]
 	if !ok || site.Status.ObservedGeneration > 0 {
 		// A site the controller has evaluated was complete (or past caring) back then.
-		return NotInFlight, 0, nil
+		return InFlight{}, false
 	}
 	var m InFlight
 	if err := json.Unmarshal([]byte(raw), &m); err != nil || now.After(m.Until.Add(staleMarkerAfter)) {
-		return NotInFlight, 0, nil
+		return InFlight{}, false
 	}
-	complete, err := m.written(ctx, cached, site)
-	if err != nil || complete {
-		return Written, 0, err
-	}
-	if now.Before(m.Until) {
-		return Writing, m.Until.Sub(now), nil
-	}
-	if complete, err = m.written(ctx, fresh, site); err != nil || complete {
-		return Written, 0, err
-	}
-	return Abandoned, 0, nil
-}
-
-// written reports whether every object the marker names exists.
-func (m InFlight) written(ctx context.Context, r client.Reader, site *flexv1.Site) (bool, error) {
-	for _, name := range m.Assets {
-		err := r.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: name}, &flexv1.Asset{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-	}
-	if len(m.Enrolments) == 0 {
-		return true, nil
-	}
-	enrolments := &flexv1.EnrolmentList{}
-	if err := r.List(ctx, enrolments, client.InNamespace(site.Namespace),
-		client.MatchingFields{index.SiteName: site.Name}); err != nil {
-		return false, err
-	}
-	for _, p := range m.Enrolments {
-		if !slices.ContainsFunc(enrolments.Items, func(e flexv1.Enrolment) bool { return e.Spec.Proposition == p }) {
-			return false, nil
-		}
-	}
-	return true, nil
+	return m, true
 }

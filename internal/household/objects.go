@@ -2,7 +2,6 @@ package household
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/identity"
@@ -11,7 +10,7 @@ import (
 // EnsureID gives a Site or Asset its API id (the flexsite.io/id label) if it has none yet, and
 // reports whether it did. Objects created through the REST API get theirs at creation; those
 // created with kubectl or by GitOps get theirs from their controller.
-func EnsureID(obj client.Object) bool {
+func EnsureID(obj metav1.Object) bool {
 	labels := obj.GetLabels()
 	if labels[flexv1.IDLabel] != "" {
 		return false

@@ -1,7 +1,6 @@
 package household
 
 import (
-	"encoding/json"
 	"slices"
 	"time"
 
@@ -20,12 +19,8 @@ import (
 // asset. It reports whether it changed the site, which then needs writing before the asset
 // is deleted.
 func ReleaseInFlightAsset(site *flexv1.Site, assetName string, now time.Time) bool {
-	raw, ok := site.Annotations[flexv1.InFlightAnnotation]
-	if !ok || site.Status.ObservedGeneration > 0 {
-		return false
-	}
-	var m InFlight
-	if err := json.Unmarshal([]byte(raw), &m); err != nil || now.After(m.Until.Add(staleMarkerAfter)) {
+	m, ok := MarkerOf(site, now)
+	if !ok {
 		return false
 	}
 	i := slices.Index(m.Assets, assetName)

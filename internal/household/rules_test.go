@@ -34,7 +34,7 @@ func TestRulesForFollowsTheCatalogue(t *testing.T) {
 	}
 	for _, step := range steps {
 		before := lastRules.Load()
-		rules := rulesFor(nil, step.models)
+		rules := RulesFor(nil, step.models)
 		for name, want := range step.known {
 			if _, ok := rules.Model(name); ok != want {
 				t.Fatalf("%s: model %q known = %v, want %v", step.name, name, ok, want)
@@ -47,7 +47,7 @@ func TestRulesForFollowsTheCatalogue(t *testing.T) {
 
 	// Objects without identity (not read from an API server) are never cached.
 	before := lastRules.Load()
-	if _, ok := rulesFor(nil, []flexv1.AssetModel{model("ohme", "", "")}).Model("ohme"); !ok {
+	if _, ok := RulesFor(nil, []flexv1.AssetModel{model("ohme", "", "")}).Model("ohme"); !ok {
 		t.Fatal("model of an uncached catalogue unknown")
 	}
 	if lastRules.Load() != before {

@@ -2,13 +2,13 @@ package restapi
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/validation"
 )
 
 func (a *API) transactions(r *http.Request, p *auth.Principal) (any, error) {
@@ -43,37 +43,23 @@ type BalanceURLResponse struct {
 	URLExpiryTimestamp   string `json:"url_expiry_timestamp"`
 }
 
-// maxRedirectURI bounds redirect_uri.
-const maxRedirectURI = 2048
-
 // URL schemes of origins and links.
 const (
 	schemeHTTP  = "http"
 	schemeHTTPS = "https"
 )
 
-// ParseRedirectURI accepts an absolute http(s) URL without credentials.
-func ParseRedirectURI(raw string) (*url.URL, bool) {
-	if raw == "" || len(raw) > maxRedirectURI || strings.ContainsAny(raw, " \t\r\n") {
-		return nil, false
-	}
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != schemeHTTPS && u.Scheme != schemeHTTP) || u.Host == "" || u.User != nil {
-		return nil, false
-	}
-	return u, true
-}
-
 // balanceURL answers a one-time link to the hosted rewards page of the site.
 func (a *API) balanceURL(r *http.Request, p *auth.Principal) (any, error) {
 	q := r.URL.Query()
 	f := &fields{}
 	redirect := q.Get("redirect_uri")
-	switch _, ok := ParseRedirectURI(redirect); {
-	case redirect == "":
+	if redirect == "" {
 		f.Add("Field required", "missing", []any{"query", "redirect_uri"})
-	case !ok:
-		f.Add("Input should be an absolute http(s) URL", "url_parsing", []any{"query", "redirect_uri"})
+	} else if norm, err := validation.RedirectURI(redirect); err != nil {
+		f.AddValidation(err, []any{"query", "redirect_uri"})
+	} else {
+		redirect = norm // stored and sent back normalised: encoded for a Location header
 	}
 	twoFactor := queryBool(f, q, "enforce_two_factor_auth")
 	hide := queryBool(f, q, "hide_transactions")

@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -124,15 +123,14 @@ type transactionView struct{ Date, Description, Amount, Status string }
 
 type bankView struct{ AccountName, SortCode, AccountNumber string }
 
-// formAction is the origin a page's last form may post to (redirect_uri's), normalised from
-// the parsed URL, or "" when target is not an absolute http(s) URL with a valid host.
+// formAction is the origin a page's last form may post to (redirect_uri's, as
+// validation.RedirectURI normalised it), or "" when target is none.
 func formAction(target string) string {
-	u, err := url.Parse(target)
-	if target == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
-		strings.ContainsAny(u.Host, ";,'\" \t\r\n") {
+	norm, err := validation.RedirectURI(target)
+	if err != nil {
 		return ""
 	}
-	return u.Scheme + "://" + u.Host
+	return validation.Origin(norm)
 }
 
 // setHeaders are the headers of every page answer: no caching, no referrer, a CSP that allows

@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/server"
 )
 
 // page is one answer of the hosted rewards page.
@@ -102,6 +102,11 @@ func mailTo(recipient string) []string {
 	return out
 }
 
+// ContainAny matches a string holding any of the characters of chars.
+func ContainAny(chars string) OmegaMatcher {
+	return WithTransform(func(s string) bool { return strings.ContainsAny(s, chars) }, BeTrue())
+}
+
 var sixDigitCode = regexp.MustCompile(`\b([0-9]{6})\b`)
 
 var _ = Describe("The rewards link and the hosted rewards page", func() {
@@ -156,6 +161,46 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 		other := newOrg(ctx).token()
 		status, resp := call("GET", "/rewards/"+siteID+"/url/balance?redirect_uri="+url.QueryEscape(redirect), other, nil)
 		Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
+	})
+
+	It("takes only an https redirect_uri with a valid host, and writes it encoded into the CSP and Location", func(ctx SpecContext) {
+		for _, raw := range []string{
+			"https://example.com;script-src/",      // an origin that would add a CSP directive
+			"https://example.com,https://evil.test", // two origins
+			"http://app.example.com/done",          // plain http beyond loopback
+			"https://under_score.example.com/",     // not a host name
+			"https://[fe80::1%25eth0]/",            // a zone
+			"https://example.com/\u0000",          // a control character
+		} {
+			status, resp := call("GET", "/rewards/"+siteID+"/url/balance?redirect_uri="+url.QueryEscape(raw), tok, nil)
+			expectValidationItem(status, resp, []any{"query", "redirect_uri"}, "")
+		}
+
+		hostile := `https://Example.COM/done"><script>alert(1)</script>`
+		answer := mustCall("GET", "/rewards/"+siteID+"/url/balance?redirect_uri="+url.QueryEscape(hostile), tok, nil)
+		b := newBrowser()
+		p := b.do("GET", answer["balance_withdrawal_url"].(string), nil)
+		Expect(p.status).To(Equal(http.StatusOK), p.body)
+		Expect(p.header.Get("Content-Security-Policy")).To(ContainSubstring("form-action 'self' https://example.com;"))
+		p = b.do("POST", "/hosted/rewards/finish", url.Values{"csrf_token": {p.csrf()}})
+		Expect(p.status).To(Equal(http.StatusSeeOther))
+		Expect(p.location).To(Equal("https://example.com/done%22%3E%3Cscript%3Ealert%281%29%3C/script%3E"))
+		Expect(p.location).NotTo(ContainAny(`"<> `))
+	})
+
+	It("answers a form larger than its bound with 413, and stores nothing", func(ctx SpecContext) {
+		b := newBrowser()
+		p := b.do("GET", link("&enforce_two_factor_auth=false")["balance_withdrawal_url"].(string), nil)
+		Expect(p.status).To(Equal(http.StatusOK), p.body)
+		huge := url.Values{"csrf_token": {p.csrf()}, "account_name": {strings.Repeat("A", 20<<20)},
+			"sort_code": {"65-43-21"}, "account_number": {"12345678"}}
+		p = b.do("POST", "/hosted/rewards/bank", huge)
+		Expect(p.status).To(Equal(http.StatusRequestEntityTooLarge), p.body)
+		secrets := &corev1.SecretList{}
+		Expect(k8sClient.List(ctx, secrets, client.InNamespace(o.Namespace))).To(Succeed())
+		for _, sec := range secrets.Items {
+			Expect(sec.Name).NotTo(HavePrefix(server.BankDetailsSecretPrefix))
+		}
 	})
 
 	It("opens once, confirms the emailed code, keeps bank details in a Secret, and records a withdrawal", func(ctx SpecContext) {

@@ -7,8 +7,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/restapi/apidocs"
+	"github.com/flexsite/flexsite/internal/server"
 )
 
 var _ = Describe("The OpenAPI document", func() {

@@ -24,8 +24,8 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/bootstrap"
-	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/ledger"
+	"github.com/flexsite/flexsite/internal/server"
 )
 
 // lockedBuffer is a log sink safe for the concurrent writes of an HTTP server.

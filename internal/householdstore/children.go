@@ -1,4 +1,4 @@
-package household
+package householdstore
 
 import (
 	"context"
