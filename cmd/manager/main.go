@@ -373,10 +373,7 @@ func installDefaults(ctx context.Context, cfg *rest.Config, scheme *runtime.Sche
 // it yet.
 func bootstrapDemo(ctx context.Context, c client.Client, webhookUp healthz.Checker) error {
 	password := envOr("FLEXSITE_DEMO_PASSWORD", defaultDemoPassword)
-	org := bootstrap.Organisation{
-		Namespace: "demo", Username: "demo", Password: password,
-		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents},
-	}
+	org := bootstrap.DemoOrganisation(password)
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if last = webhookUp(nil); last == nil {

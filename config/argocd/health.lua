@@ -1,5 +1,5 @@
 -- Argo CD health of a Flexsite Site, Asset or Enrolment (flexsite.io), read from the kstatus
--- conditions its controller writes (README, "Status conditions"): Ready, Reconciling and
+-- conditions its controller writes (docs/platform.md, "Status conditions"): Ready, Reconciling and
 -- Stalled, each stamped with the generation it was computed from, and status.observedGeneration.
 --   Progressing  the controller has not observed this generation yet (a new object reads
 --                observedGeneration -1), or Reconciling=True: work is pending, nobody needs to act

@@ -6,6 +6,7 @@ package bootstrap
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +28,14 @@ import (
 	"github.com/flexsite/flexsite/internal/index"
 )
 
-// ApplyDefaults creates every object of the YAML files in dir that does not exist yet.
+// FieldManager is the field manager of the objects the bootstrap creates.
+const FieldManager = "flexsite-bootstrap"
+
+// ApplyDefaults creates every object of the YAML files in dir that does not exist yet, as
+// `kubectl create --save-config` would: each carries kubectl's last-applied-configuration
+// annotation, so that a later `kubectl apply` of the same files (config/rules, or the copies
+// in config/samples) finds them unchanged and warns of nothing, and a later edit applied with
+// kubectl merges three ways (a field removed from the file is removed from the object).
 // Existing objects are left as they are: a platform team's edits to the rules win over the
 // defaults on every restart. kustomization.yaml files are skipped.
 func ApplyDefaults(ctx context.Context, c client.Client, dir string) (created int, err error) {
@@ -45,7 +53,10 @@ func ApplyDefaults(ctx context.Context, c client.Client, dir string) (created in
 			return created, err
 		}
 		for _, obj := range objs {
-			err := c.Create(ctx, obj)
+			if err := SetLastApplied(obj); err != nil {
+				return created, fmt.Errorf("%s %s from %s: %w", obj.GetKind(), obj.GetName(), file, err)
+			}
+			err := c.Create(ctx, obj, client.FieldOwner(FieldManager))
 			switch {
 			case err == nil:
 				created++
@@ -79,6 +90,25 @@ func readObjects(file string) ([]*unstructured.Unstructured, error) {
 	}
 }
 
+// SetLastApplied sets obj's kubectl.kubernetes.io/last-applied-configuration annotation to
+// what `kubectl apply -f` of obj would record: obj's JSON without that annotation (with an
+// empty annotations map where it had none, as kubectl leaves it), followed by a newline.
+func SetLastApplied(obj *unstructured.Unstructured) error {
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	delete(annotations, corev1.LastAppliedConfigAnnotation)
+	obj.SetAnnotations(annotations)
+	data, err := json.Marshal(obj.Object)
+	if err != nil {
+		return err
+	}
+	annotations[corev1.LastAppliedConfigAnnotation] = string(data) + "\n"
+	obj.SetAnnotations(annotations)
+	return nil
+}
+
 // passwordHashKey is the Secret key that holds an API client's bcrypt password hash.
 const passwordHashKey = "password-hash"
 
@@ -92,12 +122,32 @@ type Organisation struct {
 	Roles    []flexv1.Role
 }
 
+// DemoNamespace is the embedded setup's demo organisation (`make run`), which the samples
+// in config/samples also declare.
+const DemoNamespace = "demo"
+
+// DemoOrganisation is the embedded setup's demo organisation: namespace and API client
+// "demo" with every role, logging in with password.
+func DemoOrganisation(password string) Organisation {
+	return Organisation{
+		Namespace: DemoNamespace, Username: "demo", Password: password,
+		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents},
+	}
+}
+
 // EnsureOrganisation creates the organisation's namespace and API client, and (re)sets the
 // client's password hash when the password no longer matches it.
 func EnsureOrganisation(ctx context.Context, c client.Client, org Organisation) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: org.Namespace, Labels: map[string]string{flexv1.OrganisationLabel: org.Namespace}}}
-	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	// The namespace is created as `kubectl apply` of flexsite-admin's (and the samples') YAML
+	// for it would create it, so that applying that YAML afterwards changes nothing.
+	ns := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": org.Namespace, "labels": map[string]any{flexv1.OrganisationLabel: org.Namespace}},
+	}}
+	if err := SetLastApplied(ns); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, ns, client.FieldOwner(FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s: %w", org.Namespace, err)
 	}
 

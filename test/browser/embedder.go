@@ -13,7 +13,7 @@ import (
 
 // Embedder is an organisation's web app on its own loopback origin (http://127.0.0.1:<port>):
 // it serves pages that embed the hosted flow in an iframe and hand it a component token by
-// postMessage, as README's snippet does, and keep every event the flow sends them in
+// postMessage, as docs/hosted-flow.md's snippet does, and keep every event the flow sends them in
 // window.flexsiteEvents.
 type Embedder struct {
 	*httptest.Server

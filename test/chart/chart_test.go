@@ -10,18 +10,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -332,5 +337,73 @@ var _ = Describe("charts/flexsite", func() {
 		endpoints, _, _ := unstructured.NestedSlice(monitor.Object, "spec", "endpoints")
 		Expect(endpoints).To(ConsistOf(And(HaveKeyWithValue("scheme", "https"),
 			HaveKeyWithValue("tlsConfig", HaveKeyWithValue("insecureSkipVerify", true)))))
+	})
+
+	It("runs as the image's non-root user with bounded ephemeral storage, within the restricted Pod Security Standard", func(ctx SpecContext) {
+		obj := find(render(ctx), "Deployment", release)
+		Expect(obj).NotTo(BeNil())
+		deploy := &appsv1.Deployment{}
+		Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, deploy)).To(Succeed())
+		pod := deploy.Spec.Template.Spec
+
+		By("the user and group are the Dockerfile's USER, explicit, and above 10000 (kube-score)")
+		dockerfile, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "Dockerfile"))
+		Expect(err).NotTo(HaveOccurred())
+		user := regexp.MustCompile(`(?m)^USER (\d+):(\d+)\s*$`).FindStringSubmatch(string(dockerfile))
+		Expect(user).NotTo(BeNil(), "the Dockerfile's USER uid:gid")
+		uid, _ := strconv.ParseInt(user[1], 10, 64)
+		gid, _ := strconv.ParseInt(user[2], 10, 64)
+		Expect(uid).To(BeNumerically(">", 10000))
+		Expect(gid).To(BeNumerically(">", 10000))
+		Expect(pod.SecurityContext).NotTo(BeNil())
+		Expect(pod.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()))
+		Expect(pod.SecurityContext.RunAsUser).To(HaveValue(Equal(uid)))
+		Expect(pod.SecurityContext.RunAsGroup).To(HaveValue(Equal(gid)))
+		Expect(pod.Containers).To(HaveLen(1))
+		c := pod.Containers[0]
+		Expect(c.SecurityContext).NotTo(BeNil())
+		Expect(c.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()))
+		Expect(c.SecurityContext.RunAsUser).To(HaveValue(Equal(uid)))
+		Expect(c.SecurityContext.RunAsGroup).To(HaveValue(Equal(gid)))
+		Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()))
+
+		By("ephemeral storage is requested and limited, beside CPU and memory")
+		Expect(c.Resources.Requests).To(HaveKey(corev1.ResourceEphemeralStorage))
+		Expect(c.Resources.Limits).To(HaveKey(corev1.ResourceEphemeralStorage))
+		Expect(c.Resources.Requests.StorageEphemeral().Cmp(*c.Resources.Limits.StorageEphemeral())).To(BeNumerically("<=", 0))
+		Expect(c.Resources.Requests).To(HaveKey(corev1.ResourceCPU))
+		Expect(c.Resources.Limits).To(HaveKey(corev1.ResourceMemory))
+
+		By("the API server's PodSecurity admission admits its pod where the restricted level is enforced")
+		restricted := fmt.Sprintf("restricted-%d", time.Now().UnixNano()%1_000_000)
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: restricted,
+			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}})).To(Succeed())
+		admit := func(spec corev1.PodSpec) error {
+			spec.ServiceAccountName = "" // the chart's ServiceAccount is not created here
+			return k8s.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "manager", Namespace: restricted}, Spec: spec},
+				client.DryRunAll)
+		}
+		Expect(admit(*pod.DeepCopy())).To(Succeed())
+		// ... and refuses one that runs as root, so the check has teeth.
+		root := pod.DeepCopy()
+		root.Containers[0].SecurityContext.RunAsUser = ptr.To[int64](0)
+		err = admit(*root)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring(`violates PodSecurity "restricted:latest"`))
+	})
+
+	It("lets the NetworkPolicy allow more egress (DNS, receivers, SMTP) when asked", func(ctx SpecContext) {
+		obj := find(render(ctx, "ci/all-on-values.yaml"), "NetworkPolicy", release)
+		Expect(obj).NotTo(BeNil())
+		np := &networkingv1.NetworkPolicy{}
+		Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, np)).To(Succeed())
+		ports := map[int32]bool{}
+		for _, rule := range np.Spec.Egress {
+			for _, p := range rule.Ports {
+				ports[p.Port.IntVal] = true
+			}
+		}
+		Expect(ports).To(And(HaveKey(int32(6443)), HaveKey(int32(53)), HaveKey(int32(443)), HaveKey(int32(587))))
+		Expect(np.Spec.Egress).To(HaveLen(3))
 	})
 })

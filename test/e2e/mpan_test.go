@@ -11,7 +11,7 @@ import (
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
-// A household's meter point changes through either door (README "Changing a site's MPAN"): the
+// A household's meter point changes through either door (docs/platform.md "Changing a site's MPAN"): the
 // site keeps its object name and id, and the MPAN it takes is claimed first, whether by REST
 // (PATCH /entities/site) or by a platform team with kubectl.
 var _ = Describe("Changing a site's MPAN through kubectl and REST", func() {
@@ -35,7 +35,7 @@ var _ = Describe("Changing a site's MPAN through kubectl and REST", func() {
 		Expect(r.Err).To(HaveOccurred(), "%s", r)
 		Expect(r.Stderr).To(ContainSubstring("changing a site's MPAN needs the MPANClaim " + identity.MPANClaimName(b)))
 
-		By("accepting it once the claim names the site, as the README shows")
+		By("accepting it once the claim names the site, as docs/platform.md shows")
 		mustKubectlIn(ctx, fmt.Sprintf("apiVersion: flexsite.io/v1alpha1\nkind: MPANClaim\nmetadata: {name: %s}\nspec: {mpan: %q, siteName: %s}\n",
 			identity.MPANClaimName(b), b, w.siteName), "-n", w.ns, "create", "-f", "-")
 		mustKubectl(ctx, "-n", w.ns, "patch", "site", w.siteName, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"mpan":%q}}`, b))

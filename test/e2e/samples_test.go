@@ -13,11 +13,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
-// The samples own the namespace "demo" (created by config/samples/00_organisation.yaml). The
-// specs build on one another, so they run in order: apply, re-apply, withdraw.
+// The samples own the namespace "demo" (config/samples/00_organisation.yaml), which `make run`
+// creates first with its demo API client, as this suite's first spec does. The specs build on
+// one another, so they run in order: apply, re-apply, withdraw.
 
 const (
 	demo            = "demo"
@@ -31,8 +33,22 @@ const (
 func samplesDir() string { return filepath.Join(testenv.RepoRoot(), "config", "samples") }
 
 var _ = Describe("The samples, through kubectl", Ordered, func() {
-	It("apply, converge within seconds, and read well with get, explain and describe", func(ctx SpecContext) {
-		out := mustKubectl(ctx, "apply", "-f", samplesDir())
+	It("apply without a warning after make run's bootstrap, converge within seconds, and read well with get, explain and describe", func(ctx SpecContext) {
+		By("make run's bootstrap has made the default rules (the suite's environment) and the demo organisation")
+		Expect(bootstrap.EnsureOrganisation(ctx, env.Client, bootstrap.DemoOrganisation("flexsite-demo"))).To(Succeed())
+
+		By("kubectl apply -f config/samples/ says nothing on stderr: what the bootstrap made is unchanged")
+		r := kubectl(ctx, "apply", "-f", samplesDir())
+		Expect(r.Err).NotTo(HaveOccurred(), "%s", r)
+		Expect(r.Stderr).To(BeEmpty(), "%s", r)
+		out := r.Stdout
+		Expect(out).To(ContainSubstring("namespace/demo unchanged"))
+		for _, name := range []string{
+			"proposition.flexsite.io/limited-pause", "proposition.flexsite.io/full-asset-schedule-control", "proposition.flexsite.io/price-curve",
+			"assetmodel.flexsite.io/myenergi-zappi", "assetmodel.flexsite.io/legacy-charger",
+		} {
+			Expect(out).To(ContainSubstring(name+" unchanged"), "%s", r)
+		}
 		Expect(out).To(ContainSubstring("site.flexsite.io/" + demoSite + " created"))
 		Expect(out).To(ContainSubstring("enrolment.flexsite.io/" + demoHHEnrolment + " created"))
 
@@ -85,7 +101,10 @@ var _ = Describe("The samples, through kubectl", Ordered, func() {
 		before := resourceVersions(ctx, demo)
 		Expect(before).To(HaveLen(7), "2 sites, 3 assets and 2 enrolments: %v", before)
 
-		out := mustKubectl(ctx, "apply", "-f", samplesDir())
+		r := kubectl(ctx, "apply", "-f", samplesDir())
+		Expect(r.Err).NotTo(HaveOccurred(), "%s", r)
+		Expect(r.Stderr).To(BeEmpty(), "%s", r)
+		out := r.Stdout
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 			if strings.Contains(line, ".flexsite.io/") {
 				Expect(line).To(HaveSuffix(" unchanged"))

@@ -1,0 +1,141 @@
+package bootstrap_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/bootstrap"
+)
+
+// kubectl records what it applied as the object's JSON without the annotation, an empty
+// annotations map left where the file had none, and a newline (k8s.io/kubectl's
+// GetModifiedConfiguration with the unstructured JSON encoder).
+func TestSetLastAppliedAsKubectlRecordsIt(t *testing.T) {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": "demo", "labels": map[string]any{"flexsite.io/organisation": "demo"}},
+	}}
+	if err := bootstrap.SetLastApplied(obj); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"apiVersion":"v1","kind":"Namespace","metadata":{"annotations":{},"labels":{"flexsite.io/organisation":"demo"},"name":"demo"}}` + "\n"
+	if got := obj.GetAnnotations()[corev1.LastAppliedConfigAnnotation]; got != want {
+		t.Errorf("last-applied:\n got %q\nwant %q", got, want)
+	}
+
+	// An object's own annotations are kept, and recorded; setting it again changes nothing.
+	obj.SetAnnotations(map[string]string{"a": "b", corev1.LastAppliedConfigAnnotation: "stale"})
+	if err := bootstrap.SetLastApplied(obj); err != nil {
+		t.Fatal(err)
+	}
+	first := obj.GetAnnotations()[corev1.LastAppliedConfigAnnotation]
+	want = `{"apiVersion":"v1","kind":"Namespace","metadata":{"annotations":{"a":"b"},"labels":{"flexsite.io/organisation":"demo"},"name":"demo"}}` + "\n"
+	if first != want || obj.GetAnnotations()["a"] != "b" {
+		t.Errorf("last-applied with an annotation: got %q, annotations %v", first, obj.GetAnnotations())
+	}
+	if err := bootstrap.SetLastApplied(obj); err != nil || obj.GetAnnotations()[corev1.LastAppliedConfigAnnotation] != first {
+		t.Errorf("setting it again changed it: %v %q", err, obj.GetAnnotations()[corev1.LastAppliedConfigAnnotation])
+	}
+}
+
+func newClient(t *testing.T) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := flexv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).Build()
+}
+
+// The default rules are created as `kubectl apply -f config/rules/` would create them, so the
+// samples' copies of them (config/samples/01_propositions.yaml, 02_assetmodels.yaml) apply
+// without a warning and unchanged; existing objects are left alone.
+func TestApplyDefaultsRecordsTheAppliedConfiguration(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t)
+	dir := filepath.Join("..", "..", "config", "rules")
+	n, err := bootstrap.ApplyDefaults(ctx, c, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 8 {
+		t.Errorf("created %d objects, want the 3 propositions and 5 asset models", n)
+	}
+	p := &flexv1.Proposition{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "price-curve"}, p); err != nil {
+		t.Fatal(err)
+	}
+	var recorded map[string]any
+	if err := json.Unmarshal([]byte(p.Annotations[corev1.LastAppliedConfigAnnotation]), &recorded); err != nil {
+		t.Fatalf("last-applied of price-curve: %v (%q)", err, p.Annotations)
+	}
+	if spec, _ := recorded["spec"].(map[string]any); spec["proposition"] != "price_curve" || recorded["kind"] != "Proposition" {
+		t.Errorf("last-applied of price-curve: %v", recorded)
+	}
+
+	// A platform team's edit survives a restart.
+	p.Spec.Description = "edited"
+	if err := c.Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := bootstrap.ApplyDefaults(ctx, c, dir); err != nil || n != 0 {
+		t.Fatalf("second ApplyDefaults: created %d, %v", n, err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Name: "price-curve"}, p); err != nil || p.Spec.Description != "edited" {
+		t.Errorf("the edit was undone: %v %q", err, p.Spec.Description)
+	}
+}
+
+// The samples repeat the default rules, so that `kubectl apply -f config/samples/` on a
+// cluster without them (e.g. a chart with defaultRules.enabled=false) has what its households
+// need; the copies must stay identical to config/rules, or make run's apply would change them.
+func TestSamplesRepeatTheDefaultRules(t *testing.T) {
+	for sample, rules := range map[string]string{
+		"01_propositions.yaml": "propositions.yaml",
+		"02_assetmodels.yaml":  "assetmodels.yaml",
+	} {
+		a, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", sample))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join("..", "..", "config", "rules", rules))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(a) != string(b) {
+			t.Errorf("config/samples/%s differs from config/rules/%s", sample, rules)
+		}
+	}
+}
+
+// The demo organisation's namespace is created as applying config/samples/00_organisation.yaml
+// would create it.
+func TestDemoNamespaceAsTheSampleDeclaresIt(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t)
+	if err := bootstrap.EnsureOrganisation(ctx, c, bootstrap.DemoOrganisation("pw")); err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{}
+	if err := c.Get(ctx, client.ObjectKey{Name: bootstrap.DemoNamespace}, ns); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"apiVersion":"v1","kind":"Namespace","metadata":{"annotations":{},"labels":{"flexsite.io/organisation":"demo"},"name":"demo"}}` + "\n"
+	if got := ns.Annotations[corev1.LastAppliedConfigAnnotation]; got != want {
+		t.Errorf("demo namespace's last-applied: %q, want %q", got, want)
+	}
+}
