@@ -74,7 +74,7 @@ var (
 	})
 
 	// KeptEligibilityAnswerBytes is the memory the REST API's kept eligibility answers are
-	// counted for (bounded; see internal/facade's answercache.go).
+	// counted for (bounded; see internal/app's reads.go).
 	KeptEligibilityAnswerBytes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "flexsite_eligibility_kept_answer_bytes",
 		Help: "Bytes of encoded GET eligibility answers the REST API keeps to answer the next read of the same site (bounded).",

@@ -49,9 +49,9 @@ var (
 
 const keysNamespace = "flexsite-system"
 
-func TestFacade(t *testing.T) {
+func TestServer(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "REST facade suite (envtest)")
+	RunSpecs(t, "Server suite: every door on the use cases (envtest)")
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
