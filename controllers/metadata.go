@@ -12,7 +12,7 @@ import (
 
 // ensureMetadata adds what the controllers own in an object's metadata, in one patch:
 // the Flexsite finalizer (when withFinalizer) and, when withID, an API id label for objects
-// created without one (kubectl or GitOps; the REST facade and the defaulting webhook set it
+// created without one (kubectl or GitOps; the REST API and the defaulting webhook set it
 // at creation). The patch carries the resourceVersion, so a concurrent change is a conflict,
 // not a lost finalizer.
 func ensureMetadata(ctx context.Context, c client.Client, obj client.Object, withFinalizer, withID bool) error {

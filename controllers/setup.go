@@ -20,7 +20,7 @@ type Options struct {
 	// most of their time waiting on the API server, so a few workers multiply throughput when
 	// a catalogue change re-evaluates thousands of sites.
 	Concurrency int
-	// Background, when set, is shared with the REST facade: the sites a catalogue change
+	// Background, when set, is shared with the REST API: the sites a catalogue change
 	// re-evaluates yield to the requests it serves (internal/priority).
 	Background *priority.Gate
 }

@@ -72,7 +72,7 @@ type onboardResponse struct {
 	} `json:"enrolment"`
 }
 
-// newSite is a Site as the facade creates it: id label and finalizer set at creation, so no
+// newSite is a Site as the REST API creates it: id label and finalizer set at creation, so no
 // controller needs to write them afterwards.
 func newSite(ns, mpan string, spec flexv1.SiteSpec) *flexv1.Site {
 	spec.MPAN = mpan
@@ -83,7 +83,7 @@ func newSite(ns, mpan string, spec flexv1.SiteSpec) *flexv1.Site {
 	}
 }
 
-// markInFlight gives a site the in-flight marker the facade sets on a site its request
+// markInFlight gives a site the in-flight marker the REST API sets on a site its request
 // creates, naming what the request writes after it.
 func markInFlight(site *flexv1.Site, mpan string) {
 	household.InFlight{Until: time.Now().Add(server.DefaultInFlightTimeout),
@@ -101,7 +101,7 @@ func householdSpec() flexv1.SiteSpec {
 		BoundaryMeterConsentAt: &metav1.Time{Time: consent}}
 }
 
-// newAsset is an Asset as the facade creates it, with its id label.
+// newAsset is an Asset as the REST API creates it, with its id label.
 func newAsset(ns, siteName, externalID string, spec flexv1.AssetSpec) *flexv1.Asset {
 	spec.SiteName, spec.ExternalID = siteName, externalID
 	return &flexv1.Asset{
@@ -120,7 +120,7 @@ func batterySpec() flexv1.AssetSpec {
 	return flexv1.AssetSpec{Type: flexv1.AssetTypeBattery, PowerW: ptr.To[int64](5000), CapacityWh: ptr.To[int64](13500)}
 }
 
-// newEnrolment is an Enrolment in limited_pause as the facade creates it, with its finalizer.
+// newEnrolment is an Enrolment in limited_pause as the REST API creates it, with its finalizer.
 func newEnrolment(ns, siteName string) *flexv1.Enrolment {
 	return &flexv1.Enrolment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.EnrolmentName(siteName, flexv1.PropositionLimitedPause),

@@ -81,7 +81,7 @@ func drain(resp *http.Response) {
 	_ = resp.Body.Close()
 }
 
-// apiClient speaks to the REST facade as one organisation's API client.
+// apiClient speaks to the REST API as one organisation's API client.
 type apiClient struct {
 	base               string
 	http               *http.Client
@@ -92,7 +92,7 @@ type apiClient struct {
 	tokenAt time.Time
 }
 
-// tokenLifetime is less than the facade's hour, so a long full run never uses a stale token.
+// tokenLifetime is less than the REST API's hour, so a long full run never uses a stale token.
 const tokenLifetime = 45 * time.Minute
 
 // login gets an organisation token through the OAuth2 password flow.

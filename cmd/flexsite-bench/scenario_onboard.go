@@ -32,7 +32,7 @@ func runOnboard(ctx context.Context, b *bench, rep *report) error {
 	}
 	raw := newHouseholds(rawNamespace, 12)
 
-	// Warm up both paths (connections, the facade's first requests), outside the figures.
+	// Warm up both paths (connections, the REST API's first requests), outside the figures.
 	warm := 2 * b.p.Concurrency
 	if _, _, err := b.onboardREST(ctx, restOrg, warm); err != nil {
 		return err
@@ -156,7 +156,7 @@ func (b *bench) runBatch(ctx context.Context, rest bool, n int, restOrg *org, ra
 	return res, nil
 }
 
-// rawHouseholds creates n households' objects exactly as the facade does (the site with its
+// rawHouseholds creates n households' objects exactly as the REST API does (the site with its
 // id label, finalizer and in-flight marker, two assets, an enrolment with its finalizer), in
 // the same order, one household per job, at the same concurrency as the REST side. It
 // returns the sites' names.

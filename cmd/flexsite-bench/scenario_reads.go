@@ -258,7 +258,7 @@ var trivialBody = []byte(`{"ok":true}`)
 const maxTrivialBytes = 1 << 20
 
 // serveTrivial is the read-path baseline: net/http with a handler that does nothing but
-// write a constant, configured like the facade's server. At /bytes/{n} it answers a
+// write a constant, configured like the REST API's server. At /bytes/{n} it answers a
 // constant JSON string of n bytes instead (the same-size baselines). It stops on SIGTERM.
 func serveTrivial(addr string) error {
 	// {} and then spaces: any prefix of two bytes or more is a JSON document.
@@ -276,7 +276,7 @@ func serveTrivial(addr string) error {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(n))
-		_, _ = w.Write(sized[:n]) // one slice, as the facade writes its answers
+		_, _ = w.Write(sized[:n]) // one slice, as the REST API writes its answers
 	})
 	srv := &http.Server{
 		Addr:              addr,

@@ -1,5 +1,5 @@
 // Command manager runs Flexsite: the Site, Asset and Enrolment controllers and the REST
-// facade, in one process. Against a cluster it uses the kubeconfig (--kubeconfig, $KUBECONFIG)
+// REST API, in one process. Against a cluster it uses the kubeconfig (--kubeconfig, $KUBECONFIG)
 // or in-cluster config, with leader election for the controllers; with --embedded it first
 // starts a local control plane (etcd + kube-apiserver) and bootstraps a demo organisation.
 package main
@@ -310,7 +310,7 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.AddReadyzCheck("readyz", func(_ *http.Request) error { return readyErr(synced.Load()) }); err != nil {
 		return err
 	}
-	// Mark ready once the caches have synced: the facade reads through them.
+	// Mark ready once the caches have synced: the REST API reads through them.
 	if err := mgr.Add(runnableFunc(func(ctx context.Context) error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) || !ledgers.WaitForSync(ctx) {
 			return nil

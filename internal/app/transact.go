@@ -271,7 +271,7 @@ func mayHaveApplied(err error) bool {
 }
 
 // refused answers a write the API server judged Invalid (its admission webhooks or schema)
-// as a 409 with the server's reason: the facade checks every field before it writes, so such
+// as a 409 with the server's reason: the REST API checks every field before it writes, so such
 // a refusal is the request meeting the stored state (a site being deleted, an MPAN another
 // site claims, seen by admission a moment before this request's reads), not a server failure.
 func refused(err error) error {

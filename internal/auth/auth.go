@@ -1,4 +1,4 @@
-// Package auth issues and verifies the REST facade's bearer tokens and checks API client
+// Package auth issues and verifies the REST API's bearer tokens and checks API client
 // credentials.
 //
 // Tokens are EdDSA-signed JWTs that are verified without an API lookup (design decision 8):

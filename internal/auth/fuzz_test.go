@@ -1,6 +1,6 @@
 package auth
 
-// Fuzz targets for what the REST facade reads off every request before anything else: the
+// Fuzz targets for what the REST API reads off every request before anything else: the
 // Authorization header (BearerToken) and the token in it (Issuer.Verify).
 //
 //	go test -run='^$' -fuzz=FuzzBearerToken -fuzztime=20s ./internal/auth/

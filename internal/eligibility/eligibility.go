@@ -1,7 +1,7 @@
 // Package eligibility decides which flexibility propositions a site and each of its assets
 // qualify for. It is a pure function of the site, its assets and the rules (Propositions and
 // the AssetModel catalogue): the Site controller writes its result into Site.status and the
-// REST facade answers initialise, eligibility and onboard pre-checks with it, so an answer
+// REST API answers initialise, eligibility and onboard pre-checks with it, so an answer
 // never disagrees with status.
 package eligibility
 

@@ -2,7 +2,7 @@
 // is made of apart from the HTTP door: its page, script and styles (embedded in the binary: no
 // CDN, no third-party request), its Content-Security-Policy, the validation of its theming
 // parameters, the plain words it shows for eligibility issue codes, and the step a returning
-// household starts at. Everything here is pure; the facade serves it and owns the JSON routes
+// household starts at. Everything here is pure; the REST API serves it and owns the JSON routes
 // the script calls, which go through the same household core as the REST API.
 package hostedflow
 

@@ -78,7 +78,7 @@ func (b *builtRules) matches(props []flexv1.Proposition, models []flexv1.AssetMo
 
 // Evaluate computes a site's eligibility from its spec and its assets with the rules.
 // Assets on their way out no longer count. The Site controller writes the result into
-// status; the REST facade answers with it before (and without) writing.
+// status; the REST API answers with it before (and without) writing.
 func Evaluate(site *flexv1.SiteSpec, assets []flexv1.Asset, rules eligibility.Rules) eligibility.Result {
 	ptrs := make([]*flexv1.Asset, len(assets))
 	for i := range assets {

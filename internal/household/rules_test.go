@@ -10,7 +10,7 @@ import (
 )
 
 // LoadRules reuses the rules it built while the listed catalogue is unchanged, and sees every
-// change (update, create, delete) at once. (A facade spec follows an AssetModel change through
+// change (update, create, delete) at once. (A REST API spec follows an AssetModel change through
 // the real API server; here the listings are given.)
 func TestRulesForFollowsTheCatalogue(t *testing.T) {
 	model := func(modelName string, uid types.UID, rv string) flexv1.AssetModel {

@@ -36,7 +36,7 @@ func LoadRules(ctx context.Context, r client.Reader) (eligibility.Rules, error) 
 }
 
 // Catalogue answers the rules in force to readers that may see a catalogue change a moment
-// late (the REST facade's GET eligibility), without listing the catalogue per call: the
+// late (the REST API's GET eligibility), without listing the catalogue per call: the
 // informers of Propositions and AssetModels tell it of every change, and it rebuilds (with
 // LoadRules) on the next call after one. A change is seen once the informer's handlers have
 // run, just after the cache holds it. Writers and the Site controller use LoadRules, which

@@ -1,5 +1,5 @@
 // Package index sets up the manager's cache: what it holds (CacheOptions), and the field
-// indexes that the controllers and the REST facade look objects up by, so that a lookup by
+// indexes that the controllers and the REST API look objects up by, so that a lookup by
 // natural key or API id is an index hit, not a scan.
 package index
 

@@ -1,6 +1,6 @@
 // Package metrics holds Flexsite's own Prometheus metrics (prefix flexsite_), registered on
 // controller-runtime's registry so the manager's metrics endpoint serves them beside the
-// controller-runtime and client-go ones. Every door (REST facade, controllers, webhooks)
+// controller-runtime and client-go ones. Every door (REST API, controllers, webhooks)
 // counts through here; none imports another to do so.
 //
 // Label values are bounded sets named here (outcomes, doors, kinds, reasons), never ids or

@@ -1,6 +1,6 @@
 // Package priority lets interactive work (a REST request someone is waiting on) go before
 // background work (re-evaluating every site after a catalogue change) when both need the
-// API server. The REST facade marks its writing requests with Begin; a background reconcile
+// API server. The REST API marks its writing requests with Begin; a background reconcile
 // holds a Slot while it works.
 //
 // While no interactive request is in flight (nor has been for a short linger), background

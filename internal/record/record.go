@@ -1,5 +1,5 @@
 // Package record holds the API's records that more than one door answers with: the REST
-// facade in its responses, notifications in their event data. Pure: no Kubernetes client.
+// REST API in its responses, notifications in their event data. Pure: no Kubernetes client.
 package record
 
 import (

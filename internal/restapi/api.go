@@ -19,7 +19,7 @@ import (
 	"github.com/flexsite/flexsite/internal/web"
 )
 
-// The facade's own permissions (the controllers' are on the reconcilers, the Secrets' on
+// The REST API's own permissions (the controllers' are on the reconcilers, the Secrets' on
 // internal/auth's Authenticator and KeyRing, which read them).
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites;assets;enrolments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers,verbs=get;list;watch;delete

@@ -14,7 +14,7 @@ import (
 )
 
 // GET eligibility keeps its encoded answer per site while the site, its assets and the
-// catalogue are unchanged: a change is in the very next read once the facade's cache holds
+// catalogue are unchanged: a change is in the very next read once the REST API's cache holds
 // it (no Eventually on the read itself), as when every read evaluated afresh.
 var _ = Describe("GET /entities/site/{site_id}/eligibility kept between reads", func() {
 	It("answers a changed site, a changed asset and a deleted asset in the next read", func(ctx SpecContext) {
@@ -29,10 +29,10 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility kept between reads", 
 			ExpectWithOffset(1, status).To(Equal(http.StatusOK), "%s", resp)
 			return resp.Map()
 		}
-		// cached waits until the facade's cache holds an object that satisfies ok.
+		// cached waits until the REST API's cache holds an object that satisfies ok.
 		cached := func(obj client.Object, ok func() bool) {
 			EventuallyWithOffset(1, func(g Gomega) {
-				g.Expect(facadeCache.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+				g.Expect(serverCache.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
 				g.Expect(ok()).To(BeTrue())
 			}).Should(Succeed())
 		}
@@ -63,7 +63,7 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility kept between reads", 
 		Expect(k8sClient.Delete(ctx, charger)).To(Succeed())
 		Eventually(func(g Gomega) {
 			got := &flexv1.Asset{}
-			err := facadeCache.Get(ctx, client.ObjectKeyFromObject(charger), got)
+			err := serverCache.Get(ctx, client.ObjectKeyFromObject(charger), got)
 			g.Expect(client.IgnoreNotFound(err)).To(Succeed())
 			g.Expect(err != nil || !got.DeletionTimestamp.IsZero()).To(BeTrue())
 		}).Should(Succeed())
@@ -73,10 +73,10 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility kept between reads", 
 	})
 })
 
-// siteConsented reports whether the facade's cache holds the site with meter consent.
+// siteConsented reports whether the REST API's cache holds the site with meter consent.
 func siteConsented(ctx context.Context, ns, mpan string) bool {
 	site := &flexv1.Site{}
-	if err := facadeCache.Get(ctx, client.ObjectKey{Namespace: ns, Name: identity.SiteNameForMPAN(mpan)}, site); err != nil {
+	if err := serverCache.Get(ctx, client.ObjectKey{Namespace: ns, Name: identity.SiteNameForMPAN(mpan)}, site); err != nil {
 		return false
 	}
 	return site.Spec.BoundaryMeterConsentAt != nil

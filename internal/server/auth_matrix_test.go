@@ -20,7 +20,7 @@ import (
 )
 
 // The authorisation matrix: every authenticated route × every kind of caller, each cell
-// with the one status it must answer. A route added to the facade without a row here fails
+// with the one status it must answer. A route added to the REST API without a row here fails
 // the spec, so no route escapes the matrix.
 
 // matrixCaller is a column of the matrix.
@@ -263,7 +263,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 
 		var wrong []string
 		cells, covered := 0, map[string]bool{}
-		for _, route := range facadeSrv.Routes() {
+		for _, route := range apiSrv.Routes() {
 			name := route.Method + " " + route.Path
 			if public[name] {
 				continue
@@ -339,7 +339,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 				}
 			}
 		}
-		Expect(covered).To(HaveLen(len(rows)), "rows for routes the facade does not serve")
+		Expect(covered).To(HaveLen(len(rows)), "rows for routes the REST API does not serve")
 		Expect(wrong).To(BeEmpty())
 		Expect(cells).To(Equal(len(rows) * int(matrixCallers)))
 		AddReportEntry("authorisation matrix cells", cells)
@@ -367,7 +367,7 @@ func hostedCall(hosted bool, method, path, token string, body any) (int, respons
 	return status, data
 }
 
-// A bearer token is a string: the facade must accept the string it issued and no other. A JWS
+// A bearer token is a string: the REST API must accept the string it issued and no other. A JWS
 // in compact form is unpadded base64url (RFC 7515), and the last character of an Ed25519
 // signature's 86 carries 4 bits of padding: decoded leniently (the parser is not built with
 // jwt.WithStrictDecoding), up to 16 different strings verify as the same token. Low severity,

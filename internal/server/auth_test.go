@@ -314,7 +314,7 @@ var _ = Describe("Authentication: API client lifecycle", func() {
 		expectUnauthorized(login(o.Username, "other-"+o.Password))
 	})
 
-	// Disabling a client takes effect on its tokens at once (the facade looks the client up on
+	// Disabling a client takes effect on its tokens at once (the REST API looks the client up on
 	// every request); taking a role away must too, or a client keeps a revoked privilege for
 	// the rest of its token's hour.
 	It("stops honouring a role the API client no longer holds", func(ctx SpecContext) {
@@ -381,7 +381,7 @@ var _ = Describe("Authentication: bearer tokens", func() {
 	everyProtectedRoute := func(authorization []string) []string {
 		var wrong []string
 		checked := 0
-		for _, r := range facadeSrv.Routes() {
+		for _, r := range apiSrv.Routes() {
 			if public[r.Method+" "+r.Path] {
 				continue
 			}

@@ -12,19 +12,19 @@ import (
 )
 
 // The rules are built once per catalogue change, not per request: an eligibility answer
-// follows a change of the AssetModel catalogue as soon as the facade's cache has seen it.
+// follows a change of the AssetModel catalogue as soon as the REST API's cache has seen it.
 var _ = Describe("GET /entities/site/{site_id}/eligibility after a catalogue change", func() {
 	It("follows an AssetModel's CoP11 qualification both ways", func(ctx SpecContext) {
 		o := newOrg(ctx)
 		tok := o.token()
 		model := &flexv1.AssetModel{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: "facade-catalogue-"},
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "REST API-catalogue-"},
 			Spec:       flexv1.AssetModelSpec{ModelName: "catalogue-" + o.Namespace},
 		}
 		Expect(k8sClient.Create(ctx, model)).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, model))).To(Succeed()) })
 
-		// Initialise takes the model once the facade's cache has seen it.
+		// Initialise takes the model once the REST API's cache has seen it.
 		body := entityInitialiseBody("1200000000011", func(b map[string]any) {
 			b["assets"] = []any{map[string]any{"external_id": "catalogue-battery", "type": "battery",
 				"asset_model": model.Spec.ModelName, "installation_date": "2025-03-01"}}

@@ -298,7 +298,7 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 				{ID: identity.NewID(), Type: "correction", CreditPence: 0},
 			}},
 		})).To(Succeed())
-		// The facade reads ledgers from its cache.
+		// The REST API reads ledgers from its cache.
 		Eventually(func() any {
 			return mustCall("GET", "/rewards/"+home.id+"/transactions", tok, nil)["transactions"]
 		}).Should(HaveLen(4))

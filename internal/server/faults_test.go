@@ -25,7 +25,7 @@ import (
 	"github.com/flexsite/flexsite/internal/server"
 )
 
-// Fault injection over the real API server: each facade instance here writes through a
+// Fault injection over the real API server: each REST API instance here writes through a
 // wrapper of the manager's own client (and reads through wrappers of its cache and API
 // reader) that makes one chosen call fail the way a real API server or network does. The
 // wrapper counts the writes of the one request sent to its instance, so "the k-th write"
@@ -75,7 +75,7 @@ type faultClient struct {
 }
 
 func newFaultClient(fault faultMode, failAt int) *faultClient {
-	return &faultClient{Client: facadeSrv.Client, fault: fault, failAt: failAt}
+	return &faultClient{Client: apiSrv.Client, fault: fault, failAt: failAt}
 }
 
 func faultKindOf(obj any) string { return reflect.TypeOf(obj).Elem().Name() }
@@ -202,15 +202,15 @@ func (f *faultReads) state() (reads int, fired string, writesAtFire int) {
 // is removed within the spec, yet far longer than a successful request takes.
 const faultInFlightTimeout = 5 * time.Second
 
-// faultyFacade serves a facade instance that writes through c and, when reads is set, reads
+// faultyFacade serves a server instance that writes through c and, when reads is set, reads
 // through it.
 func faultyFacade(c *faultClient, reads *faultReads, inFlight time.Duration) (string, func()) {
-	cfg := facadeSrv.Config
+	cfg := apiSrv.Config
 	cfg.Client = c
 	cfg.InFlightTimeout = inFlight
 	if reads != nil {
-		cfg.Cache = faultReader{Reader: facadeSrv.Cache, source: "cache", f: reads}
-		cfg.APIReader = faultReader{Reader: facadeSrv.APIReader, source: "api", f: reads}
+		cfg.Cache = faultReader{Reader: apiSrv.Cache, source: "cache", f: reads}
+		cfg.APIReader = faultReader{Reader: apiSrv.APIReader, source: "api", f: reads}
 	}
 	srv := httptest.NewServer(server.NewServer(cfg))
 	return srv.URL, srv.Close
@@ -237,7 +237,7 @@ type faultRequest struct {
 	check  func(ctx context.Context, g Gomega, answer map[string]any, repeat bool)
 }
 
-// send sends the request to the facade at base.
+// send sends the request to the REST API at base.
 func (r faultRequest) send(base, token string) relAnswer {
 	method := r.method
 	if method == "" {
@@ -247,7 +247,7 @@ func (r faultRequest) send(base, token string) relAnswer {
 }
 
 // faultCase is an endpoint under fault injection: prepare stores what the i-th request
-// needs (through the normal facade, waiting until the controllers have settled) and returns
+// needs (through the normal REST API, waiting until the controllers have settled) and returns
 // the request.
 type faultCase struct {
 	name    string
@@ -948,7 +948,7 @@ var _ = Describe("Reliability: DELETE /entities/site/{site_id} under injected fa
 	})
 	path := func(id string) string { return "/entities/site/" + id }
 	// deleteOutcome checks the state after a DELETE through a faulty instance that answered a,
-	// and repeats the request through the normal facade.
+	// and repeats the request through the normal REST API.
 	deleteOutcome := func(ctx context.Context, g Gomega, a relAnswer, failed string, applied bool, name, id, before string) {
 		if failed == "" {
 			g.Expect(a.status).To(Equal(http.StatusNoContent), "no fault fired, so the delete succeeds: %s", a)

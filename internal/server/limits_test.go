@@ -13,7 +13,7 @@ import (
 	"github.com/flexsite/flexsite/internal/server"
 )
 
-// limitedCall sends a request to another facade instance (same cache and cluster) that has
+// limitedCall sends a request to another REST API instance (same cache and cluster) that has
 // its own limits. headers are name, value pairs.
 func limitedCall(srv *httptest.Server, method, path, token, contentType, body string, headers ...string) *http.Response {
 	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
@@ -35,7 +35,7 @@ func limitedCall(srv *httptest.Server, method, path, token, contentType, body st
 
 var _ = Describe("Input limits", func() {
 	limited := func(l server.Limits) *httptest.Server {
-		cfg := facadeSrv.Config
+		cfg := apiSrv.Config
 		cfg.Limits = l
 		srv := httptest.NewServer(server.NewServer(cfg))
 		DeferCleanup(srv.Close)
@@ -97,7 +97,7 @@ var _ = Describe("Input limits", func() {
 			}
 		}
 		limits := server.Limits{AuthFailuresPerAddress: server.Limit{Rate: 0.01, Burst: 5}}
-		cfg := facadeSrv.Config
+		cfg := apiSrv.Config
 		cfg.Limits = limits
 		cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 		behindProxy := httptest.NewServer(server.NewServer(cfg))
@@ -116,7 +116,7 @@ var _ = Describe("Input limits", func() {
 	})
 
 	It("keeps a username's failure budget per address, so nobody elsewhere can lock an organisation out", func(ctx SpecContext) {
-		cfg := facadeSrv.Config
+		cfg := apiSrv.Config
 		cfg.Limits = server.Limits{LoginFailuresPerUsername: server.Limit{Rate: 0.001, Burst: 3}}
 		cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 		srv := httptest.NewServer(server.NewServer(cfg))

@@ -15,7 +15,7 @@ import (
 	"github.com/flexsite/flexsite/internal/server"
 )
 
-// What the facade tells its operators about each request: a request id on every answer, the
+// What the REST API tells its operators about each request: a request id on every answer, the
 // request counted by route pattern, and every write named after the API client that made it.
 var _ = Describe("Observability of the REST API", func() {
 	It("answers every request with a request id: the caller's when sane, a fresh one otherwise", func() {

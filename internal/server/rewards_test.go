@@ -29,7 +29,7 @@ func exactCall(method, path, token string) map[string]any {
 	return m
 }
 
-// setClock moves the facade's clock.
+// setClock moves the REST API's clock.
 func setClock(t time.Time) { clock.Store(&t) }
 
 // rewardTx is a ledger transaction at start (zero: none).
@@ -81,7 +81,7 @@ var _ = Describe("Rewards", func() {
 			Spec:       flexv1.RewardLedgerSpec{SiteName: siteName, Transactions: txs},
 		}
 		Expect(k8sClient.Create(ctx, ledger)).To(Succeed())
-		// The facade reads ledgers from its cache.
+		// The REST API reads ledgers from its cache.
 		Eventually(func() any {
 			return mustCall("GET", "/rewards/"+siteID+"/transactions?limit=1000", tok, nil)["transactions"]
 		}).Should(HaveLen(len(txs)))
@@ -166,7 +166,7 @@ var _ = Describe("Rewards", func() {
 		}))
 	})
 
-	It("counts the withdrawal wait from the first reward, on the facade's clock", func(ctx SpecContext) {
+	It("counts the withdrawal wait from the first reward, on the REST API's clock", func(ctx SpecContext) {
 		first := base.Add(-10 * 24 * time.Hour)
 		// A withdrawal and a negative correction earlier still do not start the wait.
 		writeLedger(ctx,

@@ -33,7 +33,7 @@ type page struct {
 	location string
 }
 
-// browser is a cookie-keeping client that follows redirects within the facade only (the
+// browser is a cookie-keeping client that follows redirects within the REST API only (the
 // redirect_uri of a link is another site's).
 type browser struct{ c *http.Client }
 

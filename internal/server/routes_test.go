@@ -12,8 +12,8 @@ import (
 )
 
 var _ = Describe("The OpenAPI document", func() {
-	It("documents every route the facade serves, and the facade serves every documented path", func() {
-		served := facadeSrv.Routes()
+	It("documents every route the REST API serves, and the REST API serves every documented path", func() {
+		served := apiSrv.Routes()
 		paths := apidocs.Paths()
 		documented := make([]server.Route, 0, len(paths))
 		for _, r := range paths {

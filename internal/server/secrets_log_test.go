@@ -50,7 +50,7 @@ func (b *lockedBuffer) String() string {
 var errInjected = errors.New("injected cache failure (test)")
 
 // failingLedgerReads is the suite's cache, except that reading a RewardLedger fails: the
-// rewards endpoints then answer 500, which the facade logs.
+// rewards endpoints then answer 500, which the REST API logs.
 type failingLedgerReads struct{ client.Reader }
 
 func (c failingLedgerReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -103,9 +103,9 @@ var _ = Describe("Secrets in the logs", func() {
 	It("never logs a password, a token or a password hash, whatever happens", func(ctx SpecContext) {
 		var logs lockedBuffer
 		logger := zap.New(zap.WriteTo(&logs), zap.UseDevMode(true))
-		cfg := facadeSrv.Config
+		cfg := apiSrv.Config
 		cfg.Log = logger
-		cfg.Cache = failingLedgerReads{Reader: facadeSrv.Cache}
+		cfg.Cache = failingLedgerReads{Reader: apiSrv.Cache}
 		cfg.Ledgers = failingLedgers{}
 		srv := server.NewServer(cfg)
 		// The authenticator logs through the request's context (controller-runtime's
@@ -191,7 +191,7 @@ var _ = Describe("Secrets in the logs", func() {
 			return send(api, "POST", "/auth/token-form", "", formContentType, loginForm(o.Username, o.Password)).status
 		}).Should(Equal(http.StatusUnauthorized))
 
-		// The password hash the facade checked against.
+		// The password hash the REST API checked against.
 		apiClient := &flexv1.APIClient{}
 		Expect(k8sClient.Get(ctx, apiClientKey(o), apiClient)).To(Succeed())
 		secret := &corev1.Secret{}
@@ -228,7 +228,7 @@ var _ = Describe("Login answers", func() {
 	It("answers an unknown username and a wrong password byte for byte alike", func(ctx SpecContext) {
 		o := newOrg(ctx)
 		o.token()
-		api := httptest.NewServer(facadeSrv)
+		api := httptest.NewServer(apiSrv)
 		DeferCleanup(api.Close)
 		wrong := send(api, "POST", "/auth/token-form", "", formContentType, loginForm(o.Username, "not-"+o.Password))
 		unknown := send(api, "POST", "/auth/token-form", "", formContentType, loginForm("nobody-"+o.Namespace, "not-"+o.Password))

@@ -29,7 +29,7 @@ import (
 // stored, not only the answer.
 
 // lcBareSite stores a site that holds nothing, as kubectl would (with the id and finalizer
-// the REST API gives its sites), and waits until the facade serves it. It answers the site's
+// the REST API gives its sites), and waits until the REST API serves it. It answers the site's
 // object name and API id.
 func lcBareSite(ctx context.Context, tok, ns, mpan string) (name, id string) {
 	GinkgoHelper()
@@ -72,7 +72,7 @@ func lcSend(base, method, path, token string, body any) relAnswer {
 }
 
 // siteDeleteHooks is the manager's client with hooks run just before and just after it deletes
-// a Site (once each): what another client does in the instant between the facade's look at
+// a Site (once each): what another client does in the instant between the REST API's look at
 // the site and its delete, or straight after the delete.
 type siteDeleteHooks struct {
 	client.Client
@@ -107,9 +107,9 @@ func (c *siteDeleteHooks) siteDeletes() int {
 	return c.deletes
 }
 
-// hookedFacade serves a facade instance that writes through c.
+// hookedFacade serves a server instance that writes through c.
 func hookedFacade(c client.Client) (string, func()) {
-	cfg := facadeSrv.Config
+	cfg := apiSrv.Config
 	cfg.Client = c
 	srv := httptest.NewServer(server.NewServer(cfg))
 	return srv.URL, srv.Close
@@ -253,7 +253,7 @@ var _ = Describe("DELETE /entities/site/{site_id}", func() {
 			Expect(k8sClient.Create(ctx, late)).To(Succeed())
 			return late
 		}
-		// deleteThrough sends the delete through a facade instance with the hooks.
+		// deleteThrough sends the delete through a server instance with the hooks.
 		deleteThrough := func(hooks *siteDeleteHooks, id string) relAnswer {
 			GinkgoHelper()
 			url, done := hookedFacade(hooks)
@@ -266,7 +266,7 @@ var _ = Describe("DELETE /entities/site/{site_id}", func() {
 		It("is seen, or goes with the site, when it arrives in the instant before the delete", func(ctx SpecContext) {
 			name, id := lcBareSite(ctx, tok, o.Namespace, "1200000000011")
 			var late *flexv1.Asset
-			hooks := &siteDeleteHooks{Client: facadeSrv.Client, before: func(ctx context.Context, _ *flexv1.Site) {
+			hooks := &siteDeleteHooks{Client: apiSrv.Client, before: func(ctx context.Context, _ *flexv1.Site) {
 				late = lateAsset(ctx, name, "late-charger")
 			}}
 			a := deleteThrough(hooks, id)
@@ -291,7 +291,7 @@ var _ = Describe("DELETE /entities/site/{site_id}", func() {
 			func(ctx SpecContext) {
 				name, id := lcBareSite(ctx, tok, o.Namespace, "1200000000011")
 				var late *flexv1.Asset
-				hooks := &siteDeleteHooks{Client: facadeSrv.Client, before: func(ctx context.Context, looked *flexv1.Site) {
+				hooks := &siteDeleteHooks{Client: apiSrv.Client, before: func(ctx context.Context, looked *flexv1.Site) {
 					defer GinkgoRecover()
 					late = lateAsset(ctx, name, "late-battery")
 					// Wait for the Site controller's status write for the new asset.
@@ -315,7 +315,7 @@ var _ = Describe("DELETE /entities/site/{site_id}", func() {
 			func(ctx SpecContext) {
 				name, id := lcBareSite(ctx, tok, o.Namespace, "1200000000011")
 				var late *flexv1.Asset
-				hooks := &siteDeleteHooks{Client: facadeSrv.Client, after: func(ctx context.Context, _ *flexv1.Site) {
+				hooks := &siteDeleteHooks{Client: apiSrv.Client, after: func(ctx context.Context, _ *flexv1.Site) {
 					late = lateAsset(ctx, name, "later-charger")
 				}}
 				a := deleteThrough(hooks, id)
@@ -520,7 +520,7 @@ var _ = Describe("POST /entities/site/{site_id}/dispatch-consent and …/dispatc
 	stored := func(ctx context.Context, mpan string) []flexv1.DispatchMethod {
 		return entityStoredSite(ctx, o.Namespace, mpan).Spec.DispatchMethods
 	}
-	// counted sends a request through a facade instance that counts its writes.
+	// counted sends a request through a server instance that counts its writes.
 	counted := func(path string, body any) (map[string]any, []string) {
 		GinkgoHelper()
 		counter := newFaultClient(faultServerError, 0)

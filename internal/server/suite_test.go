@@ -30,20 +30,20 @@ import (
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
-// The facade suite runs the real thing end to end: a kube-apiserver + etcd (envtest), the
-// manager with every controller, and the REST facade behind a real HTTP server. Tests speak
+// The REST API suite runs the real thing end to end: a kube-apiserver + etcd (envtest), the
+// manager with every controller, and the REST API behind a real HTTP server. Tests speak
 // HTTP to it and check the stored objects through a direct (uncached) client.
 
 var (
 	env       *testenv.Env
 	k8sClient client.Client
 	apiServer *httptest.Server
-	facadeSrv *server.Server
-	// facadeCache is the cache the facade reads (the manager's).
-	facadeCache client.Reader
-	// clock is the facade's time, settable by tests (rewards wait times, installation dates).
+	apiSrv *server.Server
+	// serverCache is the cache the REST API reads (the manager's).
+	serverCache client.Reader
+	// clock is the REST API's time, settable by tests (rewards wait times, installation dates).
 	clock atomic.Pointer[time.Time]
-	// mailDir is the Maildir the facade's mail goes to (the rewards page's codes).
+	// mailDir is the Maildir the REST API's mail goes to (the rewards page's codes).
 	mailDir string
 )
 
@@ -81,8 +81,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	mailDir = GinkgoT().TempDir()
 	mailer, err := mail.NewMaildir(mailDir, "Flexsite <no-reply@flexsite.test>")
 	Expect(err).NotTo(HaveOccurred())
-	facadeCache = mgr.GetCache()
-	facadeSrv = server.NewServer(server.Config{
+	serverCache = mgr.GetCache()
+	apiSrv = server.NewServer(server.Config{
 		Ledgers:         ledgers,
 		Mailer:          mailer,
 		HostedNamespace: keysNamespace,
@@ -95,7 +95,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Rewards:         server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
 		Now:             func() time.Time { return *clock.Load() },
 	})
-	apiServer = httptest.NewServer(facadeSrv)
+	apiServer = httptest.NewServer(apiSrv)
 	DeferCleanup(apiServer.Close)
 
 	go func() {
@@ -160,7 +160,7 @@ func (r response) Detail() any { return r.Map()["detail"] }
 
 func (r response) String() string { return string(r) }
 
-// call sends one request to the facade; body may be nil, a form, raw text, or anything
+// call sends one request to the REST API; body may be nil, a form, raw text, or anything
 // JSON-encodable.
 func call(method, path, token string, body any) (int, response) {
 	status, data, err := testenv.Call(apiServer.URL, method, path, token, body)

@@ -1,7 +1,7 @@
 // Package browser drives a real headless Chromium (Debian's `chromium`, through chromedp and
-// the DevTools protocol) against the REST facade's pages: the embeddable hosted flow and the
+// the DevTools protocol) against the REST API's pages: the embeddable hosted flow and the
 // rewards page. The helpers here are the harness; the suite (suite_test.go) starts envtest, the
-// manager and the facade, and the specs drive the browser.
+// manager and the REST API, and the specs drive the browser.
 //
 // Every page the browser loads is served on loopback; the browser is told to resolve no other
 // host (--host-resolver-rules), and its background services are off, so no test sends traffic

@@ -24,7 +24,7 @@ type Embedder struct {
 
 // EmbedPage is one embedding page.
 type EmbedPage struct {
-	// FlowURL is the iframe's src (the facade's /hosted/flow, with theming parameters).
+	// FlowURL is the iframe's src (the REST API's /hosted/flow, with theming parameters).
 	FlowURL string
 	// Token is the component token handed to the flow; the backend of the organisation's app
 	// would have fetched it (here it is written into the page, never into a URL).

@@ -10,10 +10,10 @@ import (
 )
 
 var _ = Describe("The browser harness", func() {
-	It("loads a page of the facade and records the request from the DevTools network events", func() {
+	It("loads a page of the REST API and records the request from the DevTools network events", func() {
 		b := newBrowser()
-		Expect(b.Do(step, chromedp.Navigate(facadeURL+"/docs"))).To(Succeed())
-		Expect(b.Requests()).To(ContainElement(HaveField("URL", facadeURL+"/docs")))
+		Expect(b.Do(step, chromedp.Navigate(serverURL+"/docs"))).To(Succeed())
+		Expect(b.Requests()).To(ContainElement(HaveField("URL", serverURL+"/docs")))
 		violations, err := b.Axe(step)
 		Expect(err).NotTo(HaveOccurred())
 		GinkgoWriter.Printf("axe on /docs: %d violations (%d serious or critical)\n", len(violations), len(browser.Serious(violations)))

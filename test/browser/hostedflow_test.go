@@ -36,7 +36,7 @@ type flow struct {
 
 // embed opens an embedding page on the embedder's origin that hands the flow token.
 func embed(b *browser.Browser, token, query string) *flow {
-	page := embedder.Page(browser.EmbedPage{FlowURL: facadeURL + "/hosted/flow" + query, Token: token, TargetOrigin: facadeURL})
+	page := embedder.Page(browser.EmbedPage{FlowURL: serverURL + "/hosted/flow" + query, Token: token, TargetOrigin: serverURL})
 	Expect(b.Do(step, chromedp.Navigate(page))).To(Succeed())
 	frame, err := b.Frame(step, "#flexsite")
 	Expect(err).NotTo(HaveOccurred())
@@ -268,7 +268,7 @@ var _ = Describe("The hosted flow in a real browser", func() {
 					Expect(v).NotTo(ContainSubstring(token))
 				}
 			}
-			if strings.HasPrefix(r.URL, facadeURL+"/hosted/api/") {
+			if strings.HasPrefix(r.URL, serverURL+"/hosted/api/") {
 				sawAPI = true
 				Expect(r.Headers).To(HaveKeyWithValue("Authorization", "Bearer "+token), "%s %s", r.Method, r.URL)
 			}
@@ -341,7 +341,7 @@ var _ = Describe("The hosted flow in a real browser", func() {
 
 		By("the server refuses the same token with the page's origin, and any call without the header")
 		for _, origin := range []string{embedder.Origin(), ""} {
-			status, data, err := testenv.CallWithHeaders(facadeURL, "PUT", "/hosted/api/address", token,
+			status, data, err := testenv.CallWithHeaders(serverURL, "PUT", "/hosted/api/address", token,
 				map[string]any{"postcode": "SW1A 1AA", "mpan": "1200000000011"}, map[string]string{"Flexsite-Embedder-Origin": origin})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(status).To(Equal(http.StatusForbidden), "%s", data)

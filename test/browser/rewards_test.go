@@ -82,7 +82,7 @@ var _ = Describe("The hosted rewards page in Chromium", func() {
 			url.QueryEscape(redirect), tok, nil)
 		Expect(status).To(Equal(http.StatusOK), "%v", answer)
 		link := answer["balance_withdrawal_url"].(string)
-		Expect(link).To(HavePrefix(facadeURL + "/hosted/rewards/link/"))
+		Expect(link).To(HavePrefix(serverURL + "/hosted/rewards/link/"))
 
 		b := newBrowser()
 		text := func(sel string) string {
@@ -115,7 +115,7 @@ var _ = Describe("The hosted rewards page in Chromium", func() {
 		Expect(page()).To(ContainSubstring("Flexibility event reward"))
 		loc, err := browser.Run(b, step, chromedp.Location())
 		Expect(err).NotTo(HaveOccurred())
-		Expect(loc).To(Equal(facadeURL+"/hosted/rewards"), "the code leaves the address bar")
+		Expect(loc).To(Equal(serverURL+"/hosted/rewards"), "the code leaves the address bar")
 		noSerious("the rewards page")
 
 		By("emailing a code and confirming it from the Maildir")

@@ -30,7 +30,7 @@ import (
 
 // The browser suite runs the real thing end to end and drives it from a real headless
 // Chromium: a kube-apiserver + etcd (envtest), the manager with every controller, the REST
-// facade behind a real HTTP server at http://localhost:<port>, and an organisation's app (the
+// REST API behind a real HTTP server at http://localhost:<port>, and an organisation's app (the
 // Embedder) on another origin, http://127.0.0.1:<port2>. Without Chromium the suite is skipped,
 // or fails when CI=true (hack/ensure-chromium.sh installs it).
 
@@ -42,14 +42,14 @@ const step = 60 * time.Second
 var (
 	env       *testenv.Env
 	k8sClient client.Client
-	// facadeURL is the facade's origin as the browser sees it (localhost, not 127.0.0.1, so
+	// serverURL is the REST API's origin as the browser sees it (localhost, not 127.0.0.1, so
 	// that it is another origin than the embedder's).
-	facadeURL string
+	serverURL string
 	embedder  *browser.Embedder
-	// serverSeen records every request path+query the facade received (a cross-check of the
+	// serverSeen records every request path+query the REST API received (a cross-check of the
 	// browser's own network log).
 	serverSeen = &requestLog{}
-	// mailDir is the Maildir the facade's mail to households goes to (rewards_test.go).
+	// mailDir is the Maildir the REST API's mail to households goes to (rewards_test.go).
 	mailDir string
 )
 
@@ -100,7 +100,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	DeferCleanup(api.Close)
 	u, err := url.Parse(api.URL)
 	Expect(err).NotTo(HaveOccurred())
-	facadeURL = "http://localhost:" + u.Port()
+	serverURL = "http://localhost:" + u.Port()
 
 	embedder = browser.NewEmbedder()
 	DeferCleanup(embedder.Close)
@@ -174,9 +174,9 @@ func newOrg(ctx context.Context) org {
 	return o
 }
 
-// call sends one request to the facade.
+// call sends one request to the REST API.
 func call(method, path, token string, body any) (int, map[string]any) {
-	status, data, err := testenv.Call(facadeURL, method, path, token, body)
+	status, data, err := testenv.Call(serverURL, method, path, token, body)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	var out map[string]any
 	if len(data) > 0 && strings.HasPrefix(strings.TrimSpace(string(data)), "{") {

@@ -135,7 +135,7 @@ var _ = Describe("The samples, through kubectl", Ordered, func() {
 		Expect(r.Err).To(HaveOccurred())
 		Expect(r.Stderr).To(ContainSubstring("NotFound"))
 
-		By("the REST facade refuses to enrol without override_withdrawal")
+		By("the REST API refuses to enrol without override_withdrawal")
 		apiClient := newOrg(ctx, demo)
 		tok := apiClient.token()
 		site := &flexv1.Site{}

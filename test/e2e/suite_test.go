@@ -35,7 +35,7 @@ import (
 // project's own kubectl (built from source to match the API server, in $KUBEBUILDER_ASSETS)
 // and API clients over HTTP. Behind both doors runs the real thing: a kube-apiserver + etcd
 // (envtest) with Flexsite's CRDs, default rules and admission webhooks, the manager running
-// every controller and serving the webhooks, and the REST facade behind an HTTP server.
+// every controller and serving the webhooks, and the REST API behind an HTTP server.
 
 var (
 	env       *testenv.Env
@@ -54,7 +54,7 @@ const (
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "End-to-end suite (envtest + kubectl + REST facade)")
+	RunSpecs(t, "End-to-end suite (envtest + kubectl + REST API)")
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
@@ -180,7 +180,7 @@ func newNamespace(ctx context.Context, prefix string) string {
 	return name
 }
 
-// ---- the REST facade ----
+// ---- the REST API ----
 
 // org is an organisation's API client, for the REST door.
 type org struct {
@@ -225,7 +225,7 @@ func (r response) Map() map[string]any {
 
 func (r response) String() string { return string(r) }
 
-// call sends one request to the facade; body may be nil, a form, or anything JSON-encodable.
+// call sends one request to the REST API; body may be nil, a form, or anything JSON-encodable.
 func call(method, path, token string, body any) (int, response) {
 	status, data, err := testenv.Call(apiServer.URL, method, path, token, body)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())

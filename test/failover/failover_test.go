@@ -190,7 +190,7 @@ var _ = Describe("Leader election with two replicas", Ordered, func() {
 		Expect(lease(ctx).Spec.HolderIdentity).To(Equal(before.Spec.HolderIdentity), "a crashed leader does not hand over")
 
 		// Work that arrives while nobody leads: objects declared directly, and an onboard
-		// through the surviving replica's facade (the API needs no lease).
+		// through the surviving replica's REST API (the API needs no lease).
 		pending := make([]client.ObjectKey, 0, 4)
 		for _, mpan := range []string{"2301234567894", "1012345678903", "1234567890126"} {
 			pending = append(pending, pendingHousehold(ctx, ns, mpan))

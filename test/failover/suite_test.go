@@ -28,7 +28,7 @@ import (
 
 // The failover suite runs two replicas of the manager against one API server (envtest), as
 // the Deployment does (2 replicas, leader election): each with every controller and its own
-// REST facade behind its own HTTP server, sharing the token signing keys through their
+// REST API behind its own HTTP server, sharing the token signing keys through their
 // Secret. It proves that one replica leads at a time, that both serve the API, and that when
 // the leader dies without a word (no lease release) the other takes over and finishes the
 // work that arrived in between.
@@ -65,7 +65,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 }, NodeTimeout(3*time.Minute))
 
-// replica is one running manager with its facade.
+// replica is one running manager with its REST API.
 type replica struct {
 	name   string
 	mgr    ctrl.Manager
@@ -76,7 +76,7 @@ type replica struct {
 }
 
 // startReplica builds and starts a manager like cmd/manager's (leader election on, the
-// controllers, the facade) under its own context. releaseOnCancel false is a crash: the
+// controllers, the REST API) under its own context. releaseOnCancel false is a crash: the
 // replica stops without handing the lease back.
 func startReplica(ctx context.Context, name string, releaseOnCancel bool) *replica {
 	GinkgoHelper()
@@ -172,7 +172,7 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// call sends one request to a replica's facade and decodes the JSON answer.
+// call sends one request to a replica's REST API and decodes the JSON answer.
 func (r *replica) call(method, path, token string, body any) (int, map[string]any) {
 	GinkgoHelper()
 	status, data, err := testenv.Call(r.api.URL, method, path, token, body)

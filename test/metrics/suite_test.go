@@ -29,7 +29,7 @@ import (
 )
 
 // The metrics suite runs the manager as cmd/manager does, with its metrics endpoint on a
-// loopback port, and the REST facade beside it; tests drive the API over HTTP and scrape the
+// loopback port, and the REST API beside it; tests drive the API over HTTP and scrape the
 // endpoint over HTTP, as Prometheus would. A second manager serves the same registry the
 // secure way (HTTPS, TokenReview and SubjectAccessReview against the envtest API server).
 

@@ -1,7 +1,7 @@
-// Package apidocs serves the REST facade's OpenAPI 3.1 document and a human-readable rendering
+// Package apidocs serves the REST API's OpenAPI 3.1 document and a human-readable rendering
 // of it (Swagger UI), both embedded in the binary: the docs work without internet access.
 //
-// Mount Handler on the facade's mux for the paths it answers:
+// Mount Handler on the REST API's mux for the paths it answers:
 //
 //	h := apidocs.Handler()
 //	mux.Handle("GET /openapi.json", h)

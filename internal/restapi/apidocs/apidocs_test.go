@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// wantRoutes is every route the facade serves; the document must describe exactly these.
+// wantRoutes is every route the REST API serves; the document must describe exactly these.
 var wantRoutes = []Route{
 	{"GET", "/rewards/{site_id}/url/balance"},
 	{"GET", "/hosted/rewards/link/{code}"},
