@@ -165,12 +165,12 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 
 	It("takes only an https redirect_uri with a valid host, and writes it encoded into the CSP and Location", func(ctx SpecContext) {
 		for _, raw := range []string{
-			"https://example.com;script-src/",      // an origin that would add a CSP directive
+			"https://example.com;script-src/",       // an origin that would add a CSP directive
 			"https://example.com,https://evil.test", // two origins
-			"http://app.example.com/done",          // plain http beyond loopback
-			"https://under_score.example.com/",     // not a host name
-			"https://[fe80::1%25eth0]/",            // a zone
-			"https://example.com/\u0000",          // a control character
+			"http://app.example.com/done",           // plain http beyond loopback
+			"https://under_score.example.com/",      // not a host name
+			"https://[fe80::1%25eth0]/",             // a zone
+			"https://example.com/\u0000",            // a control character
 		} {
 			status, resp := call("GET", "/rewards/"+siteID+"/url/balance?redirect_uri="+url.QueryEscape(raw), tok, nil)
 			expectValidationItem(status, resp, []any{"query", "redirect_uri"}, "")

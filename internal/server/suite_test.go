@@ -38,7 +38,7 @@ var (
 	env       *testenv.Env
 	k8sClient client.Client
 	apiServer *httptest.Server
-	apiSrv *server.Server
+	apiSrv    *server.Server
 	// serverCache is the cache the REST API reads (the manager's).
 	serverCache client.Reader
 	// clock is the REST API's time, settable by tests (rewards wait times, installation dates).
