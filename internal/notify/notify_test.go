@@ -482,8 +482,12 @@ func TestEmbeddedIPv4(t *testing.T) {
 		"2001:4860:4860::8888":                 nil,
 		"fe80::1%eth0":                         nil,
 	} {
+		embedded := notify.EmbeddedIPv4(netip.MustParseAddr(addr))
 		var got []string
-		for _, a := range notify.EmbeddedIPv4(netip.MustParseAddr(addr)) {
+		if len(embedded) > 0 {
+			got = make([]string, 0, len(embedded))
+		}
+		for _, a := range embedded {
 			got = append(got, a.String())
 		}
 		if !slices.Equal(got, want) {

@@ -97,7 +97,7 @@ func TestParseNumber(t *testing.T) {
 		{"-1e309", 0, "finite_number"},
 	} {
 		got, err := ParseNumber(c.in)
-		checkErr(t, err, c.wantType)
+		_ = checkErr(t, err, c.wantType)
 		if c.wantType == "" && got != c.want {
 			t.Errorf("ParseNumber(%q) = %v, want %v", c.in, got, c.want)
 		}
