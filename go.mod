@@ -3,6 +3,7 @@ module github.com/flexsite/flexsite
 go 1.26.0
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6

@@ -26,7 +26,7 @@ type assetValidator struct {
 // id must be free in the organisation.
 func (v *assetValidator) ValidateCreate(ctx context.Context, asset *flexv1.Asset) (admission.Warnings, error) {
 	spec := field.NewPath("spec")
-	errs := AssetSpecErrors(&asset.Spec, spec, v.now())
+	errs := AssetSpecErrors(&asset.Spec, nil, spec, v.now())
 	site, err := v.site(ctx, asset.Namespace, asset.Spec.SiteName)
 	if err != nil {
 		return nil, err
@@ -50,8 +50,8 @@ func (v *assetValidator) ValidateCreate(ctx context.Context, asset *flexv1.Asset
 
 // ValidateUpdate checks the fields only: a site may be going away while its assets are
 // still updated (by their controller, say), and siteName and externalID cannot change.
-func (v *assetValidator) ValidateUpdate(ctx context.Context, _, asset *flexv1.Asset) (admission.Warnings, error) {
-	if err := invalid("Asset", asset.Name, AssetSpecErrors(&asset.Spec, field.NewPath("spec"), v.now())); err != nil {
+func (v *assetValidator) ValidateUpdate(ctx context.Context, old, asset *flexv1.Asset) (admission.Warnings, error) {
+	if err := invalid("Asset", asset.Name, AssetSpecErrors(&asset.Spec, &old.Spec, field.NewPath("spec"), v.now())); err != nil {
 		return nil, err
 	}
 	return v.warnings(ctx, asset)
@@ -61,9 +61,20 @@ func (v *assetValidator) ValidateDelete(context.Context, *flexv1.Asset) (admissi
 	return nil, nil
 }
 
-// AssetSpecErrors checks an asset's fields with the domain rules.
-func AssetSpecErrors(spec *flexv1.AssetSpec, path *field.Path, now time.Time) field.ErrorList {
+// AssetSpecErrors checks an asset's fields with the domain rules. On an update (old not nil)
+// the free text is checked only when it changes.
+func AssetSpecErrors(spec, old *flexv1.AssetSpec, path *field.Path, now time.Time) field.ErrorList {
 	var errs field.ErrorList
+	for _, t := range []struct {
+		name      string
+		val, prev string
+	}{
+		{"externalID", spec.ExternalID, oldOr(old, func(o *flexv1.AssetSpec) string { return o.ExternalID })},
+		{"model", spec.Model, oldOr(old, func(o *flexv1.AssetSpec) string { return o.Model })},
+		{"serialNumber", spec.SerialNumber, oldOr(old, func(o *flexv1.AssetSpec) string { return o.SerialNumber })},
+	} {
+		errs = append(errs, textErrors(path.Child(t.name), t.val, t.prev, old != nil)...)
+	}
 	if spec.InstallationDate != "" {
 		if err := validation.ValidateInstallationDate(spec.InstallationDate, now); err != nil {
 			errs = append(errs, field.Invalid(path.Child("installationDate"), spec.InstallationDate, err.Error()))

@@ -35,23 +35,34 @@ func (siteDefaulter) Default(_ context.Context, site *flexv1.Site) error {
 	return nil
 }
 
-type siteValidator struct{ *lookups }
+type siteValidator struct {
+	*lookups
+	now func() time.Time
+}
 
 func (v *siteValidator) ValidateCreate(ctx context.Context, site *flexv1.Site) (admission.Warnings, error) {
-	return nil, v.validate(ctx, site, "")
+	return nil, v.validate(ctx, site, nil)
 }
 
 func (v *siteValidator) ValidateUpdate(ctx context.Context, old, site *flexv1.Site) (admission.Warnings, error) {
-	return nil, v.validate(ctx, site, old.Spec.MPAN)
+	return nil, v.validate(ctx, site, &old.Spec)
 }
 
 func (v *siteValidator) ValidateDelete(context.Context, *flexv1.Site) (admission.Warnings, error) {
 	return nil, nil
 }
 
-func (v *siteValidator) validate(ctx context.Context, site *flexv1.Site, oldMPAN string) error {
+func (v *siteValidator) validate(ctx context.Context, site *flexv1.Site, old *flexv1.SiteSpec) error {
 	spec := field.NewPath("spec")
-	errs := SiteSpecErrors(&site.Spec, spec)
+	oldMPAN := ""
+	if old != nil {
+		oldMPAN = old.MPAN
+	}
+	now := time.Now
+	if v.now != nil {
+		now = v.now
+	}
+	errs := SiteSpecErrors(&site.Spec, old, spec, now())
 	if site.Spec.MPAN != "" && len(errs) == 0 {
 		errs = append(errs, v.claimErrors(ctx, site, oldMPAN, spec.Child("mpan"))...)
 	}
@@ -109,9 +120,26 @@ func (v *siteValidator) claimErrors(ctx context.Context, site *flexv1.Site, oldM
 }
 
 // SiteSpecErrors checks a site's fields with the domain rules (the schema already bounds
-// lengths and shapes).
-func SiteSpecErrors(spec *flexv1.SiteSpec, path *field.Path) field.ErrorList {
+// lengths and shapes). On an update (old not nil) the free text and the consent time are
+// checked only when they change, so that a site stored before a rule existed can still be
+// updated (by its controller's finalizer, say).
+func SiteSpecErrors(spec, old *flexv1.SiteSpec, path *field.Path, now time.Time) field.ErrorList {
 	var errs field.ErrorList
+	for _, t := range []struct {
+		name      string
+		val, prev string
+	}{
+		{"streetAddress", spec.StreetAddress, oldOr(old, func(o *flexv1.SiteSpec) string { return o.StreetAddress })},
+		{"externalUserID", spec.ExternalUserID, oldOr(old, func(o *flexv1.SiteSpec) string { return o.ExternalUserID })},
+	} {
+		errs = append(errs, textErrors(path.Child(t.name), t.val, t.prev, old != nil)...)
+	}
+	if c := spec.BoundaryMeterConsentAt; c != nil && (old == nil || old.BoundaryMeterConsentAt == nil ||
+		!old.BoundaryMeterConsentAt.Equal(c)) {
+		if err := validation.ValidateConsentTime(c.Time, now); err != nil {
+			errs = append(errs, field.Invalid(path.Child("boundaryMeterConsentAt"), c.UTC().Format(time.RFC3339), err.Error()))
+		}
+	}
 	if spec.MPAN != "" {
 		if _, err := validation.NormaliseMPAN(spec.MPAN); err != nil {
 			errs = append(errs, field.Invalid(path.Child("mpan"), spec.MPAN, err.Error()))
@@ -143,4 +171,24 @@ func (v *siteValidator) sitesWith(ctx context.Context, site *flexv1.Site, indexN
 		}
 	}
 	return names, nil
+}
+
+// oldOr answers a field of the old spec, or "" on a create.
+func oldOr[T any](old *T, get func(*T) string) string {
+	if old == nil {
+		return ""
+	}
+	return get(old)
+}
+
+// textErrors refuses single-line text with control characters (validation.SingleLineText),
+// unless it is an update that leaves the value as it was.
+func textErrors(path *field.Path, val, prev string, update bool) field.ErrorList {
+	if val == "" || (update && val == prev) {
+		return nil
+	}
+	if err := validation.SingleLineText(val); err != nil {
+		return field.ErrorList{field.Invalid(path, val, err.Error())}
+	}
+	return nil
 }

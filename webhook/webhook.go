@@ -28,7 +28,7 @@ func Setup(mgr ctrl.Manager) error {
 	lookups := &lookups{cache: mgr.GetClient(), api: mgr.GetAPIReader()}
 	now := time.Now
 	if err := ctrl.NewWebhookManagedBy(mgr, &flexv1.Site{}).
-		WithDefaulter(&siteDefaulter{}).WithValidator(&siteValidator{lookups: lookups}).Complete(); err != nil {
+		WithDefaulter(&siteDefaulter{}).WithValidator(&siteValidator{lookups: lookups, now: now}).Complete(); err != nil {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &flexv1.Asset{}).

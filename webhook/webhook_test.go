@@ -100,6 +100,40 @@ var _ = Describe("Site webhook", func() {
 		Expect(change("1200000000011")).To(Succeed())
 	})
 
+	It("refuses control characters in the street address and the external user id", func(ctx SpecContext) {
+		s := site(ns, "ctl", "1200000000011")
+		s.Spec.StreetAddress = "1 Test\u0000\u0007\u001b[31mStreet"
+		s.Spec.ExternalUserID = "cu\x00x"
+		Expect(refusal(ctx, s)).To(SatisfyAll(
+			ContainSubstring(`spec.streetAddress: Invalid value: "1 Test\x00\a\x1b[31mStreet": `+
+				`String should not contain control characters, found U+0000 at character 7`),
+			ContainSubstring(`spec.externalUserID: Invalid value: "cu\x00x": `+
+				`String should not contain control characters, found U+0000 at character 3`)))
+
+		By("on an update too, while text already stored is left alone")
+		s = site(ns, "ctl", "1200000000011")
+		s.Spec.StreetAddress = "1 Test Street"
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			current := &flexv1.Site{}
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), current)).To(Succeed())
+			current.Spec.StreetAddress = "1 Test\u2028Street"
+			return k8sClient.Update(ctx, current)
+		})
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("found U+2028 at character 7"))
+	})
+
+	It("refuses a boundary meter consent given in the future", func(ctx SpecContext) {
+		s := site(ns, "consent", "1200000000011")
+		s.Spec.BoundaryMeterConsentAt = &metav1.Time{Time: time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)}
+		Expect(refusal(ctx, s)).To(ContainSubstring(
+			`spec.boundaryMeterConsentAt: Invalid value: "9999-12-31T23:59:59Z": Consent time must not be in the future`))
+		s = site(ns, "consent", "1200000000011")
+		s.Spec.BoundaryMeterConsentAt = &metav1.Time{Time: time.Now().Add(-time.Minute)}
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+	})
+
 	It("refuses a second site with the same MPAN in the organisation", func(ctx SpecContext) {
 		Expect(k8sClient.Create(ctx, site(ns, "first", "2301234567894"))).To(Succeed())
 		Eventually(func() string { return refusal(ctx, site(ns, "second", "2301234567894")) }).Should(ContainSubstring(
@@ -139,6 +173,17 @@ var _ = Describe("Asset webhook", func() {
 			ContainSubstring(`spec.installationDate: Invalid value: "`+again.Spec.InstallationDate+`": Date must not be in the future`),
 			ContainSubstring(`spec.externalID: Invalid value: "dup": external ID is already used in this organisation by Asset "`+
 				identity.AssetName("dup")+`"`)))
+	})
+
+	It("refuses control characters in the external id, the model and the serial number", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, site(ns, "home", "1012345678903"))).To(Succeed())
+		a := asset(ns, "home", "ext\x1b[31m")
+		a.Spec.Model = "zappi\u0085"
+		a.Spec.SerialNumber = "SN\x7f1"
+		Eventually(func() string { return refusal(ctx, a) }).Should(SatisfyAll(
+			ContainSubstring(`spec.externalID: Invalid value: "ext\x1b[31m": String should not contain control characters, found U+001B at character 4`),
+			ContainSubstring(`spec.model: Invalid value: "zappi\u0085": String should not contain control characters, found U+0085 at character 6`),
+			ContainSubstring(`spec.serialNumber: Invalid value: "SN\x7f1": String should not contain control characters, found U+007F at character 3`)))
 	})
 
 	It("warns about, but stores, an asset model the catalogue does not know", func(ctx SpecContext) {

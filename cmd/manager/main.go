@@ -128,7 +128,8 @@ func main() {
 	flag.IntVar(&o.limits.PerClient.Burst, "rate-limit-burst", o.limits.PerClient.Burst, "Burst of the per-client rate limit.")
 	zapOpts := zap.Options{Development: true}
 	flag.Func("notification-allow-cidrs", "Comma-separated networks (CIDR) notifications may be delivered to although "+
-		"they are not public (loopback, private, link-local, CGNAT...). With --embedded the default is loopback only.",
+		"they are not public (loopback, private, link-local, CGNAT, documentation, the other IANA special-purpose ranges "+
+		"and IPv6 forms carrying them). With --embedded the default is loopback only.",
 		func(v string) (err error) {
 			o.notificationAllow, err = notify.ParseCIDRs(strings.Split(v, ","))
 			return err

@@ -4,9 +4,11 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +17,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/notifier"
 )
 
 const lp = flexv1.PropositionLimitedPause
@@ -203,6 +206,55 @@ var _ = Describe("Delivery", func() {
 			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
 			return len(s.Status.PendingEvents)
 		}).Should(BeZero())
+	})
+
+	It("waits for the signing Secret of a new subscription made a moment after it, without a failed attempt", func(ctx SpecContext) {
+		// The REST API makes the Secret just after the Subscription (it is owned by it);
+		// here the Secret comes a second late, after the first event fell due.
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		sub := &flexv1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late-secret"},
+			Spec: flexv1.SubscriptionSpec{URL: r.URL, SecretRef: flexv1.SecretKeyReference{Name: "subscription-late-secret"}}}
+		Expect(k8sClient.Create(ctx, sub)).To(Succeed())
+		ready(ctx, sub)
+		household(ctx, ns, "1200000000011", "zappi")
+		time.Sleep(time.Second) // held back 300 ms, then due
+		Expect(r.all()).To(BeEmpty())
+		Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "subscription-late-secret"},
+			Data: map[string][]byte{notifier.DefaultSecretKey: []byte(r.secret)}})).To(Succeed())
+
+		Eventually(r.kinds).Should(ContainElement("asset.changed:created"))
+		for _, g := range r.all() {
+			Expect(g.Verified).To(BeTrue())
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+			g.Expect(sub.Status.Delivered).To(BeNumerically(">=", 1))
+		}).Should(Succeed())
+		Expect(sub.Status.FailedAttempts).To(BeZero(), "recent deliveries: %+v", sub.Status.RecentDeliveries)
+		for _, a := range sub.Status.RecentDeliveries {
+			Expect(a.Error).To(BeEmpty())
+			Expect(a.Attempt).To(Equal(int32(1)))
+		}
+		Expect(meta.IsStatusConditionTrue(sub.Status.Conditions, flexv1.ReadyCondition)).To(BeTrue())
+	})
+
+	It("reports a signing Secret that never comes, once the subscription is no longer new", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		sub := &flexv1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-secret"},
+			Spec: flexv1.SubscriptionSpec{URL: r.URL, SecretRef: flexv1.SecretKeyReference{Name: "subscription-no-secret"}}}
+		Expect(k8sClient.Create(ctx, sub)).To(Succeed())
+		ready(ctx, sub)
+		household(ctx, ns, "1200000000011", "zappi")
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+			c := meta.FindStatusCondition(sub.Status.Conditions, flexv1.ReadyCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(flexv1.ReasonSecretMissing))
+		}).Should(Succeed())
+		Expect(sub.Status.FailedAttempts).To(BeNumerically(">=", 1))
+		Expect(r.all()).To(BeEmpty())
 	})
 
 	It("delivers what was pending when the leader stopped, after a failover to a standby", func(ctx SpecContext) {

@@ -66,6 +66,9 @@ const Timeout = 10 * time.Second
 // DefaultHoldBack is the default HoldBack.
 const DefaultHoldBack = 500 * time.Millisecond
 
+// DefaultSecretGrace is the default SecretGrace.
+const DefaultSecretGrace = 10 * time.Second
+
 // DefaultSecretKey is the key of a subscription's Secret holding the signing secret.
 const DefaultSecretKey = "secret"
 
@@ -94,6 +97,11 @@ type Deliverer struct {
 	// so an event stamped a moment earlier may reach the cache a moment later; holding events
 	// back briefly lets it arrive, so that a site's events go out in the order they happened.
 	HoldBack time.Duration
+	// SecretGrace is how long after the deliverer first sees a subscription a missing signing
+	// Secret is waited for rather than counted as a failed delivery (DefaultSecretGrace when
+	// 0): the REST API makes the Secret just after the Subscription (it is owned by it, so it
+	// needs its UID), and the first event may be due in between.
+	SecretGrace time.Duration
 	// Now is the clock.
 	Now func() time.Time
 
@@ -151,6 +159,9 @@ func (d *Deliverer) defaults() {
 	}
 	if d.HoldBack <= 0 {
 		d.HoldBack = DefaultHoldBack
+	}
+	if d.SecretGrace <= 0 {
+		d.SecretGrace = DefaultSecretGrace
 	}
 	d.kick = make(chan struct{}, 1)
 	d.subs = map[types.UID]*subState{}

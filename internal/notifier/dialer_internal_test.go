@@ -3,6 +3,7 @@ package notifier
 import (
 	"context"
 	"crypto/x509"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -66,6 +67,68 @@ func TestDialerRefusesWhatThePolicyRefuses(t *testing.T) {
 			}
 			if hits.Load() != before {
 				t.Fatal("the refused request reached the server")
+			}
+		})
+	}
+}
+
+// TestDialerDecidesWithoutTheZone: an IPv6 zone id does not take an address out of the
+// policy. A receiver on the IPv6 loopback is reached through "https://[::1%25lo]:port/"
+// (a zone on a refused address, as "fe80::…%eth0" in the wild): refused before any
+// connection unless ::1 is allowed. Nothing is sent anywhere but loopback.
+func TestDialerDecidesWithoutTheZone(t *testing.T) {
+	ln, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	srv.Listener = ln
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	wh, _ := standardwebhooks.NewWebhook("whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0")
+	ev := &flexv1.PendingEvent{ID: "evt_1", Type: flexv1.EventPing, Time: metav1.NewMicroTime(time.Now()), Data: "{}"}
+	for _, c := range []struct {
+		name    string
+		allow   []netip.Prefix
+		url     string
+		allowed bool
+	}{
+		{"zone on loopback, default policy", nil, "https://[::1%25lo]:" + port + "/x", false},
+		{"numeric zone on loopback, default policy", nil, "https://[::1%251]:" + port + "/x", false},
+		{"no zone, default policy", nil, "https://[::1]:" + port + "/x", false},
+		{"zone on loopback, IPv4 loopback allowed only", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+			"https://[::1%25lo]:" + port + "/x", false},
+		{"zone on loopback, ::1 allowed", []netip.Prefix{netip.MustParsePrefix("::1/128")},
+			"https://[::1%25lo]:" + port + "/x", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := &Deliverer{Policy: notify.AddressPolicy{Allow: c.allow}, RootCAs: roots}
+			d.defaults()
+			before := conns.Load()
+			_, err := d.attempt(context.Background(), &flexv1.Subscription{Spec: flexv1.SubscriptionSpec{URL: c.url}}, wh, ev)
+			if c.allowed {
+				// Connected (whatever TLS then makes of the zone in the name).
+				if conns.Load() == before || (err != nil && strings.Contains(err.Error(), "refused")) {
+					t.Fatalf("allowed: not connected, %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "refused") {
+				t.Fatalf("want a refusal, got %v", err)
+			}
+			if conns.Load() != before {
+				t.Fatal("the refused request connected")
 			}
 		})
 	}

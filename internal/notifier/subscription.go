@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,7 +30,16 @@ type job struct {
 type retryState struct {
 	failed int
 	next   time.Time
+	// secretWaits counts the waits for a new subscription's signing Secret (not attempts).
+	secretWaits int
 }
+
+// secretWait is the first wait for a new subscription's signing Secret; each further wait
+// doubles it, up to secretWaitMax.
+const (
+	secretWait    = 25 * time.Millisecond
+	secretWaitMax = time.Second
+)
 
 // subState is one subscription's workers and delivery state.
 type subState struct {
@@ -37,6 +47,8 @@ type subState struct {
 	key    types.NamespacedName
 	cancel context.CancelFunc
 	queue  chan job
+	// seen is when this deliverer first saw the subscription.
+	seen time.Time
 
 	mu       sync.Mutex
 	sub      flexv1.Subscription
@@ -60,7 +72,7 @@ func (d *Deliverer) syncSubscriptions(ctx context.Context, subs []flexv1.Subscri
 		st, ok := d.subs[s.UID]
 		if !ok {
 			wctx, cancel := context.WithCancel(ctx)
-			st = &subState{d: d, key: client.ObjectKeyFromObject(s), cancel: cancel,
+			st = &subState{d: d, key: client.ObjectKeyFromObject(s), cancel: cancel, seen: d.Now(),
 				queue: make(chan job, d.Workers), inflight: map[string]bool{}, retries: map[string]*retryState{},
 				done: map[string]time.Time{}, status: *s.Status.DeepCopy()}
 			d.subs[s.UID] = st
@@ -189,6 +201,9 @@ func (st *subState) deliver(ctx context.Context, j job) {
 	start := d.Now()
 	code, err := 0, error(nil)
 	wh, err := d.signer(ctx, sub)
+	if apierrors.IsNotFound(err) && st.awaitSecret(j.it.ev.ID, start) {
+		return // not made yet: no attempt, the event is offered again in a moment
+	}
 	if err == nil {
 		code, err = d.attempt(ctx, sub, wh, &j.it.ev)
 	}
@@ -241,6 +256,27 @@ func (st *subState) deliver(ctx context.Context, j job) {
 	if werr := st.writeStatus(ctx); werr != nil && ctx.Err() == nil {
 		log.V(1).Info("writing the subscription's delivery state", "error", werr.Error())
 	}
+}
+
+// awaitSecret: a subscription's signing Secret may be made a moment after the Subscription
+// (the REST API makes it just after, as it is owned by the Subscription), and the first
+// event may be due in between. While the subscription is new to this deliverer (SecretGrace),
+// a missing Secret is waited for (the event is offered again after 25 ms, doubling to 1 s)
+// instead of counted as a failed attempt retried seconds later. It answers whether to wait.
+func (st *subState) awaitSecret(id string, now time.Time) bool {
+	if now.Sub(st.seen) >= st.d.SecretGrace {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	r := st.retries[id]
+	if r == nil {
+		r = &retryState{}
+		st.retries[id] = r
+	}
+	r.next = now.Add(min(secretWait<<min(r.secretWaits, 16), secretWaitMax))
+	r.secretWaits++
+	return true
 }
 
 // record updates the in-memory delivery state with one attempt (st.mu held).

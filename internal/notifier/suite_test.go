@@ -115,6 +115,8 @@ func startManager() {
 		Schedule: testSchedule,
 		Interval: 100 * time.Millisecond,
 		HoldBack: 300 * time.Millisecond,
+		// A new subscription's missing Secret is waited for this long, then a failure.
+		SecretGrace: 3 * time.Second,
 	}
 	Expect(d.SetupWithManager(suiteCtx, mgr)).To(Succeed())
 	keys = auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -355,5 +356,180 @@ func TestHandOver(t *testing.T) {
 	again, changed, _ := notify.HandOver(out, handed, 0)
 	if changed || len(again) != 3 {
 		t.Fatalf("second hand-over changed the outbox: %+v", again)
+	}
+}
+
+// TestAddressPolicyHostileSpellings: every spelling of an address that is not public is
+// refused on the address as dialled, whatever form carries it: a zone id, a documentation
+// range, an IPv6 form that carries an IPv4 address (decided on the IPv4 address too, so that
+// allowing a translation prefix does not open the metadata service through it). An allowed
+// range wins. Nothing connects: the policy and the dialer hook are called directly.
+func TestAddressPolicyHostileSpellings(t *testing.T) {
+	deny := notify.AddressPolicy{}
+	allow := func(cidrs ...string) notify.AddressPolicy {
+		p := notify.AddressPolicy{}
+		for _, c := range cidrs {
+			p.Allow = append(p.Allow, netip.MustParsePrefix(c))
+		}
+		return p
+	}
+	loopback := allow("127.0.0.0/8", "::1/128")
+	cases := []struct {
+		name    string
+		addr    string
+		policy  notify.AddressPolicy
+		allowed bool
+	}{
+		// IPv6 zone ids: decided without the zone, and a zone is never a public destination.
+		{"link-local with a zone", "fe80::fc:ff:fe00:1%eth0", deny, false},
+		{"link-local with a numeric zone", "fe80::1%2", deny, false},
+		{"link-local without a zone", "fe80::fc:ff:fe00:1", deny, false},
+		{"loopback with a zone", "::1%lo", deny, false},
+		{"unique local with a zone", "fd00::1%eth0", deny, false},
+		{"multicast with a zone", "ff02::1%eth0", deny, false},
+		{"public with a zone", "2001:4860:4860::8888%eth0", deny, false},
+		{"allowed link-local with a zone", "fe80::1%eth0", allow("fe80::/10"), true},
+		{"loopback allowed, with a zone", "::1%lo", loopback, true},
+		// Documentation ranges.
+		{"TEST-NET-1", "192.0.2.1", deny, false},
+		{"TEST-NET-2", "198.51.100.7", deny, false},
+		{"TEST-NET-3", "203.0.113.9", deny, false},
+		{"IPv6 documentation", "2001:db8::1", deny, false},
+		{"IPv6 documentation (RFC 9637)", "3fff::1", deny, false},
+		{"TEST-NET-1, mapped", "::ffff:192.0.2.1", deny, false},
+		// Other special-purpose ranges.
+		{"6to4 relay anycast", "192.88.99.1", deny, false},
+		{"AS112", "192.175.48.1", deny, false},
+		{"benchmarking", "198.18.0.1", deny, false},
+		{"IPv6 benchmarking", "2001:2::1", deny, false},
+		{"AWS metadata over IPv6", "fd00:ec2::254", deny, false},
+		{"Alibaba metadata (CGNAT)", "100.100.100.200", deny, false},
+		// NAT64 64:ff9b::/96.
+		{"NAT64 of the metadata address", "64:ff9b::a9fe:a9fe", deny, false},
+		{"NAT64 of the metadata address, dotted", "64:ff9b::169.254.169.254", deny, false},
+		{"NAT64 of loopback", "64:ff9b::7f00:1", loopback, false},
+		{"NAT64 allowed, metadata inside", "64:ff9b::a9fe:a9fe", allow("64:ff9b::/96"), false},
+		{"NAT64 allowed, private inside", "64:ff9b::a00:1", allow("64:ff9b::/96"), false},
+		{"NAT64 allowed, public inside", "64:ff9b::808:808", allow("64:ff9b::/96"), true},
+		{"local-use NAT64", "64:ff9b:1::a9fe:a9fe", deny, false},
+		// 6to4 2002::/16.
+		{"6to4 of the metadata address", "2002:a9fe:a9fe::1", deny, false},
+		{"6to4 of a public address", "2002:808:808::1", deny, false},
+		{"6to4 allowed, metadata inside", "2002:a9fe:a9fe::1", allow("2002::/16"), false},
+		{"6to4 allowed, loopback inside", "2002:7f00:1::1", allow("2002::/16"), false},
+		{"6to4 allowed, public inside", "2002:808:808::1", allow("2002::/16"), true},
+		// IPv4-compatible ::/96.
+		{"IPv4-compatible metadata address", "::a9fe:a9fe", deny, false},
+		{"IPv4-compatible, dotted", "::169.254.169.254", deny, false},
+		{"IPv4-compatible loopback", "::7f00:1", deny, false},
+		{"IPv4-compatible allowed, metadata inside", "::a9fe:a9fe", allow("::/96"), false},
+		// IPv4-mapped ::ffff:0:0/96: decided as the IPv4 address.
+		{"IPv4-mapped metadata address", "::ffff:a9fe:a9fe", deny, false},
+		{"IPv4-mapped metadata, dotted", "::ffff:169.254.169.254", deny, false},
+		{"IPv4-mapped private", "::ffff:10.0.0.1", deny, false},
+		{"IPv4-mapped public", "::ffff:8.8.8.8", deny, true},
+		// IPv4-translated ::ffff:0:0:0/96.
+		{"IPv4-translated metadata address", "::ffff:0:a9fe:a9fe", deny, false},
+		// Teredo 2001::/32: server 65.54.227.120, client 192.0.2.45 (RFC 4380's example).
+		{"Teredo", "2001:0:4136:e378:8000:63bf:3fff:fdd2", deny, false},
+		{"Teredo prefix", "2001::1", deny, false},
+		{"Teredo allowed, metadata client inside", "2001:0:808:808::5601:5601", allow("2001::/32"), false},
+		{"Teredo allowed, metadata server inside", "2001:0:a9fe:a9fe::f7f7:f7f7", allow("2001::/32"), false},
+		{"Teredo allowed, public inside", "2001:0:808:808::f7f7:f7f7", allow("2001::/32"), true},
+		// What stays allowed.
+		{"loopback allowed", "::1", loopback, true},
+		{"public IPv4", "93.184.216.34", deny, true},
+		{"public IPv6", "2606:2800:220:1:248:1893:25c8:1946", deny, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			addr := netip.MustParseAddr(c.addr)
+			err := c.policy.Check(addr)
+			if (err == nil) != c.allowed {
+				t.Errorf("Check(%s) (allow %v): err %v, want allowed=%v", c.addr, c.policy.Allow, err, c.allowed)
+			}
+			if err != nil && !strings.Contains(err.Error(), "refused") {
+				t.Errorf("Check(%s): %q does not say refused", c.addr, err)
+			}
+			// What net.Dialer hands its Control hook after resolving: "[addr%zone]:port".
+			hostPort := netip.AddrPortFrom(addr, 18443).String()
+			derr := c.policy.Control("tcp6", hostPort, nil)
+			if (derr == nil) != c.allowed {
+				t.Errorf("Control(%s): err %v, want allowed=%v", hostPort, derr, c.allowed)
+			}
+		})
+	}
+
+	// A link-local address with a zone is refused exactly as without one.
+	with := deny.Check(netip.MustParseAddr("fe80::fc:ff:fe00:1%eth0"))
+	without := deny.Check(netip.MustParseAddr("fe80::fc:ff:fe00:1"))
+	if with == nil || without == nil || with.Error() != without.Error() {
+		t.Errorf("zone changes the answer: %v / %v", with, without)
+	}
+}
+
+// TestEmbeddedIPv4 reads the IPv4 address out of each IPv6 form that carries one.
+func TestEmbeddedIPv4(t *testing.T) {
+	for addr, want := range map[string][]string{
+		"64:ff9b::a9fe:a9fe":                   {"169.254.169.254"},
+		"2002:a9fe:a9fe::1":                    {"169.254.169.254"},
+		"::a9fe:a9fe":                          {"169.254.169.254"},
+		"::ffff:a9fe:a9fe":                     {"169.254.169.254"},
+		"::ffff:0:a9fe:a9fe":                   {"169.254.169.254"},
+		"2001:0:4136:e378:8000:63bf:3fff:fdd2": {"65.54.227.120", "192.0.2.45"},
+		"::1":                                  nil,
+		"::":                                   nil,
+		"2001:4860:4860::8888":                 nil,
+		"fe80::1%eth0":                         nil,
+	} {
+		embedded := notify.EmbeddedIPv4(netip.MustParseAddr(addr))
+		var got []string
+		if len(embedded) > 0 {
+			got = make([]string, 0, len(embedded))
+		}
+		for _, a := range embedded {
+			got = append(got, a.String())
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("EmbeddedIPv4(%s) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+// TestCheckURLHost: a subscription URL whose host is an address literal is decided at
+// creation as the dialer would decide it (the spellings included); a name is left to
+// the dialer.
+func TestCheckURLHost(t *testing.T) {
+	deny := notify.AddressPolicy{}
+	loopback := notify.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+	for _, c := range []struct {
+		url     string
+		policy  notify.AddressPolicy
+		allowed bool
+	}{
+		{"https://[fe80::fc:ff:fe00:1%25eth0]:18443/x", deny, false},
+		{"https://[fe80::fc:ff:fe00:1]:18443/x", deny, false},
+		{"https://[fe80::1%25eth0]/x", loopback, false},
+		{"https://192.0.2.1/x", deny, false},
+		{"https://198.51.100.1/x", deny, false},
+		{"https://203.0.113.1/x", deny, false},
+		{"https://[2001:db8::1]/x", deny, false},
+		{"https://[64:ff9b::a9fe:a9fe]/x", deny, false},
+		{"https://[2002:a9fe:a9fe::1]/x", deny, false},
+		{"https://[::a9fe:a9fe]/x", deny, false},
+		{"https://[::ffff:169.254.169.254]/x", deny, false},
+		{"https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/x", deny, false},
+		{"https://169.254.169.254/latest/meta-data", deny, false},
+		{"https://127.0.0.1:8443/x", deny, false},
+		{"https://127.0.0.1:8443/x", loopback, true},
+		{"https://[::1]:8443/x", loopback, true},
+		{"https://8.8.8.8/x", deny, true},
+		{"https://receiver.example.com/x", deny, true}, // a name: decided at every delivery
+		{"https://localhost/x", deny, true},            // likewise (refused when dialled)
+	} {
+		err := c.policy.CheckURLHost(c.url)
+		if (err == nil) != c.allowed {
+			t.Errorf("CheckURLHost(%s) (allow %v): %v, want allowed=%v", c.url, c.policy.Allow, err, c.allowed)
+		}
 	}
 }

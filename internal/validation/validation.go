@@ -1,5 +1,6 @@
 // Package validation holds the domain validation rules of Flexsite: MPANs, UK postcodes,
-// e-mail addresses, timestamps, dates and UUIDs.
+// e-mail addresses, timestamps, dates, UUIDs, and the rules for hostile input (control
+// characters in text, non-finite numbers, consent times in the future).
 //
 // There is exactly one copy of each rule, and it lives here. The REST facade uses these
 // functions to build its 422 error records ({"loc": [...], "msg": ..., "type": ...}, in the
