@@ -297,6 +297,8 @@ func run(ctx context.Context, o options) error {
 		Rewards:         o.rewards,
 		Limits:          o.limits,
 		TrustedProxies:  o.trustedProxies,
+		// The same policy as the deliverer's: a subscription it would never deliver to is refused.
+		NotificationPolicy: notify.AddressPolicy{Allow: o.notificationAllowed()},
 	})
 	if err := mgr.Add(srv); err != nil {
 		return err
@@ -332,13 +334,20 @@ func run(ctx context.Context, o options) error {
 	return mgr.Start(ctx)
 }
 
+// notificationAllowed are the ranges deliveries may reach although not public: the flag's, or
+// with the embedded control plane loopback only, so that a developer can try a receiver on
+// their own machine.
+func (o options) notificationAllowed() []netip.Prefix {
+	if o.embedded && o.notificationAllow == nil {
+		return []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	}
+	return o.notificationAllow
+}
+
 // setupNotifier adds the notification deliverer; the embedded control plane allows delivery
 // to loopback only, so that a developer can try a receiver on their own machine.
 func setupNotifier(ctx context.Context, mgr ctrl.Manager, o options) error {
-	allow := o.notificationAllow
-	if o.embedded && allow == nil {
-		allow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
-	}
+	allow := o.notificationAllowed()
 	roots, err := notificationRoots(o.notificationCAFile)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package hostedflow
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -309,12 +310,17 @@ func (d *Door) addAsset(r *http.Request, p *auth.Principal) (any, error) {
 				in.InstallationDate = &date
 			}
 		}
-		// A number typed into the form arrives as text: read as a number when it reads as
-		// one (a non-finite one is then refused as such), else refused as not a number.
+		// A number typed into the form arrives as text: read as a decimal number when it
+		// reads as one (validation.ParseNumber: "NaN" or "Inf" do not), so that it is judged
+		// as the REST API judges a JSON number (one beyond float64 is not finite); any other
+		// text is refused as not a number.
 		if text, isText := body["power_kw"].(string); isText {
-			if text = strings.TrimSpace(text); text == "" {
+			_, err := validation.ParseNumber(text)
+			var ve *validation.Error
+			switch text = strings.TrimSpace(text); {
+			case text == "":
 				delete(body, "power_kw")
-			} else if _, err := strconv.ParseFloat(text, 64); err == nil {
+			case err == nil || (errors.As(err, &ve) && ve.Type == "finite_number"):
 				body["power_kw"] = json.Number(text)
 			}
 		}

@@ -43,9 +43,9 @@ var (
 	roots *x509.CertPool
 	// stopManager stops the running manager and waits for it.
 	stopManager func()
-	// apiServer serves the REST facade of the running manager.
+	// apiServer serves the REST API of the running manager.
 	apiServer *httptest.Server
-	facadeNow atomic.Pointer[server.Server]
+	serverNow atomic.Pointer[server.Server]
 	keys      *auth.KeyRing
 	// outboxGate, while set, holds the deliverer's outbox writes in one namespace.
 	outboxGate atomic.Pointer[writeGate]
@@ -68,7 +68,7 @@ var _ = BeforeSuite(func() {
 
 	Expect(k8sClient.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keysNamespace}})).To(Succeed())
 	apiServer = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		facadeNow.Load().ServeHTTP(w, r)
+		serverNow.Load().ServeHTTP(w, r)
 	}))
 	DeferCleanup(apiServer.Close)
 
@@ -121,9 +121,10 @@ func startManager() {
 	Expect(d.SetupWithManager(suiteCtx, mgr)).To(Succeed())
 	keys = auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
 	Expect(keys.Ensure(suiteCtx)).To(Succeed())
-	facadeNow.Store(server.NewServer(server.Config{
+	serverNow.Store(server.NewServer(server.Config{
 		Log: ctrl.Log.WithName("api"), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Client: mgr.GetClient(),
 		Issuer: auth.NewIssuer(keys, time.Now), Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
+		NotificationPolicy: d.Policy, // the deliverer's: the receivers here are on loopback
 	}))
 	ctx, stop := context.WithCancel(suiteCtx)
 	done := make(chan struct{})

@@ -15,6 +15,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/app/subscriptions"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/notify"
 	"github.com/flexsite/flexsite/internal/restapi/apidocs"
 	"github.com/flexsite/flexsite/internal/web"
 )
@@ -61,6 +62,9 @@ type Config struct {
 	Now func() time.Time
 	// PublicURL is the scheme and host the rewards links point at (empty: the request's).
 	PublicURL string
+	// NotificationPolicy decides which addresses a subscription may be delivered to (the
+	// deliverer's): a URL naming a refused address is refused at once.
+	NotificationPolicy notify.AddressPolicy
 }
 
 // API is the REST API door.

@@ -38,7 +38,7 @@ func pathID(raw, name string) (string, error) {
 
 // parseSite reads a site object. Field problems are collected in f; the email is checked by
 // the use case (onboard answers a bad email with 400, not 422).
-func parseSite(f *fields, obj map[string]any, loc []any) app.SiteInput {
+func parseSite(f *fields, obj map[string]any, loc []any, now time.Time) app.SiteInput {
 	var in app.SiteInput
 	if mpan, ok := f.Str(obj, loc, "mpan", true); ok {
 		if norm, err := validation.NormaliseMPAN(mpan); err != nil {
@@ -64,18 +64,19 @@ func parseSite(f *fields, obj map[string]any, loc []any) app.SiteInput {
 	if user, ok := f.Str(obj, loc, "external_user_id", false); ok {
 		in.ExternalUserID = user
 	}
-	in.Consent = consent(f, obj, loc, false)
+	in.Consent = consent(f, obj, loc, false, now)
 	return in
 }
 
-// consent reads gave_boundary_meter_consent_at, a timezone-aware ISO 8601 timestamp.
-func consent(f *fields, obj map[string]any, loc []any, required bool) *time.Time {
+// consent reads gave_boundary_meter_consent_at, a timezone-aware ISO 8601 timestamp, not in
+// the future (validation.ParseConsentTime).
+func consent(f *fields, obj map[string]any, loc []any, required bool, now time.Time) *time.Time {
 	const key = "gave_boundary_meter_consent_at"
 	s, ok := f.Str(obj, loc, key, required)
 	if !ok {
 		return nil
 	}
-	t, err := validation.ParseAwareTimestamp(s)
+	t, err := validation.ParseConsentTime(s, now)
 	if err != nil {
 		f.AddValidation(err, at(loc, key))
 		return nil
@@ -121,7 +122,7 @@ func parseAssetFields(f *fields, obj map[string]any, loc []any, now time.Time) h
 func parseUpsert(f *fields, body map[string]any, now time.Time) app.UpsertInput {
 	var req app.UpsertInput
 	if site, ok := f.Object(body, []any{"body"}, "site", true); ok {
-		req.Site = parseSite(f, site, []any{"body", "site"})
+		req.Site = parseSite(f, site, []any{"body", "site"}, now)
 	}
 	if items, ok := f.Array(body, []any{"body"}, "assets", true); ok {
 		switch {

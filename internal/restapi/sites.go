@@ -60,7 +60,7 @@ func (a *API) legacyOnboard(r *http.Request, p *auth.Principal) (any, error) {
 	var in app.LegacyOnboardInput
 	err := readBody(r, func(f *fields, body map[string]any) {
 		if site, ok := f.Object(body, []any{"body"}, "site", true); ok {
-			in.Site = parseSite(f, site, []any{"body", "site"})
+			in.Site = parseSite(f, site, []any{"body", "site"}, a.Now())
 		}
 		if asset, ok := f.Object(body, []any{"body"}, "asset", true); ok {
 			in.Asset = parseAsset(f, asset, []any{"body", "asset"}, a.Now())
@@ -127,7 +127,7 @@ func (a *API) enrol(r *http.Request, p *auth.Principal) (any, error) {
 	id, err := siteAction(r, func(f *fields, body map[string]any) {
 		in.Proposition, _ = web.Enum(f, body, []any{"body"}, "proposition", true, flexv1.AllPropositions)
 		in.Override = f.Boolean(body, []any{"body"}, "override_withdrawal")
-		in.Consent = consent(f, body, []any{"body"}, false)
+		in.Consent = consent(f, body, []any{"body"}, false, a.Now())
 	})
 	if err != nil {
 		app.CountEnrolment(err)
@@ -149,7 +149,7 @@ func (a *API) unenrol(r *http.Request, p *auth.Principal) (any, error) {
 
 func (a *API) meterConsent(r *http.Request, p *auth.Principal) (any, error) {
 	var at *time.Time
-	id, err := siteAction(r, func(f *fields, body map[string]any) { at = consent(f, body, []any{"body"}, true) })
+	id, err := siteAction(r, func(f *fields, body map[string]any) { at = consent(f, body, []any{"body"}, true, a.Now()) })
 	if err != nil {
 		return nil, err
 	}

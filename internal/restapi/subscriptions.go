@@ -20,7 +20,16 @@ const maxURL = 2048
 func (a *API) createSubscription(r *http.Request, p *auth.Principal) (any, error) {
 	var raw string
 	var events []flexv1.EventType
-	if err := readBody(r, func(f *fields, body map[string]any) { raw, events = parseSubscription(f, body) }); err != nil {
+	if err := readBody(r, func(f *fields, body map[string]any) {
+		raw, events = parseSubscription(f, body)
+		// An address literal is judged now, as every delivery would judge it (a name is
+		// judged on its addresses at each delivery).
+		if raw != "" && len(f.Items()) == 0 {
+			if err := a.NotificationPolicy.CheckURLHost(raw); err != nil {
+				f.Add(err.Error(), "value_error", []any{"body", "url"})
+			}
+		}
+	}); err != nil {
 		return nil, err
 	}
 	created, err := a.Subscriptions.Create(r.Context(), p, raw, events)

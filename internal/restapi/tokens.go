@@ -116,7 +116,7 @@ func (a *API) componentToken(r *http.Request, p *auth.Principal) (any, error) {
 			f.AddValidation(err, at(loc, "user_email"))
 		}
 	}
-	in.Consent = consent(f, body, loc, false)
+	in.Consent = consent(f, body, loc, false, a.Now())
 	if err := f.Err(); err != nil {
 		return nil, err
 	}

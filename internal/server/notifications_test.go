@@ -86,6 +86,14 @@ var _ = Describe("Notification subscriptions", func() {
 			`{"url":"https://user:pw@hooks.flexsite.invalid/"}`:           {"body", "url"},
 			`{"url":"https://hooks.flexsite.invalid/","events":["nope"]}`: {"body", "events", float64(0)},
 			`{"events":[]}`: {"body", "url"},
+			// Addresses no delivery may reach (issue 27): refused at once, not at each delivery.
+			`{"url":"https://[fe80::fc:ff:fe00:1%25eth0]:18443/x"}`: {"body", "url"},
+			`{"url":"https://192.0.2.10/x"}`:                        {"body", "url"},
+			`{"url":"https://[64:ff9b::a9fe:a9fe]/x"}`:              {"body", "url"},
+			`{"url":"https://[2002:a9fe:a9fe::1]/x"}`:               {"body", "url"},
+			`{"url":"https://[::a9fe:a9fe]/x"}`:                     {"body", "url"},
+			`{"url":"https://169.254.169.254/latest/meta-data"}`:    {"body", "url"},
+			`{"url":"https://127.0.0.1:8443/x"}`:                    {"body", "url"},
 		} {
 			status, resp := call("POST", "/notifications/subscriptions", tok, raw(body))
 			Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s: %s", body, resp)

@@ -23,6 +23,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/mail"
+	"github.com/flexsite/flexsite/internal/notify"
 	"github.com/flexsite/flexsite/internal/restapi"
 	"github.com/flexsite/flexsite/internal/rewardspage"
 	"github.com/flexsite/flexsite/internal/web"
@@ -94,6 +95,9 @@ type Config struct {
 	// TrustedProxies are the networks of the reverse proxies in front of the API: only from
 	// them is the client's address taken from X-Forwarded-For or Forwarded.
 	TrustedProxies []netip.Prefix
+	// NotificationPolicy decides which addresses subscriptions may be delivered to: the
+	// deliverer's (a subscription to a refused address literal is refused at once).
+	NotificationPolicy notify.AddressPolicy
 }
 
 // Route is one (method, path template) a door serves.
@@ -124,7 +128,7 @@ func NewServer(cfg Config) *Server {
 
 	rest := restapi.New(restapi.Config{Log: cfg.Log, Ready: cfg.Ready, Households: households, Rewards: rewardsSvc,
 		Subscriptions: subscriptions.New(households), Guard: guard, Authenticator: cfg.Authenticator,
-		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL})
+		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
 	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Guard: guard, Now: cfg.Now}
 	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,
 		PublicURL: cfg.PublicURL}

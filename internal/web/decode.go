@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net/http"
 	"slices"
@@ -123,6 +122,14 @@ func (f *Fields) Str(obj map[string]any, loc []any, key string, required bool) (
 		f.Add(fmt.Sprintf("String should have at most %d characters", limit), "string_too_long", At(loc, key))
 		return "", false
 	}
+	// No control characters in any text a request stores or names (a password is a secret
+	// the client chose, compared and never stored or shown: it is left as sent).
+	if key != "password" {
+		if err := validation.SingleLineText(s); err != nil {
+			f.AddValidation(err, At(loc, key))
+			return "", false
+		}
+	}
 	return s, true
 }
 
@@ -152,7 +159,10 @@ func (f *Fields) NonNegative(obj map[string]any, loc []any, key string) *float64
 		return nil
 	}
 	x, err := n.Float64()
-	if err != nil || math.IsInf(x, 0) || math.IsNaN(x) {
+	if err == nil {
+		err = validation.FiniteNumber(x)
+	}
+	if err != nil {
 		f.Add("Input should be a finite number", "finite_number", At(loc, key))
 		return nil
 	}
