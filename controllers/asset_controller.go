@@ -21,7 +21,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/index"
-	"github.com/flexsite/flexsite/internal/notify"
+	"github.com/flexsite/flexsite/internal/events"
 )
 
 // AssetReconciler gives an Asset its API id and reports whether it is in effect: counted in
@@ -74,7 +74,7 @@ func (r *AssetReconciler) recordEvents(ctx context.Context, base, asset *flexv1.
 	if gerr != nil {
 		return gerr
 	}
-	return recordEvents(ctx, r.Client, asset, notify.AssetEvents(base, after, siteID), time.Now())
+	return recordEvents(ctx, r.Client, asset, events.AssetEvents(base, after, siteID), time.Now())
 }
 
 // reconcile finds the asset's site and whether the site's evaluated status counts the asset.

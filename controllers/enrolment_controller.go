@@ -23,7 +23,7 @@ import (
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/metrics"
-	"github.com/flexsite/flexsite/internal/notify"
+	"github.com/flexsite/flexsite/internal/events"
 )
 
 // EnrolmentReconciler reports whether an Enrolment is active, not eligible (and why) or
@@ -69,7 +69,7 @@ func (r *EnrolmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	if writesStatus(base, err) {
 		// The phase change's event rides in the status patch that writes the phase.
-		if rerr := recordEvents(ctx, r.Client, enr, notify.EnrolmentEvents(base, enr, siteIDFrom(site)), r.Now()); rerr != nil {
+		if rerr := recordEvents(ctx, r.Client, enr, events.EnrolmentEvents(base, enr, siteIDFrom(site)), r.Now()); rerr != nil {
 			err = rerr
 		}
 	}

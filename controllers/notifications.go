@@ -16,13 +16,13 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/metrics"
-	"github.com/flexsite/flexsite/internal/notify"
+	"github.com/flexsite/flexsite/internal/events"
 )
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=subscriptions,verbs=get;list;watch
 
-// The reconcilers record notification events (internal/notify) in the status patch that makes
-// the change they report: this file is their glue. See internal/notify's package comment for
+// The reconcilers record notification events (internal/events) in the status patch that makes
+// the change they report: this file is their glue. See internal/events's package comment for
 // where each event is recorded and why deletions keep their finalizer until delivered.
 
 // outboxObject is a kind with a notification outbox.
@@ -46,7 +46,7 @@ func subscriptionsIn(ctx context.Context, c client.Reader, namespace string) ([]
 }
 
 // recordEvents appends to obj's outbox the changes a subscription of its namespace wants.
-func recordEvents(ctx context.Context, c client.Reader, obj outboxObject, changes []notify.Change, now time.Time) error {
+func recordEvents(ctx context.Context, c client.Reader, obj outboxObject, changes []events.Change, now time.Time) error {
 	if len(changes) == 0 {
 		return nil
 	}
@@ -54,7 +54,7 @@ func recordEvents(ctx context.Context, c client.Reader, obj outboxObject, change
 	if err != nil {
 		return err
 	}
-	out, dropped := notify.Record(obj.GetPendingEvents(), changes, subs, now, 0)
+	out, dropped := events.Record(obj.GetPendingEvents(), changes, subs, now, 0)
 	obj.SetPendingEvents(out)
 	if dropped > 0 {
 		metrics.NotificationsDropped.WithLabelValues(metrics.DropOutboxFull).Add(float64(dropped))
@@ -76,10 +76,10 @@ func siteIDOf(ctx context.Context, c client.Reader, namespace, name string) (str
 // records its last event (when one is wanted) in its status, with a FinalEventRecorded
 // condition in the same write so that it is recorded once, then keeps its finalizer until
 // its outbox is empty. It answers a waiting error while it holds.
-func holdForNotifications(ctx context.Context, c client.Client, obj outboxStatusObject, last notify.Change, now time.Time) error {
+func holdForNotifications(ctx context.Context, c client.Client, obj outboxStatusObject, last events.Change, now time.Time) error {
 	if meta.FindStatusCondition(obj.GetConditions(), flexv1.FinalEventRecordedCondition) == nil {
 		base := obj.DeepCopyObject().(outboxStatusObject)
-		if err := recordEvents(ctx, c, obj, []notify.Change{last}, now); err != nil {
+		if err := recordEvents(ctx, c, obj, []events.Change{last}, now); err != nil {
 			return err
 		}
 		if len(obj.GetPendingEvents()) != len(base.GetPendingEvents()) {
@@ -145,16 +145,16 @@ func handOverToSite(ctx context.Context, c client.Client, fresh client.Reader, e
 		if err != nil {
 			return err
 		}
-		events := slices.Clone(enr.Status.PendingEvents)
-		removed := notify.EnrolmentRemovedChange(enr, site.Labels[flexv1.IDLabel])
-		if notify.AnyWants(subs, removed.Type) {
-			events = append(events, notify.StampAs(removed, notify.RemovalID(string(enr.UID)), now))
+		pending := slices.Clone(enr.Status.PendingEvents)
+		removed := events.EnrolmentRemovedChange(enr, site.Labels[flexv1.IDLabel])
+		if events.AnyWants(subs, removed.Type) {
+			pending = append(pending, events.StampAs(removed, events.RemovalID(string(enr.UID)), now))
 		}
-		if len(events) == 0 {
+		if len(pending) == 0 {
 			return nil
 		}
 		base := site.DeepCopy()
-		out, changed, dropped := notify.HandOver(site.Status.PendingEvents, events, 0)
+		out, changed, dropped := events.HandOver(site.Status.PendingEvents, pending, 0)
 		if !changed {
 			return nil
 		}

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/notify"
+	"github.com/flexsite/flexsite/internal/events"
 )
 
 // RewardLedgerReconciler tells the transactions added to a site's reward ledger
@@ -47,14 +47,14 @@ func (r *RewardLedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	// ledgers' writers (which may update with a resourceVersion) see no status writes at all.
 	// Asked before the ledger is read whole, so that such ledgers cost no API read either.
 	subs, err := subscriptionsIn(ctx, r.Client, cached.Namespace)
-	if err != nil || !notify.AnyWants(subs, flexv1.EventRewardsTransactionCredited) {
+	if err != nil || !events.AnyWants(subs, flexv1.EventRewardsTransactionCredited) {
 		return ctrl.Result{}, err
 	}
 	ledger := &flexv1.RewardLedger{}
 	if err := r.APIReader.Get(ctx, req.NamespacedName, ledger); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	txs, last := notify.CreditedTransactions(ledger)
+	txs, last := events.CreditedTransactions(ledger)
 	if last == ledger.Status.LastCreditedID && ledger.Status.ObservedGeneration == ledger.Generation {
 		return ctrl.Result{}, nil
 	}
@@ -63,7 +63,7 @@ func (r *RewardLedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := recordEvents(ctx, r.Client, ledger, notify.LedgerEvents(txs, siteID), r.Now()); err != nil {
+	if err := recordEvents(ctx, r.Client, ledger, events.LedgerEvents(txs, siteID), r.Now()); err != nil {
 		return ctrl.Result{}, err
 	}
 	ledger.Status.LastCreditedID = last

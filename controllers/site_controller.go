@@ -31,7 +31,7 @@ import (
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
-	"github.com/flexsite/flexsite/internal/notify"
+	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/priority"
 )
 
@@ -87,8 +87,8 @@ func (r *SiteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		err = r.reconcile(ctx, site)
 	}
 	if err == nil {
-		// The events of this evaluation ride in its status patch (the outbox, internal/notify).
-		err = recordEvents(ctx, r.Client, site, notify.SiteEvents(base, site), r.Now())
+		// The events of this evaluation ride in its status patch (the outbox, internal/events).
+		err = recordEvents(ctx, r.Client, site, events.SiteEvents(base, site), r.Now())
 	}
 	if err == nil {
 		// A claim of another meter point than the site holds is a change on its way, or one
@@ -187,7 +187,7 @@ func (r *SiteReconciler) finalize(ctx context.Context, site *flexv1.Site) error 
 	if err != nil || len(remaining) > 0 {
 		return err
 	}
-	if err := holdForNotifications(ctx, r.Client, site, notify.SiteOffboarded(site), r.Now()); err != nil {
+	if err := holdForNotifications(ctx, r.Client, site, events.SiteOffboarded(site), r.Now()); err != nil {
 		return err
 	}
 	return removeFinalizer(ctx, r.Client, site)

@@ -95,7 +95,7 @@ type AssetStatus struct {
 	NeedsReauthorisation bool `json:"needsReauthorisation,omitempty"`
 
 	// pendingEvents is the asset's notification outbox (asset.changed created/updated),
-	// recorded in the status write that observes the change. Bounded; see internal/notify.
+	// recorded in the status write that observes the change. Bounded; see internal/events.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16

@@ -83,7 +83,7 @@ type EnrolmentStatus struct {
 	EnrolledAt *metav1.Time `json:"enrolledAt,omitempty"`
 
 	// pendingEvents is the enrolment's notification outbox (enrolment.changed), recorded in
-	// the status write that changes the phase. Bounded; see internal/notify.
+	// the status write that changes the phase. Bounded; see internal/events.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16

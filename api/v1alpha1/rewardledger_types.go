@@ -90,7 +90,7 @@ type RewardLedgerStatus struct {
 	LastCreditedID string `json:"lastCreditedID,omitempty"`
 
 	// pendingEvents is the ledger's notification outbox (rewards.transaction_credited),
-	// recorded in the status write that advances lastCreditedID. Bounded; see internal/notify.
+	// recorded in the status write that advances lastCreditedID. Bounded; see internal/events.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16

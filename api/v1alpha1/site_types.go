@@ -216,7 +216,7 @@ type SiteStatus struct {
 	// pendingEvents is the site's notification outbox (site.eligibility_changed, asset.changed
 	// of a deleted asset, site.offboarded), recorded in the status write that makes the change
 	// and removed once delivered to every subscription that wants it. Bounded; see
-	// internal/notify.
+	// internal/events.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16

@@ -34,17 +34,17 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/admission"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/delivery"
 	"github.com/flexsite/flexsite/internal/embedded"
+	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/metrics"
-	"github.com/flexsite/flexsite/internal/notifier"
-	"github.com/flexsite/flexsite/internal/notify"
 	"github.com/flexsite/flexsite/internal/priority"
 	"github.com/flexsite/flexsite/internal/server"
-	flexwebhook "github.com/flexsite/flexsite/webhook"
 )
 
 // defaultDemoPassword is the embedded demo client's password when FLEXSITE_DEMO_PASSWORD is
@@ -131,7 +131,7 @@ func main() {
 		"they are not public (loopback, private, link-local, CGNAT, documentation, the other IANA special-purpose ranges "+
 		"and IPv6 forms carrying them). With --embedded the default is loopback only.",
 		func(v string) (err error) {
-			o.notificationAllow, err = notify.ParseCIDRs(strings.Split(v, ","))
+			o.notificationAllow, err = events.ParseCIDRs(strings.Split(v, ","))
 			return err
 		})
 	flag.StringVar(&o.notificationCAFile, "notification-ca-file", "",
@@ -243,7 +243,7 @@ func run(ctx context.Context, o options) error {
 	if err := setupNotifier(ctx, mgr, o); err != nil {
 		return err
 	}
-	if err := flexwebhook.Setup(mgr); err != nil {
+	if err := admission.Setup(mgr); err != nil {
 		return fmt.Errorf("setting up the webhooks: %w", err)
 	}
 
@@ -298,7 +298,7 @@ func run(ctx context.Context, o options) error {
 		Limits:          o.limits,
 		TrustedProxies:  o.trustedProxies,
 		// The same policy as the deliverer's: a subscription it would never deliver to is refused.
-		NotificationPolicy: notify.AddressPolicy{Allow: o.notificationAllowed()},
+		NotificationPolicy: events.AddressPolicy{Allow: o.notificationAllowed()},
 	})
 	if err := mgr.Add(srv); err != nil {
 		return err
@@ -352,7 +352,7 @@ func setupNotifier(ctx context.Context, mgr ctrl.Manager, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := (&notifier.Deliverer{Policy: notify.AddressPolicy{Allow: allow}, RootCAs: roots}).
+	if err := (&delivery.Deliverer{Policy: events.AddressPolicy{Allow: allow}, RootCAs: roots}).
 		SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the notification deliverer: %w", err)
 	}

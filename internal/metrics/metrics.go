@@ -128,7 +128,7 @@ func init() {
 	}
 }
 
-// Notification metrics (internal/notify, the deliverer).
+// Notification metrics (internal/events, the deliverer).
 var (
 	// NotificationDeliveries counts delivery attempts by event type and outcome.
 	NotificationDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{

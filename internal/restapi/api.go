@@ -15,7 +15,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/app/subscriptions"
 	"github.com/flexsite/flexsite/internal/auth"
-	"github.com/flexsite/flexsite/internal/notify"
+	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/restapi/apidocs"
 	"github.com/flexsite/flexsite/internal/web"
 )
@@ -64,7 +64,7 @@ type Config struct {
 	PublicURL string
 	// NotificationPolicy decides which addresses a subscription may be delivered to (the
 	// deliverer's): a URL naming a refused address is refused at once.
-	NotificationPolicy notify.AddressPolicy
+	NotificationPolicy events.AddressPolicy
 }
 
 // API is the REST API door.

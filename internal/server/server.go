@@ -23,7 +23,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/mail"
-	"github.com/flexsite/flexsite/internal/notify"
+	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/restapi"
 	"github.com/flexsite/flexsite/internal/rewardspage"
 	"github.com/flexsite/flexsite/internal/web"
@@ -97,7 +97,7 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// NotificationPolicy decides which addresses subscriptions may be delivered to: the
 	// deliverer's (a subscription to a refused address literal is refused at once).
-	NotificationPolicy notify.AddressPolicy
+	NotificationPolicy events.AddressPolicy
 }
 
 // Route is one (method, path template) a door serves.

@@ -2,7 +2,7 @@
 // e-mail addresses, timestamps, dates, UUIDs, and the rules for hostile input (control
 // characters in text, non-finite numbers, consent times in the future).
 //
-// There is exactly one copy of each rule, and it lives here. The REST facade uses these
+// There is exactly one copy of each rule, and it lives here. The REST API uses these
 // functions to build its 422 error records ({"loc": [...], "msg": ..., "type": ...}, in the
 // style of FastAPI/pydantic v2) and the Kubernetes admission webhooks use the very same
 // functions to accept or deny objects, so a value the API accepts is never refused by the

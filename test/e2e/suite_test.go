@@ -24,11 +24,11 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/admission"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
-	"github.com/flexsite/flexsite/webhook"
 )
 
 // The end-to-end suite drives Flexsite the way its users do: platform teams with the
@@ -75,7 +75,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	mgr, err := env.NewManager()
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupWithManager(suiteCtx, mgr)).To(Succeed())
-	Expect(webhook.Setup(mgr)).To(Succeed())
+	Expect(admission.Setup(mgr)).To(Succeed())
 
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
 	Expect(keys.Ensure(ctx)).To(Succeed())

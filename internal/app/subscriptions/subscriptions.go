@@ -1,7 +1,7 @@
 // Package subscriptions holds the use cases of an organisation's notification subscriptions
 // (notifications.md): subscribing a URL, its signing secret (shown once, kept only in a
 // Secret), listing, deleting, a test ping and the recent deliveries. Delivery itself is
-// internal/notifier's. It speaks no HTTP.
+// internal/delivery's. It speaks no HTTP.
 package subscriptions
 
 import (
@@ -24,7 +24,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
-	"github.com/flexsite/flexsite/internal/notify"
+	"github.com/flexsite/flexsite/internal/events"
 )
 
 // Service runs the subscription use cases on the household use cases' readers and writer
@@ -229,7 +229,7 @@ func (s *Service) Test(ctx context.Context, p *auth.Principal, id string) (TestA
 			return err
 		}
 		base := sub.DeepCopy()
-		ev := notify.Stamp(notify.Ping(), time.Now())
+		ev := events.Stamp(events.Ping(), time.Now())
 		eventID = ev.ID
 		pending := append(slices.Clone(sub.Status.PendingEvents), ev)
 		if over := len(pending) - maxPings; over > 0 {

@@ -1,5 +1,5 @@
-// Package notifier delivers the notification events recorded in the objects' outboxes
-// (internal/notify) to the organisations' Subscriptions: a leader-elected runnable, signed
+// Package delivery delivers the notification events recorded in the objects' outboxes
+// (internal/events) to the organisations' Subscriptions: a leader-elected runnable, signed
 // with Standard Webhooks, retried with backoff, in order per site and subscription, isolated
 // per subscription.
 //
@@ -19,7 +19,7 @@
 // the scan never blocks on a queue (a full queue means the site is looked at on the next
 // scan), so a slow or dead receiver only keeps its own workers busy, and reconcilers never
 // wait on delivery.
-package notifier
+package delivery
 
 import (
 	"bytes"
@@ -49,7 +49,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/metrics"
-	"github.com/flexsite/flexsite/internal/notify"
+	"github.com/flexsite/flexsite/internal/events"
 )
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=subscriptions,verbs=get;list;watch;create;update;patch;delete
@@ -58,7 +58,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
 
 // PendingIndex is the field index of the objects whose outbox is not empty.
-const PendingIndex = "notify.pending"
+const PendingIndex = "events.pending"
 
 // Timeout is how long a receiver has to answer.
 const Timeout = 10 * time.Second
@@ -81,10 +81,10 @@ type Deliverer struct {
 	Client    client.Client
 	APIReader client.Reader
 	Cache     cache.Cache
-	// Schedule of retries (notify.DefaultSchedule when zero).
-	Schedule notify.Schedule
+	// Schedule of retries (events.DefaultSchedule when zero).
+	Schedule events.Schedule
 	// Policy decides which addresses deliveries may connect to.
-	Policy notify.AddressPolicy
+	Policy events.AddressPolicy
 	// RootCAs trusted for the receivers' certificates (nil: the system's).
 	RootCAs *x509.CertPool
 	// Workers per subscription (2 when 0).
@@ -146,7 +146,7 @@ func pendingKey(obj client.Object) []string {
 
 func (d *Deliverer) defaults() {
 	if d.Schedule.Horizon == 0 {
-		d.Schedule = notify.DefaultSchedule
+		d.Schedule = events.DefaultSchedule
 	}
 	if d.Workers <= 0 {
 		d.Workers = 2
@@ -381,7 +381,7 @@ func (d *Deliverer) owed(it *item, subs []flexv1.Subscription) []string {
 		}
 		return nil
 	}
-	return notify.Owed(&it.ev, subs)
+	return events.Owed(&it.ev, subs)
 }
 
 const (
@@ -451,7 +451,7 @@ func (d *Deliverer) settle(ctx context.Context, it item, sub string) error {
 		if it.kind == kindSubscription {
 			out, changed = settleOwn(obj.GetPendingEvents(), it.ev.ID, sub, obj.(*flexv1.Subscription))
 		} else {
-			out, changed = notify.Settle(obj.GetPendingEvents(), it.ev.ID, sub, subs.Items)
+			out, changed = events.Settle(obj.GetPendingEvents(), it.ev.ID, sub, subs.Items)
 		}
 		if !changed {
 			return nil
@@ -473,7 +473,7 @@ func settleOwn(outbox []flexv1.PendingEvent, id, sub string, s *flexv1.Subscript
 // attempt posts one event to a subscription's URL, signed with its secret.
 func (d *Deliverer) attempt(ctx context.Context, sub *flexv1.Subscription, wh *standardwebhooks.Webhook,
 	ev *flexv1.PendingEvent) (int, error) {
-	body := notify.Body(ev)
+	body := events.Body(ev)
 	now := d.Now()
 	sig, err := wh.Sign(ev.ID, now, body)
 	if err != nil {

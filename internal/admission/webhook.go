@@ -1,14 +1,14 @@
-// Package webhook holds Flexsite's admission webhooks: defaulting (normalising what people
+// Package admission holds Flexsite's admission webhooks: defaulting (normalising what people
 // type: postcode case and spacing, spaces in an MPAN) and validation for Site, Asset and
 // Enrolment, and the uniqueness of API client usernames across organisations
 // (internal/tenancy). The rules are internal/validation's, the very functions the REST
-// facade uses, so kubectl, GitOps and API clients meet the same checks, with errors that
+// API uses, so kubectl, GitOps and API clients meet the same checks, with errors that
 // name the field (`spec.mpan: Invalid value: ...`).
 //
 // Defaulting never sets ids, labels or finalizers: under server-side apply those would be
 // owned by whoever applied the object and could be dropped or churned by the next apply. The
 // controllers own them.
-package webhook
+package admission
 
 import (
 	"context"

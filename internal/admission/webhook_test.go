@@ -1,4 +1,4 @@
-package webhook_test
+package admission_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-// Package notify holds the rules of push notifications (notifications.md), with no Kubernetes
+// Package events holds the rules of push notifications (notifications.md), with no Kubernetes
 // client: which events a change makes (a pure function of the object before and after it),
 // how an object's outbox records them (bounded, coalesced), who an event is owed to, when a
 // failed delivery is tried again, and which addresses a delivery may reach.
@@ -40,7 +40,7 @@
 // flexv1.MaxPendingEvents events: past that, older site.eligibility_changed events are
 // coalesced into the latest (whose data is the full current state), then the oldest events
 // are dropped and counted.
-package notify
+package events
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package notifier
+package delivery
 
 import (
 	"context"

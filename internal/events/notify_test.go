@@ -1,4 +1,4 @@
-package notify_test
+package events_test
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/notify"
+	"github.com/flexsite/flexsite/internal/events"
 )
 
 const (
@@ -33,11 +33,11 @@ func assetResult(name string, eligible bool, issues ...flexv1.EligibilityIssue) 
 		Propositions: []flexv1.PropositionEligibility{{Proposition: lp, Eligible: eligible, Issues: issues}}}
 }
 
-func types(cs []notify.Change) []string {
+func types(cs []events.Change) []string {
 	out := make([]string, 0, len(cs))
 	for _, c := range cs {
 		t := string(c.Type)
-		if d, ok := c.Data.(notify.AssetData); ok {
+		if d, ok := c.Data.(events.AssetData); ok {
 			t += ":" + string(d.Change)
 		}
 		out = append(out, t)
@@ -67,15 +67,15 @@ func TestSiteEvents(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := types(notify.SiteEvents(c.before, c.after))
+			got := types(events.SiteEvents(c.before, c.after))
 			if fmt.Sprint(got) != fmt.Sprint(c.want) {
 				t.Fatalf("got %v, want %v", got, c.want)
 			}
 		})
 	}
 	t.Run("data", func(t *testing.T) {
-		cs := notify.SiteEvents(evaluated([]flexv1.PropositionName{lp}, a), evaluated(nil, aNot))
-		ev := notify.Stamp(cs[0], time.Unix(100, 0))
+		cs := events.SiteEvents(evaluated([]flexv1.PropositionName{lp}, a), evaluated(nil, aNot))
+		ev := events.Stamp(cs[0], time.Unix(100, 0))
 		var data map[string]any
 		if err := json.Unmarshal([]byte(ev.Data), &data); err != nil {
 			t.Fatal(err)
@@ -109,7 +109,7 @@ func TestAssetEvents(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := types(notify.AssetEvents(c.before, c.after, "site-1")); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			if got := types(events.AssetEvents(c.before, c.after, "site-1")); fmt.Sprint(got) != fmt.Sprint(c.want) {
 				t.Fatalf("got %v, want %v", got, c.want)
 			}
 		})
@@ -133,16 +133,16 @@ func TestEnrolmentEvents(t *testing.T) {
 		{"", flexv1.EnrolmentWithdrawn, "withdrawn"},
 	}
 	for _, c := range cases {
-		cs := notify.EnrolmentEvents(mk(c.before), mk(c.after), "site-1")
+		cs := events.EnrolmentEvents(mk(c.before), mk(c.after), "site-1")
 		got := ""
 		if len(cs) == 1 {
-			got = string(cs[0].Data.(notify.EnrolmentData).Status)
+			got = string(cs[0].Data.(events.EnrolmentData).Status)
 		}
 		if got != c.want || len(cs) > 1 {
 			t.Errorf("%s -> %s: got %q (%d events), want %q", c.before, c.after, got, len(cs), c.want)
 		}
 	}
-	if d := notify.EnrolmentRemovedChange(mk(flexv1.EnrolmentActive), "site-1").Data.(notify.EnrolmentData); d.Status != "removed" || d.Issues == nil {
+	if d := events.EnrolmentRemovedChange(mk(flexv1.EnrolmentActive), "site-1").Data.(events.EnrolmentData); d.Status != "removed" || d.Issues == nil {
 		t.Errorf("removed: %+v", d)
 	}
 }
@@ -153,7 +153,7 @@ func sub(name string, paused bool, events ...flexv1.EventType) flexv1.Subscripti
 }
 
 func TestRecordOnlyWhatIsWanted(t *testing.T) {
-	change := notify.Change{Type: flexv1.EventAssetChanged, SiteID: "s", Data: map[string]string{}}
+	change := events.Change{Type: flexv1.EventAssetChanged, SiteID: "s", Data: map[string]string{}}
 	cases := []struct {
 		name string
 		subs []flexv1.Subscription
@@ -166,7 +166,7 @@ func TestRecordOnlyWhatIsWanted(t *testing.T) {
 		{"named", []flexv1.Subscription{sub("a", false, flexv1.EventAssetChanged)}, 1},
 	}
 	for _, c := range cases {
-		out, _ := notify.Record(nil, []notify.Change{change}, c.subs, time.Now(), 0)
+		out, _ := events.Record(nil, []events.Change{change}, c.subs, time.Now(), 0)
 		if len(out) != c.want {
 			t.Errorf("%s: %d events, want %d", c.name, len(out), c.want)
 		}
@@ -184,7 +184,7 @@ func TestBoundCoalescesEligibilityThenDrops(t *testing.T) {
 		outbox = append(outbox, eligibilityEvent("s1", i, fmt.Sprint("p", i)))
 	}
 	outbox = append(outbox, flexv1.PendingEvent{ID: "asset", Type: flexv1.EventAssetChanged, SiteID: "s1", Data: "{}"})
-	out, dropped := notify.Bound(outbox, 3)
+	out, dropped := events.Bound(outbox, 3)
 	if dropped != 0 || len(out) != 3 {
 		t.Fatalf("got %d events, %d dropped", len(out), dropped)
 	}
@@ -204,11 +204,11 @@ func TestBoundCoalescesEligibilityThenDrops(t *testing.T) {
 	for i := range 5 {
 		assets = append(assets, flexv1.PendingEvent{ID: fmt.Sprint(i), Type: flexv1.EventAssetChanged, Data: "{}"})
 	}
-	out, dropped = notify.Bound(assets, 3)
+	out, dropped = events.Bound(assets, 3)
 	if dropped != 2 || out[0].ID != "2" {
 		t.Fatalf("dropped %d, first %s", dropped, out[0].ID)
 	}
-	if out, dropped = notify.Bound(assets, 0); dropped != 0 || len(out) != 5 {
+	if out, dropped = events.Bound(assets, 0); dropped != 0 || len(out) != 5 {
 		t.Fatal("within the default limit nothing goes")
 	}
 }
@@ -219,25 +219,25 @@ func TestSettle(t *testing.T) {
 		{ID: "1", Type: flexv1.EventAssetChanged},
 		{ID: "2", Type: flexv1.EventSiteOffboarded},
 	}
-	out, changed := notify.Settle(outbox, "1", "a", subs)
+	out, changed := events.Settle(outbox, "1", "a", subs)
 	if !changed || len(out) != 2 || fmt.Sprint(out[0].DoneFor) != "[a]" {
 		t.Fatalf("after a: %+v", out)
 	}
-	out, _ = notify.Settle(out, "1", "b", subs)
+	out, _ = events.Settle(out, "1", "b", subs)
 	if len(out) != 1 || out[0].ID != "2" {
 		t.Fatalf("after b: %+v", out)
 	}
-	out, _ = notify.Settle(out, "2", "a", subs)
+	out, _ = events.Settle(out, "2", "a", subs)
 	if len(out) != 0 {
 		t.Fatalf("offboarded owed to a only: %+v", out)
 	}
-	if got := notify.Owed(&outbox[0], []flexv1.Subscription{sub("a", true)}); got != nil {
+	if got := events.Owed(&outbox[0], []flexv1.Subscription{sub("a", true)}); got != nil {
 		t.Fatalf("a paused subscription is owed nothing: %v", got)
 	}
 }
 
 func TestSchedule(t *testing.T) {
-	s := notify.Schedule{Steps: []time.Duration{5 * time.Second, 30 * time.Second, time.Hour}, Jitter: 0.2, Horizon: 24 * time.Hour}
+	s := events.Schedule{Steps: []time.Duration{5 * time.Second, 30 * time.Second, time.Hour}, Jitter: 0.2, Horizon: 24 * time.Hour}
 	for failed, want := range map[int]time.Duration{1: 5 * time.Second, 2: 30 * time.Second, 3: time.Hour, 10: time.Hour} {
 		got := s.Delay(failed)
 		if got < want*8/10 || got > want*12/10 {
@@ -249,17 +249,17 @@ func TestSchedule(t *testing.T) {
 		t.Error("horizon")
 	}
 	// The default schedule retries for at least 24 hours.
-	if notify.DefaultSchedule.Horizon < 24*time.Hour {
+	if events.DefaultSchedule.Horizon < 24*time.Hour {
 		t.Error("default horizon below 24 h")
 	}
 }
 
 func TestAddressPolicy(t *testing.T) {
-	deny := notify.AddressPolicy{}
-	loopback := notify.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+	deny := events.AddressPolicy{}
+	loopback := events.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
 	cases := []struct {
 		addr    string
-		policy  notify.AddressPolicy
+		policy  events.AddressPolicy
 		allowed bool
 	}{
 		{"127.0.0.1", deny, false},
@@ -295,7 +295,7 @@ func TestAddressPolicy(t *testing.T) {
 			t.Errorf("Control(%s): err %v, want allowed=%v", c.addr, derr, c.allowed)
 		}
 	}
-	if _, err := notify.ParseCIDRs([]string{"10.0.0.0/8", "nope"}); err == nil {
+	if _, err := events.ParseCIDRs([]string{"10.0.0.0/8", "nope"}); err == nil {
 		t.Error("a bad CIDR is refused")
 	}
 }
@@ -328,13 +328,13 @@ func TestCreditedTransactions(t *testing.T) {
 		{"the mark was removed", ledger("x", "a", "b"), "", "b"},
 	}
 	for _, c := range cases {
-		txs, mark := notify.CreditedTransactions(c.l)
+		txs, mark := events.CreditedTransactions(c.l)
 		if ids(txs) != c.new || mark != c.mark {
 			t.Errorf("%s: new %q mark %q, want %q %q", c.name, ids(txs), mark, c.new, c.mark)
 		}
 	}
-	cs := notify.LedgerEvents(ledger("", "a").Spec.Transactions, "site-1")
-	ev := notify.Stamp(cs[0], time.Now())
+	cs := events.LedgerEvents(ledger("", "a").Spec.Transactions, "site-1")
+	ev := events.Stamp(cs[0], time.Now())
 	if !strings.Contains(ev.Data, `"site_id":"site-1"`) || !strings.Contains(ev.Data, `"transaction_id":"a"`) ||
 		!strings.Contains(ev.Data, `"credit_pence":100`) {
 		t.Errorf("data %s", ev.Data)
@@ -343,17 +343,17 @@ func TestCreditedTransactions(t *testing.T) {
 
 func TestHandOver(t *testing.T) {
 	site := []flexv1.PendingEvent{{ID: "s1", Type: flexv1.EventSiteEligibilityChanged}}
-	removed := notify.StampAs(notify.EnrolmentRemovedChange(&flexv1.Enrolment{}, "site-1"), notify.RemovalID("uid-1"), time.Now())
-	if removed.ID != notify.RemovalID("uid-1") || removed.ID == notify.RemovalID("uid-2") {
+	removed := events.StampAs(events.EnrolmentRemovedChange(&flexv1.Enrolment{}, "site-1"), events.RemovalID("uid-1"), time.Now())
+	if removed.ID != events.RemovalID("uid-1") || removed.ID == events.RemovalID("uid-2") {
 		t.Fatal("a removal's id derives from the uid alone")
 	}
 	handed := []flexv1.PendingEvent{{ID: "e1", Type: flexv1.EventEnrolmentChanged}, removed}
-	out, changed, dropped := notify.HandOver(site, handed, 0)
+	out, changed, dropped := events.HandOver(site, handed, 0)
 	if !changed || dropped != 0 || len(out) != 3 || out[2].ID != removed.ID {
 		t.Fatalf("first hand-over: %v %v %+v", changed, dropped, out)
 	}
 	// A finalize retried after the hand-over hands the same events over: nothing changes.
-	again, changed, _ := notify.HandOver(out, handed, 0)
+	again, changed, _ := events.HandOver(out, handed, 0)
 	if changed || len(again) != 3 {
 		t.Fatalf("second hand-over changed the outbox: %+v", again)
 	}
@@ -365,9 +365,9 @@ func TestHandOver(t *testing.T) {
 // allowing a translation prefix does not open the metadata service through it). An allowed
 // range wins. Nothing connects: the policy and the dialer hook are called directly.
 func TestAddressPolicyHostileSpellings(t *testing.T) {
-	deny := notify.AddressPolicy{}
-	allow := func(cidrs ...string) notify.AddressPolicy {
-		p := notify.AddressPolicy{}
+	deny := events.AddressPolicy{}
+	allow := func(cidrs ...string) events.AddressPolicy {
+		p := events.AddressPolicy{}
 		for _, c := range cidrs {
 			p.Allow = append(p.Allow, netip.MustParsePrefix(c))
 		}
@@ -377,7 +377,7 @@ func TestAddressPolicyHostileSpellings(t *testing.T) {
 	cases := []struct {
 		name    string
 		addr    string
-		policy  notify.AddressPolicy
+		policy  events.AddressPolicy
 		allowed bool
 	}{
 		// IPv6 zone ids: decided without the zone, and a zone is never a public destination.
@@ -482,7 +482,7 @@ func TestEmbeddedIPv4(t *testing.T) {
 		"2001:4860:4860::8888":                 nil,
 		"fe80::1%eth0":                         nil,
 	} {
-		embedded := notify.EmbeddedIPv4(netip.MustParseAddr(addr))
+		embedded := events.EmbeddedIPv4(netip.MustParseAddr(addr))
 		var got []string
 		if len(embedded) > 0 {
 			got = make([]string, 0, len(embedded))
@@ -500,11 +500,11 @@ func TestEmbeddedIPv4(t *testing.T) {
 // creation as the dialer would decide it (the issue's spellings included); a name is left to
 // the dialer.
 func TestCheckURLHost(t *testing.T) {
-	deny := notify.AddressPolicy{}
-	loopback := notify.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+	deny := events.AddressPolicy{}
+	loopback := events.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
 	for _, c := range []struct {
 		url     string
-		policy  notify.AddressPolicy
+		policy  events.AddressPolicy
 		allowed bool
 	}{
 		{"https://[fe80::fc:ff:fe00:1%25eth0]:18443/x", deny, false},

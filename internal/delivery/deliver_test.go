@@ -1,4 +1,4 @@
-package notifier_test
+package delivery_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/identity"
-	"github.com/flexsite/flexsite/internal/notifier"
+	"github.com/flexsite/flexsite/internal/delivery"
 )
 
 const lp = flexv1.PropositionLimitedPause
@@ -221,7 +221,7 @@ var _ = Describe("Delivery", func() {
 		time.Sleep(time.Second) // held back 300 ms, then due
 		Expect(r.all()).To(BeEmpty())
 		Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "subscription-late-secret"},
-			Data: map[string][]byte{notifier.DefaultSecretKey: []byte(r.secret)}})).To(Succeed())
+			Data: map[string][]byte{delivery.DefaultSecretKey: []byte(r.secret)}})).To(Succeed())
 
 		Eventually(r.kinds).Should(ContainElement("asset.changed:created"))
 		for _, g := range r.all() {

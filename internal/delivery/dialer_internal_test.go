@@ -1,4 +1,4 @@
-package notifier
+package delivery
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/notify"
+	"github.com/flexsite/flexsite/internal/events"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
@@ -51,7 +51,7 @@ func TestDialerRefusesWhatThePolicyRefuses(t *testing.T) {
 		{"another private range allowed only", []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, srv.URL, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d := &Deliverer{Policy: notify.AddressPolicy{Allow: c.allow}, RootCAs: roots}
+			d := &Deliverer{Policy: events.AddressPolicy{Allow: c.allow}, RootCAs: roots}
 			d.defaults()
 			before := hits.Load()
 			sub := &flexv1.Subscription{Spec: flexv1.SubscriptionSpec{URL: c.url}}
@@ -113,7 +113,7 @@ func TestDialerDecidesWithoutTheZone(t *testing.T) {
 			"https://[::1%25lo]:" + port + "/x", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d := &Deliverer{Policy: notify.AddressPolicy{Allow: c.allow}, RootCAs: roots}
+			d := &Deliverer{Policy: events.AddressPolicy{Allow: c.allow}, RootCAs: roots}
 			d.defaults()
 			before := conns.Load()
 			_, err := d.attempt(context.Background(), &flexv1.Subscription{Spec: flexv1.SubscriptionSpec{URL: c.url}}, wh, ev)
@@ -144,7 +144,7 @@ func TestNoRedirects(t *testing.T) {
 	defer srv.Close()
 	roots := x509.NewCertPool()
 	roots.AddCert(srv.Certificate())
-	d := &Deliverer{Policy: notify.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, RootCAs: roots}
+	d := &Deliverer{Policy: events.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, RootCAs: roots}
 	d.defaults()
 	wh, _ := standardwebhooks.NewWebhook("whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0")
 	ev := &flexv1.PendingEvent{ID: "evt_1", Type: flexv1.EventPing, Time: metav1.NewMicroTime(time.Now()), Data: "{}"}

@@ -1,4 +1,4 @@
-package notifier_test
+package delivery_test
 
 import (
 	"context"
@@ -28,8 +28,8 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
-	"github.com/flexsite/flexsite/internal/notifier"
-	"github.com/flexsite/flexsite/internal/notify"
+	"github.com/flexsite/flexsite/internal/delivery"
+	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -94,7 +94,7 @@ var _ = AfterSuite(func() {
 
 // testSchedule retries within moments so that tests do not wait minutes; the horizon is
 // long enough that nothing is dropped unless a test asks.
-var testSchedule = notify.Schedule{Steps: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}, Horizon: time.Hour}
+var testSchedule = events.Schedule{Steps: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}, Horizon: time.Hour}
 
 // startManager runs the controllers and a deliverer that may reach loopback only, with leader
 // election (a Lease), so that a second manager started beside it is a standby.
@@ -108,9 +108,9 @@ func startManager() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupWithManager(suiteCtx, mgr)).To(Succeed())
-	d := &notifier.Deliverer{
+	d := &delivery.Deliverer{
 		Client:   gatedClient{mgr.GetClient()},
-		Policy:   notify.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
+		Policy:   events.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 		RootCAs:  roots,
 		Schedule: testSchedule,
 		Interval: 100 * time.Millisecond,
@@ -256,7 +256,7 @@ func kindOf(g received) string {
 // subscribe creates a Secret with the receiver's signing secret and a Subscription to it.
 func subscribe(ctx context.Context, ns string, r *receiver, events ...flexv1.EventType) *flexv1.Subscription {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "sub-"},
-		Data: map[string][]byte{notifier.DefaultSecretKey: []byte(r.secret)}}
+		Data: map[string][]byte{delivery.DefaultSecretKey: []byte(r.secret)}}
 	Expect(k8sClient.Create(ctx, secret)).To(Succeed())
 	sub := &flexv1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "sub-"},
 		Spec: flexv1.SubscriptionSpec{URL: r.URL, Events: events, SecretRef: flexv1.SecretKeyReference{Name: secret.Name}}}

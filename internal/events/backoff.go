@@ -1,4 +1,4 @@
-package notify
+package events
 
 import (
 	"math/rand/v2"

@@ -1,4 +1,4 @@
-package notifier_test
+package delivery_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package webhook_test
+package admission_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/admission"
 	"github.com/flexsite/flexsite/internal/testenv"
-	"github.com/flexsite/flexsite/webhook"
 )
 
 // The webhooks are tested as the API server calls them: envtest installs the generated
@@ -43,7 +43,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	mgr, err := env.NewManager()
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupWithManager(mgrCtx, mgr)).To(Succeed())
-	Expect(webhook.Setup(mgr)).To(Succeed())
+	Expect(admission.Setup(mgr)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(mgrCtx)).To(Succeed())
