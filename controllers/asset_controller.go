@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/events"
+	"github.com/flexsite/flexsite/internal/index"
 )
 
 // AssetReconciler gives an Asset its API id and reports whether it is in effect: counted in

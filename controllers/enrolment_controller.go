@@ -20,10 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/metrics"
-	"github.com/flexsite/flexsite/internal/events"
 )
 
 // EnrolmentReconciler reports whether an Enrolment is active, not eligible (and why) or

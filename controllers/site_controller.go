@@ -27,11 +27,11 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/eligibility"
+	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
-	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/priority"
 )
 

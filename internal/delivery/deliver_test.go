@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/delivery"
+	"github.com/flexsite/flexsite/internal/identity"
 )
 
 const lp = flexv1.PropositionLimitedPause

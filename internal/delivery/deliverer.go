@@ -48,8 +48,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/events"
+	"github.com/flexsite/flexsite/internal/metrics"
 )
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=subscriptions,verbs=get;list;watch;create;update;patch;delete
