@@ -275,6 +275,25 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	if err := setupServer(mgr, o, keys, keysNS, ledgers, background); err != nil {
+		return err
+	}
+
+	if url := metricsURL(o.metricsAddr, o.metricsSecure); url != "" {
+		log.Info("metrics: "+url, "secure", o.metricsSecure)
+		if o.embedded {
+			fmt.Printf("metrics: %s\n\n", url)
+		}
+	}
+	log.Info("starting the manager")
+	return mgr.Start(ctx)
+}
+
+// setupServer adds the HTTP listener (every door: REST API, hosted flow, rewards page), the
+// rewards link sweeper, and the health and readiness checks: ready once the caches the
+// doors read through have synced.
+func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, keysNS string, ledgers *ledger.Feed,
+	background *priority.Gate) error {
 	var synced atomic.Bool
 	mailer, err := o.mail.mailer(o.embedded, mgr.GetAPIReader(), ctrl.Log.WithName("mail"))
 	if err != nil {
@@ -324,14 +343,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	if url := metricsURL(o.metricsAddr, o.metricsSecure); url != "" {
-		log.Info("metrics: "+url, "secure", o.metricsSecure)
-		if o.embedded {
-			fmt.Printf("metrics: %s\n\n", url)
-		}
-	}
-	log.Info("starting the manager")
-	return mgr.Start(ctx)
+	return nil
 }
 
 // notificationAllowed are the ranges deliveries may reach although not public: the flag's, or

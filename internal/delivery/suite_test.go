@@ -254,12 +254,12 @@ func kindOf(g received) string {
 }
 
 // subscribe creates a Secret with the receiver's signing secret and a Subscription to it.
-func subscribe(ctx context.Context, ns string, r *receiver, events ...flexv1.EventType) *flexv1.Subscription {
+func subscribe(ctx context.Context, ns string, r *receiver, types ...flexv1.EventType) *flexv1.Subscription {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "sub-"},
 		Data: map[string][]byte{delivery.DefaultSecretKey: []byte(r.secret)}}
 	Expect(k8sClient.Create(ctx, secret)).To(Succeed())
 	sub := &flexv1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "sub-"},
-		Spec: flexv1.SubscriptionSpec{URL: r.URL, Events: events, SecretRef: flexv1.SecretKeyReference{Name: secret.Name}}}
+		Spec: flexv1.SubscriptionSpec{URL: r.URL, Events: types, SecretRef: flexv1.SecretKeyReference{Name: secret.Name}}}
 	Expect(k8sClient.Create(ctx, sub)).To(Succeed())
 	return sub
 }

@@ -6,13 +6,13 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	claimrule "github.com/flexsite/flexsite/internal/claim"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // ClaimMPAN reserves mpan for site before the site's spec names it. It answers the claim when

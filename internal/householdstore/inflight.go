@@ -6,11 +6,11 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/index"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Readers are where a use reads objects from: Cached first (a cache that may be behind), and

@@ -26,12 +26,11 @@ var (
 // pages are the Markdown files a reader walks between.
 func pages(t *testing.T, root string) []string {
 	t.Helper()
-	files := []string{filepath.Join(root, "README.md"), filepath.Join(root, "charts", "flexsite", "README.md")}
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(files, docs...)
+	return append([]string{filepath.Join(root, "README.md"), filepath.Join(root, "charts", "flexsite", "README.md")}, docs...)
 }
 
 // stripCode removes fenced blocks and inline code spans, where brackets are not links.

@@ -111,7 +111,7 @@ func SubscriptionSecretName(id string) string { return "subscription-" + id }
 // Create subscribes url (checked by the door) to the organisation's events of
 // the given types (none: every type). The signing secret is made here, kept in a Secret the
 // Subscription owns, and answered this once.
-func (s *Service) Create(ctx context.Context, p *auth.Principal, url string, events []flexv1.EventType) (SubscriptionCreated, error) {
+func (s *Service) Create(ctx context.Context, p *auth.Principal, url string, wanted []flexv1.EventType) (SubscriptionCreated, error) {
 	key := make([]byte, secretBytes)
 	if _, err := rand.Read(key); err != nil {
 		return SubscriptionCreated{}, err
@@ -120,7 +120,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, url string, eve
 	id := uuid.NewString()
 	sub := &flexv1.Subscription{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: id},
-		Spec: flexv1.SubscriptionSpec{URL: url, Events: events,
+		Spec: flexv1.SubscriptionSpec{URL: url, Events: wanted,
 			SecretRef: flexv1.SecretKeyReference{Name: SubscriptionSecretName(id), Key: "secret"}},
 	}
 	if err := s.Client.Create(ctx, sub); err != nil {
@@ -138,7 +138,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, url string, eve
 		_ = s.Client.Delete(context.WithoutCancel(ctx), sub)
 		return SubscriptionCreated{}, err
 	}
-	return SubscriptionCreated{ID: id, URL: url, Events: nonNil(events), Secret: secret,
+	return SubscriptionCreated{ID: id, URL: url, Events: nonNil(wanted), Secret: secret,
 		CreatedAt: sub.CreationTimestamp.UTC().Format(time.RFC3339)}, nil
 }
 

@@ -147,9 +147,9 @@ func TestEnrolmentEvents(t *testing.T) {
 	}
 }
 
-func sub(name string, paused bool, events ...flexv1.EventType) flexv1.Subscription {
+func sub(name string, paused bool, types ...flexv1.EventType) flexv1.Subscription {
 	return flexv1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: flexv1.SubscriptionSpec{Events: events, Paused: paused}}
+		Spec: flexv1.SubscriptionSpec{Events: types, Paused: paused}}
 }
 
 func TestRecordOnlyWhatIsWanted(t *testing.T) {
