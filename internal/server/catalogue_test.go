@@ -18,7 +18,7 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility after a catalogue cha
 		o := newOrg(ctx)
 		tok := o.token()
 		model := &flexv1.AssetModel{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: "REST API-catalogue-"},
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "api-catalogue-"},
 			Spec:       flexv1.AssetModelSpec{ModelName: "catalogue-" + o.Namespace},
 		}
 		Expect(k8sClient.Create(ctx, model)).To(Succeed())

@@ -58,7 +58,7 @@ var _ = Describe("Hostile input", func() {
 		status, resp = call("POST", "/entities/site/initialise", tok, household("1200000000011", func(b map[string]any) {
 			b["assets"].([]any)[0].(map[string]any)["external_id"] = "ev\u0085charger"
 		}))
-		expectValidationItem(status, resp, []any{"body", "assets", 0, "external_id"}, "value_error")
+		expectValidationItem(status, resp, []any{"body", "assets", float64(0), "external_id"}, "value_error")
 		status, resp = call("POST", "/auth/component-token", tok, componentForm("cu\x00x",
 			"gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z"))
 		expectValidationItem(status, resp, []any{"body", "external_user_id"}, "value_error")
