@@ -3,9 +3,6 @@ package app
 import (
 	"slices"
 	"strings"
-	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/eligibility"
@@ -117,18 +114,7 @@ func legacySiteRecord(s *flexv1.Site, assets []flexv1.Asset, withTariffType bool
 }
 
 // FormatTime writes a time as the API does (RFC 3339, UTC); nil stays nil.
-func FormatTime(t *metav1.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := t.UTC().Format(time.RFC3339)
-	return &s
-}
+var FormatTime = record.FormatTime
 
 // nonNil turns a nil slice into an empty one so JSON says [] rather than null.
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
+func nonNil[T any](s []T) []T { return record.NonNil(s) }

@@ -50,7 +50,7 @@ func EligibilityOf(siteID string, res eligibility.Result) *Eligibility {
 		SiteID: siteID,
 		SiteProperties: SiteProperties{
 			HasMeterConsent: res.Properties.HasMeterConsent, IsHalfHourlySettled: res.Properties.IsHalfHourlySettled},
-		EligiblePropositions: nonNil(res.EligiblePropositions),
+		EligiblePropositions: NonNil(res.EligiblePropositions),
 		Assets:               make([]AssetEligibility, 0, len(res.Assets)),
 		SiteIssues:           res.SiteIssues,
 	}
@@ -59,7 +59,7 @@ func EligibilityOf(siteID string, res eligibility.Result) *Eligibility {
 			Propositions: make([]PropositionEligibility, 0, len(a.Propositions))}
 		for _, p := range a.Propositions {
 			ar.Propositions = append(ar.Propositions, PropositionEligibility{
-				Proposition: p.Proposition, IsEligible: p.Eligible, Issues: nonNil(p.Issues)})
+				Proposition: p.Proposition, IsEligible: p.Eligible, Issues: NonNil(p.Issues)})
 		}
 		rec.Assets = append(rec.Assets, ar)
 	}
@@ -108,11 +108,12 @@ type Transaction struct {
 // TransactionOf is the record of one transaction.
 func TransactionOf(tx *flexv1.RewardTransaction) Transaction {
 	return Transaction{TransactionID: tx.ID, CreditPence: tx.CreditPence, TransactionType: tx.Type,
-		StartTime: formatTime(tx.StartTime), EndTime: formatTime(tx.EndTime), SettlementDate: tx.SettlementDate,
+		StartTime: FormatTime(tx.StartTime), EndTime: FormatTime(tx.EndTime), SettlementDate: tx.SettlementDate,
 		FlexKWh: units.ToKilo(tx.FlexWh), PaymentStatus: tx.PaymentStatus}
 }
 
-func formatTime(t *metav1.Time) *string {
+// FormatTime writes a time as the API does (RFC 3339, UTC); nil stays nil.
+func FormatTime(t *metav1.Time) *string {
 	if t == nil {
 		return nil
 	}
@@ -120,8 +121,8 @@ func formatTime(t *metav1.Time) *string {
 	return &s
 }
 
-// nonNil turns a nil slice into an empty one so JSON says [] rather than null.
-func nonNil[T any](s []T) []T {
+// NonNil turns a nil slice into an empty one so JSON says [] rather than null.
+func NonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/events"
+	"github.com/flexsite/flexsite/internal/record"
 )
 
 // Service runs the subscription use cases on the household use cases' readers and writer
@@ -138,7 +139,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, url string, wan
 		_ = s.Client.Delete(context.WithoutCancel(ctx), sub)
 		return SubscriptionCreated{}, err
 	}
-	return SubscriptionCreated{ID: id, URL: url, Events: nonNil(wanted), Secret: secret,
+	return SubscriptionCreated{ID: id, URL: url, Events: record.NonNil(wanted), Secret: secret,
 		CreatedAt: sub.CreationTimestamp.UTC().Format(time.RFC3339)}, nil
 }
 
@@ -159,7 +160,7 @@ func (s *Service) List(ctx context.Context, p *auth.Principal) (SubscriptionList
 }
 
 func subscriptionRecord(sub *flexv1.Subscription) SubscriptionRecord {
-	rec := SubscriptionRecord{ID: sub.Name, URL: sub.Spec.URL, Events: nonNil(sub.Spec.Events), Paused: sub.Spec.Paused,
+	rec := SubscriptionRecord{ID: sub.Name, URL: sub.Spec.URL, Events: record.NonNil(sub.Spec.Events), Paused: sub.Spec.Paused,
 		ConsecutiveFailures: sub.Status.ConsecutiveFailures}
 	if d := sub.Status.LastDelivery; d != nil {
 		rec.LastDelivery = &DeliveryRecord{At: d.Time.UTC().Format(time.RFC3339), StatusCode: statusCode(d.StatusCode),
@@ -265,12 +266,4 @@ func (s *Service) Deliveries(ctx context.Context, p *auth.Principal, id string, 
 		out.Deliveries = append(out.Deliveries, rec)
 	}
 	return out, nil
-}
-
-// nonNil turns a nil slice into an empty one so JSON says [] rather than null.
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }
