@@ -408,8 +408,8 @@ func FuzzLegacyOnboardBody(f *testing.F) {
 		f := &fields{}
 		site, _ := f.Object(body, []any{"body"}, "site", true)
 		asset, _ := f.Object(body, []any{"body"}, "asset", true)
-		consent, _ := f.Object(body, []any{"body"}, "dispatch_consent", true)
-		methods, _ := f.Array(consent, []any{"body", "dispatch_consent"}, "dispatch_methods", true)
+		dispatch, _ := f.Object(body, []any{"body"}, "dispatch_consent", true)
+		methods, _ := f.Array(dispatch, []any{"body", "dispatch_consent"}, "dispatch_methods", true)
 		siteIn := parseSite(f, site, []any{"body", "site"})
 		assetIn := parseAsset(f, asset, []any{"body", "asset"}, fuzzNow)
 		for i, m := range methods {
@@ -441,8 +441,8 @@ func checkLegacyItems(t *testing.T, body map[string]any, items []app.FieldError)
 			continue
 		}
 		i, ok := it.Loc[3].(int)
-		consent, _ := body["dispatch_consent"].(map[string]any)
-		methods, _ := consent["dispatch_methods"].([]any)
+		dispatch, _ := body["dispatch_consent"].(map[string]any)
+		methods, _ := dispatch["dispatch_methods"].([]any)
 		if !ok || i < 0 || i >= len(methods) {
 			t.Fatalf("item %+v names no dispatch method of %v", it, methods)
 		}
@@ -521,7 +521,7 @@ func FuzzFormBody(f *testing.F) {
 		externalUserID, _ := fl.Str(body, []any{"body"}, "external_user_id", true)
 		origin, originOK := fl.Str(body, []any{"body"}, "allowed_origin", true)
 		email, _ := fl.Str(body, []any{"body"}, "user_email", false)
-		consent := consent(fl, body, []any{"body"}, false)
+		consentAt := consent(fl, body, []any{"body"}, false)
 		if !got.Reached {
 			return // refused with a well-formed 4xx: what exactly is the suite's business
 		}
@@ -536,8 +536,8 @@ func FuzzFormBody(f *testing.F) {
 		}
 		maxRunes(t, "body.external_user_id", externalUserID, 256)
 		maxRunes(t, "body.user_email", email, 254)
-		if consent != nil {
-			checkStorableTime(t, "body.gave_boundary_meter_consent_at", *consent)
+		if consentAt != nil {
+			checkStorableTime(t, "body.gave_boundary_meter_consent_at", *consentAt)
 		}
 	})
 }
@@ -766,8 +766,8 @@ func FuzzSiteActionBodies(f *testing.F) {
 				t.Fatalf("proposition %#v accepted", body["proposition"])
 			}
 			if which == 0 {
-				if consent := consent(fl, body, []any{"body"}, false); consent != nil {
-					checkStorableTime(t, "body.gave_boundary_meter_consent_at", *consent)
+				if consentAt := consent(fl, body, []any{"body"}, false); consentAt != nil {
+					checkStorableTime(t, "body.gave_boundary_meter_consent_at", *consentAt)
 				}
 				if v, ok := body["override_withdrawal"]; ok && v != nil {
 					if _, isBool := v.(bool); !isBool {
@@ -776,11 +776,11 @@ func FuzzSiteActionBodies(f *testing.F) {
 				}
 			}
 		case 2:
-			consent := consent(fl, body, []any{"body"}, true)
-			if consent == nil {
+			consentAt := consent(fl, body, []any{"body"}, true)
+			if consentAt == nil {
 				t.Fatalf("meter consent without a consent timestamp accepted: %v", fl.Items())
 			}
-			checkStorableTime(t, "body.gave_boundary_meter_consent_at", *consent)
+			checkStorableTime(t, "body.gave_boundary_meter_consent_at", *consentAt)
 		case 3:
 			checkStorableAsset(t, parseAsset(fl, body, []any{"body"}, fuzzNow), "body")
 			if id, _ := body["site_id"].(string); !validation.IsUUID(id) {
