@@ -1,0 +1,59 @@
+package restapi
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// FuzzBalanceURLQuery fuzzes GET /rewards/{site_id}/url/balance's query and site id: the
+// handler answers a 422 at ["query", ...] or ["path", "site_id"] before reading anything, or
+// reaches the store only with a usable redirect_uri and well-formed booleans.
+func FuzzBalanceURLQuery(f *testing.F) {
+	for _, seed := range []struct{ query, id string }{
+		{"redirect_uri=https%3A%2F%2Fapp.example.com%2Fdone", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e"},
+		{"redirect_uri=https%3A%2F%2Fapp.example.com&enforce_two_factor_auth=true&hide_transactions=0&auto_redirect_to_setup=yes",
+			"8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e"},
+		{"", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e"},
+		{"redirect_uri=javascript%3Aalert(1)", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e"},
+		{"redirect_uri=%2F%2Fevil.example", "x"},
+		{"redirect_uri=https%3A%2F%2Fu%3Ap%40app.example.com", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e"},
+		{"redirect_uri=https%3A%2F%2Fapp.example.com&enforce_two_factor_auth=maybe", ""},
+		{"redirect_uri=http%3A%2F%2F%5B%3A%3A1%5D%3A8080%2Fx%3Fa%3Db", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e"},
+		{"%zz&redirect_uri", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e"},
+	} {
+		f.Add(seed.query, seed.id)
+	}
+	a := fuzzAPI()
+	f.Fuzz(func(t *testing.T, rawQuery, id string) {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.URL.RawQuery = rawQuery
+		r.SetPathValue("site_id", id)
+		_, err := a.balanceURL(r, fuzzPrincipal)
+		got := checkAnswer(t, err, "query", "path")
+		if !got.Reached {
+			return
+		}
+		q, _ := url.ParseQuery(rawQuery)
+		u, ok := ParseRedirectURI(q.Get("redirect_uri"))
+		if !ok || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+			t.Fatalf("reached the store with redirect_uri %q", q.Get("redirect_uri"))
+		}
+		for _, key := range []string{"enforce_two_factor_auth", "hide_transactions", "auto_redirect_to_setup"} {
+			fl := &fields{}
+			queryBool(fl, q, key)
+			if len(fl.Items()) > 0 {
+				t.Fatalf("reached the store with %s=%q", key, q.Get(key))
+			}
+		}
+		if _, err := pathID(id, "site_id"); err != nil {
+			t.Fatalf("reached the store with site_id %q", id)
+		}
+		// The redirect is allowed into the page's form-action as its origin, nothing more.
+		if strings.ContainsAny(u.Host, " ;'\"") {
+			t.Fatalf("redirect host %q could break the Content-Security-Policy", u.Host)
+		}
+	})
+}
