@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/flexsite/flexsite/internal/validation"
 )
 
 // FuzzBalanceURLQuery fuzzes GET /rewards/{site_id}/url/balance's query and site id: the
@@ -23,6 +25,11 @@ func FuzzBalanceURLQuery(f *testing.F) {
 		{"redirect_uri=https%3A%2F%2Fapp.example.com&enforce_two_factor_auth=maybe", ""},
 		{"redirect_uri=http%3A%2F%2F%5B%3A%3A1%5D%3A8080%2Fx%3Fa%3Db", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e"},
 		{"%zz&redirect_uri", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e"},
+		// Hosts that would break the page's Content-Security-Policy (refused).
+		{"redirect_uri=http%3A%2F%2F%22", "00000000-0000-0000-0000-000000000000"},
+		{"redirect_uri=https%3A%2F%2Fa%27b.example", "00000000-0000-0000-0000-000000000000"},
+		{"redirect_uri=https%3A%2F%2Fexample.com%3Bscript-src%2F", "00000000-0000-0000-0000-000000000000"},
+		{"redirect_uri=https%3A%2F%2Fa%2Cb", "00000000-0000-0000-0000-000000000000"},
 	} {
 		f.Add(seed.query, seed.id)
 	}
@@ -37,9 +44,13 @@ func FuzzBalanceURLQuery(f *testing.F) {
 			return
 		}
 		q, _ := url.ParseQuery(rawQuery)
-		u, ok := ParseRedirectURI(q.Get("redirect_uri"))
-		if !ok || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		norm, err := validation.RedirectURI(q.Get("redirect_uri"))
+		if err != nil {
 			t.Fatalf("reached the store with redirect_uri %q", q.Get("redirect_uri"))
+		}
+		u, err := url.Parse(norm)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+			t.Fatalf("redirect_uri %q normalised to %q", q.Get("redirect_uri"), norm)
 		}
 		for _, key := range []string{"enforce_two_factor_auth", "hide_transactions", "auto_redirect_to_setup"} {
 			fl := &fields{}
@@ -52,7 +63,7 @@ func FuzzBalanceURLQuery(f *testing.F) {
 			t.Fatalf("reached the store with site_id %q", id)
 		}
 		// The redirect is allowed into the page's form-action as its origin, nothing more.
-		if strings.ContainsAny(u.Host, " ;'\"") {
+		if strings.ContainsAny(u.Host, " ;,'\"<>") {
 			t.Fatalf("redirect host %q could break the Content-Security-Policy", u.Host)
 		}
 	})

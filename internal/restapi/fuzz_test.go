@@ -410,7 +410,7 @@ func FuzzLegacyOnboardBody(f *testing.F) {
 		asset, _ := f.Object(body, []any{"body"}, "asset", true)
 		dispatch, _ := f.Object(body, []any{"body"}, "dispatch_consent", true)
 		methods, _ := f.Array(dispatch, []any{"body", "dispatch_consent"}, "dispatch_methods", true)
-		siteIn := parseSite(f, site, []any{"body", "site"})
+		siteIn := parseSite(f, site, []any{"body", "site"}, fuzzNow)
 		assetIn := parseAsset(f, asset, []any{"body", "asset"}, fuzzNow)
 		for i, m := range methods {
 			web.EnumValue(f, m, []any{"body", "dispatch_consent", "dispatch_methods", i}, allDispatchMethods)
@@ -521,7 +521,7 @@ func FuzzFormBody(f *testing.F) {
 		externalUserID, _ := fl.Str(body, []any{"body"}, "external_user_id", true)
 		origin, originOK := fl.Str(body, []any{"body"}, "allowed_origin", true)
 		email, _ := fl.Str(body, []any{"body"}, "user_email", false)
-		consentAt := consent(fl, body, []any{"body"}, false)
+		consentAt := consent(fl, body, []any{"body"}, false, fuzzNow)
 		if !got.Reached {
 			return // refused with a well-formed 4xx: what exactly is the suite's business
 		}
@@ -766,7 +766,7 @@ func FuzzSiteActionBodies(f *testing.F) {
 				t.Fatalf("proposition %#v accepted", body["proposition"])
 			}
 			if which == 0 {
-				if consentAt := consent(fl, body, []any{"body"}, false); consentAt != nil {
+				if consentAt := consent(fl, body, []any{"body"}, false, fuzzNow); consentAt != nil {
 					checkStorableTime(t, "body.gave_boundary_meter_consent_at", *consentAt)
 				}
 				if v, ok := body["override_withdrawal"]; ok && v != nil {
@@ -776,7 +776,7 @@ func FuzzSiteActionBodies(f *testing.F) {
 				}
 			}
 		case 2:
-			consentAt := consent(fl, body, []any{"body"}, true)
+			consentAt := consent(fl, body, []any{"body"}, true, fuzzNow)
 			if consentAt == nil {
 				t.Fatalf("meter consent without a consent timestamp accepted: %v", fl.Items())
 			}
