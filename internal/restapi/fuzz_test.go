@@ -528,7 +528,7 @@ func FuzzFormBody(f *testing.F) {
 		if err := fl.Err(); err != nil {
 			t.Fatalf("the component token accepted a form its field readers refuse: %v", err)
 		}
-		if !originOK || !isOrigin(origin) {
+		if _, err := validation.WebOrigin(origin); !originOK || err != nil {
 			t.Fatalf("allowed_origin %q accepted", origin)
 		}
 		if email = strings.TrimSpace(email); email != "" && validation.ValidateEmail(email) != nil {

@@ -3,7 +3,6 @@ package restapi
 import (
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -104,10 +103,13 @@ func (a *API) componentToken(r *http.Request, p *auth.Principal) (any, error) {
 	loc := []any{"body"}
 	var in app.EndUserInput
 	in.ExternalUserID, _ = f.Str(body, loc, "external_user_id", true)
-	origin, ok := f.Str(body, loc, "allowed_origin", true)
-	if ok && !isOrigin(origin) {
-		f.Add("Input should be an origin: scheme://host[:port], e.g. https://app.example.com", "url_parsing",
-			at(loc, "allowed_origin"))
+	if origin, ok := f.Str(body, loc, "allowed_origin", true); ok {
+		// One spelling per origin, as the browser's Origin header spells it.
+		if norm, err := validation.WebOrigin(origin); err != nil {
+			f.AddValidation(err, at(loc, "allowed_origin"))
+		} else {
+			in.AllowedOrigin = norm
+		}
 	}
 	email, hasEmail := f.Str(body, loc, "user_email", false)
 	email = strings.TrimSpace(email)
@@ -123,34 +125,11 @@ func (a *API) componentToken(r *http.Request, p *auth.Principal) (any, error) {
 	if hasEmail {
 		in.Email = &email
 	}
-	// One spelling per origin: the browser sends it without a trailing slash, in lower case.
-	in.AllowedOrigin = normaliseOrigin(origin)
 	tok, err := a.Households.IssueEndUserToken(r.Context(), p, in)
 	if err != nil {
 		return nil, err
 	}
 	return ComponentTokenResponse{ID: tok.SiteID, AccessToken: tok.AccessToken, TokenType: "bearer"}, nil
-}
-
-// normaliseOrigin spells a valid origin as a browser's Origin header does: scheme and host in
-// lower case, no trailing slash.
-func normaliseOrigin(origin string) string {
-	u, err := url.Parse(origin)
-	if err != nil {
-		return origin
-	}
-	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Host)
-	if port := u.Port(); (scheme == schemeHTTPS && port == "443") || (scheme == schemeHTTP && port == "80") {
-		host = strings.TrimSuffix(host, ":"+port)
-	}
-	return scheme + "://" + host
-}
-
-// isOrigin reports whether s is a web origin: http(s)://host[:port], nothing more.
-func isOrigin(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" &&
-		(u.Path == "" || u.Path == "/") && u.RawQuery == "" && u.Fragment == "" && u.User == nil
 }
 
 // UserRecord answers GET /auth/users/me/.

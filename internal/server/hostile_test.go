@@ -73,6 +73,24 @@ var _ = Describe("Hostile input", func() {
 		Expect(mustCall("GET", "/entities/site/"+siteID, tok, nil)["address"]).To(Equal("10 Downing Street"))
 	})
 
+	It("takes as allowed_origin only an origin with a valid host, as the browser spells it", func(ctx SpecContext) {
+		before := snapshot(ctx, o.Namespace)
+		for _, origin := range []string{"https://example.com;script-src", "https://a,b", "https://a'b.example",
+			"https://[fe80::1%25eth0]", "https://app.example.com/path"} {
+			status, resp := call("POST", "/auth/component-token", tok, form{"external_user_id": "origin-user",
+				"allowed_origin": origin, "gave_boundary_meter_consent_at": "2026-01-15T10:30:00Z"})
+			expectValidationItem(status, resp, []any{"body", "allowed_origin"}, "url_parsing")
+		}
+		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		user := mustCall("POST", "/auth/component-token", tok, form{"external_user_id": "origin-user",
+			"allowed_origin": "HTTPS://App.Example.COM:443/", "gave_boundary_meter_consent_at": "2026-01-15T10:30:00Z"})
+		status, data, err := testenv.CallWithHeaders(apiServer.URL, "GET", "/hosted/api/household", user["access_token"].(string), nil,
+			map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(status).To(Equal(http.StatusOK), "%s", data)
+		Expect(response(data).Map()["allowed_origin"]).To(Equal("https://app.example.com"))
+	})
+
 	It("refuses a boundary meter consent given in the future, through every door that takes one", func(ctx SpecContext) {
 		before := snapshot(ctx, o.Namespace)
 		const future = "9999-12-31T23:59:59Z"

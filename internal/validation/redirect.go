@@ -82,3 +82,29 @@ func loopback(host string) bool {
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.IsLoopback()
 }
+
+// WebOrigin checks a web origin (the allowed_origin of an end user's token: the page that
+// embeds the hosted flow) and answers it spelt as a browser's Origin header spells it: scheme
+// and host in lower case, no default port, no trailing slash. It takes http(s)://host[:port]
+// and nothing more, with a host that is a valid DNS name or IP address (no zone), so that it
+// can be compared with an Origin header and sent back in Access-Control-Allow-Origin as it is.
+func WebOrigin(raw string) (string, error) {
+	invalid := newError("url_parsing", "Input should be an origin: scheme://host[:port], e.g. https://app.example.com")
+	if raw == "" || len(raw) > 2048 || strings.IndexFunc(raw, func(r rune) bool { return r <= ' ' || IsControl(r) }) >= 0 {
+		return "", invalid
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "HTTPS" && u.Scheme != "HTTP") ||
+		u.Host == "" || u.Opaque != "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" ||
+		u.Fragment != "" || strings.HasSuffix(raw, "?") || strings.HasSuffix(raw, "#") {
+		return "", invalid
+	}
+	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+	if !validHost(strings.ToLower(u.Hostname())) || strings.HasSuffix(host, ":") {
+		return "", invalid
+	}
+	if port := u.Port(); (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
+		host = strings.TrimSuffix(host, ":"+port)
+	}
+	return scheme + "://" + host, nil
+}

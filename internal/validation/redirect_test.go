@@ -43,3 +43,39 @@ func TestRedirectURI(t *testing.T) {
 		t.Errorf("Origin = %q", o)
 	}
 }
+
+func TestWebOrigin(t *testing.T) {
+	for _, tc := range []struct{ raw, want string }{
+		{"https://app.example.com", "https://app.example.com"},
+		{"https://App.Example.COM/", "https://app.example.com"},
+		{"https://app.example.com:443", "https://app.example.com"},
+		{"http://localhost:3000", "http://localhost:3000"},
+		{"http://127.0.0.1:80", "http://127.0.0.1"},
+		{"https://[::1]:8443", "https://[::1]:8443"},
+		// Refused.
+		{"", ""},
+		{"app.example.com", ""},
+		{"https://app.example.com/path", ""},
+		{"https://app.example.com?x", ""},
+		{"https://app.example.com#x", ""},
+		{"https://user@app.example.com", ""},
+		{"https://example.com;script-src", ""},
+		{"https://a,b", ""},
+		{"https://a'b.example", ""},
+		{"https://under_score.example", ""},
+		{"https://[fe80::1%25eth0]", ""},
+		{"javascript://app.example.com", ""},
+		{"https://app.example.com\u0000", ""},
+	} {
+		got, err := WebOrigin(tc.raw)
+		if tc.want == "" {
+			if err == nil {
+				t.Errorf("WebOrigin(%q) = %q, want refused", tc.raw, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("WebOrigin(%q) = %q, %v; want %q", tc.raw, got, err, tc.want)
+		}
+	}
+}
