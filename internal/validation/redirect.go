@@ -9,6 +9,12 @@ import (
 // maxRedirectURI bounds a redirect_uri.
 const maxRedirectURI = 2048
 
+// The schemes of the web's URLs.
+const (
+	schemeHTTP  = "http"
+	schemeHTTPS = "https"
+)
+
 // RedirectURI checks where a household is sent back to (a rewards link's redirect_uri) and
 // answers it normalised: an absolute https URL (http only to a loopback host, as a developer's
 // machine serves one), no credentials, no whitespace or control characters, and a host that
@@ -35,8 +41,8 @@ func RedirectURI(raw string) (string, error) {
 		u.Host = strings.TrimSuffix(u.Host, ":")
 	}
 	switch {
-	case u.Scheme == "https":
-	case u.Scheme == "http" && loopback(host):
+	case u.Scheme == schemeHTTPS:
+	case u.Scheme == schemeHTTP && loopback(host):
 	default:
 		return "", invalid
 	}
@@ -94,7 +100,7 @@ func WebOrigin(raw string) (string, error) {
 		return "", invalid
 	}
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "HTTPS" && u.Scheme != "HTTP") ||
+	if err != nil || (!strings.EqualFold(u.Scheme, schemeHTTPS) && !strings.EqualFold(u.Scheme, schemeHTTP)) ||
 		u.Host == "" || u.Opaque != "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" ||
 		u.Fragment != "" || strings.HasSuffix(raw, "?") || strings.HasSuffix(raw, "#") {
 		return "", invalid
@@ -103,7 +109,7 @@ func WebOrigin(raw string) (string, error) {
 	if !validHost(strings.ToLower(u.Hostname())) || strings.HasSuffix(host, ":") {
 		return "", invalid
 	}
-	if port := u.Port(); (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
+	if port := u.Port(); (scheme == schemeHTTPS && port == "443") || (scheme == schemeHTTP && port == "80") {
 		host = strings.TrimSuffix(host, ":"+port)
 	}
 	return scheme + "://" + host, nil
