@@ -56,7 +56,8 @@ type FieldError struct {
 // []FieldError, a []string or an object), and, for an enrolment refused, its code.
 type Error struct {
 	Kind Kind
-	// Detail is what the caller is told.
+	// Detail is what the caller is told: a sentence (string), the fields at fault
+	// ([]FieldError), a Refusal, an AssetConflict, or the problems of an MPAN ([]string).
 	Detail any
 	// Code is the refusal's code (previously_withdrew, consent_required, ...): the business
 	// metrics count by it and the hosted flow words it; empty for any other error.
@@ -97,20 +98,31 @@ var ErrAssetNotFound = Fail(NotFound, "Asset not found or not authorized")
 // ErrTooManyChanges answers a request that kept losing races for maxAttempts attempts.
 var ErrTooManyChanges = &Error{Kind: Unavailable, Detail: "Too many concurrent changes to this site; retry", RetryAfter: "1"}
 
-// assetConflict is the 409 object form: the asset's external id is registered to another site.
-func assetConflict(externalID, existingAssetID string) error {
-	return &Error{Kind: Conflict, Detail: map[string]any{
-		"message":           fmt.Sprintf("Asset with external_id %q is already registered to a different site", externalID),
-		"existing_asset_id": existingAssetID,
-		"external_id":       externalID,
-	}}
+// AssetConflict is the detail of a conflict over an external id: the asset is registered
+// to another site.
+type AssetConflict struct {
+	ExistingAssetID string `json:"existing_asset_id"`
+	ExternalID      string `json:"external_id"`
+	Message         string `json:"message"`
 }
 
-// refusedEnrolment is the refusal object with a code and the eligibility record.
+// assetConflict refuses an asset whose external id is registered to another site.
+func assetConflict(externalID, existingAssetID string) error {
+	return &Error{Kind: Conflict, Detail: AssetConflict{ExistingAssetID: existingAssetID, ExternalID: externalID,
+		Message: fmt.Sprintf("Asset with external_id %q is already registered to a different site", externalID)}}
+}
+
+// Refusal is the detail of a refused enrolment: its code, the household's rule in words, and
+// the site's eligibility as the decision saw it.
+type Refusal struct {
+	Code        string              `json:"code"`
+	Eligibility *record.Eligibility `json:"eligibility"`
+	Message     string              `json:"message"`
+}
+
+// refusedEnrolment refuses an enrolment with a code and the eligibility record.
 func refusedEnrolment(code, message string, eligibility *record.Eligibility) error {
-	return &Error{Kind: Refused, Detail: map[string]any{
-		"message": message, "code": code, "eligibility": eligibility,
-	}, Code: code}
+	return &Error{Kind: Refused, Detail: Refusal{Code: code, Eligibility: eligibility, Message: message}, Code: code}
 }
 
 // outcome is the outcome label of an onboard or enrol request that answered status or err:
