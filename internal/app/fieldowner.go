@@ -8,12 +8,12 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 )
 
-// Every REST write names who made it: the field manager is the API client (and the end user,
+// Every write a use case makes for a caller names who made it: the field manager is the API client (and the end user,
 // when a component token made it), so `kubectl get site -o yaml --show-managed-fields` shows
 // which client changed which field, as it shows kubectl's and Flux's changes. Writes outside a
 // request (none today) stay the manager's.
 
-// FieldManagerPrefix starts the field manager of every REST write.
+// FieldManagerPrefix starts the field manager of every write made for an API client or end user.
 const FieldManagerPrefix = "flexsite-api:"
 
 // maxFieldManager is the API server's bound on a field manager's length.

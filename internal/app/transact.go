@@ -271,8 +271,8 @@ func mayHaveApplied(err error) bool {
 }
 
 // refused answers a write the API server judged Invalid (its admission webhooks or schema)
-// as a 409 with the server's reason: the REST API checks every field before it writes, so such
-// a refusal is the request meeting the stored state (a site being deleted, an MPAN another
+// as a Conflict with the server's reason: the doors check every field before a use case
+// writes, so such a refusal is the request meeting the stored state (a site being deleted, an MPAN another
 // site claims, seen by admission a moment before this request's reads), not a server failure.
 func refused(err error) error {
 	if !apierrors.IsInvalid(err) {
@@ -403,7 +403,7 @@ type retry struct{ answer error }
 func (r *retry) Error() string        { return r.answer.Error() }
 func (r *retry) Is(target error) bool { return target == errRetry }
 
-// mpanTaken answers a household.MPANTakenError as a 409; other errors pass unchanged.
+// mpanTaken answers a household.MPANTakenError as a Conflict; other errors pass unchanged.
 func mpanTaken(err error) error {
 	var taken *household.MPANTakenError
 	if !errors.As(err, &taken) {
