@@ -3,19 +3,18 @@ package bootstrap_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/testenv"
 )
 
 // kubectl records what it applied as the object's JSON without the annotation, an empty
@@ -49,16 +48,37 @@ func TestSetLastAppliedAsKubectlRecordsIt(t *testing.T) {
 	}
 }
 
+// env is the API server the tests share (envtest); nil when KUBEBUILDER_ASSETS is unset, and
+// then the tests that need it skip (`make test` sets it).
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return m.Run()
+	}
+	e, err := testenv.Start(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the API server:", err)
+		return 1
+	}
+	defer func() {
+		if err := e.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the API server:", err)
+		}
+	}()
+	env = e
+	return m.Run()
+}
+
+// newClient is a client of the real API server, or skips the test without one.
 func newClient(t *testing.T) client.Client {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
+	if env == nil {
+		t.Skip("KUBEBUILDER_ASSETS is not set: run `make test`")
 	}
-	if err := flexv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	return fake.NewClientBuilder().WithScheme(scheme).Build()
+	return env.Client
 }
 
 // The default rules are created as `kubectl apply -f config/rules/` would create them, so the
@@ -67,6 +87,12 @@ func newClient(t *testing.T) client.Client {
 func TestApplyDefaultsRecordsTheAppliedConfiguration(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t)
+	// envtest installs the default rules itself: start from a cluster without them.
+	for _, obj := range []client.Object{&flexv1.Proposition{}, &flexv1.AssetModel{}} {
+		if err := c.DeleteAllOf(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
 	dir := filepath.Join("..", "..", "config", "rules")
 	n, err := bootstrap.ApplyDefaults(ctx, c, dir)
 	if err != nil {
