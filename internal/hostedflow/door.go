@@ -228,17 +228,9 @@ func (d *Door) ownSiteID(r *http.Request, p *auth.Principal) (string, error) {
 	return site.Labels[flexv1.IDLabel], nil
 }
 
-// readBody reads the page's JSON body: parse reads its fields, and every problem comes back
-// as one 422 (the REST API's form, which the page shows beside each field).
-func readBody(r *http.Request, parse func(f *web.Fields, body map[string]any)) error {
-	body, err := web.DecodeJSON(r)
-	if err != nil {
-		return err
-	}
-	f := &web.Fields{}
-	parse(f, body)
-	return f.Err()
-}
+// readBody reads the page's JSON body: every problem comes back as one 422 (the REST API's
+// form, which the page shows beside each field).
+var readBody = web.ReadBody
 
 // address is the address step: the postcode and MPAN (both required: the step is complete
 // with both) and the street address change as a site's PATCH changes them.

@@ -13,16 +13,8 @@ import (
 	"github.com/flexsite/flexsite/internal/web"
 )
 
-// readBody reads a JSON body: parse reads its fields, and every problem comes back as one 422.
-func readBody(r *http.Request, parse func(f *fields, body map[string]any)) error {
-	body, err := web.DecodeJSON(r)
-	if err != nil {
-		return err
-	}
-	f := &fields{}
-	parse(f, body)
-	return f.Err()
-}
+// readBody reads a JSON body into the fields parse reads (web.ReadBody).
+var readBody = web.ReadBody
 
 // siteAction reads the body of an action on {site_id} (enrol, unenrol, meter-consent, ...),
 // then the path's site id: the body's problems are answered first, as they always were.

@@ -319,3 +319,15 @@ func DecodeForm(r *http.Request) (map[string]any, error) {
 	}
 	return obj, nil
 }
+
+// ReadBody reads a JSON object body: parse reads its fields into the caller's input, and every
+// problem comes back as one refusal (Invalid, the 422 form).
+func ReadBody(r *http.Request, parse func(f *Fields, body map[string]any)) error {
+	body, err := DecodeJSON(r)
+	if err != nil {
+		return err
+	}
+	f := &Fields{}
+	parse(f, body)
+	return f.Err()
+}

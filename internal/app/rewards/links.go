@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
@@ -496,11 +497,8 @@ func (s *Service) SaveBankDetails(ctx context.Context, sess *Session, d BankDeta
 
 // owner is the field manager of the page's writes: the API client that issued the link.
 func (s *Service) owner(sess *Session) client.FieldOwner {
-	return client.FieldOwner(FieldManagerPrefix + sess.link.ClientName + "/rewards-page")
+	return client.FieldOwner(app.FieldManagerPrefix + sess.link.ClientName + "/rewards-page")
 }
-
-// FieldManagerPrefix starts the field manager of every API write (internal/app's).
-const FieldManagerPrefix = "flexsite-api:"
 
 // Withdraw records a withdrawal of the whole balance (household.RewardPolicy.Withdrawal) and
 // ends the session.
