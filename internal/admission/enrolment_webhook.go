@@ -44,7 +44,17 @@ func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enr
 		Override: enr.Spec.OverrideWithdrawal, Enrolment: enr, Rules: rules}
 	if site != nil {
 		if res, current := household.EvaluatedEligibility(site); current {
-			req.Eligibility = res
+			// The status judges the assets it was evaluated with: an asset created a moment
+			// ago (declared in the same apply, just before the enrolment) is not in it yet, and
+			// its verdict would warn of a site "with no assets" that has one. Only a status
+			// that counted exactly the assets stored now is taken; else the verdict is pending.
+			same, err := v.evaluatedWithStoredAssets(ctx, site)
+			if err != nil {
+				return nil, err
+			}
+			if same {
+				req.Eligibility = res
+			}
 		}
 	}
 	var errs field.ErrorList
@@ -68,6 +78,31 @@ func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enr
 			fmt.Sprintf("Site %q is already enrolled in it by Enrolment %q", enr.Spec.SiteName, other)))
 	}
 	return warnings, invalid("Enrolment", enr.Name, errs)
+}
+
+// evaluatedWithStoredAssets reports whether the site's status was evaluated with exactly the
+// live assets the API server holds for it now.
+func (v *enrolmentValidator) evaluatedWithStoredAssets(ctx context.Context, site *flexv1.Site) (bool, error) {
+	assets := &flexv1.AssetList{}
+	if err := v.api.List(ctx, assets, client.InNamespace(site.Namespace),
+		client.MatchingFields{index.SiteName: site.Name}); err != nil {
+		return false, err
+	}
+	stored := map[string]bool{}
+	for _, a := range assets.Items {
+		if a.DeletionTimestamp.IsZero() {
+			stored[a.Name] = true
+		}
+	}
+	if len(stored) != len(site.Status.Assets) {
+		return false, nil
+	}
+	for _, a := range site.Status.Assets {
+		if !stored[a.Name] {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // otherEnrolment names another live Enrolment of the same site in the same proposition.
