@@ -32,9 +32,15 @@ type readResult struct {
 	cpu cpuTimes
 }
 
+// readPasses is how many mirrored passes the read targets run in: A B C, C B A, A B C, C B A.
+// Each target's time is split evenly between them, so whatever the machine does meanwhile (a
+// neighbour's build, the collector of another process) falls on every side of each ratio.
+const readPasses = 4
+
 // runReads loads the two read endpoints and a trivial net/http handler (a subprocess like the
-// manager, on the same machine) with C keep-alive clients each. Targets run in two mirrored
-// passes (A B C, then C B A), half the time each, so load drift weighs on all alike.
+// manager, on the same machine) with C keep-alive clients each. Targets run in readPasses
+// mirrored passes (the A B B A rounds of the onboard comparison), so load drift weighs on all
+// alike.
 func runReads(ctx context.Context, b *bench, rep *report) error {
 	ids := b.fleet.siteIDs
 	trivialURL, err := b.startTrivial(ctx)
@@ -70,15 +76,15 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 		targets = append(targets, readTarget{sameSizeName(e.name), func(int) string { return sized }, roleTrivial}, e)
 	}
 	results := map[string]*readResult{}
-	half := time.Duration(b.p.ReadSeconds / 2 * float64(time.Second))
-	for pass := range 2 {
+	slot := time.Duration(b.p.ReadSeconds / readPasses * float64(time.Second))
+	for pass := range readPasses {
 		for j := range targets {
 			t := targets[j]
-			if pass == 1 {
+			if pass%2 == 1 {
 				t = targets[len(targets)-1-j]
 			}
 			cpu0 := b.readCPU()
-			got, err := b.loadReads(ctx, t, token, half)
+			got, err := b.loadReads(ctx, t, token, slot)
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.name, err)
 			}
@@ -215,14 +221,25 @@ func reportReads(rep *report, endpoints []readTarget, sizes map[string]int, resu
 		rep.add("reads", name+"_rps", t.rate(), unitPerSec)
 		rep.add("reads", name+"_p50_ms", t.percentileMS(50), unitMS)
 		rep.add("reads", name+"_p99_ms", t.percentileMS(99), unitMS)
-		rep.addTarget("reads", name+"_vs_trivial_ratio", ratio(t.rate(), trivial.t.rate()), unitRatio, target{">=", 0.7})
+		// The targets: eligibility (a small answer) against the trivial handler, the
+		// transactions page (~12 KB) against the trivial handler answering as many bytes.
+		if name == "transactions" {
+			rep.add("reads", name+"_vs_trivial_ratio", ratio(t.rate(), trivial.t.rate()), unitRatio)
+		} else {
+			rep.addTarget("reads", name+"_vs_trivial_ratio", ratio(t.rate(), trivial.t.rate()), unitRatio, target{">=", 0.7})
+		}
 		rep.add("reads", name+"_p99_vs_trivial_ratio", ratio(t.percentileMS(99), trivial.t.percentileMS(99)), unitRatio)
 		rep.add("reads", name+"_server_cpu_us_per_request", serverCPU(name, tg.server), unitCount)
 		rep.add("reads", name+"_vs_trivial_server_cpu_ratio", ratio(serverCPU(name, tg.server), trivialCPU), unitRatio)
 		rep.add("reads", name+"_answer_bytes", float64(sizes[name]), unitCount)
 		rep.add("reads", sameSizeName(name)+"_rps", same.rate(), unitPerSec)
 		rep.add("reads", sameSizeName(name)+"_vs_trivial_ratio", ratio(same.rate(), trivial.t.rate()), unitRatio)
-		rep.add("reads", name+"_vs_same_size_trivial_ratio", ratio(t.rate(), same.rate()), unitRatio)
+		sameRatio := ratio(t.rate(), same.rate())
+		if name == "transactions" {
+			rep.addTarget("reads", name+"_vs_same_size_trivial_ratio", sameRatio, unitRatio, target{">=", 0.7})
+		} else {
+			rep.add("reads", name+"_vs_same_size_trivial_ratio", sameRatio, unitRatio)
+		}
 		rep.add("reads", name+"_vs_same_size_trivial_server_cpu_ratio",
 			ratio(serverCPU(name, tg.server), serverCPU(sameSizeName(name), roleTrivial)), unitRatio)
 		logf("reads %s: %.0f/s (p99 %.2f ms, %.0f µs server CPU each) against trivial %.0f/s (p99 %.2f ms, %.0f µs); "+
