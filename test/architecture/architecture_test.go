@@ -19,6 +19,22 @@ const module = "github.com/flexsite/flexsite/"
 // The doors translate a use case's answer into their own language; no door imports another.
 var doors = []string{"internal/restapi", "internal/hostedflow", "internal/rewardspage", "controllers", "internal/admission"}
 
+// The pure rules: no client, no database, no HTTP, no files; of ours, only the API types and
+// other pure rules. Each is a function of its arguments, so its table tests say everything.
+var pure = []string{"internal/settlement", "internal/validation", "internal/units", "internal/claim",
+	"internal/eligibility", "internal/identity"}
+
+// impure reports whether a pure package may not import imp (a standard or third-party path).
+func impure(imp string) bool {
+	for _, p := range []string{"sigs.k8s.io/controller-runtime", "k8s.io/client-go", "net/http", "database/sql",
+		"github.com/jackc/", "github.com/lib/pq", "os", "os/exec", "io/fs"} {
+		if imp == p || strings.HasPrefix(imp, p+"/") || (strings.HasSuffix(p, "/") && strings.HasPrefix(imp, p)) {
+			return true
+		}
+	}
+	return false
+}
+
 // imports maps each package directory (relative to the module root) to what its non-test
 // files import.
 func imports(t *testing.T) map[string][]string {
@@ -82,6 +98,14 @@ func TestPackageMap(t *testing.T) {
 			case under(dir, "internal/web") && isLocal && slices.ContainsFunc(append(doors, "internal/server"),
 				func(d string) bool { return under(local, d) }):
 				t.Errorf("%s imports %s: the shared plumbing knows no door", dir, local)
+			}
+			if slices.ContainsFunc(pure, func(p string) bool { return under(dir, p) }) {
+				switch {
+				case !isLocal && impure(imp):
+					t.Errorf("%s imports %s: the pure rules take their data as arguments", dir, imp)
+				case isLocal && local != "api/v1alpha1" && !slices.ContainsFunc(pure, func(p string) bool { return under(local, p) }):
+					t.Errorf("%s imports %s: a pure rule imports only the API types and other pure rules", dir, local)
+				}
 			}
 			for _, door := range doors {
 				if !isLocal || !under(dir, door) {
