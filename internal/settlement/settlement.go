@@ -50,6 +50,8 @@ import (
 	"math/big"
 	"time"
 	_ "time/tzdata" // Europe/London on a machine without a zone database
+
+	"github.com/flexsite/flexsite/internal/validation"
 )
 
 // London is the zone of the half-hours: UK local time.
@@ -66,9 +68,9 @@ const HalfHourSeconds = 1800
 
 // Limits of the rules.
 const (
-	// MaxWindow is the longest event window: the baseline lays the window on previous days,
-	// which only makes sense within a day.
-	MaxWindow = 24 * time.Hour
+	// MaxWindow is the longest event window (validation.MaxFlexWindow): the baseline lays the
+	// window on previous days, which only makes sense within a day.
+	MaxWindow = validation.MaxFlexWindow
 	// LookbackDays is how many days before the event are looked at for the baseline.
 	LookbackDays = 60
 	// MinCoveredSeconds is 80 % of a half-hour: the least a baseline day's readings cover of
@@ -207,25 +209,23 @@ type Result struct {
 	CreditPence int64
 }
 
-// CheckEvent reports what is wrong with an event's window, direction or rate, or nil.
+// CheckEvent reports what is wrong with an event's window, direction or rate, or nil. The
+// rules are internal/validation's, the ones the REST API and the admission webhook apply.
 func CheckEvent(e Event) error {
 	var errs []error
-	switch {
-	case e.Start.IsZero() || e.End.IsZero():
-		errs = append(errs, errors.New("the window needs a start and an end"))
-	case !e.End.After(e.Start):
-		errs = append(errs, errors.New("the window's end must be after its start"))
-	case e.End.Sub(e.Start) > MaxWindow:
-		errs = append(errs, fmt.Errorf("the window must last at most %s", MaxWindow))
-	}
-	if !OnHalfHour(e.Start) || !OnHalfHour(e.End) {
-		errs = append(errs, errors.New("the window must start and end on a half-hour boundary"))
-	}
-	if e.Direction != TurnDown && e.Direction != TurnUp {
-		errs = append(errs, fmt.Errorf("direction must be %s or %s", TurnDown, TurnUp))
-	}
-	if e.RateCentipence < 0 {
-		errs = append(errs, errors.New("the rate must not be negative"))
+	for _, c := range []struct {
+		what string
+		err  error
+	}{
+		{"start", validation.HalfHourBoundary(e.Start)},
+		{"end", validation.HalfHourBoundary(e.End)},
+		{"window", validation.FlexWindow(e.Start, e.End)},
+		{"direction", validation.FlexDirection(string(e.Direction))},
+		{"rate", validation.FlexRateCentipence(e.RateCentipence)},
+	} {
+		if c.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.what, c.err))
+		}
 	}
 	return errors.Join(errs...)
 }
