@@ -165,7 +165,10 @@ var _ = Describe("CRD schema", func() {
 		Expect(day.Status.ObservedGeneration).To(Equal(int64(-1)), "a new event is InProgress for kstatus")
 		Expect(day.Spec.DeadlineOrDefault()).To(Equal(day.Spec.EndAt.Add(48 * time.Hour)))
 
-		ev := flexEvent(func(s *flexv1.FlexEventSpec) { s.SiteNames = []string{"mpan-1200000000011"}; s.RatePencePerKWh = "12.5" })
+		ev := flexEvent(func(s *flexv1.FlexEventSpec) {
+			s.SiteNames = []string{"mpan-1200000000011"}
+			s.RatePencePerKWh = "12.5"
+		})
 		Expect(k8sClient.Create(ctx, ev)).To(Succeed())
 		update := func(mutate func(*flexv1.FlexEventSpec)) error {
 			current := &flexv1.FlexEvent{}
