@@ -15,7 +15,7 @@ func TestHalfHourly(t *testing.T) {
 		return Reading{Start: at(h0, m0), End: at(h1, m1), Value: v}
 	}
 	reg := func(h, m int, v float64) Reading { return Reading{Start: at(h, m), End: at(h, m), Value: v} }
-	var fiveMinutes []Reading // 0.1 kW for 30 minutes in 3-minute samples: 0.05 kWh, not 0.04999…
+	fiveMinutes := make([]Reading, 0, 10) // 0.1 kW for 30 minutes in 3-minute samples: 0.05 kWh, not 0.04999…
 	for i := range 10 {
 		fiveMinutes = append(fiveMinutes, r(17, 3*i, 17, 3*i+3, 0.1))
 	}
@@ -128,7 +128,7 @@ func TestReadingsToCredit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := Settle(Input{Event: Event{Start: at(2026, time.January, 13, 17, 30), End: at(2026, time.January, 13, 18, 30), Direction: TurnDown, RateCentipence: 2500}, Energy: s})
+	got, err := Settle(Input{Event: Event{Start: at(time.January, 13, 17, 30), End: at(time.January, 13, 18, 30), Direction: TurnDown, RateCentipence: 2500}, Energy: s})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// at is the instant of a UK local clock time.
-func at(y int, m time.Month, d, h, mi int) time.Time { return time.Date(y, m, d, h, mi, 0, 0, London) }
+// at is the instant of a UK local clock time in 2026.
+func at(m time.Month, d, h, mi int) time.Time { return time.Date(2026, m, d, h, mi, 0, 0, London) }
 
 // put records, on UK local day d, the energy (mWh) of consecutive half-hours starting at the
 // local clock time h:mi, each covered for cover seconds.
@@ -29,11 +29,11 @@ func history(s Series, day Date, weekend bool, h, mi int, mwh ...int64) {
 	}
 }
 
-// recent lists the n most recent days of the kind before day, skipping those in skip.
-func recent(day Date, weekend bool, n int, skip ...Date) []Date {
+// recent lists the n most recent working days before day, skipping those in skip.
+func recent(day Date, n int, skip ...Date) []Date {
 	var out []Date
 	for d := day.AddDays(-1); len(out) < n; d = d.AddDays(-1) {
-		if d.Weekend() == weekend && !slices.Contains(skip, d) {
+		if !d.Weekend() && !slices.Contains(skip, d) {
 			out = append(out, d)
 		}
 	}
@@ -80,7 +80,7 @@ func check(t *testing.T, in Input, w want) Result {
 // where they give figures.
 func TestWorkedExamples(t *testing.T) {
 	tuesday := Date{2026, time.January, 13}
-	turnDown := Event{Start: at(2026, time.January, 13, 17, 30), End: at(2026, time.January, 13, 18, 30), Direction: TurnDown, RateCentipence: 2500}
+	turnDown := Event{Start: at(time.January, 13, 17, 30), End: at(time.January, 13, 18, 30), Direction: TurnDown, RateCentipence: 2500}
 
 	// 1. Turn-down, Tuesday 17:30–18:30 (two half-hours), rate 25 p. The 10 most recent
 	// working days before it qualify, each with 1.8 and 2.6. Baseline 1.8, 2.6; actual 0.4,
@@ -92,12 +92,12 @@ func TestWorkedExamples(t *testing.T) {
 		got := check(t, Input{Event: turnDown, Energy: s}, want{
 			status: Settled, flexWh: -1100, credit: 35,
 			baseline: []int64{1_800_000, 2_600_000}, delivered: []int64{1_400_000, -300_000},
-			days: recent(tuesday, false, 10),
+			days: recent(tuesday, 10),
 		})
 		if got.DeliveredMilliWh != 1_400_000 { // gross revenue: 1.4 kWh × 25 p = £0.35
 			t.Errorf("delivered %d mWh, want 1400000", got.DeliveredMilliWh)
 		}
-		if got.HalfHours[0].Start != at(2026, time.January, 13, 17, 30).UTC() || got.HalfHours[0].ActualMilliWh != 400_000 {
+		if got.HalfHours[0].Start != at(time.January, 13, 17, 30).UTC() || got.HalfHours[0].ActualMilliWh != 400_000 {
 			t.Errorf("first half-hour %+v", got.HalfHours[0])
 		}
 	})
@@ -111,13 +111,13 @@ func TestWorkedExamples(t *testing.T) {
 		put(s, tuesday, 17, 30, HalfHourSeconds, 400_000, 2_900_000)
 		thursday, friday := Date{2026, time.January, 8}, Date{2026, time.January, 9}
 		put(s, friday, 18, 0, 20*60, 2_600_000)
-		all := recent(tuesday, false, 12)
+		all := recent(tuesday, 12)
 		if all[1] != friday || all[2] != thursday {
 			t.Fatalf("the calendar is not what the example says: %v", all[:3])
 		}
 		used := check(t, Input{Event: turnDown, Energy: s, OtherEventDays: map[Date]bool{thursday: true}}, want{
 			status: Settled, flexWh: -1100, credit: 35, baseline: []int64{1_800_000, 2_600_000},
-			days: recent(tuesday, false, 10, thursday, friday),
+			days: recent(tuesday, 10, thursday, friday),
 		}).DaysUsed
 		if !slices.Contains(used, all[10]) || !slices.Contains(used, all[11]) {
 			t.Errorf("the 11th and 12th most recent working days (%v, %v) are not used: %v", all[10], all[11], used)
@@ -132,7 +132,7 @@ func TestWorkedExamples(t *testing.T) {
 		s := Series{}
 		history(s, sunday, true, 13, 0, 500_000, 500_000)
 		put(s, sunday, 13, 0, HalfHourSeconds, 2_500_000, 300_000)
-		check(t, Input{Event: Event{Start: at(2026, time.January, 18, 13, 0), End: at(2026, time.January, 18, 14, 0), Direction: TurnUp, RateCentipence: 1000}, Energy: s}, want{
+		check(t, Input{Event: Event{Start: at(time.January, 18, 13, 0), End: at(time.January, 18, 14, 0), Direction: TurnUp, RateCentipence: 1000}, Energy: s}, want{
 			status: Settled, flexWh: 1800, credit: 20,
 			baseline: []int64{500_000, 500_000}, delivered: []int64{2_000_000, -200_000},
 			days: []Date{{2026, time.January, 17}, {2026, time.January, 11}, {2026, time.January, 10}, {2026, time.January, 4}},
@@ -143,11 +143,11 @@ func TestWorkedExamples(t *testing.T) {
 	// credit. Readings on the day covering 70 % of the window: insufficient_readings.
 	t.Run("4 only 4 qualifying working days", func(t *testing.T) {
 		s := Series{}
-		for _, d := range recent(tuesday, false, 4) {
+		for _, d := range recent(tuesday, 4) {
 			put(s, d, 17, 30, HalfHourSeconds, 1_800_000, 2_600_000)
 		}
 		put(s, tuesday, 17, 30, HalfHourSeconds, 400_000, 2_900_000)
-		check(t, Input{Event: turnDown, Energy: s}, want{status: Skipped, reason: InsufficientHistory, days: recent(tuesday, false, 4)})
+		check(t, Input{Event: turnDown, Energy: s}, want{status: Skipped, reason: InsufficientHistory, days: recent(tuesday, 4)})
 	})
 	t.Run("4 readings covering 70 % of the window", func(t *testing.T) {
 		s := Series{}
@@ -183,7 +183,7 @@ func TestBaselineMeanIsExact(t *testing.T) {
 	tuesday := Date{2026, time.January, 13}
 	s := Series{}
 	// 5 working days: 4 at 1.000 kWh and one at 1.001: the mean is 1.0002 kWh.
-	for i, d := range recent(tuesday, false, 5) {
+	for i, d := range recent(tuesday, 5) {
 		v := int64(1_000_000)
 		if i == 0 {
 			v = 1_001_000
@@ -192,7 +192,7 @@ func TestBaselineMeanIsExact(t *testing.T) {
 	}
 	put(s, tuesday, 17, 30, HalfHourSeconds, 0)
 	// 1.0002 kWh × 0.05 p (5 hundredths) = 0.05001 p: rounds to 0; × 1,000 p = 1,000.2 p → 1,000.
-	ev := Event{Start: at(2026, time.January, 13, 17, 30), End: at(2026, time.January, 13, 18, 0), Direction: TurnDown, RateCentipence: 100_000}
+	ev := Event{Start: at(time.January, 13, 17, 30), End: at(time.January, 13, 18, 0), Direction: TurnDown, RateCentipence: 100_000}
 	check(t, Input{Event: ev, Energy: s}, want{status: Settled, flexWh: -1000, credit: 1000, baseline: []int64{1_000_200}})
 	// 1.0002 kWh × 2.5 p = 2.5005 p → 3 (a float computing 2.5 would round the same way only by luck).
 	ev.RateCentipence = 250
@@ -215,7 +215,7 @@ func TestClocksChange(t *testing.T) {
 			s[Key(u)] = Energy{MilliWh: 9_999_000, CoveredSeconds: HalfHourSeconds}
 		}
 	}
-	ev := Event{Start: at(2026, time.March, 31, 17, 30), End: at(2026, time.March, 31, 18, 30), Direction: TurnDown, RateCentipence: 2500}
+	ev := Event{Start: at(time.March, 31, 17, 30), End: at(time.March, 31, 18, 30), Direction: TurnDown, RateCentipence: 2500}
 	if ev.Start.UTC().Hour() != 16 {
 		t.Fatalf("17:30 BST is %v", ev.Start.UTC())
 	}
@@ -240,7 +240,7 @@ func TestClocksChange(t *testing.T) {
 	s[Key(first)] = Energy{MilliWh: 700_000, CoveredSeconds: HalfHourSeconds}
 	s[Key(first.Add(time.Hour))] = Energy{MilliWh: 700_000, CoveredSeconds: HalfHourSeconds} // 01:00 GMT
 	put(s, sunday, 1, 0, HalfHourSeconds, 200_000)
-	ev = Event{Start: at(2026, time.November, 1, 1, 0), End: at(2026, time.November, 1, 1, 30), Direction: TurnDown, RateCentipence: 1000}
+	ev = Event{Start: at(time.November, 1, 1, 0), End: at(time.November, 1, 1, 30), Direction: TurnDown, RateCentipence: 1000}
 	check(t, Input{Event: ev, Energy: s}, want{
 		status: Settled, flexWh: -500, credit: 5, baseline: []int64{700_000},
 		days: []Date{{2026, time.October, 31}, {2026, time.October, 24}, {2026, time.October, 18}, {2026, time.October, 17}},
@@ -259,16 +259,16 @@ func TestAcrossMidnight(t *testing.T) {
 		}
 	}
 	put(s, wednesday, 23, 30, HalfHourSeconds, 500_000, 500_000)
-	ev := Event{Start: at(2026, time.January, 14, 23, 30), End: at(2026, time.January, 15, 0, 30), Direction: TurnDown, RateCentipence: 100}
+	ev := Event{Start: at(time.January, 14, 23, 30), End: at(time.January, 15, 0, 30), Direction: TurnDown, RateCentipence: 100}
 	tuesday := Date{2026, time.January, 13}
 	check(t, Input{Event: ev, Energy: s, OtherEventDays: map[Date]bool{wednesday: true}}, want{
 		status: Settled, flexWh: -1000, credit: 1,
-		days: recent(wednesday, false, 10, tuesday), // Tuesday's window ends on Wednesday, which had an event
+		days: recent(wednesday, 10, tuesday), // Tuesday's window ends on Wednesday, which had an event
 	})
 }
 
 func TestCheckEvent(t *testing.T) {
-	start := at(2026, time.January, 13, 17, 30)
+	start := at(time.January, 13, 17, 30)
 	for _, c := range []struct {
 		name string
 		ev   Event
@@ -306,7 +306,7 @@ func FuzzSettle(f *testing.F) {
 		n := int(halfHours%6) + 1
 		clip := func(v int64) int64 { return v % 100_000_000 } // ±100 kWh a half-hour
 		a0, a1, b0, b1 = clip(a0), clip(a1), clip(b0), clip(b1)
-		start := at(2026, time.March, 27, 17, 0) // a Friday, days before across the clocks change
+		start := at(time.March, 27, 17, 0) // a Friday, days before across the clocks change
 		s, neg := Series{}, Series{}
 		day := DateOf(start)
 		for back := 0; back <= LookbackDays; back++ {
