@@ -207,6 +207,10 @@ type Result struct {
 	DeliveredMilliWh int64
 	// CreditPence is the rate × the delivered energy, halves rounded up; zero when skipped.
 	CreditPence int64
+	// EstimatedCreditPence is what the same rules credit for the readings there are, however
+	// little of the event they cover (an event's estimated revenue before it is settled);
+	// CreditPence once settled, zero without enough history.
+	EstimatedCreditPence int64
 }
 
 // CheckEvent reports what is wrong with an event's window, direction or rate, or nil. The
@@ -330,6 +334,11 @@ func Settle(in Input) (Result, error) {
 			positive += deliveredN
 		}
 	}
+	// credit = rate/100 p per kWh × positive/n mWh ÷ 1e6 mWh per kWh; big integers, as
+	// rate × energy can pass an int64.
+	num := new(big.Int).Mul(big.NewInt(e.RateCentipence), big.NewInt(positive))
+	den := new(big.Int).Mul(big.NewInt(n), big.NewInt(100*1_000_000))
+	res.EstimatedCreditPence = halfUp(num, den)
 	if res.CoveredSeconds*100 < res.WindowSeconds*80 {
 		res.Status, res.Reason = Skipped, InsufficientReadings
 		return res, nil
@@ -337,11 +346,7 @@ func Settle(in Input) (Result, error) {
 	res.Status = Settled
 	res.FlexWh = divRoundAway(n*actualSum-baselineSum, n*1000)
 	res.DeliveredMilliWh = divRoundAway(positive, n)
-	// credit = rate/100 p per kWh × positive/n mWh ÷ 1e6 mWh per kWh; big integers, as
-	// rate × energy can pass an int64.
-	num := new(big.Int).Mul(big.NewInt(e.RateCentipence), big.NewInt(positive))
-	den := new(big.Int).Mul(big.NewInt(n), big.NewInt(100*1_000_000))
-	res.CreditPence = halfUp(num, den)
+	res.CreditPence = res.EstimatedCreditPence
 	return res, nil
 }
 

@@ -157,6 +157,9 @@ func TestWorkedExamples(t *testing.T) {
 		if got.CoveredSeconds != 2520 || got.WindowSeconds != 3600 {
 			t.Errorf("coverage %d of %d s", got.CoveredSeconds, got.WindowSeconds)
 		}
+		if got.EstimatedCreditPence != 35 { // what the readings there are would credit
+			t.Errorf("estimated %d p, want 35", got.EstimatedCreditPence)
+		}
 	})
 
 	// 5. Rounding: 30 p × 1.2345 kWh = 37.035 p → 37 p; 30 p × 0.05 kWh = 1.5 p → 2 p.
@@ -191,10 +194,10 @@ func TestBaselineMeanIsExact(t *testing.T) {
 		put(s, d, 17, 30, HalfHourSeconds, v)
 	}
 	put(s, tuesday, 17, 30, HalfHourSeconds, 0)
-	// 1.0002 kWh × 0.05 p (5 hundredths) = 0.05001 p: rounds to 0; × 1,000 p = 1,000.2 p → 1,000.
+	// Delivered 1.0002 kWh (the actual is 0) × 1,000 p = 1,000.2 p → 1,000.
 	ev := Event{Start: at(time.January, 13, 17, 30), End: at(time.January, 13, 18, 0), Direction: TurnDown, RateCentipence: 100_000}
 	check(t, Input{Event: ev, Energy: s}, want{status: Settled, flexWh: -1000, credit: 1000, baseline: []int64{1_000_200}})
-	// 1.0002 kWh × 2.5 p = 2.5005 p → 3 (a float computing 2.5 would round the same way only by luck).
+	// 1.0002 kWh × 2.5 p = 2.5005 p → 3: the exact mean keeps what a mean rounded to 1.000 kWh (2.5 p) would leave to chance.
 	ev.RateCentipence = 250
 	check(t, Input{Event: ev, Energy: s}, want{status: Settled, flexWh: -1000, credit: 3})
 }
@@ -336,6 +339,9 @@ func FuzzSettle(f *testing.F) {
 			}
 			if r.Status == Skipped && (r.CreditPence != 0 || r.FlexWh != 0) {
 				t.Fatalf("skipped with a credit: %+v", r)
+			}
+			if r.EstimatedCreditPence < 0 || (r.Status == Settled && r.EstimatedCreditPence != r.CreditPence) {
+				t.Fatalf("estimate %d p against credit %d p", r.EstimatedCreditPence, r.CreditPence)
 			}
 		}
 		if down.Status != up.Status || down.FlexWh != up.FlexWh {
