@@ -1,6 +1,7 @@
 package settlement
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -197,9 +198,20 @@ func TestBaselineMeanIsExact(t *testing.T) {
 	// Delivered 1.0002 kWh (the actual is 0) × 1,000 p = 1,000.2 p → 1,000.
 	ev := Event{Start: at(time.January, 13, 17, 30), End: at(time.January, 13, 18, 0), Direction: TurnDown, RateCentipence: 100_000}
 	check(t, Input{Event: ev, Energy: s}, want{status: Settled, flexWh: -1000, credit: 1000, baseline: []int64{1_000_200}})
-	// 1.0002 kWh × 2.5 p = 2.5005 p → 3: the exact mean keeps what a mean rounded to 1.000 kWh (2.5 p) would leave to chance.
-	ev.RateCentipence = 250
-	check(t, Input{Event: ev, Energy: s}, want{status: Settled, flexWh: -1000, credit: 3})
+}
+
+// 6.25 p × 2.32 kWh is 14.5 p exactly, so 15 p; in floats it is 14.499999999999998 (14 p).
+func TestNoFloatRounding(t *testing.T) {
+	tuesday := Date{2026, time.January, 13}
+	s := Series{}
+	history(s, tuesday, false, 17, 30, 2_320_000)
+	put(s, tuesday, 17, 30, HalfHourSeconds, 0)
+	rate, kwh := 625.0, 2_320_000.0
+	if f := rate / 100 * (kwh / 1e6); math.Floor(f+0.5) != 14 {
+		t.Fatalf("the float example no longer errs: %v", f)
+	}
+	ev := Event{Start: at(time.January, 13, 17, 30), End: at(time.January, 13, 18, 0), Direction: TurnDown, RateCentipence: 625}
+	check(t, Input{Event: ev, Energy: s}, want{status: Settled, flexWh: -2320, credit: 15})
 }
 
 // A window at 17:30–18:30 local is 16:30 UTC in summer and 17:30 UTC in winter: the event
