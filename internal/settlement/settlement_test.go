@@ -364,3 +364,99 @@ func FuzzSettle(f *testing.F) {
 		}
 	})
 }
+
+// The thresholds, on both sides: 80 % of a baseline half-hour (1,440 s) and of the event,
+// 5 working days and 2 weekend days, the 60 days looked back.
+func TestThresholds(t *testing.T) {
+	tuesday, sunday := Date{2026, time.January, 13}, Date{2026, time.January, 18}
+	workday := Event{Start: at(time.January, 13, 17, 30), End: at(time.January, 13, 18, 30), Direction: TurnDown, RateCentipence: 100}
+	weekend := Event{Start: at(time.January, 18, 13, 0), End: at(time.January, 18, 14, 0), Direction: TurnDown, RateCentipence: 100}
+	days := func(day Date, wantWeekend bool, from, to int) []Date { // days of the kind between from and to days back
+		var out []Date
+		for back := from; back <= to; back++ {
+			if d := day.AddDays(-back); d.Weekend() == wantWeekend {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name   string
+		ev     Event
+		fill   func(Series)
+		status Status
+		reason Reason
+		used   int
+	}{
+		{"baseline half-hours at 1,440 s qualify", workday, func(s Series) {
+			for _, d := range recent(tuesday, 5) {
+				put(s, d, 17, 30, 1440, 1_000_000, 1_000_000)
+			}
+		}, Settled, "", 5},
+		{"at 1,439 s they do not", workday, func(s Series) {
+			for _, d := range recent(tuesday, 5) {
+				put(s, d, 17, 30, 1439, 1_000_000, 1_000_000)
+			}
+		}, Skipped, InsufficientHistory, 0},
+		{"a day missing one half-hour does not qualify", workday, func(s Series) {
+			for _, d := range recent(tuesday, 5) {
+				put(s, d, 17, 30, HalfHourSeconds, 1_000_000)
+			}
+		}, Skipped, InsufficientHistory, 0},
+		{"only days more than 60 back", workday, func(s Series) {
+			for _, d := range days(tuesday, false, 61, 120) {
+				put(s, d, 17, 30, HalfHourSeconds, 1_000_000, 1_000_000)
+			}
+		}, Skipped, InsufficientHistory, 0},
+		{"the 60th day back counts, the 61st not", workday, func(s Series) {
+			for _, d := range days(tuesday, false, 50, 120) {
+				put(s, d, 17, 30, HalfHourSeconds, 1_000_000, 1_000_000)
+			}
+		}, Settled, "", len(days(tuesday, false, 50, 60))},
+		{"2 weekend days suffice", weekend, func(s Series) {
+			for _, d := range days(sunday, true, 1, 7) {
+				put(s, d, 13, 0, HalfHourSeconds, 1_000_000, 1_000_000)
+			}
+		}, Settled, "", 2},
+		{"1 does not", weekend, func(s Series) { put(s, sunday.AddDays(-1), 13, 0, HalfHourSeconds, 1_000_000, 1_000_000) },
+			Skipped, InsufficientHistory, 1},
+		{"working days are no baseline for a weekend event", weekend, func(s Series) {
+			for _, d := range days(sunday, false, 1, 60) {
+				put(s, d, 13, 0, HalfHourSeconds, 1_000_000, 1_000_000)
+			}
+		}, Skipped, InsufficientHistory, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := Series{}
+			c.fill(s)
+			day := DateOf(c.ev.Start)
+			h, m, _ := c.ev.Start.In(London).Clock()
+			put(s, day, h, m, HalfHourSeconds, 0, 0)
+			got, err := Settle(Input{Event: c.ev, Energy: s})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status != c.status || got.Reason != c.reason || len(got.DaysUsed) != c.used {
+				t.Errorf("%s %s with %d days (%v); want %s %s with %d", got.Status, got.Reason, len(got.DaysUsed), got.DaysUsed, c.status, c.reason, c.used)
+			}
+		})
+	}
+
+	// The event's own readings: 80 % of the window settles, less does not.
+	for cover, want := range map[int32]Status{1440: Settled, 1439: Skipped} {
+		s := Series{}
+		history(s, tuesday, false, 17, 30, 1_000_000, 1_000_000)
+		put(s, tuesday, 17, 30, cover, 0, 0)
+		if got, _ := Settle(Input{Event: workday, Energy: s}); got.Status != want {
+			t.Errorf("event covered %d s of each half-hour: %s, want %s", cover, got.Status, want)
+		}
+	}
+	// ... over the whole event, not each half-hour: 100 % and 60 % make 80 %.
+	s := Series{}
+	history(s, tuesday, false, 17, 30, 1_000_000, 1_000_000)
+	put(s, tuesday, 17, 30, HalfHourSeconds, 0)
+	put(s, tuesday, 18, 0, 1080, 0)
+	if got, _ := Settle(Input{Event: workday, Energy: s}); got.Status != Settled {
+		t.Errorf("100 %% and 60 %%: %s %s", got.Status, got.Reason)
+	}
+}
