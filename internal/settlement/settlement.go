@@ -39,7 +39,7 @@
 //     skipped, insufficient_readings. History is judged first.
 //  6. Delivered per half-hour: baseline − actual for turn_down, actual − baseline for turn_up.
 //  7. flex_kwh = Σ actual − Σ baseline, in whole Wh, halves rounded away from zero (so a
-//     turn-down and its mirror turn-up give opposite figures).
+//     site's energy and its negation give opposite figures), whatever the direction.
 //  8. credit_pence = rate × Σ max(0, delivered), in pence, halves rounded up.
 package settlement
 
