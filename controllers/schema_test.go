@@ -117,4 +117,77 @@ var _ = Describe("CRD schema", func() {
 	It("refuses an unknown proposition in an enrolment", func(ctx SpecContext) {
 		expectInvalid(ctx, enrolment(ns, "mpan-1200000000011", "free_money"), "spec.proposition")
 	})
+
+	// A flex event's window, direction and rate: the CEL rules and the schema refuse what
+	// internal/validation refuses, without the admission webhook (not installed here).
+	at := func(h, m, s int) metav1.Time { return metav1.NewTime(time.Date(2026, 1, 13, h, m, s, 0, time.UTC)) }
+	flexEvent := func(mutate func(*flexv1.FlexEventSpec)) *flexv1.FlexEvent {
+		ev := &flexv1.FlexEvent{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "event-"},
+			Spec: flexv1.FlexEventSpec{Proposition: flexv1.PropositionLimitedPause, StartAt: at(17, 30, 0), EndAt: at(18, 30, 0),
+				Direction: flexv1.FlexTurnDown, RatePencePerKWh: "25"},
+		}
+		if mutate != nil {
+			mutate(&ev.Spec)
+		}
+		return ev
+	}
+
+	DescribeTable("refuses a malformed flex event",
+		func(ctx SpecContext, mutate func(*flexv1.FlexEventSpec), message string) {
+			expectInvalid(ctx, flexEvent(mutate), message)
+		},
+		Entry("a start off the half-hour", func(s *flexv1.FlexEventSpec) { s.StartAt = at(17, 15, 0) },
+			"spec.startAt: Invalid value: \"2026-01-13T17:15:00Z\": startAt must be on a half-hour boundary (hh:00:00 or hh:30:00)"),
+		Entry("a start with seconds", func(s *flexv1.FlexEventSpec) { s.StartAt = at(17, 30, 1) }, "startAt must be on a half-hour boundary"),
+		Entry("an end off the half-hour", func(s *flexv1.FlexEventSpec) { s.EndAt = at(18, 45, 0) }, "endAt must be on a half-hour boundary"),
+		Entry("an end before the start", func(s *flexv1.FlexEventSpec) { s.EndAt = at(17, 0, 0) }, "endAt must be after startAt"),
+		Entry("an end at the start", func(s *flexv1.FlexEventSpec) { s.EndAt = s.StartAt }, "endAt must be after startAt"),
+		Entry("more than a day", func(s *flexv1.FlexEventSpec) { s.EndAt = metav1.NewTime(s.StartAt.Add(25 * time.Hour)) },
+			"a flex event must last at most 24 hours"),
+		Entry("a negative rate", func(s *flexv1.FlexEventSpec) { s.RatePencePerKWh = "-1" }, "spec.ratePencePerKWh"),
+		Entry("a rate with 3 decimals", func(s *flexv1.FlexEventSpec) { s.RatePencePerKWh = "25.555" }, "spec.ratePencePerKWh"),
+		Entry("a rate that is not a number", func(s *flexv1.FlexEventSpec) { s.RatePencePerKWh = "lots" }, "spec.ratePencePerKWh"),
+		Entry("no rate", func(s *flexv1.FlexEventSpec) { s.RatePencePerKWh = "" }, "spec.ratePencePerKWh"),
+		Entry("an unknown direction", func(s *flexv1.FlexEventSpec) { s.Direction = "sideways" }, "spec.direction"),
+		Entry("an unknown proposition", func(s *flexv1.FlexEventSpec) { s.Proposition = "free_money" }, "spec.proposition"),
+		Entry("a deadline before the end", func(s *flexv1.FlexEventSpec) { s.Deadline = &metav1.Time{Time: s.EndAt.Add(-time.Hour)} },
+			"deadline must not be before endAt"),
+		Entry("an empty site name", func(s *flexv1.FlexEventSpec) { s.SiteNames = []string{""} }, "spec.siteNames[0]"),
+	)
+
+	It("accepts a flex event of a whole day, at a zero rate, and keeps it but for its deadline", func(ctx SpecContext) {
+		day := flexEvent(func(s *flexv1.FlexEventSpec) {
+			s.StartAt, s.EndAt, s.RatePencePerKWh, s.Direction = at(0, 0, 0), at(0, 0, 0), "0", flexv1.FlexTurnUp
+			s.EndAt = metav1.NewTime(s.StartAt.Add(24 * time.Hour))
+		})
+		Expect(k8sClient.Create(ctx, day)).To(Succeed())
+		Expect(day.Status.ObservedGeneration).To(Equal(int64(-1)), "a new event is InProgress for kstatus")
+		Expect(day.Spec.DeadlineOrDefault()).To(Equal(day.Spec.EndAt.Add(48 * time.Hour)))
+
+		ev := flexEvent(func(s *flexv1.FlexEventSpec) {
+			s.SiteNames = []string{"mpan-1200000000011"}
+			s.RatePencePerKWh = "12.5"
+		})
+		Expect(k8sClient.Create(ctx, ev)).To(Succeed())
+		update := func(mutate func(*flexv1.FlexEventSpec)) error {
+			current := &flexv1.FlexEvent{}
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ev), current)).To(Succeed())
+			mutate(&current.Spec)
+			return k8sClient.Update(ctx, current)
+		}
+		for what, mutate := range map[string]func(*flexv1.FlexEventSpec){
+			"rate":      func(s *flexv1.FlexEventSpec) { s.RatePencePerKWh = "50" },
+			"window":    func(s *flexv1.FlexEventSpec) { s.StartAt = at(17, 0, 0) },
+			"direction": func(s *flexv1.FlexEventSpec) { s.Direction = flexv1.FlexTurnUp },
+		} {
+			err := update(mutate)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s: %v", what, err)
+			Expect(err.Error()).To(ContainSubstring("are immutable"), what)
+		}
+		err := update(func(s *flexv1.FlexEventSpec) { s.SiteNames = []string{"mpan-1200000000011", "another"} })
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("siteNames is immutable"))
+		Expect(update(func(s *flexv1.FlexEventSpec) { s.Deadline = &metav1.Time{Time: s.EndAt.Add(72 * time.Hour)} })).To(Succeed())
+	})
 })

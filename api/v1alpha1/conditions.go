@@ -40,3 +40,15 @@ func (e *Enrolment) GetObservedGeneration() int64 { return e.Status.ObservedGene
 
 // SetObservedGeneration records the generation the Enrolment's status was computed from.
 func (e *Enrolment) SetObservedGeneration(g int64) { e.Status.ObservedGeneration = g }
+
+// GetConditions returns the FlexEvent's conditions.
+func (f *FlexEvent) GetConditions() []metav1.Condition { return f.Status.Conditions }
+
+// SetConditions replaces the FlexEvent's conditions.
+func (f *FlexEvent) SetConditions(c []metav1.Condition) { f.Status.Conditions = c }
+
+// GetObservedGeneration returns the generation the FlexEvent's status was computed from.
+func (f *FlexEvent) GetObservedGeneration() int64 { return f.Status.ObservedGeneration }
+
+// SetObservedGeneration records the generation the FlexEvent's status was computed from.
+func (f *FlexEvent) SetObservedGeneration(g int64) { f.Status.ObservedGeneration = g }

@@ -1,6 +1,6 @@
 // Package admission holds Flexsite's admission webhooks: defaulting (normalising what people
-// type: postcode case and spacing, spaces in an MPAN) and validation for Site, Asset and
-// Enrolment, and the uniqueness of API client usernames across organisations
+// type: postcode case and spacing, spaces in an MPAN) and validation for Site, Asset,
+// Enrolment and FlexEvent, and the uniqueness of API client usernames across organisations
 // (internal/tenancy). The rules are internal/validation's, the very functions the REST
 // API uses, so kubectl, GitOps and API clients meet the same checks, with errors that
 // name the field (`spec.mpan: Invalid value: ...`).
@@ -37,6 +37,10 @@ func Setup(mgr ctrl.Manager) error {
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &flexv1.Enrolment{}).
 		WithValidator(&enrolmentValidator{lookups: lookups}).Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &flexv1.FlexEvent{}).
+		WithValidator(&flexEventValidator{lookups: lookups}).Complete(); err != nil {
 		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &flexv1.APIClient{}).

@@ -19,6 +19,22 @@ const module = "github.com/flexsite/flexsite/"
 // The doors translate a use case's answer into their own language; no door imports another.
 var doors = []string{"internal/restapi", "internal/hostedflow", "internal/rewardspage", "controllers", "internal/admission"}
 
+// The pure rules: no client, no database, no HTTP, no files; of ours, only the API types and
+// other pure rules. Each is a function of its arguments, so its table tests say everything.
+var pure = []string{"internal/settlement", "internal/validation", "internal/units", "internal/claim",
+	"internal/eligibility", "internal/identity"}
+
+// impure reports whether a pure package may not import imp (a standard or third-party path).
+func impure(imp string) bool {
+	for _, p := range []string{"sigs.k8s.io/controller-runtime", "k8s.io/client-go", "net/http", "database/sql",
+		"github.com/jackc/", "github.com/lib/pq", "os", "os/exec", "io/fs"} {
+		if imp == p || strings.HasPrefix(imp, p+"/") || (strings.HasSuffix(p, "/") && strings.HasPrefix(imp, p)) {
+			return true
+		}
+	}
+	return false
+}
+
 // imports maps each package directory (relative to the module root) to what its non-test
 // files import.
 func imports(t *testing.T) map[string][]string {
@@ -95,6 +111,30 @@ func TestPackageMap(t *testing.T) {
 				if (door == "controllers" || door == "internal/admission") && (under(local, "internal/app") || under(local, "internal/web")) {
 					t.Errorf("%s imports %s: controllers and admission webhooks apply the household's rules themselves", dir, local)
 				}
+			}
+		}
+	}
+}
+
+// The pure rules import no client, database or HTTP, and of ours only the API types and
+// other pure rules.
+func TestPureRules(t *testing.T) {
+	isPure := func(dir string) bool { return slices.ContainsFunc(pure, func(p string) bool { return under(dir, p) }) }
+	all := imports(t)
+	if len(all["internal/settlement"]) == 0 {
+		t.Fatal("found no imports of internal/settlement: is the test run from test/architecture?")
+	}
+	for dir, imps := range all {
+		if !isPure(dir) {
+			continue
+		}
+		for _, imp := range imps {
+			local := strings.TrimPrefix(imp, module)
+			switch {
+			case local == imp && impure(imp):
+				t.Errorf("%s imports %s: the pure rules take their data as arguments", dir, imp)
+			case local != imp && local != "api/v1alpha1" && !isPure(local):
+				t.Errorf("%s imports %s: a pure rule imports only the API types and other pure rules", dir, local)
 			}
 		}
 	}

@@ -1,0 +1,217 @@
+package settlement
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Label is what a reading measures: the production service's ReadingDataPointLabel
+// (reference OpenAPI 1.4.6), with its units and sign conventions.
+type Label string
+
+// The labels.
+const (
+	// BoundaryImportKW is power imported from the grid, kW: positive imported, negative exported.
+	BoundaryImportKW Label = "boundary_import_kw"
+	// BatteryInverterImportKW is power into the battery, kW: positive charging, negative discharging.
+	BatteryInverterImportKW Label = "battery_inverter_import_kw"
+	// ChargerConsumptionEnergyKWh is the energy a charger consumed in the reading's interval
+	// (30 minutes), kWh, ≥ 0.
+	ChargerConsumptionEnergyKWh Label = "charger_consumption_energy_kwh"
+	// ChargerLifetimeConsumptionEnergyKWh is a charger's lifetime consumption register, kWh, ≥ 0.
+	ChargerLifetimeConsumptionEnergyKWh Label = "charger_lifetime_consumption_energy_kwh"
+	// BoundaryLifetimeImportEnergyKWh is the boundary's lifetime import register, kWh, ≥ 0,
+	// never decreasing.
+	BoundaryLifetimeImportEnergyKWh Label = "boundary_lifetime_import_energy_kwh"
+	// BoundaryLifetimeExportEnergyKWh is the boundary's lifetime export register, kWh, ≥ 0,
+	// never decreasing.
+	BoundaryLifetimeExportEnergyKWh Label = "boundary_lifetime_export_energy_kwh"
+	// ProvisionalConsumptionKWh is provisional consumption in the reading's interval, kWh, ≥ 0.
+	ProvisionalConsumptionKWh Label = "provisional_consumption_kwh"
+	// SolarPowerKW is solar generation, kW, ≥ 0.
+	SolarPowerKW Label = "solar_power_kw"
+	// BatteryStateOfChargePct is a battery's state of charge, %, 0 to 100: not an energy flow.
+	BatteryStateOfChargePct Label = "battery_state_of_charge_pct"
+	// BatteryStoredEnergyKWh is the energy stored in a battery, kWh, ≥ 0: not an energy flow.
+	BatteryStoredEnergyKWh Label = "battery_stored_energy_kwh"
+)
+
+// Labels lists every label, in the reference's order.
+var Labels = []Label{BoundaryImportKW, BatteryInverterImportKW, ChargerConsumptionEnergyKWh,
+	ChargerLifetimeConsumptionEnergyKWh, BoundaryLifetimeImportEnergyKWh, BoundaryLifetimeExportEnergyKWh,
+	ProvisionalConsumptionKWh, SolarPowerKW, BatteryStateOfChargePct, BatteryStoredEnergyKWh}
+
+// How a label's values become energy.
+type measure int
+
+const (
+	power    measure = iota + 1 // kW over the reading's interval
+	interval                    // kWh in the reading's interval
+	register                    // a lifetime kWh register: differenced
+	state                       // not an energy flow
+)
+
+// labelRule is a label's measure, the sign of its energy as seen from the grid (+1: more
+// import at the site's boundary), and whether its values may be negative.
+type labelRule struct {
+	measure  measure
+	toImport int
+	negative bool
+}
+
+var labelRules = map[Label]labelRule{
+	BoundaryImportKW:                    {power, +1, true},
+	BatteryInverterImportKW:             {power, +1, true},
+	ChargerConsumptionEnergyKWh:         {interval, +1, false},
+	ChargerLifetimeConsumptionEnergyKWh: {register, +1, false},
+	BoundaryLifetimeImportEnergyKWh:     {register, +1, false},
+	BoundaryLifetimeExportEnergyKWh:     {register, -1, false},
+	ProvisionalConsumptionKWh:           {interval, +1, false},
+	SolarPowerKW:                        {power, -1, false},
+	BatteryStateOfChargePct:             {state, 0, false},
+	BatteryStoredEnergyKWh:              {state, 0, false},
+}
+
+// MaxInterval is the longest span one reading (or two successive register readings) may
+// cover and still count: spreading energy over a longer span would claim coverage the
+// readings do not have.
+const MaxInterval = 30 * time.Minute
+
+// Reading is one data point of one asset and label.
+type Reading struct {
+	// Start and End bound the reading's interval. A register's value is read at End.
+	Start, End time.Time
+	Value      float64
+}
+
+// CheckReading reports what is wrong with a reading of a label, or nil: an unknown label, an
+// end before its start, a value that is not a finite number, a wrong sign for the label, a
+// state of charge outside 0–100.
+func CheckReading(label Label, r Reading) error {
+	rule, ok := labelRules[label]
+	switch {
+	case !ok:
+		return fmt.Errorf("unknown label %q", label)
+	case r.End.Before(r.Start):
+		return errors.New("the reading's end is before its start")
+	case math.IsNaN(r.Value) || math.IsInf(r.Value, 0):
+		return errors.New("the value is not a finite number")
+	case !rule.negative && r.Value < 0:
+		return fmt.Errorf("%s must not be negative", label)
+	case label == BatteryStateOfChargePct && r.Value > 100:
+		return fmt.Errorf("%s must be between 0 and 100", label)
+	}
+	return nil
+}
+
+// HalfHourly turns one asset's readings of one label into half-hourly energy, signed as seen
+// from the grid (positive: more import at the site's boundary; solar generation and the
+// export register count negative), with how much of each half-hour the readings cover:
+//   - kW (power) readings: the value held over the reading's interval, integrated;
+//   - kWh readings of an interval: the value;
+//   - lifetime registers: the difference between successive readings (read at their End),
+//     over the span between them; a register that goes down (a reset or a replaced meter)
+//     gives nothing for that span.
+//
+// A reading or span that crosses a half-hour boundary is split pro rata of time. Readings or
+// spans longer than MaxInterval, empty intervals, and readings overlapping an earlier one
+// (by start) count for nothing. Energy is summed in kWh and rounded to the mWh per
+// half-hour. States (state of charge, stored energy) are not energy flows: an error, as is
+// any reading CheckReading refuses.
+func HalfHourly(label Label, readings []Reading) (Series, error) {
+	rule, ok := labelRules[label]
+	if !ok || rule.measure == state {
+		return nil, fmt.Errorf("%q is not an energy flow", label)
+	}
+	for _, r := range readings {
+		if err := CheckReading(label, r); err != nil {
+			return nil, err
+		}
+	}
+	rs := slices.Clone(readings)
+	acc := accumulator{kwh: map[int64]float64{}, covered: map[int64]time.Duration{}}
+	if rule.measure == register {
+		slices.SortStableFunc(rs, func(a, b Reading) int { return a.End.Compare(b.End) })
+		for i := 1; i < len(rs); i++ {
+			prev, cur := rs[i-1], rs[i]
+			if !cur.End.After(prev.End) || cur.Value < prev.Value {
+				continue
+			}
+			acc.spread(prev.End, cur.End, cur.Value-prev.Value)
+		}
+	} else {
+		slices.SortStableFunc(rs, func(a, b Reading) int { return a.Start.Compare(b.Start) })
+		var last time.Time
+		for _, r := range rs {
+			if !r.End.After(r.Start) || r.Start.Before(last) {
+				continue
+			}
+			last = r.End
+			kwh := r.Value
+			if rule.measure == power {
+				kwh *= r.End.Sub(r.Start).Hours()
+			}
+			acc.spread(r.Start, r.End, kwh)
+		}
+	}
+	out := make(Series, len(acc.kwh))
+	for k, v := range acc.kwh {
+		out[k] = Energy{
+			MilliWh:        int64(math.Round(v * 1e6 * float64(rule.toImport))),
+			CoveredSeconds: int32(min(acc.covered[k], HalfHourSeconds*time.Second).Round(time.Second) / time.Second),
+		}
+	}
+	return out, nil
+}
+
+type accumulator struct {
+	kwh     map[int64]float64
+	covered map[int64]time.Duration
+}
+
+// spread adds kwh over [from, to) to the half-hours it overlaps, pro rata of time, unless the
+// span is longer than MaxInterval.
+func (a accumulator) spread(from, to time.Time, kwh float64) {
+	span := to.Sub(from)
+	if span > MaxInterval {
+		return
+	}
+	for h := from.Truncate(HalfHourSeconds * time.Second); h.Before(to); h = h.Add(HalfHourSeconds * time.Second) {
+		end := h.Add(HalfHourSeconds * time.Second)
+		lo, hi := h, end
+		if from.After(lo) {
+			lo = from
+		}
+		if to.Before(hi) {
+			hi = to
+		}
+		overlap := hi.Sub(lo)
+		a.kwh[Key(h)] += kwh * float64(overlap) / float64(span)
+		a.covered[Key(h)] += overlap
+	}
+}
+
+// Sum adds half-hourly series (a site's assets, or a boundary's import and export
+// registers): each half-hour's energy is the sum, its coverage the least of theirs (a
+// half-hour absent from one series is not covered at all).
+func Sum(series ...Series) Series {
+	out := Series{}
+	for _, s := range series {
+		for k, v := range s {
+			e := out[k]
+			e.MilliWh += v.MilliWh
+			out[k] = e
+		}
+	}
+	for k, e := range out {
+		e.CoveredSeconds = HalfHourSeconds
+		for _, s := range series {
+			e.CoveredSeconds = min(e.CoveredSeconds, s[k].CoveredSeconds)
+		}
+		out[k] = e
+	}
+	return out
+}

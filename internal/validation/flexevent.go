@@ -1,0 +1,128 @@
+package validation
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A flex event's rules (../shared/spec/rewards-engine.md, "Flex events and settlement"): the
+// window, the direction and the rate. The REST API, the admission webhook and
+// internal/settlement call these; the CRD's CEL rules say the same where CEL can.
+
+// MaxFlexWindow is the longest flex event window: its baseline lays the window on previous
+// days, which only makes sense within a day.
+const MaxFlexWindow = 24 * time.Hour
+
+// MaxFlexRateCentipence is the highest rate, in hundredths of a penny per kWh: 999,999.99 p,
+// six digits before the point (the CRD's pattern allows no more).
+const MaxFlexRateCentipence = 99_999_999
+
+// FlexDirections are the directions a flex event asks for, as the REST API spells them.
+var FlexDirections = []string{"turn_down", "turn_up"}
+
+// Messages of the flex event rules.
+const (
+	msgHalfHour   = "Time must be on a half-hour boundary (hh:00:00 or hh:30:00)"
+	msgEndAfter   = "end_at must be after start_at"
+	msgWindowLong = "A flex event must last at most 24 hours"
+	msgDirection  = "Input should be 'turn_down' or 'turn_up'"
+	msgRate       = "Rate must be a number of pence per kWh, at least 0, with at most 2 decimal places"
+	msgRateHigh   = "Rate must be at most 999999.99 pence per kWh"
+)
+
+// HalfHourBoundary refuses a time not on a half-hour boundary (UTC and UK local time alike:
+// the UK's offsets are whole hours), with Type "value_error".
+func HalfHourBoundary(t time.Time) error {
+	if t.IsZero() || t.Nanosecond() != 0 || t.Unix()%1800 != 0 {
+		return newError("value_error", msgHalfHour)
+	}
+	return nil
+}
+
+// FlexWindow refuses a window whose end is not after its start, or that lasts longer than
+// MaxFlexWindow, with Type "value_error". Its boundaries are HalfHourBoundary's to judge.
+func FlexWindow(start, end time.Time) error {
+	switch {
+	case !end.After(start):
+		return newError("value_error", msgEndAfter)
+	case end.Sub(start) > MaxFlexWindow:
+		return newError("value_error", msgWindowLong)
+	}
+	return nil
+}
+
+// FlexDirection refuses a direction other than turn_down and turn_up, with Type "enum".
+func FlexDirection(d string) error {
+	for _, ok := range FlexDirections {
+		if d == ok {
+			return nil
+		}
+	}
+	return newError("enum", msgDirection)
+}
+
+// FlexRateCentipence refuses a rate (hundredths of a penny per kWh) below zero or above
+// MaxFlexRateCentipence, with Type "value_error".
+func FlexRateCentipence(c int64) error {
+	switch {
+	case c < 0:
+		return newError("value_error", msgRate)
+	case c > MaxFlexRateCentipence:
+		return newError("value_error", msgRateHigh)
+	}
+	return nil
+}
+
+// flexRateRE is a rate as a FlexEvent spells it: pence per kWh, at most six digits before
+// the point and two after, no sign. The CRD's pattern is the same expression.
+var flexRateRE = regexp.MustCompile(`^(0|[1-9][0-9]{0,5})(\.[0-9]{1,2})?$`)
+
+// FlexRatePattern is flexRateRE's expression, for the CRD's marker to be checked against.
+const FlexRatePattern = `^(0|[1-9][0-9]{0,5})(\.[0-9]{1,2})?$`
+
+// ParseFlexRate reads a FlexEvent's rate ("25", "12.5", "0.75") into hundredths of a penny
+// per kWh, exactly (no float on the way).
+func ParseFlexRate(s string) (int64, error) {
+	if !flexRateRE.MatchString(s) {
+		return 0, newError("value_error", msgRate)
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	frac += strings.Repeat("0", 2-len(frac))
+	c, err := strconv.ParseInt(whole+frac, 10, 64)
+	if err != nil {
+		return 0, newError("value_error", msgRate)
+	}
+	return c, FlexRateCentipence(c)
+}
+
+// FlexRateNumber reads a rate sent as a JSON number (the REST API's rate_pence_per_kwh) into
+// hundredths of a penny per kWh: finite, at least 0, with at most 2 decimal places (25.5 is
+// 2550; 25.555 is refused rather than rounded, as money is not rounded silently).
+func FlexRateNumber(x float64) (int64, error) {
+	if err := FiniteNumber(x); err != nil {
+		return 0, err
+	}
+	if x < 0 {
+		return 0, newError("value_error", msgRate)
+	}
+	if x > float64(MaxFlexRateCentipence)/100 {
+		return 0, newError("value_error", msgRateHigh)
+	}
+	c := math.Round(x * 100)
+	if math.Abs(x*100-c) > 1e-6 {
+		return 0, newError("value_error", msgRate)
+	}
+	return int64(c), nil
+}
+
+// FormatFlexRate is a rate (hundredths of a penny per kWh) as a FlexEvent spells it:
+// 2500 is "25", 1250 is "12.5", 75 is "0.75".
+func FormatFlexRate(c int64) string {
+	s := fmt.Sprintf("%d.%02d", c/100, c%100)
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}

@@ -1,0 +1,125 @@
+package validation
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestHalfHourBoundary(t *testing.T) {
+	london, err := time.LoadLocation("Europe/London")
+	if err != nil {
+		t.Skip("no zone database")
+	}
+	for _, c := range []struct {
+		t  time.Time
+		ok bool
+	}{
+		{time.Date(2026, 1, 13, 17, 30, 0, 0, time.UTC), true},
+		{time.Date(2026, 1, 13, 17, 0, 0, 0, time.UTC), true},
+		{time.Date(2026, 7, 13, 17, 30, 0, 0, london), true}, // BST
+		{time.Date(2026, 1, 13, 17, 15, 0, 0, time.UTC), false},
+		{time.Date(2026, 1, 13, 17, 30, 1, 0, time.UTC), false},
+		{time.Date(2026, 1, 13, 17, 30, 0, 1, time.UTC), false},
+		{time.Date(2026, 1, 13, 17, 30, 0, 0, time.FixedZone("IST", 5*3600+1800)), true}, // 12:00 UTC
+		{time.Date(2026, 1, 13, 17, 0, 0, 0, time.FixedZone("NPT", 5*3600+45*60)), false},
+		{time.Time{}, false},
+	} {
+		if err := HalfHourBoundary(c.t); (err == nil) != c.ok {
+			t.Errorf("HalfHourBoundary(%v) = %v", c.t, err)
+		}
+	}
+}
+
+func TestFlexWindow(t *testing.T) {
+	start := time.Date(2026, 1, 13, 17, 30, 0, 0, time.UTC)
+	for _, c := range []struct {
+		end  time.Time
+		want string
+	}{
+		{start.Add(30 * time.Minute), ""},
+		{start.Add(24 * time.Hour), ""},
+		{start, msgEndAfter},
+		{start.Add(-time.Hour), msgEndAfter},
+		{start.Add(24*time.Hour + 30*time.Minute), msgWindowLong},
+	} {
+		err := FlexWindow(start, c.end)
+		if got := msg(err); got != c.want {
+			t.Errorf("FlexWindow(%v, %v) = %q, want %q", start, c.end, got, c.want)
+		}
+	}
+}
+
+func TestFlexDirection(t *testing.T) {
+	for _, d := range []string{"turn_down", "turn_up"} {
+		if err := FlexDirection(d); err != nil {
+			t.Errorf("%s: %v", d, err)
+		}
+	}
+	for _, d := range []string{"", "down", "TURN_UP", "turn_down "} {
+		if err := FlexDirection(d); err == nil || err.(*Error).Type != "enum" {
+			t.Errorf("%q: %v", d, err)
+		}
+	}
+}
+
+func TestParseFlexRate(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"25", 2500, true}, {"0", 0, true}, {"12.5", 1250, true}, {"0.75", 75, true}, {"0.01", 1, true},
+		{"999999.99", 99_999_999, true},
+		{"-1", 0, false}, {"1000000", 0, false}, {"25.555", 0, false}, {"025", 0, false}, {"", 0, false},
+		{"25.", 0, false}, {".5", 0, false}, {"1e3", 0, false}, {" 25", 0, false}, {"NaN", 0, false},
+	} {
+		got, err := ParseFlexRate(c.in)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("ParseFlexRate(%q) = %d, %v", c.in, got, err)
+		}
+		if c.ok && FormatFlexRate(got) != c.in {
+			t.Errorf("FormatFlexRate(%d) = %q, want %q", got, FormatFlexRate(got), c.in)
+		}
+	}
+	if flexRateRE.String() != FlexRatePattern {
+		t.Error("FlexRatePattern is not the expression the rule uses")
+	}
+}
+
+func TestFlexRateNumber(t *testing.T) {
+	for _, c := range []struct {
+		in   float64
+		want int64
+		typ  string
+	}{
+		{25, 2500, ""}, {0, 0, ""}, {12.5, 1250, ""}, {0.1, 10, ""}, {0.29, 29, ""}, {1.15, 115, ""},
+		{999999.99, 99_999_999, ""},
+		{-0.01, 0, "value_error"}, {25.555, 0, "value_error"}, {1e6, 0, "value_error"},
+		{math.NaN(), 0, "finite_number"}, {math.Inf(1), 0, "finite_number"},
+	} {
+		got, err := FlexRateNumber(c.in)
+		typ := ""
+		if err != nil {
+			typ = err.(*Error).Type
+		}
+		if got != c.want || typ != c.typ {
+			t.Errorf("FlexRateNumber(%v) = %d, %v; want %d, %q", c.in, got, err, c.want, c.typ)
+		}
+	}
+}
+
+func TestFlexRateCentipence(t *testing.T) {
+	for c, ok := range map[int64]bool{0: true, 2500: true, MaxFlexRateCentipence: true, -1: false, MaxFlexRateCentipence + 1: false} {
+		if err := FlexRateCentipence(c); (err == nil) != ok {
+			t.Errorf("FlexRateCentipence(%d) = %v", c, err)
+		}
+	}
+}
+
+func msg(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
