@@ -13,6 +13,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/priority"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 )
 
 // Options tune the reconcilers.
@@ -66,5 +67,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		return err
 	}
 	// Tells credited reward transactions (notifications).
-	return (&RewardLedgerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Now: time.Now}).SetupWithManager(mgr, workers)
+	ledgers := &RewardLedgerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Now: time.Now}
+	if o.DB != nil {
+		ledgers.Store = &rewardstore.Store{Pool: o.DB}
+	}
+	return ledgers.SetupWithManager(mgr, workers)
 }

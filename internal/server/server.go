@@ -27,6 +27,7 @@ import (
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/restapi"
 	"github.com/flexsite/flexsite/internal/rewardspage"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
@@ -125,6 +126,9 @@ func NewServer(cfg Config) *Server {
 	rewardsSvc := rewards.New(rewards.Config{Log: cfg.Log, Sites: households, APIReader: cfg.APIReader,
 		Client: households.Client, Cache: cfg.Cache, Ledgers: cfg.Ledgers, Policy: cfg.Rewards, Mailer: cfg.Mailer,
 		HostedNamespace: cfg.HostedNamespace, Now: cfg.Now})
+	if cfg.DB != nil {
+		rewardsSvc.Store = &rewardstore.Store{Pool: cfg.DB, Now: cfg.Now}
+	}
 	limits := web.NewLimiters(cfg.Limits)
 	guard := &web.Authenticator{Log: cfg.Log, Issuer: cfg.Issuer, Authenticator: cfg.Authenticator, Limits: limits,
 		TrustedProxies: cfg.TrustedProxies}
