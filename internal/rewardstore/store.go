@@ -209,7 +209,7 @@ func (s *Store) Pending(ctx context.Context, site Site, limit int) ([]OutboxEven
 	rows, err := s.Pool.Query(ctx, `SELECT id, event_type, event_id, payload::text, created_at FROM outbox
 		WHERE organisation = $1 AND site_id = $2 AND delivered_at IS NULL ORDER BY id LIMIT $3`, site.Namespace, site.ID, limit)
 	if err != nil {
-		return nil, db.Classify(err)
+		return nil, s.classify(err)
 	}
 	defer rows.Close()
 	var out []OutboxEvent
@@ -218,12 +218,12 @@ func (s *Store) Pending(ctx context.Context, site Site, limit int) ([]OutboxEven
 		var typ string
 		var at time.Time
 		if err := rows.Scan(&e.Seq, &typ, &e.Event.ID, &e.Event.Data, &at); err != nil {
-			return nil, db.Classify(err)
+			return nil, s.classify(err)
 		}
 		e.Event.Type, e.Event.SiteID, e.Event.Time = flexv1.EventType(typ), site.ID, metav1.NewMicroTime(at.UTC())
 		out = append(out, e)
 	}
-	return out, db.Classify(rows.Err())
+	return out, s.classify(rows.Err())
 }
 
 // HandedOver marks a site's outbox events up to seq as handed to delivery (recorded in the
@@ -231,7 +231,7 @@ func (s *Store) Pending(ctx context.Context, site Site, limit int) ([]OutboxEven
 func (s *Store) HandedOver(ctx context.Context, site Site, seq int64) error {
 	_, err := s.Pool.Exec(ctx, `UPDATE outbox SET delivered_at = now()
 		WHERE organisation = $1 AND site_id = $2 AND id <= $3 AND delivered_at IS NULL`, site.Namespace, site.ID, seq)
-	return db.Classify(err)
+	return s.classify(err)
 }
 
 // inTx runs f in one SQL transaction, classifying what fails (db.ErrUnavailable, ...).
@@ -243,7 +243,17 @@ func (s *Store) inTx(ctx context.Context, f func(pgx.Tx) error) error {
 	if errors.Is(err, ErrConflict) || errors.Is(err, household.ErrCannotWithdraw) || errors.Is(err, ErrNotWithdrawal) {
 		return err
 	}
-	return db.Classify(err)
+	return s.classify(err)
+}
+
+// classify is db.Classify, and when the database was away, forgets the pool's connections:
+// those that died with the server would each fail once more after it is back.
+func (s *Store) classify(err error) error {
+	err = db.Classify(err)
+	if errors.Is(err, db.ErrUnavailable) {
+		s.Pool.Reset()
+	}
+	return err
 }
 
 // selectTransactions reads transactions with their current payment status (the initial one,
@@ -307,11 +317,11 @@ func (s *Store) All(ctx context.Context, site Site) ([]flexv1.RewardTransaction,
 func (s *Store) all(ctx context.Context, q querier, site Site) ([]flexv1.RewardTransaction, error) {
 	rows, err := q.Query(ctx, selectTransactions+` WHERE t.organisation = $1 AND t.site_id = $2`, site.Namespace, site.ID)
 	if err != nil {
-		return nil, db.Classify(err)
+		return nil, s.classify(err)
 	}
 	defer rows.Close()
 	txs, err := scanTransactions(rows)
-	return txs, db.Classify(err)
+	return txs, s.classify(err)
 }
 
 // Page asks for part of a site's history, newest first.
@@ -336,11 +346,11 @@ func (s *Store) Page(ctx context.Context, site Site, p Page) ([]flexv1.RewardTra
 		ORDER BY t.occurred_at DESC NULLS LAST, t.transaction_id LIMIT $5 OFFSET $6`,
 		site.Namespace, site.ID, since, until, p.Limit, p.Offset)
 	if err != nil {
-		return nil, db.Classify(err)
+		return nil, s.classify(err)
 	}
 	defer rows.Close()
 	txs, err := scanTransactions(rows)
-	return txs, db.Classify(err)
+	return txs, s.classify(err)
 }
 
 // Withdraw appends the withdrawal decide makes of the site's whole history, with the site's
@@ -415,7 +425,7 @@ func (s *Store) StatusChanges(ctx context.Context, site Site, id string) ([]Stat
 	rows, err := s.Pool.Query(ctx, `SELECT from_status, to_status, actor, changed_at FROM withdrawal_status_changes
 		WHERE organisation = $1 AND site_id = $2 AND transaction_id = $3 ORDER BY seq`, site.Namespace, site.ID, id)
 	if err != nil {
-		return nil, db.Classify(err)
+		return nil, s.classify(err)
 	}
 	defer rows.Close()
 	var out []StatusChange
@@ -423,18 +433,18 @@ func (s *Store) StatusChanges(ctx context.Context, site Site, id string) ([]Stat
 		var c StatusChange
 		var from, to string
 		if err := rows.Scan(&from, &to, &c.Actor, &c.At); err != nil {
-			return nil, db.Classify(err)
+			return nil, s.classify(err)
 		}
 		c.From, c.To = flexv1.PaymentStatus(from), flexv1.PaymentStatus(to)
 		out = append(out, c)
 	}
-	return out, db.Classify(rows.Err())
+	return out, s.classify(rows.Err())
 }
 
 // Get is one transaction of the site, with its current payment status (db.ErrNotFound when none).
 func (s *Store) Get(ctx context.Context, site Site, id string) (flexv1.RewardTransaction, error) {
 	tx, err := s.get(ctx, s.Pool, site, id)
-	return tx, db.Classify(err)
+	return tx, s.classify(err)
 }
 
 // undoneStatuses are the payment statuses in which a withdrawal paid nothing out
@@ -468,7 +478,7 @@ func (s *Store) Balance(ctx context.Context, site Site) (household.Balance, erro
 			min(occurred_at) FILTER (WHERE transaction_type <> 'withdrawal' AND credit_pence > 0)
 		FROM counted`, site.Namespace, site.ID, undoneStatuses()).Scan(&b.Current, &b.Earnings, &first)
 	if err != nil {
-		return b, db.Classify(err)
+		return b, s.classify(err)
 	}
 	if first != nil {
 		t := first.UTC()
