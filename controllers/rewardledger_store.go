@@ -236,10 +236,23 @@ func (r *RewardLedgerReconciler) listenChanges(ch chan<- event.GenericEvent) fun
 		}
 	}
 	return func(ctx context.Context) error {
-		return rewardstore.Listen(ctx, r.Store.Pool, func(ns, id string) { bySiteID(ctx, ns, id) }, func() {
+		return rewardstore.Listen(ctx, r.Store.Pool, func(ns, id string) { bySiteID(ctx, ns, id) }, func(reconnected bool) {
+			log := ctrl.LoggerFrom(ctx)
+			// Events committed but not handed over (a manager stopped in between, or the
+			// notification missed): their sites first.
+			if sites, err := r.Store.PendingSites(ctx); err != nil {
+				log.Error(err, "listing the sites with outbox events to hand over")
+			} else {
+				for _, site := range sites {
+					bySiteID(ctx, site.Namespace, site.ID)
+				}
+			}
+			if !reconnected {
+				return // the controller's first list reconciles every ledger anyway
+			}
 			list := &flexv1.RewardLedgerList{}
 			if err := r.List(ctx, list); err != nil {
-				ctrl.LoggerFrom(ctx).Error(err, "listing ledgers to resync after the database came back")
+				log.Error(err, "listing ledgers to resync after the database came back")
 				return
 			}
 			for i := range list.Items {

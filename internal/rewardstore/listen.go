@@ -9,16 +9,15 @@ import (
 )
 
 // Listen calls changed with the namespace and API id of every site whose ledger a commit
-// changed (ChangedChannel), until ctx ends. It holds one connection of pool; when that is lost
-// (the database went away) it connects again, and then calls resync, as notifications sent
-// meanwhile were missed.
-func Listen(ctx context.Context, pool *pgxpool.Pool, changed func(namespace, siteID string), resync func()) error {
+// changed (ChangedChannel), until ctx ends. It holds one connection of pool; once it listens it
+// calls resync (first, reconnected bool): on the first connection, for what was committed
+// before this process listened (a manager killed between a commit and its hand-over); after
+// the connection was lost and found again, for the notifications sent meanwhile.
+func Listen(ctx context.Context, pool *pgxpool.Pool, changed func(namespace, siteID string), resync func(reconnected bool)) error {
 	first := true
 	for ctx.Err() == nil {
 		err := listenOnce(ctx, pool, changed, func() {
-			if !first {
-				resync()
-			}
+			resync(!first)
 			first = false
 		})
 		if ctx.Err() != nil {
@@ -38,14 +37,15 @@ func listenOnce(ctx context.Context, pool *pgxpool.Pool, changed func(namespace,
 	if err != nil {
 		return err
 	}
-	// The connection's session listens: it is not given back to the pool for others.
-	defer conn.Hijack().Close(context.Background()) //nolint:errcheck // closing a dead or finished connection
-	if _, err := conn.Exec(ctx, "LISTEN "+ChangedChannel); err != nil {
+	// The connection's session listens: it is taken out of the pool for good.
+	pc := conn.Hijack()
+	defer func() { _ = pc.Close(context.Background()) }()
+	if _, err := pc.Exec(ctx, "LISTEN "+ChangedChannel); err != nil {
 		return err
 	}
 	listening()
 	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
+		n, err := pc.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}

@@ -486,3 +486,22 @@ func (s *Store) Balance(ctx context.Context, site Site) (household.Balance, erro
 	}
 	return b, nil
 }
+
+// PendingSites are the sites with outbox events not yet handed over (any organisation): what a
+// manager that starts, or finds the database again, looks at first.
+func (s *Store) PendingSites(ctx context.Context) ([]Site, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT DISTINCT organisation, site_id FROM outbox WHERE delivered_at IS NULL`)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	defer rows.Close()
+	var out []Site
+	for rows.Next() {
+		var site Site
+		if err := rows.Scan(&site.Namespace, &site.ID); err != nil {
+			return nil, s.classify(err)
+		}
+		out = append(out, site)
+	}
+	return out, s.classify(rows.Err())
+}
