@@ -9,10 +9,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/events"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 )
 
 // RewardLedgerReconciler tells the transactions added to a site's reward ledger
@@ -29,13 +33,21 @@ type RewardLedgerReconciler struct {
 	APIReader client.Reader
 	// Now is the clock (tests may replace it).
 	Now func() time.Time
+	// Store is the reward ledger in PostgreSQL: with it, the spec's transactions are ingested
+	// into the database, the ledger's status summarises the history there, and credits are
+	// told from the database's outbox. Without it (no database), transactions are told from
+	// the spec as before.
+	Store *rewardstore.Store
 }
 
-// +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers/status,verbs=get;update;patch
 
 // Reconcile records the events of the transactions after status.lastCreditedID.
 func (r *RewardLedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if r.Store != nil {
+		return r.reconcileWithStore(ctx, req)
+	}
 	cached := &flexv1.RewardLedger{}
 	if err := r.Get(ctx, req.NamespacedName, cached); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -80,9 +92,18 @@ func (r *RewardLedgerReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	if r.Now == nil {
 		r.Now = time.Now
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&flexv1.RewardLedger{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("rewardledger").
-		WithOptions(opts).
-		Complete(r)
+		WithOptions(opts)
+	if r.Store != nil {
+		// Commits that change a site's history (REST, withdrawals, settlement) are told by
+		// PostgreSQL's NOTIFY; a ledger whose status outbox empties may have more to hand over.
+		changes := make(chan event.GenericEvent, 1024)
+		if err := mgr.Add(leaderRunnable(r.listenChanges(changes))); err != nil {
+			return err
+		}
+		b = b.WatchesRawSource(source.Channel(changes, &handler.EnqueueRequestForObject{}))
+	}
+	return b.Complete(r)
 }

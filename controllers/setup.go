@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -12,6 +13,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/priority"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 )
 
 // Options tune the reconcilers.
@@ -23,6 +25,8 @@ type Options struct {
 	// Background, when set, is shared with the REST API: the sites a catalogue change
 	// re-evaluates yield to the requests it serves (internal/priority).
 	Background *priority.Gate
+	// DB is Flexsite's PostgreSQL (internal/db): the reward history and the outbox.
+	DB *pgxpool.Pool
 }
 
 // DefaultConcurrency is the reconcilers' default worker count.
@@ -63,5 +67,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		return err
 	}
 	// Tells credited reward transactions (notifications).
-	return (&RewardLedgerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Now: time.Now}).SetupWithManager(mgr, workers)
+	ledgers := &RewardLedgerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Now: time.Now}
+	if o.DB != nil {
+		ledgers.Store = &rewardstore.Store{Pool: o.DB}
+	}
+	return ledgers.SetupWithManager(mgr, workers)
 }

@@ -5,7 +5,7 @@ import (
 )
 
 // Role is a permission an API client holds.
-// +kubebuilder:validation:Enum=entity_read;entity_write;rewards;components
+// +kubebuilder:validation:Enum=entity_read;entity_write;rewards;components;rewards_write;rewards_admin
 type Role string
 
 const (
@@ -13,6 +13,10 @@ const (
 	RoleEntityWrite Role = "entity_write"
 	RoleRewards     Role = "rewards"
 	RoleComponents  Role = "components"
+	// RoleRewardsWrite credits a site's rewards (POST /rewards/{site_id}/transactions).
+	RoleRewardsWrite Role = "rewards_write"
+	// RoleRewardsAdmin moves a withdrawal's payment status on.
+	RoleRewardsAdmin Role = "rewards_admin"
 )
 
 // SecretKeyRef names a key of a Secret in the object's own namespace.
@@ -52,7 +56,7 @@ type APIClientSpec struct {
 	// taking every role away suspends a client without deleting it.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:MaxItems=6
 	Roles []Role `json:"roles,omitempty"`
 
 	// consentExempt exempts the client from sending gave_boundary_meter_consent_at on the

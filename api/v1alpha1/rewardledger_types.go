@@ -51,7 +51,9 @@ type RewardTransaction struct {
 	PaymentStatus PaymentStatus `json:"paymentStatus,omitempty"`
 }
 
-// RewardLedgerSpec holds a site's reward transactions.
+// RewardLedgerSpec declares reward transactions of a site: an inbox. Flexsite keeps every
+// transaction in its database; the controller ingests these by id, once, and never rewrites
+// the spec.
 // +kubebuilder:validation:XValidation:rule="self.siteName == oldSelf.siteName",message="siteName is immutable"
 type RewardLedgerSpec struct {
 	// siteName is the name of the Site, in the same namespace, the rewards belong to.
@@ -60,9 +62,11 @@ type RewardLedgerSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	SiteName string `json:"siteName,omitempty"`
 
-	// transactions of the site, keyed by id so several writers can append with server-side
-	// apply without conflicting. Bounded: a year of weekly rewards with withdrawals fits
-	// many times over; older history is archived outside the cluster.
+	// transactions declared for the site, keyed by id so several writers can append with
+	// server-side apply without conflicting. Each is stored in Flexsite's database once (the
+	// same id with other fields is refused: see the Ingested condition); a withdrawal whose
+	// paymentStatus changes here has the change recorded. Transactions may be removed from the
+	// spec once ingested: the history is the database's.
 	// +optional
 	// +listType=map
 	// +listMapKey=id
@@ -70,27 +74,59 @@ type RewardLedgerSpec struct {
 	Transactions []RewardTransaction `json:"transactions,omitempty"`
 }
 
-// RewardLedgerStatus is the notification state of a ledger: how far its transactions have been
-// told (rewards.transaction_credited) and the events not yet delivered.
+// RewardLedgerStatus is a summary of the site's reward history (which is in Flexsite's
+// database), whether the spec's transactions are ingested, and the notification outbox.
 // +kubebuilder:validation:MinProperties=1
 type RewardLedgerStatus struct {
-	// observedGeneration is the generation of the spec whose transactions have been told
-	// (the events of those after lastCreditedID recorded). The manager's cache keeps ledgers
-	// without their transactions, so this is how the controller knows, without reading a
-	// whole ledger from the API server, that nothing is new.
+	// observedGeneration is the generation of the spec whose transactions have been ingested.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// lastCreditedID is the id of the last transaction (in list order) whose credit has been
-	// recorded as an event; the transactions after it are new.
+	// balancePence is the site's current balance, in pence (withdrawals that paid nothing
+	// out are not counted).
+	// +optional
+	BalancePence *int64 `json:"balancePence,omitempty"`
+
+	// totalEarnedPence is the sum of the site's credits, in pence.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TotalEarnedPence *int64 `json:"totalEarnedPence,omitempty"`
+
+	// transactionCount is the number of transactions in the site's history.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TransactionCount *int64 `json:"transactionCount,omitempty"`
+
+	// lastCredited is when the latest credit happened.
+	// +optional
+	LastCredited *metav1.Time `json:"lastCredited,omitempty"`
+
+	// recentTransactions are the 10 latest transactions, newest first (the whole history is
+	// GET /rewards/{site_id}/transactions).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	RecentTransactions []RewardTransaction `json:"recentTransactions,omitempty"`
+
+	// conditions: Ingested (every transaction of the spec is stored; False names those
+	// refused).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// lastCreditedID is no longer written (credits are told from the database's outbox); kept
+	// so that objects written by earlier versions still validate.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	LastCreditedID string `json:"lastCreditedID,omitempty"`
 
-	// pendingEvents is the ledger's notification outbox (rewards.transaction_credited),
-	// recorded in the status write that advances lastCreditedID. Bounded; see internal/events.
+	// pendingEvents is the ledger's notification outbox (rewards.transaction_credited), handed
+	// over from the database's outbox, which the credit and its event were written to in one
+	// SQL transaction. Bounded; see internal/events.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
@@ -102,10 +138,13 @@ type RewardLedgerStatus struct {
 // +kubebuilder:selectablefield:JSONPath=`.spec.siteName`
 // +kubebuilder:resource:shortName=fledger,categories=flexsite
 // +kubebuilder:printcolumn:name="Site",type=string,JSONPath=`.spec.siteName`
+// +kubebuilder:printcolumn:name="Balance",type=integer,JSONPath=`.status.balancePence`
+// +kubebuilder:printcolumn:name="Transactions",type=integer,JSONPath=`.status.transactionCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
-// RewardLedger is the reward history of one Site: one object per site, not one per
-// transaction, so a year of history on tens of thousands of sites stays within etcd's means.
+// RewardLedger is one Site's rewards in the cluster: an inbox of declared transactions (spec)
+// and a summary of the whole history (status), which lives in Flexsite's database, so a
+// site's object stays small whatever its history.
 type RewardLedger struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -134,3 +173,15 @@ type RewardLedgerList struct {
 func init() {
 	register(&RewardLedger{}, &RewardLedgerList{})
 }
+
+// IngestedCondition, on a RewardLedger, says whether every transaction of its spec is stored
+// in Flexsite's database (False: a transaction's id is stored with other fields, or the
+// database is unavailable).
+const IngestedCondition = "Ingested"
+
+// Reasons of the Ingested condition.
+const (
+	ReasonIngested            = "Ingested"
+	ReasonTransactionRefused  = "TransactionRefused"
+	ReasonDatabaseUnavailable = "DatabaseUnavailable"
+)

@@ -6,9 +6,16 @@
 //
 // The password is read from $FLEXSITE_CLIENT_PASSWORD, or generated and printed to stderr;
 // the YAML carries only its bcrypt hash.
+//
+// It also moves a withdrawal's payment status on, in Flexsite's database (recorded with who
+// and when):
+//
+//	FLEXSITE_DATABASE_URL=postgres://... flexsite-admin payment-status --organisation acme \
+//	    --site-id SITE_ID --transaction-id ID --status approved
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -36,9 +43,13 @@ func main() {
 }
 
 func run(args []string, password string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "payment-status" {
+		return paymentStatus(context.Background(), args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "organisation" {
 		return errors.New("usage: flexsite-admin organisation --name NAMESPACE --username USER " +
-			"[--roles entity_read,entity_write,rewards,components] [--consent-exempt]")
+			"[--roles entity_read,entity_write,rewards,components,rewards_write,rewards_admin] [--consent-exempt]\n" +
+			"   or: " + strings.TrimPrefix(paymentUsage, "usage: "))
 	}
 	fs := flag.NewFlagSet("organisation", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -75,7 +86,8 @@ func run(args []string, password string, stdout, stderr io.Writer) error {
 
 func parseRoles(s string) ([]flexv1.Role, error) {
 	known := map[flexv1.Role]bool{flexv1.RoleEntityRead: true, flexv1.RoleEntityWrite: true,
-		flexv1.RoleRewards: true, flexv1.RoleComponents: true}
+		flexv1.RoleRewards: true, flexv1.RoleComponents: true,
+		flexv1.RoleRewardsWrite: true, flexv1.RoleRewardsAdmin: true}
 	var out []flexv1.Role
 	for _, r := range strings.Split(s, ",") {
 		role := flexv1.Role(strings.TrimSpace(r))
@@ -83,7 +95,7 @@ func parseRoles(s string) ([]flexv1.Role, error) {
 			continue
 		}
 		if !known[role] {
-			return nil, fmt.Errorf("unknown role %q (known: entity_read, entity_write, rewards, components)", role)
+			return nil, fmt.Errorf("unknown role %q (known: entity_read, entity_write, rewards, components, rewards_write, rewards_admin)", role)
 		}
 		out = append(out, role)
 	}

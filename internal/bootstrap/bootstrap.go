@@ -131,7 +131,8 @@ const DemoNamespace = "demo"
 func DemoOrganisation(password string) Organisation {
 	return Organisation{
 		Namespace: DemoNamespace, Username: "demo", Password: password,
-		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents},
+		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents,
+			flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin},
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/delivery"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 )
 
 const lp = flexv1.PropositionLimitedPause
@@ -405,6 +406,37 @@ var _ = Describe("Reward notifications", func() {
 		Expect(got[1].Data).To(HaveKeyWithValue("credit_pence", float64(80)))
 		Expect(got[1].Data).To(HaveKeyWithValue("site_id", s.Labels[flexv1.IDLabel]))
 		Expect(got[1].Verified).To(BeTrue())
+	})
+
+	It("delivers a credit committed while no manager ran, once one starts", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		sub := subscribe(ctx, ns, r, flexv1.EventRewardsTransactionCredited)
+		ready(ctx, sub)
+		s, _ := household(ctx, ns, "1200000000011", "zappi")
+		Eventually(func() string {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+			return s.Labels[flexv1.IDLabel]
+		}).ShouldNot(BeEmpty())
+
+		By("the manager stopped, a credit committed (as the REST API commits it: the credit and its event in one SQL transaction)")
+		stopManager()
+		store := &rewardstore.Store{Pool: testDB.Pool}
+		id := "0b7c6f4e-3333-4a8e-9d1c-2f3e4a5b6c7d"
+		_, created, err := store.Append(ctx, rewardstore.Site{Namespace: ns, ID: s.Labels[flexv1.IDLabel]},
+			flexv1.RewardTransaction{ID: id, Type: "goodwill credit", CreditPence: 150, SettlementDate: "2026-11-01"},
+			rewardstore.SourceAPI)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(created).To(BeTrue())
+
+		By("a manager started again: the event is handed over and delivered, once")
+		startManager()
+		Eventually(r.kinds).Should(Equal([]string{"rewards.transaction_credited"}))
+		got := r.delivered()
+		Expect(got[0].Data).To(HaveKeyWithValue("transaction_id", id))
+		Expect(got[0].Data).To(HaveKeyWithValue("credit_pence", float64(150)))
+		Expect(got[0].Verified).To(BeTrue())
+		Consistently(r.kinds, "1s").Should(HaveLen(1))
 	})
 })
 

@@ -28,6 +28,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/delivery"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/server"
@@ -47,6 +48,8 @@ var (
 	apiServer *httptest.Server
 	serverNow atomic.Pointer[server.Server]
 	keys      *auth.KeyRing
+	// testDB is the suite's PostgreSQL database.
+	testDB *dbtest.Database
 	// outboxGate, while set, holds the deliverer's outbox writes in one namespace.
 	outboxGate atomic.Pointer[writeGate]
 )
@@ -77,6 +80,17 @@ var _ = BeforeSuite(func() {
 	roots.AddCert(probe.Certificate())
 	probe.Close()
 
+	// A real PostgreSQL: reward credits are told from its outbox.
+	if err := dbtest.Available(); err != nil {
+		if fail, msg := dbtest.MissingVerdict(err); fail {
+			Fail(msg)
+		} else {
+			Skip(msg)
+		}
+	}
+	testDB, err = dbtest.New(suiteCtx)
+	Expect(err).NotTo(HaveOccurred())
+
 	startManager()
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
@@ -85,6 +99,9 @@ var _ = BeforeSuite(func() {
 var _ = AfterSuite(func() {
 	if stopManager != nil {
 		stopManager()
+	}
+	if testDB != nil {
+		testDB.Close(context.Background())
 	}
 	cancel()
 	if env != nil {
@@ -107,7 +124,7 @@ func startManager() {
 		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = ptr.To(4*time.Second), ptr.To(3*time.Second), ptr.To(200*time.Millisecond)
 	})
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controllers.SetupWithManager(suiteCtx, mgr)).To(Succeed())
+	Expect(controllers.SetupWithManager(suiteCtx, mgr, controllers.Options{DB: testDB.Pool})).To(Succeed())
 	d := &delivery.Deliverer{
 		Client:   gatedClient{mgr.GetClient()},
 		Policy:   events.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
@@ -125,6 +142,7 @@ func startManager() {
 		Log: ctrl.Log.WithName("api"), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Client: mgr.GetClient(),
 		Issuer: auth.NewIssuer(keys, time.Now), Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
 		NotificationPolicy: d.Policy, // the deliverer's: the receivers here are on loopback
+		DB:                 testDB.Pool,
 	}))
 	ctx, stop := context.WithCancel(suiteCtx)
 	done := make(chan struct{})

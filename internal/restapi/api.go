@@ -133,6 +133,9 @@ func (a *API) Routes() []web.Route {
 		{Method: "POST", Path: "/validation/mpan", Handler: org(validateMPAN)},
 
 		{Method: "GET", Path: "/rewards/{site_id}/transactions", Handler: org(a.transactions, flexv1.RoleRewards)},
+		{Method: "POST", Path: "/rewards/{site_id}/transactions", Handler: org(a.createTransaction, flexv1.RoleRewardsWrite)},
+		{Method: http.MethodPatch, Path: "/rewards/{site_id}/transactions/{transaction_id}",
+			Handler: org(a.patchTransaction, flexv1.RoleRewardsAdmin)},
 		{Method: "GET", Path: "/rewards/{site_id}/info", Handler: org(a.rewardInfo, flexv1.RoleRewards)},
 		{Method: "GET", Path: "/rewards/{site_id}/url/balance", Handler: org(a.balanceURL, flexv1.RoleRewards)},
 

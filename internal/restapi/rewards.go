@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/validation"
@@ -13,8 +12,7 @@ import (
 
 func (a *API) transactions(r *http.Request, p *auth.Principal) (any, error) {
 	f := &fields{}
-	q := r.URL.Query()
-	pg := app.Paging{Limit: f.QueryInt(q, "limit", 100, 1, 1000), Offset: f.QueryInt(q, "offset", 0, 0, -1)}
+	pg := transactionsQuery(f, r.URL.Query())
 	if err := f.Err(); err != nil {
 		return nil, err
 	}
@@ -22,7 +20,7 @@ func (a *API) transactions(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	page, err := a.Rewards.Transactions(r.Context(), p, id, pg)
+	page, err := a.Rewards.TransactionsIn(r.Context(), p, id, pg)
 	if err != nil {
 		return nil, err
 	}

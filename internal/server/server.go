@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -26,6 +27,7 @@ import (
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/restapi"
 	"github.com/flexsite/flexsite/internal/rewardspage"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
@@ -98,6 +100,8 @@ type Config struct {
 	// NotificationPolicy decides which addresses subscriptions may be delivered to: the
 	// deliverer's (a subscription to a refused address literal is refused at once).
 	NotificationPolicy events.AddressPolicy
+	// DB is Flexsite's PostgreSQL (internal/db): reward history, withdrawals, readings.
+	DB *pgxpool.Pool
 }
 
 // Route is one (method, path template) a door serves.
@@ -122,6 +126,9 @@ func NewServer(cfg Config) *Server {
 	rewardsSvc := rewards.New(rewards.Config{Log: cfg.Log, Sites: households, APIReader: cfg.APIReader,
 		Client: households.Client, Cache: cfg.Cache, Ledgers: cfg.Ledgers, Policy: cfg.Rewards, Mailer: cfg.Mailer,
 		HostedNamespace: cfg.HostedNamespace, Now: cfg.Now})
+	if cfg.DB != nil {
+		rewardsSvc.Store = &rewardstore.Store{Pool: cfg.DB, Now: cfg.Now}
+	}
 	limits := web.NewLimiters(cfg.Limits)
 	guard := &web.Authenticator{Log: cfg.Log, Issuer: cfg.Issuer, Authenticator: cfg.Authenticator, Limits: limits,
 		TrustedProxies: cfg.TrustedProxies}

@@ -23,6 +23,7 @@ import (
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/mail"
@@ -45,6 +46,8 @@ var (
 	clock atomic.Pointer[time.Time]
 	// mailDir is the Maildir the REST API's mail goes to (the rewards page's codes).
 	mailDir string
+	// testDB is the suite's PostgreSQL database (reward history); tests may stop and start it.
+	testDB *dbtest.Database
 )
 
 const keysNamespace = "flexsite-system"
@@ -67,12 +70,23 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	DeferCleanup(cancel)
 
 	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keysNamespace}})).To(Succeed())
+	// A real PostgreSQL (a fresh database on the process's server): the reward history.
+	if err := dbtest.Available(); err != nil {
+		if fail, msg := dbtest.MissingVerdict(err); fail {
+			Fail(msg)
+		} else {
+			Skip(msg)
+		}
+	}
+	testDB, err = dbtest.New(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
 	// The reward ledgers' store, fed by the cache, as cmd/manager runs it.
 	ledgers := ledger.NewFeed()
 	mgr, err := env.NewManager(func(o *ctrl.Options) { o.Cache = index.CacheOptions(ledgers.Keep) })
 	Expect(err).NotTo(HaveOccurred())
 	Expect(ledgers.Attach(suiteCtx, mgr.GetCache())).To(Succeed())
-	Expect(controllers.SetupWithManager(suiteCtx, mgr)).To(Succeed())
+	Expect(controllers.SetupWithManager(suiteCtx, mgr, controllers.Options{DB: testDB.Pool})).To(Succeed())
 
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
 	Expect(keys.Ensure(ctx)).To(Succeed())
@@ -94,6 +108,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Authenticator:   auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
 		Rewards:         server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
 		Now:             func() time.Time { return *clock.Load() },
+		DB:              testDB.Pool,
 	})
 	apiServer = httptest.NewServer(apiSrv)
 	DeferCleanup(apiServer.Close)

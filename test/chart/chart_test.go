@@ -392,7 +392,7 @@ var _ = Describe("charts/flexsite", func() {
 		Expect(err.Error()).To(ContainSubstring(`violates PodSecurity "restricted:latest"`))
 	})
 
-	It("lets the NetworkPolicy allow more egress (DNS, receivers, SMTP) when asked", func(ctx SpecContext) {
+	It("lets the NetworkPolicy allow egress to PostgreSQL, and more (DNS, receivers, SMTP) when asked", func(ctx SpecContext) {
 		obj := find(render(ctx, "ci/all-on-values.yaml"), "NetworkPolicy", release)
 		Expect(obj).NotTo(BeNil())
 		np := &networkingv1.NetworkPolicy{}
@@ -403,7 +403,31 @@ var _ = Describe("charts/flexsite", func() {
 				ports[p.Port.IntVal] = true
 			}
 		}
-		Expect(ports).To(And(HaveKey(int32(6443)), HaveKey(int32(53)), HaveKey(int32(443)), HaveKey(int32(587))))
-		Expect(np.Spec.Egress).To(HaveLen(3))
+		Expect(ports).To(And(HaveKey(int32(6443)), HaveKey(int32(5432)), HaveKey(int32(53)), HaveKey(int32(443)), HaveKey(int32(587))))
+		Expect(np.Spec.Egress).To(HaveLen(4)) // API server, PostgreSQL, and the two extra rules
+	})
+
+	It("reads the database URL from the Secret database.existingSecret names (CloudNativePG's <cluster>-app)", func(ctx SpecContext) {
+		for values, secret := range map[string]string{"": "flexsite-database", "ci/cloudnativepg-values.yaml": "flexsite-db-app"} {
+			var objs []*unstructured.Unstructured
+			if values == "" {
+				objs = render(ctx)
+			} else {
+				objs = render(ctx, values)
+			}
+			obj := find(objs, "Deployment", release)
+			Expect(obj).NotTo(BeNil())
+			d := &appsv1.Deployment{}
+			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, d)).To(Succeed())
+			var ref *corev1.SecretKeySelector
+			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+				if e.Name == "FLEXSITE_DATABASE_URL" && e.ValueFrom != nil {
+					ref = e.ValueFrom.SecretKeyRef
+				}
+			}
+			Expect(ref).NotTo(BeNil(), values)
+			Expect(ref.Name).To(Equal(secret), values)
+			Expect(ref.Key).To(Equal("uri"), values)
+		}
 	})
 })

@@ -22,6 +22,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/ledger"
@@ -514,7 +515,26 @@ func (s *Service) Withdraw(ctx context.Context, sess *Session) error {
 	if bank == nil {
 		return ErrNoBankDetails
 	}
-	err = kretry.RetryOnConflict(kretry.DefaultRetry, func() error {
+	if s.Store != nil {
+		err = s.withdrawInDB(ctx, site)
+	} else {
+		err = s.withdrawInLedger(ctx, sess, site)
+	}
+	switch {
+	case errors.Is(err, household.ErrCannotWithdraw):
+		return ErrCannotWithdraw
+	case db.Unavailable(err):
+		return storeErr(err)
+	case err != nil:
+		s.Log.Error(err, "recording a withdrawal", "site", site.Name)
+		return ErrNotStored
+	}
+	return s.Finish(ctx, sess)
+}
+
+// withdrawInLedger records a withdrawal in the RewardLedger's spec (no database configured).
+func (s *Service) withdrawInLedger(ctx context.Context, sess *Session, site *flexv1.Site) error {
+	return kretry.RetryOnConflict(kretry.DefaultRetry, func() error {
 		l := &flexv1.RewardLedger{}
 		key := client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}
 		if err := s.APIReader.Get(ctx, key, l); err != nil {
@@ -523,21 +543,13 @@ func (s *Service) Withdraw(ctx context.Context, sess *Session) error {
 			}
 			return err
 		}
-		tx, err := s.Policy.Withdrawal(l.Spec.Transactions, s.Now(), identity.NewID())
+		tx, err := s.Policy.Withdrawal(l.Spec.Transactions, s.Now(), newID())
 		if err != nil {
 			return err
 		}
 		l.Spec.Transactions = append(l.Spec.Transactions, tx)
 		return s.Client.Update(ctx, l, s.owner(sess))
 	})
-	switch {
-	case errors.Is(err, household.ErrCannotWithdraw):
-		return ErrCannotWithdraw
-	case err != nil:
-		s.Log.Error(err, "recording a withdrawal", "site", site.Name)
-		return ErrNotStored
-	}
-	return s.Finish(ctx, sess)
 }
 
 // Finish ends the session.

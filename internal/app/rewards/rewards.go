@@ -21,6 +21,7 @@ import (
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/record"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/units"
 )
 
@@ -46,8 +47,12 @@ type Config struct {
 	// Cache reads API clients (their rewards two-factor default).
 	Cache client.Reader
 	// Ledgers holds the reward ledgers in compact form; nil reads each from the API server.
+	// Not used when Store is set.
 	Ledgers LedgerReader
-	Policy  Policy
+	// Store is the reward ledger in PostgreSQL: with it, every read and write of the history
+	// is the database's (RewardLedgers hold a summary and an inbox).
+	Store  *rewardstore.Store
+	Policy Policy
 	// Mailer sends the emailed codes (nil: none can be sent).
 	Mailer mail.Mailer
 	// HostedNamespace holds the rewards links' Secrets (default DefaultHostedNamespace).
@@ -112,6 +117,13 @@ func (p *TransactionsPage) Response() TransactionsResponse {
 // from the API server (the cache keeps ledgers without their transactions) and compacted for
 // this request. nil when the site has no ledger.
 func (s *Service) ledgerOf(ctx context.Context, site *flexv1.Site) (*ledger.Ledger, error) {
+	if s.Store != nil {
+		txs, err := s.Store.All(ctx, siteKey(site))
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		return ledger.New("", txs), nil
+	}
 	name := identity.RewardLedgerName(site.Name)
 	if s.Ledgers != nil {
 		l, _, err := s.Ledgers.Get(site.Namespace, name)
@@ -153,13 +165,19 @@ func (s *Service) Info(ctx context.Context, p *auth.Principal, siteID string) (B
 	if err != nil {
 		return BalanceInfo{}, err
 	}
-	l, err := s.ledgerOf(ctx, site)
-	if err != nil {
-		return BalanceInfo{}, err
-	}
 	var b household.Balance
-	if l != nil {
-		b = l.Balance
+	if s.Store != nil {
+		if b, err = s.balanceOf(ctx, site); err != nil {
+			return BalanceInfo{}, err
+		}
+	} else {
+		l, err := s.ledgerOf(ctx, site)
+		if err != nil {
+			return BalanceInfo{}, err
+		}
+		if l != nil {
+			b = l.Balance
+		}
 	}
 	return BalanceInfo{
 		CurrentBalancePence:             b.Current,

@@ -52,6 +52,8 @@ var wantRoutes = []Route{
 	{"POST", "/entities/site/{site_id}/dispatch-deconsent"},
 	{"POST", "/validation/mpan"},
 	{"GET", "/rewards/{site_id}/transactions"},
+	{"POST", "/rewards/{site_id}/transactions"},
+	{"PATCH", "/rewards/{site_id}/transactions/{transaction_id}"},
 	{"GET", "/rewards/{site_id}/info"},
 	{"GET", "/healthz"},
 	{"GET", "/readyz"},

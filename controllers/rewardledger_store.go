@@ -1,0 +1,269 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/events"
+	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/metrics"
+	"github.com/flexsite/flexsite/internal/record"
+	"github.com/flexsite/flexsite/internal/rewardstore"
+)
+
+// recentTransactions is how many transactions a ledger's status shows.
+const recentTransactions = 10
+
+// handOverBatch is how many outbox events one reconcile hands to the ledger's status outbox.
+const handOverBatch = 16
+
+// reconcileWithStore runs a ledger against the database: it ingests the spec's transactions
+// (once, by id), hands the site's credited events from the SQL outbox to the ledger's status
+// outbox (internal/delivery delivers from there), and writes the summary of the history.
+func (r *RewardLedgerReconciler) reconcileWithStore(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ledger := &flexv1.RewardLedger{}
+	err := r.APIReader.Get(ctx, req.NamespacedName, ledger)
+	if apierrors.IsNotFound(err) {
+		return ctrl.Result{}, r.createForHistory(ctx, req)
+	}
+	if err != nil || !ledger.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, err
+	}
+	site := &flexv1.Site{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: ledger.Namespace, Name: ledger.Spec.SiteName}, site); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err) // the site comes, or the ledger goes with it
+	}
+	key := rewardstore.Site{Namespace: ledger.Namespace, ID: site.Labels[flexv1.IDLabel]}
+	if key.ID == "" {
+		return ctrl.Result{}, nil
+	}
+	base := ledger.DeepCopy()
+	status := &ledger.Status
+
+	if status.ObservedGeneration != ledger.Generation || !meta.IsStatusConditionTrue(status.Conditions, flexv1.IngestedCondition) {
+		refused, err := r.ingest(ctx, ledger, key)
+		if err != nil {
+			return r.unavailable(ctx, ledger, base, err)
+		}
+		cond := metav1.Condition{Type: flexv1.IngestedCondition, Status: metav1.ConditionTrue, Reason: flexv1.ReasonIngested,
+			ObservedGeneration: ledger.Generation, Message: "Every transaction of the spec is stored"}
+		if len(refused) > 0 {
+			cond.Status, cond.Reason = metav1.ConditionFalse, flexv1.ReasonTransactionRefused
+			cond.Message = "Stored with other fields already (a correction is a new transaction): " + strings.Join(refused, ", ")
+		}
+		meta.SetStatusCondition(&status.Conditions, cond)
+		status.ObservedGeneration = ledger.Generation
+	}
+
+	history, err := r.Store.All(ctx, key)
+	if err != nil {
+		return r.unavailable(ctx, ledger, base, err)
+	}
+	summarise(status, history)
+
+	pending, err := r.Store.Pending(ctx, key, handOverBatch)
+	if err != nil {
+		return r.unavailable(ctx, ledger, base, err)
+	}
+	if len(pending) > 0 {
+		subs, err := subscriptionsIn(ctx, r.Client, ledger.Namespace)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		var wanted []flexv1.PendingEvent
+		for _, p := range pending {
+			if events.AnyWants(subs, p.Event.Type) {
+				wanted = append(wanted, p.Event)
+			}
+		}
+		out, _, dropped := events.HandOver(status.PendingEvents, wanted, 0)
+		status.PendingEvents = out
+		if dropped > 0 {
+			metrics.NotificationsDropped.WithLabelValues(metrics.DropOutboxFull).Add(float64(dropped))
+		}
+	}
+
+	if !equality.Semantic.DeepEqual(base.Status, ledger.Status) {
+		err := r.Status().Patch(ctx, ledger, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: conflictRetryDelay}, nil
+		}
+		if err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	if len(pending) > 0 {
+		// Handed over once the status holds them: a crash in between hands them over again (the
+		// same ids: the status outbox keeps one of each).
+		if err := r.Store.HandedOver(ctx, key, pending[len(pending)-1].Seq); err != nil {
+			return ctrl.Result{}, err
+		}
+		if len(pending) == handOverBatch {
+			return ctrl.Result{Requeue: true}, nil
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// unavailable records that the database could not be reached (when that is what failed) and
+// answers the error, so that the ledger is tried again with backoff.
+func (r *RewardLedgerReconciler) unavailable(ctx context.Context, ledger, base *flexv1.RewardLedger, err error) (ctrl.Result, error) {
+	if db.Unavailable(err) && meta.IsStatusConditionTrue(ledger.Status.Conditions, flexv1.IngestedCondition) {
+		ledger.Status = *base.Status.DeepCopy()
+		meta.SetStatusCondition(&ledger.Status.Conditions, metav1.Condition{Type: flexv1.IngestedCondition,
+			Status: metav1.ConditionUnknown, Reason: flexv1.ReasonDatabaseUnavailable, ObservedGeneration: ledger.Generation,
+			Message: "The database is unavailable; the ledger is tried again"})
+		_ = r.Status().Patch(ctx, ledger, client.MergeFrom(base))
+	}
+	return ctrl.Result{}, err
+}
+
+// ingest stores every transaction of the spec, once; it answers the ids refused (stored with
+// other fields). A withdrawal whose paymentStatus alone changed has the change recorded.
+func (r *RewardLedgerReconciler) ingest(ctx context.Context, ledger *flexv1.RewardLedger, key rewardstore.Site) ([]string, error) {
+	var refused []string
+	actor := "RewardLedger " + ledger.Namespace + "/" + ledger.Name
+	// An earlier version told the credits up to status.lastCreditedID from the spec: those
+	// are imported without telling them again.
+	told := slices.IndexFunc(ledger.Spec.Transactions, func(tx flexv1.RewardTransaction) bool {
+		return tx.ID == ledger.Status.LastCreditedID
+	})
+	for i, tx := range ledger.Spec.Transactions {
+		add := r.Store.Append
+		if i <= told {
+			add = r.Store.Import
+		}
+		_, _, err := add(ctx, key, tx, rewardstore.SourceLedgerSpec)
+		if !errors.Is(err, rewardstore.ErrConflict) {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		stored, getErr := r.Store.Get(ctx, key, tx.ID)
+		if getErr != nil && !errors.Is(getErr, db.ErrNotFound) {
+			return nil, getErr
+		}
+		if getErr == nil && tx.Type == household.TransactionWithdrawal && tx.PaymentStatus != "" && sameBut(stored, tx) {
+			if _, err := r.Store.SetPaymentStatus(ctx, key, tx.ID, tx.PaymentStatus, actor); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		refused = append(refused, tx.ID)
+	}
+	return refused, nil
+}
+
+// sameBut reports whether two transactions differ at most in their payment status.
+func sameBut(a, b flexv1.RewardTransaction) bool {
+	a.PaymentStatus, b.PaymentStatus = "", ""
+	return equality.Semantic.DeepEqual(record.TransactionOf(&a), record.TransactionOf(&b))
+}
+
+// summarise writes the summary of a site's history into a ledger's status.
+func summarise(status *flexv1.RewardLedgerStatus, history []flexv1.RewardTransaction) {
+	b := household.BalanceOf(history)
+	status.BalancePence, status.TotalEarnedPence = ptr.To(b.Current), ptr.To(b.Earnings)
+	status.TransactionCount = ptr.To(int64(len(history)))
+	ordered := household.NewestFirst(history)
+	status.RecentTransactions = nil
+	for _, tx := range ordered[:min(recentTransactions, len(ordered))] {
+		status.RecentTransactions = append(status.RecentTransactions, *tx)
+	}
+	status.LastCredited = nil
+	for _, tx := range ordered {
+		if tx.Type != household.TransactionWithdrawal && tx.CreditPence > 0 {
+			if at := household.TransactionTime(*tx); !at.IsZero() {
+				status.LastCredited = &metav1.Time{Time: at}
+			}
+			break
+		}
+	}
+}
+
+// createForHistory creates the RewardLedger of a site that has history in the database but no
+// ledger (credited over REST or by settlement), so that its summary has somewhere to go.
+func (r *RewardLedgerReconciler) createForHistory(ctx context.Context, req ctrl.Request) error {
+	site := &flexv1.Site{}
+	if err := r.Get(ctx, req.NamespacedName, site); err != nil || !site.DeletionTimestamp.IsZero() {
+		return client.IgnoreNotFound(err)
+	}
+	key := rewardstore.Site{Namespace: site.Namespace, ID: site.Labels[flexv1.IDLabel]}
+	history, err := r.Store.Page(ctx, key, rewardstore.Page{Limit: 1})
+	if err != nil || len(history) == 0 {
+		return err
+	}
+	ledger := &flexv1.RewardLedger{ObjectMeta: metav1.ObjectMeta{Namespace: site.Namespace, Name: req.Name},
+		Spec: flexv1.RewardLedgerSpec{SiteName: site.Name}}
+	return client.IgnoreAlreadyExists(r.Create(ctx, ledger, client.FieldOwner("flexsite-rewardledger-controller")))
+}
+
+// listenChanges feeds ch with the ledgers a commit changed (PostgreSQL NOTIFY), and every
+// ledger after the connection was lost and found again.
+func (r *RewardLedgerReconciler) listenChanges(ch chan<- event.GenericEvent) func(context.Context) error {
+	send := func(ctx context.Context, namespace, name string) {
+		l := &flexv1.RewardLedger{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+		select {
+		case ch <- event.GenericEvent{Object: l}:
+		case <-ctx.Done():
+		}
+	}
+	// The ledger of a site is named after the site (identity.RewardLedgerName).
+	bySiteID := func(ctx context.Context, namespace, siteID string) {
+		sites := &flexv1.SiteList{}
+		if err := r.List(ctx, sites, client.InNamespace(namespace), client.MatchingFields{index.ID: siteID}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "finding the site of a ledger change", "namespace", namespace, "site", siteID)
+			return
+		}
+		for i := range sites.Items {
+			send(ctx, namespace, identity.RewardLedgerName(sites.Items[i].Name))
+		}
+	}
+	return func(ctx context.Context) error {
+		return rewardstore.Listen(ctx, r.Store.Pool, func(ns, id string) { bySiteID(ctx, ns, id) }, func(reconnected bool) {
+			log := ctrl.LoggerFrom(ctx)
+			// Events committed but not handed over (a manager stopped in between, or the
+			// notification missed): their sites first.
+			if sites, err := r.Store.PendingSites(ctx); err != nil {
+				log.Error(err, "listing the sites with outbox events to hand over")
+			} else {
+				for _, site := range sites {
+					bySiteID(ctx, site.Namespace, site.ID)
+				}
+			}
+			if !reconnected {
+				return // the controller's first list reconciles every ledger anyway
+			}
+			list := &flexv1.RewardLedgerList{}
+			if err := r.List(ctx, list); err != nil {
+				log.Error(err, "listing ledgers to resync after the database came back")
+				return
+			}
+			for i := range list.Items {
+				send(ctx, list.Items[i].Namespace, list.Items[i].Name)
+			}
+		})
+	}
+}
+
+// leaderRunnable is a function the manager runs on the leader only.
+type leaderRunnable func(context.Context) error
+
+func (f leaderRunnable) Start(ctx context.Context) error { return f(ctx) }
+func (leaderRunnable) NeedLeaderElection() bool          { return true }

@@ -1,0 +1,139 @@
+package rewards
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/ledger"
+	"github.com/flexsite/flexsite/internal/record"
+	"github.com/flexsite/flexsite/internal/rewardstore"
+)
+
+// storeErr is what a failure of the reward database means to a caller: Unavailable (try
+// again shortly: the door answers 503 with Retry-After) when the database is away, a conflict
+// for a transaction id stored with other fields, not found for a transaction that is not there.
+func storeErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case db.Unavailable(err):
+		return &app.Error{Kind: app.Unavailable, Detail: "The rewards database is unavailable; try again shortly",
+			RetryAfter: db.RetryAfterSeconds}
+	case errors.Is(err, rewardstore.ErrConflict):
+		return app.Fail(app.Conflict, "A transaction with this transaction_id is stored with other fields")
+	case errors.Is(err, db.ErrNotFound):
+		return app.Fail(app.NotFound, "Transaction not found")
+	case errors.Is(err, rewardstore.ErrNotWithdrawal):
+		return app.InvalidFields(app.FieldError{Loc: []any{"path", "transaction_id"},
+			Msg: "Only a withdrawal has a payment status", Type: "value_error"})
+	}
+	return err
+}
+
+// noDatabase is the answer of a use case that needs the reward database when none is configured.
+var noDatabase = &app.Error{Kind: app.Unavailable, Detail: "The rewards database is not configured", RetryAfter: db.RetryAfterSeconds}
+
+func siteKey(site *flexv1.Site) rewardstore.Site {
+	return rewardstore.Site{Namespace: site.Namespace, ID: site.Labels[flexv1.IDLabel]}
+}
+
+// TransactionsQuery selects a page of a site's history: Limit from Offset, newest first,
+// within [Since, Until) when they are set.
+type TransactionsQuery struct {
+	app.Paging
+	Since, Until time.Time
+}
+
+// TransactionsIn is a page of the caller's site's reward history, from the database (with
+// Store) or the ledger's spec.
+func (s *Service) TransactionsIn(ctx context.Context, p *auth.Principal, siteID string, q TransactionsQuery) (*TransactionsPage, error) {
+	if s.Store == nil {
+		return s.Transactions(ctx, p, siteID, q.Paging)
+	}
+	site, err := s.Sites.SiteToRead(ctx, p, siteID)
+	if err != nil {
+		return nil, err
+	}
+	key := siteKey(site)
+	txs, err := s.Store.Page(ctx, key, rewardstore.Page{Limit: q.Limit, Offset: q.Offset, Since: q.Since, Until: q.Until})
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	b, err := s.Store.Balance(ctx, key)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	// The page in the compact form the door encodes (already in statement order).
+	l := ledger.New("", txs)
+	return &TransactionsPage{SiteID: key.ID, Ledger: l, From: 0, To: l.Len(),
+		BelowMinimum: s.Policy.BelowMinimum(b), DaysUntilWaitMet: s.Policy.DaysUntilWaitMet(b, s.Now())}, nil
+}
+
+// balanceOf is the site's balance from the database.
+func (s *Service) balanceOf(ctx context.Context, site *flexv1.Site) (household.Balance, error) {
+	b, err := s.Store.Balance(ctx, siteKey(site))
+	return b, storeErr(err)
+}
+
+// CreditInput is a transaction to add to a site's rewards (POST /rewards/{site_id}/transactions):
+// the transaction record without a payment status.
+type CreditInput = flexv1.RewardTransaction
+
+// Credit adds a transaction to the caller's site's rewards, once: created is false when the
+// same transaction_id was already stored with the same fields (the stored record is answered);
+// the same id with other fields is a Conflict. A credit and its rewards.transaction_credited
+// event are written in one SQL transaction.
+func (s *Service) Credit(ctx context.Context, p *auth.Principal, siteID string, in CreditInput) (TransactionRecord, bool, error) {
+	if s.Store == nil {
+		return TransactionRecord{}, false, noDatabase
+	}
+	site, err := s.Sites.SiteToRead(ctx, p, siteID)
+	if err != nil {
+		return TransactionRecord{}, false, err
+	}
+	stored, created, err := s.Store.Append(ctx, siteKey(site), in, rewardstore.SourceAPI)
+	if err != nil {
+		return TransactionRecord{}, false, storeErr(err)
+	}
+	return record.TransactionOf(&stored), created, nil
+}
+
+// PaymentStatuses a withdrawal may be moved to (the platform team's steps).
+var PaymentStatuses = []flexv1.PaymentStatus{"approved", "processing", "posted", "failed", "rejected", "cancelled", "returned"}
+
+// SetPaymentStatus moves a withdrawal of the caller's site to status, recording who (the
+// caller's API client) and when.
+func (s *Service) SetPaymentStatus(ctx context.Context, p *auth.Principal, siteID, transactionID string,
+	status flexv1.PaymentStatus) (TransactionRecord, error) {
+	if s.Store == nil {
+		return TransactionRecord{}, noDatabase
+	}
+	site, err := s.Sites.SiteToRead(ctx, p, siteID)
+	if err != nil {
+		return TransactionRecord{}, err
+	}
+	tx, err := s.Store.SetPaymentStatus(ctx, siteKey(site), transactionID, status, "api-client:"+p.Namespace+"/"+p.ClientName)
+	if err != nil {
+		return TransactionRecord{}, storeErr(err)
+	}
+	return record.TransactionOf(&tx), nil
+}
+
+// withdrawInDB records a withdrawal of the whole balance in the database, the site's row
+// locked while the balance is read and the withdrawal written.
+func (s *Service) withdrawInDB(ctx context.Context, site *flexv1.Site) error {
+	_, err := s.Store.Withdraw(ctx, siteKey(site), func(txs []flexv1.RewardTransaction) (flexv1.RewardTransaction, error) {
+		return s.Policy.Withdrawal(txs, s.Now(), newID())
+	})
+	return err
+}
+
+// newID is a fresh transaction id.
+func newID() string { return identity.NewID() }

@@ -1,0 +1,168 @@
+package restapi
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/rewards"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/units"
+	"github.com/flexsite/flexsite/internal/validation"
+	"github.com/flexsite/flexsite/internal/web"
+)
+
+// creditTypes are the transaction types POST /rewards/{site_id}/transactions takes: every type
+// but a withdrawal, which the household asks for on the rewards page.
+var creditTypes = []flexv1.TransactionType{"flex period", "flex period top-up", "flex event", "invoice paid",
+	"goodwill credit", "signup bonus", "correction"}
+
+// parseCredit reads a transaction record without payment_status (POST
+// /rewards/{site_id}/transactions). Times are RFC 3339 with a zone, stored to the second.
+func parseCredit(f *fields, body map[string]any) rewards.CreditInput {
+	loc := []any{"body"}
+	var tx rewards.CreditInput
+	if id, ok := f.Str(body, loc, "transaction_id", true); ok {
+		if norm, err := validation.ParseUUID(id); err != nil {
+			f.AddValidation(err, at(loc, "transaction_id"))
+		} else {
+			tx.ID = norm
+		}
+	}
+	tx.Type, _ = web.Enum(f, body, loc, "transaction_type", true, creditTypes)
+	if v, ok := f.Lookup(body, loc, "credit_pence", true); ok {
+		n, isNum := v.(json.Number)
+		pence, err := n.Int64()
+		if !isNum || err != nil {
+			f.Add("Input should be a valid integer", "int_type", at(loc, "credit_pence"))
+		} else if pence > 1e12 || pence < -1e12 {
+			f.Add("Input should be between -1000000000000 and 1000000000000", "less_than_equal", at(loc, "credit_pence"))
+		} else {
+			tx.CreditPence = pence
+		}
+	}
+	tx.StartTime = parseStamp(f, body, loc, "start_time")
+	tx.EndTime = parseStamp(f, body, loc, "end_time")
+	if tx.StartTime != nil && tx.EndTime != nil && tx.EndTime.Before(tx.StartTime) {
+		f.Add("end_time must not be before start_time", "value_error", at(loc, "end_time"))
+	}
+	if d, ok := f.Str(body, loc, "settlement_date", false); ok {
+		if t, err := time.Parse(time.DateOnly, d); err != nil || t.Format(time.DateOnly) != d {
+			f.Add("Input should be a valid date in the format YYYY-MM-DD", "date_from_datetime_parsing", at(loc, "settlement_date"))
+		} else {
+			tx.SettlementDate = d
+		}
+	}
+	if v, ok := f.Lookup(body, loc, "flex_kwh", false); ok {
+		n, isNum := v.(json.Number)
+		x, err := n.Float64()
+		switch {
+		case !isNum || err != nil:
+			f.Add("Input should be a valid number", "float_type", at(loc, "flex_kwh"))
+		case math.IsInf(x, 0) || math.IsNaN(x) || math.Abs(x) > units.MaxKilo:
+			f.Add("Input should be a finite number", "finite_number", at(loc, "flex_kwh"))
+		default:
+			tx.FlexWh = units.FromKilo(&x)
+		}
+	}
+	if _, ok := body["payment_status"]; ok {
+		f.Add("payment_status is a withdrawal's; a credit has none", "extra_forbidden", at(loc, "payment_status"))
+	}
+	if tx.StartTime == nil && tx.SettlementDate == "" && len(f.Items()) == 0 {
+		f.Add("start_time or settlement_date is required: the statement orders by when a transaction happened",
+			"missing", at(loc, "start_time"))
+	}
+	return tx
+}
+
+// parseStamp reads an optional RFC 3339 time with a zone, to the second, in UTC.
+func parseStamp(f *fields, body map[string]any, loc []any, key string) *metav1.Time {
+	s, ok := f.Str(body, loc, key, false)
+	if !ok {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || t.Year() < 1970 || t.Year() > 9999 {
+		f.Add("Input should be a valid datetime with a timezone (RFC 3339)", "datetime_from_date_parsing", at(loc, key))
+		return nil
+	}
+	return &metav1.Time{Time: t.UTC().Truncate(time.Second)}
+}
+
+// createTransaction credits a site: 201 with the record, or 200 with the stored record when
+// the same transaction was already stored (409 when with other fields).
+func (a *API) createTransaction(r *http.Request, p *auth.Principal) (any, error) {
+	f := &fields{}
+	id := f.UUIDParam(r, "site_id")
+	var in rewards.CreditInput
+	if err := f.Join(readBody(r, func(bf *fields, body map[string]any) { in = parseCredit(bf, body) })); err != nil {
+		return nil, err
+	}
+	if err := f.Err(); err != nil {
+		return nil, err
+	}
+	rec, created, err := a.Rewards.Credit(r.Context(), p, id, in)
+	if err != nil {
+		return nil, err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return web.WithStatus{Status: status, Body: rec}, nil
+}
+
+// parsePaymentStatus reads {payment_status} (PATCH /rewards/{site_id}/transactions/{transaction_id}).
+func parsePaymentStatus(f *fields, body map[string]any) flexv1.PaymentStatus {
+	s, _ := web.Enum(f, body, []any{"body"}, "payment_status", true, rewards.PaymentStatuses)
+	for k := range body {
+		if k != "payment_status" {
+			f.Add("Extra inputs are not permitted", "extra_forbidden", []any{"body", k})
+		}
+	}
+	return s
+}
+
+// patchTransaction moves a withdrawal's payment status on (role rewards_admin).
+func (a *API) patchTransaction(r *http.Request, p *auth.Principal) (any, error) {
+	f := &fields{}
+	siteID := f.UUIDParam(r, "site_id")
+	txID := f.UUIDParam(r, "transaction_id")
+	var status flexv1.PaymentStatus
+	if err := f.Join(readBody(r, func(bf *fields, body map[string]any) { status = parsePaymentStatus(bf, body) })); err != nil {
+		return nil, err
+	}
+	if err := f.Err(); err != nil {
+		return nil, err
+	}
+	return a.Rewards.SetPaymentStatus(r.Context(), p, siteID, txID, status)
+}
+
+// queryTime reads an optional RFC 3339 query parameter (zero when absent).
+func queryTime(f *fields, q map[string][]string, key string) time.Time {
+	raw := q[key]
+	if len(raw) == 0 || raw[0] == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, raw[0])
+	if err != nil {
+		f.Add("Input should be a valid datetime with a timezone (RFC 3339)", "datetime_from_date_parsing", []any{"query", key})
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// transactionsQuery reads limit, offset, since and until.
+func transactionsQuery(f *fields, q map[string][]string) rewards.TransactionsQuery {
+	out := rewards.TransactionsQuery{Paging: app.Paging{Limit: f.QueryInt(q, "limit", 100, 1, 1000),
+		Offset: f.QueryInt(q, "offset", 0, 0, -1)}, Since: queryTime(f, q, "since"), Until: queryTime(f, q, "until")}
+	if !out.Since.IsZero() && !out.Until.IsZero() && !out.Until.After(out.Since) {
+		f.Add("until must be after since", "value_error", []any{"query", "until"})
+	}
+	return out
+}

@@ -1,0 +1,507 @@
+// Package rewardstore is the reward ledger in PostgreSQL (internal/db's tables): every
+// transaction appended once and never rewritten, withdrawals' payment status changes with who
+// and when, and the `rewards.transaction_credited` event written to the outbox in the same SQL
+// transaction as its credit. Every query names the organisation (the namespace) and the site
+// (its API id). The REST API's use cases (internal/app/rewards) and the RewardLedger controller
+// (the spec's inbox, the status summary) both use it; the rules (what the balance is, when a
+// household may withdraw) stay internal/household's.
+package rewardstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/record"
+)
+
+// Source says who put a transaction in the ledger.
+type Source string
+
+// The sources of transactions (the table's CHECK lists the same).
+const (
+	SourceAPI        Source = "api"
+	SourceLedgerSpec Source = "ledger-spec"
+	SourceSettlement Source = "settlement"
+	SourceWithdrawal Source = "hosted-withdrawal"
+)
+
+// ChangedChannel is the PostgreSQL NOTIFY channel a commit that changes a site's ledger
+// signals on, with the payload "<namespace>/<site id>": the RewardLedger controller listens,
+// to write the ledger's summary.
+const ChangedChannel = "flexsite_reward_ledger_changed"
+
+// ErrConflict is a transaction id already stored with another record (or at another site).
+var ErrConflict = errors.New("a transaction with this id is stored with other fields")
+
+// ErrNotWithdrawal is a payment status change asked of a transaction that is not a withdrawal.
+var ErrNotWithdrawal = errors.New("only a withdrawal has a payment status")
+
+// Site names a site's ledger: its organisation (namespace) and API id.
+type Site struct {
+	Namespace, ID string
+}
+
+// Store is the reward ledger in PostgreSQL.
+type Store struct {
+	Pool *pgxpool.Pool
+	// Now is the clock of event timestamps (nil: time.Now).
+	Now func() time.Time
+}
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Digest is a transaction's identity for idempotency: SHA-256 of its fields as first written
+// (the payment status is the withdrawal's first one).
+func Digest(tx flexv1.RewardTransaction) []byte {
+	rec := record.TransactionOf(&tx)
+	data, _ := json.Marshal(rec)
+	sum := sha256.Sum256(data)
+	return sum[:]
+}
+
+// occurredAt is when a transaction happened, for the statement order (household's rule).
+func occurredAt(tx flexv1.RewardTransaction) *time.Time {
+	t := household.TransactionTime(tx)
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// Append stores tx at site, once: created is false when the same id was already stored with
+// the same record (the stored one is answered), ErrConflict when with another. A credit
+// (a positive amount that is not a withdrawal) writes its rewards.transaction_credited event to
+// the outbox in the same SQL transaction.
+func (s *Store) Append(ctx context.Context, site Site, tx flexv1.RewardTransaction, source Source) (
+	stored flexv1.RewardTransaction, created bool, err error) {
+	err = s.inTx(ctx, func(q pgx.Tx) error {
+		stored, created, err = s.append(ctx, q, site, tx, source, true)
+		return err
+	})
+	return stored, created, err
+}
+
+// Import is Append for a transaction whose credit was already told (by an earlier version,
+// from a RewardLedger's spec): no event is written.
+func (s *Store) Import(ctx context.Context, site Site, tx flexv1.RewardTransaction, source Source) (
+	stored flexv1.RewardTransaction, created bool, err error) {
+	err = s.inTx(ctx, func(q pgx.Tx) error {
+		stored, created, err = s.append(ctx, q, site, tx, source, false)
+		return err
+	})
+	return stored, created, err
+}
+
+func (s *Store) append(ctx context.Context, q pgx.Tx, site Site, tx flexv1.RewardTransaction, source Source, tell bool) (
+	flexv1.RewardTransaction, bool, error) {
+	if _, err := uuid.Parse(tx.ID); err != nil {
+		return tx, false, fmt.Errorf("transaction id %q is not a UUID", tx.ID)
+	}
+	if _, err := q.Exec(ctx, `INSERT INTO reward_sites (organisation, site_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+		site.Namespace, site.ID); err != nil {
+		return tx, false, err
+	}
+	digest := Digest(tx)
+	var settlement *time.Time
+	if tx.SettlementDate != "" {
+		d, err := time.Parse(time.DateOnly, tx.SettlementDate)
+		if err != nil {
+			return tx, false, fmt.Errorf("settlement date %q is not YYYY-MM-DD", tx.SettlementDate)
+		}
+		settlement = &d
+	}
+	var payment *string
+	if tx.PaymentStatus != "" {
+		p := string(tx.PaymentStatus)
+		payment = &p
+	}
+	tag, err := q.Exec(ctx, `INSERT INTO reward_transactions (organisation, site_id, transaction_id, transaction_type,
+		credit_pence, flex_wh, start_at, end_at, settlement_date, occurred_at, initial_payment_status, source, request_digest)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		ON CONFLICT (organisation, site_id, transaction_id) DO NOTHING`,
+		site.Namespace, site.ID, tx.ID, string(tx.Type), tx.CreditPence, tx.FlexWh, timeOf(tx.StartTime), timeOf(tx.EndTime),
+		settlement, occurredAt(tx), payment, string(source), digest)
+	if err != nil {
+		var ce *db.ConstraintError
+		if errors.As(db.Classify(err), &ce) && ce.Kind == "unique" {
+			return tx, false, ErrConflict // the id is another site's
+		}
+		return tx, false, err
+	}
+	if tag.RowsAffected() == 0 {
+		var stored []byte
+		if err := q.QueryRow(ctx, `SELECT request_digest FROM reward_transactions
+			WHERE organisation = $1 AND site_id = $2 AND transaction_id = $3`, site.Namespace, site.ID, tx.ID).Scan(&stored); err != nil {
+			return tx, false, err
+		}
+		if string(stored) != string(digest) {
+			return tx, false, ErrConflict
+		}
+		current, err := s.get(ctx, q, site, tx.ID)
+		return current, false, err
+	}
+	if tell && tx.Type != household.TransactionWithdrawal && tx.CreditPence > 0 {
+		if err := s.outboxCredit(ctx, q, site, tx); err != nil {
+			return tx, false, err
+		}
+	}
+	return tx, true, s.notify(ctx, q, site)
+}
+
+func timeOf(t *metav1.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := t.UTC()
+	return &v
+}
+
+// notify signals the site's ledger changed, delivered to listeners when the SQL transaction
+// commits (and not at all if it rolls back).
+func (s *Store) notify(ctx context.Context, q pgx.Tx, site Site) error {
+	_, err := q.Exec(ctx, `SELECT pg_notify($1, $2)`, ChangedChannel, site.Namespace+"/"+site.ID)
+	return err
+}
+
+// outboxCredit writes tx's rewards.transaction_credited event: its data is the event's data
+// as delivered (internal/events' body).
+func (s *Store) outboxCredit(ctx context.Context, q pgx.Tx, site Site, tx flexv1.RewardTransaction) error {
+	data, err := json.Marshal(struct {
+		SiteID string `json:"site_id"`
+		record.Transaction
+	}{SiteID: site.ID, Transaction: record.TransactionOf(&tx)})
+	if err != nil {
+		return err
+	}
+	// The event id is derived from the transaction's: the same credit is the same event.
+	id := "evt_" + uuid.NewSHA1(uuid.NameSpaceOID, []byte("rewards.transaction_credited/"+tx.ID)).String()
+	_, err = q.Exec(ctx, `INSERT INTO outbox (organisation, site_id, event_type, event_id, payload, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (event_id) DO NOTHING`,
+		site.Namespace, site.ID, string(flexv1.EventRewardsTransactionCredited), id, data, s.now().UTC())
+	return err
+}
+
+// OutboxEvent is an event of the outbox not yet handed to delivery.
+type OutboxEvent struct {
+	Seq   int64
+	Event flexv1.PendingEvent
+}
+
+// Pending are a site's outbox events not yet handed over, in the order they were written.
+func (s *Store) Pending(ctx context.Context, site Site, limit int) ([]OutboxEvent, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT id, event_type, event_id, payload::text, created_at FROM outbox
+		WHERE organisation = $1 AND site_id = $2 AND delivered_at IS NULL ORDER BY id LIMIT $3`, site.Namespace, site.ID, limit)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	defer rows.Close()
+	var out []OutboxEvent
+	for rows.Next() {
+		var e OutboxEvent
+		var typ string
+		var at time.Time
+		if err := rows.Scan(&e.Seq, &typ, &e.Event.ID, &e.Event.Data, &at); err != nil {
+			return nil, s.classify(err)
+		}
+		e.Event.Type, e.Event.SiteID, e.Event.Time = flexv1.EventType(typ), site.ID, metav1.NewMicroTime(at.UTC())
+		out = append(out, e)
+	}
+	return out, s.classify(rows.Err())
+}
+
+// HandedOver marks a site's outbox events up to seq as handed to delivery (recorded in the
+// RewardLedger's status outbox, which internal/delivery drains).
+func (s *Store) HandedOver(ctx context.Context, site Site, seq int64) error {
+	_, err := s.Pool.Exec(ctx, `UPDATE outbox SET delivered_at = now()
+		WHERE organisation = $1 AND site_id = $2 AND id <= $3 AND delivered_at IS NULL`, site.Namespace, site.ID, seq)
+	return s.classify(err)
+}
+
+// inTx runs f in one SQL transaction, classifying what fails (db.ErrUnavailable, ...).
+func (s *Store) inTx(ctx context.Context, f func(pgx.Tx) error) error {
+	err := pgx.BeginFunc(ctx, s.Pool, f)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrConflict) || errors.Is(err, household.ErrCannotWithdraw) || errors.Is(err, ErrNotWithdrawal) {
+		return err
+	}
+	return s.classify(err)
+}
+
+// classify is db.Classify, and when the database was away, forgets the pool's connections:
+// those that died with the server would each fail once more after it is back.
+func (s *Store) classify(err error) error {
+	err = db.Classify(err)
+	if errors.Is(err, db.ErrUnavailable) {
+		s.Pool.Reset()
+	}
+	return err
+}
+
+// selectTransactions reads transactions with their current payment status (the initial one,
+// or the latest change's).
+const selectTransactions = `SELECT t.transaction_id::text, t.transaction_type, t.credit_pence, t.flex_wh, t.start_at, t.end_at,
+	t.settlement_date, coalesce((SELECT c.to_status FROM withdrawal_status_changes c
+		WHERE c.organisation = t.organisation AND c.site_id = t.site_id AND c.transaction_id = t.transaction_id
+		ORDER BY c.seq DESC LIMIT 1), t.initial_payment_status, '')
+	FROM reward_transactions t`
+
+func scanTransactions(rows pgx.Rows) ([]flexv1.RewardTransaction, error) {
+	var out []flexv1.RewardTransaction
+	for rows.Next() {
+		var tx flexv1.RewardTransaction
+		var typ, payment string
+		var start, end, settlement *time.Time
+		if err := rows.Scan(&tx.ID, &typ, &tx.CreditPence, &tx.FlexWh, &start, &end, &settlement, &payment); err != nil {
+			return nil, err
+		}
+		tx.Type, tx.PaymentStatus = flexv1.TransactionType(typ), flexv1.PaymentStatus(payment)
+		if start != nil {
+			tx.StartTime = &metav1.Time{Time: start.UTC()}
+		}
+		if end != nil {
+			tx.EndTime = &metav1.Time{Time: end.UTC()}
+		}
+		if settlement != nil {
+			tx.SettlementDate = settlement.Format(time.DateOnly)
+		}
+		out = append(out, tx)
+	}
+	return out, rows.Err()
+}
+
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func (s *Store) get(ctx context.Context, q querier, site Site, id string) (flexv1.RewardTransaction, error) {
+	rows, err := q.Query(ctx, selectTransactions+` WHERE t.organisation = $1 AND t.site_id = $2 AND t.transaction_id = $3`,
+		site.Namespace, site.ID, id)
+	if err != nil {
+		return flexv1.RewardTransaction{}, err
+	}
+	defer rows.Close()
+	txs, err := scanTransactions(rows)
+	if err != nil {
+		return flexv1.RewardTransaction{}, err
+	}
+	if len(txs) == 0 {
+		return flexv1.RewardTransaction{}, db.ErrNotFound
+	}
+	return txs[0], nil
+}
+
+// All is a site's whole history (any order).
+func (s *Store) All(ctx context.Context, site Site) ([]flexv1.RewardTransaction, error) {
+	return s.all(ctx, s.Pool, site)
+}
+
+func (s *Store) all(ctx context.Context, q querier, site Site) ([]flexv1.RewardTransaction, error) {
+	rows, err := q.Query(ctx, selectTransactions+` WHERE t.organisation = $1 AND t.site_id = $2`, site.Namespace, site.ID)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	defer rows.Close()
+	txs, err := scanTransactions(rows)
+	return txs, s.classify(err)
+}
+
+// Page asks for part of a site's history, newest first.
+type Page struct {
+	Limit, Offset int
+	// Since and Until bound when the transactions happened (zero: unbounded): Since inclusive,
+	// Until exclusive.
+	Since, Until time.Time
+}
+
+// Page is part of a site's history, newest first (ties by id), from the database.
+func (s *Store) Page(ctx context.Context, site Site, p Page) ([]flexv1.RewardTransaction, error) {
+	var since, until *time.Time
+	if !p.Since.IsZero() {
+		since = &p.Since
+	}
+	if !p.Until.IsZero() {
+		until = &p.Until
+	}
+	rows, err := s.Pool.Query(ctx, selectTransactions+` WHERE t.organisation = $1 AND t.site_id = $2
+		AND ($3::timestamptz IS NULL OR t.occurred_at >= $3) AND ($4::timestamptz IS NULL OR t.occurred_at < $4)
+		ORDER BY t.occurred_at DESC NULLS LAST, t.transaction_id LIMIT $5 OFFSET $6`,
+		site.Namespace, site.ID, since, until, p.Limit, p.Offset)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	defer rows.Close()
+	txs, err := scanTransactions(rows)
+	return txs, s.classify(err)
+}
+
+// Withdraw appends the withdrawal decide makes of the site's whole history, with the site's
+// row locked (SELECT ... FOR UPDATE) from reading the history to the commit: two withdrawals
+// of one site are serialised, so the balance never goes below zero.
+func (s *Store) Withdraw(ctx context.Context, site Site,
+	decide func([]flexv1.RewardTransaction) (flexv1.RewardTransaction, error)) (flexv1.RewardTransaction, error) {
+	var out flexv1.RewardTransaction
+	err := s.inTx(ctx, func(q pgx.Tx) error {
+		if _, err := q.Exec(ctx, `INSERT INTO reward_sites (organisation, site_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+			site.Namespace, site.ID); err != nil {
+			return err
+		}
+		if _, err := q.Exec(ctx, `SELECT 1 FROM reward_sites WHERE organisation = $1 AND site_id = $2 FOR UPDATE`,
+			site.Namespace, site.ID); err != nil {
+			return err
+		}
+		txs, err := s.all(ctx, q, site)
+		if err != nil {
+			return err
+		}
+		if out, err = decide(txs); err != nil {
+			return err
+		}
+		_, _, err = s.append(ctx, q, site, out, SourceWithdrawal, true)
+		return err
+	})
+	return out, err
+}
+
+// SetPaymentStatus moves a withdrawal's payment status to to, recording actor and the time;
+// a status it already has changes nothing. The site's row is locked, as a withdrawal locks it,
+// so that the balance a withdrawal sees includes the change or not, never half of it.
+func (s *Store) SetPaymentStatus(ctx context.Context, site Site, id string, to flexv1.PaymentStatus, actor string) (
+	flexv1.RewardTransaction, error) {
+	var out flexv1.RewardTransaction
+	err := s.inTx(ctx, func(q pgx.Tx) error {
+		if _, err := q.Exec(ctx, `SELECT 1 FROM reward_sites WHERE organisation = $1 AND site_id = $2 FOR UPDATE`,
+			site.Namespace, site.ID); err != nil {
+			return err
+		}
+		tx, err := s.get(ctx, q, site, id)
+		if err != nil {
+			return err
+		}
+		if tx.Type != household.TransactionWithdrawal {
+			return ErrNotWithdrawal
+		}
+		out = tx
+		if tx.PaymentStatus == to {
+			return nil
+		}
+		if _, err := q.Exec(ctx, `INSERT INTO withdrawal_status_changes (organisation, site_id, transaction_id, from_status,
+			to_status, actor) VALUES ($1, $2, $3, $4, $5, $6)`, site.Namespace, site.ID, id, string(tx.PaymentStatus), string(to), actor); err != nil {
+			return err
+		}
+		out.PaymentStatus = to
+		return s.notify(ctx, q, site)
+	})
+	return out, err
+}
+
+// StatusChange is one recorded change of a withdrawal's payment status.
+type StatusChange struct {
+	From, To flexv1.PaymentStatus
+	Actor    string
+	At       time.Time
+}
+
+// StatusChanges are a withdrawal's payment status changes, oldest first.
+func (s *Store) StatusChanges(ctx context.Context, site Site, id string) ([]StatusChange, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT from_status, to_status, actor, changed_at FROM withdrawal_status_changes
+		WHERE organisation = $1 AND site_id = $2 AND transaction_id = $3 ORDER BY seq`, site.Namespace, site.ID, id)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	defer rows.Close()
+	var out []StatusChange
+	for rows.Next() {
+		var c StatusChange
+		var from, to string
+		if err := rows.Scan(&from, &to, &c.Actor, &c.At); err != nil {
+			return nil, s.classify(err)
+		}
+		c.From, c.To = flexv1.PaymentStatus(from), flexv1.PaymentStatus(to)
+		out = append(out, c)
+	}
+	return out, s.classify(rows.Err())
+}
+
+// Get is one transaction of the site, with its current payment status (db.ErrNotFound when none).
+func (s *Store) Get(ctx context.Context, site Site, id string) (flexv1.RewardTransaction, error) {
+	tx, err := s.get(ctx, s.Pool, site, id)
+	return tx, s.classify(err)
+}
+
+// undoneStatuses are the payment statuses in which a withdrawal paid nothing out
+// (household.PaymentUndone), for the balance's SQL.
+func undoneStatuses() []string {
+	var out []string
+	for _, s := range []flexv1.PaymentStatus{"pending_approval", "approved", "processing", "posted", "failed", "rejected",
+		"cancelled", "returned"} {
+		if household.PaymentUndone(s) {
+			out = append(out, string(s))
+		}
+	}
+	return out
+}
+
+// Balance is household.BalanceOf of a site's whole history, summed by the database (the same
+// rule: withdrawals that paid nothing out are not counted; earnings are the positive
+// transactions that are not withdrawals; the first reward is the earliest of those).
+func (s *Store) Balance(ctx context.Context, site Site) (household.Balance, error) {
+	var b household.Balance
+	var first *time.Time
+	err := s.Pool.QueryRow(ctx, `WITH t AS (
+			SELECT t.transaction_type, t.credit_pence, t.occurred_at,
+				coalesce((SELECT c.to_status FROM withdrawal_status_changes c
+					WHERE c.organisation = t.organisation AND c.site_id = t.site_id AND c.transaction_id = t.transaction_id
+					ORDER BY c.seq DESC LIMIT 1), t.initial_payment_status, '') AS status
+			FROM reward_transactions t WHERE t.organisation = $1 AND t.site_id = $2),
+		counted AS (SELECT * FROM t WHERE NOT (status = ANY($3)))
+		SELECT coalesce(sum(credit_pence), 0)::bigint,
+			coalesce(sum(credit_pence) FILTER (WHERE transaction_type <> 'withdrawal' AND credit_pence > 0), 0)::bigint,
+			min(occurred_at) FILTER (WHERE transaction_type <> 'withdrawal' AND credit_pence > 0)
+		FROM counted`, site.Namespace, site.ID, undoneStatuses()).Scan(&b.Current, &b.Earnings, &first)
+	if err != nil {
+		return b, s.classify(err)
+	}
+	if first != nil {
+		t := first.UTC()
+		b.FirstReward = &t
+	}
+	return b, nil
+}
+
+// PendingSites are the sites with outbox events not yet handed over (any organisation): what a
+// manager that starts, or finds the database again, looks at first.
+func (s *Store) PendingSites(ctx context.Context) ([]Site, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT DISTINCT organisation, site_id FROM outbox WHERE delivered_at IS NULL`)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	defer rows.Close()
+	var out []Site
+	for rows.Next() {
+		var site Site
+		if err := rows.Scan(&site.Namespace, &site.ID); err != nil {
+			return nil, s.classify(err)
+		}
+		out = append(out, site)
+	}
+	return out, s.classify(rows.Err())
+}

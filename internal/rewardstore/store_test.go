@@ -1,0 +1,337 @@
+package rewardstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
+	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/rewardstore"
+)
+
+var (
+	testDB *dbtest.Database
+	store  *rewardstore.Store
+)
+
+func TestMain(m *testing.M) {
+	if err := dbtest.Available(); err != nil {
+		fail, msg := dbtest.MissingVerdict(err)
+		fmt.Println(msg)
+		if fail {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	ctx := context.Background()
+	var err error
+	if testDB, err = dbtest.New(ctx); err != nil {
+		fmt.Println("starting the test database:", err)
+		os.Exit(1)
+	}
+	store = &rewardstore.Store{Pool: testDB.Pool}
+	code := m.Run()
+	testDB.Close(ctx)
+	os.Exit(code)
+}
+
+// newSite is a site of its own, so tests do not meet each other's rows.
+func newSite() rewardstore.Site {
+	return rewardstore.Site{Namespace: "org-" + uuid.NewString()[:8], ID: uuid.NewString()}
+}
+
+func credit(pence int64, at time.Time) flexv1.RewardTransaction {
+	return flexv1.RewardTransaction{ID: uuid.NewString(), Type: "flex event", CreditPence: pence,
+		StartTime: &metav1.Time{Time: at.UTC().Truncate(time.Second)}, FlexWh: ptr.To[int64](1200)}
+}
+
+func outboxCount(t *testing.T, site rewardstore.Site) int {
+	t.Helper()
+	var n int
+	if err := testDB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE organisation = $1 AND site_id = $2`,
+		site.Namespace, site.ID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestAppendIsIdempotentByID(t *testing.T) {
+	ctx := context.Background()
+	site := newSite()
+	tx := credit(250, time.Now().Add(-time.Hour))
+	stored, created, err := store.Append(ctx, site, tx, rewardstore.SourceAPI)
+	if err != nil || !created || stored.ID != tx.ID {
+		t.Fatalf("first append: %v, created %v", err, created)
+	}
+	// The same again: stored once, answered as stored, one event.
+	stored, created, err = store.Append(ctx, site, tx, rewardstore.SourceAPI)
+	if err != nil || created || stored.CreditPence != 250 || *stored.FlexWh != 1200 || !stored.StartTime.Equal(tx.StartTime) {
+		t.Fatalf("same again: %+v, created %v, %v", stored, created, err)
+	}
+	if n := outboxCount(t, site); n != 1 {
+		t.Errorf("%d outbox events, want 1", n)
+	}
+	// Another body under the same id: a conflict, nothing written.
+	other := tx
+	other.CreditPence = 999
+	if _, _, err := store.Append(ctx, site, other, rewardstore.SourceAPI); !errors.Is(err, rewardstore.ErrConflict) {
+		t.Errorf("same id, other body: %v, want ErrConflict", err)
+	}
+	// The same id at another site: a conflict too (ids are global).
+	if _, _, err := store.Append(ctx, newSite(), tx, rewardstore.SourceAPI); !errors.Is(err, rewardstore.ErrConflict) {
+		t.Errorf("same id at another site: %v, want ErrConflict", err)
+	}
+	all, err := store.All(ctx, site)
+	if err != nil || len(all) != 1 || all[0].CreditPence != 250 {
+		t.Errorf("history %+v, %v", all, err)
+	}
+}
+
+func TestImportTellsNothing(t *testing.T) {
+	ctx := context.Background()
+	site := newSite()
+	if _, _, err := store.Import(ctx, site, credit(100, time.Now()), rewardstore.SourceLedgerSpec); err != nil {
+		t.Fatal(err)
+	}
+	if n := outboxCount(t, site); n != 0 {
+		t.Errorf("%d outbox events for an imported credit, want 0", n)
+	}
+}
+
+func TestOutboxHandOver(t *testing.T) {
+	ctx := context.Background()
+	site := newSite()
+	var ids []string
+	for i := range 3 {
+		tx := credit(int64(100+i), time.Now().Add(time.Duration(i)*time.Minute))
+		ids = append(ids, tx.ID)
+		if _, _, err := store.Append(ctx, site, tx, rewardstore.SourceAPI); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A withdrawal (a debit) is not a credit: no event.
+	w := flexv1.RewardTransaction{ID: uuid.NewString(), Type: household.TransactionWithdrawal, CreditPence: -50,
+		StartTime: &metav1.Time{Time: time.Now().UTC().Truncate(time.Second)}, PaymentStatus: household.PaymentPendingApproval}
+	if _, _, err := store.Append(ctx, site, w, rewardstore.SourceAPI); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := store.Pending(ctx, site, 2)
+	if err != nil || len(pending) != 2 {
+		t.Fatalf("pending %v, %v", pending, err)
+	}
+	if pending[0].Event.Type != flexv1.EventRewardsTransactionCredited || pending[0].Event.SiteID != site.ID {
+		t.Errorf("event %+v", pending[0].Event)
+	}
+	if err := store.HandedOver(ctx, site, pending[1].Seq); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := store.Pending(ctx, site, 10)
+	if err != nil || len(rest) != 1 || rest[0].Seq <= pending[1].Seq {
+		t.Fatalf("after handing two over: %v, %v", rest, err)
+	}
+}
+
+// Withdrawals at once never take the balance below zero: the site's row is locked from
+// reading the history to the commit, so one withdraws the balance and the others find none.
+func TestConcurrentWithdrawals(t *testing.T) {
+	ctx := context.Background()
+	site := newSite()
+	if _, _, err := store.Append(ctx, site, credit(5000, time.Now().Add(-60*24*time.Hour)), rewardstore.SourceAPI); err != nil {
+		t.Fatal(err)
+	}
+	policy := household.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30}
+	const attempts = 8
+	var wg sync.WaitGroup
+	errs := make([]error, attempts)
+	for i := range attempts {
+		wg.Go(func() {
+			_, errs[i] = store.Withdraw(ctx, site, func(txs []flexv1.RewardTransaction) (flexv1.RewardTransaction, error) {
+				return policy.Withdrawal(txs, time.Now(), uuid.NewString())
+			})
+		})
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, household.ErrCannotWithdraw):
+			t.Errorf("withdrawal: %v", err)
+		}
+	}
+	b, err := store.Balance(ctx, site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok != 1 || b.Current != 0 {
+		t.Errorf("%d withdrawals succeeded, balance %d; want 1 and 0", ok, b.Current)
+	}
+}
+
+func TestPaymentStatusChanges(t *testing.T) {
+	ctx := context.Background()
+	site := newSite()
+	if _, _, err := store.Append(ctx, site, credit(2000, time.Now().Add(-40*24*time.Hour)), rewardstore.SourceAPI); err != nil {
+		t.Fatal(err)
+	}
+	policy := household.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30}
+	w, err := store.Withdraw(ctx, site, func(txs []flexv1.RewardTransaction) (flexv1.RewardTransaction, error) {
+		return policy.Withdrawal(txs, time.Now(), uuid.NewString())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := store.Balance(ctx, site); b.Current != 0 {
+		t.Fatalf("balance after withdrawing %d", b.Current)
+	}
+	for _, step := range []struct {
+		to      flexv1.PaymentStatus
+		balance int64
+	}{{"approved", 0}, {"failed", 2000}, {"failed", 2000}, {"processing", 0}} {
+		got, err := store.SetPaymentStatus(ctx, site, w.ID, step.to, "tester")
+		if err != nil || got.PaymentStatus != step.to {
+			t.Fatalf("to %s: %+v, %v", step.to, got, err)
+		}
+		b, err := store.Balance(ctx, site)
+		if err != nil || b.Current != step.balance {
+			t.Errorf("after %s: balance %d, want %d (%v)", step.to, b.Current, step.balance, err)
+		}
+	}
+	changes, err := store.StatusChanges(ctx, site, w.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// failed -> failed changed nothing, so was not recorded.
+	want := []flexv1.PaymentStatus{"approved", "failed", "processing"}
+	if len(changes) != len(want) {
+		t.Fatalf("changes %+v, want %v", changes, want)
+	}
+	for i, c := range changes {
+		if c.To != want[i] || c.Actor != "tester" || c.At.IsZero() {
+			t.Errorf("change %d: %+v", i, c)
+		}
+	}
+	if changes[0].From != household.PaymentPendingApproval {
+		t.Errorf("first change from %q", changes[0].From)
+	}
+	// A credit has no payment status.
+	all, _ := store.All(ctx, site)
+	for _, tx := range all {
+		if tx.Type != household.TransactionWithdrawal {
+			if _, err := store.SetPaymentStatus(ctx, site, tx.ID, "approved", "tester"); !errors.Is(err, rewardstore.ErrNotWithdrawal) {
+				t.Errorf("a credit's payment status: %v", err)
+			}
+		}
+	}
+}
+
+// The database's sum is the household core's: the same history, the same balance.
+func TestBalanceIsHouseholdBalanceOf(t *testing.T) {
+	ctx := context.Background()
+	site := newSite()
+	base := time.Now().Add(-100 * 24 * time.Hour)
+	txs := []flexv1.RewardTransaction{
+		credit(500, base),
+		credit(-100, base.Add(24*time.Hour)), // a correction
+		{ID: uuid.NewString(), Type: "signup bonus", CreditPence: 300, SettlementDate: base.Add(-24 * time.Hour).Format(time.DateOnly)},
+		{ID: uuid.NewString(), Type: household.TransactionWithdrawal, CreditPence: -200, StartTime: &metav1.Time{Time: base.Add(48 * time.Hour).UTC().Truncate(time.Second)}, PaymentStatus: "rejected"},
+		{ID: uuid.NewString(), Type: household.TransactionWithdrawal, CreditPence: -150, StartTime: &metav1.Time{Time: base.Add(72 * time.Hour).UTC().Truncate(time.Second)}, PaymentStatus: "posted"},
+	}
+	for _, tx := range txs {
+		if _, _, err := store.Append(ctx, site, tx, rewardstore.SourceLedgerSpec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := store.Balance(ctx, site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := household.BalanceOf(txs)
+	if got.Current != want.Current || got.Earnings != want.Earnings || !got.FirstReward.Equal(*want.FirstReward) {
+		t.Errorf("Balance = %+v (first %v), household.BalanceOf = %+v (first %v)", got, got.FirstReward, want, want.FirstReward)
+	}
+}
+
+func TestPageNewestFirstWithinRange(t *testing.T) {
+	ctx := context.Background()
+	site := newSite()
+	base := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	var ids []string
+	for day := range 5 {
+		tx := credit(100, base.Add(time.Duration(day)*24*time.Hour))
+		ids = append(ids, tx.ID)
+		if _, _, err := store.Append(ctx, site, tx, rewardstore.SourceAPI); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		page rewardstore.Page
+		want []string
+	}{
+		{"all", rewardstore.Page{Limit: 10}, []string{ids[4], ids[3], ids[2], ids[1], ids[0]}},
+		{"limit and offset", rewardstore.Page{Limit: 2, Offset: 1}, []string{ids[3], ids[2]}},
+		{"since inclusive", rewardstore.Page{Limit: 10, Since: base.Add(3 * 24 * time.Hour)}, []string{ids[4], ids[3]}},
+		{"until exclusive", rewardstore.Page{Limit: 10, Until: base.Add(2 * 24 * time.Hour)}, []string{ids[1], ids[0]}},
+		{"both", rewardstore.Page{Limit: 10, Since: base.Add(24 * time.Hour), Until: base.Add(3 * 24 * time.Hour)}, []string{ids[2], ids[1]}},
+		{"past the end", rewardstore.Page{Limit: 10, Offset: 5}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := store.Page(ctx, site, c.page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gotIDs []string
+			for _, tx := range got {
+				gotIDs = append(gotIDs, tx.ID)
+			}
+			if fmt.Sprint(gotIDs) != fmt.Sprint(c.want) {
+				t.Errorf("got %v, want %v", gotIDs, c.want)
+			}
+		})
+	}
+}
+
+// The database taken away: every call says Unavailable and nothing is half-written; back,
+// the same store works again.
+func TestUnavailable(t *testing.T) {
+	if !testDB.CanStop() {
+		t.Skip("the test database's server is not this process's")
+	}
+	ctx := context.Background()
+	site := newSite()
+	if err := testDB.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	tx := credit(100, time.Now())
+	_, _, err := store.Append(ctx, site, tx, rewardstore.SourceAPI)
+	if !db.Unavailable(err) {
+		t.Errorf("append with the database stopped: %v", err)
+	}
+	if _, err := store.Balance(ctx, site); !db.Unavailable(err) {
+		t.Errorf("balance with the database stopped: %v", err)
+	}
+	if err := testDB.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The first call after it is back works: the connections that died with the server were
+	// forgotten when the outage was seen.
+	if _, _, err := store.Append(ctx, site, tx, rewardstore.SourceAPI); err != nil {
+		t.Fatalf("after the database came back: %v", err)
+	}
+	if all, err := store.All(ctx, site); err != nil || len(all) != 1 {
+		t.Errorf("history %v, %v", all, err)
+	}
+}
