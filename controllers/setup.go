@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -10,6 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/deviceauth"
+	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/priority"
 )
@@ -23,6 +26,12 @@ type Options struct {
 	// Background, when set, is shared with the REST API: the sites a catalogue change
 	// re-evaluates yield to the requests it serves (internal/priority).
 	Background *priority.Gate
+	// Devices says which providers the DeviceConnection controller may call (zero value: only
+	// public addresses), and where their client secrets are.
+	Devices deviceauth.Dialer
+	// Holder names this replica in device connections' refresh claims (default: the host name
+	// and a random suffix).
+	Holder string
 }
 
 // DefaultConcurrency is the reconcilers' default worker count.
@@ -60,6 +69,14 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	if err := (&EnrolmentReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("enrolment-controller"), Now: time.Now,
 	}).SetupWithManager(mgr, workers); err != nil {
+		return err
+	}
+	if o.Holder == "" {
+		host, _ := os.Hostname()
+		o.Holder = host + "-" + identity.NewID()[:8]
+	}
+	if err := (&DeviceConnectionReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("deviceconnection-controller"),
+		Dialer: o.Devices, Now: time.Now, Holder: o.Holder}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
 	// Tells credited reward transactions (notifications).

@@ -2,13 +2,13 @@ package restapi
 
 import (
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/validation"
+	"github.com/flexsite/flexsite/internal/web"
 )
 
 func (a *API) transactions(r *http.Request, p *auth.Principal) (any, error) {
@@ -83,13 +83,4 @@ func (a *API) balanceURL(r *http.Request, p *auth.Principal) (any, error) {
 }
 
 // PublicBase is the scheme and host links point at: publicURL, else the request's.
-func PublicBase(publicURL string, r *http.Request) string {
-	if publicURL != "" {
-		return strings.TrimSuffix(publicURL, "/")
-	}
-	scheme := schemeHTTP
-	if r.TLS != nil {
-		scheme = schemeHTTPS
-	}
-	return scheme + "://" + r.Host
-}
+func PublicBase(publicURL string, r *http.Request) string { return web.PublicBase(publicURL, r) }

@@ -17,7 +17,8 @@ import (
 const module = "github.com/flexsite/flexsite/"
 
 // The doors translate a use case's answer into their own language; no door imports another.
-var doors = []string{"internal/restapi", "internal/hostedflow", "internal/rewardspage", "controllers", "internal/admission"}
+var doors = []string{"internal/restapi", "internal/hostedflow", "internal/rewardspage", "internal/devicecallback", "controllers",
+	"internal/admission"}
 
 // imports maps each package directory (relative to the module root) to what its non-test
 // files import.
