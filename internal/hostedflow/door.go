@@ -203,9 +203,21 @@ func (d *Door) household(r *http.Request, p *auth.Principal) (any, error) {
 		out.Catalogue.AssetModels = append(out.Catalogue.AssetModels, Model{Model: m.Spec.ModelName, Label: label, AssetTypes: types})
 	}
 	slices.SortFunc(out.Catalogue.AssetModels, func(a, b Model) int { return cmp.Compare(a.Label, b.Label) })
+	lapsed, unconnected := false, false
+	if d.Devices != nil {
+		providers, _, err := d.Devices.HouseholdProviders(r.Context(), p)
+		if err != nil {
+			return nil, err
+		}
+		for _, pr := range providers {
+			lapsed = lapsed || pr.Status == "needs_reauthorisation" || pr.Status == "revoked"
+			unconnected = unconnected || pr.Status == "not_connected" || pr.Status == "pending"
+		}
+	}
 	out.StartStep = StartStep(Progress{
 		HasAddress: site.Spec.MPAN != "" && site.Spec.Postcode != "", HasConsent: site.Spec.BoundaryMeterConsentAt != nil,
-		Assets: len(out.Assets), Enrolments: len(out.EnrolledPropositions)})
+		Assets: len(out.Assets), Enrolments: len(out.EnrolledPropositions), Lapsed: lapsed,
+		Unconnected: unconnected})
 	return out, nil
 }
 
