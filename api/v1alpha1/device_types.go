@@ -183,7 +183,7 @@ type DeviceConnectionStatus struct {
 // +kubebuilder:printcolumn:name="Site",type=string,JSONPath=`.spec.siteName`
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiresAt`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // DeviceConnection is a site's authorisation at one provider. Its tokens live only in a

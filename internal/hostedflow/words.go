@@ -5,7 +5,10 @@ import "math"
 func pow(x, y float64) float64 { return math.Pow(x, y) }
 
 // Steps of the flow, in order (the `step` of its events).
-var Steps = []string{"address", "consent", "assets", "connect", "eligibility", "enrol", "rewards"}
+var Steps = []string{"address", "consent", "assets", StepConnect, "eligibility", "enrol", "rewards"}
+
+// StepConnect is the Connect step: the makers' accounts the household's devices need.
+const StepConnect = "connect"
 
 // Progress is what a household has stored so far.
 type Progress struct {
@@ -23,7 +26,7 @@ type Progress struct {
 func StartStep(p Progress) string {
 	switch {
 	case p.Lapsed && p.HasAddress && p.HasConsent && p.Assets > 0:
-		return "connect"
+		return StepConnect
 	case !p.HasAddress:
 		return "address"
 	case !p.HasConsent:
@@ -31,7 +34,7 @@ func StartStep(p Progress) string {
 	case p.Assets == 0:
 		return "assets"
 	case p.Enrolments == 0 && p.Unconnected:
-		return "connect"
+		return StepConnect
 	case p.Enrolments == 0:
 		return "eligibility"
 	default:

@@ -132,7 +132,7 @@ func (a *API) Routes() []web.Route {
 		{Method: "GET", Path: siteRoute + "/oauth/{provider}/initiate", Handler: orgOrUser(a.initiateOAuth, write)},
 		{Method: "POST", Path: siteRoute + "/token", Handler: org(a.siteToken, write)},
 		{Method: "GET", Path: siteRoute + "/connections", Handler: orgOrUser(a.connections, read)},
-		{Method: "DELETE", Path: siteRoute + "/connections/{provider}", Handler: orgOrUser(a.disconnect, write)},
+		{Method: http.MethodDelete, Path: siteRoute + "/connections/{provider}", Handler: orgOrUser(a.disconnect, write)},
 		{Method: "POST", Path: "/entities/asset", Handler: org(a.createAsset, write)},
 		{Method: "GET", Path: "/entities/asset", Handler: org(a.listAssets, read)},
 		{Method: "GET", Path: assetByID, Handler: org(a.getAsset, read)},

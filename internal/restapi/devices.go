@@ -17,7 +17,8 @@ func providerName(raw string) (string, bool) {
 		return "", false
 	}
 	for i, c := range raw {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0 && i < len(raw)-1) {
+		lower, digit, inner := c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-' && i > 0 && i < len(raw)-1
+		if !lower && !digit && !inner {
 			return "", false
 		}
 	}

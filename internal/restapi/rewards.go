@@ -43,12 +43,6 @@ type BalanceURLResponse struct {
 	URLExpiryTimestamp   string `json:"url_expiry_timestamp"`
 }
 
-// URL schemes of origins and links.
-const (
-	schemeHTTP  = "http"
-	schemeHTTPS = "https"
-)
-
 // balanceURL answers a one-time link to the hosted rewards page of the site.
 func (a *API) balanceURL(r *http.Request, p *auth.Principal) (any, error) {
 	q := r.URL.Query()

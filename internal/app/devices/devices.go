@@ -329,7 +329,8 @@ func (s *Service) Callback(ctx context.Context, in CallbackInput) (CallbackResul
 	tok, err := prov.Exchange(ctx, in.CallbackURL, in.Code, verifier)
 	if err != nil {
 		s.Log.Info("code exchange failed", "provider", conn.Spec.Provider, "connection", conn.Name, "reason", err.Error())
-		out.Reason, out.Message = ReasonExchangeFailed, prov.Spec.DisplayName+" did not complete the connection ("+err.Error()+"). Nothing was connected; try again."
+		out.Reason = ReasonExchangeFailed
+		out.Message = prov.Spec.DisplayName + " did not complete the connection (" + err.Error() + "). Nothing was connected; try again."
 		return out, nil
 	}
 	now := s.Now()

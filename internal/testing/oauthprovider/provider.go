@@ -159,7 +159,7 @@ func (p *Provider) SetFault(f func(w http.ResponseWriter, r *http.Request) bool)
 // withdraws Flexsite's access at the maker's site: the next refresh is invalid_grant.
 func (p *Provider) RevokeEverything() {
 	ctx := context.Background()
-	var ids []string
+	ids := make([]string, 0, len(p.store.RefreshTokenRequestIDs))
 	for id := range p.store.RefreshTokenRequestIDs {
 		ids = append(ids, id)
 	}
