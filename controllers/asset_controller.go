@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,7 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/deviceauth"
 	"github.com/flexsite/flexsite/internal/events"
+	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 )
 
@@ -39,6 +42,7 @@ type AssetReconciler struct {
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=assets,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=assets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=flexsite.io,resources=assetmodels,verbs=get;list;watch
 
 // Reconcile fetches the Asset, ensures its id and writes its conditions in one patch.
 func (r *AssetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -77,11 +81,20 @@ func (r *AssetReconciler) recordEvents(ctx context.Context, base, asset *flexv1.
 	return recordEvents(ctx, r.Client, asset, events.AssetEvents(base, after, siteID), time.Now())
 }
 
-// reconcile finds the asset's site and whether the site's evaluated status counts the asset.
+// reconcile finds the asset's site and whether the site's evaluated status counts the asset,
+// and whether its owner must re-authorise its device connection.
 func (r *AssetReconciler) reconcile(ctx context.Context, asset *flexv1.Asset) error {
+	needs, err := r.needsReauthorisation(ctx, asset)
+	if err != nil {
+		return err
+	}
+	if needs != asset.Status.NeedsReauthorisation {
+		asset.Status.NeedsReauthorisation = needs
+		r.tellReauthorisation(asset)
+	}
 	site := &flexv1.Site{}
 	siteKey := types.NamespacedName{Namespace: asset.Namespace, Name: asset.Spec.SiteName}
-	err := r.Get(ctx, siteKey, site)
+	err = r.Get(ctx, siteKey, site)
 	if apierrors.IsNotFound(err) && r.APIReader != nil {
 		err = r.APIReader.Get(ctx, siteKey, site)
 	}
@@ -108,6 +121,11 @@ func (r *AssetReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opt
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&flexv1.Site{}, handler.EnqueueRequestsFromMapFunc(r.assetsOfSite),
 			builder.WithPredicates(siteCameWentOrEvaluated)).
+		// needsReauthorisation: the site's device connections, and the provider of each model.
+		Watches(&flexv1.DeviceConnection{}, handler.EnqueueRequestsFromMapFunc(assetsOfConnection(r.Client)),
+			builder.WithPredicates(connectionLapseChanged)).
+		Watches(&flexv1.AssetModel{}, handler.EnqueueRequestsFromMapFunc(r.assetsOfModel),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("asset").
 		WithOptions(opts).
 		Complete(r)
@@ -126,6 +144,77 @@ var siteCameWentOrEvaluated = predicate.Funcs{
 			!slices.EqualFunc(oldSite.Status.Assets, newSite.Status.Assets,
 				func(a, b flexv1.AssetEligibility) bool { return a.Name == b.Name })
 	},
+}
+
+// connectionLapseChanged passes a connection's coming, going and a change of whether it
+// lapsed.
+var connectionLapseChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*flexv1.DeviceConnection)
+		n, okNew := e.ObjectNew.(*flexv1.DeviceConnection)
+		return okOld && okNew && deviceauth.Lapsed(o) != deviceauth.Lapsed(n)
+	},
+}
+
+// needsReauthorisation: the asset's site has a connection, for the provider of the asset's
+// model or the client's own covering every asset, that lapsed (device-connection.md).
+func (r *AssetReconciler) needsReauthorisation(ctx context.Context, asset *flexv1.Asset) (bool, error) {
+	providers := []string{flexv1.ClientProvider}
+	if asset.Spec.Model != "" {
+		models := &flexv1.AssetModelList{}
+		if err := r.List(ctx, models); err != nil {
+			return false, err
+		}
+		if p := deviceauth.ProviderOfModel(models.Items, asset.Spec.Model); p != "" {
+			providers = append(providers, p)
+		}
+	}
+	for _, p := range providers {
+		conn := &flexv1.DeviceConnection{}
+		err := r.Get(ctx, types.NamespacedName{Namespace: asset.Namespace,
+			Name: identity.DeviceConnectionName(asset.Spec.SiteName, p)}, conn)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if deviceauth.Lapsed(conn) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// tellReauthorisation records an Event on the asset when its flag changes.
+func (r *AssetReconciler) tellReauthorisation(asset *flexv1.Asset) {
+	if r.Recorder == nil {
+		return
+	}
+	if asset.Status.NeedsReauthorisation {
+		r.Recorder.Eventf(asset, nil, corev1.EventTypeWarning, "NeedsReauthorisation", "Reconcile",
+			"The owner must re-authorise the device connection to keep taking part in events")
+		return
+	}
+	r.Recorder.Eventf(asset, nil, corev1.EventTypeNormal, "Reauthorised", "Reconcile",
+		"The device connection is authorised again")
+}
+
+func (r *AssetReconciler) assetsOfModel(ctx context.Context, obj client.Object) []reconcile.Request {
+	model, ok := obj.(*flexv1.AssetModel)
+	if !ok {
+		return nil
+	}
+	list := &flexv1.AssetList{}
+	if err := r.List(ctx, list, client.MatchingFields{index.AssetModel: model.Spec.ModelName}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the assets of a model", "model", model.Spec.ModelName)
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+	}
+	return reqs
 }
 
 func (r *AssetReconciler) assetsOfSite(ctx context.Context, site client.Object) []reconcile.Request {

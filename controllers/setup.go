@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -11,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/deviceauth"
+	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/priority"
 	"github.com/flexsite/flexsite/internal/rewardstore"
@@ -27,6 +30,12 @@ type Options struct {
 	Background *priority.Gate
 	// DB is Flexsite's PostgreSQL (internal/db): the reward history and the outbox.
 	DB *pgxpool.Pool
+	// Devices says which providers the DeviceConnection controller may call (zero value: only
+	// public addresses), and where their client secrets are.
+	Devices deviceauth.Dialer
+	// Holder names this replica in device connections' refresh claims (default: the host name
+	// and a random suffix).
+	Holder string
 }
 
 // DefaultConcurrency is the reconcilers' default worker count.
@@ -64,6 +73,14 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	if err := (&EnrolmentReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("enrolment-controller"), Now: time.Now,
 	}).SetupWithManager(mgr, workers); err != nil {
+		return err
+	}
+	if o.Holder == "" {
+		host, _ := os.Hostname()
+		o.Holder = host + "-" + identity.NewID()[:8]
+	}
+	if err := (&DeviceConnectionReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("deviceconnection-controller"),
+		Dialer: o.Devices, Now: time.Now, Holder: o.Holder}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
 	// Tells credited reward transactions (notifications).

@@ -70,6 +70,16 @@ type APIClientSpec struct {
 	// +optional
 	RewardsTwoFactor bool `json:"rewardsTwoFactor,omitempty"`
 
+	// redirectURIs are the URLs the client may name as redirect_uri when it starts a device
+	// authorisation (GET /entities/site/{site_id}/oauth/{provider}/initiate): the household's
+	// browser is sent back there. Compared after normalisation.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=8
+	// +kubebuilder:validation:items:MaxLength=2048
+	RedirectURIs []string `json:"redirectURIs,omitempty"`
+
 	// disabled refuses every login and every token already issued to the client.
 	// +optional
 	Disabled bool `json:"disabled,omitempty"`

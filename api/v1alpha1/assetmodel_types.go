@@ -39,6 +39,13 @@ type AssetModelSpec struct {
 	// +listMapKey=proposition
 	// +kubebuilder:validation:MaxItems=16
 	EnrolEligibilityOverrides []EnrolEligibilityOverride `json:"enrolEligibilityOverrides,omitempty"`
+
+	// provider is the name of the DeviceProvider whose cloud controls assets of this model.
+	// An asset is connected through its model's provider.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Provider string `json:"provider,omitempty"`
 }
 
 // EnrolEligibilityOverride forces an asset model's eligibility for one proposition.

@@ -39,6 +39,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/delivery"
+	"github.com/flexsite/flexsite/internal/deviceauth"
 	"github.com/flexsite/flexsite/internal/embedded"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/index"
@@ -69,6 +70,7 @@ type options struct {
 	installRules                    bool
 	tokenKeysSecret                 string
 	notificationAllow               []netip.Prefix
+	providerAllow                   []netip.Prefix
 	notificationCAFile              string
 	rewards                         server.RewardPolicy
 	limits                          server.Limits
@@ -134,6 +136,13 @@ func main() {
 		"and IPv6 forms carrying them). With --embedded the default is loopback only.",
 		func(v string) (err error) {
 			o.notificationAllow, err = events.ParseCIDRs(strings.Split(v, ","))
+			return err
+		})
+	flag.Func("provider-allow-cidrs", "Comma-separated networks (CIDR) device providers (DeviceProvider URLs) may be "+
+		"called at although they are not public; a provider on a loopback address may then also be http://. "+
+		"Default: --notification-allow-cidrs's (with --embedded, loopback only).",
+		func(v string) (err error) {
+			o.providerAllow, err = events.ParseCIDRs(strings.Split(v, ","))
 			return err
 		})
 	flag.StringVar(&o.notificationCAFile, "notification-ca-file", "",
@@ -249,8 +258,12 @@ func run(ctx context.Context, o options) error {
 	}
 	// Catalogue fan-outs yield to the REST requests that write (one Gate for both).
 	background := priority.NewGate(max(o.concurrency, 1), priority.Options{Share: o.backgroundShare})
-	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{
-		Concurrency: o.concurrency, Background: background, DB: pool}); err != nil {
+	keysNS, keysName, ok := strings.Cut(o.tokenKeysSecret, "/")
+	if !ok {
+		return fmt.Errorf("--token-keys-secret must be namespace/name, not %q", o.tokenKeysSecret)
+	}
+	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency, Background: background,
+		DB: pool, Devices: deviceauth.Dialer{Policy: o.providerPolicy(), SecretNamespace: keysNS}}); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
 	if err := setupNotifier(ctx, mgr, o); err != nil {
@@ -275,10 +288,6 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
-	keysNS, keysName, ok := strings.Cut(o.tokenKeysSecret, "/")
-	if !ok {
-		return fmt.Errorf("--token-keys-secret must be namespace/name, not %q", o.tokenKeysSecret)
-	}
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNS, keysName)
 	if err := keys.Ensure(ctx); err != nil {
 		return fmt.Errorf("loading the token signing keys from %s: %w", o.tokenKeysSecret, err)
@@ -332,6 +341,7 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, keysNS string,
 		// The same policy as the deliverer's: a subscription it would never deliver to is refused.
 		NotificationPolicy: events.AddressPolicy{Allow: o.notificationAllowed()},
 		DB:                 pool,
+		ProviderPolicy:     ptr(o.providerPolicy()),
 	})
 	if err := mgr.Add(srv); err != nil {
 		return err
@@ -369,6 +379,17 @@ func (o options) notificationAllowed() []netip.Prefix {
 	}
 	return o.notificationAllow
 }
+
+// providerPolicy is what calls to device providers may reach: --provider-allow-cidrs, else
+// the notifications' allow-list (with --embedded, loopback).
+func (o options) providerPolicy() events.AddressPolicy {
+	if o.providerAllow != nil {
+		return events.AddressPolicy{Allow: o.providerAllow}
+	}
+	return events.AddressPolicy{Allow: o.notificationAllowed()}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // setupNotifier adds the notification deliverer; the embedded control plane allows delivery
 // to loopback only, so that a developer can try a receiver on their own machine.

@@ -14,6 +14,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/identity"
@@ -39,7 +40,11 @@ type Door struct {
 	Log        logr.Logger
 	Households *app.Service
 	Rewards    *rewards.Service
-	Guard      *web.Authenticator
+	// Devices are the device-connection use cases (the Connect step).
+	Devices *devices.Service
+	Guard   *web.Authenticator
+	// PublicURL is the scheme and host of Flexsite (empty: the request's).
+	PublicURL string
 	// Now is the clock (tests replace it): consent times and installation dates are judged by it.
 	Now func() time.Time
 }
@@ -60,6 +65,8 @@ func (d *Door) Routes() []web.Route {
 		{Method: http.MethodPost, Path: "/hosted/api/enrol", Handler: api(d.enrolment(true))},
 		{Method: http.MethodPost, Path: "/hosted/api/unenrol", Handler: api(d.enrolment(false))},
 		{Method: http.MethodGet, Path: "/hosted/api/rewards", Handler: api(d.rewards)},
+		{Method: http.MethodGet, Path: "/hosted/api/connections", Handler: api(d.connections)},
+		{Method: http.MethodPost, Path: "/hosted/api/connections/{provider}", Handler: api(d.connect)},
 	}
 }
 
@@ -196,9 +203,21 @@ func (d *Door) household(r *http.Request, p *auth.Principal) (any, error) {
 		out.Catalogue.AssetModels = append(out.Catalogue.AssetModels, Model{Model: m.Spec.ModelName, Label: label, AssetTypes: types})
 	}
 	slices.SortFunc(out.Catalogue.AssetModels, func(a, b Model) int { return cmp.Compare(a.Label, b.Label) })
+	lapsed, unconnected := false, false
+	if d.Devices != nil {
+		providers, _, err := d.Devices.HouseholdProviders(r.Context(), p)
+		if err != nil {
+			return nil, err
+		}
+		for _, pr := range providers {
+			lapsed = lapsed || pr.Status == "needs_reauthorisation" || pr.Status == "revoked"
+			unconnected = unconnected || pr.Status == "not_connected" || pr.Status == "pending"
+		}
+	}
 	out.StartStep = StartStep(Progress{
 		HasAddress: site.Spec.MPAN != "" && site.Spec.Postcode != "", HasConsent: site.Spec.BoundaryMeterConsentAt != nil,
-		Assets: len(out.Assets), Enrolments: len(out.EnrolledPropositions)})
+		Assets: len(out.Assets), Enrolments: len(out.EnrolledPropositions), Lapsed: lapsed,
+		Unconnected: unconnected})
 	return out, nil
 }
 

@@ -194,6 +194,10 @@ func TestStartStep(t *testing.T) {
 		{Progress{HasAddress: true, HasConsent: true}, "assets"},
 		{Progress{HasAddress: true, HasConsent: true, Assets: 1}, "eligibility"},
 		{Progress{HasAddress: true, HasConsent: true, Assets: 1, Enrolments: 1}, "rewards"},
+		{Progress{HasAddress: true, HasConsent: true, Assets: 1, Unconnected: true}, "connect"},
+		{Progress{HasAddress: true, HasConsent: true, Assets: 1, Enrolments: 1, Unconnected: true}, "rewards"},
+		{Progress{HasAddress: true, HasConsent: true, Assets: 1, Enrolments: 1, Lapsed: true}, "connect"},
+		{Progress{HasAddress: true, Assets: 1, Enrolments: 1, Lapsed: true}, "consent"},
 	} {
 		if got := StartStep(tc.p); got != tc.want {
 			t.Errorf("StartStep(%+v) = %s, want %s", tc.p, got, tc.want)

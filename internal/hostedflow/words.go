@@ -5,24 +5,36 @@ import "math"
 func pow(x, y float64) float64 { return math.Pow(x, y) }
 
 // Steps of the flow, in order (the `step` of its events).
-var Steps = []string{"address", "consent", "assets", "eligibility", "enrol", "rewards"}
+var Steps = []string{"address", "consent", "assets", StepConnect, "eligibility", "enrol", "rewards"}
+
+// StepConnect is the Connect step: the makers' accounts the household's devices need.
+const StepConnect = "connect"
 
 // Progress is what a household has stored so far.
 type Progress struct {
 	HasAddress, HasConsent bool
 	Assets, Enrolments     int
+	// Lapsed: a device connection of the household needs it to authorise again.
+	Lapsed bool
+	// Unconnected: a provider of the household's devices has no connection yet.
+	Unconnected bool
 }
 
 // StartStep is where a household (new or returning) starts: the first step it has not done,
-// or its rewards once it is enrolled.
+// or its rewards once it is enrolled. A household whose device connection lapsed starts at
+// the Connect step ("Reconnect your ... account to keep earning rewards").
 func StartStep(p Progress) string {
 	switch {
+	case p.Lapsed && p.HasAddress && p.HasConsent && p.Assets > 0:
+		return StepConnect
 	case !p.HasAddress:
 		return "address"
 	case !p.HasConsent:
 		return "consent"
 	case p.Assets == 0:
 		return "assets"
+	case p.Enrolments == 0 && p.Unconnected:
+		return StepConnect
 	case p.Enrolments == 0:
 		return "eligibility"
 	default:

@@ -18,7 +18,9 @@ import (
 // exist (deleted now or already on their way out); the site may go when none remain.
 func DeleteChildren(ctx context.Context, c client.Client, r client.Reader, site *flexv1.Site) ([]client.Object, error) {
 	var remaining []client.Object
-	children := []client.ObjectList{&flexv1.EnrolmentList{}, &flexv1.AssetList{}, &flexv1.RewardLedgerList{}, &flexv1.MPANClaimList{}}
+	children := []client.ObjectList{&flexv1.EnrolmentList{}, &flexv1.AssetList{}, &flexv1.RewardLedgerList{}, &flexv1.MPANClaimList{},
+		// A device connection's finalizer revokes its tokens at the provider and deletes them.
+		&flexv1.DeviceConnectionList{}}
 	for _, list := range children {
 		if err := r.List(ctx, list, client.InNamespace(site.Namespace),
 			client.MatchingFields{index.SiteName: site.Name}); err != nil {

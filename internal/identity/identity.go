@@ -102,3 +102,17 @@ func digest(s string, n int) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])[:n]
 }
+
+// DeviceConnectionName names the DeviceConnection of a site at a provider (one per pair).
+func DeviceConnectionName(siteName, provider string) string {
+	name := siteName + "." + provider
+	if len(name) > maxName-len(deviceTokensPrefix) {
+		name = "site-" + digest(siteName, 20) + "." + provider
+	}
+	return name
+}
+
+const deviceTokensPrefix = "device-tokens."
+
+// DeviceTokensSecretName names the Secret that holds a DeviceConnection's tokens.
+func DeviceTokensSecretName(connectionName string) string { return deviceTokensPrefix + connectionName }

@@ -64,6 +64,7 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 		{&flexv1.Asset{}, AssetModel, false, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.Model) }},
 		{&flexv1.Asset{}, ExternalID, true, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.ExternalID) }},
 		{&flexv1.Enrolment{}, SiteName, true, func(o client.Object) []string { return one(o.(*flexv1.Enrolment).Spec.SiteName) }},
+		{&flexv1.DeviceConnection{}, SiteName, true, func(o client.Object) []string { return one(o.(*flexv1.DeviceConnection).Spec.SiteName) }},
 		{&flexv1.MPANClaim{}, SiteName, true, func(o client.Object) []string { return one(o.(*flexv1.MPANClaim).Spec.SiteName) }},
 		{&flexv1.APIClient{}, Username, false, func(o client.Object) []string { return one(o.(*flexv1.APIClient).Spec.Username) }},
 	}

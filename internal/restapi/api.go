@@ -12,6 +12,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/app/subscriptions"
 	"github.com/flexsite/flexsite/internal/auth"
@@ -26,7 +27,9 @@ import (
 // +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=mpanclaims,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=apiclients,verbs=get;list;watch
-// +kubebuilder:rbac:groups=flexsite.io,resources=propositions;assetmodels,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flexsite.io,resources=propositions;assetmodels;deviceproviders,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flexsite.io,resources=deviceconnections,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=flexsite.io,resources=deviceconnections/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // The API's shapes are the use cases' results.
@@ -54,6 +57,8 @@ type Config struct {
 	Households    *app.Service
 	Rewards       *rewards.Service
 	Subscriptions *subscriptions.Service
+	// Devices are the device-connection use cases.
+	Devices *devices.Service
 	// Guard authenticates the routes; Authenticator and Issuer log API clients in.
 	Guard         *web.Authenticator
 	Authenticator *auth.Authenticator
@@ -123,6 +128,11 @@ func (a *API) Routes() []web.Route {
 		{Method: "POST", Path: "/entities/site/check-eligibility", Handler: org(a.checkEligibility, read)},
 		{Method: "POST", Path: "/entities/site/{site_id}/dispatch-consent", Handler: orgOrUser(a.dispatchConsent, write)},
 		{Method: "POST", Path: "/entities/site/{site_id}/dispatch-deconsent", Handler: orgOrUser(a.dispatchDeconsent, write)},
+		// Device connections (device-connection.md).
+		{Method: "GET", Path: siteRoute + "/oauth/{provider}/initiate", Handler: orgOrUser(a.initiateOAuth, write)},
+		{Method: "POST", Path: siteRoute + "/token", Handler: org(a.siteToken, write)},
+		{Method: "GET", Path: siteRoute + "/connections", Handler: orgOrUser(a.connections, read)},
+		{Method: http.MethodDelete, Path: siteRoute + "/connections/{provider}", Handler: orgOrUser(a.disconnect, write)},
 		{Method: "POST", Path: "/entities/asset", Handler: org(a.createAsset, write)},
 		{Method: "GET", Path: "/entities/asset", Handler: org(a.listAssets, read)},
 		{Method: "GET", Path: assetByID, Handler: org(a.getAsset, read)},

@@ -2,12 +2,12 @@ package restapi
 
 import (
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/validation"
+	"github.com/flexsite/flexsite/internal/web"
 )
 
 func (a *API) transactions(r *http.Request, p *auth.Principal) (any, error) {
@@ -40,12 +40,6 @@ type BalanceURLResponse struct {
 	BalanceWithdrawalURL string `json:"balance_withdrawal_url"`
 	URLExpiryTimestamp   string `json:"url_expiry_timestamp"`
 }
-
-// URL schemes of origins and links.
-const (
-	schemeHTTP  = "http"
-	schemeHTTPS = "https"
-)
 
 // balanceURL answers a one-time link to the hosted rewards page of the site.
 func (a *API) balanceURL(r *http.Request, p *auth.Principal) (any, error) {
@@ -81,13 +75,4 @@ func (a *API) balanceURL(r *http.Request, p *auth.Principal) (any, error) {
 }
 
 // PublicBase is the scheme and host links point at: publicURL, else the request's.
-func PublicBase(publicURL string, r *http.Request) string {
-	if publicURL != "" {
-		return strings.TrimSuffix(publicURL, "/")
-	}
-	scheme := schemeHTTP
-	if r.TLS != nil {
-		scheme = schemeHTTPS
-	}
-	return scheme + "://" + r.Host
-}
+func PublicBase(publicURL string, r *http.Request) string { return web.PublicBase(publicURL, r) }

@@ -242,6 +242,18 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"DELETE /hosted/api/assets/{asset_id}": {hosted: true, otherUser: http.StatusNotFound, success: http.StatusNoContent,
 				path: "/hosted/api/assets/" + hostedAssetID, body: noBody},
 
+			// Device connections: U starts an authorisation (a Pending connection), lists it and
+			// disconnects it; the token and redirect need nothing of the provider but its entry.
+			"GET /entities/site/{site_id}/oauth/{provider}/initiate": {role: flexv1.RoleEntityWrite, scoped: true, endUser: true, body: noBody},
+			"POST /entities/site/{site_id}/token": {role: flexv1.RoleEntityWrite, scoped: true,
+				body: jsonBody(map[string]any{"refresh_token": "r", "access_token": "a", "expires_in": 3600})},
+			"GET /entities/site/{site_id}/connections": {role: flexv1.RoleEntityRead, scoped: true, endUser: true, body: noBody},
+			"DELETE /entities/site/{site_id}/connections/{provider}": {role: flexv1.RoleEntityWrite, scoped: true, endUser: true,
+				body: noBody, success: http.StatusNoContent},
+			"GET /hosted/api/connections": {hosted: true, body: noBody},
+			"POST /hosted/api/connections/{provider}": {hosted: true, path: "/hosted/api/connections/" + deviceProviderName,
+				body: noBody},
+
 			// Notifications: another organisation makes and lists its own subscriptions.
 			"POST /notifications/subscriptions": {role: flexv1.RoleEntityWrite, success: http.StatusCreated,
 				body: jsonBody(map[string]any{"url": "https://hooks.flexsite.invalid/other"})},
@@ -257,9 +269,11 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			// cookie): its own matrix is in rewardspage_test.go.
 			"GET /hosted/rewards/link/{code}": true, "GET /hosted/rewards": true, "POST /hosted/rewards/code": true,
 			"POST /hosted/rewards/verify": true, "POST /hosted/rewards/bank": true, "POST /hosted/rewards/withdraw": true,
-			"POST /hosted/rewards/finish": true}
+			"POST /hosted/rewards/finish": true,
+			// The provider sends the household's browser back: the state is the proof, no token.
+			"GET /oauth/callback": true}
 		concrete := strings.NewReplacer("{site_id}", siteID, "{asset_id}", assetID, "{external_id}", extID,
-			"{subscription_id}", subID)
+			"{subscription_id}", subID, "{provider}", deviceProviderName)
 
 		var wrong []string
 		cells, covered := 0, map[string]bool{}

@@ -374,6 +374,19 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		Expect(c.call("GET", "/notifications/subscriptions/"+id+"/deliveries", tok, nil)["deliveries"]).To(HaveLen(2))
 	})
 
+	It("answers the device connection endpoints as documented", func(ctx SpecContext) {
+		patchAPIClient(ctx, o, func(c *flexv1.APIClient) { c.Spec.RedirectURIs = []string{registeredURI} })
+		id := onboardedSite(tok, validMPAN(7010))
+		c.call("POST", "/entities/site/"+id+"/token", tok, map[string]any{"refresh_token": "r", "access_token": "a",
+			"token_type": "Bearer", "expires_in": 3600})
+		c.call("GET", "/entities/site/"+id+"/oauth/"+deviceProviderName+"/initiate?redirect_uri="+registeredURI, tok, nil)
+		Expect(c.call("GET", "/entities/site/"+id+"/connections", tok, nil)["connections"]).To(HaveLen(2))
+		userTok := c.call("POST", "/auth/component-token", tok,
+			componentForm("conformance-devices", "gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z"))["access_token"].(string)
+		c.hosted("GET", "/hosted/api/connections", userTok, nil)
+		c.hosted("POST", "/hosted/api/connections/"+deviceProviderName, userTok, nil)
+	})
+
 	It("has checked an answer of every documented operation", func() {
 		var unchecked []string
 		for op := range c.schemas {

@@ -19,9 +19,12 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/app/subscriptions"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/deviceauth"
+	"github.com/flexsite/flexsite/internal/devicecallback"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/mail"
@@ -102,6 +105,9 @@ type Config struct {
 	NotificationPolicy events.AddressPolicy
 	// DB is Flexsite's PostgreSQL (internal/db): reward history, withdrawals, readings.
 	DB *pgxpool.Pool
+	// ProviderPolicy decides which addresses calls to device providers may reach (the same
+	// allow-list as notifications'; zero: the NotificationPolicy).
+	ProviderPolicy *events.AddressPolicy
 }
 
 // Route is one (method, path template) a door serves.
@@ -129,14 +135,26 @@ func NewServer(cfg Config) *Server {
 	if cfg.DB != nil {
 		rewardsSvc.Store = &rewardstore.Store{Pool: cfg.DB, Now: cfg.Now}
 	}
+	hostedNS := cfg.HostedNamespace
+	if hostedNS == "" {
+		hostedNS = rewards.DefaultHostedNamespace
+	}
+	providerPolicy := cfg.NotificationPolicy
+	if cfg.ProviderPolicy != nil {
+		providerPolicy = *cfg.ProviderPolicy
+	}
+	devicesSvc := devices.New(devices.Config{Log: cfg.Log.WithName("devices"), Households: households, Now: cfg.Now,
+		Dialer: deviceauth.Dialer{Policy: providerPolicy, SecretNamespace: hostedNS}})
 	limits := web.NewLimiters(cfg.Limits)
 	guard := &web.Authenticator{Log: cfg.Log, Issuer: cfg.Issuer, Authenticator: cfg.Authenticator, Limits: limits,
 		TrustedProxies: cfg.TrustedProxies}
 
 	rest := restapi.New(restapi.Config{Log: cfg.Log, Ready: cfg.Ready, Households: households, Rewards: rewardsSvc,
-		Subscriptions: subscriptions.New(households), Guard: guard, Authenticator: cfg.Authenticator,
+		Subscriptions: subscriptions.New(households), Devices: devicesSvc, Guard: guard, Authenticator: cfg.Authenticator,
 		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
-	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Guard: guard, Now: cfg.Now}
+	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Devices: devicesSvc, Guard: guard,
+		Now: cfg.Now, PublicURL: cfg.PublicURL}
+	callback := &devicecallback.Door{Log: cfg.Log, Devices: devicesSvc, PublicURL: cfg.PublicURL}
 	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,
 		PublicURL: cfg.PublicURL}
 
@@ -144,7 +162,7 @@ func NewServer(cfg Config) *Server {
 	mux := http.NewServeMux()
 	// One mux for every door, so that the access log and the metrics name each route's own
 	// pattern whichever door serves it.
-	s.routes = append(append(rest.Routes(), hosted.Routes()...), page.Routes()...)
+	s.routes = append(append(append(rest.Routes(), hosted.Routes()...), page.Routes()...), callback.Routes()...)
 	for _, e := range s.routes {
 		mux.Handle(e.Method+" "+e.Path, e.Handler)
 	}

@@ -86,7 +86,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	mgr, err := env.NewManager(func(o *ctrl.Options) { o.Cache = index.CacheOptions(ledgers.Keep) })
 	Expect(err).NotTo(HaveOccurred())
 	Expect(ledgers.Attach(suiteCtx, mgr.GetCache())).To(Succeed())
-	Expect(controllers.SetupWithManager(suiteCtx, mgr, controllers.Options{DB: testDB.Pool})).To(Succeed())
+	// Device providers on loopback: the test's own authorisation server (devices_test.go).
+	startDeviceProvider(ctx)
+	Expect(controllers.SetupWithManager(suiteCtx, mgr, controllers.Options{DB: testDB.Pool, Devices: providerDialer})).To(Succeed())
 
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
 	Expect(keys.Ensure(ctx)).To(Succeed())
@@ -109,6 +111,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Rewards:         server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
 		Now:             func() time.Time { return *clock.Load() },
 		DB:              testDB.Pool,
+		ProviderPolicy:  &providerDialer.Policy,
 	})
 	apiServer = httptest.NewServer(apiSrv)
 	DeferCleanup(apiServer.Close)

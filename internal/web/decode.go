@@ -95,6 +95,7 @@ var maxLengths = map[string]int{
 	"mpan": 64, "postcode": 16, "street_address": 512, "address": 512, "email": 254, "user_email": 254,
 	"external_id": 256, "external_user_id": 256, "serial_number": 256, "asset_model": 256,
 	"allowed_origin": 2048, "username": 128, "password": 1024, "site_id": 64,
+	"access_token": 8192, "refresh_token": 8192, "token_type": 32, "provider": 63,
 }
 
 // defaultMaxLength bounds any other string field.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -140,3 +141,19 @@ func EncodeJSON(buf *bytes.Buffer, body any) error {
 	}
 	return json.NewEncoder(buf).Encode(body)
 }
+
+// PublicBase is the scheme and host links point at: publicURL, else the request's.
+func PublicBase(publicURL string, r *http.Request) string {
+	if publicURL != "" {
+		return strings.TrimSuffix(publicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// OAuthCallbackPath is Flexsite's callback of a device authorisation (the provider sends the
+// household's browser there).
+const OAuthCallbackPath = "/oauth/callback"

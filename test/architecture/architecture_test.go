@@ -17,7 +17,8 @@ import (
 const module = "github.com/flexsite/flexsite/"
 
 // The doors translate a use case's answer into their own language; no door imports another.
-var doors = []string{"internal/restapi", "internal/hostedflow", "internal/rewardspage", "controllers", "internal/admission"}
+var doors = []string{"internal/restapi", "internal/hostedflow", "internal/rewardspage", "internal/devicecallback", "controllers",
+	"internal/admission"}
 
 // The pure rules: no client, no database, no HTTP, no files; of ours, only the API types and
 // other pure rules. Each is a function of its arguments, so its table tests say everything.

@@ -78,7 +78,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keysNamespace}})).To(Succeed())
 	mgr, err := env.NewManager()
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controllers.SetupWithManager(suiteCtx, mgr)).To(Succeed())
+	Expect(controllers.SetupWithManager(suiteCtx, mgr, controllers.Options{Devices: providerDialer})).To(Succeed())
 
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
 	Expect(keys.Ensure(ctx)).To(Succeed())
@@ -95,12 +95,14 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Issuer:          auth.NewIssuer(keys, time.Now),
 		Authenticator:   auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
 		Rewards:         server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
+		ProviderPolicy:  &providerDialer.Policy,
 	})
 	api := httptest.NewServer(serverSeen.wrap(srv))
 	DeferCleanup(api.Close)
 	u, err := url.Parse(api.URL)
 	Expect(err).NotTo(HaveOccurred())
 	serverURL = "http://localhost:" + u.Port()
+	startDeviceProvider(ctx)
 
 	embedder = browser.NewEmbedder()
 	DeferCleanup(embedder.Close)

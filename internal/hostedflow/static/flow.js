@@ -4,7 +4,7 @@
 // Authorization header). The token never goes into a URL, storage or the DOM.
 "use strict";
 (() => {
-  const STEPS = ["address", "consent", "assets", "eligibility", "enrol", "rewards"];
+  const STEPS = ["address", "consent", "assets", "connect", "eligibility", "enrol", "rewards"];
   let token = null;        // the verified component token (memory only)
   let origin = null;       // its verified allowed_origin: the only target of our events
   let refused = false;
@@ -83,6 +83,15 @@
   }
 
   async function show(step) {
+    // The Connect step only when a device's maker needs an account connected: otherwise the
+    // flow passes it, in the direction it was going.
+    if (step === "connect") {
+      const providers = await loadConnections();
+      if (providers && providers.length === 0) {
+        const back = current !== null && STEPS.indexOf(current) > STEPS.indexOf("connect");
+        step = back ? "assets" : "eligibility";
+      }
+    }
     // The step's content is loaded before it is shown, so that what appears is complete.
     if (step === "eligibility" || step === "enrol") await loadEligibility();
     if (step === "rewards") await loadRewards();
@@ -233,6 +242,85 @@
     }
     next();
   });
+
+  // --- connect: the makers' accounts the household's devices need ---------------------------
+  // The maker's page opens in a new top-level window (makers refuse to be framed). The flow
+  // learns the outcome from the callback page's message (to this origin only) or by polling.
+  const CONNECTION_MESSAGE = "flexsite-device-connection";
+  let polling = null;
+  const connectWords = {
+    connected: "Connected", pending: "Not connected yet", not_connected: "Not connected",
+    needs_reauthorisation: "Your connection has lapsed", revoked: "Your connection was removed"
+  };
+
+  async function loadConnections() {
+    const res = await api("GET", "/hosted/api/connections");
+    if (!res.ok) return formError($("#form-connect"), res);
+    const list = $("#connect-list");
+    list.replaceChildren();
+    const providers = res.data.providers;
+    if (providers.length === 0) list.append(el("li", {}, "None of your devices needs connecting."));
+    for (const p of providers) {
+      const li = el("li", {"data-provider": p.provider, "data-status": p.status});
+      li.append(el("span", {}, p.display_name + ": " + (connectWords[p.status] || p.status)));
+      if (p.status !== "connected") {
+        const lapsed = p.status === "needs_reauthorisation" || p.status === "revoked";
+        const label = lapsed ? "Reconnect your " + p.display_name + " account to keep earning rewards"
+          : "Connect your " + p.display_name + " account";
+        const b = el("button", {type: "button", "class": "connect", "data-provider": p.provider}, label);
+        b.addEventListener("click", () => connect(p));
+        li.append(b);
+      }
+      list.append(li);
+    }
+    return providers;
+  }
+
+  function connect(p) {
+    // Opened in the click itself (popup blockers), then sent to the maker once we have the URL.
+    const w = window.open("", "_blank");
+    const status = $("#connect-status");
+    status.textContent = "Opening " + p.display_name + "…";
+    api("POST", "/hosted/api/connections/" + encodeURIComponent(p.provider)).then((res) => {
+      if (!res.ok || !res.data || !res.data.authorization_url) {
+        if (w) w.close();
+        status.textContent = "";
+        return formError($("#form-connect"), res);
+      }
+      if (w) { w.location.href = res.data.authorization_url; } else { window.open(res.data.authorization_url, "_blank"); }
+      status.textContent = "Finish in the " + p.display_name + " window, then come back here.";
+      watch(p, w);
+    });
+  }
+
+  function watch(p, w) {
+    if (polling) clearInterval(polling);
+    polling = setInterval(async () => {
+      const providers = await loadConnections();
+      const now = providers && providers.find((x) => x.provider === p.provider);
+      if ((now && now.status === "connected") || (w && w.closed)) {
+        clearInterval(polling);
+        polling = null;
+        settled(p, now);
+      }
+    }, 2000);
+  }
+
+  function settled(p, now) {
+    $("#connect-status").textContent = now && now.status === "connected"
+      ? "Your " + p.display_name + " account is connected." : "Your " + p.display_name + " account is not connected yet.";
+  }
+
+  window.addEventListener("message", async (event) => {
+    const d = event.data;
+    if (event.origin !== window.location.origin || !d || d.type !== CONNECTION_MESSAGE || !token) return;
+    if (polling) { clearInterval(polling); polling = null; }
+    const providers = await loadConnections();
+    const now = providers && providers.find((x) => x.provider === d.provider);
+    settled({provider: d.provider, display_name: now ? now.display_name : d.provider}, now);
+  });
+
+  onSubmit("#form-connect", async () => next());
 
   onSubmit("#form-eligibility", async () => next());
 

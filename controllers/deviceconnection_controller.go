@@ -1,0 +1,322 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	kretry "k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/deviceauth"
+)
+
+// DeviceConnectionReconciler keeps a device connection's authorisation alive: it refreshes
+// the access token at about 80 % of its lifetime (keeping the provider's refresh-token
+// rotation), retries a transient failure with backoff without changing anything visible
+// while the token is still valid, and moves the connection to NeedsReauthorisation on
+// invalid_grant or an expired token it cannot refresh. The tokens live in the connection's
+// Secret (internal/deviceauth); status holds only the phase and times.
+//
+// One refresh at a time: the controller runs in the leader only, and before it calls the
+// provider it takes a claim in the Secret with an optimistic write (the Secret's
+// resourceVersion), so a second writer (a replica that still believes it leads, a restart
+// racing a failover) loses the write and never calls. The new tokens are written before the
+// old ones are forgotten: a failed write is retried from a fresh read, never dropped.
+//
+// Deletion (a DELETE of the connection, the offboarding of its site) revokes the tokens at
+// the provider where it can (RFC 7009) and deletes the Secret before the finalizer goes.
+type DeviceConnectionReconciler struct {
+	client.Client
+	Recorder recorder.EventRecorder
+	Dialer   deviceauth.Dialer
+	Now      func() time.Time
+	// Holder names this replica in refresh claims.
+	Holder string
+
+	written statusWrites
+	mu      sync.Mutex
+	// failures counts each connection's transient refresh failures in a row (the backoff).
+	failures map[types.NamespacedName]int
+}
+
+// +kubebuilder:rbac:groups=flexsite.io,resources=deviceconnections,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=flexsite.io,resources=deviceconnections/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=flexsite.io,resources=deviceproviders,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;update;delete
+
+// revokeGiveUp is how long a deletion keeps retrying a revocation the provider does not
+// answer before it deletes the tokens anyway (logged).
+const revokeGiveUp = 2 * time.Minute
+
+// claimTTL is how long a refresh claim holds: past it, another writer may take it over.
+const claimTTL = 3 * deviceauth.Timeout
+
+// Reconcile fetches the connection, finalizes or refreshes it, and writes its status once.
+func (r *DeviceConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	conn := &flexv1.DeviceConnection{}
+	if done, res, err := r.written.fetch(ctx, r.Client, req.NamespacedName, conn); done {
+		return res, err
+	}
+	if !conn.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, conn)
+	}
+	if err := ensureMetadata(ctx, r.Client, conn, true, false); err != nil {
+		return ctrl.Result{RequeueAfter: conflictRetryDelay}, client.IgnoreNotFound(ignoreConflict(err))
+	}
+	base := conn.DeepCopy()
+	next, quiet, err := r.reconcile(ctx, conn)
+	if quiet > 0 {
+		// A transient failure while the token is still valid: nothing visible changes.
+		return ctrl.Result{RequeueAfter: quiet}, nil
+	}
+	res, err := summary{client: r.Client, recorder: r.Recorder, written: &r.written}.patch(ctx, base, conn,
+		"Connected; the access token is kept fresh", err)
+	if err == nil && res.RequeueAfter == 0 && next > 0 {
+		res.RequeueAfter = next
+	}
+	return res, err
+}
+
+func ignoreConflict(err error) error {
+	if apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+func (r *DeviceConnectionReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// reconcile computes the connection's status from its Secret, refreshing the token when due.
+// It answers when to look again, or a quiet retry (nothing to write), and the outcome.
+func (r *DeviceConnectionReconciler) reconcile(ctx context.Context, conn *flexv1.DeviceConnection) (next, quiet time.Duration, err error) {
+	sec := &corev1.Secret{}
+	if err := r.Get(ctx, deviceauth.SecretKey(conn), sec); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return 0, 0, err
+		}
+		sec = nil
+	}
+	t := deviceauth.Read(sec)
+	now := r.now()
+	canRefresh := conn.Spec.Provider != flexv1.ClientProvider
+	if due := deviceauth.DueAt(t); canRefresh && sec != nil && !due.IsZero() && !now.Before(due) {
+		fresh, wait, rerr := r.refresh(ctx, conn, sec, t)
+		switch {
+		case wait > 0:
+			return 0, wait, nil
+		case rerr != nil && (t.Expiry.IsZero() || now.Before(t.Expiry)):
+			ctrl.LoggerFrom(ctx).Info("refresh failed; retrying while the token is valid", "reason", rerr.Error())
+			return 0, r.backoff(conn), nil
+		case rerr != nil:
+			deviceauth.Status(conn, t, now)
+			return 0, 0, rerr
+		}
+		r.forgetFailures(conn)
+		t = fresh
+		now = r.now()
+	}
+	deviceauth.Status(conn, t, now)
+	switch conn.Status.Phase {
+	case flexv1.ConnectionNeedsReauthorisation:
+		return 0, 0, stalled(flexv1.ReasonNeedsReauthorisation,
+			"The household must authorise again: "+invalidWords(t, canRefresh))
+	case flexv1.ConnectionRevoked:
+		return 0, 0, stalled(flexv1.ReasonRevoked, "The authorisation was revoked")
+	case flexv1.ConnectionPending:
+		return 0, 0, waiting(0, flexv1.ReasonAwaitingAuthorisation, "Waiting for the household to authorise at the provider")
+	}
+	if due := deviceauth.DueAt(t); canRefresh && !due.IsZero() {
+		next = max(due.Sub(now), time.Second)
+	} else if !t.Expiry.IsZero() {
+		next = max(t.Expiry.Sub(now), time.Second)
+	}
+	return next, 0, nil
+}
+
+func invalidWords(t deviceauth.Tokens, canRefresh bool) string {
+	switch {
+	case t.Invalid != "":
+		return "the provider refused the refresh token (" + t.Invalid + ")"
+	case !canRefresh:
+		return "the token the client supplied has expired"
+	}
+	return "the access token has expired and there is no refresh token"
+}
+
+// refresh claims the refresh, calls the provider and stores what it answers. wait > 0: the
+// claim is someone else's (or was just lost): look again then.
+func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.DeviceConnection, sec *corev1.Secret,
+	t deviceauth.Tokens) (deviceauth.Tokens, time.Duration, error) {
+	now := r.now()
+	if holder, until := parseClaim(sec.Data[deviceauth.KeyRefreshClaim]); holder != "" && holder != r.Holder && now.Before(until) {
+		return t, max(until.Sub(now), conflictRetryDelay), nil
+	}
+	prov, err := r.Dialer.Load(ctx, r.Client, conn.Spec.Provider)
+	if err != nil {
+		return t, 0, err
+	}
+	if prov == nil {
+		return t, 0, fmt.Errorf("provider %q is not in the catalogue", conn.Spec.Provider)
+	}
+	claimed := sec.DeepCopy()
+	claimed.Data[deviceauth.KeyRefreshClaim] = []byte(r.Holder + " " + now.Add(claimTTL).UTC().Format(time.RFC3339Nano))
+	if err := r.Update(ctx, claimed); err != nil {
+		if apierrors.IsConflict(err) {
+			// Another writer changed the Secret first: it refreshes, not us.
+			return t, conflictRetryDelay, nil
+		}
+		return t, 0, err
+	}
+	callCtx, cancel := context.WithTimeout(ctx, deviceauth.Timeout)
+	tok, err := prov.Refresh(callCtx, t.RefreshToken)
+	cancel()
+	var out deviceauth.Tokens
+	switch {
+	case errors.Is(err, deviceauth.ErrInvalidGrant):
+		out = t
+		out.Invalid = "invalid_grant"
+	case err != nil:
+		// Release the claim (best effort: it also expires).
+		_ = r.writeTokens(ctx, claimed, nil)
+		return t, 0, err
+	default:
+		out = deviceauth.FromOAuth(tok, t.RefreshToken, r.now())
+		out.ConnectedAt, out.RefreshedAt = t.ConnectedAt, r.now()
+	}
+	if err := r.writeTokens(ctx, claimed, &out); err != nil {
+		return t, 0, err
+	}
+	return out, 0, nil
+}
+
+// writeTokens stores t (nil: only releases the claim) in the Secret, retried from a fresh
+// read on a conflict: tokens just obtained are never dropped.
+func (r *DeviceConnectionReconciler) writeTokens(ctx context.Context, sec *corev1.Secret, t *deviceauth.Tokens) error {
+	cur := sec.DeepCopy()
+	return kretry.RetryOnConflict(kretry.DefaultBackoff, func() error {
+		if t != nil {
+			deviceauth.Write(cur, *t)
+		}
+		delete(cur.Data, deviceauth.KeyRefreshClaim)
+		err := r.Update(ctx, cur)
+		if apierrors.IsConflict(err) {
+			fresh := &corev1.Secret{}
+			if gerr := r.Get(ctx, client.ObjectKeyFromObject(sec), fresh); gerr != nil {
+				return gerr
+			}
+			if fresh.Data == nil {
+				fresh.Data = map[string][]byte{}
+			}
+			cur = fresh
+		}
+		return err
+	})
+}
+
+func parseClaim(b []byte) (string, time.Time) {
+	holder, until, ok := strings.Cut(string(b), " ")
+	if !ok {
+		return "", time.Time{}
+	}
+	t, _ := time.Parse(time.RFC3339Nano, until)
+	return holder, t
+}
+
+// backoff is how long to wait after one more transient failure of conn: 1 s doubling to 5 min.
+func (r *DeviceConnectionReconciler) backoff(conn *flexv1.DeviceConnection) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failures == nil {
+		r.failures = map[types.NamespacedName]int{}
+	}
+	key := client.ObjectKeyFromObject(conn)
+	r.failures[key]++
+	d := time.Second << min(r.failures[key]-1, 9)
+	return min(d, 5*time.Minute)
+}
+
+func (r *DeviceConnectionReconciler) forgetFailures(conn *flexv1.DeviceConnection) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.failures, client.ObjectKeyFromObject(conn))
+}
+
+// finalize revokes the tokens at the provider where it can, deletes the Secret and lets the
+// connection go.
+func (r *DeviceConnectionReconciler) finalize(ctx context.Context, conn *flexv1.DeviceConnection) error {
+	if !controllerutil.ContainsFinalizer(conn, flexv1.Finalizer) {
+		return nil
+	}
+	sec := &corev1.Secret{}
+	err := r.Get(ctx, deviceauth.SecretKey(conn), sec)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	default:
+		if t := deviceauth.Read(sec); t.Has() && conn.Spec.Provider != flexv1.ClientProvider {
+			if rerr := r.revoke(ctx, conn, t); rerr != nil {
+				if r.now().Sub(conn.DeletionTimestamp.Time) < revokeGiveUp {
+					return rerr
+				}
+				ctrl.LoggerFrom(ctx).Info("giving up revoking at the provider; deleting the tokens", "reason", rerr.Error())
+			}
+		}
+		if err := r.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	r.forgetFailures(conn)
+	return removeFinalizer(ctx, r.Client, conn)
+}
+
+func (r *DeviceConnectionReconciler) revoke(ctx context.Context, conn *flexv1.DeviceConnection, t deviceauth.Tokens) error {
+	prov, err := r.Dialer.Load(ctx, r.Client, conn.Spec.Provider)
+	if err != nil || prov == nil {
+		return err // a provider gone from the catalogue: nothing to revoke at
+	}
+	callCtx, cancel := context.WithTimeout(ctx, deviceauth.Timeout)
+	defer cancel()
+	return prov.RevokeAll(callCtx, t)
+}
+
+// SetupWithManager watches DeviceConnections (every change: the use cases write their
+// status when they store tokens).
+func (r *DeviceConnectionReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&flexv1.DeviceConnection{}).
+		Named("deviceconnection").
+		WithOptions(opts).
+		Complete(r)
+}
+
+// assetsOfConnection maps a connection to its site's assets (their needsReauthorisation).
+func assetsOfConnection(c client.Reader) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []ctrl.Request {
+		conn, ok := obj.(*flexv1.DeviceConnection)
+		if !ok {
+			return nil
+		}
+		site := &flexv1.Site{}
+		site.Namespace, site.Name = conn.Namespace, conn.Spec.SiteName
+		return childrenOf(ctx, c, &flexv1.AssetList{}, site)
+	}
+}

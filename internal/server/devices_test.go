@@ -1,0 +1,480 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/deviceauth"
+	"github.com/flexsite/flexsite/internal/events"
+	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/testing/oauthprovider"
+)
+
+// Device connections (device-connection.md) against a real OAuth 2.0 authorisation server on
+// loopback (internal/testing/oauthprovider: ory/fosite, PKCE S256, refresh-token rotation,
+// revocation, a consent page).
+
+const (
+	// deviceProviderName is the suite's DeviceProvider; deviceModel is an AssetModel it controls.
+	deviceProviderName = "example"
+	deviceModel        = "example_charger"
+	// deviceTokenLife is the provider's access-token lifetime: short, so refreshes happen in tests.
+	deviceTokenLife = 4 * time.Second
+	registeredURI   = "https://app.example.com/done"
+)
+
+var (
+	deviceProvider *oauthprovider.Provider
+	providerDialer = deviceauth.Dialer{SecretNamespace: keysNamespace, Policy: events.AddressPolicy{
+		Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
+)
+
+// startDeviceProvider runs the authorisation server and declares it as a DeviceProvider, with
+// its client secret in the manager's namespace, and an AssetModel whose assets it controls.
+func startDeviceProvider(ctx context.Context) {
+	var err error
+	deviceProvider, err = oauthprovider.Start("127.0.0.1:0", oauthprovider.Options{ClientID: "flexsite",
+		ClientSecret: "provider-secret", RedirectURIs: []string{"http://127.0.0.1/oauth/callback"},
+		AccessTokenLifespan: deviceTokenLife, DisplayName: "Example Energy"})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(deviceProvider.Close)
+	Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: keysNamespace, Name: "example-provider"},
+		StringData: map[string]string{"client-secret": "provider-secret"}})).To(Succeed())
+	Expect(k8sClient.Create(ctx, &flexv1.DeviceProvider{ObjectMeta: metav1.ObjectMeta{Name: deviceProviderName},
+		Spec: flexv1.DeviceProviderSpec{DisplayName: "Example Energy", AuthorizationURL: deviceProvider.AuthorizationURL(),
+			TokenURL: deviceProvider.TokenURL(), RevocationURL: deviceProvider.RevocationURL(), Scopes: []string{"devices"},
+			ClientID: "flexsite", ClientSecretRef: flexv1.ProviderSecretRef{Name: "example-provider"},
+			AssetTypes: []flexv1.AssetType{flexv1.AssetTypeCharger}}})).To(Succeed())
+	Expect(k8sClient.Create(ctx, &flexv1.AssetModel{ObjectMeta: metav1.ObjectMeta{Name: "example-charger"},
+		Spec: flexv1.AssetModelSpec{ModelName: deviceModel, Manufacturer: "Example", AssetTypes: []flexv1.AssetType{flexv1.AssetTypeCharger},
+			CoP11Qualified: true, Provider: deviceProviderName}})).To(Succeed())
+}
+
+// deviceHousehold onboards a household whose charger is of the provider's model; it answers
+// the site id and the charger's asset id.
+func deviceHousehold(tok, mpan string) (siteID, chargerID string) {
+	GinkgoHelper()
+	body := mustCall("POST", "/entities/site/onboard", tok, household(mpan, func(b map[string]any) {
+		b["assets"].([]any)[0].(map[string]any)["asset_model"] = deviceModel
+	}))
+	siteID = body["site"].(map[string]any)["site_id"].(string)
+	for _, a := range body["assets"].([]any) {
+		if a.(map[string]any)["external_id"] == "charger-"+mpan {
+			chargerID = a.(map[string]any)["asset_id"].(string)
+		}
+	}
+	Expect(chargerID).NotTo(BeEmpty(), "%v", body)
+	return siteID, chargerID
+}
+
+// noFollow is a browser that shows where it is sent instead of going.
+var noFollow = &http.Client{Timeout: 20 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// openCallback follows the provider's redirect to Flexsite's callback: its status, Location and body.
+func openCallback(callback string) (int, *url.URL, string) {
+	GinkgoHelper()
+	resp, err := noFollow.Get(callback)
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = resp.Body.Close() }()
+	var body strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, rerr := resp.Body.Read(buf)
+		body.Write(buf[:n])
+		if rerr != nil {
+			break
+		}
+	}
+	loc, _ := resp.Location()
+	return resp.StatusCode, loc, body.String()
+}
+
+// connect runs initiate → consent (Allow) → callback and answers where the callback sent the browser.
+func connect(tok, siteID, redirect string) *url.URL {
+	GinkgoHelper()
+	path := "/entities/site/" + siteID + "/oauth/" + deviceProviderName + "/initiate"
+	if redirect != "" {
+		path += "?redirect_uri=" + url.QueryEscape(redirect)
+	}
+	authURL := mustCall("GET", path, tok, nil)["authorization_url"].(string)
+	cb, err := oauthprovider.Consent(authURL, true)
+	Expect(err).NotTo(HaveOccurred())
+	status, loc, body := openCallback(cb)
+	Expect(status).To(Equal(http.StatusSeeOther), "%s", body)
+	return loc
+}
+
+func connectionOf(ctx context.Context, ns, siteID string) (*flexv1.DeviceConnection, *corev1.Secret) {
+	GinkgoHelper()
+	site := siteNamed(ctx, ns, siteID)
+	conn := &flexv1.DeviceConnection{}
+	key := client.ObjectKey{Namespace: ns, Name: identity.DeviceConnectionName(site.Name, deviceProviderName)}
+	if err := k8sClient.Get(ctx, key, conn); err != nil {
+		return nil, nil
+	}
+	sec := &corev1.Secret{}
+	if err := k8sClient.Get(ctx, deviceauth.SecretKey(conn), sec); err != nil {
+		sec = nil
+	}
+	return conn, sec
+}
+
+func siteNamed(ctx context.Context, ns, siteID string) *flexv1.Site {
+	GinkgoHelper()
+	list := &flexv1.SiteList{}
+	Expect(k8sClient.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{flexv1.IDLabel: siteID})).To(Succeed())
+	Expect(list.Items).To(HaveLen(1))
+	return &list.Items[0]
+}
+
+func allowRedirect(ctx SpecContext, o org) {
+	patchAPIClient(ctx, o, func(c *flexv1.APIClient) { c.Spec.RedirectURIs = []string{registeredURI} })
+}
+
+var _ = Describe("Device connections: initiate, callback, list, disconnect", func() {
+	var (
+		o                 org
+		tok               string
+		siteID, chargerID string
+	)
+	BeforeEach(func(ctx SpecContext) {
+		o = newOrg(ctx)
+		tok = o.token()
+		allowRedirect(ctx, o)
+		siteID, chargerID = deviceHousehold(tok, validMPAN(8101))
+	})
+
+	It("connects through the provider's consent page with PKCE S256, stores the tokens only in the connection's Secret, lists and revokes", func(ctx SpecContext) {
+		authURL := mustCall("GET", "/entities/site/"+siteID+"/oauth/example/initiate?redirect_uri="+url.QueryEscape(registeredURI),
+			tok, nil)["authorization_url"].(string)
+		u, err := url.Parse(authURL)
+		Expect(err).NotTo(HaveOccurred())
+		q := u.Query()
+		Expect(q.Get("code_challenge_method")).To(Equal("S256"))
+		Expect(q.Get("code_challenge")).NotTo(BeEmpty())
+		state := q.Get("state")
+		Expect(len(state)).To(BeNumerically(">=", 32))
+		// The state is stored nowhere but as a hash; the verifier in no CR.
+		conn, sec := connectionOf(ctx, o.Namespace, siteID)
+		Expect(conn).NotTo(BeNil())
+		crJSON, _ := json.Marshal(conn)
+		Expect(string(crJSON)).NotTo(ContainSubstring(state))
+		Expect(sec.Labels[flexv1.OAuthStateLabel]).To(Equal(deviceauth.HashState(state)))
+		for _, v := range sec.Data {
+			Expect(string(v)).NotTo(Equal(state))
+		}
+
+		grants := deviceProvider.CodeGrants()
+		cb, err := oauthprovider.Consent(authURL, true)
+		Expect(err).NotTo(HaveOccurred())
+		status, loc, body := openCallback(cb)
+		Expect(status).To(Equal(http.StatusSeeOther), body)
+		Expect(loc.Scheme + "://" + loc.Host + loc.Path).To(Equal(registeredURI))
+		Expect(loc.Query().Get("connection")).To(Equal("connected"))
+		Expect(loc.Query().Get("provider")).To(Equal("example"))
+		Expect(deviceProvider.CodeGrants()).To(Equal(grants + 1))
+
+		conn, sec = connectionOf(ctx, o.Namespace, siteID)
+		t := deviceauth.Read(sec)
+		Expect(t.AccessToken).NotTo(BeEmpty())
+		Expect(t.RefreshToken).NotTo(BeEmpty())
+		Expect(sec.OwnerReferences).To(HaveLen(1))
+		Expect(sec.OwnerReferences[0].UID).To(Equal(conn.UID))
+		crJSON, _ = json.Marshal(conn)
+		Expect(string(crJSON)).NotTo(ContainSubstring(t.AccessToken))
+		Expect(string(crJSON)).NotTo(ContainSubstring(t.RefreshToken))
+		Expect(conn.Status.Phase).To(Equal(flexv1.ConnectionConnected))
+		Eventually(func(g Gomega) {
+			c, _ := connectionOf(ctx, o.Namespace, siteID)
+			g.Expect(c.Status.ObservedGeneration).To(Equal(c.Generation))
+			g.Expect(c.Status.Conditions).To(ContainElement(And(
+				HaveField("Type", flexv1.ReadyCondition), HaveField("Status", metav1.ConditionTrue))))
+		}).Should(Succeed())
+
+		// The same callback again: the state was single-use; nothing is exchanged or stored.
+		// (The state is gone, and with it the redirect_uri: the plain page says so in words.)
+		status, _, body = openCallback(cb)
+		Expect(status).To(Equal(http.StatusBadRequest))
+		Expect(body).To(ContainSubstring("not valid or was already used"))
+		Expect(deviceProvider.CodeGrants()).To(Equal(grants + 1))
+
+		list := mustCall("GET", "/entities/site/"+siteID+"/connections", tok, nil)["connections"].([]any)
+		Expect(list).To(HaveLen(1))
+		rec := list[0].(map[string]any)
+		Expect(rec["provider"]).To(Equal("example"))
+		Expect(rec["status"]).To(Equal("connected"))
+		Expect(rec["assets"]).To(Equal([]any{chargerID}))
+		raw := mustCall("GET", "/entities/site/"+siteID+"/connections", tok, nil)
+		rawJSON, _ := json.Marshal(raw)
+		Expect(string(rawJSON)).NotTo(ContainSubstring(t.AccessToken))
+		Expect(mustCall("GET", "/entities/asset/"+chargerID, tok, nil)["needs_reauthorisation"]).To(BeFalse())
+
+		revoked := deviceProvider.Revocations()
+		status, resp := call("DELETE", "/entities/site/"+siteID+"/connections/example", tok, nil)
+		Expect(status).To(Equal(http.StatusNoContent), "%s", resp)
+		Expect(deviceProvider.Revocations()).To(BeNumerically(">", revoked))
+		Eventually(func() bool {
+			c, s := connectionOf(ctx, o.Namespace, siteID)
+			return c == nil && s == nil
+		}).Should(BeTrue())
+		status, _ = call("DELETE", "/entities/site/"+siteID+"/connections/example", tok, nil)
+		Expect(status).To(Equal(http.StatusNotFound))
+	})
+
+	It("answers bad input as the spec says, and stores nothing for a denied, reused or expired authorisation", func(ctx SpecContext) {
+		initiate := func(site, provider, redirect string) (int, response) {
+			return call("GET", "/entities/site/"+site+"/oauth/"+provider+"/initiate?redirect_uri="+url.QueryEscape(redirect), tok, nil)
+		}
+		status, resp := initiate(siteID, "nosuchprovider", registeredURI)
+		Expect(status).To(Equal(http.StatusBadRequest), "%s", resp)
+		status, _ = initiate(siteID, "client", registeredURI)
+		Expect(status).To(Equal(http.StatusBadRequest))
+		status, _ = initiate("9b1f0a52-8a7e-4c59-9a53-3f8a2b6d7e10", "example", registeredURI)
+		Expect(status).To(Equal(http.StatusNotFound))
+		other := newOrg(ctx)
+		otherSite, _ := deviceHousehold(other.token(), validMPAN(8102))
+		status, _ = initiate(otherSite, "example", registeredURI)
+		Expect(status).To(Equal(http.StatusNotFound))
+		for _, bad := range []string{"https://app.example.com/elsewhere", "http://app.example.com/done", "javascript:alert(1)"} {
+			status, resp = initiate(siteID, "example", bad)
+			Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s: %s", bad, resp)
+		}
+
+		// Denied at the provider: nothing stored.
+		authURL := mustCall("GET", "/entities/site/"+siteID+"/oauth/example/initiate?redirect_uri="+url.QueryEscape(registeredURI),
+			tok, nil)["authorization_url"].(string)
+		cb, err := oauthprovider.Consent(authURL, false)
+		Expect(err).NotTo(HaveOccurred())
+		_, loc, _ := openCallback(cb)
+		Expect(loc.Query().Get("connection")).To(Equal("error"))
+		Expect(loc.Query().Get("reason")).To(Equal("access_denied"))
+		_, sec := connectionOf(ctx, o.Namespace, siteID)
+		Expect(deviceauth.Read(sec).Has()).To(BeFalse())
+
+		// A forged state, and no redirect_uri: the plain page says it in words.
+		status, _, body := openCallback(apiServer.URL + "/oauth/callback?code=x&state=forged-state-forged-state-forged-state")
+		Expect(status).To(Equal(http.StatusBadRequest))
+		Expect(body).To(ContainSubstring("not valid or was already used"))
+
+		// Expired: more than 10 minutes between initiate and callback.
+		authURL = mustCall("GET", "/entities/site/"+siteID+"/oauth/example/initiate?redirect_uri="+url.QueryEscape(registeredURI),
+			tok, nil)["authorization_url"].(string)
+		cb, err = oauthprovider.Consent(authURL, true)
+		Expect(err).NotTo(HaveOccurred())
+		later := time.Now().Add(11 * time.Minute)
+		clock.Store(&later)
+		_, loc, _ = openCallback(cb)
+		now := time.Now()
+		clock.Store(&now)
+		Expect(loc.Query().Get("reason")).To(Equal("expired_state"))
+		_, sec = connectionOf(ctx, o.Namespace, siteID)
+		Expect(deviceauth.Read(sec).Has()).To(BeFalse())
+
+		// A provider that answers the exchange with garbage: a clear error, nothing stored.
+		deviceProvider.SetFault(func(w http.ResponseWriter, _ *http.Request) bool {
+			_, _ = w.Write([]byte("<html>not json"))
+			return true
+		})
+		DeferCleanup(func() { deviceProvider.SetFault(nil) })
+		authURL = mustCall("GET", "/entities/site/"+siteID+"/oauth/example/initiate", tok, nil)["authorization_url"].(string)
+		cb, err = oauthprovider.Consent(authURL, true)
+		Expect(err).NotTo(HaveOccurred())
+		status, _, body = openCallback(cb)
+		Expect(status).To(Equal(http.StatusBadRequest))
+		Expect(body).To(ContainSubstring("did not complete the connection"))
+		_, sec = connectionOf(ctx, o.Namespace, siteID)
+		Expect(deviceauth.Read(sec).Has()).To(BeFalse())
+	})
+
+	It("lets the household's component token connect its own site with its allowed origin as redirect", func(ctx SpecContext) {
+		userTok := mustCall("POST", "/auth/component-token", tok, componentForm("device-user-"+o.Namespace,
+			"gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z"))["access_token"].(string)
+		userSiteID := userSite(ctx, o.Namespace, "device-user-"+o.Namespace).Labels[flexv1.IDLabel]
+		loc := connect(userTok, userSiteID, "https://app.example.com/back")
+		Expect(loc.Query().Get("connection")).To(Equal("connected"))
+		Expect(mustCall("GET", "/entities/site/"+userSiteID+"/connections", userTok, nil)["connections"]).To(HaveLen(1))
+		status, _ := call("GET", "/entities/site/"+siteID+"/connections", userTok, nil)
+		Expect(status).To(Equal(http.StatusNotFound))
+		status, _ = call("DELETE", "/entities/site/"+userSiteID+"/connections/example", userTok, nil)
+		Expect(status).To(Equal(http.StatusNoContent))
+	})
+})
+
+var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
+	var (
+		o                 org
+		tok               string
+		siteID, chargerID string
+	)
+	BeforeEach(func(ctx SpecContext) {
+		o = newOrg(ctx)
+		tok = o.token()
+		allowRedirect(ctx, o)
+		siteID, chargerID = deviceHousehold(tok, validMPAN(8201))
+	})
+
+	It("refreshes before expiry with rotation; on invalid_grant the asset needs reauthorisation (REST, kubectl, notification, Event); reconnecting clears it", func(ctx SpecContext) {
+		status, resp := call("POST", "/notifications/subscriptions", tok, map[string]any{
+			"url": "https://hooks.flexsite.invalid/devices", "events": []any{"asset.changed"}})
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+		connect(tok, siteID, registeredURI)
+		_, sec := connectionOf(ctx, o.Namespace, siteID)
+		first := deviceauth.Read(sec)
+
+		// Refreshed (rotated) before the 4 s token expires, and again.
+		Eventually(func(g Gomega) {
+			c, s := connectionOf(ctx, o.Namespace, siteID)
+			t := deviceauth.Read(s)
+			g.Expect(t.RefreshToken).NotTo(Equal(first.RefreshToken))
+			g.Expect(t.AccessToken).NotTo(Equal(first.AccessToken))
+			g.Expect(c.Status.LastRefreshAt).NotTo(BeNil())
+			g.Expect(c.Status.Phase).To(Equal(flexv1.ConnectionConnected))
+		}, 15*time.Second).Should(Succeed())
+
+		// The household withdraws the grant at the provider: the next refresh is invalid_grant.
+		deviceProvider.RevokeEverything()
+		Eventually(func(g Gomega) {
+			c, _ := connectionOf(ctx, o.Namespace, siteID)
+			g.Expect(c.Status.Phase).To(Equal(flexv1.ConnectionNeedsReauthorisation))
+			g.Expect(c.Status.Conditions).To(ContainElement(And(HaveField("Type", flexv1.StalledCondition),
+				HaveField("Status", metav1.ConditionTrue))))
+		}, 15*time.Second).Should(Succeed())
+		Eventually(func() any {
+			return mustCall("GET", "/entities/asset/"+chargerID, tok, nil)["needs_reauthorisation"]
+		}).Should(BeTrue())
+		asset := &flexv1.Asset{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.AssetName("charger-" + validMPAN(8201))}, asset)).To(Succeed())
+		Expect(asset.Status.NeedsReauthorisation).To(BeTrue())
+		Expect(asset.Status.PendingEvents).To(ContainElement(HaveField("Type", flexv1.EventAssetChanged)))
+		var told bool
+		for _, e := range asset.Status.PendingEvents {
+			if strings.Contains(e.Data, `"needs_reauthorisation":true`) {
+				told = true
+			}
+		}
+		Expect(told).To(BeTrue(), "an asset.changed notification carrying needs_reauthorisation: true")
+		Eventually(func() int { return lifecycleEvents(ctx, Default, o.Namespace, "NeedsReauthorisation", asset.Name) }).
+			Should(BeNumerically(">=", 1))
+
+		// Reconnecting clears it.
+		loc := connect(tok, siteID, registeredURI)
+		Expect(loc.Query().Get("connection")).To(Equal("connected"))
+		Eventually(func() any {
+			return mustCall("GET", "/entities/asset/"+chargerID, tok, nil)["needs_reauthorisation"]
+		}).Should(BeFalse())
+	})
+
+	It("retries a transient refresh failure without changing anything visible while the token is valid", func(ctx SpecContext) {
+		connect(tok, siteID, registeredURI)
+		Eventually(func(g Gomega) {
+			c, _ := connectionOf(ctx, o.Namespace, siteID)
+			g.Expect(c.Status.Conditions).To(ContainElement(HaveField("Type", flexv1.ReadyCondition)))
+		}).Should(Succeed())
+		before, _ := connectionOf(ctx, o.Namespace, siteID)
+		failed := make(chan struct{}, 100)
+		deviceProvider.SetFault(func(w http.ResponseWriter, _ *http.Request) bool {
+			failed <- struct{}{}
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return true
+		})
+		DeferCleanup(func() { deviceProvider.SetFault(nil) })
+		Eventually(failed, 10*time.Second).Should(Receive())
+		// Until the access token expires, nothing visible changes.
+		c, _ := connectionOf(ctx, o.Namespace, siteID)
+		Expect(c.Status).To(Equal(before.Status))
+		deviceProvider.SetFault(nil)
+		Eventually(func(g Gomega) {
+			c, _ := connectionOf(ctx, o.Namespace, siteID)
+			g.Expect(c.Status.Phase).To(Equal(flexv1.ConnectionConnected))
+			g.Expect(c.Status.ExpiresAt.Time).To(BeTemporally(">", before.Status.ExpiresAt.Time))
+		}, 20*time.Second).Should(Succeed())
+	})
+
+	It("stores a token the client obtained itself; one past expires_utc makes every asset of the site need reauthorisation", func(ctx SpecContext) {
+		path := "/entities/site/" + siteID + "/token"
+		status, resp := call("POST", path, tok, map[string]any{"access_token": "a"})
+		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", resp)
+		Expect(mustCall("POST", path, tok, map[string]any{"token_type": "API_KEY", "access_token": "k"})).To(BeEmpty())
+		status, _ = call("POST", "/entities/site/9b1f0a52-8a7e-4c59-9a53-3f8a2b6d7e10/token", tok,
+			map[string]any{"refresh_token": "r", "expires_in": 3600})
+		Expect(status).To(Equal(http.StatusNotFound))
+		expires := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339)
+		mustCall("POST", path, tok, map[string]any{"access_token": "a", "refresh_token": "r", "token_type": "Bearer",
+			"expires_utc": expires})
+		list := mustCall("GET", "/entities/site/"+siteID+"/connections", tok, nil)["connections"].([]any)
+		Expect(list).To(HaveLen(1))
+		Expect(list[0].(map[string]any)["provider"]).To(Equal("client"))
+		Expect(list[0].(map[string]any)["assets"]).To(HaveLen(2))
+		Eventually(func() any {
+			return mustCall("GET", "/entities/asset/"+chargerID, tok, nil)["needs_reauthorisation"]
+		}, 15*time.Second).Should(BeTrue())
+		// A fresh token clears it.
+		mustCall("POST", path, tok, map[string]any{"access_token": "a2", "refresh_token": "r2", "expires_in": 3600})
+		Eventually(func() any {
+			return mustCall("GET", "/entities/asset/"+chargerID, tok, nil)["needs_reauthorisation"]
+		}).Should(BeFalse())
+	})
+
+	It("revokes and deletes a site's connections when it is offboarded", func(ctx SpecContext) {
+		connect(tok, siteID, registeredURI)
+		conn, _ := connectionOf(ctx, o.Namespace, siteID)
+		revoked := deviceProvider.Revocations()
+		mustCall("POST", "/entities/site/"+siteID+"/offboard-site-and-assets", tok, nil)
+		Eventually(func() bool {
+			err := k8sClient.Get(ctx, client.ObjectKeyFromObject(conn), &flexv1.DeviceConnection{})
+			return apierrors.IsNotFound(err)
+		}).Should(BeTrue())
+		Expect(deviceProvider.Revocations()).To(BeNumerically(">", revoked))
+		err := k8sClient.Get(ctx, deviceauth.SecretKey(conn), &corev1.Secret{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	})
+
+	It("never refreshes one token twice at once: a rotation race across two managers", func(ctx SpecContext) {
+		// A second manager against the same API server, running its own DeviceConnection
+		// controller beside the suite's: both see every connection and both want to refresh.
+		mgr, err := env.NewManager()
+		Expect(err).NotTo(HaveOccurred())
+		Expect((&controllers.DeviceConnectionReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("second"),
+			Dialer: providerDialer, Holder: "second-replica"}).SetupWithManager(mgr,
+			controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 4})).To(Succeed())
+		mctx, cancel := context.WithCancel(context.Background())
+		DeferCleanup(cancel)
+		go func() {
+			defer GinkgoRecover()
+			Expect(mgr.Start(ctrl.LoggerInto(mctx, ctrl.Log.WithName("second")))).To(Succeed())
+		}()
+
+		refused := deviceProvider.Refused()
+		connect(tok, siteID, registeredURI)
+		_, sec := connectionOf(ctx, o.Namespace, siteID)
+		seen := map[string]bool{deviceauth.Read(sec).RefreshToken: true}
+		// Three rotations: each refresh token is used once, the connection never lapses.
+		Eventually(func(g Gomega) {
+			c, s := connectionOf(ctx, o.Namespace, siteID)
+			g.Expect(c.Status.Phase).To(Equal(flexv1.ConnectionConnected))
+			seen[deviceauth.Read(s).RefreshToken] = true
+			g.Expect(len(seen)).To(BeNumerically(">=", 4))
+		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+		c, _ := connectionOf(ctx, o.Namespace, siteID)
+		Expect(c.Status.Phase).To(Equal(flexv1.ConnectionConnected))
+		Expect(deviceProvider.Refused()).To(Equal(refused), "a refresh token was used twice (invalid_grant)")
+	})
+})

@@ -1,0 +1,318 @@
+// Package oauthprovider is a real OAuth 2.0 authorisation server for tests and for the
+// `make run` walk-through: ory/fosite's authorisation code grant with PKCE (S256 enforced),
+// refresh-token rotation (a rotated refresh token used again is invalid_grant, and revokes
+// the whole grant, as fosite does), RFC 7009 revocation, and a consent page that a person or
+// a headless browser clicks through. It stores everything in memory.
+package oauthprovider
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"html/template"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ory/fosite"
+	"github.com/ory/fosite/compose"
+	"github.com/ory/fosite/storage"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Options configure a provider.
+type Options struct {
+	// ClientID and ClientSecret of the one registered client (Flexsite).
+	ClientID, ClientSecret string
+	// RedirectURIs registered for the client. A loopback http URI matches any port (RFC 8252),
+	// so "http://127.0.0.1/oauth/callback" admits a test server on any port.
+	RedirectURIs []string
+	// AccessTokenLifespan (default one hour).
+	AccessTokenLifespan time.Duration
+	// Scopes the client may ask for (default "devices").
+	Scopes []string
+	// DisplayName shown on the consent page (default "Example Energy").
+	DisplayName string
+}
+
+// Provider is a running authorisation server.
+type Provider struct {
+	opts   Options
+	store  *storage.MemoryStore
+	oauth2 fosite.OAuth2Provider
+	srv    *http.Server
+	ln     net.Listener
+	// URL is the provider's base URL (http://127.0.0.1:port).
+	URL string
+
+	mu    sync.Mutex
+	fault func(w http.ResponseWriter, r *http.Request) bool
+
+	// Counters.
+	codeGrants, refreshGrants, refused, revocations atomic.Int64
+}
+
+// Start runs a provider on addr ("127.0.0.1:0" for any free port).
+func Start(addr string, o Options) (*Provider, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	p, err := newProvider(o)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	p.ln = ln
+	p.URL = "http://" + ln.Addr().String()
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = p.srv.Serve(ln) }()
+	return p, nil
+}
+
+func newProvider(o Options) (*Provider, error) {
+	if o.ClientID == "" {
+		o.ClientID = "flexsite"
+	}
+	if o.AccessTokenLifespan == 0 {
+		o.AccessTokenLifespan = time.Hour
+	}
+	if len(o.Scopes) == 0 {
+		o.Scopes = []string{"devices"}
+	}
+	if o.DisplayName == "" {
+		o.DisplayName = "Example Energy"
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	cfg := &fosite.Config{
+		GlobalSecret:        secret,
+		AccessTokenLifespan: o.AccessTokenLifespan,
+		// Every authorisation gets a refresh token (no "offline" scope needed).
+		RefreshTokenScopes:             []string{},
+		EnforcePKCE:                    true,
+		EnablePKCEPlainChallengeMethod: false,
+		ScopeStrategy:                  fosite.ExactScopeStrategy,
+		AudienceMatchingStrategy:       fosite.DefaultAudienceMatchingStrategy,
+	}
+	store := storage.NewMemoryStore()
+	client := &fosite.DefaultClient{
+		ID:            o.ClientID,
+		RedirectURIs:  o.RedirectURIs,
+		ResponseTypes: []string{"code"},
+		GrantTypes:    []string{"authorization_code", "refresh_token"},
+		Scopes:        o.Scopes,
+		Public:        o.ClientSecret == "",
+	}
+	if o.ClientSecret != "" {
+		hash, err := bcrypt.GenerateFromPassword([]byte(o.ClientSecret), bcrypt.MinCost)
+		if err != nil {
+			return nil, err
+		}
+		client.Secret = hash
+	}
+	store.Clients[o.ClientID] = client
+	provider := compose.Compose(cfg, store, &compose.CommonStrategy{CoreStrategy: compose.NewOAuth2HMACStrategy(cfg)},
+		compose.OAuth2AuthorizeExplicitFactory,
+		compose.OAuth2RefreshTokenGrantFactory,
+		compose.OAuth2TokenRevocationFactory,
+		compose.OAuth2PKCEFactory,
+	)
+	return &Provider{opts: o, store: store, oauth2: provider}, nil
+}
+
+// Close stops the provider.
+func (p *Provider) Close() {
+	if p.srv != nil {
+		_ = p.srv.Close()
+	}
+}
+
+// AuthorizationURL, TokenURL and RevocationURL are the provider's endpoints.
+func (p *Provider) AuthorizationURL() string { return p.URL + "/authorize" }
+func (p *Provider) TokenURL() string         { return p.URL + "/token" }
+func (p *Provider) RevocationURL() string    { return p.URL + "/revoke" }
+
+// CodeGrants counts authorisation codes exchanged, RefreshGrants refresh tokens exchanged,
+// Refused the token requests refused (invalid_grant and the like), Revocations the
+// revocation requests answered.
+func (p *Provider) CodeGrants() int64    { return p.codeGrants.Load() }
+func (p *Provider) RefreshGrants() int64 { return p.refreshGrants.Load() }
+func (p *Provider) Refused() int64       { return p.refused.Load() }
+func (p *Provider) Revocations() int64   { return p.revocations.Load() }
+
+// SetFault makes the token endpoint call f first: when f answers true it has written the
+// response itself (a 503, garbage, a slow answer...). nil removes the fault.
+func (p *Provider) SetFault(f func(w http.ResponseWriter, r *http.Request) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fault = f
+}
+
+// RevokeEverything revokes every refresh and access token issued so far, as a household that
+// withdraws Flexsite's access at the maker's site: the next refresh is invalid_grant.
+func (p *Provider) RevokeEverything() {
+	ctx := context.Background()
+	ids := make([]string, 0, len(p.store.RefreshTokenRequestIDs))
+	for id := range p.store.RefreshTokenRequestIDs {
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		_ = p.store.RevokeRefreshToken(ctx, id)
+		_ = p.store.RevokeAccessToken(ctx, id)
+	}
+}
+
+// ActiveAccessTokens counts the access tokens the provider would accept now.
+func (p *Provider) ActiveAccessTokens() int {
+	n := 0
+	for _, req := range p.store.AccessTokens {
+		if req.GetSession().GetExpiresAt(fosite.AccessToken).After(time.Now()) {
+			n++
+		}
+	}
+	return n
+}
+
+// ServeHTTP serves the provider's endpoints.
+func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/authorize" && r.Method == http.MethodGet:
+		p.consentPage(w, r)
+	case r.URL.Path == "/authorize" && r.Method == http.MethodPost:
+		p.authorize(w, r)
+	case r.URL.Path == "/token" && r.Method == http.MethodPost:
+		p.token(w, r)
+	case r.URL.Path == "/revoke" && r.Method == http.MethodPost:
+		p.revoke(w, r)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+var consent = template.Must(template.New("consent").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Name}}: allow Flexsite?</title>
+<style>body{font-family:sans-serif;max-width:32rem;margin:3rem auto}button{font-size:1rem;margin-right:1rem;padding:.5rem 1rem}</style>
+</head><body><main>
+<h1>{{.Name}}</h1>
+<p>Flexsite asks to control your devices ({{.Scopes}}) so that you can earn rewards.</p>
+<form method="post" action="/authorize?{{.Query}}">
+<button type="submit" name="consent" value="allow" id="allow">Allow</button>
+<button type="submit" name="consent" value="deny" id="deny">Deny</button>
+</form></main></body></html>`))
+
+// consentPage checks the authorisation request (client, redirect URI, PKCE) and asks.
+func (p *Provider) consentPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	ar, err := p.oauth2.NewAuthorizeRequest(ctx, r)
+	if err != nil {
+		p.oauth2.WriteAuthorizeError(ctx, w, ar, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_ = consent.Execute(w, map[string]any{"Name": p.opts.DisplayName, "Scopes": ar.GetRequestedScopes(),
+		"Query": template.URL(r.URL.RawQuery)})
+}
+
+// authorize answers the consent form: a code to the redirect URI, or access_denied.
+func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	ar, err := p.oauth2.NewAuthorizeRequest(ctx, r)
+	if err != nil {
+		p.oauth2.WriteAuthorizeError(ctx, w, ar, err)
+		return
+	}
+	if r.PostForm.Get("consent") != "allow" {
+		p.oauth2.WriteAuthorizeError(ctx, w, ar, fosite.ErrAccessDenied)
+		return
+	}
+	for _, s := range ar.GetRequestedScopes() {
+		ar.GrantScope(s)
+	}
+	resp, err := p.oauth2.NewAuthorizeResponse(ctx, ar, &fosite.DefaultSession{Subject: "household"})
+	if err != nil {
+		p.oauth2.WriteAuthorizeError(ctx, w, ar, err)
+		return
+	}
+	p.oauth2.WriteAuthorizeResponse(ctx, w, ar, resp)
+}
+
+func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	fault := p.fault
+	p.mu.Unlock()
+	if fault != nil && fault(w, r) {
+		return
+	}
+	ctx := r.Context()
+	req, err := p.oauth2.NewAccessRequest(ctx, r, &fosite.DefaultSession{})
+	if err != nil {
+		p.refused.Add(1)
+		p.oauth2.WriteAccessError(ctx, w, req, err)
+		return
+	}
+	for _, s := range req.GetRequestedScopes() {
+		req.GrantScope(s)
+	}
+	resp, err := p.oauth2.NewAccessResponse(ctx, req)
+	if err != nil {
+		p.refused.Add(1)
+		p.oauth2.WriteAccessError(ctx, w, req, err)
+		return
+	}
+	if req.GetGrantTypes().ExactOne("refresh_token") {
+		p.refreshGrants.Add(1)
+	} else {
+		p.codeGrants.Add(1)
+	}
+	p.oauth2.WriteAccessResponse(ctx, w, req, resp)
+}
+
+func (p *Provider) revoke(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	err := p.oauth2.NewRevocationRequest(ctx, r)
+	if err == nil || errors.Is(err, fosite.ErrNotFound) {
+		p.revocations.Add(1)
+	}
+	p.oauth2.WriteRevocationResponse(ctx, w, err)
+}
+
+// Consent plays the household's browser at the provider: it opens the consent page of
+// authorizationURL and clicks Allow (allow) or Deny, and answers where the provider sends the
+// browser (the client's callback, with code and state or an error).
+func Consent(authorizationURL string, allow bool) (string, error) {
+	noRedirect := &http.Client{Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(authorizationURL)
+	if err != nil {
+		return "", err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("consent page: HTTP %d", resp.StatusCode)
+	}
+	u, err := url.Parse(authorizationURL)
+	if err != nil {
+		return "", err
+	}
+	choice := "deny"
+	if allow {
+		choice = "allow"
+	}
+	resp, err = noRedirect.PostForm(u.Scheme+"://"+u.Host+"/authorize?"+u.RawQuery, url.Values{"consent": {choice}})
+	if err != nil {
+		return "", err
+	}
+	_ = resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	if loc == "" {
+		return "", fmt.Errorf("the provider answered the consent with HTTP %d and no redirect", resp.StatusCode)
+	}
+	return loc, nil
+}
