@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -114,7 +115,7 @@ func (r *RewardLedgerReconciler) reconcileWithStore(ctx context.Context, req ctr
 			return ctrl.Result{}, err
 		}
 		if len(pending) == handOverBatch {
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: time.Millisecond}, nil // more to hand over
 		}
 	}
 	return ctrl.Result{}, nil

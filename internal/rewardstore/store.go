@@ -404,7 +404,8 @@ func (s *Store) SetPaymentStatus(ctx context.Context, site Site, id string, to f
 			return nil
 		}
 		if _, err := q.Exec(ctx, `INSERT INTO withdrawal_status_changes (organisation, site_id, transaction_id, from_status,
-			to_status, actor) VALUES ($1, $2, $3, $4, $5, $6)`, site.Namespace, site.ID, id, string(tx.PaymentStatus), string(to), actor); err != nil {
+			to_status, actor) VALUES ($1, $2, $3, $4, $5, $6)`,
+			site.Namespace, site.ID, id, string(tx.PaymentStatus), string(to), actor); err != nil {
 			return err
 		}
 		out.PaymentStatus = to

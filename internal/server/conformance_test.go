@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -315,7 +314,7 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		status, resp := call("POST", "/rewards/"+home.id+"/transactions", tok, credit)
 		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
 		c.call("POST", "/rewards/"+home.id+"/transactions", tok, credit)
-		c.call("GET", "/rewards/"+home.id+"/transactions?since="+url.QueryEscape(start.Add(-time.Hour).Format(time.RFC3339)), tok, nil)
+		c.call("GET", "/rewards/"+home.id+"/transactions?since="+start.Add(-time.Hour).UTC().Format(time.RFC3339), tok, nil)
 		withdrawal := c.call("GET", "/rewards/"+home.id+"/transactions?limit=1", tok, nil)["transactions"].([]any)[0].(map[string]any)
 		Expect(withdrawal).To(HaveKeyWithValue("transaction_type", "withdrawal"))
 		Expect(c.call("PATCH", "/rewards/"+home.id+"/transactions/"+withdrawal["transaction_id"].(string), tok,
