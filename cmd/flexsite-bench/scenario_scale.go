@@ -168,12 +168,8 @@ func (b *bench) writeLedgers(ctx context.Context, ns string, siteNames []string)
 			return err
 		}
 		key := rewardstore.Site{Namespace: ns, ID: site.Labels[flexv1.IDLabel]}
-		for _, tx := range newLedger(ns, siteNames[i], b.p.Transactions).Spec.Transactions {
-			if _, _, err := b.rewards.Append(ctx, key, tx, rewardstore.SourceAPI); err != nil {
-				return err
-			}
-		}
-		return nil
+		// A year at once (one SQL transaction): the history a site has, not its weekly arrival.
+		return b.rewards.AppendMany(ctx, key, newLedger(ns, siteNames[i], b.p.Transactions).Spec.Transactions, rewardstore.SourceAPI)
 	})
 	if err != nil {
 		return fmt.Errorf("crediting reward history: %w", err)

@@ -333,3 +333,21 @@ func TestUnavailable(t *testing.T) {
 		t.Errorf("history %v, %v", all, err)
 	}
 }
+
+func TestAppendManyIsAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	site := newSite()
+	first := credit(10, time.Now())
+	if err := store.AppendMany(ctx, site, []flexv1.RewardTransaction{first, credit(20, time.Now())}, rewardstore.SourceAPI); err != nil {
+		t.Fatal(err)
+	}
+	clash := first
+	clash.CreditPence = 11
+	err := store.AppendMany(ctx, site, []flexv1.RewardTransaction{credit(30, time.Now()), clash}, rewardstore.SourceAPI)
+	if !errors.Is(err, rewardstore.ErrConflict) {
+		t.Fatalf("a batch with a conflicting id: %v", err)
+	}
+	if all, err := store.All(ctx, site); err != nil || len(all) != 2 {
+		t.Errorf("history %d transactions (%v), want the first batch's 2", len(all), err)
+	}
+}
