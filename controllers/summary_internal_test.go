@@ -47,7 +47,7 @@ func TestSummarise(t *testing.T) {
 				t.Errorf("balance %d, earned %d, count %d; want %d, %d, %d", *s.BalancePence, *s.TotalEarnedPence,
 					*s.TransactionCount, c.balance, c.earned, c.count)
 			}
-			var ids []string
+			ids := make([]string, 0, len(s.RecentTransactions))
 			for _, r := range s.RecentTransactions {
 				ids = append(ids, r.ID)
 			}

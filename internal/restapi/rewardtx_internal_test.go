@@ -68,7 +68,7 @@ func TestParseCredit(t *testing.T) {
 			} else {
 				parseCredit(f, body)
 			}
-			var got []string
+			got := make([]string, 0, len(f.Items()))
 			for _, it := range f.Items() {
 				got = append(got, it.Loc[len(it.Loc)-1].(string))
 			}
