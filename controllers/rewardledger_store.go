@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -114,7 +115,7 @@ func (r *RewardLedgerReconciler) reconcileWithStore(ctx context.Context, req ctr
 			return ctrl.Result{}, err
 		}
 		if len(pending) == handOverBatch {
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: time.Millisecond}, nil // more to hand over
 		}
 	}
 	return ctrl.Result{}, nil
@@ -184,7 +185,11 @@ func summarise(status *flexv1.RewardLedgerStatus, history []flexv1.RewardTransac
 	ordered := household.NewestFirst(history)
 	status.RecentTransactions = nil
 	for _, tx := range ordered[:min(recentTransactions, len(ordered))] {
-		status.RecentTransactions = append(status.RecentTransactions, *tx)
+		brief := flexv1.RecentTransaction{ID: tx.ID, Type: tx.Type, CreditPence: tx.CreditPence, PaymentStatus: tx.PaymentStatus}
+		if at := household.TransactionTime(*tx); !at.IsZero() {
+			brief.At = &metav1.Time{Time: at}
+		}
+		status.RecentTransactions = append(status.RecentTransactions, brief)
 	}
 	status.LastCredited = nil
 	for _, tx := range ordered {

@@ -51,6 +51,28 @@ type RewardTransaction struct {
 	PaymentStatus PaymentStatus `json:"paymentStatus,omitempty"`
 }
 
+// RecentTransaction is one of a ledger's latest transactions, in brief: a site's object stays
+// small (the full record is the database's).
+type RecentTransaction struct {
+	// id of the transaction (UUID).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	ID string `json:"id,omitempty"`
+	// type of the transaction.
+	// +required
+	Type TransactionType `json:"type,omitempty"`
+	// creditPence is the amount credited, in pence (negative for a withdrawal).
+	// +required
+	CreditPence int64 `json:"creditPence"`
+	// at is when it happened: its start, else its settlement date.
+	// +optional
+	At *metav1.Time `json:"at,omitempty"`
+	// paymentStatus of a withdrawal, now.
+	// +optional
+	PaymentStatus PaymentStatus `json:"paymentStatus,omitempty"`
+}
+
 // RewardLedgerSpec declares reward transactions of a site: an inbox. Flexsite keeps every
 // transaction in its database; the controller ingests these by id, once, and never rewrites
 // the spec.
@@ -78,6 +100,14 @@ type RewardLedgerSpec struct {
 // database), whether the spec's transactions are ingested, and the notification outbox.
 // +kubebuilder:validation:MinProperties=1
 type RewardLedgerStatus struct {
+	// conditions of the ledger: Ingested says whether every transaction of the spec is stored
+	// (False names those refused).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
 	// observedGeneration is the generation of the spec whose transactions have been ingested.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
@@ -102,20 +132,12 @@ type RewardLedgerStatus struct {
 	// +optional
 	LastCredited *metav1.Time `json:"lastCredited,omitempty"`
 
-	// recentTransactions are the 10 latest transactions, newest first (the whole history is
-	// GET /rewards/{site_id}/transactions).
+	// recentTransactions are the 10 latest transactions in brief, newest first (the whole
+	// history, every field, is GET /rewards/{site_id}/transactions).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=10
-	RecentTransactions []RewardTransaction `json:"recentTransactions,omitempty"`
-
-	// conditions: Ingested (every transaction of the spec is stored; False names those
-	// refused).
-	// +optional
-	// +listType=map
-	// +listMapKey=type
-	// +kubebuilder:validation:MaxItems=8
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	RecentTransactions []RecentTransaction `json:"recentTransactions,omitempty"`
 
 	// lastCreditedID is no longer written (credits are told from the database's outbox); kept
 	// so that objects written by earlier versions still validate.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,7 +26,11 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
+	"github.com/flexsite/flexsite/internal/db/pgserver"
 	"github.com/flexsite/flexsite/internal/embedded"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 )
 
 // tokenKeysNamespace holds the manager's token signing keys; it must exist before it starts.
@@ -58,6 +64,12 @@ type bench struct {
 	trivial *childProc
 	// empty is the manager's memory before any household existed (nil until measured).
 	empty *memory
+	// pg is the PostgreSQL the manager keeps reward history in; rewards writes to it as a
+	// rewards system's credits do (internal/rewardstore, the REST API's own SQL).
+	pg      *pgserver.Server
+	pgURL   string
+	pgPool  *pgxpool.Pool
+	rewards *rewardstore.Store
 }
 
 // newBench starts the control plane, the bench's watch and the manager, and waits until the
@@ -81,6 +93,9 @@ func newBench(ctx context.Context, o options, p params) (_ *bench, err error) {
 	if err := b.startControlPlane(ctx, o.binDir); err != nil {
 		return nil, err
 	}
+	if err := b.startDatabase(ctx); err != nil {
+		return nil, err
+	}
 	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tokenKeysNamespace}}); err != nil {
 		return nil, err
 	}
@@ -94,6 +109,35 @@ func newBench(ctx context.Context, o options, p params) (_ *bench, err error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// startDatabase starts a PostgreSQL from $FLEXSITE_POSTGRES_BIN (make bench sets it from
+// hack/ensure-postgres.sh) with its usual durability, and creates the manager's database.
+func (b *bench) startDatabase(ctx context.Context) error {
+	bin, err := dbtest.Find()
+	if err != nil {
+		return err
+	}
+	logf("starting PostgreSQL (%s)", bin)
+	if b.pg, err = pgserver.Start(ctx, pgserver.Options{BinDir: bin, Dir: filepath.Join(b.tmp, "postgres")}); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, b.pg.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE flexsite")
+	_ = conn.Close(ctx)
+	if err != nil {
+		return err
+	}
+	b.pgURL = b.pg.URL("flexsite")
+	if b.pgPool, err = db.Open(ctx, b.pgURL); err != nil {
+		return err
+	}
+	// The manager migrates on start; the bench writes once it has.
+	b.rewards = &rewardstore.Store{Pool: b.pgPool}
+	return nil
 }
 
 func (b *bench) startControlPlane(ctx context.Context, binDir string) error {
@@ -153,6 +197,7 @@ func (b *bench) managerConfig(o options) (managerConfig, error) {
 		// per-client limit (100/s by default) that would answer 429: the per-client limit is
 		// off (the "limits off"), and the report says so (reads.rate_limits_on).
 		"--rate-limit-per-client=0",
+		"--database-url=" + b.pgURL,
 	}
 	// Notifications go to the bench's receivers on loopback, whose certificate it trusts.
 	caFile, err := notifyCAFile(b.tmp)
@@ -190,6 +235,12 @@ func (b *bench) close() {
 	}
 	if b.watch != nil {
 		b.watch.stop()
+	}
+	if b.pgPool != nil {
+		b.pgPool.Close()
+	}
+	if b.pg != nil {
+		_ = b.pg.Stop()
 	}
 	if b.cp != nil {
 		if err := b.cp.Stop(); err != nil {

@@ -44,6 +44,7 @@ const (
 	unitSeconds = "s"
 	unitMiB     = "MiB"
 	unitCount   = ""
+	unitKB      = "KB"
 )
 
 // target is a figure's goal from the issue: value op bound.

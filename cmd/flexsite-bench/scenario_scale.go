@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+
 	"fmt"
 	"path/filepath"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 )
 
 const mib = 1 << 20
@@ -60,7 +64,9 @@ func runScale(ctx context.Context, b *bench, rep *report) error {
 		levels = append(levels, l)
 	}
 	reportScale(rep, levels[0], levels[len(levels)-1])
-	return nil
+	// Every site of the fleet has its year of rewards by now (the last level waited for the
+	// manager to be idle: ledgers made and summarised).
+	return measureEtcdPerSite(ctx, b, rep, fleet.ns)
 }
 
 func reportScale(rep *report, small, large level) {
@@ -151,16 +157,24 @@ func (b *bench) siteCount(ctx context.Context) (int, error) {
 	return len(sites.Items), nil
 }
 
-// writeLedgers writes the sites' reward ledgers straight to the API server, as a rewards
-// system feeds Flexsite.
+// writeLedgers credits each site a year of weekly rewards, as a rewards system feeds Flexsite
+// now: every transaction in PostgreSQL (internal/rewardstore, the SQL POST
+// /rewards/{site_id}/transactions runs), the site's RewardLedger made and summarised by the
+// manager's controller.
 func (b *bench) writeLedgers(ctx context.Context, ns string, siteNames []string) error {
 	t, err := runConcurrent(ctx, len(siteNames), b.p.Concurrency, func(ctx context.Context, i int) error {
-		return b.c.Create(ctx, newLedger(ns, siteNames[i], b.p.Transactions))
+		site := &flexv1.Site{}
+		if err := b.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: siteNames[i]}, site); err != nil {
+			return err
+		}
+		key := rewardstore.Site{Namespace: ns, ID: site.Labels[flexv1.IDLabel]}
+		// A year at once (one SQL transaction): the history a site has, not its weekly arrival.
+		return b.rewards.AppendMany(ctx, key, newLedger(ns, siteNames[i], b.p.Transactions).Spec.Transactions, rewardstore.SourceAPI)
 	})
 	if err != nil {
-		return fmt.Errorf("writing reward ledgers: %w", err)
+		return fmt.Errorf("crediting reward history: %w", err)
 	}
-	logf("%d reward ledgers in %s (%.1f/s)", len(siteNames), t.wall.Round(time.Millisecond), t.rate())
+	logf("%d reward histories in %s (%.1f/s)", len(siteNames), t.wall.Round(time.Millisecond), t.rate())
 	return nil
 }
 

@@ -408,6 +408,47 @@ var _ = Describe("Reward notifications", func() {
 		Expect(got[1].Verified).To(BeTrue())
 	})
 
+	It("imports a ledger an earlier version told, on upgrade: nothing lost, nothing told twice", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		sub := subscribe(ctx, ns, r, flexv1.EventRewardsTransactionCredited)
+		ready(ctx, sub)
+		s, _ := household(ctx, ns, "1200000000011", "zappi")
+		Eventually(func() string {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+			return s.Labels[flexv1.IDLabel]
+		}).ShouldNot(BeEmpty())
+
+		By("with no manager running, a ledger as an earlier version left it: its first credit told (lastCreditedID)")
+		stopManager()
+		told, untold := "0b7c6f4e-4444-4a8e-9d1c-2f3e4a5b6c7d", "0b7c6f4e-5555-4a8e-9d1c-2f3e4a5b6c7d"
+		ledger := &flexv1.RewardLedger{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.RewardLedgerName(s.Name)},
+			Spec: flexv1.RewardLedgerSpec{SiteName: s.Name, Transactions: []flexv1.RewardTransaction{
+				{ID: told, Type: "flex period", CreditPence: 120, SettlementDate: "2026-09-01"},
+				{ID: untold, Type: "flex period", CreditPence: 80, SettlementDate: "2026-10-01"}}}}
+		Expect(k8sClient.Create(ctx, ledger)).To(Succeed())
+		ledger.Status = flexv1.RewardLedgerStatus{ObservedGeneration: ledger.Generation, LastCreditedID: told}
+		Expect(k8sClient.Status().Update(ctx, ledger)).To(Succeed())
+
+		By("the new manager imports both into the database and tells only the untold one")
+		startManager()
+		Eventually(r.kinds).Should(Equal([]string{"rewards.transaction_credited"}))
+		Expect(r.delivered()[0].Data).To(HaveKeyWithValue("transaction_id", untold))
+		store := &rewardstore.Store{Pool: testDB.Pool}
+		Eventually(func() int {
+			all, err := store.All(ctx, rewardstore.Site{Namespace: ns, ID: s.Labels[flexv1.IDLabel]})
+			Expect(err).NotTo(HaveOccurred())
+			return len(all)
+		}).Should(Equal(2))
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ledger), ledger)).To(Succeed())
+			g.Expect(ledger.Status.TransactionCount).To(HaveValue(BeEquivalentTo(2)))
+			g.Expect(ledger.Status.BalancePence).To(HaveValue(BeEquivalentTo(200)))
+		}).Should(Succeed())
+		Expect(ledger.Spec.Transactions).To(HaveLen(2), "the spec is never rewritten")
+		Consistently(r.kinds, "1s").Should(HaveLen(1))
+	})
+
 	It("delivers a credit committed while no manager ran, once one starts", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		r := newReceiver()

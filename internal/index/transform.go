@@ -71,10 +71,13 @@ func feedThenStrip(feeds []func(*flexv1.RewardLedger)) toolscache.TransformFunc 
 	}
 }
 
-// withoutTransactions is compactForCache of a RewardLedger, less its transactions.
+// withoutTransactions is compactForCache of a RewardLedger, less its transactions: the spec's
+// (the inbox) and the status summary's latest ten (the controller reads a ledger whole from the
+// API server; the history is the database's).
 func withoutTransactions(obj any) (any, error) {
 	if l, ok := obj.(*flexv1.RewardLedger); ok {
 		l.Spec.Transactions = nil
+		l.Status.RecentTransactions = nil
 	}
 	return compactForCache(obj)
 }

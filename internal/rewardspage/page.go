@@ -30,6 +30,7 @@ import (
 	"github.com/go-logr/logr"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/validation"
@@ -257,6 +258,15 @@ func (d *Door) session(r *http.Request) (*rewards.Session, error) {
 }
 
 func (d *Door) noSession(w http.ResponseWriter, err error) {
+	if e := app.As(err); e != nil && e.Kind == app.Unavailable {
+		// The rewards database is away: the household comes back shortly, nothing was lost.
+		if e.RetryAfter != "" {
+			w.Header().Set("Retry-After", e.RetryAfter)
+		}
+		d.message(w, http.StatusServiceUnavailable, "Please try again shortly",
+			"Your rewards cannot be shown or changed just now. Nothing has been lost: please try again in a minute.")
+		return
+	}
 	if !errors.Is(err, rewards.ErrNoLink) {
 		d.Log.Error(err, "reading a rewards session")
 		d.message(w, http.StatusInternalServerError, "Something went wrong", "Please try again in a moment.")
@@ -455,6 +465,8 @@ func (d *Door) withdraw(w http.ResponseWriter, r *http.Request, sess *rewards.Se
 		d.show(w, r, sess, http.StatusUnprocessableEntity, &view{Alert: "You cannot withdraw your rewards yet."})
 	case errors.Is(err, rewards.ErrNotStored):
 		d.show(w, r, sess, http.StatusInternalServerError, &view{Alert: "We could not record your withdrawal. Please try again."})
+	case app.As(err) != nil && app.As(err).Kind == app.Unavailable:
+		d.noSession(w, err)
 	default:
 		d.done(w, r, sess, err, sess.RedirectURI())
 	}

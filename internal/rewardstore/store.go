@@ -98,6 +98,19 @@ func (s *Store) Append(ctx context.Context, site Site, tx flexv1.RewardTransacti
 	return stored, created, err
 }
 
+// AppendMany is Append of every transaction of txs, in one SQL transaction: all of them or none
+// (a conflict on any refuses the lot). Listeners are told once.
+func (s *Store) AppendMany(ctx context.Context, site Site, txs []flexv1.RewardTransaction, source Source) error {
+	return s.inTx(ctx, func(q pgx.Tx) error {
+		for _, tx := range txs {
+			if _, _, err := s.append(ctx, q, site, tx, source, true); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // Import is Append for a transaction whose credit was already told (by an earlier version,
 // from a RewardLedger's spec): no event is written.
 func (s *Store) Import(ctx context.Context, site Site, tx flexv1.RewardTransaction, source Source) (
@@ -404,7 +417,8 @@ func (s *Store) SetPaymentStatus(ctx context.Context, site Site, id string, to f
 			return nil
 		}
 		if _, err := q.Exec(ctx, `INSERT INTO withdrawal_status_changes (organisation, site_id, transaction_id, from_status,
-			to_status, actor) VALUES ($1, $2, $3, $4, $5, $6)`, site.Namespace, site.ID, id, string(tx.PaymentStatus), string(to), actor); err != nil {
+			to_status, actor) VALUES ($1, $2, $3, $4, $5, $6)`,
+			site.Namespace, site.ID, id, string(tx.PaymentStatus), string(to), actor); err != nil {
 			return err
 		}
 		out.PaymentStatus = to

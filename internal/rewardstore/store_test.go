@@ -112,10 +112,8 @@ func TestImportTellsNothing(t *testing.T) {
 func TestOutboxHandOver(t *testing.T) {
 	ctx := context.Background()
 	site := newSite()
-	var ids []string
 	for i := range 3 {
 		tx := credit(int64(100+i), time.Now().Add(time.Duration(i)*time.Minute))
-		ids = append(ids, tx.ID)
 		if _, _, err := store.Append(ctx, site, tx, rewardstore.SourceAPI); err != nil {
 			t.Fatal(err)
 		}
@@ -268,7 +266,7 @@ func TestPageNewestFirstWithinRange(t *testing.T) {
 	ctx := context.Background()
 	site := newSite()
 	base := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	var ids []string
+	ids := make([]string, 0, 5)
 	for day := range 5 {
 		tx := credit(100, base.Add(time.Duration(day)*24*time.Hour))
 		ids = append(ids, tx.ID)
@@ -293,7 +291,7 @@ func TestPageNewestFirstWithinRange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var gotIDs []string
+			gotIDs := make([]string, 0, len(got))
 			for _, tx := range got {
 				gotIDs = append(gotIDs, tx.ID)
 			}
@@ -333,5 +331,23 @@ func TestUnavailable(t *testing.T) {
 	}
 	if all, err := store.All(ctx, site); err != nil || len(all) != 1 {
 		t.Errorf("history %v, %v", all, err)
+	}
+}
+
+func TestAppendManyIsAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	site := newSite()
+	first := credit(10, time.Now())
+	if err := store.AppendMany(ctx, site, []flexv1.RewardTransaction{first, credit(20, time.Now())}, rewardstore.SourceAPI); err != nil {
+		t.Fatal(err)
+	}
+	clash := first
+	clash.CreditPence = 11
+	err := store.AppendMany(ctx, site, []flexv1.RewardTransaction{credit(30, time.Now()), clash}, rewardstore.SourceAPI)
+	if !errors.Is(err, rewardstore.ErrConflict) {
+		t.Fatalf("a batch with a conflicting id: %v", err)
+	}
+	if all, err := store.All(ctx, site); err != nil || len(all) != 2 {
+		t.Errorf("history %d transactions (%v), want the first batch's 2", len(all), err)
 	}
 }

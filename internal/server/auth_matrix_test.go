@@ -15,6 +15,8 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -81,11 +83,14 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		otherUserSiteID    string
 		assetID, extID     string
 		subID              string
+		withdrawalID       string
 		secretsOfA         []string // what another organisation must never see
 	)
 
 	BeforeAll(func(ctx SpecContext) {
-		a, b = newOrg(ctx), newOrg(ctx)
+		every := []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents,
+			flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin}
+		a, b = newOrg(ctx, every...), newOrg(ctx, every...)
 		tokA, tokB = a.token(), b.token()
 
 		// Org A: the end user U whose site is the target of every site route, with a qualifying
@@ -112,6 +117,12 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		status, created := call("POST", "/notifications/subscriptions", tokA, map[string]any{"url": "https://hooks.flexsite.invalid/matrix"})
 		Expect(status).To(Equal(http.StatusCreated), "%s", created)
 		subID = created.Map()["id"].(string)
+		// A withdrawal of U's site, whose payment status the matrix moves on.
+		withdrawalID = identity.NewID()
+		_, _, err := (&rewardstore.Store{Pool: testDB.Pool}).Append(ctx, rewardstore.Site{Namespace: a.Namespace, ID: siteID},
+			flexv1.RewardTransaction{ID: withdrawalID, Type: "withdrawal", CreditPence: -100, SettlementDate: "2026-11-01",
+				PaymentStatus: "pending_approval"}, rewardstore.SourceWithdrawal)
+		Expect(err).NotTo(HaveOccurred())
 		mpanAssets := mustCall("GET", "/entities/site/"+mpanSiteID, tokA, nil)["asset_ids"].([]any)
 		secretsOfA = make([]string, 0, 8+len(mpanAssets))
 		secretsOfA = append(secretsOfA, siteID, otherUserSiteID, mpanSiteID, assetID, extID, "1200000000011", "charger-1200000000011", subID)
@@ -121,7 +132,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 
 		// Org A clients that each lack one role, and one without roles.
 		lacking = map[flexv1.Role]string{}
-		all := []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents}
+		all := every
 		for _, missing := range append(all, "") {
 			roles := []flexv1.Role{} // not nil: the CRD requires the list, empty or not
 			for _, r := range all {
@@ -223,6 +234,13 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"POST /validation/mpan":                         {body: jsonBody(map[string]any{"mpan": "1234567890126"})},
 			"GET /rewards/{site_id}/transactions":           {role: flexv1.RoleRewards, scoped: true, body: noBody},
 			"GET /rewards/{site_id}/info":                   {role: flexv1.RoleRewards, scoped: true, body: noBody},
+			"POST /rewards/{site_id}/transactions": {role: flexv1.RoleRewardsWrite, scoped: true, success: http.StatusCreated,
+				body: func(matrixCaller) any {
+					return map[string]any{"transaction_id": identity.NewID(), "transaction_type": "goodwill credit",
+						"credit_pence": 5, "settlement_date": "2026-11-02"}
+				}},
+			"PATCH /rewards/{site_id}/transactions/{transaction_id}": {role: flexv1.RoleRewardsAdmin, scoped: true,
+				body: jsonBody(map[string]any{"payment_status": "approved"})},
 			"GET /rewards/{site_id}/url/balance": {role: flexv1.RoleRewards, scoped: true, body: noBody,
 				query: "?redirect_uri=https%3A%2F%2Fapp.example.com%2Fdone"},
 
@@ -273,7 +291,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			// The provider sends the household's browser back: the state is the proof, no token.
 			"GET /oauth/callback": true}
 		concrete := strings.NewReplacer("{site_id}", siteID, "{asset_id}", assetID, "{external_id}", extID,
-			"{subscription_id}", subID, "{provider}", deviceProviderName)
+			"{subscription_id}", subID, "{provider}", deviceProviderName, "{transaction_id}", withdrawalID)
 
 		var wrong []string
 		cells, covered := 0, map[string]bool{}

@@ -150,7 +150,8 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 
 	BeforeAll(func(ctx SpecContext) {
 		c = servedContract()
-		o = newOrg(ctx)
+		o = newOrg(ctx, flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents,
+			flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin)
 		tok = o.token()
 		home.mpan, legacy.mpan = validMPAN(7001), validMPAN(7002)
 	})
@@ -306,6 +307,18 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		c.call("GET", "/rewards/"+home.id+"/transactions", tok, nil)
 		c.call("GET", "/rewards/"+home.id+"/info", tok, nil)
 		c.call("GET", "/rewards/"+home.id+"/url/balance?redirect_uri=https%3A%2F%2Fapp.example.com%2Fdone", tok, nil)
+
+		By("crediting over REST (201, then 200 with the stored record) and moving the withdrawal's payment status")
+		credit := map[string]any{"transaction_id": identity.NewID(), "transaction_type": "goodwill credit", "credit_pence": 25,
+			"settlement_date": start.Format("2006-01-02")}
+		status, resp := call("POST", "/rewards/"+home.id+"/transactions", tok, credit)
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+		c.call("POST", "/rewards/"+home.id+"/transactions", tok, credit)
+		c.call("GET", "/rewards/"+home.id+"/transactions?since="+start.Add(-time.Hour).UTC().Format(time.RFC3339), tok, nil)
+		withdrawal := c.call("GET", "/rewards/"+home.id+"/transactions?limit=1", tok, nil)["transactions"].([]any)[0].(map[string]any)
+		Expect(withdrawal).To(HaveKeyWithValue("transaction_type", "withdrawal"))
+		Expect(c.call("PATCH", "/rewards/"+home.id+"/transactions/"+withdrawal["transaction_id"].(string), tok,
+			map[string]any{"payment_status": "returned"})).To(HaveKeyWithValue("payment_status", "returned"))
 	})
 
 	It("answers the hosted flow's routes as documented, through every step", func() {

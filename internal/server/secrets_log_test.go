@@ -107,6 +107,9 @@ var _ = Describe("Secrets in the logs", func() {
 		cfg.Log = logger
 		cfg.Cache = failingLedgerReads{Reader: apiSrv.Cache}
 		cfg.Ledgers = failingLedgers{}
+		// Rewards read from the ledgers here (no database), so that the injected failure is
+		// what the rewards endpoints meet: a 500, logged.
+		cfg.DB = nil
 		srv := server.NewServer(cfg)
 		// The authenticator logs through the request's context (controller-runtime's
 		// logf.FromContext): give every request the buffer's logger too.

@@ -1,0 +1,268 @@
+package server_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	hh "github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/rewardstore"
+)
+
+// The reward history in PostgreSQL, through the REST API: credits by rewards_write clients,
+// payment statuses by rewards_admin clients, pages from the database, and the database taken
+// away and given back.
+var _ = Describe("Rewards in the database", func() {
+	const mpan = "1200000000011"
+	var (
+		o        org
+		tok      string
+		siteID   string
+		siteName string
+	)
+	allRoles := []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents,
+		flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin}
+	BeforeEach(func(ctx SpecContext) {
+		o = newOrg(ctx, allRoles...)
+		tok = o.token()
+		siteID = onboardedSite(tok, mpan)
+		siteName = identity.SiteNameForMPAN(mpan)
+	})
+	txPath := func() string { return "/rewards/" + siteID + "/transactions" }
+	creditBody := func(id string, pence int64) map[string]any {
+		return map[string]any{"transaction_id": id, "transaction_type": "flex event", "credit_pence": pence,
+			"start_time": "2026-10-06T17:30:00Z", "end_time": "2026-10-06T18:30:00+00:00", "flex_kwh": -1.1,
+			"settlement_date": "2026-10-08"}
+	}
+
+	It("credits once by transaction_id: 201, the same again 200 with the stored record, another record 409", func(ctx SpecContext) {
+		id := identity.NewID()
+		status, resp := call("POST", txPath(), tok, creditBody(id, 35))
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+		Expect(resp.Map()).To(Equal(map[string]any{"transaction_id": id, "transaction_type": "flex event",
+			"credit_pence": float64(35), "start_time": "2026-10-06T17:30:00Z", "end_time": "2026-10-06T18:30:00Z",
+			"settlement_date": "2026-10-08", "flex_kwh": -1.1}))
+
+		status, again := call("POST", txPath(), tok, creditBody(id, 35))
+		Expect(status).To(Equal(http.StatusOK), "%s", again)
+		Expect(again.Map()).To(Equal(resp.Map()))
+
+		status, other := call("POST", txPath(), tok, creditBody(id, 36))
+		Expect(status).To(Equal(http.StatusConflict), "%s", other)
+		Expect(other.Detail()).To(ContainSubstring("transaction_id"))
+
+		body := mustCall("GET", txPath(), tok, nil)
+		Expect(transactionIDs(body)).To(Equal([]any{id}))
+		Expect(mustCall("GET", "/rewards/"+siteID+"/info", tok, nil)["current_balance_pence"]).To(Equal(float64(35)))
+
+		By("the controller makes the site's ledger, whose status is the summary")
+		Eventually(func(g Gomega) {
+			l := &flexv1.RewardLedger{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.RewardLedgerName(siteName)}, l)).
+				To(Succeed())
+			g.Expect(l.Spec.Transactions).To(BeEmpty())
+			g.Expect(l.Status.BalancePence).To(HaveValue(BeEquivalentTo(35)))
+			g.Expect(l.Status.TotalEarnedPence).To(HaveValue(BeEquivalentTo(35)))
+			g.Expect(l.Status.TransactionCount).To(HaveValue(BeEquivalentTo(1)))
+			g.Expect(l.Status.RecentTransactions).To(HaveLen(1))
+			g.Expect(l.Status.LastCredited).NotTo(BeNil())
+		}).Should(Succeed())
+	})
+
+	DescribeTable("refuses a malformed credit with a 422 naming the field",
+		func(mutate func(map[string]any), loc []any, typ string) {
+			body := creditBody(identity.NewID(), 10)
+			mutate(body)
+			status, resp := call("POST", txPath(), tok, body)
+			expectValidationItem(status, resp, loc, typ)
+		},
+		Entry("no transaction_id", func(b map[string]any) { delete(b, "transaction_id") }, []any{"body", "transaction_id"}, "missing"),
+		Entry("a transaction_id that is not a UUID", func(b map[string]any) { b["transaction_id"] = "x" }, []any{"body", "transaction_id"}, ""),
+		Entry("an unknown type", func(b map[string]any) { b["transaction_type"] = "gift" }, []any{"body", "transaction_type"}, "enum"),
+		Entry("a withdrawal", func(b map[string]any) { b["transaction_type"] = "withdrawal" }, []any{"body", "transaction_type"}, "enum"),
+		Entry("credit_pence not an integer", func(b map[string]any) { b["credit_pence"] = 1.5 }, []any{"body", "credit_pence"}, "int_type"),
+		Entry("credit_pence a string", func(b map[string]any) { b["credit_pence"] = "10" }, []any{"body", "credit_pence"}, "int_type"),
+		Entry("a payment_status", func(b map[string]any) { b["payment_status"] = "approved" }, []any{"body", "payment_status"}, "extra_forbidden"),
+		Entry("a time without a zone", func(b map[string]any) { b["start_time"] = "2026-10-06T17:30:00" }, []any{"body", "start_time"}, ""),
+		Entry("end before start", func(b map[string]any) { b["end_time"] = "2026-10-06T17:00:00Z" }, []any{"body", "end_time"}, "value_error"),
+		Entry("a bad settlement date", func(b map[string]any) { b["settlement_date"] = "2026-02-30" }, []any{"body", "settlement_date"}, ""),
+		Entry("neither start_time nor settlement_date", func(b map[string]any) {
+			delete(b, "start_time")
+			delete(b, "end_time")
+			delete(b, "settlement_date")
+		}, []any{"body", "start_time"}, "missing"),
+	)
+
+	It("answers bad JSON with 422 and a malformed site id with 422, an unknown site with 404", func() {
+		status, resp := call("POST", txPath(), tok, raw(`{"transaction_id": `))
+		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", resp)
+		status, resp = call("POST", "/rewards/not-a-uuid/transactions", tok, creditBody(identity.NewID(), 1))
+		expectValidationItem(status, resp, []any{"path", "site_id"}, "")
+		status, resp = call("POST", "/rewards/00000000-0000-4000-8000-000000000000/transactions", tok, creditBody(identity.NewID(), 1))
+		Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
+	})
+
+	It("needs rewards_write to credit and rewards_admin to move a payment status", func(ctx SpecContext) {
+		reader := newOrg(ctx, flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards)
+		readerTok := reader.token()
+		readerSite := onboardedSite(readerTok, "1012345678903")
+		status, resp := call("POST", "/rewards/"+readerSite+"/transactions", readerTok, creditBody(identity.NewID(), 1))
+		Expect(status).To(Equal(http.StatusForbidden), "%s", resp)
+		status, resp = call("PATCH", "/rewards/"+readerSite+"/transactions/"+identity.NewID(), readerTok,
+			map[string]any{"payment_status": "approved"})
+		Expect(status).To(Equal(http.StatusForbidden), "%s", resp)
+		// Another organisation's site is not found, whatever the roles.
+		status, resp = call("POST", "/rewards/"+readerSite+"/transactions", tok, creditBody(identity.NewID(), 1))
+		Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
+	})
+
+	It("moves a withdrawal's payment status on, recording who and when, and counts the balance by it", func(ctx SpecContext) {
+		store := &rewardstore.Store{Pool: testDB.Pool}
+		site := rewardstore.Site{Namespace: o.Namespace, ID: siteID}
+		status, resp := call("POST", txPath(), tok, creditBody(identity.NewID(), 2000))
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+		withdrawal := flexv1.RewardTransaction{ID: identity.NewID(), Type: hh.TransactionWithdrawal, CreditPence: -2000,
+			StartTime: &metav1.Time{Time: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}, PaymentStatus: hh.PaymentPendingApproval}
+		_, _, err := store.Append(ctx, site, withdrawal, rewardstore.SourceWithdrawal)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(mustCall("GET", "/rewards/"+siteID+"/info", tok, nil)["current_balance_pence"]).To(Equal(float64(0)))
+
+		path := txPath() + "/" + withdrawal.ID
+		got := mustCall("PATCH", path, tok, map[string]any{"payment_status": "rejected"})
+		Expect(got).To(HaveKeyWithValue("payment_status", "rejected"))
+		Expect(got).To(HaveKeyWithValue("transaction_id", withdrawal.ID))
+		// A rejected withdrawal paid nothing out: the balance is the household's again.
+		Expect(mustCall("GET", "/rewards/"+siteID+"/info", tok, nil)["current_balance_pence"]).To(Equal(float64(2000)))
+		changes, err := store.StatusChanges(ctx, site, withdrawal.ID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(changes).To(HaveLen(1))
+		Expect(changes[0].From).To(Equal(hh.PaymentPendingApproval))
+		Expect(changes[0].To).To(BeEquivalentTo("rejected"))
+		Expect(changes[0].Actor).To(Equal("api-client:" + o.Namespace + "/" + strings.ToLower(o.Username)))
+		Expect(changes[0].At).To(BeTemporally("~", time.Now(), time.Minute))
+
+		By("refusing what is not a withdrawal's step, or not a withdrawal")
+		status, resp = call("PATCH", path, tok, map[string]any{"payment_status": "pending_approval"})
+		expectValidationItem(status, resp, []any{"body", "payment_status"}, "enum")
+		status, resp = call("PATCH", path, tok, map[string]any{"payment_status": "approved", "note": "x"})
+		expectValidationItem(status, resp, []any{"body", "note"}, "extra_forbidden")
+		credit := transactionIDs(mustCall("GET", txPath()+"?limit=10", tok, nil))[1].(string)
+		status, resp = call("PATCH", txPath()+"/"+credit, tok, map[string]any{"payment_status": "approved"})
+		expectValidationItem(status, resp, []any{"path", "transaction_id"}, "value_error")
+		status, resp = call("PATCH", txPath()+"/"+identity.NewID(), tok, map[string]any{"payment_status": "approved"})
+		Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
+	})
+
+	It("pages the history with since and until, newest first", func() {
+		var ids []string
+		for day := 1; day <= 4; day++ {
+			id := identity.NewID()
+			ids = append(ids, id)
+			body := creditBody(id, 100)
+			body["start_time"] = time.Date(2026, 10, day, 12, 0, 0, 0, time.UTC).Format(time.RFC3339)
+			delete(body, "end_time")
+			status, resp := call("POST", txPath(), tok, body)
+			Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+		}
+		Expect(transactionIDs(mustCall("GET", txPath()+"?since=2026-10-02T00:00:00Z&until=2026-10-04T00:00:00Z", tok, nil))).
+			To(Equal([]any{ids[2], ids[1]}))
+		Expect(transactionIDs(mustCall("GET", txPath()+"?since=2026-10-02T12:00:00%2B00:00&limit=1&offset=1", tok, nil))).
+			To(Equal([]any{ids[2]}))
+		status, resp := call("GET", txPath()+"?since=yesterday", tok, nil)
+		expectValidationItem(status, resp, []any{"query", "since"}, "")
+		status, resp = call("GET", txPath()+"?since=2026-10-04T00:00:00Z&until=2026-10-02T00:00:00Z", tok, nil)
+		expectValidationItem(status, resp, []any{"query", "until"}, "value_error")
+	})
+
+	It("answers 503 with Retry-After while the database is away, keeps the Kubernetes endpoints, and resumes", func(ctx SpecContext) {
+		if !testDB.CanStop() {
+			Skip("the test database's server is not this process's")
+		}
+		id := identity.NewID()
+		By("the database stopped")
+		Expect(testDB.Stop()).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(testDB.Start(ctx)).To(Succeed()) })
+		for _, c := range []struct {
+			method, path string
+			body         any
+		}{
+			{"GET", txPath(), nil},
+			{"GET", "/rewards/" + siteID + "/info", nil},
+			{"POST", txPath(), creditBody(id, 10)},
+			{"PATCH", txPath() + "/" + identity.NewID(), map[string]any{"payment_status": "approved"}},
+		} {
+			status, header, resp := callWithHeader(c.method, c.path, tok, c.body)
+			Expect(status).To(Equal(http.StatusServiceUnavailable), "%s %s: %s", c.method, c.path, resp)
+			Expect(header.Get("Retry-After")).To(MatchRegexp(`^[1-9][0-9]*$`), "%s %s", c.method, c.path)
+			Expect(resp.Detail()).To(ContainSubstring("unavailable"))
+		}
+		By("the Kubernetes endpoints answering meanwhile")
+		Expect(mustCall("GET", "/entities/site/"+siteID, tok, nil)).To(HaveKeyWithValue("id", siteID))
+		Expect(mustCall("GET", "/entities/site/"+siteID+"/eligibility", tok, nil)).NotTo(BeEmpty())
+
+		By("the database back: the credit refused meanwhile was not stored, and is now")
+		Expect(testDB.Start(ctx)).To(Succeed())
+		Eventually(func() int {
+			status, _ := call("GET", txPath(), tok, nil)
+			return status
+		}).Should(Equal(http.StatusOK))
+		Expect(mustCall("GET", txPath(), tok, nil)["transactions"]).To(BeEmpty())
+		status, resp := call("POST", txPath(), tok, creditBody(id, 10))
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+	})
+
+	It("lets concurrent credits of one id store it once", func() {
+		id := identity.NewID()
+		var wg sync.WaitGroup
+		statuses := make([]int, 6)
+		for i := range statuses {
+			wg.Go(func() {
+				defer GinkgoRecover()
+				statuses[i], _ = call("POST", txPath(), tok, creditBody(id, 42))
+			})
+		}
+		wg.Wait()
+		created := 0
+		for _, s := range statuses {
+			Expect(s).To(BeElementOf(http.StatusCreated, http.StatusOK))
+			if s == http.StatusCreated {
+				created++
+			}
+		}
+		Expect(created).To(Equal(1))
+		Expect(mustCall("GET", txPath(), tok, nil)["transactions"]).To(HaveLen(1))
+	})
+})
+
+// callWithHeader is call answering the response's headers too.
+func callWithHeader(method, path, token string, body any) (int, http.Header, response) {
+	GinkgoHelper()
+	var reader *strings.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		Expect(err).NotTo(HaveOccurred())
+		reader = strings.NewReader(string(data))
+	} else {
+		reader = strings.NewReader("")
+	}
+	req, err := http.NewRequest(method, apiServer.URL+path, reader)
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = resp.Body.Close() }()
+	var buf strings.Builder
+	_, _ = io.Copy(&buf, resp.Body)
+	return resp.StatusCode, resp.Header, response(buf.String())
+}
