@@ -105,4 +105,3 @@ var _ = Describe("Device connections across a failover", Ordered, func() {
 		follower.failedEarly()
 	})
 })
-
