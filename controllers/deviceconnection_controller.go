@@ -145,7 +145,11 @@ func (r *DeviceConnectionReconciler) reconcile(ctx context.Context, conn *flexv1
 	case flexv1.ConnectionRevoked:
 		return 0, 0, stalled(flexv1.ReasonRevoked, "The authorisation was revoked")
 	case flexv1.ConnectionPending:
-		return 0, 0, waiting(0, flexv1.ReasonAwaitingAuthorisation, "Waiting for the household to authorise at the provider")
+		msg := "Waiting for the household to authorise at the provider"
+		if t.LastError != "" {
+			msg += "; the last attempt failed: " + t.LastError
+		}
+		return 0, 0, waiting(0, flexv1.ReasonAwaitingAuthorisation, msg)
 	}
 	if due := deviceauth.DueAt(t); canRefresh && !due.IsZero() {
 		next = max(due.Sub(now), time.Second)
