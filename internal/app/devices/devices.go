@@ -312,6 +312,9 @@ func (s *Service) Callback(ctx context.Context, in CallbackInput) (CallbackResul
 		}
 		return CallbackResult{}, err
 	}
+	if !conn.DeletionTimestamp.IsZero() || conn.UID != owner.UID {
+		return bad, nil // disconnected (or its site offboarded) meanwhile: nothing is stored
+	}
 	out := CallbackResult{RedirectURI: redirect, Provider: conn.Spec.Provider, DisplayName: conn.Spec.Provider}
 	if !s.Now().Before(expires) {
 		out.Reason, out.Message = ReasonExpiredState, "This authorisation took too long (more than 10 minutes). Start again from the app."
