@@ -43,8 +43,9 @@ var _ = Describe("Device connections across a failover", Ordered, func() {
 			Spec: flexv1.AssetModelSpec{ModelName: "failover_charger", AssetTypes: []flexv1.AssetType{flexv1.AssetTypeCharger},
 				CoP11Qualified: true, Provider: "failover"}})).To(Succeed())
 
+		// a crashes (keeps the lease until it expires), b would hand it over: whichever leads dies.
 		a := startReplica(ctx, "devices-a", false)
-		b := startReplica(ctx, "devices-b", false)
+		b := startReplica(ctx, "devices-b", true)
 		var leader, follower *replica
 		Eventually(func() bool {
 			switch {
@@ -97,7 +98,7 @@ var _ = Describe("Device connections across a failover", Ordered, func() {
 		}
 		Eventually(rotations(2), 20*time.Second, 100*time.Millisecond).Should(Succeed())
 
-		By("the leader dies without releasing the lease; the other replica takes over the refreshes")
+		By("the leader dies; the other replica takes over the refreshes")
 		leader.stop()
 		Eventually(follower.leading, 20*time.Second).Should(BeTrue())
 		Eventually(rotations(len(seen)+3), 40*time.Second, 100*time.Millisecond).Should(Succeed())
