@@ -50,6 +50,10 @@ type DeviceConnectionReconciler struct {
 	mu      sync.Mutex
 	// failures counts each connection's transient refresh failures in a row (the backoff).
 	failures map[types.NamespacedName]int
+	// unsaved holds tokens a provider answered that could not be stored yet (the API server
+	// failed the write): the provider has rotated the refresh token, so these are the only
+	// ones that work. They are written before anything else is done with the connection.
+	unsaved map[types.NamespacedName]deviceauth.Tokens
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=deviceconnections,verbs=get;list;watch;update;patch;delete
@@ -141,7 +145,11 @@ func (r *DeviceConnectionReconciler) reconcile(ctx context.Context, conn *flexv1
 	case flexv1.ConnectionRevoked:
 		return 0, 0, stalled(flexv1.ReasonRevoked, "The authorisation was revoked")
 	case flexv1.ConnectionPending:
-		return 0, 0, waiting(0, flexv1.ReasonAwaitingAuthorisation, "Waiting for the household to authorise at the provider")
+		msg := "Waiting for the household to authorise at the provider"
+		if t.LastError != "" {
+			msg += "; the last attempt failed: " + t.LastError
+		}
+		return 0, 0, waiting(0, flexv1.ReasonAwaitingAuthorisation, msg)
 	}
 	if due := deviceauth.DueAt(t); canRefresh && !due.IsZero() {
 		next = max(due.Sub(now), time.Second)
@@ -166,6 +174,16 @@ func invalidWords(t deviceauth.Tokens, canRefresh bool) string {
 func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.DeviceConnection, sec *corev1.Secret,
 	t deviceauth.Tokens) (deviceauth.Tokens, time.Duration, error) {
 	now := r.now()
+	if out, ok := r.takeUnsaved(conn); ok {
+		written, err := r.writeTokens(ctx, sec, &out)
+		if err != nil {
+			r.keepUnsaved(conn, out)
+			return t, 0, err
+		}
+		if written {
+			return out, 0, nil
+		}
+	}
 	if holder, until := parseClaim(sec.Data[deviceauth.KeyRefreshClaim]); holder != "" && holder != r.Holder && now.Before(until) {
 		return t, max(until.Sub(now), conflictRetryDelay), nil
 	}
@@ -195,23 +213,39 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 		out.Invalid = "invalid_grant"
 	case err != nil:
 		// Release the claim (best effort: it also expires).
-		_ = r.writeTokens(ctx, claimed, nil)
+		_, _ = r.writeTokens(ctx, claimed, nil)
 		return t, 0, err
 	default:
 		out = deviceauth.FromOAuth(tok, t.RefreshToken, r.now())
 		out.ConnectedAt, out.RefreshedAt = t.ConnectedAt, r.now()
 	}
-	if err := r.writeTokens(ctx, claimed, &out); err != nil {
+	written, err := r.writeTokens(ctx, claimed, &out)
+	switch {
+	case err != nil:
+		r.keepUnsaved(conn, out)
 		return t, 0, err
+	case !written:
+		// A newer grant is stored: look again at it.
+		return t, conflictRetryDelay, nil
 	}
 	return out, 0, nil
 }
 
 // writeTokens stores t (nil: only releases the claim) in the Secret, retried from a fresh
-// read on a conflict: tokens just obtained are never dropped.
-func (r *DeviceConnectionReconciler) writeTokens(ctx context.Context, sec *corev1.Secret, t *deviceauth.Tokens) error {
+// read on a conflict: tokens just obtained are never dropped while the Secret still holds the
+// grant they came from. When the Secret holds another grant by then (the household
+// reconnected, or the client stored a token, meanwhile), that newer grant wins and t is
+// dropped: it belongs to the grant the household replaced.
+func (r *DeviceConnectionReconciler) writeTokens(ctx context.Context, sec *corev1.Secret, t *deviceauth.Tokens) (bool, error) {
+	used := string(sec.Data[deviceauth.KeyRefreshToken])
 	cur := sec.DeepCopy()
-	return kretry.RetryOnConflict(kretry.DefaultBackoff, func() error {
+	replaced := false
+	err := kretry.RetryOnConflict(kretry.DefaultBackoff, func() error {
+		if string(cur.Data[deviceauth.KeyRefreshToken]) != used {
+			ctrl.LoggerFrom(ctx).Info("the connection was authorised again meanwhile; keeping the newer grant")
+			replaced = true
+			return nil
+		}
 		if t != nil {
 			deviceauth.Write(cur, *t)
 		}
@@ -229,6 +263,7 @@ func (r *DeviceConnectionReconciler) writeTokens(ctx context.Context, sec *corev
 		}
 		return err
 	})
+	return !replaced && err == nil, err
 }
 
 func parseClaim(b []byte) (string, time.Time) {
@@ -251,6 +286,24 @@ func (r *DeviceConnectionReconciler) backoff(conn *flexv1.DeviceConnection) time
 	r.failures[key]++
 	d := time.Second << min(r.failures[key]-1, 9)
 	return min(d, 5*time.Minute)
+}
+
+func (r *DeviceConnectionReconciler) keepUnsaved(conn *flexv1.DeviceConnection, t deviceauth.Tokens) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unsaved == nil {
+		r.unsaved = map[types.NamespacedName]deviceauth.Tokens{}
+	}
+	r.unsaved[client.ObjectKeyFromObject(conn)] = t
+}
+
+func (r *DeviceConnectionReconciler) takeUnsaved(conn *flexv1.DeviceConnection) (deviceauth.Tokens, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := client.ObjectKeyFromObject(conn)
+	t, ok := r.unsaved[key]
+	delete(r.unsaved, key)
+	return t, ok
 }
 
 func (r *DeviceConnectionReconciler) forgetFailures(conn *flexv1.DeviceConnection) {

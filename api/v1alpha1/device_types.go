@@ -234,6 +234,9 @@ const (
 	// DeviceConnectionLabel, with the value "true", marks the Secrets holding a connection's
 	// tokens.
 	DeviceConnectionLabel = "flexsite.io/device-connection"
+	// TokensChangedAnnotation, on a DeviceConnection, is when its token Secret last changed
+	// outside the controller (the controller does not watch Secrets).
+	TokensChangedAnnotation = "flexsite.io/tokens-changed"
 
 	ReasonConnected             = "Connected"
 	ReasonAwaitingAuthorisation = "AwaitingAuthorisation"

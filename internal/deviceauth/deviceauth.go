@@ -43,6 +43,9 @@ const (
 	KeyRefreshedAt = "refreshed-at"
 	// KeyInvalid, when present, says why the stored tokens can no longer be used.
 	KeyInvalid = "invalid"
+	// KeyLastError says, in words (never a token), why the last authorisation attempt failed
+	// (the provider's exchange); the connection's status repeats it until one succeeds.
+	KeyLastError = "last-error"
 	// The authorisation in progress: when its state expires, the PKCE verifier and where the
 	// household's browser goes back to. The state itself is stored nowhere; its hash is the
 	// Secret's flexsite.io/oauth-state label.
@@ -76,6 +79,8 @@ type Tokens struct {
 	Expiry, IssuedAt, ConnectedAt        time.Time
 	RefreshedAt                          time.Time
 	Invalid                              string
+	// LastError: why the last authorisation attempt failed (words, no token).
+	LastError string
 }
 
 // Has reports whether tokens are stored.
@@ -89,7 +94,8 @@ func Read(s *corev1.Secret) Tokens {
 	d := s.Data
 	return Tokens{AccessToken: string(d[KeyAccessToken]), RefreshToken: string(d[KeyRefreshToken]),
 		TokenType: string(d[KeyTokenType]), Expiry: parseTime(d[KeyExpiry]), IssuedAt: parseTime(d[KeyIssuedAt]),
-		ConnectedAt: parseTime(d[KeyConnectedAt]), RefreshedAt: parseTime(d[KeyRefreshedAt]), Invalid: string(d[KeyInvalid])}
+		ConnectedAt: parseTime(d[KeyConnectedAt]), RefreshedAt: parseTime(d[KeyRefreshedAt]), Invalid: string(d[KeyInvalid]),
+		LastError: string(d[KeyLastError])}
 }
 
 // Write stores t in the Secret's data (replacing what tokens it held).
@@ -112,6 +118,7 @@ func Write(s *corev1.Secret, t Tokens) {
 	set(KeyConnectedAt, formatTime(t.ConnectedAt))
 	set(KeyRefreshedAt, formatTime(t.RefreshedAt))
 	set(KeyInvalid, t.Invalid)
+	set(KeyLastError, t.LastError)
 }
 
 // FromOAuth builds stored tokens from a provider's answer, keeping the refresh token when

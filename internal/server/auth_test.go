@@ -372,6 +372,8 @@ var _ = Describe("Authentication: bearer tokens", func() {
 		"GET /hosted/rewards/link/{code}": true, "GET /hosted/rewards": true, "POST /hosted/rewards/code": true,
 		"POST /hosted/rewards/verify": true, "POST /hosted/rewards/bank": true, "POST /hosted/rewards/withdraw": true,
 		"POST /hosted/rewards/finish": true,
+		// The OAuth callback: the provider sends the household's browser back; the state is the proof.
+		"GET /oauth/callback": true,
 	}
 	concrete := strings.NewReplacer("{site_id}", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e",
 		"{asset_id}", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e", "{external_id}", "charger-1")

@@ -302,6 +302,13 @@ var _ = Describe("Device connections: initiate, callback, list, disconnect", fun
 		Expect(body).To(ContainSubstring("did not complete the connection"))
 		_, sec = connectionOf(ctx, o.Namespace, siteID)
 		Expect(deviceauth.Read(sec).Has()).To(BeFalse())
+		// ... and the connection's status says so, in words.
+		Eventually(func(g Gomega) {
+			c, _ := connectionOf(ctx, o.Namespace, siteID)
+			g.Expect(c.Status.Phase).To(Equal(flexv1.ConnectionPending))
+			g.Expect(c.Status.Conditions).To(ContainElement(And(HaveField("Type", flexv1.ReadyCondition),
+				HaveField("Message", ContainSubstring("the code exchange failed: the provider's answer could not be used")))))
+		}).Should(Succeed())
 	})
 
 	It("lets the household's component token connect its own site with its allowed origin as redirect", func(ctx SpecContext) {

@@ -98,7 +98,7 @@ func startReplica(ctx context.Context, name string, releaseOnCancel bool) *repli
 	})
 	Expect(err).NotTo(HaveOccurred())
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	Expect(controllers.SetupWithManager(runCtx, mgr)).To(Succeed())
+	Expect(controllers.SetupWithManager(runCtx, mgr, controllers.Options{Devices: providerDialer, Holder: name})).To(Succeed())
 
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), managerNamespace, keysSecret)
 	Expect(keys.Ensure(ctx)).To(Succeed())
@@ -111,6 +111,8 @@ func startReplica(ctx context.Context, name string, releaseOnCancel bool) *repli
 		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
 		Rewards:       server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
 		Now:           time.Now,
+		// Device providers on loopback: devices_test.go's authorisation server.
+		ProviderPolicy: &providerDialer.Policy,
 	})
 	r := &replica{name: name, mgr: mgr, api: httptest.NewServer(srv), cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- mgr.Start(runCtx) }()

@@ -235,6 +235,14 @@ func (s *Service) setStatus(ctx context.Context, conn *flexv1.DeviceConnection, 
 	})
 }
 
+// touch asks the controller to look at the connection again (its status follows the Secret,
+// which it does not watch).
+func (s *Service) touch(ctx context.Context, conn *flexv1.DeviceConnection) error {
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+flexv1.TokensChangedAnnotation+`":"`+
+		s.Now().UTC().Format(time.RFC3339Nano)+`"}}}`))
+	return client.IgnoreNotFound(s.client.Patch(ctx, conn.DeepCopy(), patch))
+}
+
 // CallbackInput is the provider's answer, relayed by the household's browser.
 type CallbackInput struct {
 	State, Code, Error string
@@ -304,6 +312,9 @@ func (s *Service) Callback(ctx context.Context, in CallbackInput) (CallbackResul
 		}
 		return CallbackResult{}, err
 	}
+	if !conn.DeletionTimestamp.IsZero() || conn.UID != owner.UID {
+		return bad, nil // disconnected (or its site offboarded) meanwhile: nothing is stored
+	}
 	out := CallbackResult{RedirectURI: redirect, Provider: conn.Spec.Provider, DisplayName: conn.Spec.Provider}
 	if !s.Now().Before(expires) {
 		out.Reason, out.Message = ReasonExpiredState, "This authorisation took too long (more than 10 minutes). Start again from the app."
@@ -331,6 +342,15 @@ func (s *Service) Callback(ctx context.Context, in CallbackInput) (CallbackResul
 		s.Log.Info("code exchange failed", "provider", conn.Spec.Provider, "connection", conn.Name, "reason", err.Error())
 		out.Reason = ReasonExchangeFailed
 		out.Message = prov.Spec.DisplayName + " did not complete the connection (" + err.Error() + "). Nothing was connected; try again."
+		// The connection's status says it too (the tokens, if any, stay as they were).
+		if werr := s.updateSecret(ctx, conn, func(sec *corev1.Secret) {
+			sec.Data[deviceauth.KeyLastError] = []byte("the code exchange failed: " + err.Error())
+		}); werr != nil {
+			return CallbackResult{}, werr
+		}
+		if werr := s.touch(ctx, conn); werr != nil {
+			return CallbackResult{}, werr
+		}
 		return out, nil
 	}
 	now := s.Now()

@@ -71,6 +71,13 @@ var wantRoutes = []Route{
 	{"POST", "/hosted/api/enrol"},
 	{"POST", "/hosted/api/unenrol"},
 	{"GET", "/hosted/api/rewards"},
+	{"GET", "/hosted/api/connections"},
+	{"POST", "/hosted/api/connections/{provider}"},
+	{"GET", "/entities/site/{site_id}/oauth/{provider}/initiate"},
+	{"POST", "/entities/site/{site_id}/token"},
+	{"GET", "/entities/site/{site_id}/connections"},
+	{"DELETE", "/entities/site/{site_id}/connections/{provider}"},
+	{"GET", "/oauth/callback"},
 }
 
 type operation struct {
@@ -156,14 +163,17 @@ func TestOperationResponses(t *testing.T) {
 			if len(op.Responses) == 0 {
 				t.Errorf("%s: no responses", name)
 			}
-			if (op.RequestBody != nil || len(op.Parameters) > 0) && op.Responses["422"] == nil && !strings.HasPrefix(p, "/hosted/rewards/link/") {
+			// The OAuth callback is a page for the household's browser: a bad answer from the
+			// provider is a redirect or a page in words, never a 422.
+			if (op.RequestBody != nil || len(op.Parameters) > 0) && op.Responses["422"] == nil &&
+				!strings.HasPrefix(p, "/hosted/rewards/link/") && p != "/oauth/callback" {
 				t.Errorf("%s takes input but documents no 422", name)
 			}
 			if len(op.Security) > 0 && op.Responses["401"] == nil {
 				t.Errorf("%s needs auth but documents no 401", name)
 			}
 			public := p == "/auth/token-form" || p == "/healthz" || p == "/readyz" || p == "/openapi.json" || p == "/docs" ||
-				strings.HasPrefix(p, "/hosted/flow")
+				strings.HasPrefix(p, "/hosted/flow") || p == "/oauth/callback"
 			// The hosted rewards page takes no bearer token: its one-time link and session
 			// cookie are its authentication, and it answers HTML (a bad code is a 404 page).
 			if strings.HasPrefix(p, "/hosted/rewards") {

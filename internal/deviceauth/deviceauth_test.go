@@ -1,0 +1,165 @@
+package deviceauth
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/events"
+)
+
+func TestPhase(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	past, future := now.Add(-time.Minute), now.Add(time.Hour)
+	for _, tc := range []struct {
+		name       string
+		t          Tokens
+		canRefresh bool
+		want       flexv1.ConnectionPhase
+	}{
+		{"nothing stored", Tokens{}, true, flexv1.ConnectionPending},
+		{"fresh", Tokens{AccessToken: "a", RefreshToken: "r", Expiry: future}, true, flexv1.ConnectionConnected},
+		{"expired, refreshable", Tokens{AccessToken: "a", RefreshToken: "r", Expiry: past}, true, flexv1.ConnectionConnected},
+		{"expired, no refresh token", Tokens{AccessToken: "a", Expiry: past}, true, flexv1.ConnectionNeedsReauthorisation},
+		{"client token past expires_utc", Tokens{AccessToken: "a", RefreshToken: "r", Expiry: past}, false, flexv1.ConnectionNeedsReauthorisation},
+		{"client token, no expiry", Tokens{AccessToken: "k"}, false, flexv1.ConnectionConnected},
+		{"invalid_grant", Tokens{AccessToken: "a", RefreshToken: "r", Expiry: future, Invalid: "invalid_grant"}, true,
+			flexv1.ConnectionNeedsReauthorisation},
+	} {
+		if got := Phase(tc.t, now, tc.canRefresh); got != tc.want {
+			t.Errorf("%s: Phase = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestDueAtIsEightyPercentOfTheLifetime(t *testing.T) {
+	issued := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	tok := Tokens{AccessToken: "a", RefreshToken: "r", IssuedAt: issued, Expiry: issued.Add(100 * time.Second)}
+	if got, want := DueAt(tok), issued.Add(80*time.Second); !got.Equal(want) {
+		t.Errorf("DueAt = %s, want %s", got, want)
+	}
+	for _, no := range []Tokens{{AccessToken: "a", Expiry: issued}, {AccessToken: "a", RefreshToken: "r"},
+		{AccessToken: "a", RefreshToken: "r", Expiry: issued, Invalid: "invalid_grant"}} {
+		if !DueAt(no).IsZero() {
+			t.Errorf("DueAt(%+v) = %s, want never", no, DueAt(no))
+		}
+	}
+}
+
+func TestTokensRoundTripThroughTheSecret(t *testing.T) {
+	at := time.Date(2026, 1, 1, 12, 0, 0, 123, time.UTC)
+	in := Tokens{AccessToken: "a", RefreshToken: "r", TokenType: "Bearer", Expiry: at, IssuedAt: at, ConnectedAt: at,
+		RefreshedAt: at, LastError: "x"}
+	s := &corev1.Secret{Data: map[string][]byte{KeyVerifier: []byte("v")}}
+	Write(s, in)
+	if got := Read(s); got != in {
+		t.Errorf("Read(Write(%+v)) = %+v", in, got)
+	}
+	Write(s, Tokens{AccessToken: "b"})
+	if _, ok := s.Data[KeyRefreshToken]; ok || string(s.Data[KeyVerifier]) != "v" {
+		t.Errorf("Write replaces the tokens and keeps the rest: %v", s.Data)
+	}
+}
+
+func TestHashStateIsNotTheState(t *testing.T) {
+	state := NewState()
+	h := HashState(state)
+	if strings.Contains(h, state) || len(h) > 63 || h != HashState(state) || h == HashState(state+"x") {
+		t.Errorf("HashState(%q) = %q", state, h)
+	}
+}
+
+func TestCheckURL(t *testing.T) {
+	public := Dialer{}
+	loopback := Dialer{Policy: events.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
+	for _, tc := range []struct {
+		d   Dialer
+		url string
+		ok  bool
+	}{
+		{public, "https://api.myenergi.example/oauth/token", true},
+		{public, "http://api.myenergi.example/oauth/token", false},
+		{public, "https://127.0.0.1:9096/token", false},
+		{public, "http://127.0.0.1:9096/token", false},
+		{public, "https://10.0.0.1/token", false},
+		{public, "https://169.254.169.254/token", false},
+		{loopback, "http://127.0.0.1:9096/token", true},
+		{loopback, "https://127.0.0.1:9096/token", true},
+		{loopback, "http://10.0.0.1/token", false},
+		{loopback, "http://api.myenergi.example/token", false},
+		{public, "ftp://api.myenergi.example/token", false},
+		{public, "/token", false},
+	} {
+		err := tc.d.CheckURL(tc.url)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckURL(%q) with %v = %v, want ok=%v", tc.url, tc.d.Policy.Allow, err, tc.ok)
+		}
+	}
+}
+
+// A provider's error answers are classified without repeating what it said (it may echo a
+// token), and invalid_grant is told apart.
+func TestRefreshClassifiesTheProvidersAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+		want    func(error) bool
+	}{
+		{"invalid_grant", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":"invalid_grant","error_description":"token r-SECRET was revoked"}`))
+		}, func(err error) bool { return errors.Is(err, ErrInvalidGrant) }},
+		{"503", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) },
+			func(err error) bool {
+				return err != nil && !errors.Is(err, ErrInvalidGrant) && strings.Contains(err.Error(), "503")
+			}},
+		{"garbage", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("<html>r-SECRET")) },
+			func(err error) bool { return err != nil && !errors.Is(err, ErrInvalidGrant) }},
+	} {
+		srv := httptest.NewServer(tc.handler)
+		d := Dialer{Policy: events.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
+		p := &Provider{Spec: flexv1.DeviceProviderSpec{ClientID: "c", TokenURL: srv.URL + "/token"}, http: d.httpClient()}
+		_, err := p.Refresh(context.Background(), "r-SECRET")
+		srv.Close()
+		if !tc.want(err) {
+			t.Errorf("%s: Refresh = %v", tc.name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("%s: the error repeats the provider's answer: %v", tc.name, err)
+		}
+	}
+}
+
+// The dialer refuses an address the policy refuses, whatever the URL said.
+func TestRefreshDialsOnlyAllowedAddresses(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		t.Error("the refused provider was called")
+	}))
+	defer srv.Close()
+	p := &Provider{Spec: flexv1.DeviceProviderSpec{ClientID: "c", TokenURL: srv.URL + "/token"}, http: Dialer{}.httpClient()}
+	if _, err := p.Refresh(context.Background(), "r"); err == nil || errors.Is(err, ErrInvalidGrant) {
+		t.Errorf("Refresh to a loopback provider without the allow-list = %v", err)
+	}
+}
+
+func TestProviderOfModel(t *testing.T) {
+	models := []flexv1.AssetModel{
+		{Spec: flexv1.AssetModelSpec{ModelName: "zappi", Provider: "myenergi"}},
+		{Spec: flexv1.AssetModelSpec{ModelName: "plain"}},
+	}
+	models[0].Name, models[1].Name = "b", "a"
+	for model, want := range map[string]string{"zappi": "myenergi", "plain": "", "": "", "unknown": ""} {
+		if got := ProviderOfModel(models, model); got != want {
+			t.Errorf("ProviderOfModel(%q) = %q, want %q", model, got, want)
+		}
+	}
+}
