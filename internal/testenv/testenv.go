@@ -64,6 +64,11 @@ func Start(ctx context.Context, opts ...func(*envtest.Environment)) (*Env, error
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+		// envtest's defaults (20 s to start, 20 s to stop) are too short for a machine whose
+		// two cores run several suites at once: an API server that comes up in 40 s is not a
+		// failure of the code under test.
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
 	}
 	for _, o := range opts {
 		o(env)
