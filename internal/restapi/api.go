@@ -12,6 +12,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/app/subscriptions"
 	"github.com/flexsite/flexsite/internal/auth"
@@ -54,6 +55,8 @@ type Config struct {
 	Households    *app.Service
 	Rewards       *rewards.Service
 	Subscriptions *subscriptions.Service
+	// Readings takes the assets' readings (nil: the route answers 503, no database).
+	Readings *readings.Service
 	// Guard authenticates the routes; Authenticator and Issuer log API clients in.
 	Guard         *web.Authenticator
 	Authenticator *auth.Authenticator
@@ -131,6 +134,8 @@ func (a *API) Routes() []web.Route {
 		{Method: "GET", Path: "/entities/asset/external-id/{external_id}", Handler: org(a.getAssetByExternalID, read)},
 
 		{Method: "POST", Path: "/validation/mpan", Handler: org(validateMPAN)},
+
+		{Method: "POST", Path: "/data/readings", Handler: org(a.postReadings, write)},
 
 		{Method: "GET", Path: "/rewards/{site_id}/transactions", Handler: org(a.transactions, flexv1.RoleRewards)},
 		{Method: "GET", Path: "/rewards/{site_id}/info", Handler: org(a.rewardInfo, flexv1.RoleRewards)},
