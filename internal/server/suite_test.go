@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,8 @@ import (
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/mail"
@@ -45,6 +48,10 @@ var (
 	clock atomic.Pointer[time.Time]
 	// mailDir is the Maildir the REST API's mail goes to (the rewards page's codes).
 	mailDir string
+	// database is the suite's PostgreSQL (a real server, a fresh database: dbtest); nil when
+	// none can run here (dbMissing says why: the specs that need it skip, or fail in CI).
+	database  *dbtest.Database
+	dbMissing error
 )
 
 const keysNamespace = "flexsite-system"
@@ -82,7 +89,19 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	mailer, err := mail.NewMaildir(mailDir, "Flexsite <no-reply@flexsite.test>")
 	Expect(err).NotTo(HaveOccurred())
 	serverCache = mgr.GetCache()
+	// The REST API's own pool on the suite's database, as cmd/manager opens one: after the
+	// server is stopped and started again (the outage specs) it reconnects by itself.
+	var serverPool *pgxpool.Pool
+	if dbMissing = dbtest.Available(); dbMissing == nil {
+		database, err = dbtest.New(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { database.Close(ctx) })
+		serverPool, err = db.Open(ctx, database.URL)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(serverPool.Close)
+	}
 	apiSrv = server.NewServer(server.Config{
+		DB:              serverPool,
 		Ledgers:         ledgers,
 		Mailer:          mailer,
 		HostedNamespace: keysNamespace,
@@ -108,6 +127,18 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	SetDefaultEventuallyTimeout(20 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 }, NodeTimeout(3*time.Minute))
+
+// needDatabase skips a spec that needs PostgreSQL when none can run here (fails it in CI).
+func needDatabase() {
+	if dbMissing == nil {
+		return
+	}
+	if fail, msg := dbtest.MissingVerdict(dbMissing); fail {
+		Fail(msg)
+	} else {
+		Skip(msg)
+	}
+}
 
 // org is an organisation (namespace) with one API client, for one test.
 type org struct {
