@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,6 +26,9 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
+	"github.com/flexsite/flexsite/internal/db/pgserver"
 	"github.com/flexsite/flexsite/internal/embedded"
 )
 
@@ -58,6 +63,11 @@ type bench struct {
 	trivial *childProc
 	// empty is the manager's memory before any household existed (nil until measured).
 	empty *memory
+	// pg is the manager's PostgreSQL (the bench's own server); db a pool on the manager's
+	// database, for the raw baselines.
+	pg    *pgserver.Server
+	pgDir string
+	db    *pgxpool.Pool
 }
 
 // newBench starts the control plane, the bench's watch and the manager, and waits until the
@@ -85,6 +95,9 @@ func newBench(ctx context.Context, o options, p params) (_ *bench, err error) {
 		return nil, err
 	}
 	if b.watch, err = startWatcher(ctx, b.cp.Config, convergenceNamespace); err != nil {
+		return nil, err
+	}
+	if err := b.startDatabase(ctx); err != nil {
 		return nil, err
 	}
 	if b.mgrCfg, err = b.managerConfig(o); err != nil {
@@ -119,6 +132,51 @@ func (b *bench) startControlPlane(ctx context.Context, binDir string) error {
 		return err
 	}
 	logf("control plane up in %s", time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// benchDatabase is the manager's database on the bench's PostgreSQL.
+const benchDatabase = "flexsite"
+
+// startDatabase starts the manager's PostgreSQL (from $FLEXSITE_POSTGRES_BIN, as make bench
+// sets it; durable, as deployed) and creates its database; the manager migrates it. Its URL
+// reaches the manager through $FLEXSITE_DATABASE_URL, not a flag: the manager's log prints
+// its flags, and the URL holds the password.
+func (b *bench) startDatabase(ctx context.Context) error {
+	bin := os.Getenv("FLEXSITE_POSTGRES_BIN")
+	if bin == "" {
+		var err error
+		if bin, err = dbtest.Find(); err != nil {
+			return err
+		}
+	}
+	// Its own directory under /tmp: run as root, the server runs as another user, who must
+	// reach it (the bench's temporary directory is root's alone).
+	dir, err := os.MkdirTemp("", "flexsite-bench-pg-")
+	if err != nil {
+		return err
+	}
+	b.pgDir = dir
+	start := time.Now()
+	if b.pg, err = pgserver.Start(ctx, pgserver.Options{BinDir: bin, Dir: dir}); err != nil {
+		return fmt.Errorf("starting PostgreSQL: %w", err)
+	}
+	conn, err := pgx.Connect(ctx, b.pg.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+benchDatabase)
+	_ = conn.Close(ctx)
+	if err != nil {
+		return err
+	}
+	if err := os.Setenv("FLEXSITE_DATABASE_URL", b.pg.URL(benchDatabase)); err != nil {
+		return err
+	}
+	if b.db, err = db.Open(ctx, b.pg.URL(benchDatabase)); err != nil {
+		return err
+	}
+	logf("PostgreSQL up in %s (%s)", time.Since(start).Round(100*time.Millisecond), b.pg.Redacted(benchDatabase))
 	return nil
 }
 
@@ -190,6 +248,17 @@ func (b *bench) close() {
 	}
 	if b.watch != nil {
 		b.watch.stop()
+	}
+	if b.db != nil {
+		b.db.Close()
+	}
+	if b.pg != nil {
+		if err := b.pg.Stop(); err != nil {
+			logf("stopping PostgreSQL: %v", err)
+		}
+	}
+	if b.pgDir != "" {
+		_ = os.RemoveAll(b.pgDir)
 	}
 	if b.cp != nil {
 		if err := b.cp.Stop(); err != nil {

@@ -34,7 +34,7 @@ func DecodeJSON(r *http.Request) (map[string]any, error) {
 		}
 		return nil, app.Fail(app.BadRequest, "Could not read the request body")
 	}
-	return decodeObject(data)
+	return DecodeObject(data)
 }
 
 // DecodeJSONUpTo is DecodeJSON for a body of up to limit bytes, sent as it is or compressed
@@ -46,7 +46,7 @@ func DecodeJSONUpTo(r *http.Request, limit int64) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeObject(data)
+	return DecodeObject(data)
 }
 
 // ReadBodyUpTo reads a body of up to limit bytes, decompressed when Content-Encoding says gzip
@@ -97,8 +97,8 @@ func isFlateError(err error) bool {
 	return corrupt || internal
 }
 
-// decodeObject decodes a JSON object.
-func decodeObject(data []byte) (map[string]any, error) {
+// DecodeObject decodes a JSON object body already read, as DecodeJSON does.
+func DecodeObject(data []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
@@ -198,6 +198,23 @@ func (f *Fields) Str(obj map[string]any, loc []any, key string, required bool) (
 		}
 	}
 	return s, true
+}
+
+// ValidText reports whether s is what Str takes for a required field named key (not blank,
+// within the key's length, one line of text), for a door that reads a well-formed body
+// without Fields and leaves the reporting of a bad one to them.
+func ValidText(key, s string) bool {
+	if strings.TrimSpace(s) == "" {
+		return false
+	}
+	limit, ok := maxLengths[key]
+	if !ok {
+		limit = defaultMaxLength
+	}
+	if len(s) > limit && utf8.RuneCountInString(s) > limit {
+		return false
+	}
+	return key == "password" || validation.SingleLineText(s) == nil
 }
 
 // boolean reads an optional boolean (false when absent).
