@@ -119,7 +119,7 @@ func runScenarios(ctx context.Context, b *bench, rep *report, only string) error
 		{"read path", runReads},
 		{"idle resync", runResync},
 		{"notifications", runNotifications},
-		{"readings", runReadings},
+		{readingsScenario, runReadings},
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {

@@ -13,6 +13,8 @@ import (
 )
 
 const (
+	// readingsScenario names the scenario: its step, its figures' group and its table section.
+	readingsScenario  = "readings"
 	readingsNamespace = "bench-readings"
 	// readingsRawOrganisation is the raw side's organisation column: the same rows as the
 	// REST side's, under another organisation, so that neither side meets the other's keys.
@@ -149,12 +151,12 @@ func runReadings(ctx context.Context, b *bench, rep *report) error {
 		return fmt.Errorf("stored %v readings, want %d a side", stored, want)
 	}
 	restRate, rawRate := rest.rate()*float64(rp.batch), raw.rate()*float64(rp.batch)
-	rep.add("readings", "rest_readings_per_sec", restRate, unitPerSec)
-	rep.add("readings", "raw_copy_readings_per_sec", rawRate, unitPerSec)
-	rep.add("readings", "rest_batch_p50", rest.percentileMS(50), unitMS)
-	rep.add("readings", "raw_copy_batch_p50", raw.percentileMS(50), unitMS)
-	rep.addTarget("readings", "rest_vs_raw_copy_ratio", ratio(restRate, rawRate), unitRatio, target{">=", 0.5})
-	rep.detail("readings", map[string]any{"batch_readings": rp.batch, "batches_per_side": len(rest.durations),
+	rep.add(readingsScenario, "rest_readings_per_sec", restRate, unitPerSec)
+	rep.add(readingsScenario, "raw_copy_readings_per_sec", rawRate, unitPerSec)
+	rep.add(readingsScenario, "rest_batch_p50", rest.percentileMS(50), unitMS)
+	rep.add(readingsScenario, "raw_copy_batch_p50", raw.percentileMS(50), unitMS)
+	rep.addTarget(readingsScenario, "rest_vs_raw_copy_ratio", ratio(restRate, rawRate), unitRatio, target{">=", 0.5})
+	rep.detail(readingsScenario, map[string]any{"batch_readings": rp.batch, "batches_per_side": len(rest.durations),
 		"concurrency": readingsConcurrency, "assets": len(assets), "rounds": rp.rounds, "body_bytes": len(bodies[0])})
 	return nil
 }

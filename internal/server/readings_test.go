@@ -200,8 +200,9 @@ var _ = Describe("POST /data/readings", func() {
 				}
 			}
 			values := func() []float64 {
-				var out []float64
-				for _, r := range storedReadings(ctx, o.Namespace) {
+				stored := storedReadings(ctx, o.Namespace)
+				out := make([]float64, 0, len(stored))
+				for _, r := range stored {
 					out = append(out, r.Value)
 				}
 				return out

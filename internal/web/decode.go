@@ -164,6 +164,10 @@ var maxLengths = map[string]int{
 	"allowed_origin": 2048, "username": 128, "password": 1024, "site_id": 64,
 }
 
+// passwordKey is the one field left as sent: a secret the client chose, compared and never
+// stored or shown.
+const passwordKey = "password"
+
 // defaultMaxLength bounds any other string field.
 const defaultMaxLength = 1024
 
@@ -191,7 +195,7 @@ func (f *Fields) Str(obj map[string]any, loc []any, key string, required bool) (
 	}
 	// No control characters in any text a request stores or names (a password is a secret
 	// the client chose, compared and never stored or shown: it is left as sent).
-	if key != "password" {
+	if key != passwordKey {
 		if err := validation.SingleLineText(s); err != nil {
 			f.AddValidation(err, At(loc, key))
 			return "", false
@@ -214,7 +218,7 @@ func ValidText(key, s string) bool {
 	if len(s) > limit && utf8.RuneCountInString(s) > limit {
 		return false
 	}
-	return key == "password" || validation.SingleLineText(s) == nil
+	return key == passwordKey || validation.SingleLineText(s) == nil
 }
 
 // boolean reads an optional boolean (false when absent).
