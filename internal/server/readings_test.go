@@ -130,13 +130,14 @@ var _ = Describe("POST /data/readings", func() {
 				reading(batteryID, "gas_m3", t0, t30, 1),                           // unknown label
 				reading(batteryID, "battery_state_of_charge_pct", t60, t60, 80),    // a state: start = end
 				reading(chargerID, "charger_lifetime_consumption_energy_kwh", t60, t90, 1234.5),
+				reading(chargerID, "boundary_import_kw", "2126-04-14T17:00:00Z", "2126-04-14T17:30:00Z", 1), // a century ahead
 			)
 			// 1e999 is a JSON number no double holds: not finite, rejected alone.
 			body = bytes.Replace(body, []byte(`]}`), []byte(`,`+notFinite+`]}`), 1)
 			status, _, resp := postReadings(tok, body, nil)
 			Expect(status).To(Equal(http.StatusOK), "%s", resp)
 			rs := responsesOf(resp)
-			Expect(rs).To(HaveLen(10))
+			Expect(rs).To(HaveLen(11))
 			Expect(rs[0]).To(Equal(map[string]any{"asset_id": chargerID, "label": "boundary_import_kw",
 				"start_timestamp": t0, "end_timestamp": t30, "accepted": true}))
 			errs := make([]any, len(rs))
@@ -147,7 +148,7 @@ var _ = Describe("POST /data/readings", func() {
 			Expect(errs).To(Equal([]any{nil, "solar_power_kw must not be negative", "the reading's end is before its start",
 				"Asset not found or not authorized", "Asset not found or not authorized",
 				"battery_state_of_charge_pct must be between 0 and 100", `unknown label "gas_m3"`, nil, nil,
-				"the value is not a finite number"}))
+				"the reading starts more than 31 days in the future", "the value is not a finite number"}))
 			Expect(rs[4]["asset_id"]).To(Equal("not-a-uuid"), "the fields are answered as sent")
 			Expect(rs[8]["end_timestamp"]).To(Equal(t90))
 

@@ -60,8 +60,10 @@ var ErrDatabaseUnavailable = &app.Error{Kind: app.Unavailable,
 	Detail: "The readings store is unavailable; nothing was stored, retry", RetryAfter: db.RetryAfterSeconds}
 
 // Partitions are made ahead for readings that start from PartitionsBack months ago to
-// PartitionsAhead months ahead; readings outside that span are stored in the default
-// partition (still stored and read, only not pruned by month).
+// PartitionsAhead months ahead; older readings are stored in the default partition (still
+// stored and read, only not pruned by month). No reading starts later than the span
+// (settlement.MaxLead is less), so the default partition never holds a month that a
+// partition is made for later (which would make that partition fail).
 const (
 	PartitionsBack  = 36
 	PartitionsAhead = 2
@@ -109,6 +111,7 @@ func (s *Service) Ingest(ctx context.Context, p *auth.Principal, in []Reading) (
 	if p == nil || p.Kind != auth.KindOrganisation {
 		return nil, app.Fail(app.Forbidden, "Readings are sent with an organisation's token")
 	}
+	now := s.Now()
 	out := make([]Outcome, len(in))
 	owners := map[string]owner{}
 	rows := make([]row, 0, len(in))
@@ -123,7 +126,8 @@ func (s *Service) Ingest(ctx context.Context, p *auth.Principal, in []Reading) (
 		}
 		reason := o.reason
 		if reason == "" {
-			if err := settlement.CheckReading(r.Label, settlement.Reading{Start: r.Start, End: r.End, Value: r.Value}); err != nil {
+			reading := settlement.Reading{Start: r.Start, End: r.End, Value: r.Value}
+			if err := settlement.CheckReadingAt(r.Label, reading, now); err != nil {
 				reason = err.Error()
 			}
 		}
