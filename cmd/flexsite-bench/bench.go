@@ -64,11 +64,12 @@ type bench struct {
 	trivial *childProc
 	// empty is the manager's memory before any household existed (nil until measured).
 	empty *memory
-	// pg is the PostgreSQL the manager keeps reward history in; rewards writes to it as a
-	// rewards system's credits do (internal/rewardstore, the REST API's own SQL).
-	pg      *pgserver.Server
-	pgURL   string
-	pgPool  *pgxpool.Pool
+	// pg is the manager's PostgreSQL (the bench's own server); db a pool on the manager's
+	// database, for the raw baselines.
+	pg    *pgserver.Server
+	pgDir string
+	db    *pgxpool.Pool
+	// rewards writes reward history as a rewards system's credits do (internal/rewardstore).
 	rewards *rewardstore.Store
 }
 
@@ -93,13 +94,13 @@ func newBench(ctx context.Context, o options, p params) (_ *bench, err error) {
 	if err := b.startControlPlane(ctx, o.binDir); err != nil {
 		return nil, err
 	}
-	if err := b.startDatabase(ctx); err != nil {
-		return nil, err
-	}
 	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tokenKeysNamespace}}); err != nil {
 		return nil, err
 	}
 	if b.watch, err = startWatcher(ctx, b.cp.Config, convergenceNamespace); err != nil {
+		return nil, err
+	}
+	if err := b.startDatabase(ctx); err != nil {
 		return nil, err
 	}
 	if b.mgrCfg, err = b.managerConfig(o); err != nil {
@@ -109,35 +110,6 @@ func newBench(ctx context.Context, o options, p params) (_ *bench, err error) {
 		return nil, err
 	}
 	return b, nil
-}
-
-// startDatabase starts a PostgreSQL from $FLEXSITE_POSTGRES_BIN (make bench sets it from
-// hack/ensure-postgres.sh) with its usual durability, and creates the manager's database.
-func (b *bench) startDatabase(ctx context.Context) error {
-	bin, err := dbtest.Find()
-	if err != nil {
-		return err
-	}
-	logf("starting PostgreSQL (%s)", bin)
-	if b.pg, err = pgserver.Start(ctx, pgserver.Options{BinDir: bin, Dir: filepath.Join(b.tmp, "postgres")}); err != nil {
-		return err
-	}
-	conn, err := pgx.Connect(ctx, b.pg.URL("postgres"))
-	if err != nil {
-		return err
-	}
-	_, err = conn.Exec(ctx, "CREATE DATABASE flexsite")
-	_ = conn.Close(ctx)
-	if err != nil {
-		return err
-	}
-	b.pgURL = b.pg.URL("flexsite")
-	if b.pgPool, err = db.Open(ctx, b.pgURL); err != nil {
-		return err
-	}
-	// The manager migrates on start; the bench writes once it has.
-	b.rewards = &rewardstore.Store{Pool: b.pgPool}
-	return nil
 }
 
 func (b *bench) startControlPlane(ctx context.Context, binDir string) error {
@@ -163,6 +135,53 @@ func (b *bench) startControlPlane(ctx context.Context, binDir string) error {
 		return err
 	}
 	logf("control plane up in %s", time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// benchDatabase is the manager's database on the bench's PostgreSQL.
+const benchDatabase = "flexsite"
+
+// startDatabase starts the manager's PostgreSQL (from $FLEXSITE_POSTGRES_BIN, as make bench
+// sets it; durable, as deployed) and creates its database; the manager migrates it. Its URL
+// reaches the manager through $FLEXSITE_DATABASE_URL, not a flag: the manager's log prints
+// its flags, and the URL holds the password.
+func (b *bench) startDatabase(ctx context.Context) error {
+	bin := os.Getenv("FLEXSITE_POSTGRES_BIN")
+	if bin == "" {
+		var err error
+		if bin, err = dbtest.Find(); err != nil {
+			return err
+		}
+	}
+	// Its own directory under /tmp: run as root, the server runs as another user, who must
+	// reach it (the bench's temporary directory is root's alone).
+	dir, err := os.MkdirTemp("", "flexsite-bench-pg-")
+	if err != nil {
+		return err
+	}
+	b.pgDir = dir
+	start := time.Now()
+	if b.pg, err = pgserver.Start(ctx, pgserver.Options{BinDir: bin, Dir: dir}); err != nil {
+		return fmt.Errorf("starting PostgreSQL: %w", err)
+	}
+	conn, err := pgx.Connect(ctx, b.pg.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+benchDatabase)
+	_ = conn.Close(ctx)
+	if err != nil {
+		return err
+	}
+	if err := os.Setenv("FLEXSITE_DATABASE_URL", b.pg.URL(benchDatabase)); err != nil {
+		return err
+	}
+	if b.db, err = db.Open(ctx, b.pg.URL(benchDatabase)); err != nil {
+		return err
+	}
+	// The manager migrates on start; the bench writes once it has.
+	b.rewards = &rewardstore.Store{Pool: b.db}
+	logf("PostgreSQL up in %s (%s)", time.Since(start).Round(100*time.Millisecond), b.pg.Redacted(benchDatabase))
 	return nil
 }
 
@@ -197,7 +216,6 @@ func (b *bench) managerConfig(o options) (managerConfig, error) {
 		// per-client limit (100/s by default) that would answer 429: the per-client limit is
 		// off (the "limits off"), and the report says so (reads.rate_limits_on).
 		"--rate-limit-per-client=0",
-		"--database-url=" + b.pgURL,
 	}
 	// Notifications go to the bench's receivers on loopback, whose certificate it trusts.
 	caFile, err := notifyCAFile(b.tmp)
@@ -236,11 +254,16 @@ func (b *bench) close() {
 	if b.watch != nil {
 		b.watch.stop()
 	}
-	if b.pgPool != nil {
-		b.pgPool.Close()
+	if b.db != nil {
+		b.db.Close()
 	}
 	if b.pg != nil {
-		_ = b.pg.Stop()
+		if err := b.pg.Stop(); err != nil {
+			logf("stopping PostgreSQL: %v", err)
+		}
+	}
+	if b.pgDir != "" {
+		_ = os.RemoveAll(b.pgDir)
 	}
 	if b.cp != nil {
 		if err := b.cp.Stop(); err != nil {

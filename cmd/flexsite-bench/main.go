@@ -8,7 +8,9 @@
 //     write -> watch-event latency, and a catalogue change over every site;
 //  3. the read path against a trivial net/http handler;
 //  4. memory, onboard latency and cold start at two fleet sizes;
-//  5. API writes per onboard, and writes during an idle resync (a manager restart).
+//  5. API writes per onboard, and writes during an idle resync (a manager restart);
+//  6. notifications;
+//  7. readings through POST /data/readings against a raw COPY of the same rows.
 //
 // The machines this runs on are shared and noisy, so every target is a ratio of two figures
 // measured in the same run, and nothing here passes or fails on a timing: the run prints a
@@ -117,6 +119,7 @@ func runScenarios(ctx context.Context, b *bench, rep *report, only string) error
 		{"read path", runReads},
 		{"idle resync", runResync},
 		{"notifications", runNotifications},
+		{readingsScenario, runReadings},
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {

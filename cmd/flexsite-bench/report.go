@@ -22,18 +22,20 @@ const (
 	labelScale       = "4 scale"
 	labelWrites      = "5 writes"
 	labelNotify      = "6 notifications"
+	labelReadings    = "7 readings"
 )
 
 // scenarioLabels maps the JSON report's scenario keys to the table's sections.
 var scenarioLabels = map[string]string{
-	"onboard":       labelOnboard,
-	"convergence":   labelConvergence,
-	"catalogue":     labelConvergence,
-	"reads":         labelReads,
-	"scale":         labelScale,
-	"writes":        labelWrites,
-	"resync":        labelWrites,
-	"notifications": labelNotify,
+	"onboard":        labelOnboard,
+	"convergence":    labelConvergence,
+	"catalogue":      labelConvergence,
+	"reads":          labelReads,
+	"scale":          labelScale,
+	"writes":         labelWrites,
+	"resync":         labelWrites,
+	"notifications":  labelNotify,
+	readingsScenario: labelReadings,
 }
 
 // Units of figures; the table formats values by unit.
@@ -136,7 +138,7 @@ func (r *report) printTable(out io.Writer) {
 		time.Duration(r.DurationSeconds)*time.Second)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tFIGURE\tVALUE\tTARGET\tMET?")
-	for _, label := range []string{labelOnboard, labelConvergence, labelReads, labelScale, labelWrites, labelNotify} {
+	for _, label := range []string{labelOnboard, labelConvergence, labelReads, labelScale, labelWrites, labelNotify, labelReadings} {
 		for _, rw := range r.rows {
 			if scenarioLabels[rw.scenario] != label {
 				continue

@@ -13,6 +13,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/devices"
+	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/app/subscriptions"
 	"github.com/flexsite/flexsite/internal/auth"
@@ -59,6 +60,8 @@ type Config struct {
 	Subscriptions *subscriptions.Service
 	// Devices are the device-connection use cases.
 	Devices *devices.Service
+	// Readings takes the assets' readings (nil: the route answers 503, no database).
+	Readings *readings.Service
 	// Guard authenticates the routes; Authenticator and Issuer log API clients in.
 	Guard         *web.Authenticator
 	Authenticator *auth.Authenticator
@@ -141,6 +144,8 @@ func (a *API) Routes() []web.Route {
 		{Method: "GET", Path: "/entities/asset/external-id/{external_id}", Handler: org(a.getAssetByExternalID, read)},
 
 		{Method: "POST", Path: "/validation/mpan", Handler: org(validateMPAN)},
+
+		{Method: "POST", Path: "/data/readings", Handler: org(a.postReadings, write)},
 
 		{Method: "GET", Path: "/rewards/{site_id}/transactions", Handler: org(a.transactions, flexv1.RoleRewards)},
 		{Method: "POST", Path: "/rewards/{site_id}/transactions", Handler: org(a.createTransaction, flexv1.RoleRewardsWrite)},

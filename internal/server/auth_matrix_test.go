@@ -241,6 +241,12 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 				}},
 			"PATCH /rewards/{site_id}/transactions/{transaction_id}": {role: flexv1.RoleRewardsAdmin, scoped: true,
 				body: jsonBody(map[string]any{"payment_status": "approved"})},
+			// Not scoped: a batch names assets, each judged alone (another organisation's are
+			// rejected in a 200, as unknown ones are). An asset of nobody's, so that no answer
+			// echoes one of A's ids.
+			"POST /data/readings": {role: flexv1.RoleEntityWrite, body: jsonBody(map[string]any{"readings": []any{
+				map[string]any{"asset_id": "00000000-0000-4000-8000-000000000000", "label": "boundary_import_kw",
+					"start_timestamp": "2026-04-14T17:00:00Z", "end_timestamp": "2026-04-14T17:30:00Z", "value": 1}}})},
 			"GET /rewards/{site_id}/url/balance": {role: flexv1.RoleRewards, scoped: true, body: noBody,
 				query: "?redirect_uri=https%3A%2F%2Fapp.example.com%2Fdone"},
 

@@ -281,6 +281,21 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		c.call("POST", "/validation/mpan", tok, map[string]any{"mpan": home.mpan})
 	})
 
+	It("answers POST /data/readings as documented, with readings accepted and rejected", func() {
+		needDatabase()
+		assetIDs := c.call("GET", "/entities/site/"+home.id, tok, nil)["asset_ids"].([]any)
+		Expect(assetIDs).NotTo(BeEmpty())
+		rs := c.call("POST", "/data/readings", tok, map[string]any{"readings": []any{
+			map[string]any{"asset_id": assetIDs[0], "label": "boundary_import_kw", "value": -0.4,
+				"start_timestamp": "2026-04-14T17:00:00Z", "end_timestamp": "2026-04-14T17:30:00Z"},
+			map[string]any{"asset_id": assetIDs[0], "label": "solar_power_kw", "value": -1,
+				"start_timestamp": "2026-04-14T17:00:00Z", "end_timestamp": "2026-04-14T17:30:00Z"},
+		}})["responses"].([]any)
+		Expect(rs).To(HaveLen(2))
+		Expect(rs[0]).To(HaveKeyWithValue("accepted", true))
+		Expect(rs[1]).To(HaveKeyWithValue("error", "solar_power_kw must not be negative"))
+	})
+
 	It("answers the rewards endpoints as documented, with and without optional transaction fields", func(ctx SpecContext) {
 		Expect(c.call("GET", "/rewards/"+home.id+"/transactions", tok, nil)["transactions"]).To(BeEmpty())
 		c.call("GET", "/rewards/"+home.id+"/info", tok, nil)

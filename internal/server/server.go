@@ -20,6 +20,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/devices"
+	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/app/subscriptions"
 	"github.com/flexsite/flexsite/internal/auth"
@@ -150,7 +151,8 @@ func NewServer(cfg Config) *Server {
 		TrustedProxies: cfg.TrustedProxies}
 
 	rest := restapi.New(restapi.Config{Log: cfg.Log, Ready: cfg.Ready, Households: households, Rewards: rewardsSvc,
-		Subscriptions: subscriptions.New(households), Devices: devicesSvc, Guard: guard, Authenticator: cfg.Authenticator,
+		Subscriptions: subscriptions.New(households), Devices: devicesSvc, Readings: readingsService(cfg), Guard: guard,
+		Authenticator: cfg.Authenticator,
 		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
 	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Devices: devicesSvc, Guard: guard,
 		Now: cfg.Now, PublicURL: cfg.PublicURL}
@@ -176,6 +178,15 @@ func NewServer(cfg Config) *Server {
 		s.handler = web.MarkInteractive(cfg.Interactive, s.handler)
 	}
 	return s
+}
+
+// readingsService is the readings use case on the database (nil without one: the route
+// answers 503).
+func readingsService(cfg Config) *readings.Service {
+	if cfg.DB == nil {
+		return nil
+	}
+	return readings.New(readings.Config{Log: cfg.Log.WithName("readings"), Cache: cfg.Cache, DB: cfg.DB, Now: cfg.Now})
 }
 
 // Routes returns every route the server serves.

@@ -23,6 +23,7 @@ import (
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/ledger"
@@ -46,8 +47,11 @@ var (
 	clock atomic.Pointer[time.Time]
 	// mailDir is the Maildir the REST API's mail goes to (the rewards page's codes).
 	mailDir string
-	// testDB is the suite's PostgreSQL database (reward history); tests may stop and start it.
-	testDB *dbtest.Database
+	// testDB is the suite's PostgreSQL database (reward history, readings); tests may stop
+	// and start it. database is the same (the readings specs' name for it).
+	testDB, database *dbtest.Database
+	// dbMissing says why no PostgreSQL can run here (the suite skips, or fails in CI).
+	dbMissing error
 )
 
 const keysNamespace = "flexsite-system"
@@ -81,6 +85,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	testDB, err = dbtest.New(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
+	database = testDB
 	// The reward ledgers' store, fed by the cache, as cmd/manager runs it.
 	ledgers := ledger.NewFeed()
 	mgr, err := env.NewManager(func(o *ctrl.Options) { o.Cache = index.CacheOptions(ledgers.Keep) })
@@ -98,7 +103,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	mailer, err := mail.NewMaildir(mailDir, "Flexsite <no-reply@flexsite.test>")
 	Expect(err).NotTo(HaveOccurred())
 	serverCache = mgr.GetCache()
+	// The REST API's own pool on the suite's database, as cmd/manager opens one: after the
+	// server is stopped and started again (the outage specs) it reconnects by itself.
+	serverPool, err := db.Open(ctx, testDB.URL)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(serverPool.Close)
 	apiSrv = server.NewServer(server.Config{
+		DB:              serverPool,
 		Ledgers:         ledgers,
 		Mailer:          mailer,
 		HostedNamespace: keysNamespace,
@@ -110,7 +121,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Authenticator:   auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
 		Rewards:         server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
 		Now:             func() time.Time { return *clock.Load() },
-		DB:              testDB.Pool,
 		ProviderPolicy:  &providerDialer.Policy,
 	})
 	apiServer = httptest.NewServer(apiSrv)
@@ -126,6 +136,18 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	SetDefaultEventuallyTimeout(20 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 }, NodeTimeout(3*time.Minute))
+
+// needDatabase skips a spec that needs PostgreSQL when none can run here (fails it in CI).
+func needDatabase() {
+	if dbMissing == nil {
+		return
+	}
+	if fail, msg := dbtest.MissingVerdict(dbMissing); fail {
+		Fail(msg)
+	} else {
+		Skip(msg)
+	}
+}
 
 // org is an organisation (namespace) with one API client, for one test.
 type org struct {

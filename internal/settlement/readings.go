@@ -107,6 +107,22 @@ func CheckReading(label Label, r Reading) error {
 	return nil
 }
 
+// MaxLead is how far ahead of the time it is received a reading may start: readings measure
+// what happened, and a start further ahead is a wrong clock or a wrong unit.
+const MaxLead = 31 * 24 * time.Hour
+
+// CheckReadingAt is CheckReading for a reading received at now: it also refuses one that
+// starts more than MaxLead after now.
+func CheckReadingAt(label Label, r Reading, now time.Time) error {
+	if err := CheckReading(label, r); err != nil {
+		return err
+	}
+	if r.Start.After(now.Add(MaxLead)) {
+		return errors.New("the reading starts more than 31 days in the future")
+	}
+	return nil
+}
+
 // HalfHourly turns one asset's readings of one label into half-hourly energy, signed as seen
 // from the grid (positive: more import at the site's boundary; solar generation and the
 // export register count negative), with how much of each half-hour the readings cover:

@@ -89,6 +89,29 @@ func TestHalfHourlyRefuses(t *testing.T) {
 	}
 }
 
+// A reading may start up to MaxLead after it is received, not later; CheckReadingAt refuses
+// what CheckReading refuses too.
+func TestCheckReadingAt(t *testing.T) {
+	now := time.Date(2026, time.January, 13, 17, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		start time.Time
+		ok    bool
+	}{
+		{now.AddDate(-5, 0, 0), true},
+		{now, true},
+		{now.Add(MaxLead), true},
+		{now.Add(MaxLead + time.Second), false},
+	} {
+		err := CheckReadingAt(BoundaryImportKW, Reading{c.start, c.start.Add(time.Minute), 1}, now)
+		if (err == nil) != c.ok {
+			t.Errorf("start %s: %v, want ok=%v", c.start, err, c.ok)
+		}
+	}
+	if err := CheckReadingAt(SolarPowerKW, Reading{now, now, -1}, now); err == nil {
+		t.Error("a negative solar reading is accepted")
+	}
+}
+
 func TestSum(t *testing.T) {
 	imp := Series{1: {1_000_000, 1800}, 2: {500_000, 1500}, 3: {10, 1800}}
 	exp := Series{1: {-200_000, 1700}, 2: {-100_000, 1800}}

@@ -2,6 +2,8 @@ package web
 
 import (
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +34,71 @@ func DecodeJSON(r *http.Request) (map[string]any, error) {
 		}
 		return nil, app.Fail(app.BadRequest, "Could not read the request body")
 	}
+	return DecodeObject(data)
+}
+
+// DecodeJSONUpTo is DecodeJSON for a body of up to limit bytes, sent as it is or compressed
+// (Content-Encoding: gzip). The bound holds on the body as decompressed too: a small body
+// that inflates past it (a gzip bomb) is refused with 413 as soon as it does, never read
+// whole. Another encoding is a 415; a body that is not gzip as it says is a 400.
+func DecodeJSONUpTo(r *http.Request, limit int64) (map[string]any, error) {
+	data, err := ReadBodyUpTo(r, limit)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeObject(data)
+}
+
+// ReadBodyUpTo reads a body of up to limit bytes, decompressed when Content-Encoding says gzip
+// (the bound holds on both sides of the decompression).
+func ReadBodyUpTo(r *http.Request, limit int64) ([]byte, error) {
+	tooLarge := app.Fail(app.TooLarge, "Request body larger than %d bytes", limit)
+	var body io.Reader = http.MaxBytesReader(nil, r.Body, limit)
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(body)
+		if err != nil {
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				return nil, tooLarge
+			}
+			return nil, app.Fail(app.BadRequest, "The request body is not gzip, as its Content-Encoding says")
+		}
+		defer func() { _ = zr.Close() }()
+		body = zr
+	default:
+		return nil, &Error{Status: http.StatusUnsupportedMediaType,
+			Detail: fmt.Sprintf("Content-Encoding %q is not supported: send the body as it is, or gzip", enc)}
+	}
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= limit {
+		buf.Grow(int(n))
+	}
+	_, err := buf.ReadFrom(io.LimitReader(body, limit+1))
+	switch {
+	case err != nil:
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, tooLarge
+		}
+		if errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.ErrUnexpectedEOF) ||
+			isFlateError(err) {
+			return nil, app.Fail(app.BadRequest, "The request body is not gzip, as its Content-Encoding says")
+		}
+		return nil, app.Fail(app.BadRequest, "Could not read the request body")
+	case int64(buf.Len()) > limit:
+		return nil, tooLarge
+	}
+	return buf.Bytes(), nil
+}
+
+func isFlateError(err error) bool {
+	_, corrupt := errors.AsType[flate.CorruptInputError](err)
+	_, internal := errors.AsType[flate.InternalError](err)
+	return corrupt || internal
+}
+
+// DecodeObject decodes a JSON object body already read, as DecodeJSON does.
+func DecodeObject(data []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
@@ -98,6 +165,10 @@ var maxLengths = map[string]int{
 	"access_token": 8192, "refresh_token": 8192, "token_type": 32, "provider": 63,
 }
 
+// passwordKey is the one field left as sent: a secret the client chose, compared and never
+// stored or shown.
+const passwordKey = "password"
+
 // defaultMaxLength bounds any other string field.
 const defaultMaxLength = 1024
 
@@ -125,13 +196,30 @@ func (f *Fields) Str(obj map[string]any, loc []any, key string, required bool) (
 	}
 	// No control characters in any text a request stores or names (a password is a secret
 	// the client chose, compared and never stored or shown: it is left as sent).
-	if key != "password" {
+	if key != passwordKey {
 		if err := validation.SingleLineText(s); err != nil {
 			f.AddValidation(err, At(loc, key))
 			return "", false
 		}
 	}
 	return s, true
+}
+
+// ValidText reports whether s is what Str takes for a required field named key (not blank,
+// within the key's length, one line of text), for a door that reads a well-formed body
+// without Fields and leaves the reporting of a bad one to them.
+func ValidText(key, s string) bool {
+	if strings.TrimSpace(s) == "" {
+		return false
+	}
+	limit, ok := maxLengths[key]
+	if !ok {
+		limit = defaultMaxLength
+	}
+	if len(s) > limit && utf8.RuneCountInString(s) > limit {
+		return false
+	}
+	return key == passwordKey || validation.SingleLineText(s) == nil
 }
 
 // boolean reads an optional boolean (false when absent).

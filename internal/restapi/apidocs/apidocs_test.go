@@ -51,6 +51,7 @@ var wantRoutes = []Route{
 	{"POST", "/entities/site/{site_id}/dispatch-consent"},
 	{"POST", "/entities/site/{site_id}/dispatch-deconsent"},
 	{"POST", "/validation/mpan"},
+	{"POST", "/data/readings"},
 	{"GET", "/rewards/{site_id}/transactions"},
 	{"POST", "/rewards/{site_id}/transactions"},
 	{"PATCH", "/rewards/{site_id}/transactions/{transaction_id}"},
