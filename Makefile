@@ -80,17 +80,19 @@ k8s-binaries: ## Build (or reuse) etcd, kube-apiserver and kubectl; print their 
 	@echo $(K8S_ASSETS)
 
 .PHONY: test
-test: ## Run every test: unit, fuzz seeds, envtest suites (real kube-apiserver + etcd), the chart's dry run (helm), the browser tests (Chromium).
+test: ## Run every test: unit, fuzz seeds, envtest suites (real kube-apiserver + etcd, real PostgreSQL), the chart's dry run (helm), the browser tests (Chromium).
 	@assets="$(K8S_ASSETS)"; test -n "$$assets" || { echo "could not get the control-plane binaries" >&2; exit 1; }; \
 	helm="$$(hack/ensure-helm.sh)" || echo "helm is not available: test/chart fails in CI and is skipped elsewhere" >&2; \
 	chromium="$$(hack/ensure-chromium.sh)" || echo "Chromium is not available: test/browser fails in CI and is skipped elsewhere" >&2; \
-	KUBEBUILDER_ASSETS="$$assets" HELM="$$helm" FLEXSITE_CHROMIUM="$$chromium" go test ./... -coverprofile cover.out $(TEST_ARGS)
+	postgres="$$(hack/ensure-postgres.sh)" || echo "PostgreSQL is not available: the database tests fail in CI and are skipped elsewhere" >&2; \
+	KUBEBUILDER_ASSETS="$$assets" HELM="$$helm" FLEXSITE_CHROMIUM="$$chromium" FLEXSITE_POSTGRES_BIN="$$postgres" go test ./... -coverprofile cover.out $(TEST_ARGS)
 
 .PHONY: bench
 bench: build ## Measure bin/manager against the API server's own write path: a table, and bench/results.json (BENCH_QUICK=1: under 5 min).
 	@assets="$(K8S_ASSETS)"; test -n "$$assets" || { echo "could not get the control-plane binaries" >&2; exit 1; }; \
+	postgres="$$(hack/ensure-postgres.sh)" || { echo "could not get PostgreSQL (see above)" >&2; exit 1; }; \
 	go build -o bin/flexsite-bench ./cmd/flexsite-bench && \
-	exec bin/flexsite-bench --bin-dir "$$assets" --manager bin/manager --out bench/results.json $(BENCH_ARGS)
+	FLEXSITE_POSTGRES_BIN="$$postgres" exec bin/flexsite-bench --bin-dir "$$assets" --manager bin/manager --out bench/results.json $(BENCH_ARGS)
 
 ##@ Build and run
 
@@ -99,9 +101,10 @@ build: ## Build the manager binary.
 	go build -o bin/manager ./cmd/manager
 
 .PHONY: run
-run: build ## Run an embedded control plane, the operator and the REST API; print the metrics URL (Ctrl-C stops all).
+run: build ## Run an embedded control plane and PostgreSQL, the operator and the REST API; print the database and metrics URLs (Ctrl-C stops all).
 	@assets="$(K8S_ASSETS)"; test -n "$$assets" || { echo "could not get the control-plane binaries" >&2; exit 1; }; \
-	exec bin/manager --embedded --embedded-bin-dir "$$assets" $(RUN_ARGS)
+	postgres="$$(hack/ensure-postgres.sh)" || { echo "could not get PostgreSQL (see above)" >&2; exit 1; }; \
+	exec bin/manager --embedded --embedded-bin-dir "$$assets" --embedded-postgres-bin "$$postgres" $(RUN_ARGS)
 
 .PHONY: build-installer
 build-installer: manifests $(KUSTOMIZE) ## Render everything a cluster needs into dist/install.yaml (IMG=... sets the image). Needs only Go.
@@ -115,7 +118,7 @@ docker-build: ## Build the manager image (needs a Docker engine).
 	docker build -t $(IMG) .
 
 .PHONY: run-clean
-run-clean: ## Forget the embedded control plane's data (bin/embedded).
+run-clean: ## Forget the embedded control plane's and PostgreSQL's data (bin/embedded).
 	rm -rf bin/embedded
 
 ##@ Tools

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -23,6 +24,8 @@ type Options struct {
 	// Background, when set, is shared with the REST API: the sites a catalogue change
 	// re-evaluates yield to the requests it serves (internal/priority).
 	Background *priority.Gate
+	// DB is Flexsite's PostgreSQL (internal/db): the reward history and the outbox.
+	DB *pgxpool.Pool
 }
 
 // DefaultConcurrency is the reconcilers' default worker count.

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -74,6 +75,7 @@ type options struct {
 	concurrency                     int
 	backgroundShare                 float64
 	mail                            mailOptions
+	database                        databaseOptions
 }
 
 func main() {
@@ -151,6 +153,7 @@ func main() {
 		return nil
 	})
 	o.mail.bind(flag.CommandLine)
+	o.database.bind(flag.CommandLine)
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -182,6 +185,9 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("--background-share must be in (0, 1], not %g", o.backgroundShare)
 	}
 	var cfg *rest.Config
+	if !o.embedded && o.database.url == "" && os.Getenv("FLEXSITE_DATABASE_URL") == "" {
+		return errNoDatabase // before anything starts
+	}
 	webhookOpts := webhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir}
 	if o.embedded {
 		log.Info("starting the embedded control plane", "binaries", o.binDir, "data", o.dataDir)
@@ -206,6 +212,12 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("no cluster to talk to (use --kubeconfig, $KUBECONFIG, in-cluster config, or --embedded): %w", err)
 		}
 	}
+
+	pool, closeDB, err := openDatabase(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -237,7 +249,8 @@ func run(ctx context.Context, o options) error {
 	}
 	// Catalogue fan-outs yield to the REST requests that write (one Gate for both).
 	background := priority.NewGate(max(o.concurrency, 1), priority.Options{Share: o.backgroundShare})
-	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency, Background: background}); err != nil {
+	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{
+		Concurrency: o.concurrency, Background: background, DB: pool}); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
 	if err := setupNotifier(ctx, mgr, o); err != nil {
@@ -275,7 +288,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	if err := setupServer(mgr, o, keys, keysNS, ledgers, background); err != nil {
+	if err := setupServer(mgr, o, keys, keysNS, ledgers, background, pool); err != nil {
 		return err
 	}
 
@@ -293,7 +306,7 @@ func run(ctx context.Context, o options) error {
 // rewards link sweeper, and the health and readiness checks: ready once the caches the
 // doors read through have synced.
 func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, keysNS string, ledgers *ledger.Feed,
-	background *priority.Gate) error {
+	background *priority.Gate, pool *pgxpool.Pool) error {
 	var synced atomic.Bool
 	mailer, err := o.mail.mailer(o.embedded, mgr.GetAPIReader(), ctrl.Log.WithName("mail"))
 	if err != nil {
@@ -318,6 +331,7 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, keysNS string,
 		TrustedProxies:  o.trustedProxies,
 		// The same policy as the deliverer's: a subscription it would never deliver to is refused.
 		NotificationPolicy: events.AddressPolicy{Allow: o.notificationAllowed()},
+		DB:                 pool,
 	})
 	if err := mgr.Add(srv); err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -98,6 +99,8 @@ type Config struct {
 	// NotificationPolicy decides which addresses subscriptions may be delivered to: the
 	// deliverer's (a subscription to a refused address literal is refused at once).
 	NotificationPolicy events.AddressPolicy
+	// DB is Flexsite's PostgreSQL (internal/db): reward history, withdrawals, readings.
+	DB *pgxpool.Pool
 }
 
 // Route is one (method, path template) a door serves.

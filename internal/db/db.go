@@ -1,0 +1,94 @@
+// Package db is Flexsite's PostgreSQL: the connection pool (pgx), the schema migrations that
+// ship in the binary (goose, run on start under an advisory lock so that replicas starting
+// together migrate once), and what a database error means to a caller (Unavailable: try again
+// shortly; a constraint violated: a typed error).
+//
+// What grows with time lives here (reward history, withdrawal status changes, readings, flex
+// event settlements, the notification outbox); what is declared stays in Kubernetes.
+package db
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Migrations are the schema's migrations, in order (goose's SQL files).
+func Migrations() fs.FS {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		panic(err)
+	}
+	return sub
+}
+
+// migrationLockID is the advisory lock key every manager takes while it migrates
+// (goose's session locker: pg_advisory_lock with this id, released when done).
+const migrationLockID = 0x666c6578_73697465 // "flexsite"
+
+// Open connects a pool to url (a postgres:// URL or a key=value string). It does not wait
+// for the database: a pool connects on first use, so a manager whose database is down starts
+// and answers 503 until it is back.
+func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// The URL may hold a password: never repeat it.
+		return nil, errors.New("the database URL cannot be parsed (postgres://user:password@host:port/database?sslmode=...)")
+	}
+	if cfg.MaxConns < 8 {
+		cfg.MaxConns = 8
+	}
+	// A connection that died with the server is found by its next use; health checks find the
+	// idle ones sooner.
+	cfg.HealthCheckPeriod = 5 * time.Second
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// Migrate brings the schema to the newest version. Managers that start together are safe: each
+// takes the same session-level advisory lock first, so one migrates and the others find it done.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer func() { _ = sqlDB.Close() }()
+	return migrate(ctx, sqlDB)
+}
+
+func migrate(ctx context.Context, sqlDB *sql.DB) error {
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID),
+		lock.WithLockTimeout(1, 600), lock.WithUnlockTimeout(1, 60))
+	if err != nil {
+		return err
+	}
+	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, Migrations(),
+		goose.WithSessionLocker(locker), goose.WithLogger(goose.NopLogger()))
+	if err != nil {
+		return fmt.Errorf("reading the schema migrations: %w", err)
+	}
+	if _, err := provider.Up(ctx); err != nil {
+		return fmt.Errorf("migrating the database schema: %w", Classify(err))
+	}
+	return nil
+}
+
+// Version is the schema version the database is at (0: none yet).
+func Version(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer func() { _ = sqlDB.Close() }()
+	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, Migrations())
+	if err != nil {
+		return 0, err
+	}
+	return provider.GetDBVersion(ctx)
+}
