@@ -13,6 +13,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/priority"
+	"github.com/flexsite/flexsite/internal/settlementstore"
 )
 
 // Options tune the reconcilers.
@@ -64,6 +65,12 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("enrolment-controller"), Now: time.Now,
 	}).SetupWithManager(mgr, workers); err != nil {
 		return err
+	}
+	if o.DB != nil {
+		if err := (&FlexEventReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("flexevent-controller"),
+			Store: &settlementstore.Store{Pool: o.DB}, Now: time.Now}).SetupWithManager(mgr, workers); err != nil {
+			return err
+		}
 	}
 	// Tells credited reward transactions (notifications).
 	return (&RewardLedgerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Now: time.Now}).SetupWithManager(mgr, workers)
