@@ -12,6 +12,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/app/subscriptions"
 	"github.com/flexsite/flexsite/internal/auth"
@@ -28,6 +29,7 @@ import (
 // +kubebuilder:rbac:groups=flexsite.io,resources=apiclients,verbs=get;list;watch
 // +kubebuilder:rbac:groups=flexsite.io,resources=propositions;assetmodels,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flexsite.io,resources=flexevents,verbs=get;list;watch;create
 
 // The API's shapes are the use cases' results.
 type (
@@ -54,6 +56,7 @@ type Config struct {
 	Households    *app.Service
 	Rewards       *rewards.Service
 	Subscriptions *subscriptions.Service
+	FlexEvents    *flexevents.Service
 	// Guard authenticates the routes; Authenticator and Issuer log API clients in.
 	Guard         *web.Authenticator
 	Authenticator *auth.Authenticator
@@ -114,6 +117,7 @@ func (a *API) Routes() []web.Route {
 		{Method: "PATCH", Path: siteRoute, Handler: orgOrUser(a.patchSite, write)},
 		{Method: "POST", Path: "/entities/site/{site_id}/offboard-site-and-assets", Handler: org(a.offboard, write)},
 		{Method: "GET", Path: "/entities/site/{site_id}/eligibility", Handler: orgOrUser(a.eligibility, read)},
+		{Method: "GET", Path: "/entities/site/{site_id}/flex-events", Handler: org(a.siteFlexEvents, read)},
 		{Method: "POST", Path: "/entities/site/{site_id}/enrol", Handler: orgOrUser(a.enrol, write)},
 		{Method: "POST", Path: "/entities/site/{site_id}/unenrol", Handler: orgOrUser(a.unenrol, write)},
 		{Method: "POST", Path: "/entities/site/{site_id}/meter-consent", Handler: orgOrUser(a.meterConsent, write)},
@@ -135,6 +139,10 @@ func (a *API) Routes() []web.Route {
 		{Method: "GET", Path: "/rewards/{site_id}/transactions", Handler: org(a.transactions, flexv1.RoleRewards)},
 		{Method: "GET", Path: "/rewards/{site_id}/info", Handler: org(a.rewardInfo, flexv1.RoleRewards)},
 		{Method: "GET", Path: "/rewards/{site_id}/url/balance", Handler: org(a.balanceURL, flexv1.RoleRewards)},
+
+		{Method: "POST", Path: "/flex-events", Handler: org(a.createFlexEvent, write)},
+		{Method: "GET", Path: "/flex-events", Handler: org(a.listFlexEvents, read)},
+		{Method: "GET", Path: "/flex-events/{id}", Handler: org(a.getFlexEvent, read)},
 
 		{Method: "POST", Path: subscriptionsRoute, Handler: org(a.createSubscription, write)},
 		{Method: "GET", Path: subscriptionsRoute, Handler: org(a.listSubscriptions, read)},

@@ -19,6 +19,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/app/subscriptions"
 	"github.com/flexsite/flexsite/internal/auth"
@@ -27,6 +28,7 @@ import (
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/restapi"
 	"github.com/flexsite/flexsite/internal/rewardspage"
+	"github.com/flexsite/flexsite/internal/settlementstore"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
@@ -125,12 +127,16 @@ func NewServer(cfg Config) *Server {
 	rewardsSvc := rewards.New(rewards.Config{Log: cfg.Log, Sites: households, APIReader: cfg.APIReader,
 		Client: households.Client, Cache: cfg.Cache, Ledgers: cfg.Ledgers, Policy: cfg.Rewards, Mailer: cfg.Mailer,
 		HostedNamespace: cfg.HostedNamespace, Now: cfg.Now})
+	var settlements *settlementstore.Store
+	if cfg.DB != nil {
+		settlements = &settlementstore.Store{Pool: cfg.DB}
+	}
 	limits := web.NewLimiters(cfg.Limits)
 	guard := &web.Authenticator{Log: cfg.Log, Issuer: cfg.Issuer, Authenticator: cfg.Authenticator, Limits: limits,
 		TrustedProxies: cfg.TrustedProxies}
 
 	rest := restapi.New(restapi.Config{Log: cfg.Log, Ready: cfg.Ready, Households: households, Rewards: rewardsSvc,
-		Subscriptions: subscriptions.New(households), Guard: guard, Authenticator: cfg.Authenticator,
+		Subscriptions: subscriptions.New(households), FlexEvents: flexevents.New(households, settlements), Guard: guard, Authenticator: cfg.Authenticator,
 		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
 	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Guard: guard, Now: cfg.Now}
 	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,

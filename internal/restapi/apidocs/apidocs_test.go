@@ -69,6 +69,10 @@ var wantRoutes = []Route{
 	{"POST", "/hosted/api/enrol"},
 	{"POST", "/hosted/api/unenrol"},
 	{"GET", "/hosted/api/rewards"},
+	{"POST", "/flex-events"},
+	{"GET", "/flex-events"},
+	{"GET", "/flex-events/{id}"},
+	{"GET", "/entities/site/{site_id}/flex-events"},
 }
 
 type operation struct {
@@ -214,8 +218,8 @@ func TestPropositionEnums(t *testing.T) {
 			}
 		}
 	}
-	if n != 5 {
-		t.Errorf("found %d proposition properties, want 5", n)
+	if n != 7 { // five, and a flex event's request and answer
+		t.Errorf("found %d proposition properties, want 7", n)
 	}
 }
 
