@@ -14,12 +14,14 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/units"
 	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/internal/web"
+	"github.com/flexsite/flexsite/internal/web/flexchart"
 )
 
 // The hosted flow's door (hosted-flow.md): GET /hosted/flow serves the embeddable page, and
@@ -39,6 +41,8 @@ type Door struct {
 	Log        logr.Logger
 	Households *app.Service
 	Rewards    *rewards.Service
+	// FlexEvents finds the household's settled flex events for the rewards step (nil: none).
+	FlexEvents *flexevents.Service
 	Guard      *web.Authenticator
 	// Now is the clock (tests replace it): consent times and installation dates are judged by it.
 	Now func() time.Time
@@ -450,6 +454,17 @@ type Rewards struct {
 	Info                        rewards.BalanceInfo `json:"info"`
 	DaysUntilMinimumWaitTimeMet int                 `json:"days_until_minimum_wait_time_met"`
 	Transactions                []Transaction       `json:"transactions"`
+	// FlexEvents are the settled flex events, newest first: a sentence, a chart (SVG
+	// markup, escaped and drawn by the server) and its figures.
+	FlexEvents []FlexEvent `json:"flex_events"`
+}
+
+// FlexEvent is one settled flex event of the household, drawn (internal/web/flexchart).
+type FlexEvent struct {
+	Day      string          `json:"day"`
+	Sentence string          `json:"sentence"`
+	ChartSVG string          `json:"chart_svg"`
+	Rows     []flexchart.Row `json:"rows"`
 }
 
 // Transaction is one line of the household's history.
@@ -483,6 +498,17 @@ func (d *Door) rewards(r *http.Request, p *auth.Principal) (any, error) {
 		}
 		out.Transactions = append(out.Transactions, Transaction{Date: date, CreditPence: t.CreditPence,
 			Description: TransactionWords(string(t.TransactionType), string(t.PaymentStatus))})
+	}
+	out.FlexEvents = []FlexEvent{}
+	if d.FlexEvents != nil {
+		evs, err := d.FlexEvents.ForSite(ctx, p, id)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range flexchart.Of(evs.Events) {
+			out.FlexEvents = append(out.FlexEvents, FlexEvent{Day: ev.Day, Sentence: ev.Sentence,
+				ChartSVG: string(ev.Chart), Rows: ev.Rows})
+		}
 	}
 	return out, nil
 }

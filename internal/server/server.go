@@ -135,12 +135,14 @@ func NewServer(cfg Config) *Server {
 	guard := &web.Authenticator{Log: cfg.Log, Issuer: cfg.Issuer, Authenticator: cfg.Authenticator, Limits: limits,
 		TrustedProxies: cfg.TrustedProxies}
 
+	flexEvents := flexevents.New(households, settlements)
 	rest := restapi.New(restapi.Config{Log: cfg.Log, Ready: cfg.Ready, Households: households, Rewards: rewardsSvc,
-		Subscriptions: subscriptions.New(households), FlexEvents: flexevents.New(households, settlements), Guard: guard, Authenticator: cfg.Authenticator,
+		Subscriptions: subscriptions.New(households), FlexEvents: flexEvents, Guard: guard, Authenticator: cfg.Authenticator,
 		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
-	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Guard: guard, Now: cfg.Now}
+	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, FlexEvents: flexEvents,
+		Guard: guard, Now: cfg.Now}
 	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,
-		PublicURL: cfg.PublicURL}
+		PublicURL: cfg.PublicURL, FlexEvents: flexEvents}
 
 	s := &Server{Config: cfg, rewards: rewardsSvc}
 	mux := http.NewServeMux()
