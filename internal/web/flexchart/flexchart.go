@@ -95,7 +95,7 @@ func kwh(mwh int64) string { return fmt.Sprintf("%.2f kWh", float64(mwh)/1e6) }
 // The chart's geometry, in SVG user units.
 const (
 	width, height = 320, 180
-	left, right   = 44, 8
+	left, right   = 58, 8
 	top, bottom   = 12, 36
 )
 
