@@ -37,11 +37,19 @@ func lastTuesday(now time.Time) time.Time {
 	return time.Date(d.Year(), d.Month(), d.Day(), 17, 30, 0, 0, settlement.London)
 }
 
-// The flex event routes against the real thing: envtest with the admission webhooks, the
-// controllers (the FlexEvent controller settling) and a real PostgreSQL. POST answers 201 and
-// the controller settles the event; another organisation's event is 404; REST and kubectl
-// refuse the same bad events; the site's flex events answer prod's SiteFlexEventsResponse.
-func TestFlexEventRoutes(t *testing.T) {
+// flexREST is the real thing for the flex event routes: envtest with the admission webhooks,
+// the controllers (the FlexEvent controller settling), a real PostgreSQL database, and the
+// server on them.
+type flexREST struct {
+	t   *testing.T
+	ctx context.Context
+	env *testenv.Env
+	db  *dbtest.Database
+	url string
+}
+
+func startFlexREST(t *testing.T) *flexREST {
+	t.Helper()
 	if err := dbtest.Available(); err != nil {
 		if fail, msg := dbtest.MissingVerdict(err); fail {
 			t.Fatal(msg)
@@ -50,17 +58,17 @@ func TestFlexEventRoutes(t *testing.T) {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	env, err := testenv.Start(ctx, testenv.WithWebhooks)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = env.Stop() }()
+	t.Cleanup(func() { _ = env.Stop() })
 	database, err := dbtest.New(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer database.Close(context.Background())
+	t.Cleanup(func() { database.Close(context.Background()) })
 	mgr, err := env.NewManager()
 	if err != nil {
 		t.Fatal(err)
@@ -83,44 +91,59 @@ func TestFlexEventRoutes(t *testing.T) {
 		APIReader: mgr.GetAPIReader(), Client: mgr.GetClient(), Issuer: auth.NewIssuer(ring, time.Now),
 		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()), HostedNamespace: keys, DB: database.Pool})
 	httpSrv := httptest.NewServer(srv)
-	defer httpSrv.Close()
+	t.Cleanup(httpSrv.Close)
 	go func() { _ = mgr.Start(ctx) }()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		t.Fatal("cache did not sync")
 	}
 	waitFor(t, 20*time.Second, func() error { return env.WebhookServerUp() })
 
-	do := func(method, path, token string, body any) (int, map[string]any) {
-		t.Helper()
-		status, data, err := testenv.Call(httpSrv.URL, method, path, token, body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]any
-		_ = json.Unmarshal(data, &m)
-		return status, m
+	return &flexREST{t: t, ctx: ctx, env: env, db: database, url: httpSrv.URL}
+}
+
+func (f *flexREST) do(method, path, token string, body any) (int, map[string]any) {
+	f.t.Helper()
+	status, data, err := testenv.Call(f.url, method, path, token, body)
+	if err != nil {
+		f.t.Fatal(err)
 	}
-	orgToken := func(roles ...flexv1.Role) (string, string) {
-		ns, err := env.Namespace(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		user, pw := "client-"+ns, "pw-"+ns
-		if err := bootstrap.EnsureOrganisation(ctx, env.Client, bootstrap.Organisation{Namespace: ns, Username: user,
-			Password: pw, Roles: roles}); err != nil {
-			t.Fatal(err)
-		}
-		var tok string
-		waitFor(t, 20*time.Second, func() error {
-			status, body := do("POST", "/auth/token-form", "", testenv.Form{"username": user, "password": pw, "grant_type": "password"})
-			if status != http.StatusOK {
-				return fmt.Errorf("token: %d %v", status, body)
-			}
-			tok, _ = body["access_token"].(string)
-			return nil
-		})
-		return ns, tok
+	var m map[string]any
+	_ = json.Unmarshal(data, &m)
+	return status, m
+}
+
+// org creates an organisation with roles and answers its namespace and a token.
+func (f *flexREST) org(roles ...flexv1.Role) (string, string) {
+	t := f.t
+	t.Helper()
+	ns, err := f.env.Namespace(f.ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
+	user, pw := "client-"+ns, "pw-"+ns
+	if err := bootstrap.EnsureOrganisation(f.ctx, f.env.Client, bootstrap.Organisation{Namespace: ns, Username: user,
+		Password: pw, Roles: roles}); err != nil {
+		t.Fatal(err)
+	}
+	var tok string
+	waitFor(t, 20*time.Second, func() error {
+		status, body := f.do("POST", "/auth/token-form", "", testenv.Form{"username": user, "password": pw, "grant_type": "password"})
+		if status != http.StatusOK {
+			return fmt.Errorf("token: %d %v", status, body)
+		}
+		tok, _ = body["access_token"].(string)
+		return nil
+	})
+	return ns, tok
+}
+
+// The flex event routes against the real thing (flexREST). POST answers 201 and the
+// controller settles the event; another organisation's event is 404; REST and kubectl refuse
+// the same bad events; the site's flex events answer prod's SiteFlexEventsResponse.
+func TestFlexEventRoutes(t *testing.T) {
+	f := startFlexREST(t)
+	ctx, database, do := f.ctx, f.db, f.do
+	orgToken := f.org
 	ns, tok := orgToken(flexv1.RoleEntityRead, flexv1.RoleEntityWrite)
 	_, otherTok := orgToken(flexv1.RoleEntityRead, flexv1.RoleEntityWrite)
 	_, readOnly := orgToken(flexv1.RoleEntityRead)
@@ -229,6 +252,13 @@ func TestFlexEventRoutes(t *testing.T) {
 	}
 
 	// The same bad events, through REST (422) and kubectl (admission): refused alike.
+	refusedAlike(t, f, ns, tok, event, start)
+}
+
+// refusedAlike posts the same bad events through REST (422 naming the field) and creates them
+// through the API server (the admission webhook or the CRD's rules: Invalid).
+func refusedAlike(t *testing.T, f *flexREST, ns, tok string, event map[string]any, start time.Time) {
+	ctx, env, do := f.ctx, f.env, f.do
 	bad := []struct {
 		name, field string
 		change      func(map[string]any, *flexv1.FlexEventSpec)

@@ -99,6 +99,9 @@ const (
 	top, bottom   = 12, 36
 )
 
+// usualStyle draws the usual energy: an outline, dashed, so that it reads without colour.
+const usualStyle = `fill="#ffffff" stroke="#4a4a4a" stroke-width="2" stroke-dasharray="4 2"`
+
 // svg draws grouped bars per half-hour: the usual (baseline) outlined, the actual filled.
 func svg(id string, ev flexevents.SiteEvent, rows []Row, start, end time.Time) template.HTML {
 	hh := ev.HalfHours
@@ -114,12 +117,12 @@ func svg(id string, ev flexevents.SiteEvent, rows []Row, start, end time.Time) t
 	var b strings.Builder
 	title := fmt.Sprintf("Your electricity use during the event on %s, %s to %s", start.Format("2 January"),
 		start.Format("15:04"), end.Format("15:04"))
-	var desc []string
+	desc := make([]string, 0, len(rows))
 	for _, r := range rows {
 		desc = append(desc, fmt.Sprintf("%s: usual %s, actual %s", r.Time, r.Usual, r.Actual))
 	}
-	fmt.Fprintf(&b, `<svg class="flex-chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-labelledby="%s-title %s-desc">`,
-		width, height, width, height, esc(id), esc(id))
+	fmt.Fprintf(&b, `<svg class="flex-chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" `+
+		`role="img" aria-labelledby="%s-title %s-desc">`, width, height, width, height, esc(id), esc(id))
 	fmt.Fprintf(&b, `<title id="%s-title">%s</title><desc id="%s-desc">%s.</desc>`, esc(id), esc(title), esc(id),
 		esc(strings.Join(desc, "; ")))
 	// Axis and scale.
@@ -131,8 +134,8 @@ func svg(id string, ev flexevents.SiteEvent, rows []Row, start, end time.Time) t
 	for i, h := range hh {
 		x := float64(left) + slot*float64(i) + slot/2
 		bl, ac := baseline(h), h.ActualMilliWh
-		fmt.Fprintf(&b, `<rect class="usual" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#ffffff" stroke="#4a4a4a" stroke-width="2" stroke-dasharray="4 2"/>`,
-			x-bar-1, y(bl), bar, float64(height-bottom)-y(bl))
+		fmt.Fprintf(&b, `<rect class="usual" x="%.1f" y="%.1f" width="%.1f" height="%.1f" %s/>`,
+			x-bar-1, y(bl), bar, float64(height-bottom)-y(bl), usualStyle)
 		fmt.Fprintf(&b, `<rect class="actual" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#0b4f8a"/>`,
 			x+1, y(ac), bar, float64(height-bottom)-y(ac))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="11" fill="#1a1a1a" text-anchor="middle">%s</text>`,
@@ -140,7 +143,7 @@ func svg(id string, ev flexevents.SiteEvent, rows []Row, start, end time.Time) t
 	}
 	// Legend.
 	ly := height - 8
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="10" fill="#ffffff" stroke="#4a4a4a" stroke-width="2" stroke-dasharray="4 2"/>`, left, ly-9)
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="10" %s/>`, left, ly-9, usualStyle)
 	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#1a1a1a">Usual</text>`, left+16, ly)
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="10" fill="#0b4f8a"/>`, left+70, ly-9)
 	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#1a1a1a">During the event</text>`, left+86, ly)
