@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -38,8 +37,6 @@ type FlexEventReconciler struct {
 	// LateWatch how long after its deadline a settled event keeps counting late readings
 	// (default 7 days, every 10 polls).
 	Poll, LateWatch time.Duration
-	// Workers settle this many sites of one event at once (default 4).
-	Workers int
 	written statusWrites
 }
 
@@ -137,7 +134,7 @@ func (r *FlexEventReconciler) reconcile(ctx context.Context, ev *flexv1.FlexEven
 		}
 		todo = append(todo, site)
 	}
-	pending, err := r.settle(ctx, org, settlementstore.EventOf(eventID, rules), rules, todo, final)
+	pending, err := r.Store.SettleSites(ctx, org, settlementstore.EventOf(eventID, rules), rules, todo, final)
 	if err != nil {
 		return err
 	}
@@ -151,53 +148,6 @@ func (r *FlexEventReconciler) reconcile(ctx context.Context, ev *flexv1.FlexEven
 			fmt.Sprintf("%d sites wait for readings covering the event, until %s", pending, deadline.Format(time.RFC3339)))
 	}
 	return nil
-}
-
-// settle settles the sites (a few at once) and answers how many are still pending.
-func (r *FlexEventReconciler) settle(ctx context.Context, org string, ev settlementstore.Event, rules settlement.Event,
-	sites []settlementstore.Site, final bool) (int, error) {
-	workers := r.Workers
-	if workers <= 0 {
-		workers = 4
-	}
-	var (
-		mu       sync.Mutex
-		pending  int
-		firstErr error
-		wg       sync.WaitGroup
-		next     = make(chan settlementstore.Site)
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for range min(workers, len(sites)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for site := range next {
-				out, err := r.Store.SettleSite(ctx, org, ev, rules, site, final)
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = fmt.Errorf("settling site %s: %w", site.SiteID, err)
-					cancel()
-				}
-				if out == settlementstore.Pending {
-					pending++
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-feed:
-	for _, s := range sites {
-		select {
-		case next <- s:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	return pending, firstErr
 }
 
 func setTotals(st *flexv1.FlexEventStatus, t settlementstore.Totals) {

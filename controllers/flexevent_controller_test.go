@@ -84,7 +84,7 @@ func (f *flexFixture) reconciler(now time.Time) *controllers.FlexEventReconciler
 	}
 	f.t.Cleanup(pool.Close)
 	return &controllers.FlexEventReconciler{Client: f.client, Recorder: f.recorder,
-		Store: &settlementstore.Store{Pool: pool}, Now: func() time.Time { return now }, Workers: 4}
+		Store: &settlementstore.Store{Pool: pool}, Now: func() time.Time { return now }}
 }
 
 // A Tuesday in November (GMT: UK local time is UTC): 17:30–18:30, the spec's first example.

@@ -2,7 +2,12 @@ package settlementstore
 
 import (
 	"context"
+	"slices"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/settlement"
 )
 
@@ -14,11 +19,17 @@ type Site struct {
 	OtherEventDays map[settlement.Date]bool
 }
 
+// lookback is where a site's readings for an event are read from: the LookbackDays before
+// its local start day, and a day more for the clocks.
+func lookback(ev settlement.Event) settlement.Event {
+	ev.Start = ev.Start.AddDate(0, 0, -(settlement.LookbackDays + 2))
+	return ev
+}
+
 // Compute reads a site's readings for the event and the LookbackDays before it and applies
 // the rules (settlement.Settle): what the site would be settled at now.
 func (s *Store) Compute(ctx context.Context, organisation, eventID string, ev settlement.Event, site Site) (settlement.Result, error) {
-	from := ev.Start.AddDate(0, 0, -(settlement.LookbackDays + 2))
-	series, err := s.Series(ctx, organisation, site.Source, from, ev.End)
+	series, err := s.Series(ctx, organisation, site.Source, lookback(ev).Start, ev.End)
 	if err != nil {
 		return settlement.Result{}, err
 	}
@@ -26,46 +37,124 @@ func (s *Store) Compute(ctx context.Context, organisation, eventID string, ev se
 	if err != nil {
 		return settlement.Result{}, err
 	}
+	return settle(ev, series, windows, site.OtherEventDays)
+}
+
+func settle(ev settlement.Event, series settlement.Series, windows []Window, other map[settlement.Date]bool) (settlement.Result, error) {
 	days := EventDays(windows)
-	for d := range site.OtherEventDays {
+	for d := range other {
 		days[d] = true
 	}
 	return settlement.Settle(settlement.Input{Event: ev, Energy: series, OtherEventDays: days})
 }
 
-// Outcome is what SettleSite did.
-type Outcome int
+// BatchSize is how many sites SettleSites reads and writes at once.
+const BatchSize = 500
 
-// The outcomes.
-const (
-	// Pending: the readings do not cover the event yet and its deadline has not passed.
-	Pending Outcome = iota
-	// Recorded: this call settled (or skipped) the site.
-	Recorded
-	// Already: the site was settled before (by this replica or another).
-	Already
-)
+// SettleSites settles sites of an event that has ended, BatchSize at a time: one query reads
+// a batch's readings, one its other settled windows, and one SQL transaction records its
+// settlements (SettleAll: each exactly once). A site is settled when its readings cover the
+// whole window, or whatever they cover when final (the deadline has passed). It answers how
+// many sites are still pending.
+func (s *Store) SettleSites(ctx context.Context, organisation string, ev Event, rules settlement.Event, sites []Site,
+	final bool) (pending int, err error) {
+	for batch := range slices.Chunk(sites, BatchSize) {
+		p, err := s.settleBatch(ctx, organisation, ev, rules, batch, final)
+		pending += p
+		if err != nil {
+			return pending, err
+		}
+	}
+	return pending, nil
+}
 
-// SettleSite settles a site of an event that has ended: now when its readings cover the
-// whole window, else only when final (the event's deadline has passed). Exactly once: see
-// Settle.
-func (s *Store) SettleSite(ctx context.Context, organisation string, ev Event, rules settlement.Event, site Site,
-	final bool) (Outcome, error) {
-	res, err := s.Compute(ctx, organisation, ev.ID, rules, site)
+func (s *Store) settleBatch(ctx context.Context, organisation string, ev Event, rules settlement.Event, sites []Site,
+	final bool) (int, error) {
+	ids := make([]string, len(sites))
+	for i, site := range sites {
+		ids[i] = site.SiteID
+	}
+	readings, err := s.readingsOf(ctx, organisation, ids, lookback(rules).Start, rules.End)
 	if err != nil {
-		return Pending, err
+		return 0, err
 	}
-	if !final && res.CoveredSeconds < res.WindowSeconds {
-		return Pending, nil
+	windows, err := s.windowsOf(ctx, organisation, ids, ev.ID)
+	if err != nil {
+		return 0, err
 	}
-	done, err := s.Settle(ctx, organisation, ev, site.SiteID, res)
-	switch {
-	case err != nil:
-		return Pending, err
-	case done:
-		return Recorded, nil
+	var due []Due
+	pending := 0
+	for _, site := range sites {
+		byAsset := readings[site.SiteID]
+		if len(site.BoundaryAssetIDs) > 0 {
+			for a := range byAsset {
+				if !slices.Contains(site.BoundaryAssetIDs, a) {
+					delete(byAsset, a)
+				}
+			}
+		}
+		series, err := SeriesOf(byAsset)
+		if err != nil {
+			return 0, err
+		}
+		res, err := settle(rules, series, windows[site.SiteID], site.OtherEventDays)
+		if err != nil {
+			return 0, err
+		}
+		if !final && res.CoveredSeconds < res.WindowSeconds {
+			pending++
+			continue
+		}
+		due = append(due, Due{SiteID: site.SiteID, Result: res})
 	}
-	return Already, nil
+	_, err = s.SettleAll(ctx, organisation, ev, due)
+	return pending, err
+}
+
+// readingsOf reads the sites' readings over [from, to) (and 30 minutes either side), by
+// site, asset and label, in one query.
+func (s *Store) readingsOf(ctx context.Context, organisation string, siteIDs []string, from, to time.Time) (
+	map[string]map[string]map[settlement.Label][]settlement.Reading, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT site_id, asset_id, label, start_at, end_at, value FROM readings
+		WHERE organisation = $1 AND site_id = ANY($2) AND start_at >= $3 AND start_at < $4`,
+		organisation, siteIDs, from.Add(-settlement.MaxInterval), to.Add(settlement.MaxInterval))
+	if err != nil {
+		return nil, db.Classify(err)
+	}
+	out := make(map[string]map[string]map[settlement.Label][]settlement.Reading, len(siteIDs))
+	var site string
+	var r reading
+	_, err = pgx.ForEachRow(rows, []any{&site, &r.asset, &r.label, &r.Start, &r.End, &r.Value}, func() error {
+		bySite := out[site]
+		if bySite == nil {
+			bySite = map[string]map[settlement.Label][]settlement.Reading{}
+			out[site] = bySite
+		}
+		if bySite[r.asset] == nil {
+			bySite[r.asset] = map[settlement.Label][]settlement.Reading{}
+		}
+		bySite[r.asset][r.label] = append(bySite[r.asset][r.label], r.Reading)
+		return nil
+	})
+	return out, db.Classify(err)
+}
+
+// windowsOf are the windows of the sites' settled events other than eventID, by site.
+func (s *Store) windowsOf(ctx context.Context, organisation string, siteIDs []string, eventID string) (map[string][]Window, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT site_id, start_at, end_at FROM flex_event_settlements
+		WHERE organisation = $1 AND site_id = ANY($2) AND event_id <> $3 AND start_at IS NOT NULL`,
+		organisation, siteIDs, eventID)
+	if err != nil {
+		return nil, db.Classify(err)
+	}
+	out := map[string][]Window{}
+	var site string
+	var w Window
+	_, err = pgx.ForEachRow(rows, []any{&site, &w.Start, &w.End}, func() error {
+		out[site] = append(out[site], w)
+		return nil
+	})
+	return out, db.Classify(err)
 }
 
 // EventOf is what a settlement records of the rules' event.

@@ -251,15 +251,79 @@ func HalfHoursOf(res settlement.Result) []HalfHour {
 // outbox event, in one SQL transaction. done is false when the site was settled already (by
 // this or another replica): nothing is written then.
 func (s *Store) Settle(ctx context.Context, organisation string, ev Event, siteID string, res settlement.Result) (done bool, err error) {
-	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		var err error
-		done, err = settleIn(ctx, tx, organisation, ev, siteID, res)
-		return err
-	})
-	return done, db.Classify(err)
+	n, err := s.SettleAll(ctx, organisation, ev, []Due{{SiteID: siteID, Result: res}})
+	return n == 1, err
 }
 
-func settleIn(ctx context.Context, tx pgx.Tx, organisation string, ev Event, siteID string, res settlement.Result) (bool, error) {
+// Due is one site's result, to record.
+type Due struct {
+	SiteID string
+	Result settlement.Result
+}
+
+// SettleAll records several sites' settlements of an event in one SQL transaction (one round
+// trip: a batch), each exactly once as Settle does; it answers how many were recorded now
+// (the others were settled before).
+func (s *Store) SettleAll(ctx context.Context, organisation string, ev Event, outcomes []Due) (recorded int, err error) {
+	if len(outcomes) == 0 {
+		return 0, nil
+	}
+	batch := &pgx.Batch{}
+	var counted []bool
+	for _, o := range outcomes {
+		credit, err := queueSettle(batch, organisation, ev, o.SiteID, o.Result)
+		if err != nil {
+			return 0, err
+		}
+		if credit {
+			counted = append(counted, false) // the reward_sites row
+		}
+		counted = append(counted, true)
+	}
+	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		recorded = 0
+		results := tx.SendBatch(ctx, batch)
+		for _, c := range counted {
+			if !c {
+				if _, err := results.Exec(); err != nil {
+					return err
+				}
+				continue
+			}
+			var n int
+			if err := results.QueryRow().Scan(&n); err != nil {
+				return err
+			}
+			recorded += n
+		}
+		return results.Close()
+	})
+	return recorded, db.Classify(err)
+}
+
+// settleSQL inserts a settlement row once and, only when it was inserted and carries a
+// transaction id, that transaction and its outbox event: one statement, so that the credit
+// follows the row or nothing does. It answers 1 when the row was inserted, else 0.
+const settleSQL = `WITH s AS (
+	INSERT INTO flex_event_settlements (organisation, event_id, site_id, status, reason, flex_wh, credit_pence,
+		transaction_id, start_at, end_at, rate_centipence, delivered_mwh, half_hours)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+	ON CONFLICT (organisation, event_id, site_id) DO NOTHING
+	RETURNING transaction_id),
+t AS (
+	INSERT INTO reward_transactions (organisation, site_id, transaction_id, transaction_type, credit_pence, flex_wh,
+		start_at, end_at, occurred_at, source, request_digest)
+	SELECT $1, $3, s.transaction_id, 'flex event', $7, $6, $9, $10, $9, 'settlement', $14 FROM s
+	WHERE s.transaction_id IS NOT NULL),
+o AS (
+	INSERT INTO outbox (organisation, site_id, event_type, event_id, payload)
+	SELECT $1, $3, $15, 'settlement-' || s.transaction_id::text, $16 FROM s WHERE s.transaction_id IS NOT NULL)
+SELECT count(*) FROM s`
+
+// queueSettle queues a site's settlement (settleSQL), preceded, when it credits, by its
+// reward_sites row (the row a withdrawal locks; harmless when the site has one). It reports
+// whether it credits.
+func queueSettle(b *pgx.Batch, organisation string, ev Event, siteID string, res settlement.Result) (bool, error) {
 	halfHours, err := json.Marshal(HalfHoursOf(res))
 	if err != nil {
 		return false, err
@@ -269,35 +333,30 @@ func settleIn(ctx context.Context, tx pgx.Tx, organisation string, ev Event, sit
 		r := string(res.Reason)
 		reason = &r
 	}
-	var txID *uuid.UUID
-	if res.Status == settlement.Settled && res.CreditPence > 0 {
+	var (
+		txID            *uuid.UUID
+		digest, payload []byte
+	)
+	credit := res.Status == settlement.Settled && res.CreditPence > 0
+	if credit {
 		id := TransactionID(organisation, ev.ID, siteID)
 		txID = &id
+		if digest, payload, err = creditRecord(siteID, id, ev, res.FlexWh, res.CreditPence); err != nil {
+			return false, err
+		}
+		b.Queue(`INSERT INTO reward_sites (organisation, site_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+			organisation, siteID)
 	}
-	tag, err := tx.Exec(ctx, `INSERT INTO flex_event_settlements (organisation, event_id, site_id, status, reason,
-			flex_wh, credit_pence, transaction_id, start_at, end_at, rate_centipence, delivered_mwh, half_hours)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-		ON CONFLICT (organisation, event_id, site_id) DO NOTHING`,
-		organisation, ev.ID, siteID, string(res.Status), reason, res.FlexWh, res.CreditPence, txID,
-		ev.Start.UTC(), ev.End.UTC(), ev.RateCentipence, res.DeliveredMilliWh, halfHours)
-	if err != nil {
-		return false, err
-	}
-	if tag.RowsAffected() == 0 {
-		return false, nil // settled already: by a replica, or before a restart
-	}
-	if txID == nil {
-		return true, nil
-	}
-	return true, CreditFlexEvent(ctx, tx, organisation, siteID, *txID, ev, res.FlexWh, res.CreditPence)
+	b.Queue(settleSQL, organisation, ev.ID, siteID, string(res.Status), reason, res.FlexWh, res.CreditPence, txID,
+		ev.Start.UTC(), ev.End.UTC(), ev.RateCentipence, res.DeliveredMilliWh, halfHours, digest,
+		string(flexv1.EventRewardsTransactionCredited), payload)
+	return credit, nil
 }
 
-// CreditFlexEvent writes a `flex event` reward transaction and its rewards.transaction_credited
-// outbox event in tx (the caller's SQL transaction, which holds the settlement row). It is
-// the one place settlement writes the reward ledger: the ledger's own store (branch pg) is to
-// take it over.
-func CreditFlexEvent(ctx context.Context, tx pgx.Tx, organisation, siteID string, txID uuid.UUID, ev Event,
-	flexWh, creditPence int64) error {
+// creditRecord is a `flex event` reward transaction's request digest (SHA-256 of its record)
+// and its rewards.transaction_credited outbox payload. With settleSQL, the one place
+// settlement writes the reward ledger: the ledger's own store (branch pg) is to take it over.
+func creditRecord(siteID string, txID uuid.UUID, ev Event, flexWh, creditPence int64) (digest, payload []byte, err error) {
 	start, end := ev.Start.UTC(), ev.End.UTC()
 	rec := record.Transaction{TransactionID: txID.String(), CreditPence: creditPence,
 		TransactionType: flexv1.TransactionType("flex event"),
@@ -305,27 +364,11 @@ func CreditFlexEvent(ctx context.Context, tx pgx.Tx, organisation, siteID string
 		FlexKWh: units.ToKilo(&flexWh)}
 	body, err := json.Marshal(rec)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	digest := sha256.Sum256(body)
-	if _, err := tx.Exec(ctx, `INSERT INTO reward_sites (organisation, site_id) VALUES ($1, $2)
-		ON CONFLICT DO NOTHING`, organisation, siteID); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO reward_transactions (organisation, site_id, transaction_id,
-			transaction_type, credit_pence, flex_wh, start_at, end_at, occurred_at, source, request_digest)
-		VALUES ($1, $2, $3, 'flex event', $4, $5, $6, $7, $6, 'settlement', $8)`,
-		organisation, siteID, txID, creditPence, flexWh, start, end, digest[:]); err != nil {
-		return err
-	}
-	payload, err := json.Marshal(events.TransactionData{SiteID: siteID, Transaction: rec})
-	if err != nil {
-		return err
-	}
-	_, err = tx.Exec(ctx, `INSERT INTO outbox (organisation, site_id, event_type, event_id, payload)
-		VALUES ($1, $2, $3, $4, $5)`, organisation, siteID, string(flexv1.EventRewardsTransactionCredited),
-		"settlement-"+txID.String(), payload)
-	return err
+	sum := sha256.Sum256(body)
+	payload, err = json.Marshal(events.TransactionData{SiteID: siteID, Transaction: rec})
+	return sum[:], payload, err
 }
 
 func ptr[T any](v T) *T { return &v }
