@@ -82,11 +82,17 @@ func run(ctx context.Context, o options) error {
 	p := paramsFor(o)
 	logf("mode %s: %s", p.Mode, p.describe())
 	rep := newReport(p)
-	b, err := newBench(ctx, o, p)
-	if err != nil {
-		return err
+	var b *bench
+	var err error
+	if o.only == "settlement" {
+		// Settlement needs no control plane and no manager: its own PostgreSQL only.
+		b = &bench{p: p}
+	} else {
+		if b, err = newBench(ctx, o, p); err != nil {
+			return err
+		}
+		defer b.close()
 	}
-	defer b.close()
 
 	runErr := runScenarios(ctx, b, rep, o.only)
 	if runErr != nil {
@@ -117,6 +123,7 @@ func runScenarios(ctx context.Context, b *bench, rep *report, only string) error
 		{"read path", runReads},
 		{"idle resync", runResync},
 		{"notifications", runNotifications},
+		{"settlement", runSettlement},
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {

@@ -2,6 +2,7 @@ package settlementstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -19,17 +20,14 @@ type Site struct {
 	OtherEventDays map[settlement.Date]bool
 }
 
-// lookback is where a site's readings for an event are read from: the LookbackDays before
-// its local start day, and a day more for the clocks.
-func lookback(ev settlement.Event) settlement.Event {
-	ev.Start = ev.Start.AddDate(0, 0, -(settlement.LookbackDays + 2))
-	return ev
-}
-
 // Compute reads a site's readings for the event and the LookbackDays before it and applies
 // the rules (settlement.Settle): what the site would be settled at now.
 func (s *Store) Compute(ctx context.Context, organisation, eventID string, ev settlement.Event, site Site) (settlement.Result, error) {
-	series, err := s.Series(ctx, organisation, site.Source, lookback(ev).Start, ev.End)
+	readings, err := s.readingsOf(ctx, organisation, []string{site.SiteID}, ev)
+	if err != nil {
+		return settlement.Result{}, err
+	}
+	series, err := SeriesOf(only(readings[site.SiteID], site.BoundaryAssetIDs))
 	if err != nil {
 		return settlement.Result{}, err
 	}
@@ -49,7 +47,7 @@ func settle(ev settlement.Event, series settlement.Series, windows []Window, oth
 }
 
 // BatchSize is how many sites SettleSites reads and writes at once.
-const BatchSize = 500
+const BatchSize = 5000
 
 // SettleSites settles sites of an event that has ended, BatchSize at a time: one query reads
 // a batch's readings, one its other settled windows, and one SQL transaction records its
@@ -74,7 +72,7 @@ func (s *Store) settleBatch(ctx context.Context, organisation string, ev Event, 
 	for i, site := range sites {
 		ids[i] = site.SiteID
 	}
-	readings, err := s.readingsOf(ctx, organisation, ids, lookback(rules).Start, rules.End)
+	readings, err := s.readingsOf(ctx, organisation, ids, rules)
 	if err != nil {
 		return 0, err
 	}
@@ -85,15 +83,7 @@ func (s *Store) settleBatch(ctx context.Context, organisation string, ev Event, 
 	var due []Due
 	pending := 0
 	for _, site := range sites {
-		byAsset := readings[site.SiteID]
-		if len(site.BoundaryAssetIDs) > 0 {
-			for a := range byAsset {
-				if !slices.Contains(site.BoundaryAssetIDs, a) {
-					delete(byAsset, a)
-				}
-			}
-		}
-		series, err := SeriesOf(byAsset)
+		series, err := SeriesOf(only(readings[site.SiteID], site.BoundaryAssetIDs))
 		if err != nil {
 			return 0, err
 		}
@@ -111,13 +101,46 @@ func (s *Store) settleBatch(ctx context.Context, organisation string, ev Event, 
 	return pending, err
 }
 
-// readingsOf reads the sites' readings over [from, to) (and 30 minutes either side), by
-// site, asset and label, in one query.
-func (s *Store) readingsOf(ctx context.Context, organisation string, siteIDs []string, from, to time.Time) (
+// Windows are the event's window laid on each day the rules may read (the event's day and
+// the LookbackDays+1 before it, by UK local date), an hour wider either side (a register's
+// previous reading, the clocks changing): the only readings settlement needs.
+func Windows(ev settlement.Event) (starts, ends []time.Time) {
+	start, end := ev.Start.In(settlement.London), ev.End.In(settlement.London)
+	for k := 0; k <= settlement.LookbackDays+1; k++ {
+		starts = append(starts, start.AddDate(0, 0, -k).Add(-time.Hour))
+		ends = append(ends, end.AddDate(0, 0, -k).Add(time.Hour))
+	}
+	return starts, ends
+}
+
+// inWindows restricts a query of readings to Windows ($n and $n+1).
+func inWindows(n int) string {
+	return fmt.Sprintf(` AND tstzrange(start_at, end_at, '[]') && (SELECT range_agg(tstzrange(s, e))
+		FROM unnest($%d::timestamptz[], $%d::timestamptz[]) AS w(s, e))`, n, n+1)
+}
+
+// only keeps the readings of the boundary meters, when the site has any.
+func only(byAsset map[string]map[settlement.Label][]settlement.Reading, boundary []string) map[string]map[settlement.Label][]settlement.Reading {
+	if len(boundary) == 0 {
+		return byAsset
+	}
+	out := map[string]map[settlement.Label][]settlement.Reading{}
+	for _, a := range boundary {
+		if r, ok := byAsset[a]; ok {
+			out[a] = r
+		}
+	}
+	return out
+}
+
+// readingsOf reads the sites' readings the event's settlement needs (Windows), by site,
+// asset and label, in one query.
+func (s *Store) readingsOf(ctx context.Context, organisation string, siteIDs []string, ev settlement.Event) (
 	map[string]map[string]map[settlement.Label][]settlement.Reading, error) {
+	starts, ends := Windows(ev)
 	rows, err := s.Pool.Query(ctx, `SELECT site_id, asset_id, label, start_at, end_at, value FROM readings
-		WHERE organisation = $1 AND site_id = ANY($2) AND start_at >= $3 AND start_at < $4`,
-		organisation, siteIDs, from.Add(-settlement.MaxInterval), to.Add(settlement.MaxInterval))
+		WHERE organisation = $1 AND site_id = ANY($2) AND start_at >= $3 AND start_at < $4`+inWindows(5),
+		organisation, siteIDs, starts[len(starts)-1], ends[0], starts, ends)
 	if err != nil {
 		return nil, db.Classify(err)
 	}

@@ -70,36 +70,6 @@ type reading struct {
 	settlement.Reading
 }
 
-// Series is a site's half-hourly energy over [from, to): its boundary meter's where it has
-// one, else the sum of its assets'. Readings up to 30 minutes either side are read too (a
-// register's difference, a reading across the boundary).
-func (s *Store) Series(ctx context.Context, organisation string, src Source, from, to time.Time) (settlement.Series, error) {
-	q := `SELECT asset_id, label, start_at, end_at, value FROM readings
-		WHERE organisation = $1 AND site_id = $2 AND start_at >= $3 AND start_at < $4`
-	args := []any{organisation, src.SiteID, from.Add(-settlement.MaxInterval), to.Add(settlement.MaxInterval)}
-	if len(src.BoundaryAssetIDs) > 0 {
-		q += ` AND asset_id = ANY($5)`
-		args = append(args, src.BoundaryAssetIDs)
-	}
-	rows, err := s.Pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, db.Classify(err)
-	}
-	byAsset := map[string]map[settlement.Label][]settlement.Reading{}
-	var r reading
-	_, err = pgx.ForEachRow(rows, []any{&r.asset, &r.label, &r.Start, &r.End, &r.Value}, func() error {
-		if byAsset[r.asset] == nil {
-			byAsset[r.asset] = map[settlement.Label][]settlement.Reading{}
-		}
-		byAsset[r.asset][r.label] = append(byAsset[r.asset][r.label], r.Reading)
-		return nil
-	})
-	if err != nil {
-		return nil, db.Classify(err)
-	}
-	return SeriesOf(byAsset)
-}
-
 // SeriesOf is the site's energy from its readings by asset and label: each asset's from the
 // first of energyLabels it has readings of (the boundary's import and export registers
 // together), summed over the assets. Readings the rules refuse (CheckReading) are passed over.
@@ -261,101 +231,82 @@ type Due struct {
 	Result settlement.Result
 }
 
-// SettleAll records several sites' settlements of an event in one SQL transaction (one round
-// trip: a batch), each exactly once as Settle does; it answers how many were recorded now
-// (the others were settled before).
+// SettleAll records several sites' settlements of an event in one SQL statement (settleSQL),
+// each exactly once as Settle does: it answers how many were recorded now (the others were
+// settled before, by this replica or another). Sites are written in the order given (the
+// controller's is by site id, so that two replicas lock rows in the same order).
 func (s *Store) SettleAll(ctx context.Context, organisation string, ev Event, outcomes []Due) (recorded int, err error) {
 	if len(outcomes) == 0 {
 		return 0, nil
 	}
-	batch := &pgx.Batch{}
-	var counted []bool
-	for _, o := range outcomes {
-		credit, err := queueSettle(batch, organisation, ev, o.SiteID, o.Result)
-		if err != nil {
+	n := len(outcomes)
+	var (
+		sites, statuses   = make([]string, n), make([]string, n)
+		reasons           = make([]*string, n)
+		flexWh, pence, mw = make([]int64, n), make([]int64, n), make([]int64, n)
+		txIDs             = make([]*uuid.UUID, n)
+		halfHours         = make([][]byte, n)
+		digests, payloads = make([][]byte, n), make([][]byte, n)
+	)
+	for i, o := range outcomes {
+		res := o.Result
+		sites[i], statuses[i] = o.SiteID, string(res.Status)
+		flexWh[i], pence[i], mw[i] = res.FlexWh, res.CreditPence, res.DeliveredMilliWh
+		if res.Status == settlement.Skipped {
+			r := string(res.Reason)
+			reasons[i] = &r
+		}
+		if halfHours[i], err = json.Marshal(HalfHoursOf(res)); err != nil {
 			return 0, err
 		}
-		if credit {
-			counted = append(counted, false) // the reward_sites row
+		if res.Status == settlement.Settled && res.CreditPence > 0 {
+			id := TransactionID(organisation, ev.ID, o.SiteID)
+			txIDs[i] = &id
+			if digests[i], payloads[i], err = creditRecord(o.SiteID, id, ev, res.FlexWh, res.CreditPence); err != nil {
+				return 0, err
+			}
 		}
-		counted = append(counted, true)
 	}
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		recorded = 0
-		results := tx.SendBatch(ctx, batch)
-		for _, c := range counted {
-			if !c {
-				if _, err := results.Exec(); err != nil {
-					return err
-				}
-				continue
-			}
-			var n int
-			if err := results.QueryRow().Scan(&n); err != nil {
-				return err
-			}
-			recorded += n
-		}
-		return results.Close()
+		return tx.QueryRow(ctx, settleSQL, organisation, ev.ID, ev.Start.UTC(), ev.End.UTC(), ev.RateCentipence,
+			string(flexv1.EventRewardsTransactionCredited), sites, statuses, reasons, flexWh, pence, txIDs, mw,
+			halfHours, digests, payloads).Scan(&recorded)
 	})
 	return recorded, db.Classify(err)
 }
 
-// settleSQL inserts a settlement row once and, only when it was inserted and carries a
-// transaction id, that transaction and its outbox event: one statement, so that the credit
-// follows the row or nothing does. It answers 1 when the row was inserted, else 0.
-const settleSQL = `WITH s AS (
+// settleSQL inserts the settlement rows once each and, for the rows it inserted that carry a
+// transaction id, the site's reward_sites row, the transaction and its outbox event: one
+// statement, so that a credit follows its row or nothing does. It answers how many rows it
+// inserted. $1 organisation, $2 event, $3 and $4 its window, $5 its rate, $6 the event type;
+// the rest are per site, in order.
+const settleSQL = `WITH input AS (
+	SELECT * FROM unnest($7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::uuid[], $13::bigint[],
+		$14::jsonb[], $15::bytea[], $16::jsonb[]) WITH ORDINALITY
+		AS i(site_id, status, reason, flex_wh, credit_pence, transaction_id, delivered_mwh, half_hours, digest, payload, n)),
+s AS (
 	INSERT INTO flex_event_settlements (organisation, event_id, site_id, status, reason, flex_wh, credit_pence,
 		transaction_id, start_at, end_at, rate_centipence, delivered_mwh, half_hours)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+	SELECT $1, $2, site_id, status, reason, flex_wh, credit_pence, transaction_id, $3, $4, $5, delivered_mwh, half_hours
+	FROM input ORDER BY n
 	ON CONFLICT (organisation, event_id, site_id) DO NOTHING
-	RETURNING transaction_id),
+	RETURNING site_id, transaction_id),
+credited AS (SELECT i.* FROM s JOIN input i USING (site_id) WHERE s.transaction_id IS NOT NULL),
+rs AS (
+	INSERT INTO reward_sites (organisation, site_id) SELECT $1, site_id FROM credited ON CONFLICT DO NOTHING),
 t AS (
 	INSERT INTO reward_transactions (organisation, site_id, transaction_id, transaction_type, credit_pence, flex_wh,
 		start_at, end_at, occurred_at, source, request_digest)
-	SELECT $1, $3, s.transaction_id, 'flex event', $7, $6, $9, $10, $9, 'settlement', $14 FROM s
-	WHERE s.transaction_id IS NOT NULL),
+	SELECT $1, site_id, transaction_id, 'flex event', credit_pence, flex_wh, $3, $4, $3, 'settlement', digest FROM credited),
 o AS (
 	INSERT INTO outbox (organisation, site_id, event_type, event_id, payload)
-	SELECT $1, $3, $15, 'settlement-' || s.transaction_id::text, $16 FROM s WHERE s.transaction_id IS NOT NULL)
+	SELECT $1, site_id, $6, 'settlement-' || transaction_id::text, payload FROM credited ORDER BY n)
 SELECT count(*) FROM s`
-
-// queueSettle queues a site's settlement (settleSQL), preceded, when it credits, by its
-// reward_sites row (the row a withdrawal locks; harmless when the site has one). It reports
-// whether it credits.
-func queueSettle(b *pgx.Batch, organisation string, ev Event, siteID string, res settlement.Result) (bool, error) {
-	halfHours, err := json.Marshal(HalfHoursOf(res))
-	if err != nil {
-		return false, err
-	}
-	var reason *string
-	if res.Status == settlement.Skipped {
-		r := string(res.Reason)
-		reason = &r
-	}
-	var (
-		txID            *uuid.UUID
-		digest, payload []byte
-	)
-	credit := res.Status == settlement.Settled && res.CreditPence > 0
-	if credit {
-		id := TransactionID(organisation, ev.ID, siteID)
-		txID = &id
-		if digest, payload, err = creditRecord(siteID, id, ev, res.FlexWh, res.CreditPence); err != nil {
-			return false, err
-		}
-		b.Queue(`INSERT INTO reward_sites (organisation, site_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-			organisation, siteID)
-	}
-	b.Queue(settleSQL, organisation, ev.ID, siteID, string(res.Status), reason, res.FlexWh, res.CreditPence, txID,
-		ev.Start.UTC(), ev.End.UTC(), ev.RateCentipence, res.DeliveredMilliWh, halfHours, digest,
-		string(flexv1.EventRewardsTransactionCredited), payload)
-	return credit, nil
-}
 
 // creditRecord is a `flex event` reward transaction's request digest (SHA-256 of its record)
 // and its rewards.transaction_credited outbox payload. With settleSQL, the one place
-// settlement writes the reward ledger: the ledger's own store (branch pg) is to take it over.
+// settlement writes the reward ledger (the rs, t and o parts of settleSQL): the ledger's store
+// (branch pg) is to take it over.
 func creditRecord(siteID string, txID uuid.UUID, ev Event, flexWh, creditPence int64) (digest, payload []byte, err error) {
 	start, end := ev.Start.UTC(), ev.End.UTC()
 	rec := record.Transaction{TransactionID: txID.String(), CreditPence: creditPence,
