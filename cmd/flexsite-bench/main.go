@@ -103,7 +103,11 @@ func run(ctx context.Context, o options) error {
 	if err := rep.write(o.out); err != nil {
 		return err
 	}
-	logf("wrote %s; manager log in %s", o.out, b.mgrCfg.logPath)
+	if b.mgrCfg.logPath != "" {
+		logf("wrote %s; manager log in %s", o.out, b.mgrCfg.logPath)
+	} else {
+		logf("wrote %s", o.out)
+	}
 	return runErr
 }
 

@@ -22,6 +22,7 @@ const (
 	labelScale       = "4 scale"
 	labelWrites      = "5 writes"
 	labelNotify      = "6 notifications"
+	labelSettlement  = "7 settlement"
 )
 
 // scenarioLabels maps the JSON report's scenario keys to the table's sections.
@@ -34,6 +35,7 @@ var scenarioLabels = map[string]string{
 	"writes":        labelWrites,
 	"resync":        labelWrites,
 	"notifications": labelNotify,
+	"settlement":    labelSettlement,
 }
 
 // Units of figures; the table formats values by unit.
@@ -135,7 +137,7 @@ func (r *report) printTable(out io.Writer) {
 		time.Duration(r.DurationSeconds)*time.Second)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tFIGURE\tVALUE\tTARGET\tMET?")
-	for _, label := range []string{labelOnboard, labelConvergence, labelReads, labelScale, labelWrites, labelNotify} {
+	for _, label := range []string{labelOnboard, labelConvergence, labelReads, labelScale, labelWrites, labelNotify, labelSettlement} {
 		for _, rw := range r.rows {
 			if scenarioLabels[rw.scenario] != label {
 				continue

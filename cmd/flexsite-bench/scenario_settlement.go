@@ -141,11 +141,11 @@ func runSettlement(ctx context.Context, b *bench, rep *report) error {
 	}
 	s, r := median(settleTimes), median(rawTimes)
 	logf("settlement %s (median of %v), raw SQL %s (median of %v)", s, settleTimes, r, rawTimes)
-	rep.add("settlement", "sites", float64(sites), "sites")
-	rep.add("settlement", "readings", float64(readings), "rows")
-	rep.add("settlement", "settle_seconds", s.Seconds(), "s")
-	rep.add("settlement", "raw_sql_seconds", r.Seconds(), "s")
-	rep.addTarget("settlement", "settle_to_raw_sql_ratio", s.Seconds()/r.Seconds(), "x", target{Op: "<=", Bound: 3})
+	rep.add("settlement", "sites", float64(sites), unitCount)
+	rep.add("settlement", "readings", float64(readings), unitCount)
+	rep.add("settlement", "settle_seconds", s.Seconds(), unitSeconds)
+	rep.add("settlement", "raw_sql_seconds", r.Seconds(), unitSeconds)
+	rep.addTarget("settlement", "settle_to_raw_sql_ratio", s.Seconds()/r.Seconds(), unitRatio, target{Op: "<=", Bound: 3})
 	return nil
 }
 
