@@ -37,7 +37,7 @@ type FlexEventReconciler struct {
 	// LateWatch how long after its deadline a settled event keeps counting late readings
 	// (default 7 days, every 10 polls).
 	Poll, LateWatch time.Duration
-	written statusWrites
+	written         statusWrites
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=flexevents,verbs=get;list;watch

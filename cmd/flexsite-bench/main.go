@@ -84,7 +84,7 @@ func run(ctx context.Context, o options) error {
 	rep := newReport(p)
 	var b *bench
 	var err error
-	if o.only == "settlement" {
+	if o.only == scenarioSettlement {
 		// Settlement needs no control plane and no manager: its own PostgreSQL only.
 		b = &bench{p: p}
 	} else {
@@ -127,7 +127,7 @@ func runScenarios(ctx context.Context, b *bench, rep *report, only string) error
 		{"read path", runReads},
 		{"idle resync", runResync},
 		{"notifications", runNotifications},
-		{"settlement", runSettlement},
+		{scenarioSettlement, runSettlement},
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {

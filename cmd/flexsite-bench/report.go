@@ -27,15 +27,15 @@ const (
 
 // scenarioLabels maps the JSON report's scenario keys to the table's sections.
 var scenarioLabels = map[string]string{
-	"onboard":       labelOnboard,
-	"convergence":   labelConvergence,
-	"catalogue":     labelConvergence,
-	"reads":         labelReads,
-	"scale":         labelScale,
-	"writes":        labelWrites,
-	"resync":        labelWrites,
-	"notifications": labelNotify,
-	"settlement":    labelSettlement,
+	"onboard":          labelOnboard,
+	"convergence":      labelConvergence,
+	"catalogue":        labelConvergence,
+	"reads":            labelReads,
+	"scale":            labelScale,
+	"writes":           labelWrites,
+	"resync":           labelWrites,
+	"notifications":    labelNotify,
+	scenarioSettlement: labelSettlement,
 }
 
 // Units of figures; the table formats values by unit.

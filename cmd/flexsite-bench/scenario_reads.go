@@ -54,7 +54,7 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 	api := b.mgr.apiURL
 	endpoints := []readTarget{
 		{"eligibility", func(i int) string { return api + "/entities/site/" + ids[i%len(ids)] + "/eligibility" }, roleManager},
-		{"transactions", func(i int) string { return api + "/rewards/" + ids[i%len(ids)] + "/transactions" }, roleManager},
+		{targetTransactions, func(i int) string { return api + "/rewards/" + ids[i%len(ids)] + "/transactions" }, roleManager},
 	}
 	token, err := b.fleet.api.bearer(ctx)
 	if err != nil {
@@ -223,7 +223,7 @@ func reportReads(rep *report, endpoints []readTarget, sizes map[string]int, resu
 		rep.add("reads", name+"_p99_ms", t.percentileMS(99), unitMS)
 		// The targets: eligibility (a small answer) against the trivial handler, the
 		// transactions page (~12 KB) against the trivial handler answering as many bytes.
-		if name == "transactions" {
+		if name == targetTransactions {
 			rep.add("reads", name+"_vs_trivial_ratio", ratio(t.rate(), trivial.t.rate()), unitRatio)
 		} else {
 			rep.addTarget("reads", name+"_vs_trivial_ratio", ratio(t.rate(), trivial.t.rate()), unitRatio, target{">=", 0.7})
@@ -235,7 +235,7 @@ func reportReads(rep *report, endpoints []readTarget, sizes map[string]int, resu
 		rep.add("reads", sameSizeName(name)+"_rps", same.rate(), unitPerSec)
 		rep.add("reads", sameSizeName(name)+"_vs_trivial_ratio", ratio(same.rate(), trivial.t.rate()), unitRatio)
 		sameRatio := ratio(t.rate(), same.rate())
-		if name == "transactions" {
+		if name == targetTransactions {
 			rep.addTarget("reads", name+"_vs_same_size_trivial_ratio", sameRatio, unitRatio, target{">=", 0.7})
 		} else {
 			rep.add("reads", name+"_vs_same_size_trivial_ratio", sameRatio, unitRatio)
@@ -312,3 +312,6 @@ func serveTrivial(addr string) error {
 	}
 	return nil
 }
+
+// targetTransactions names the transactions read target.
+const targetTransactions = "transactions"

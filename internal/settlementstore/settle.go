@@ -119,12 +119,15 @@ func inWindows(n int) string {
 		FROM unnest($%d::timestamptz[], $%d::timestamptz[]) AS w(s, e))`, n, n+1)
 }
 
+// assetReadings are a site's readings by asset and label.
+type assetReadings = map[string]map[settlement.Label][]settlement.Reading
+
 // only keeps the readings of the boundary meters, when the site has any.
-func only(byAsset map[string]map[settlement.Label][]settlement.Reading, boundary []string) map[string]map[settlement.Label][]settlement.Reading {
+func only(byAsset assetReadings, boundary []string) assetReadings {
 	if len(boundary) == 0 {
 		return byAsset
 	}
-	out := map[string]map[settlement.Label][]settlement.Reading{}
+	out := assetReadings{}
 	for _, a := range boundary {
 		if r, ok := byAsset[a]; ok {
 			out[a] = r
