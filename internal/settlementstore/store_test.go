@@ -88,7 +88,7 @@ func TestSettleAllRecordsEachSiteOnce(t *testing.T) {
 	ctx := context.Background()
 	store := &settlementstore.Store{Pool: testDB.Pool}
 	sites := []string{"s1", "s2", "s3", "s4"}
-	var due []settlementstore.Due
+	due := make([]settlementstore.Due, 0, len(sites))
 	for _, s := range sites {
 		write(t, "org-o", s, "meter", "boundary_import_kw", [2]float64{1.8, 2.6}, [2]float64{0.4, 2.9})
 		res, err := store.Compute(ctx, "org-o", "ev", rules, settlementstore.Site{Source: settlementstore.Source{SiteID: s}})
