@@ -81,6 +81,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		otherUserSiteID    string
 		assetID, extID     string
 		subID              string
+		flexEventID        string
 		secretsOfA         []string // what another organisation must never see
 	)
 
@@ -112,6 +113,10 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		status, created := call("POST", "/notifications/subscriptions", tokA, map[string]any{"url": "https://hooks.flexsite.invalid/matrix"})
 		Expect(status).To(Equal(http.StatusCreated), "%s", created)
 		subID = created.Map()["id"].(string)
+		// A flex event of A.
+		status, created = call("POST", "/flex-events", tokA, flexEventBody)
+		Expect(status).To(Equal(http.StatusCreated), "%s", created)
+		flexEventID = created.Map()["id"].(string)
 		mpanAssets := mustCall("GET", "/entities/site/"+mpanSiteID, tokA, nil)["asset_ids"].([]any)
 		secretsOfA = make([]string, 0, 8+len(mpanAssets))
 		secretsOfA = append(secretsOfA, siteID, otherUserSiteID, mpanSiteID, assetID, extID, "1200000000011", "charger-1200000000011", subID)
@@ -245,7 +250,12 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			// Notifications: another organisation makes and lists its own subscriptions.
 			"POST /notifications/subscriptions": {role: flexv1.RoleEntityWrite, success: http.StatusCreated,
 				body: jsonBody(map[string]any{"url": "https://hooks.flexsite.invalid/other"})},
-			"GET /notifications/subscriptions":                              {role: flexv1.RoleEntityRead, body: noBody},
+			"GET /notifications/subscriptions": {role: flexv1.RoleEntityRead, body: noBody},
+			// Flex events: another organisation declares and lists its own.
+			"POST /flex-events":                                             {role: flexv1.RoleEntityWrite, success: http.StatusCreated, body: jsonBody(flexEventBody)},
+			"GET /flex-events":                                              {role: flexv1.RoleEntityRead, body: noBody},
+			"GET /flex-events/{id}":                                         {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
+			"GET /entities/site/{site_id}/flex-events":                      {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
 			"GET /notifications/subscriptions/{subscription_id}":            {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
 			"GET /notifications/subscriptions/{subscription_id}/deliveries": {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
 			"DELETE /notifications/subscriptions/{subscription_id}":         {role: flexv1.RoleEntityWrite, scoped: true, body: noBody, success: http.StatusNoContent},
@@ -259,7 +269,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"POST /hosted/rewards/verify": true, "POST /hosted/rewards/bank": true, "POST /hosted/rewards/withdraw": true,
 			"POST /hosted/rewards/finish": true}
 		concrete := strings.NewReplacer("{site_id}", siteID, "{asset_id}", assetID, "{external_id}", extID,
-			"{subscription_id}", subID)
+			"{subscription_id}", subID, "{id}", flexEventID)
 
 		var wrong []string
 		cells, covered := 0, map[string]bool{}
@@ -383,3 +393,7 @@ var _ = Describe("Token strings", func() {
 		expectUnauthorized(authRequest("GET", "/auth/users/me/", []string{"Bearer " + respelt}, nil))
 	})
 })
+
+// flexEventBody is a valid POST /flex-events body.
+var flexEventBody = map[string]any{"proposition": "limited_pause", "start_at": "2026-01-13T17:30:00Z",
+	"end_at": "2026-01-13T18:30:00Z", "direction": "turn_down", "rate_pence_per_kwh": 25}

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -69,7 +70,8 @@ func startFlexREST(t *testing.T) *flexREST {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { database.Close(context.Background()) })
-	mgr, err := env.NewManager()
+	// Its controllers share the process with the suite's (TestServer): names may repeat.
+	mgr, err := env.NewManager(func(o *ctrl.Options) { o.Controller.SkipNameValidation = ptr.To(true) })
 	if err != nil {
 		t.Fatal(err)
 	}
