@@ -17,6 +17,7 @@ import (
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/priority"
 	"github.com/flexsite/flexsite/internal/rewardstore"
+	"github.com/flexsite/flexsite/internal/settlementstore"
 )
 
 // Options tune the reconcilers.
@@ -82,6 +83,12 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	if err := (&DeviceConnectionReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("deviceconnection-controller"),
 		Dialer: o.Devices, Now: time.Now, Holder: o.Holder}).SetupWithManager(mgr, workers); err != nil {
 		return err
+	}
+	if o.DB != nil {
+		if err := (&FlexEventReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("flexevent-controller"),
+			Store: &settlementstore.Store{Pool: o.DB}, Now: time.Now}).SetupWithManager(mgr, workers); err != nil {
+			return err
+		}
 	}
 	// Tells credited reward transactions (notifications).
 	ledgers := &RewardLedgerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Now: time.Now}

@@ -143,4 +143,8 @@ const (
 	ReasonPreviouslyWithdrew    = "PreviouslyWithdrew"
 	ReasonPropositionNotOffered = "PropositionNotOffered"
 	ReasonConsentRequired       = "BoundaryMeterConsentRequired"
+
+	// A flex event's settlement (Reconciling=True while it waits).
+	ReasonEventNotEnded    = "EventNotEnded"
+	ReasonAwaitingReadings = "AwaitingReadings"
 )

@@ -84,11 +84,17 @@ func run(ctx context.Context, o options) error {
 	p := paramsFor(o)
 	logf("mode %s: %s", p.Mode, p.describe())
 	rep := newReport(p)
-	b, err := newBench(ctx, o, p)
-	if err != nil {
-		return err
+	var b *bench
+	var err error
+	if o.only == scenarioSettlement {
+		// Settlement needs no control plane and no manager: its own PostgreSQL only.
+		b = &bench{p: p}
+	} else {
+		if b, err = newBench(ctx, o, p); err != nil {
+			return err
+		}
+		defer b.close()
 	}
-	defer b.close()
 
 	runErr := runScenarios(ctx, b, rep, o.only)
 	if runErr != nil {
@@ -99,7 +105,11 @@ func run(ctx context.Context, o options) error {
 	if err := rep.write(o.out); err != nil {
 		return err
 	}
-	logf("wrote %s; manager log in %s", o.out, b.mgrCfg.logPath)
+	if b.mgrCfg.logPath != "" {
+		logf("wrote %s; manager log in %s", o.out, b.mgrCfg.logPath)
+	} else {
+		logf("wrote %s", o.out)
+	}
 	return runErr
 }
 
@@ -120,6 +130,7 @@ func runScenarios(ctx context.Context, b *bench, rep *report, only string) error
 		{"idle resync", runResync},
 		{"notifications", runNotifications},
 		{readingsScenario, runReadings},
+		{scenarioSettlement, runSettlement},
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {

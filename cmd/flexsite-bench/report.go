@@ -23,19 +23,21 @@ const (
 	labelWrites      = "5 writes"
 	labelNotify      = "6 notifications"
 	labelReadings    = "7 readings"
+	labelSettlement  = "8 settlement"
 )
 
 // scenarioLabels maps the JSON report's scenario keys to the table's sections.
 var scenarioLabels = map[string]string{
-	"onboard":        labelOnboard,
-	"convergence":    labelConvergence,
-	"catalogue":      labelConvergence,
-	"reads":          labelReads,
-	"scale":          labelScale,
-	"writes":         labelWrites,
-	"resync":         labelWrites,
-	"notifications":  labelNotify,
-	readingsScenario: labelReadings,
+	"onboard":          labelOnboard,
+	"convergence":      labelConvergence,
+	"catalogue":        labelConvergence,
+	"reads":            labelReads,
+	"scale":            labelScale,
+	"writes":           labelWrites,
+	"resync":           labelWrites,
+	"notifications":    labelNotify,
+	readingsScenario:   labelReadings,
+	scenarioSettlement: labelSettlement,
 }
 
 // Units of figures; the table formats values by unit.
@@ -138,7 +140,7 @@ func (r *report) printTable(out io.Writer) {
 		time.Duration(r.DurationSeconds)*time.Second)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tFIGURE\tVALUE\tTARGET\tMET?")
-	for _, label := range []string{labelOnboard, labelConvergence, labelReads, labelScale, labelWrites, labelNotify, labelReadings} {
+	for _, label := range []string{labelOnboard, labelConvergence, labelReads, labelScale, labelWrites, labelNotify, labelReadings, labelSettlement} {
 		for _, rw := range r.rows {
 			if scenarioLabels[rw.scenario] != label {
 				continue

@@ -315,3 +315,4 @@ func serveTrivial(addr string) error {
 	}
 	return nil
 }
+

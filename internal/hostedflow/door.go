@@ -15,12 +15,14 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/devices"
+	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/units"
 	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/internal/web"
+	"github.com/flexsite/flexsite/internal/web/flexchart"
 )
 
 // The hosted flow's door (hosted-flow.md): GET /hosted/flow serves the embeddable page, and
@@ -42,7 +44,9 @@ type Door struct {
 	Rewards    *rewards.Service
 	// Devices are the device-connection use cases (the Connect step).
 	Devices *devices.Service
-	Guard   *web.Authenticator
+	// FlexEvents finds the household's settled flex events for the rewards step (nil: none).
+	FlexEvents *flexevents.Service
+	Guard      *web.Authenticator
 	// PublicURL is the scheme and host of Flexsite (empty: the request's).
 	PublicURL string
 	// Now is the clock (tests replace it): consent times and installation dates are judged by it.
@@ -469,6 +473,17 @@ type Rewards struct {
 	Info                        rewards.BalanceInfo `json:"info"`
 	DaysUntilMinimumWaitTimeMet int                 `json:"days_until_minimum_wait_time_met"`
 	Transactions                []Transaction       `json:"transactions"`
+	// FlexEvents are the settled flex events, newest first: a sentence, a chart (SVG
+	// markup, escaped and drawn by the server) and its figures.
+	FlexEvents []FlexEvent `json:"flex_events"`
+}
+
+// FlexEvent is one settled flex event of the household, drawn (internal/web/flexchart).
+type FlexEvent struct {
+	Day      string          `json:"day"`
+	Sentence string          `json:"sentence"`
+	ChartSVG string          `json:"chart_svg"`
+	Rows     []flexchart.Row `json:"rows"`
 }
 
 // Transaction is one line of the household's history.
@@ -502,6 +517,17 @@ func (d *Door) rewards(r *http.Request, p *auth.Principal) (any, error) {
 		}
 		out.Transactions = append(out.Transactions, Transaction{Date: date, CreditPence: t.CreditPence,
 			Description: TransactionWords(string(t.TransactionType), string(t.PaymentStatus))})
+	}
+	out.FlexEvents = []FlexEvent{}
+	if d.FlexEvents != nil {
+		evs, err := d.FlexEvents.ForSite(ctx, p, id)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range flexchart.Of(evs.Events) {
+			out.FlexEvents = append(out.FlexEvents, FlexEvent{Day: ev.Day, Sentence: ev.Sentence,
+				ChartSVG: string(ev.Chart), Rows: ev.Rows})
+		}
 	}
 	return out, nil
 }

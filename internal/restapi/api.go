@@ -14,6 +14,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/app/readings"
+	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/app/subscriptions"
 	"github.com/flexsite/flexsite/internal/auth"
@@ -32,6 +33,7 @@ import (
 // +kubebuilder:rbac:groups=flexsite.io,resources=deviceconnections,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=deviceconnections/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flexsite.io,resources=flexevents,verbs=get;list;watch;create
 
 // The API's shapes are the use cases' results.
 type (
@@ -62,6 +64,8 @@ type Config struct {
 	Devices *devices.Service
 	// Readings takes the assets' readings (nil: the route answers 503, no database).
 	Readings *readings.Service
+	// FlexEvents are the flex events' use cases.
+	FlexEvents *flexevents.Service
 	// Guard authenticates the routes; Authenticator and Issuer log API clients in.
 	Guard         *web.Authenticator
 	Authenticator *auth.Authenticator
@@ -122,6 +126,7 @@ func (a *API) Routes() []web.Route {
 		{Method: "PATCH", Path: siteRoute, Handler: orgOrUser(a.patchSite, write)},
 		{Method: "POST", Path: "/entities/site/{site_id}/offboard-site-and-assets", Handler: org(a.offboard, write)},
 		{Method: "GET", Path: "/entities/site/{site_id}/eligibility", Handler: orgOrUser(a.eligibility, read)},
+		{Method: "GET", Path: "/entities/site/{site_id}/flex-events", Handler: org(a.siteFlexEvents, read)},
 		{Method: "POST", Path: "/entities/site/{site_id}/enrol", Handler: orgOrUser(a.enrol, write)},
 		{Method: "POST", Path: "/entities/site/{site_id}/unenrol", Handler: orgOrUser(a.unenrol, write)},
 		{Method: "POST", Path: "/entities/site/{site_id}/meter-consent", Handler: orgOrUser(a.meterConsent, write)},
@@ -153,6 +158,10 @@ func (a *API) Routes() []web.Route {
 			Handler: org(a.patchTransaction, flexv1.RoleRewardsAdmin)},
 		{Method: "GET", Path: "/rewards/{site_id}/info", Handler: org(a.rewardInfo, flexv1.RoleRewards)},
 		{Method: "GET", Path: "/rewards/{site_id}/url/balance", Handler: org(a.balanceURL, flexv1.RoleRewards)},
+
+		{Method: "POST", Path: "/flex-events", Handler: org(a.createFlexEvent, write)},
+		{Method: "GET", Path: "/flex-events", Handler: org(a.listFlexEvents, read)},
+		{Method: "GET", Path: "/flex-events/{id}", Handler: org(a.getFlexEvent, read)},
 
 		{Method: "POST", Path: subscriptionsRoute, Handler: org(a.createSubscription, write)},
 		{Method: "GET", Path: subscriptionsRoute, Handler: org(a.listSubscriptions, read)},

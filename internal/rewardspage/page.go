@@ -26,15 +26,18 @@ import (
 	"html/template"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/internal/web"
+	"github.com/flexsite/flexsite/internal/web/flexchart"
 )
 
 //go:embed assets
@@ -72,6 +75,8 @@ type Door struct {
 	// PublicURL is the scheme and host the page is served at (empty: the request's); a
 	// session cookie over https is Secure.
 	PublicURL string
+	// FlexEvents finds the household's settled flex events (nil: none are shown).
+	FlexEvents *flexevents.Service
 }
 
 // Routes are the page's routes.
@@ -105,6 +110,7 @@ type view struct {
 	BelowMinimum     bool
 	HideTransactions bool
 	Transactions     []transactionView
+	FlexEvents       []flexchart.Event
 	SetupFirst       bool
 	TwoFactor        bool
 	Verified         bool
@@ -310,6 +316,15 @@ func (d *Door) show(w http.ResponseWriter, r *http.Request, sess *rewards.Sessio
 	if !pv.HideTransactions {
 		for i := range pv.History.Len() { // the ledger is in statement order, newest first
 			v.Transactions = append(v.Transactions, transactionViewOf(pv.History, i))
+		}
+	}
+	if d.FlexEvents != nil {
+		// The events are a view of the settlements: a database that does not answer leaves
+		// them out rather than the page.
+		if evs, err := d.FlexEvents.OfSite(r.Context(), pv.Site, time.Now()); err != nil {
+			d.Log.Error(err, "reading the household's flex events")
+		} else {
+			v.FlexEvents = flexchart.Of(evs.Events)
 		}
 	}
 	v.SetupFirst = pv.SetupFirst

@@ -193,21 +193,36 @@ func (s *Store) notify(ctx context.Context, q pgx.Tx, site Site) error {
 	return err
 }
 
-// outboxCredit writes tx's rewards.transaction_credited event: its data is the event's data
-// as delivered (internal/events' body).
-func (s *Store) outboxCredit(ctx context.Context, q pgx.Tx, site Site, tx flexv1.RewardTransaction) error {
-	data, err := json.Marshal(struct {
+// CreditEvent is tx's rewards.transaction_credited event as the outbox keeps it: its id,
+// derived from the transaction's (the same credit is the same event), and its data as
+// delivered (internal/events' body). Every writer of a credit (this store, settlement) builds
+// the event here.
+func CreditEvent(site Site, tx flexv1.RewardTransaction) (id string, data []byte, err error) {
+	data, err = json.Marshal(struct {
 		SiteID string `json:"site_id"`
 		record.Transaction
 	}{SiteID: site.ID, Transaction: record.TransactionOf(&tx)})
+	id = "evt_" + uuid.NewSHA1(uuid.NameSpaceOID, []byte("rewards.transaction_credited/"+tx.ID)).String()
+	return id, data, err
+}
+
+// outboxCredit writes tx's rewards.transaction_credited event (CreditEvent).
+func (s *Store) outboxCredit(ctx context.Context, q pgx.Tx, site Site, tx flexv1.RewardTransaction) error {
+	id, data, err := CreditEvent(site, tx)
 	if err != nil {
 		return err
 	}
-	// The event id is derived from the transaction's: the same credit is the same event.
-	id := "evt_" + uuid.NewSHA1(uuid.NameSpaceOID, []byte("rewards.transaction_credited/"+tx.ID)).String()
 	_, err = q.Exec(ctx, `INSERT INTO outbox (organisation, site_id, event_type, event_id, payload, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (event_id) DO NOTHING`,
 		site.Namespace, site.ID, string(flexv1.EventRewardsTransactionCredited), id, data, s.now().UTC())
+	return err
+}
+
+// NotifyChanged signals, in the caller's SQL transaction, that these sites' ledgers changed
+// (delivered to listeners when it commits): for writers of credits outside this store.
+func NotifyChanged(ctx context.Context, q pgx.Tx, namespace string, siteIDs []string) error {
+	_, err := q.Exec(ctx, `SELECT pg_notify($1, $2 || '/' || site) FROM unnest($3::text[]) AS site`,
+		ChangedChannel, namespace, siteIDs)
 	return err
 }
 

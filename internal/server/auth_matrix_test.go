@@ -84,6 +84,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		assetID, extID     string
 		subID              string
 		withdrawalID       string
+		flexEventID        string
 		secretsOfA         []string // what another organisation must never see
 	)
 
@@ -123,6 +124,10 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			flexv1.RewardTransaction{ID: withdrawalID, Type: "withdrawal", CreditPence: -100, SettlementDate: "2026-11-01",
 				PaymentStatus: "pending_approval"}, rewardstore.SourceWithdrawal)
 		Expect(err).NotTo(HaveOccurred())
+		// A flex event of A.
+		status, created = call("POST", "/flex-events", tokA, flexEventBody)
+		Expect(status).To(Equal(http.StatusCreated), "%s", created)
+		flexEventID = created.Map()["id"].(string)
 		mpanAssets := mustCall("GET", "/entities/site/"+mpanSiteID, tokA, nil)["asset_ids"].([]any)
 		secretsOfA = make([]string, 0, 8+len(mpanAssets))
 		secretsOfA = append(secretsOfA, siteID, otherUserSiteID, mpanSiteID, assetID, extID, "1200000000011", "charger-1200000000011", subID)
@@ -281,7 +286,12 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			// Notifications: another organisation makes and lists its own subscriptions.
 			"POST /notifications/subscriptions": {role: flexv1.RoleEntityWrite, success: http.StatusCreated,
 				body: jsonBody(map[string]any{"url": "https://hooks.flexsite.invalid/other"})},
-			"GET /notifications/subscriptions":                              {role: flexv1.RoleEntityRead, body: noBody},
+			"GET /notifications/subscriptions": {role: flexv1.RoleEntityRead, body: noBody},
+			// Flex events: another organisation declares and lists its own.
+			"POST /flex-events":                                             {role: flexv1.RoleEntityWrite, success: http.StatusCreated, body: jsonBody(flexEventBody)},
+			"GET /flex-events":                                              {role: flexv1.RoleEntityRead, body: noBody},
+			"GET /flex-events/{id}":                                         {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
+			"GET /entities/site/{site_id}/flex-events":                      {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
 			"GET /notifications/subscriptions/{subscription_id}":            {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
 			"GET /notifications/subscriptions/{subscription_id}/deliveries": {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
 			"DELETE /notifications/subscriptions/{subscription_id}":         {role: flexv1.RoleEntityWrite, scoped: true, body: noBody, success: http.StatusNoContent},
@@ -297,7 +307,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			// The provider sends the household's browser back: the state is the proof, no token.
 			"GET /oauth/callback": true}
 		concrete := strings.NewReplacer("{site_id}", siteID, "{asset_id}", assetID, "{external_id}", extID,
-			"{subscription_id}", subID, "{provider}", deviceProviderName, "{transaction_id}", withdrawalID)
+			"{subscription_id}", subID, "{provider}", deviceProviderName, "{transaction_id}", withdrawalID, "{id}", flexEventID)
 
 		var wrong []string
 		cells, covered := 0, map[string]bool{}
@@ -421,3 +431,7 @@ var _ = Describe("Token strings", func() {
 		expectUnauthorized(authRequest("GET", "/auth/users/me/", []string{"Bearer " + respelt}, nil))
 	})
 })
+
+// flexEventBody is a valid POST /flex-events body.
+var flexEventBody = map[string]any{"proposition": "limited_pause", "start_at": "2026-01-13T17:30:00Z",
+	"end_at": "2026-01-13T18:30:00Z", "direction": "turn_down", "rate_pence_per_kwh": 25}

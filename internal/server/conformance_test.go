@@ -415,6 +415,15 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		c.hosted("POST", "/hosted/api/connections/"+deviceProviderName, userTok, nil)
 	})
 
+	It("answers the flex event endpoints as documented", func() {
+		status, created := call("POST", "/flex-events", tok, flexEventBody)
+		Expect(status).To(Equal(http.StatusCreated), "%s", created)
+		c.call("GET", "/flex-events", tok, nil)
+		c.call("GET", "/flex-events/"+created.Map()["id"].(string), tok, nil)
+		site := mustCall("POST", "/entities/site/onboard", tok, household("1012345678903"))["site"].(map[string]any)
+		c.call("GET", "/entities/site/"+site["site_id"].(string)+"/flex-events", tok, nil)
+	})
+
 	It("has checked an answer of every documented operation", func() {
 		var unchecked []string
 		for op := range c.schemas {

@@ -21,6 +21,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/app/readings"
+	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/app/subscriptions"
 	"github.com/flexsite/flexsite/internal/auth"
@@ -32,6 +33,7 @@ import (
 	"github.com/flexsite/flexsite/internal/restapi"
 	"github.com/flexsite/flexsite/internal/rewardspage"
 	"github.com/flexsite/flexsite/internal/rewardstore"
+	"github.com/flexsite/flexsite/internal/settlementstore"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
@@ -146,19 +148,24 @@ func NewServer(cfg Config) *Server {
 	}
 	devicesSvc := devices.New(devices.Config{Log: cfg.Log.WithName("devices"), Households: households, Now: cfg.Now,
 		Dialer: deviceauth.Dialer{Policy: providerPolicy, SecretNamespace: hostedNS}})
+	var settlements *settlementstore.Store
+	if cfg.DB != nil {
+		settlements = &settlementstore.Store{Pool: cfg.DB}
+	}
 	limits := web.NewLimiters(cfg.Limits)
 	guard := &web.Authenticator{Log: cfg.Log, Issuer: cfg.Issuer, Authenticator: cfg.Authenticator, Limits: limits,
 		TrustedProxies: cfg.TrustedProxies}
 
+	flexEvents := flexevents.New(households, settlements)
 	rest := restapi.New(restapi.Config{Log: cfg.Log, Ready: cfg.Ready, Households: households, Rewards: rewardsSvc,
-		Subscriptions: subscriptions.New(households), Devices: devicesSvc, Readings: readingsService(cfg), Guard: guard,
-		Authenticator: cfg.Authenticator,
+		Subscriptions: subscriptions.New(households), Devices: devicesSvc, Readings: readingsService(cfg),
+		FlexEvents: flexEvents, Guard: guard, Authenticator: cfg.Authenticator,
 		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
-	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Devices: devicesSvc, Guard: guard,
-		Now: cfg.Now, PublicURL: cfg.PublicURL}
+	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Devices: devicesSvc,
+		FlexEvents: flexEvents, Guard: guard, Now: cfg.Now, PublicURL: cfg.PublicURL}
 	callback := &devicecallback.Door{Log: cfg.Log, Devices: devicesSvc, PublicURL: cfg.PublicURL}
 	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,
-		PublicURL: cfg.PublicURL}
+		PublicURL: cfg.PublicURL, FlexEvents: flexEvents}
 
 	s := &Server{Config: cfg, rewards: rewardsSvc}
 	mux := http.NewServeMux()

@@ -392,6 +392,7 @@
     $("#rewards-withdraw").textContent = r.info.can_withdraw ? "You can withdraw your balance now."
       : r.days_until_minimum_wait_time_met > 0 ? "You can withdraw in " + r.days_until_minimum_wait_time_met + " days, once your balance is at least " + pounds(r.info.minimum_withdrawal_threshold_pence) + "."
       : "You can withdraw once your balance is at least " + pounds(r.info.minimum_withdrawal_threshold_pence) + ".";
+    showFlexEvents(r.flex_events || []);
     const tbody = $("#rewards-history tbody");
     tbody.replaceChildren();
     for (const t of r.transactions) {
@@ -403,6 +404,36 @@
       const tr = el("tr");
       tr.append(el("td", {colspan: "3"}, "No rewards yet."));
       tbody.append(tr);
+    }
+  }
+
+  // Each settled flex event: its sentence, the server's chart (SVG markup the server drew and
+  // escaped, parsed as SVG, never as HTML), and the same figures as a table.
+  function showFlexEvents(events) {
+    const list = $("#rewards-events-list");
+    list.replaceChildren();
+    $("#rewards-events").hidden = events.length === 0;
+    for (const ev of events) {
+      const article = el("article", {"class": "flex-event"});
+      article.append(el("h4", {}, ev.day), el("p", {"class": "flex-sentence"}, ev.sentence));
+      const svg = new DOMParser().parseFromString(ev.chart_svg, "image/svg+xml").documentElement;
+      if (svg && svg.localName === "svg") article.append(document.importNode(svg, true));
+      const table = el("table");
+      table.append(el("caption", {}, "Your usual use and your use during the event, per half-hour"));
+      const head = el("tr");
+      head.append(el("th", {scope: "col"}, "From"), el("th", {scope: "col", "class": "amount"}, "Usual"),
+        el("th", {scope: "col", "class": "amount"}, "During the event"));
+      table.append(el("thead"));
+      table.tHead.append(head);
+      const body = el("tbody");
+      for (const row of ev.rows) {
+        const tr = el("tr");
+        tr.append(el("td", {}, row.time), el("td", {"class": "amount"}, row.usual), el("td", {"class": "amount"}, row.actual));
+        body.append(tr);
+      }
+      table.append(body);
+      article.append(table);
+      list.append(article);
     }
   }
 

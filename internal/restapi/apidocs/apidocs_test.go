@@ -79,6 +79,10 @@ var wantRoutes = []Route{
 	{"GET", "/entities/site/{site_id}/connections"},
 	{"DELETE", "/entities/site/{site_id}/connections/{provider}"},
 	{"GET", "/oauth/callback"},
+	{"POST", "/flex-events"},
+	{"GET", "/flex-events"},
+	{"GET", "/flex-events/{id}"},
+	{"GET", "/entities/site/{site_id}/flex-events"},
 }
 
 type operation struct {
@@ -227,8 +231,8 @@ func TestPropositionEnums(t *testing.T) {
 			}
 		}
 	}
-	if n != 5 {
-		t.Errorf("found %d proposition properties, want 5", n)
+	if n != 7 { // five, and a flex event's request and answer
+		t.Errorf("found %d proposition properties, want 7", n)
 	}
 }
 

@@ -1,0 +1,391 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
+	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/settlementstore"
+	"github.com/flexsite/flexsite/internal/testenv"
+)
+
+// flexFixture is one envtest control plane, one manager's cache and one real PostgreSQL
+// database for the FlexEvent settlement tests: the reconcilers are driven by hand (several at
+// once, as replicas would), with their own clock.
+type flexFixture struct {
+	t        *testing.T
+	ctx      context.Context
+	env      *testenv.Env
+	client   client.Client
+	db       *dbtest.Database
+	recorder recorder.EventRecorder
+}
+
+func newFlexFixture(t *testing.T) *flexFixture {
+	t.Helper()
+	if err := dbtest.Available(); err != nil {
+		if fail, msg := dbtest.MissingVerdict(err); fail {
+			t.Fatal(msg)
+		} else {
+			t.Skip(msg)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	env, err := testenv.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	database, err := dbtest.New(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { database.Close(context.Background()) })
+	mgr, err := env.NewManager()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{&flexv1.FlexEvent{}, &flexv1.Site{}, &flexv1.Asset{}, &flexv1.Enrolment{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	return &flexFixture{t: t, ctx: ctx, env: env, client: mgr.GetClient(), db: database,
+		recorder: mgr.GetEventRecorder("flexevent-test")}
+}
+
+// reconciler is one replica's FlexEvent reconciler, with its own pool and clock.
+func (f *flexFixture) reconciler(now time.Time) *controllers.FlexEventReconciler {
+	pool, err := db.Open(f.ctx, f.db.URL)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(pool.Close)
+	return &controllers.FlexEventReconciler{Client: f.client, Recorder: f.recorder,
+		Store: &settlementstore.Store{Pool: pool}, Now: func() time.Time { return now }}
+}
+
+// A Tuesday in November (GMT: UK local time is UTC): 17:30–18:30, the spec's first example.
+var (
+	flexStart = time.Date(2026, 11, 17, 17, 30, 0, 0, time.UTC)
+	flexEnd   = flexStart.Add(time.Hour)
+)
+
+// readings writes a site's boundary readings (kW, half-hourly) for the window's two
+// half-hours on each of the days working days before the event day (1.8 and 2.6 kWh), and on
+// the event day (0.4 and 2.9 kWh) unless eventDay is false.
+func (f *flexFixture) readings(pool *pgxpool.Pool, org, siteID string, days int, eventDay bool) {
+	f.t.Helper()
+	type row struct {
+		start time.Time
+		kW    float64
+	}
+	var rows []row
+	add := func(day time.Time, a, b float64) {
+		rows = append(rows, row{day, a * 2}, row{day.Add(30 * time.Minute), b * 2})
+	}
+	for d, n := flexStart.AddDate(0, 0, -1), 0; n < days; d = d.AddDate(0, 0, -1) {
+		if d.Weekday() == time.Saturday || d.Weekday() == time.Sunday {
+			continue
+		}
+		add(d, 1.8, 2.6)
+		n++
+	}
+	if eventDay {
+		add(flexStart, 0.4, 2.9)
+	}
+	for _, r := range rows {
+		if _, err := pool.Exec(f.ctx, `INSERT INTO readings (organisation, site_id, asset_id, label, start_at, end_at, value)
+			VALUES ($1, $2, 'meter-'||$2, 'boundary_import_kw', $3, $4, $5)`,
+			org, siteID, r.start, r.start.Add(30*time.Minute), r.kW); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+func (f *flexFixture) event(ns, name string, sites []string, deadline *time.Time) *flexv1.FlexEvent {
+	f.t.Helper()
+	ev := &flexv1.FlexEvent{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: flexv1.FlexEventSpec{Proposition: "limited_pause", StartAt: metav1.NewTime(flexStart),
+			EndAt: metav1.NewTime(flexEnd), Direction: flexv1.FlexTurnDown, RatePencePerKWh: "25", SiteNames: sites},
+	}
+	if deadline != nil {
+		ev.Spec.Deadline = &metav1.Time{Time: *deadline}
+	}
+	if err := f.env.Client.Create(f.ctx, ev); err != nil {
+		f.t.Fatal(err)
+	}
+	f.waitCached(ev)
+	return ev
+}
+
+func (f *flexFixture) waitCached(obj client.Object) {
+	f.t.Helper()
+	for range 200 {
+		if f.client.Get(f.ctx, client.ObjectKeyFromObject(obj), obj) == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.t.Fatalf("%s not in the cache", obj.GetName())
+}
+
+func (f *flexFixture) reconcile(r *controllers.FlexEventReconciler, ev *flexv1.FlexEvent) (ctrl.Result, error) {
+	return r.Reconcile(f.ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ev)})
+}
+
+// settleUntilDone reconciles until the event's status reports total sites settled or skipped.
+func (f *flexFixture) settleUntilDone(r *controllers.FlexEventReconciler, ev *flexv1.FlexEvent, total int32) *flexv1.FlexEvent {
+	f.t.Helper()
+	got := &flexv1.FlexEvent{}
+	for range 100 {
+		_, _ = f.reconcile(r, ev)
+		if err := f.env.Client.Get(f.ctx, client.ObjectKeyFromObject(ev), got); err != nil {
+			f.t.Fatal(err)
+		}
+		var skipped int32
+		for _, s := range got.Status.SitesSkipped {
+			skipped += s.Sites
+		}
+		if got.Status.SitesSettled+skipped == total && meta.IsStatusConditionTrue(got.Status.Conditions, flexv1.ReadyCondition) {
+			f.waitCached(got)
+			return got
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.t.Fatalf("event %s not settled: %+v", ev.Name, got.Status)
+	return nil
+}
+
+// credits counts the event's settlements, flex event transactions (and their sum) and
+// outbox events.
+func (f *flexFixture) credits(org string) (settlements, txs, pence, outbox int64) {
+	f.t.Helper()
+	q := func(sql string, out *int64) {
+		err := f.db.Pool.QueryRow(f.ctx, sql, org).Scan(out)
+		for i := 0; db.Unavailable(err) && i < 10; i++ { // a connection from before an outage
+			err = f.db.Pool.QueryRow(f.ctx, sql, org).Scan(out)
+		}
+		if err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	q(`SELECT count(*) FROM flex_event_settlements WHERE organisation = $1`, &settlements)
+	q(`SELECT count(*) FROM reward_transactions WHERE organisation = $1 AND transaction_type = 'flex event'`, &txs)
+	q(`SELECT coalesce(sum(credit_pence), 0) FROM reward_transactions WHERE organisation = $1`, &pence)
+	q(`SELECT count(*) FROM outbox WHERE organisation = $1 AND event_type = 'rewards.transaction_credited'`, &outbox)
+	return
+}
+
+func siteNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("site-%03d", i)
+	}
+	return out
+}
+
+// Three replicas settling one event at once, one of them killed mid-run and restarted: every
+// site is settled and credited exactly once, and the status says so; late readings change
+// no credit and are counted.
+func TestFlexEventSettlesOnceAcrossReplicasAndRestarts(t *testing.T) {
+	f := newFlexFixture(t)
+	ns, err := f.env.Namespace(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	sites := siteNames(n)
+	for _, s := range sites {
+		f.readings(f.db.Pool, ns, s, 12, true)
+	}
+	ev := f.event(ns, "ev-race", sites, nil)
+	now := flexEnd.Add(time.Hour) // ended, before its deadline: every site's readings cover it
+
+	// A replica killed mid-settlement: its context ends while it writes.
+	killed := f.reconciler(now)
+	kctx, kill := context.WithCancel(f.ctx)
+	go func() { time.Sleep(30 * time.Millisecond); kill() }()
+	_, _ = killed.Reconcile(kctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ev)})
+	kill()
+
+	var wg sync.WaitGroup
+	for range 3 {
+		r := f.reconciler(now)
+		wg.Go(func() { _, _ = f.reconcile(r, ev) })
+	}
+	wg.Wait()
+	restarted := f.reconciler(now)
+	got := f.settleUntilDone(restarted, ev, n)
+
+	settled, txs, pence, outbox := f.credits(ns)
+	if settled != n || txs != n || outbox != n || pence != 35*n {
+		t.Fatalf("settlements %d, transactions %d, outbox %d, pence %d; want %d, %d, %d, %d",
+			settled, txs, outbox, pence, n, n, n, 35*n)
+	}
+	if got.Status.SitesSettled != n || got.Status.CreditPence != 35*n || got.Status.FlexWh != -1100*n {
+		t.Fatalf("status %+v", got.Status)
+	}
+	ready := meta.FindStatusCondition(got.Status.Conditions, flexv1.ReadyCondition)
+	if ready.ObservedGeneration != got.Generation {
+		t.Fatalf("Ready observed generation %d, want %d", ready.ObservedGeneration, got.Generation)
+	}
+
+	// A late reading in a settled window: the credit stays, the status counts it.
+	if _, err := f.db.Pool.Exec(f.ctx, `INSERT INTO readings (organisation, site_id, asset_id, label, start_at, end_at, value)
+		VALUES ($1, 'site-000', 'meter-site-000', 'boundary_import_kw', $2, $3, 0)
+		ON CONFLICT (organisation, site_id, asset_id, label, start_at, end_at)
+		DO UPDATE SET value = EXCLUDED.value, received_at = now()`, ns, flexStart, flexStart.Add(30*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.reconcile(restarted, ev); err != nil {
+		t.Fatal(err)
+	}
+	late := &flexv1.FlexEvent{}
+	if err := f.env.Client.Get(f.ctx, client.ObjectKeyFromObject(ev), late); err != nil {
+		t.Fatal(err)
+	}
+	if late.Status.LateReadings != 1 || late.Status.CreditPence != 35*n {
+		t.Fatalf("after a late reading: %+v", late.Status)
+	}
+	if _, _, pence2, _ := f.credits(ns); pence2 != pence {
+		t.Fatalf("a late reading changed the credits: %d, was %d", pence2, pence)
+	}
+}
+
+// The database going away mid-run: the reconcile fails (and is retried); once it is back,
+// settlement resumes and ends with every site credited once.
+func TestFlexEventResumesAfterTheDatabaseComesBack(t *testing.T) {
+	f := newFlexFixture(t)
+	if !f.db.CanStop() {
+		t.Skip("the test database is not this process's")
+	}
+	ns, err := f.env.Namespace(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 30
+	sites := siteNames(n)
+	for _, s := range sites {
+		f.readings(f.db.Pool, ns, s, 12, true)
+	}
+	ev := f.event(ns, "ev-outage", sites, nil)
+	r := f.reconciler(flexEnd.Add(time.Hour))
+	stopped := make(chan error, 1)
+	go func() { time.Sleep(20 * time.Millisecond); stopped <- f.db.Stop() }()
+	_, rerr := f.reconcile(r, ev)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.reconcile(r, ev); err == nil {
+		t.Fatal("a reconcile without the database succeeded")
+	}
+	_ = rerr
+	if err := f.db.Start(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := f.settleUntilDone(r, ev, n)
+	settled, txs, pence, outbox := f.credits(ns)
+	if settled != n || txs != n || outbox != n || pence != 35*n || got.Status.CreditPence != 35*n {
+		t.Fatalf("settlements %d, transactions %d, outbox %d, pence %d, status %+v", settled, txs, outbox, pence, got.Status)
+	}
+}
+
+// A site whose readings do not cover the event waits until the deadline (Reconciling,
+// AwaitingReadings), then is skipped; a site without history is skipped; a site enrolled in
+// the proposition at the start is a target without being listed.
+func TestFlexEventWaitsForReadingsUntilTheDeadline(t *testing.T) {
+	f := newFlexFixture(t)
+	ns, err := f.env.Namespace(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.readings(f.db.Pool, ns, "full", 12, true)
+	f.readings(f.db.Pool, ns, "partial", 12, false)
+	if _, err := f.db.Pool.Exec(f.ctx, `INSERT INTO readings (organisation, site_id, asset_id, label, start_at, end_at, value)
+		VALUES ($1, 'partial', 'meter-partial', 'boundary_import_kw', $2, $3, 1)`,
+		ns, flexStart, flexStart.Add(30*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	f.readings(f.db.Pool, ns, "new", 3, true)
+
+	// "enrolled" is a target through its active enrolment (the enrolment's status is the
+	// Enrolment controller's, written here by hand).
+	f.readings(f.db.Pool, ns, "enrolled", 12, true)
+	enr := &flexv1.Enrolment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "enrolled.limited-pause"},
+		Spec: flexv1.EnrolmentSpec{SiteName: "enrolled", Proposition: "limited_pause"}}
+	if err := f.env.Client.Create(f.ctx, enr); err != nil {
+		t.Fatal(err)
+	}
+	enr.Status = flexv1.EnrolmentStatus{Phase: flexv1.EnrolmentActive, ObservedGeneration: 1,
+		EnrolledAt: &metav1.Time{Time: flexStart.AddDate(0, -1, 0)}}
+	if err := f.env.Client.Status().Update(f.ctx, enr); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		_ = f.client.Get(f.ctx, client.ObjectKeyFromObject(enr), enr)
+		if enr.Status.Phase == flexv1.EnrolmentActive {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	byEnrolment := f.event(ns, "ev-enrolled", nil, nil)
+	f.settleUntilDone(f.reconciler(flexEnd.Add(time.Hour)), byEnrolment, 1)
+
+	deadline := flexEnd.Add(6 * time.Hour)
+	ev := f.event(ns, "ev-wait", []string{"full", "partial", "new"}, &deadline)
+	before := f.reconciler(flexEnd.Add(time.Hour))
+	res, err := f.reconcile(before, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := &flexv1.FlexEvent{}
+	if err := f.env.Client.Get(f.ctx, client.ObjectKeyFromObject(ev), waiting); err != nil {
+		t.Fatal(err)
+	}
+	rec := meta.FindStatusCondition(waiting.Status.Conditions, flexv1.ReconcilingCondition)
+	if rec == nil || rec.Reason != flexv1.ReasonAwaitingReadings || res.RequeueAfter <= 0 {
+		t.Fatalf("before the deadline: %+v, requeue %v", waiting.Status, res.RequeueAfter)
+	}
+	if waiting.Status.SitesSettled != 1 || len(waiting.Status.SitesSkipped) != 1 ||
+		waiting.Status.SitesSkipped[0].Reason != flexv1.FlexInsufficientHistory {
+		t.Fatalf("before the deadline: %+v", waiting.Status)
+	}
+	f.waitCached(waiting)
+	got := f.settleUntilDone(f.reconciler(deadline.Add(time.Minute)), ev, 3)
+	want := []flexv1.FlexSkippedSites{{Reason: flexv1.FlexInsufficientHistory, Sites: 1},
+		{Reason: flexv1.FlexInsufficientReadings, Sites: 1}}
+	if got.Status.SitesSettled != 1 || fmt.Sprint(got.Status.SitesSkipped) != fmt.Sprint(want) {
+		t.Fatalf("after the deadline: %+v", got.Status)
+	}
+	// The window is recorded with the settlement: another event's baseline passes over its day.
+	var start time.Time
+	if err := f.db.Pool.QueryRow(f.ctx, `SELECT start_at FROM flex_event_settlements
+		WHERE organisation = $1 AND event_id = 'ev-wait' AND site_id = 'full'`, ns).Scan(&start); err != nil ||
+		!start.Equal(flexStart) {
+		t.Fatalf("settlement window: %v %v", start, err)
+	}
+}

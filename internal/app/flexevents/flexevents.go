@@ -1,0 +1,381 @@
+// Package flexevents holds the flex event use cases (rewards-engine.md, "Flex events and
+// settlement"): declaring an organisation's event (a FlexEvent, which the FlexEvent
+// controller settles), reading events and their totals, and a site's events with their
+// estimated and final revenue and, once settled, the baseline and actual per half-hour (what
+// the household's rewards page draws). It speaks no HTTP.
+package flexevents
+
+import (
+	"context"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/settlement"
+	"github.com/flexsite/flexsite/internal/settlementstore"
+	"github.com/flexsite/flexsite/internal/validation"
+)
+
+// Service runs the flex event use cases.
+type Service struct {
+	// Sites finds the caller's sites (app.Reaches).
+	Sites            *app.Service
+	Cache, APIReader client.Reader
+	Client           client.Client
+	// Store is the settlements' database; nil: no site has any settled event to show.
+	Store *settlementstore.Store
+}
+
+// New builds the flex event use cases on the household ones' clients.
+func New(households *app.Service, store *settlementstore.Store) *Service {
+	return &Service{Sites: households, Cache: households.Cache, APIReader: households.APIReader,
+		Client: households.Client, Store: store}
+}
+
+// ErrEventNotFound answers an event that does not exist for this caller.
+var ErrEventNotFound = app.Fail(app.NotFound, "Flex event not found or not authorized")
+
+// CreateInput is a flex event to declare, read and checked by the door (internal/validation's
+// rules; the proposition and the sites are checked here).
+type CreateInput struct {
+	Proposition    flexv1.PropositionName
+	Start, End     time.Time
+	Direction      flexv1.FlexDirection
+	RateCentipence int64
+	// SiteIDs are the API ids of the caller's sites the event is for; none: every site
+	// actively enrolled in the proposition at the start.
+	SiteIDs []string
+}
+
+// EventRecord is a flex event as the REST API answers it.
+type EventRecord struct {
+	ID              string                 `json:"id"`
+	Proposition     flexv1.PropositionName `json:"proposition"`
+	StartAt         string                 `json:"start_at"`
+	EndAt           string                 `json:"end_at"`
+	Direction       flexv1.FlexDirection   `json:"direction"`
+	RatePencePerKWh float64                `json:"rate_pence_per_kwh"`
+	SiteIDs         []string               `json:"site_ids"`
+	Deadline        string                 `json:"deadline"`
+	// Status is "pending" until every site of the event is settled or skipped, then "settled".
+	Status       string           `json:"status"`
+	SitesSettled int32            `json:"sites_settled"`
+	SitesSkipped map[string]int32 `json:"sites_skipped"`
+	FlexKWh      float64          `json:"flex_kwh"`
+	CreditPence  int64            `json:"credit_pence"`
+	LateReadings int64            `json:"late_readings"`
+}
+
+// EventList is the organisation's events, newest first.
+type EventList struct {
+	Events []EventRecord `json:"events"`
+}
+
+// Create declares a flex event. An unknown proposition or site is refused (422) on its field.
+func (s *Service) Create(ctx context.Context, p *auth.Principal, in CreateInput) (EventRecord, error) {
+	var problems []app.FieldError
+	prop := &flexv1.Proposition{}
+	err := s.Cache.Get(ctx, types.NamespacedName{Name: identity.PropositionObjectName(in.Proposition)}, prop)
+	if apierrors.IsNotFound(err) {
+		err = s.APIReader.Get(ctx, types.NamespacedName{Name: identity.PropositionObjectName(in.Proposition)}, prop)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		problems = append(problems, app.Field("The proposition is not offered", "value_error", "body", "proposition"))
+	case err != nil:
+		return EventRecord{}, err
+	}
+	var names []string
+	for i, id := range in.SiteIDs {
+		site, err := s.Sites.SiteToRead(ctx, p, id)
+		if e := app.As(err); e != nil && e.Kind == app.NotFound {
+			problems = append(problems, app.Field("Site not found or not authorized", "value_error", "body", "site_ids", i))
+			continue
+		}
+		if err != nil {
+			return EventRecord{}, err
+		}
+		if !slices.Contains(names, site.Name) {
+			names = append(names, site.Name)
+		}
+	}
+	if len(problems) > 0 {
+		return EventRecord{}, app.InvalidFields(problems...)
+	}
+	ev := &flexv1.FlexEvent{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: uuid.NewString()},
+		Spec: flexv1.FlexEventSpec{Proposition: in.Proposition, StartAt: metav1.NewTime(in.Start.UTC()),
+			EndAt: metav1.NewTime(in.End.UTC()), Direction: in.Direction,
+			RatePencePerKWh: validation.FormatFlexRate(in.RateCentipence), SiteNames: names},
+	}
+	if err := s.Client.Create(ctx, ev); err != nil {
+		return EventRecord{}, err
+	}
+	return s.record(ctx, ev)
+}
+
+// List is the organisation's events, newest start first.
+func (s *Service) List(ctx context.Context, p *auth.Principal) (EventList, error) {
+	list := &flexv1.FlexEventList{}
+	if err := s.Cache.List(ctx, list, client.InNamespace(p.Namespace)); err != nil {
+		return EventList{}, err
+	}
+	slices.SortFunc(list.Items, func(a, b flexv1.FlexEvent) int {
+		if c := b.Spec.StartAt.Compare(a.Spec.StartAt.Time); c != 0 {
+			return c
+		}
+		return compareStrings(a.Name, b.Name)
+	})
+	out := EventList{Events: make([]EventRecord, 0, len(list.Items))}
+	for i := range list.Items {
+		rec, err := s.record(ctx, &list.Items[i])
+		if err != nil {
+			return EventList{}, err
+		}
+		out.Events = append(out.Events, rec)
+	}
+	return out, nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Get is the organisation's event id.
+func (s *Service) Get(ctx context.Context, p *auth.Principal, id string) (EventRecord, error) {
+	ev, err := s.event(ctx, p, id)
+	if err != nil {
+		return EventRecord{}, err
+	}
+	return s.record(ctx, ev)
+}
+
+func (s *Service) event(ctx context.Context, p *auth.Principal, id string) (*flexv1.FlexEvent, error) {
+	if p.Kind == auth.KindEndUser || id == "" || len(id) > 253 {
+		return nil, ErrEventNotFound
+	}
+	ev := &flexv1.FlexEvent{}
+	err := s.Cache.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: id}, ev)
+	if apierrors.IsNotFound(err) {
+		err = s.APIReader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: id}, ev)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, ErrEventNotFound
+	}
+	return ev, err
+}
+
+// record is an event as answered: its spec, and its totals from its status.
+func (s *Service) record(ctx context.Context, ev *flexv1.FlexEvent) (EventRecord, error) {
+	rate, _ := validation.ParseFlexRate(ev.Spec.RatePencePerKWh)
+	rec := EventRecord{ID: ev.Name, Proposition: ev.Spec.Proposition, StartAt: stamp(ev.Spec.StartAt.Time),
+		EndAt: stamp(ev.Spec.EndAt.Time), Direction: ev.Spec.Direction, RatePencePerKWh: float64(rate) / 100,
+		SiteIDs: []string{}, Deadline: stamp(ev.Spec.DeadlineOrDefault()), Status: "pending",
+		SitesSettled: ev.Status.SitesSettled, SitesSkipped: map[string]int32{},
+		FlexKWh: float64(ev.Status.FlexWh) / 1000, CreditPence: ev.Status.CreditPence, LateReadings: ev.Status.LateReadings}
+	for _, sk := range ev.Status.SitesSkipped {
+		rec.SitesSkipped[string(sk.Reason)] = sk.Sites
+	}
+	ready := meta.FindStatusCondition(ev.Status.Conditions, flexv1.ReadyCondition)
+	if ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == ev.Generation {
+		rec.Status = "settled"
+	}
+	for _, name := range ev.Spec.SiteNames {
+		site := &flexv1.Site{}
+		err := s.Cache.Get(ctx, types.NamespacedName{Namespace: ev.Namespace, Name: name}, site)
+		switch {
+		case err == nil && site.Labels[flexv1.IDLabel] != "":
+			rec.SiteIDs = append(rec.SiteIDs, site.Labels[flexv1.IDLabel])
+		case err == nil || apierrors.IsNotFound(err):
+			rec.SiteIDs = append(rec.SiteIDs, name)
+		default:
+			return EventRecord{}, err
+		}
+	}
+	return rec, nil
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// SiteEvent is one of a site's flex events: prod's FlexEventResponse and Flexsite's own
+// fields (the REST API's answer), and for the rewards page the settlement's half-hours.
+type SiteEvent struct {
+	ID                       string   `json:"id"`
+	StartAt                  string   `json:"start_at"`
+	EndAt                    string   `json:"end_at"`
+	EstimatedGrossRevenueGBP float64  `json:"estimated_gross_revenue_gbp"`
+	FinalGrossRevenueGBP     *float64 `json:"final_gross_revenue_gbp,omitempty"`
+	// FlexKWh is actual − baseline (positive: more import than usual); null until settled.
+	FlexKWh     *float64 `json:"flex_kwh"`
+	CreditPence int64    `json:"credit_pence"`
+	// Status is pending, settled or skipped; Reason why it was skipped.
+	Status string  `json:"status"`
+	Reason *string `json:"reason"`
+
+	// Start, End and HalfHours are the settlement's, for the rewards page (not in the API).
+	Start, End time.Time                  `json:"-"`
+	HalfHours  []settlementstore.HalfHour `json:"-"`
+}
+
+// SiteEvents answers GET /entities/site/{site_id}/flex-events: prod's SiteFlexEventsResponse.
+type SiteEvents struct {
+	SiteID string      `json:"site_id"`
+	Events []SiteEvent `json:"events"`
+}
+
+// ForSite are the site's flex events, newest first: settled or skipped ones from their
+// settlement, pending ones (started, not yet settled) with the revenue the readings so far
+// would earn.
+func (s *Service) ForSite(ctx context.Context, p *auth.Principal, siteID string) (SiteEvents, error) {
+	site, err := s.Sites.SiteToRead(ctx, p, siteID)
+	if err != nil {
+		return SiteEvents{}, err
+	}
+	return s.OfSite(ctx, site, time.Now())
+}
+
+// OfSite are a site's flex events (the site already found for its caller), judged at now.
+func (s *Service) OfSite(ctx context.Context, site *flexv1.Site, now time.Time) (SiteEvents, error) {
+	id := site.Labels[flexv1.IDLabel]
+	if id == "" {
+		id = site.Name
+	}
+	out := SiteEvents{SiteID: id, Events: []SiteEvent{}}
+	if s.Store == nil || s.Store.Pool == nil {
+		return out, nil
+	}
+	settled, err := s.Store.OfSite(ctx, site.Namespace, id)
+	if err != nil {
+		return SiteEvents{}, err
+	}
+	seen := map[string]bool{}
+	for _, st := range settled {
+		seen[st.EventID] = true
+		out.Events = append(out.Events, settledEvent(st))
+	}
+	pending, err := s.pending(ctx, site, id, seen, now)
+	if err != nil {
+		return SiteEvents{}, err
+	}
+	out.Events = append(out.Events, pending...)
+	slices.SortStableFunc(out.Events, func(a, b SiteEvent) int { return b.Start.Compare(a.Start) })
+	return out, nil
+}
+
+func settledEvent(st settlementstore.Settlement) SiteEvent {
+	ev := SiteEvent{ID: st.EventID, StartAt: stamp(st.Start), EndAt: stamp(st.End), Status: string(st.Status),
+		Start: st.Start, End: st.End, HalfHours: st.HalfHours}
+	if st.Status == settlement.Settled {
+		gbp := pounds(st.CreditPence)
+		kwh := float64(st.FlexWh) / 1000
+		ev.EstimatedGrossRevenueGBP, ev.FinalGrossRevenueGBP, ev.FlexKWh, ev.CreditPence = gbp, &gbp, &kwh, st.CreditPence
+	} else {
+		zero := 0.0
+		reason := string(st.Reason)
+		ev.FinalGrossRevenueGBP, ev.Reason = &zero, &reason
+	}
+	return ev
+}
+
+func pounds(pence int64) float64 { return math.Round(float64(pence)) / 100 }
+
+// pending are the site's started events not settled for it yet, with their estimates.
+func (s *Service) pending(ctx context.Context, site *flexv1.Site, id string, seen map[string]bool, now time.Time) ([]SiteEvent, error) {
+	list := &flexv1.FlexEventList{}
+	if err := s.Cache.List(ctx, list, client.InNamespace(site.Namespace)); err != nil {
+		return nil, err
+	}
+	var out []SiteEvent
+	for i := range list.Items {
+		ev := &list.Items[i]
+		if seen[ev.Name] || now.Before(ev.Spec.StartAt.Time) {
+			continue
+		}
+		target, err := s.targets(ctx, ev, site)
+		if err != nil {
+			return nil, err
+		}
+		if !target {
+			continue
+		}
+		rate, err := validation.ParseFlexRate(ev.Spec.RatePencePerKWh)
+		if err != nil {
+			continue
+		}
+		boundary, err := s.boundaryMeters(ctx, site)
+		if err != nil {
+			return nil, err
+		}
+		rules := settlement.Event{Start: ev.Spec.StartAt.UTC(), End: ev.Spec.EndAt.UTC(),
+			Direction: settlement.Direction(ev.Spec.Direction), RateCentipence: rate}
+		res, err := s.Store.Compute(ctx, site.Namespace, ev.Name, rules,
+			settlementstore.Site{Source: settlementstore.Source{SiteID: id, BoundaryAssetIDs: boundary}})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, SiteEvent{ID: ev.Name, StartAt: stamp(rules.Start), EndAt: stamp(rules.End),
+			EstimatedGrossRevenueGBP: pounds(res.EstimatedCreditPence), Status: "pending",
+			Start: rules.Start, End: rules.End})
+	}
+	return out, nil
+}
+
+// targets reports whether the event is for the site: listed, or (listing none) the site
+// has an enrolment in its proposition active since before its start.
+func (s *Service) targets(ctx context.Context, ev *flexv1.FlexEvent, site *flexv1.Site) (bool, error) {
+	if len(ev.Spec.SiteNames) > 0 {
+		return slices.Contains(ev.Spec.SiteNames, site.Name), nil
+	}
+	enr := &flexv1.Enrolment{}
+	err := s.Cache.Get(ctx, types.NamespacedName{Namespace: site.Namespace,
+		Name: identity.EnrolmentName(site.Name, ev.Spec.Proposition)}, enr)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return enr.Status.Phase == flexv1.EnrolmentActive && enr.Status.EnrolledAt != nil &&
+		!enr.Status.EnrolledAt.After(ev.Spec.StartAt.Time), nil
+}
+
+// boundaryMeters are the API ids of the site's boundary meters.
+func (s *Service) boundaryMeters(ctx context.Context, site *flexv1.Site) ([]string, error) {
+	assets := &flexv1.AssetList{}
+	if err := s.Cache.List(ctx, assets, client.InNamespace(site.Namespace),
+		client.MatchingFields{index.SiteName: site.Name}); err != nil {
+		return nil, err
+	}
+	var out []string
+	for i := range assets.Items {
+		a := &assets.Items[i]
+		if a.Spec.Type != flexv1.AssetTypeBoundaryMeter {
+			continue
+		}
+		if id := a.Labels[flexv1.IDLabel]; id != "" {
+			out = append(out, id)
+		} else {
+			out = append(out, a.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}

@@ -1,0 +1,115 @@
+package restapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app/flexevents"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/validation"
+	"github.com/flexsite/flexsite/internal/web"
+)
+
+// The flex event endpoints (rewards-engine.md, "Flex events and settlement") map requests
+// onto internal/app/flexevents; the window, direction and rate are internal/validation's
+// rules, the ones the FlexEvent admission webhook applies.
+
+// allPropositions are the propositions a flex event may name (the PropositionName enum).
+var allPropositions = []flexv1.PropositionName{"limited_pause", "full_asset_schedule_control", "price_curve"}
+
+func (a *API) createFlexEvent(r *http.Request, p *auth.Principal) (any, error) {
+	var in flexevents.CreateInput
+	if err := readBody(r, func(f *fields, body map[string]any) { in = parseFlexEvent(f, body) }); err != nil {
+		return nil, err
+	}
+	created, err := a.FlexEvents.Create(r.Context(), p, in)
+	if err != nil {
+		return nil, err
+	}
+	return web.WithStatus{Status: http.StatusCreated, Body: created}, nil
+}
+
+// parseFlexEvent reads {proposition*, start_at*, end_at*, direction*, rate_pence_per_kwh*,
+// site_ids}, every problem as one 422.
+func parseFlexEvent(f *fields, body map[string]any) flexevents.CreateInput {
+	loc := []any{"body"}
+	var in flexevents.CreateInput
+	in.Proposition, _ = web.Enum(f, body, loc, "proposition", true, allPropositions)
+	instant := func(key string) (time.Time, bool) {
+		s, ok := f.Str(body, loc, key, true)
+		if !ok {
+			return time.Time{}, false
+		}
+		t, err := validation.ParseAwareTimestamp(s)
+		if err == nil {
+			err = validation.HalfHourBoundary(t)
+		}
+		if err != nil {
+			f.AddValidation(err, at(loc, key))
+			return time.Time{}, false
+		}
+		return t, true
+	}
+	start, okStart := instant("start_at")
+	end, okEnd := instant("end_at")
+	if okStart && okEnd {
+		if err := validation.FlexWindow(start, end); err != nil {
+			f.AddValidation(err, at(loc, "end_at"))
+		}
+	}
+	in.Start, in.End = start, end
+	if v, ok := f.Lookup(body, loc, "direction", true); ok {
+		d, _ := v.(string)
+		if err := validation.FlexDirection(d); err != nil {
+			f.AddValidation(err, at(loc, "direction"))
+		}
+		in.Direction = flexv1.FlexDirection(d)
+	}
+	if v, ok := f.Lookup(body, loc, "rate_pence_per_kwh", true); ok {
+		n, isNum := v.(json.Number)
+		x, err := n.Float64()
+		switch {
+		case !isNum || err != nil:
+			f.Add("Input should be a valid number", "float_type", at(loc, "rate_pence_per_kwh"))
+		default:
+			c, err := validation.FlexRateNumber(x)
+			if err != nil {
+				f.AddValidation(err, at(loc, "rate_pence_per_kwh"))
+			}
+			in.RateCentipence = c
+		}
+	}
+	if list, ok := f.Array(body, loc, "site_ids", false); ok {
+		if len(list) > 1000 {
+			f.Add("List should have at most 1000 items", "too_long", at(loc, "site_ids"))
+		}
+		for i, v := range list {
+			s, _ := v.(string)
+			id, err := validation.ParseUUID(s)
+			if err != nil {
+				f.AddValidation(err, at(at(loc, "site_ids"), i))
+				continue
+			}
+			in.SiteIDs = append(in.SiteIDs, id)
+		}
+	}
+	return in
+}
+
+func (a *API) listFlexEvents(r *http.Request, p *auth.Principal) (any, error) {
+	return a.FlexEvents.List(r.Context(), p)
+}
+
+func (a *API) getFlexEvent(r *http.Request, p *auth.Principal) (any, error) {
+	return a.FlexEvents.Get(r.Context(), p, r.PathValue("id"))
+}
+
+func (a *API) siteFlexEvents(r *http.Request, p *auth.Principal) (any, error) {
+	id, err := pathID(r.PathValue("site_id"), "site_id")
+	if err != nil {
+		return nil, err
+	}
+	return a.FlexEvents.ForSite(r.Context(), p, id)
+}
