@@ -213,6 +213,10 @@ func (s *Server) Start(ctx context.Context) error {
 	s.Log.Info("REST API listening", "address", "http://"+ln.Addr().String(), "docs", "http://"+ln.Addr().String()+"/docs")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	// The kept transactions pages are served only while their invalidations are heard.
+	listenCtx, stopListening := context.WithCancel(ctx)
+	defer stopListening()
+	go func() { _ = s.rewards.Listen(listenCtx) }()
 	select {
 	case err := <-errc:
 		return err
