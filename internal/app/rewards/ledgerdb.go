@@ -113,7 +113,6 @@ func (s *Service) keptBalanceOf(ctx context.Context, site *flexv1.Site) (househo
 	return b, nil
 }
 
-
 // CreditInput is a transaction to add to a site's rewards (POST /rewards/{site_id}/transactions):
 // the transaction record without a payment status.
 type CreditInput = flexv1.RewardTransaction
