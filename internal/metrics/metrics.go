@@ -84,7 +84,8 @@ var (
 	// are counted for (bounded; see internal/app/rewards' pagecache.go).
 	KeptRewardPageBytes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "flexsite_rewards_kept_page_bytes",
-		Help: "Bytes of encoded GET /rewards/{site_id}/transactions pages and balances the REST API keeps until PostgreSQL notifies their site's ledger changed (bounded).",
+		Help: "Bytes of encoded GET /rewards/{site_id}/transactions pages and balances the REST API keeps " +
+			"until PostgreSQL notifies their site's ledger changed (bounded).",
 	})
 
 	// TokensIssued counts access tokens issued, by kind.
