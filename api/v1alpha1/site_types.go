@@ -197,10 +197,13 @@ type SiteStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	EligiblePropositions []PropositionName `json:"eligiblePropositions,omitempty"`
 
-	// assets holds the per-asset, per-proposition eligibility detail.
+	// Atomic, not a map keyed by name: managed fields would name every asset and proposition
+	// (~1 KiB of each Site in etcd, docs/scale.md) for a list only the controller writes.
+
+	// assets holds the per-asset, per-proposition eligibility detail, written whole by the
+	// controller.
 	// +optional
-	// +listType=map
-	// +listMapKey=name
+	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	Assets []AssetEligibility `json:"assets,omitempty"`
 

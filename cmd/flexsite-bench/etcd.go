@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -35,6 +37,11 @@ func measureEtcdPerSite(ctx context.Context, b *bench, rep *report, ns string) e
 				return err
 			}
 			bytes += float64(len(data))
+			if i == 0 && b.mgrCfg.logPath != "" {
+				// A sample of each kind as stored, to see where the bytes go.
+				sample, _ := json.MarshalIndent(list.Items[i].Object, "", "  ")
+				_ = os.WriteFile(filepath.Join(filepath.Dir(b.mgrCfg.logPath), "etcd-sample-"+kind+".json"), sample, 0o600)
+			}
 		}
 		if kind == "Site" {
 			sites = float64(len(list.Items))

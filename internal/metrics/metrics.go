@@ -80,6 +80,14 @@ var (
 		Help: "Bytes of encoded GET eligibility answers the REST API keeps to answer the next read of the same site (bounded).",
 	})
 
+	// KeptRewardPageBytes is the memory the REST API's kept transactions pages and balances
+	// are counted for (bounded; see internal/app/rewards' pagecache.go).
+	KeptRewardPageBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "flexsite_rewards_kept_page_bytes",
+		Help: "Bytes of encoded GET /rewards/{site_id}/transactions pages and balances the REST API keeps " +
+			"until PostgreSQL notifies their site's ledger changed (bounded).",
+	})
+
 	// TokensIssued counts access tokens issued, by kind.
 	TokensIssued = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "flexsite_tokens_issued_total",
@@ -107,7 +115,7 @@ const (
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(HTTPRequests, HTTPDuration, RateLimited,
-		Onboards, Enrolments, Withdrawals, EligibilityChanges, KeptEligibilityAnswerBytes, TokensIssued, LoginFailures)
+		Onboards, Enrolments, Withdrawals, EligibilityChanges, KeptEligibilityAnswerBytes, KeptRewardPageBytes, TokensIssued, LoginFailures)
 	// The series whose label values are known up front start at 0, so that rate() and
 	// increase() see their first event, and a dashboard shows 0 rather than "no data".
 	for _, outcome := range []string{OutcomeEnrolled, OutcomeAlreadyEnrolled} {

@@ -29,6 +29,24 @@ func (p transactionsPage) MarshalJSON() ([]byte, error) {
 // ledger's canonical ids, and the times, dates and numbers formatted here (encode_fast.go),
 // hold nothing to escape.
 func (p transactionsPage) appendPage(b []byte) []byte {
+	if p.Encoded != nil {
+		b = append(b, p.Encoded...)
+	} else {
+		start := len(b)
+		b = p.appendTransactionsArray(b)
+		if p.Keep != nil {
+			p.Keep(bytes.Clone(b[start:]))
+		}
+	}
+	b = append(b, `,"is_below_withdrawal_minimum":`...)
+	b = strconv.AppendBool(b, p.BelowMinimum)
+	b = append(b, `,"days_until_minimum_wait_time_met":`...)
+	b = strconv.AppendInt(b, int64(p.DaysUntilWaitMet), 10)
+	return append(b, "}\n"...)
+}
+
+// appendTransactionsArray writes the page up to the end of its transactions array.
+func (p transactionsPage) appendTransactionsArray(b []byte) []byte {
 	l := p.Ledger
 	// Start and end times walk the weeks of the statement; settlement dates walk their own
 	// (a later month): one memo each, so neither makes the other work its date out again
@@ -74,11 +92,7 @@ func (p transactionsPage) appendPage(b []byte) []byte {
 		}
 		b = append(b, '}')
 	}
-	b = append(b, `],"is_below_withdrawal_minimum":`...)
-	b = strconv.AppendBool(b, p.BelowMinimum)
-	b = append(b, `,"days_until_minimum_wait_time_met":`...)
-	b = strconv.AppendInt(b, int64(p.DaysUntilWaitMet), 10)
-	return append(b, "}\n"...)
+	return append(b, ']')
 }
 
 // appendTransactions encodes a transactions answer as encoding/json's Encoder does (field

@@ -14,12 +14,24 @@ import (
 // before this process listened (a manager killed between a commit and its hand-over); after
 // the connection was lost and found again, for the notifications sent meanwhile.
 func Listen(ctx context.Context, pool *pgxpool.Pool, changed func(namespace, siteID string), resync func(reconnected bool)) error {
+	return Watch(ctx, pool, changed, resync, nil)
+}
+
+// Watch is Listen that also calls lost (when not nil) each time a connection that listened
+// is lost: from then until listening(true), notifications may be missed.
+func Watch(ctx context.Context, pool *pgxpool.Pool, changed func(namespace, siteID string), resync func(reconnected bool),
+	lost func()) error {
 	first := true
 	for ctx.Err() == nil {
+		listened := false
 		err := listenOnce(ctx, pool, changed, func() {
+			listened = true
 			resync(!first)
 			first = false
 		})
+		if listened && lost != nil {
+			lost()
+		}
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/db"
 	hh "github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/rewardstore"
@@ -124,6 +125,36 @@ var _ = Describe("Rewards in the database", func() {
 		// Another organisation's site is not found, whatever the roles.
 		status, resp = call("POST", "/rewards/"+readerSite+"/transactions", tok, creditBody(identity.NewID(), 1))
 		Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
+	})
+
+	It("answers a kept page until the ledger changes, whoever changed it: this replica at once, another writer once notified", func(ctx SpecContext) {
+		first := identity.NewID()
+		status, resp := call("POST", txPath(), tok, creditBody(first, 10))
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+		Expect(transactionIDs(mustCall("GET", txPath(), tok, nil))).To(Equal([]any{first}))
+		Expect(transactionIDs(mustCall("GET", txPath(), tok, nil))).To(Equal([]any{first}))
+
+		By("a write through another pool (another replica, a settlement run, the admin tool)")
+		pool, err := db.Open(ctx, testDB.URL)
+		Expect(err).NotTo(HaveOccurred())
+		defer pool.Close()
+		other := flexv1.RewardTransaction{ID: identity.NewID(), Type: "flex event", CreditPence: 5,
+			StartTime: &metav1.Time{Time: time.Date(2026, 10, 13, 17, 30, 0, 0, time.UTC)}}
+		_, _, err = (&rewardstore.Store{Pool: pool}).Append(ctx, rewardstore.Site{Namespace: o.Namespace, ID: siteID}, other,
+			rewardstore.SourceSettlement)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() []any { return transactionIDs(mustCall("GET", txPath(), tok, nil)) }).
+			Should(Equal([]any{other.ID, first}))
+		Eventually(func() any { return mustCall("GET", "/rewards/"+siteID+"/info", tok, nil)["current_balance_pence"] }).
+			Should(Equal(float64(15)))
+
+		By("a write through this replica: the very next read")
+		third := creditBody(identity.NewID(), 7)
+		third["start_time"], third["end_time"] = "2026-10-20T17:30:00Z", "2026-10-20T18:30:00Z"
+		status, resp = call("POST", txPath(), tok, third)
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+		Expect(transactionIDs(mustCall("GET", txPath(), tok, nil))).To(Equal([]any{third["transaction_id"], other.ID, first}))
+		Expect(mustCall("GET", "/rewards/"+siteID+"/info", tok, nil)["current_balance_pence"]).To(Equal(float64(22)))
 	})
 
 	It("moves a withdrawal's payment status on, recording who and when, and counts the balance by it", func(ctx SpecContext) {

@@ -211,6 +211,11 @@ func (s *Server) LinkSweeper() *rewards.Sweeper { return &rewards.Sweeper{Reward
 // ServeHTTP makes the server usable in httptest.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
+// ListenRewardChanges keeps the transactions pages and balances the REST API reads while it
+// hears PostgreSQL's notifications of ledger changes, until ctx ends (Start runs it; without
+// it every page is read from the database).
+func (s *Server) ListenRewardChanges(ctx context.Context) error { return s.rewards.Listen(ctx) }
+
 // NeedLeaderElection tells the manager to run the server in every replica.
 func (s *Server) NeedLeaderElection() bool { return false }
 
@@ -231,6 +236,10 @@ func (s *Server) Start(ctx context.Context) error {
 	s.Log.Info("REST API listening", "address", "http://"+ln.Addr().String(), "docs", "http://"+ln.Addr().String()+"/docs")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	// The kept transactions pages are served only while their invalidations are heard.
+	listenCtx, stopListening := context.WithCancel(ctx)
+	defer stopListening()
+	go func() { _ = s.ListenRewardChanges(listenCtx) }()
 	select {
 	case err := <-errc:
 		return err

@@ -125,6 +125,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	})
 	apiServer = httptest.NewServer(apiSrv)
 	DeferCleanup(apiServer.Close)
+	// The kept transactions pages are in use, as in a manager (Server.Start runs the same).
+	go func() { _ = apiSrv.ListenRewardChanges(suiteCtx) }()
 
 	go func() {
 		defer GinkgoRecover()

@@ -61,25 +61,56 @@ func (s *Service) TransactionsIn(ctx context.Context, p *auth.Principal, siteID 
 	if err != nil {
 		return nil, err
 	}
-	key := siteKey(site)
+	return s.transactionsOf(ctx, siteKey(site), q)
+}
+
+// transactionsOf is a page of a site's history from the database, or kept (pageCache).
+func (s *Service) transactionsOf(ctx context.Context, key rewardstore.Site, q TransactionsQuery) (*TransactionsPage, error) {
+	cacheable := q.Since.IsZero() && q.Until.IsZero()
+	pk := pageKey{limit: q.Limit, offset: q.Offset}
+	if cacheable {
+		if body, b := s.pages.page(key, pk); body != nil {
+			return &TransactionsPage{SiteID: key.ID, Encoded: body,
+				BelowMinimum: s.Policy.BelowMinimum(*b), DaysUntilWaitMet: s.Policy.DaysUntilWaitMet(*b, s.Now())}, nil
+		}
+	}
+	epoch := s.pages.begin()
 	txs, err := s.Store.Page(ctx, key, rewardstore.Page{Limit: q.Limit, Offset: q.Offset, Since: q.Since, Until: q.Until})
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	b, err := s.Store.Balance(ctx, key)
-	if err != nil {
-		return nil, storeErr(err)
+	var b household.Balance
+	if kept := s.pages.balance(key); kept != nil {
+		b = *kept
+	} else {
+		if b, err = s.Store.Balance(ctx, key); err != nil {
+			return nil, storeErr(err)
+		}
+		s.pages.keepBalance(key, epoch, b)
 	}
 	// The page in the compact form the door encodes (already in statement order).
 	l := ledger.New("", txs)
-	return &TransactionsPage{SiteID: key.ID, Ledger: l, From: 0, To: l.Len(),
-		BelowMinimum: s.Policy.BelowMinimum(b), DaysUntilWaitMet: s.Policy.DaysUntilWaitMet(b, s.Now())}, nil
+	page := &TransactionsPage{SiteID: key.ID, Ledger: l, From: 0, To: l.Len(),
+		BelowMinimum: s.Policy.BelowMinimum(b), DaysUntilWaitMet: s.Policy.DaysUntilWaitMet(b, s.Now())}
+	if cacheable && epoch != 0 {
+		page.Keep = func(body []byte) { s.pages.keepPage(key, pk, epoch, body) }
+	}
+	return page, nil
 }
 
-// balanceOf is the site's balance from the database.
-func (s *Service) balanceOf(ctx context.Context, site *flexv1.Site) (household.Balance, error) {
-	b, err := s.Store.Balance(ctx, siteKey(site))
-	return b, storeErr(err)
+// keptBalanceOf is the site's balance: kept (pageCache), else from the database (and kept).
+func (s *Service) keptBalanceOf(ctx context.Context, site *flexv1.Site) (household.Balance, error) {
+	key := siteKey(site)
+	if b := s.pages.balance(key); b != nil {
+		return *b, nil
+	}
+	epoch := s.pages.begin()
+	b, err := s.Store.Balance(ctx, key)
+	if err != nil {
+		return b, storeErr(err)
+	}
+	s.pages.keepBalance(key, epoch, b)
+	return b, nil
 }
 
 // CreditInput is a transaction to add to a site's rewards (POST /rewards/{site_id}/transactions):
@@ -98,7 +129,13 @@ func (s *Service) Credit(ctx context.Context, p *auth.Principal, siteID string, 
 	if err != nil {
 		return TransactionRecord{}, false, err
 	}
-	stored, created, err := s.Store.Append(ctx, siteKey(site), in, rewardstore.SourceAPI)
+	return s.credit(ctx, siteKey(site), in)
+}
+
+// credit appends in to a site's history and drops what this replica kept of it.
+func (s *Service) credit(ctx context.Context, key rewardstore.Site, in CreditInput) (TransactionRecord, bool, error) {
+	stored, created, err := s.Store.Append(ctx, key, in, rewardstore.SourceAPI)
+	s.pages.invalidate(key)
 	if err != nil {
 		return TransactionRecord{}, false, storeErr(err)
 	}
@@ -120,6 +157,7 @@ func (s *Service) SetPaymentStatus(ctx context.Context, p *auth.Principal, siteI
 		return TransactionRecord{}, err
 	}
 	tx, err := s.Store.SetPaymentStatus(ctx, siteKey(site), transactionID, status, "api-client:"+p.Namespace+"/"+p.ClientName)
+	s.pages.invalidate(siteKey(site))
 	if err != nil {
 		return TransactionRecord{}, storeErr(err)
 	}
@@ -132,6 +170,7 @@ func (s *Service) withdrawInDB(ctx context.Context, site *flexv1.Site) error {
 	_, err := s.Store.Withdraw(ctx, siteKey(site), func(txs []flexv1.RewardTransaction) (flexv1.RewardTransaction, error) {
 		return s.Policy.Withdrawal(txs, s.Now(), newID())
 	})
+	s.pages.invalidate(siteKey(site))
 	return err
 }
 

@@ -62,7 +62,11 @@ type Config struct {
 }
 
 // Service runs the rewards use cases.
-type Service struct{ Config }
+type Service struct {
+	Config
+	// pages keeps encoded transactions pages and balances read from Store (Listen).
+	pages *pageCache
+}
 
 // New builds the rewards use cases.
 func New(cfg Config) *Service {
@@ -72,7 +76,7 @@ func New(cfg Config) *Service {
 	if cfg.HostedNamespace == "" {
 		cfg.HostedNamespace = DefaultHostedNamespace
 	}
-	return &Service{Config: cfg}
+	return &Service{Config: cfg, pages: newPageCache(maxKeptPageBytes)}
 }
 
 // TransactionRecord is one item of `transactions` (internal/record's: notifications carry it too).
@@ -105,6 +109,13 @@ type TransactionsPage struct {
 	// BelowMinimum and DaysUntilWaitMet are the withdrawal policy's verdicts on the balance.
 	BelowMinimum     bool
 	DaysUntilWaitMet int
+	// Encoded, when set, is the answer already encoded up to the end of its transactions
+	// array (`{"site_id":...,"transactions":[...]`), kept from an earlier read: a door sends it
+	// in place of encoding SiteID and the Ledger's transactions.
+	Encoded []byte
+	// Keep, when set, is given that same prefix once a door encoded it, to keep for the next
+	// read (a door may ignore it).
+	Keep func([]byte)
 }
 
 // Response is the page as a TransactionsResponse.
@@ -167,7 +178,7 @@ func (s *Service) Info(ctx context.Context, p *auth.Principal, siteID string) (B
 	}
 	var b household.Balance
 	if s.Store != nil {
-		if b, err = s.balanceOf(ctx, site); err != nil {
+		if b, err = s.keptBalanceOf(ctx, site); err != nil {
 			return BalanceInfo{}, err
 		}
 	} else {
