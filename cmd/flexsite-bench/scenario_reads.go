@@ -44,9 +44,6 @@ const transactionsTarget = "transactions"
 // manager, on the same machine) with C keep-alive clients each. Targets run in readPasses
 // mirrored passes (the A B B A rounds of the onboard comparison), so load drift weighs on all
 // alike.
-// transactionsTarget is the read target of a site's transactions page.
-const transactionsTarget = "transactions"
-
 func runReads(ctx context.Context, b *bench, rep *report) error {
 	ids := b.fleet.siteIDs
 	trivialURL, err := b.startTrivial(ctx)
