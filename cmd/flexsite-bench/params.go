@@ -43,7 +43,7 @@ func paramsFor(o options) params {
 	}
 	if o.quick {
 		p = params{
-			Mode: "quick", Onboards: 200, Concurrency: 8, ConvergenceSamples: 80, ReadSeconds: 6,
+			Mode: modeQuick, Onboards: 200, Concurrency: 8, ConvergenceSamples: 80, ReadSeconds: 6,
 			ScaleLevels: []int{200, 1000}, ScaleProbe: 100, FanoutProbe: 200, Transactions: 52,
 			Settle: 5 * time.Minute,
 		}
@@ -72,3 +72,6 @@ var benchStart = time.Now()
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[%7s] %s\n", time.Since(benchStart).Truncate(time.Second), fmt.Sprintf(format, args...))
 }
+
+// modeQuick is the mode of BENCH_QUICK=1: the smaller fleet, under 5 minutes.
+const modeQuick = "quick"

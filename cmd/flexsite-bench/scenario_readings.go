@@ -29,7 +29,7 @@ type readingsParams struct {
 }
 
 func (b *bench) readingsParams() readingsParams {
-	if b.p.Mode == "quick" {
+	if b.p.Mode == modeQuick {
 		return readingsParams{households: 10, batch: 2000, batchesPerPart: 8, rounds: 2}
 	}
 	return readingsParams{households: 50, batch: 5000, batchesPerPart: 12, rounds: 4}

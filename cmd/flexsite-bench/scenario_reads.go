@@ -315,4 +315,3 @@ func serveTrivial(addr string) error {
 	}
 	return nil
 }
-

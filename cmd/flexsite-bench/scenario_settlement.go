@@ -40,7 +40,7 @@ func settlementSites(quick bool) int {
 }
 
 func runSettlement(ctx context.Context, b *bench, rep *report) error {
-	sites := settlementSites(b.p.Mode == "quick")
+	sites := settlementSites(b.p.Mode == modeQuick)
 	pool, stop, err := settlementDatabase(ctx)
 	if err != nil {
 		return err
