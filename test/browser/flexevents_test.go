@@ -69,6 +69,11 @@ var _ = Describe("A settled flex event on the rewards page in Chromium", func() 
 			_, ev := call("GET", "/flex-events/"+created["id"].(string), tok, nil)
 			return ev["status"]
 		}).Should(Equal("settled"))
+		By("the credit in the site's reward history, as any other credit (the ledger's store built it)")
+		Eventually(func() any {
+			_, history := call("GET", "/rewards/"+siteID+"/transactions", tok, nil)
+			return history["transactions"]
+		}).Should(ConsistOf(HaveKeyWithValue("credit_pence", BeNumerically("==", 35))))
 
 		status, answer := call("GET", "/rewards/"+siteID+"/url/balance?redirect_uri="+
 			url.QueryEscape(embedder.Origin()+"/rewards-done"), tok, nil)
