@@ -15,7 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/settlement"
 	"github.com/flexsite/flexsite/internal/settlementstore"
 	"github.com/flexsite/flexsite/internal/validation"
@@ -186,7 +187,7 @@ func (r *FlexEventReconciler) targets(ctx context.Context, ev *flexv1.FlexEvent)
 		case err != nil && client.IgnoreNotFound(err) != nil:
 			return nil, err
 		}
-		boundary, err := r.boundaryMeters(ctx, ev.Namespace, name)
+		boundary, err := householdstore.BoundaryMeterIDs(ctx, r, ev.Namespace, name)
 		if err != nil {
 			return nil, err
 		}
@@ -205,28 +206,6 @@ func (r *FlexEventReconciler) targets(ctx context.Context, ev *flexv1.FlexEvent)
 	return out, nil
 }
 
-// boundaryMeters are the API ids of a site's boundary meters.
-func (r *FlexEventReconciler) boundaryMeters(ctx context.Context, namespace, site string) ([]string, error) {
-	assets := &flexv1.AssetList{}
-	if err := r.List(ctx, assets, client.InNamespace(namespace), client.MatchingFields{index.SiteName: site}); err != nil {
-		return nil, err
-	}
-	var out []string
-	for i := range assets.Items {
-		a := &assets.Items[i]
-		if a.Spec.Type != flexv1.AssetTypeBoundaryMeter {
-			continue
-		}
-		if id := a.Labels[flexv1.IDLabel]; id != "" {
-			out = append(out, id)
-		} else {
-			out = append(out, a.Name)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
 // enrolledAt are the names of the sites with an active enrolment in the proposition at t.
 func enrolledAt(ctx context.Context, c client.Reader, namespace string, p flexv1.PropositionName, t time.Time) ([]string, error) {
 	list := &flexv1.EnrolmentList{}
@@ -236,8 +215,7 @@ func enrolledAt(ctx context.Context, c client.Reader, namespace string, p flexv1
 	var out []string
 	for i := range list.Items {
 		e := &list.Items[i]
-		if e.Spec.Proposition != p || e.Status.Phase != flexv1.EnrolmentActive || e.Status.EnrolledAt == nil ||
-			e.Status.EnrolledAt.After(t) {
+		if !household.TakesPartIn(e, p, t) {
 			continue
 		}
 		out = append(out, e.Spec.SiteName)

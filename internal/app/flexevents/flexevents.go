@@ -21,8 +21,9 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/identity"
-	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/settlement"
 	"github.com/flexsite/flexsite/internal/settlementstore"
 	"github.com/flexsite/flexsite/internal/validation"
@@ -320,7 +321,7 @@ func (s *Service) pending(ctx context.Context, site *flexv1.Site, id string, see
 		if err != nil {
 			continue
 		}
-		boundary, err := s.boundaryMeters(ctx, site)
+		boundary, err := householdstore.BoundaryMeterIDs(ctx, s.Cache, site.Namespace, site.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -353,29 +354,5 @@ func (s *Service) targets(ctx context.Context, ev *flexv1.FlexEvent, site *flexv
 	if err != nil {
 		return false, err
 	}
-	return enr.Status.Phase == flexv1.EnrolmentActive && enr.Status.EnrolledAt != nil &&
-		!enr.Status.EnrolledAt.After(ev.Spec.StartAt.Time), nil
-}
-
-// boundaryMeters are the API ids of the site's boundary meters.
-func (s *Service) boundaryMeters(ctx context.Context, site *flexv1.Site) ([]string, error) {
-	assets := &flexv1.AssetList{}
-	if err := s.Cache.List(ctx, assets, client.InNamespace(site.Namespace),
-		client.MatchingFields{index.SiteName: site.Name}); err != nil {
-		return nil, err
-	}
-	var out []string
-	for i := range assets.Items {
-		a := &assets.Items[i]
-		if a.Spec.Type != flexv1.AssetTypeBoundaryMeter {
-			continue
-		}
-		if id := a.Labels[flexv1.IDLabel]; id != "" {
-			out = append(out, id)
-		} else {
-			out = append(out, a.Name)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
+	return household.TakesPartIn(enr, ev.Spec.Proposition, ev.Spec.StartAt.Time), nil
 }

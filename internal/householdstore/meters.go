@@ -1,0 +1,34 @@
+package householdstore
+
+import (
+	"context"
+	"slices"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/index"
+)
+
+// BoundaryMeterIDs are the API ids of a site's boundary meters, sorted: whose readings are the
+// site's energy when it has any (rewards-engine.md, "Actual").
+func BoundaryMeterIDs(ctx context.Context, r client.Reader, namespace, siteName string) ([]string, error) {
+	assets := &flexv1.AssetList{}
+	if err := r.List(ctx, assets, client.InNamespace(namespace), client.MatchingFields{index.SiteName: siteName}); err != nil {
+		return nil, err
+	}
+	var out []string
+	for i := range assets.Items {
+		a := &assets.Items[i]
+		if a.Spec.Type != flexv1.AssetTypeBoundaryMeter {
+			continue
+		}
+		if id := a.Labels[flexv1.IDLabel]; id != "" {
+			out = append(out, id)
+		} else {
+			out = append(out, a.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
