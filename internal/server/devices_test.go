@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -393,9 +395,8 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 		connect(tok, siteID, registeredURI)
 		Eventually(func(g Gomega) {
 			c, _ := connectionOf(ctx, o.Namespace, siteID)
-			g.Expect(c.Status.Conditions).To(ContainElement(HaveField("Type", flexv1.ReadyCondition)))
+			g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, flexv1.ReadyCondition)).To(BeTrue())
 		}).Should(Succeed())
-		before, _ := connectionOf(ctx, o.Namespace, siteID)
 		failed := make(chan struct{}, 100)
 		deviceProvider.SetFault(func(w http.ResponseWriter, _ *http.Request) bool {
 			failed <- struct{}{}
@@ -403,8 +404,13 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 			return true
 		})
 		DeferCleanup(func() { deviceProvider.SetFault(nil) })
+		// The status as it stands once a refresh has failed (a refresh that succeeded just
+		// before the fault may have written it meanwhile) ...
+		Eventually(failed, 20*time.Second).Should(Receive())
+		before, _ := connectionOf(ctx, o.Namespace, siteID)
+		// ... is the status after the retry fails again: until the access token expires,
+		// nothing visible changes.
 		Eventually(failed, 10*time.Second).Should(Receive())
-		// Until the access token expires, nothing visible changes.
 		c, _ := connectionOf(ctx, o.Namespace, siteID)
 		Expect(c.Status).To(Equal(before.Status))
 		deviceProvider.SetFault(nil)
