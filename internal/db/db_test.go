@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,23 +19,7 @@ import (
 var testDB *dbtest.Database
 
 func TestMain(m *testing.M) {
-	if err := dbtest.Available(); err != nil {
-		fail, msg := dbtest.MissingVerdict(err)
-		println(msg)
-		if fail {
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	ctx := context.Background()
-	var err error
-	if testDB, err = dbtest.New(ctx); err != nil {
-		println("starting the test database:", err.Error())
-		os.Exit(1)
-	}
-	code := m.Run()
-	testDB.Close(ctx)
-	os.Exit(code)
+	dbtest.Main(m, &testDB)
 }
 
 // Managers that start at once migrate once: every one waits on the advisory lock, the first

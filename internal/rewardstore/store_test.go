@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -26,24 +25,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if err := dbtest.Available(); err != nil {
-		fail, msg := dbtest.MissingVerdict(err)
-		fmt.Println(msg)
-		if fail {
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	ctx := context.Background()
-	var err error
-	if testDB, err = dbtest.New(ctx); err != nil {
-		fmt.Println("starting the test database:", err)
-		os.Exit(1)
-	}
-	store = &rewardstore.Store{Pool: testDB.Pool}
-	code := m.Run()
-	testDB.Close(ctx)
-	os.Exit(code)
+	dbtest.Main(m, &testDB, func(d *dbtest.Database) { store = &rewardstore.Store{Pool: d.Pool} })
 }
 
 // newSite is a site of its own, so tests do not meet each other's rows.

@@ -2,7 +2,6 @@ package settlementstore_test
 
 import (
 	"context"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -15,23 +14,7 @@ import (
 var testDB *dbtest.Database
 
 func TestMain(m *testing.M) {
-	if err := dbtest.Available(); err != nil {
-		fail, msg := dbtest.MissingVerdict(err)
-		println(msg)
-		if fail {
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	ctx := context.Background()
-	var err error
-	if testDB, err = dbtest.New(ctx); err != nil {
-		println("starting the test database:", err.Error())
-		os.Exit(1)
-	}
-	code := m.Run()
-	testDB.Close(ctx)
-	os.Exit(code)
+	dbtest.Main(m, &testDB)
 }
 
 var (

@@ -2,8 +2,6 @@ package rewards
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,23 +19,7 @@ import (
 var testDB *dbtest.Database
 
 func TestMain(m *testing.M) {
-	if err := dbtest.Available(); err != nil {
-		fail, msg := dbtest.MissingVerdict(err)
-		fmt.Println(msg)
-		if fail {
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	ctx := context.Background()
-	var err error
-	if testDB, err = dbtest.New(ctx); err != nil {
-		fmt.Println("starting the test database:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	testDB.Close(ctx)
-	os.Exit(code)
+	dbtest.Main(m, &testDB)
 }
 
 // listening is a Service on the test database whose kept pages are in use (Listen runs).

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -201,4 +202,31 @@ func (d *Database) Close(ctx context.Context) {
 		_ = conn.Close(ctx)
 	}
 	release()
+}
+
+// Main is a database test package's TestMain: it sets *into to a fresh database of the package's
+// own, runs then (if any) and the tests, and exits. With no PostgreSQL here it skips them all,
+// or fails in CI (MissingVerdict).
+func Main(m *testing.M, into **Database, then ...func(*Database)) {
+	if err := Available(); err != nil {
+		fail, msg := MissingVerdict(err)
+		fmt.Println(msg)
+		if fail {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	ctx := context.Background()
+	d, err := New(ctx)
+	if err != nil {
+		fmt.Println("starting the test database:", err)
+		os.Exit(1)
+	}
+	*into = d
+	for _, f := range then {
+		f(d)
+	}
+	code := m.Run()
+	d.Close(ctx)
+	os.Exit(code)
 }
