@@ -71,11 +71,16 @@ func (r *RewardLedgerReconciler) reconcileWithStore(ctx context.Context, req ctr
 		status.ObservedGeneration = ledger.Generation
 	}
 
+	// The revision first: the history read after it holds at least what it counts.
+	revision, err := r.Store.Revision(ctx, key)
+	if err != nil {
+		return r.unavailable(ctx, ledger, base, err)
+	}
 	history, err := r.Store.All(ctx, key)
 	if err != nil {
 		return r.unavailable(ctx, ledger, base, err)
 	}
-	summarise(status, history)
+	summarise(status, history, revision)
 
 	pending, err := r.Store.Pending(ctx, key, handOverBatch)
 	if err != nil {
@@ -177,10 +182,17 @@ func sameBut(a, b flexv1.RewardTransaction) bool {
 	return equality.Semantic.DeepEqual(record.TransactionOf(&a), record.TransactionOf(&b))
 }
 
-// summarise writes the summary of a site's history into a ledger's status.
-func summarise(status *flexv1.RewardLedgerStatus, history []flexv1.RewardTransaction) {
+// summarise writes the summary of a site's history, read at revision (or later), into a
+// ledger's status.
+func summarise(status *flexv1.RewardLedgerStatus, history []flexv1.RewardTransaction, revision int64) {
 	b := household.BalanceOf(history)
 	status.BalancePence, status.TotalEarnedPence = ptr.To(b.Current), ptr.To(b.Earnings)
+	status.FirstRewardedAt = nil
+	if b.FirstReward != nil {
+		// Whole seconds, as the API server keeps a time: the summary read back compares equal.
+		status.FirstRewardedAt = &metav1.Time{Time: b.FirstReward.UTC().Truncate(time.Second)}
+	}
+	status.HistoryRevision = ptr.To(revision)
 	status.TransactionCount = ptr.To(int64(len(history)))
 	ordered := household.NewestFirst(history)
 	status.RecentTransactions = nil

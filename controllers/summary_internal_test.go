@@ -25,24 +25,31 @@ func TestSummarise(t *testing.T) {
 		balance, earned, count int64
 		recent                 []string
 		lastCredited           *metav1.Time
+		firstRewarded          *metav1.Time
 	}{
 		{name: "none", count: 0},
 		{name: "a credit and a withdrawal that paid out", history: []flexv1.RewardTransaction{
 			tx("a", "flex event", 500, day(1), ""), tx("b", "withdrawal", -500, day(3), "posted")},
-			balance: 0, earned: 500, count: 2, recent: []string{"b", "a"}, lastCredited: day(1)},
+			balance: 0, earned: 500, count: 2, recent: []string{"b", "a"}, lastCredited: day(1), firstRewarded: day(1)},
 		{name: "a failed withdrawal counts for nothing", history: []flexv1.RewardTransaction{
 			tx("a", "flex event", 500, day(1), ""), tx("b", "withdrawal", -500, day(3), "failed")},
-			balance: 500, earned: 500, count: 2, recent: []string{"b", "a"}, lastCredited: day(1)},
+			balance: 500, earned: 500, count: 2, recent: []string{"b", "a"}, lastCredited: day(1), firstRewarded: day(1)},
 		{name: "a correction takes back, earns nothing", history: []flexv1.RewardTransaction{
 			tx("a", "flex event", 500, day(1), ""), tx("c", "correction", -100, day(2), "")},
-			balance: 400, earned: 500, count: 2, recent: []string{"c", "a"}, lastCredited: day(1)},
+			balance: 400, earned: 500, count: 2, recent: []string{"c", "a"}, lastCredited: day(1), firstRewarded: day(1)},
 		{name: "the latest ten of twelve", history: many, balance: 1200, earned: 1200, count: 12,
 			recent:       []string{"id-12", "id-11", "id-10", "id-09", "id-08", "id-07", "id-06", "id-05", "id-04", "id-03"},
-			lastCredited: day(12)},
+			lastCredited: day(12), firstRewarded: day(1)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var s flexv1.RewardLedgerStatus
-			summarise(&s, c.history)
+			summarise(&s, c.history, int64(len(c.history))+3)
+			if *s.HistoryRevision != int64(len(c.history))+3 {
+				t.Errorf("history revision %d, want the one read, %d", *s.HistoryRevision, len(c.history)+3)
+			}
+			if (s.FirstRewardedAt == nil) != (c.firstRewarded == nil) || s.FirstRewardedAt != nil && !s.FirstRewardedAt.Equal(c.firstRewarded) {
+				t.Errorf("first rewarded %v, want %v", s.FirstRewardedAt, c.firstRewarded)
+			}
 			if *s.BalancePence != c.balance || *s.TotalEarnedPence != c.earned || *s.TransactionCount != c.count {
 				t.Errorf("balance %d, earned %d, count %d; want %d, %d, %d", *s.BalancePence, *s.TotalEarnedPence,
 					*s.TransactionCount, c.balance, c.earned, c.count)

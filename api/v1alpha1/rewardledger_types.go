@@ -132,6 +132,16 @@ type RewardLedgerStatus struct {
 	// +optional
 	LastCredited *metav1.Time `json:"lastCredited,omitempty"`
 
+	// firstRewardedAt is when the site's first reward happened: the withdrawal wait counts from it.
+	// +optional
+	FirstRewardedAt *metav1.Time `json:"firstRewardedAt,omitempty"`
+
+	// historyRevision is the revision of the site's history this summary was computed from: how
+	// many changes (transactions, withdrawal status changes) the database had recorded.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	HistoryRevision *int64 `json:"historyRevision,omitempty"`
+
 	// recentTransactions are the 10 latest transactions in brief, newest first (the whole
 	// history, every field, is GET /rewards/{site_id}/transactions).
 	// +optional

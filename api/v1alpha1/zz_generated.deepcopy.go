@@ -1171,6 +1171,15 @@ func (in *RewardLedgerStatus) DeepCopyInto(out *RewardLedgerStatus) {
 		in, out := &in.LastCredited, &out.LastCredited
 		*out = (*in).DeepCopy()
 	}
+	if in.FirstRewardedAt != nil {
+		in, out := &in.FirstRewardedAt, &out.FirstRewardedAt
+		*out = (*in).DeepCopy()
+	}
+	if in.HistoryRevision != nil {
+		in, out := &in.HistoryRevision, &out.HistoryRevision
+		*out = new(int64)
+		**out = **in
+	}
 	if in.RecentTransactions != nil {
 		in, out := &in.RecentTransactions, &out.RecentTransactions
 		*out = make([]RecentTransaction, len(*in))

@@ -352,6 +352,16 @@ func (s *Store) all(ctx context.Context, q querier, site Site) ([]flexv1.RewardT
 	return txs, s.classify(err)
 }
 
+// Revision is how many changes the site's history has had (transactions appended, withdrawal
+// status changes recorded; 0 when none): it only grows, and a history read after it holds at
+// least those changes (the database counts them as they commit).
+func (s *Store) Revision(ctx context.Context, site Site) (int64, error) {
+	var rev int64
+	err := s.Pool.QueryRow(ctx, `SELECT coalesce((SELECT revision FROM reward_sites WHERE organisation = $1 AND site_id = $2), 0)`,
+		site.Namespace, site.ID).Scan(&rev)
+	return rev, s.classify(err)
+}
+
 // Page asks for part of a site's history, newest first.
 type Page struct {
 	Limit, Offset int
@@ -382,8 +392,10 @@ func (s *Store) Page(ctx context.Context, site Site, p Page) ([]flexv1.RewardTra
 }
 
 // Withdraw appends the withdrawal decide makes of the site's whole history, with the site's
-// row locked (SELECT ... FOR UPDATE) from reading the history to the commit: two withdrawals
-// of one site are serialised, so the balance never goes below zero.
+// row locked from reading the history to the commit: two withdrawals of one site are
+// serialised, so the balance never goes below zero. The lock is FOR NO KEY UPDATE, the one
+// every change of the history takes (the revision's trigger, migration 00011): a writer that
+// holds the key-share lock of its foreign key and waits for it never deadlocks with this one.
 func (s *Store) Withdraw(ctx context.Context, site Site,
 	decide func([]flexv1.RewardTransaction) (flexv1.RewardTransaction, error)) (flexv1.RewardTransaction, error) {
 	var out flexv1.RewardTransaction
@@ -392,7 +404,7 @@ func (s *Store) Withdraw(ctx context.Context, site Site,
 			site.Namespace, site.ID); err != nil {
 			return err
 		}
-		if _, err := q.Exec(ctx, `SELECT 1 FROM reward_sites WHERE organisation = $1 AND site_id = $2 FOR UPDATE`,
+		if _, err := q.Exec(ctx, `SELECT 1 FROM reward_sites WHERE organisation = $1 AND site_id = $2 FOR NO KEY UPDATE`,
 			site.Namespace, site.ID); err != nil {
 			return err
 		}
@@ -416,7 +428,7 @@ func (s *Store) SetPaymentStatus(ctx context.Context, site Site, id string, to f
 	flexv1.RewardTransaction, error) {
 	var out flexv1.RewardTransaction
 	err := s.inTx(ctx, func(q pgx.Tx) error {
-		if _, err := q.Exec(ctx, `SELECT 1 FROM reward_sites WHERE organisation = $1 AND site_id = $2 FOR UPDATE`,
+		if _, err := q.Exec(ctx, `SELECT 1 FROM reward_sites WHERE organisation = $1 AND site_id = $2 FOR NO KEY UPDATE`,
 			site.Namespace, site.ID); err != nil {
 			return err
 		}

@@ -124,6 +124,57 @@ func TestOutboxHandOver(t *testing.T) {
 
 // Withdrawals at once never take the balance below zero: the site's row is locked from
 // reading the history to the commit, so one withdraws the balance and the others find none.
+// The revision counts every change the history has had, once: appends (one each, the same
+// again none), withdrawals and payment status changes; concurrent writers each count.
+func TestRevisionCountsEveryChangeOnce(t *testing.T) {
+	ctx := context.Background()
+	site := newSite()
+	revision := func() int64 {
+		t.Helper()
+		rev, err := store.Revision(ctx, site)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	if rev := revision(); rev != 0 {
+		t.Fatalf("a site without history: revision %d, want 0", rev)
+	}
+	tx := credit(5000, time.Now().Add(-60*24*time.Hour))
+	for range 2 {
+		if _, _, err := store.Append(ctx, site, tx, rewardstore.SourceAPI); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rev := revision(); rev != 1 {
+		t.Errorf("after one credit sent twice: revision %d, want 1", rev)
+	}
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			if _, _, err := store.Append(ctx, site, credit(10, time.Now().Add(-time.Hour)), rewardstore.SourceAPI); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	policy := household.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30}
+	w, err := store.Withdraw(ctx, site, func(txs []flexv1.RewardTransaction) (flexv1.RewardTransaction, error) {
+		return policy.Withdrawal(txs, time.Now(), uuid.NewString())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []flexv1.PaymentStatus{"approved", "approved", "posted"} {
+		if _, err := store.SetPaymentStatus(ctx, site, w.ID, to, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rev := revision(); rev != 1+6+1+2 {
+		t.Errorf("revision %d, want 10: 7 credits, a withdrawal, 2 status changes (the repeated one changes nothing)", rev)
+	}
+}
+
 func TestConcurrentWithdrawals(t *testing.T) {
 	ctx := context.Background()
 	site := newSite()

@@ -215,11 +215,54 @@ var _ = Describe("Rewards in the database", func() {
 		expectValidationItem(status, resp, []any{"query", "until"}, "value_error")
 	})
 
+	It("answers /info from the RewardLedger summary: its own writes at once, others' once summarised", func(ctx SpecContext) {
+		info := func() map[string]any { return mustCall("GET", "/rewards/"+siteID+"/info", tok, nil) }
+		Expect(info()).To(And(HaveKeyWithValue("current_balance_pence", 0.0), HaveKeyWithValue("can_withdraw", false)))
+
+		By("a credit from elsewhere (settlement, another replica): /info follows the summary")
+		store := &rewardstore.Store{Pool: testDB.Pool}
+		key := rewardstore.Site{Namespace: o.Namespace, ID: siteID}
+		start := metav1.NewTime(time.Date(2026, 9, 1, 17, 0, 0, 0, time.UTC))
+		_, _, err := store.Append(ctx, key, flexv1.RewardTransaction{ID: identity.NewID(), Type: "flex event",
+			CreditPence: 1500, StartTime: &start, SettlementDate: "2026-09-03"}, rewardstore.SourceAPI)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(info).Should(And(HaveKeyWithValue("current_balance_pence", 1500.0),
+			HaveKeyWithValue("total_earnings_pence", 1500.0), HaveKeyWithValue("can_withdraw", true)))
+		ledger := &flexv1.RewardLedger{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.RewardLedgerName(siteName)}, ledger)).
+			To(Succeed())
+		Expect(ledger.Status.FirstRewardedAt).To(HaveValue(WithTransform(func(t metav1.Time) time.Time { return t.UTC() },
+			Equal(start.UTC()))), "the withdrawal wait counts from the first reward")
+		Expect(ledger.Status.HistoryRevision).To(HaveValue(BeEquivalentTo(1)))
+
+		By("this API's own credit: read back at once, before or after the summary shows it")
+		status, resp := call("POST", txPath(), tok, creditBody(identity.NewID(), 35))
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+		Expect(info()).To(HaveKeyWithValue("current_balance_pence", 1535.0))
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.RewardLedgerName(siteName)}, ledger)).
+				To(Succeed())
+			g.Expect(ledger.Status.HistoryRevision).To(HaveValue(BeEquivalentTo(2)))
+			g.Expect(ledger.Status.BalancePence).To(HaveValue(BeEquivalentTo(1535)))
+		}).Should(Succeed())
+		Expect(info()).To(HaveKeyWithValue("current_balance_pence", 1535.0))
+	})
+
 	It("answers 503 with Retry-After while the database is away, keeps the Kubernetes endpoints, and resumes", func(ctx SpecContext) {
 		if !testDB.CanStop() {
 			Skip("the test database's server is not this process's")
 		}
 		id := identity.NewID()
+		By("a credit, summarised in the site's RewardLedger")
+		earlier := creditBody(identity.NewID(), 25)
+		status, resp := call("POST", txPath(), tok, earlier)
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+		Eventually(func(g Gomega) {
+			l := &flexv1.RewardLedger{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.RewardLedgerName(siteName)}, l)).
+				To(Succeed())
+			g.Expect(l.Status.BalancePence).To(HaveValue(BeEquivalentTo(25)))
+		}).Should(Succeed())
 		By("the database stopped")
 		Expect(testDB.Stop()).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) { Expect(testDB.Start(ctx)).To(Succeed()) })
@@ -228,7 +271,6 @@ var _ = Describe("Rewards in the database", func() {
 			body         any
 		}{
 			{"GET", txPath(), nil},
-			{"GET", "/rewards/" + siteID + "/info", nil},
 			{"POST", txPath(), creditBody(id, 10)},
 			{"PATCH", txPath() + "/" + identity.NewID(), map[string]any{"payment_status": "approved"}},
 		} {
@@ -240,6 +282,8 @@ var _ = Describe("Rewards in the database", func() {
 		By("the Kubernetes endpoints answering meanwhile")
 		Expect(mustCall("GET", "/entities/site/"+siteID, tok, nil)).To(HaveKeyWithValue("id", siteID))
 		Expect(mustCall("GET", "/entities/site/"+siteID+"/eligibility", tok, nil)).NotTo(BeEmpty())
+		Expect(mustCall("GET", "/rewards/"+siteID+"/info", tok, nil)).To(And(HaveKeyWithValue("current_balance_pence", 25.0),
+			HaveKeyWithValue("total_earnings_pence", 25.0)), "/info answers from the ledger's summary")
 
 		By("the database back: the credit refused meanwhile was not stored, and is now")
 		Expect(testDB.Start(ctx)).To(Succeed())
@@ -247,8 +291,8 @@ var _ = Describe("Rewards in the database", func() {
 			status, _ := call("GET", txPath(), tok, nil)
 			return status
 		}).Should(Equal(http.StatusOK))
-		Expect(mustCall("GET", txPath(), tok, nil)["transactions"]).To(BeEmpty())
-		status, resp := call("POST", txPath(), tok, creditBody(id, 10))
+		Expect(transactionIDs(mustCall("GET", txPath(), tok, nil))).To(Equal([]any{earlier["transaction_id"]}))
+		status, resp = call("POST", txPath(), tok, creditBody(id, 10))
 		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
 	})
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flexsite/flexsite/internal/db/dbtest"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/settlement"
 	"github.com/flexsite/flexsite/internal/settlementstore"
 )
@@ -107,6 +108,12 @@ func TestSettleAllRecordsEachSiteOnce(t *testing.T) {
 	}
 	if total != len(sites) || settled != len(sites) || txs != len(sites) || pence != 35*len(sites) || outbox != len(sites) {
 		t.Fatalf("recorded %d; rows: %d settlements, %d transactions (%d p), %d outbox events", total, settled, txs, pence, outbox)
+	}
+	ledger := &rewardstore.Store{Pool: testDB.Pool}
+	for _, s := range sites {
+		if rev, err := ledger.Revision(ctx, rewardstore.Site{Namespace: "org-o", ID: s}); err != nil || rev != 1 {
+			t.Errorf("site %s: history revision %d (%v), want 1: its credit, counted once", s, rev, err)
+		}
 	}
 	got, err := store.OfSite(ctx, "org-o", "s1")
 	if err != nil || len(got) != 1 || len(got[0].HalfHours) != 2 || *got[0].HalfHours[0].BaselineMilliWh != 1_800_000 ||

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
@@ -113,6 +117,37 @@ func (s *Service) keptBalanceOf(ctx context.Context, site *flexv1.Site) (househo
 	return b, nil
 }
 
+// summaryBalance is a site's balance from its RewardLedger's summary (the manager's cache),
+// which the ledger controller keeps from the database: /info costs no SQL and answers while
+// the database is away. A summary that does not show this replica's own latest write to the
+// site yet gives way to the database (unless it is away), so that a client reads its writes.
+// A site without a ledger has no history yet.
+func (s *Service) summaryBalance(ctx context.Context, site *flexv1.Site) (household.Balance, error) {
+	summary := &flexv1.RewardLedger{}
+	err := s.Cache.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}, summary)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return household.Balance{}, err
+	}
+	key := siteKey(site)
+	if s.written.ahead(key, ptr.Deref(summary.Status.HistoryRevision, 0)) {
+		b, err := s.keptBalanceOf(ctx, site)
+		if e := app.As(err); e == nil || e.Kind != app.Unavailable {
+			return b, err
+		}
+	}
+	return SummaryBalance(&summary.Status), nil
+}
+
+// SummaryBalance is the balance a RewardLedger's summary states (zero when it has none yet).
+func SummaryBalance(status *flexv1.RewardLedgerStatus) household.Balance {
+	b := household.Balance{Current: ptr.Deref(status.BalancePence, 0), Earnings: ptr.Deref(status.TotalEarnedPence, 0)}
+	if status.FirstRewardedAt != nil {
+		first := status.FirstRewardedAt.UTC()
+		b.FirstReward = &first
+	}
+	return b
+}
+
 // CreditInput is a transaction to add to a site's rewards (POST /rewards/{site_id}/transactions):
 // the transaction record without a payment status.
 type CreditInput = flexv1.RewardTransaction
@@ -135,10 +170,11 @@ func (s *Service) Credit(ctx context.Context, p *auth.Principal, siteID string, 
 // credit appends in to a site's history and drops what this replica kept of it.
 func (s *Service) credit(ctx context.Context, key rewardstore.Site, in CreditInput) (TransactionRecord, bool, error) {
 	stored, created, err := s.Store.Append(ctx, key, in, rewardstore.SourceAPI)
-	s.pages.invalidate(key)
 	if err != nil {
+		s.pages.invalidate(key)
 		return TransactionRecord{}, false, storeErr(err)
 	}
+	s.wrote(ctx, key)
 	return record.TransactionOf(&stored), created, nil
 }
 
@@ -157,10 +193,11 @@ func (s *Service) SetPaymentStatus(ctx context.Context, p *auth.Principal, siteI
 		return TransactionRecord{}, err
 	}
 	tx, err := s.Store.SetPaymentStatus(ctx, siteKey(site), transactionID, status, "api-client:"+p.Namespace+"/"+p.ClientName)
-	s.pages.invalidate(siteKey(site))
 	if err != nil {
+		s.pages.invalidate(siteKey(site))
 		return TransactionRecord{}, storeErr(err)
 	}
+	s.wrote(ctx, siteKey(site))
 	return record.TransactionOf(&tx), nil
 }
 
@@ -170,8 +207,12 @@ func (s *Service) withdrawInDB(ctx context.Context, site *flexv1.Site) error {
 	_, err := s.Store.Withdraw(ctx, siteKey(site), func(txs []flexv1.RewardTransaction) (flexv1.RewardTransaction, error) {
 		return s.Policy.Withdrawal(txs, s.Now(), newID())
 	})
-	s.pages.invalidate(siteKey(site))
-	return err
+	if err != nil {
+		s.pages.invalidate(siteKey(site))
+		return err
+	}
+	s.wrote(ctx, siteKey(site))
+	return nil
 }
 
 // newID is a fresh transaction id.

@@ -66,6 +66,8 @@ type Service struct {
 	Config
 	// pages keeps encoded transactions pages and balances read from Store (Listen).
 	pages *pageCache
+	// written remembers the revisions of this replica's writes the summaries do not show yet.
+	written *writtenRevisions
 }
 
 // New builds the rewards use cases.
@@ -76,7 +78,7 @@ func New(cfg Config) *Service {
 	if cfg.HostedNamespace == "" {
 		cfg.HostedNamespace = DefaultHostedNamespace
 	}
-	return &Service{Config: cfg, pages: newPageCache(maxKeptPageBytes)}
+	return &Service{Config: cfg, pages: newPageCache(maxKeptPageBytes), written: newWrittenRevisions()}
 }
 
 // TransactionRecord is one item of `transactions` (internal/record's: notifications carry it too).
@@ -178,7 +180,7 @@ func (s *Service) Info(ctx context.Context, p *auth.Principal, siteID string) (B
 	}
 	var b household.Balance
 	if s.Store != nil {
-		if b, err = s.keptBalanceOf(ctx, site); err != nil {
+		if b, err = s.summaryBalance(ctx, site); err != nil {
 			return BalanceInfo{}, err
 		}
 	} else {
