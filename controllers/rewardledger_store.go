@@ -243,13 +243,13 @@ func (r *RewardLedgerReconciler) listenChanges(ch chan<- event.GenericEvent) fun
 	}
 	// The ledger of a site is named after the site (identity.RewardLedgerName).
 	bySiteID := func(ctx context.Context, namespace, siteID string) {
-		sites := &flexv1.SiteList{}
-		if err := r.List(ctx, sites, client.InNamespace(namespace), client.MatchingFields{index.ID: siteID}); err != nil {
+		sites, err := index.Lookup(ctx, r.Cache, &flexv1.Site{}, &flexv1.SiteList{}, index.ID, namespace, siteID)
+		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "finding the site of a ledger change", "namespace", namespace, "site", siteID)
 			return
 		}
-		for i := range sites.Items {
-			send(ctx, namespace, identity.RewardLedgerName(sites.Items[i].Name))
+		for _, site := range sites {
+			send(ctx, namespace, identity.RewardLedgerName(site.Name))
 		}
 	}
 	return func(ctx context.Context) error {

@@ -91,7 +91,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		}
 	}
 	// Tells credited reward transactions (notifications).
-	ledgers := &RewardLedgerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Now: time.Now}
+	ledgers := &RewardLedgerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cache: mgr.GetCache(), Now: time.Now}
 	if o.DB != nil {
 		ledgers.Store = &rewardstore.Store{Pool: o.DB}
 	}

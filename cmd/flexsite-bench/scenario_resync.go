@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -64,6 +66,12 @@ func runResync(ctx context.Context, b *bench, rep *report) error {
 		m, err := mgr.memory(ctx)
 		if err != nil {
 			return err
+		}
+		// What it is made of: go tool pprof -base bench/heap-empty.pb.gz bench/heap-cold-start.pb.gz
+		// (GODEBUG=memprofilerate=4096 make bench: a finer sample than the default 512 KiB).
+		profile := filepath.Join(filepath.Dir(b.mgrCfg.logPath), "heap-cold-start.pb.gz")
+		if err := saveURL(ctx, mgr.pprofURL+"/debug/pprof/heap", profile); err != nil {
+			return fmt.Errorf("heap profile: %w", err)
 		}
 		perK := float64(len(sites.Items)) / 1000
 		rep.add("scale", "cold_start_heap_mib_per_1k_sites", (m.HeapBytes-b.empty.HeapBytes)/mib/perK, unitMiB)

@@ -26,6 +26,10 @@ func measureEmpty(ctx context.Context, b *bench, rep *report) error {
 	if err != nil {
 		return err
 	}
+	// The profile the cold start's (heap-cold-start.pb.gz) is read against (pprof -base).
+	if err := saveURL(ctx, b.mgr.pprofURL+"/debug/pprof/heap", filepath.Join(filepath.Dir(b.mgrCfg.logPath), "heap-empty.pb.gz")); err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
 	rep.add("scale", "heap_mib_empty", m.HeapBytes/mib, unitMiB)
 	rep.add("scale", "rss_mib_empty", m.RSSBytes/mib, unitMiB)
 	b.empty = &m

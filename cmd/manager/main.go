@@ -43,7 +43,6 @@ import (
 	"github.com/flexsite/flexsite/internal/embedded"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/index"
-	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/priority"
 	"github.com/flexsite/flexsite/internal/server"
@@ -232,13 +231,12 @@ func run(ctx context.Context, o options) error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(flexv1.AddToScheme(scheme))
 
-	// The read path's reward ledgers, compact, fed by the cache's own watch of them.
-	ledgers := ledger.NewFeed()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		// The cache holds the credential Secrets and no other Secret; the client reads the
 		// token signing keys from the API server.
-		Cache:                         index.CacheOptions(ledgers.Keep),
+		// The reward history is the database's: the cache keeps ledgers without transactions.
+		Cache:                         index.CacheOptions(),
 		Client:                        index.ClientOptions(),
 		Metrics:                       metrics.ServerOptions(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
 		HealthProbeBindAddress:        o.probeAddr,
@@ -293,11 +291,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("loading the token signing keys from %s: %w", o.tokenKeysSecret, err)
 	}
 
-	if err := ledgers.Attach(ctx, mgr.GetCache()); err != nil {
-		return err
-	}
-
-	if err := setupServer(mgr, o, keys, keysNS, ledgers, background, pool); err != nil {
+	if err := setupServer(mgr, o, keys, keysNS, background, pool); err != nil {
 		return err
 	}
 
@@ -314,8 +308,8 @@ func run(ctx context.Context, o options) error {
 // setupServer adds the HTTP listener (every door: REST API, hosted flow, rewards page), the
 // rewards link sweeper, and the health and readiness checks: ready once the caches the
 // doors read through have synced.
-func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, keysNS string, ledgers *ledger.Feed,
-	background *priority.Gate, pool *pgxpool.Pool) error {
+func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, keysNS string, background *priority.Gate,
+	pool *pgxpool.Pool) error {
 	var synced atomic.Bool
 	mailer, err := o.mail.mailer(o.embedded, mgr.GetAPIReader(), ctrl.Log.WithName("mail"))
 	if err != nil {
@@ -331,7 +325,6 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, keysNS string,
 		Cache:           mgr.GetCache(),
 		APIReader:       mgr.GetAPIReader(),
 		Client:          mgr.GetClient(),
-		Ledgers:         ledgers,
 		Interactive:     background,
 		Issuer:          auth.NewIssuer(keys, time.Now),
 		Authenticator:   auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
@@ -358,7 +351,7 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, keysNS string,
 	}
 	// Mark ready once the caches have synced: the REST API reads through them.
 	if err := mgr.Add(runnableFunc(func(ctx context.Context) error {
-		if !mgr.GetCache().WaitForCacheSync(ctx) || !ledgers.WaitForSync(ctx) {
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return nil
 		}
 		synced.Store(true)

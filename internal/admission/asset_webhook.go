@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -103,12 +102,12 @@ func (v *assetValidator) warnings(ctx context.Context, asset *flexv1.Asset) (adm
 }
 
 func (v *assetValidator) externalIDTaken(ctx context.Context, asset *flexv1.Asset) (string, error) {
-	list := &flexv1.AssetList{}
-	if err := v.cache.List(ctx, list, client.InNamespace(asset.Namespace),
-		client.MatchingFields{index.ExternalID: asset.Spec.ExternalID}); err != nil {
+	others, err := index.Lookup(ctx, v.cache, &flexv1.Asset{}, &flexv1.AssetList{}, index.ExternalID, asset.Namespace,
+		asset.Spec.ExternalID)
+	if err != nil {
 		return "", err
 	}
-	for _, other := range list.Items {
+	for _, other := range others {
 		if other.Name != asset.Name && other.DeletionTimestamp.IsZero() {
 			return other.Name, nil
 		}

@@ -160,12 +160,12 @@ func SiteSpecErrors(spec, old *flexv1.SiteSpec, path *field.Path, now time.Time)
 
 // sitesWith names the other live Sites of the namespace whose indexed field has value.
 func (v *siteValidator) sitesWith(ctx context.Context, site *flexv1.Site, indexName, value string) ([]string, error) {
-	list := &flexv1.SiteList{}
-	if err := v.cache.List(ctx, list, client.InNamespace(site.Namespace), client.MatchingFields{indexName: value}); err != nil {
+	others, err := index.Lookup(ctx, v.cache, &flexv1.Site{}, &flexv1.SiteList{}, indexName, site.Namespace, value)
+	if err != nil {
 		return nil, err
 	}
 	var names []string
-	for _, other := range list.Items {
+	for _, other := range others {
 		if other.Name != site.Name && other.DeletionTimestamp.IsZero() {
 			names = append(names, other.Name)
 		}

@@ -25,7 +25,8 @@ import (
 
 // Setup registers the webhooks of every Flexsite kind with the manager's webhook server.
 func Setup(mgr ctrl.Manager) error {
-	lookups := &lookups{cache: mgr.GetClient(), api: mgr.GetAPIReader()}
+	// The cache itself, not the client: its unique keys are looked up by bucket (index.Find).
+	lookups := &lookups{cache: mgr.GetCache(), api: mgr.GetAPIReader()}
 	now := time.Now
 	if err := ctrl.NewWebhookManagedBy(mgr, &flexv1.Site{}).
 		WithDefaulter(&siteDefaulter{}).WithValidator(&siteValidator{lookups: lookups, now: now}).Complete(); err != nil {

@@ -31,12 +31,9 @@ type readIndexes struct {
 	answers *eligibilityAnswers
 }
 
-// The indexers' names of the two lookups, made once (a concatenation per read was measurable
-// garbage).
-var (
-	siteIDIndex    = index.FieldIndexName(index.ID)
-	assetSiteIndex = index.FieldIndexName(index.SiteName)
-)
+// The indexer's name of the assets' lookup, made once (a concatenation per read was
+// measurable garbage).
+var assetSiteIndex = index.FieldIndexName(index.SiteName)
 
 // newReadIndexes finds the indexers of the cache's Site and Asset informers (nil when the
 // cache is not informer-backed: reads then List as before).
@@ -51,12 +48,12 @@ func newReadIndexes(c client.Reader) *readIndexes {
 
 // site is the live Site of namespace ns with API id id (nil when none).
 func (ri *readIndexes) site(ns, id string) (*flexv1.Site, error) {
-	objs, err := ri.sites.ByIndex(siteIDIndex, index.NamespacedKey(ns, id))
+	sites, err := index.FindIn(ri.sites, &flexv1.Site{}, index.ID, ns, id)
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range objs {
-		if s, ok := o.(*flexv1.Site); ok && s.DeletionTimestamp.IsZero() {
+	for _, s := range sites {
+		if s.DeletionTimestamp.IsZero() {
 			return s, nil
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/householdstore"
+	"github.com/flexsite/flexsite/internal/index"
 )
 
 // A site is named, in every use case, by its API id: a canonical UUID the door has read
@@ -196,12 +197,18 @@ type SiteFilter struct{ MPAN, Postcode string }
 
 // ListSites answers a page of the organisation's live sites, ordered by object name.
 func (s *Service) ListSites(ctx context.Context, p *auth.Principal, filter SiteFilter, pg Paging) (SitePage, error) {
-	opts := []client.ListOption{client.InNamespace(p.Namespace)}
-	if filter.MPAN != "" {
-		opts = append(opts, client.MatchingFields{"spec.mpan": strings.ReplaceAll(filter.MPAN, " ", "")})
-	}
 	list := &flexv1.SiteList{}
-	if err := s.Cache.List(ctx, list, opts...); err != nil {
+	if filter.MPAN != "" {
+		// The sites with that MPAN (read-only: the cached objects, shared), through its index.
+		found, err := index.Lookup(ctx, s.Cache, &flexv1.Site{}, &flexv1.SiteList{}, index.MPAN, p.Namespace,
+			strings.ReplaceAll(filter.MPAN, " ", ""))
+		if err != nil {
+			return SitePage{}, err
+		}
+		for _, site := range found {
+			list.Items = append(list.Items, *site)
+		}
+	} else if err := s.Cache.List(ctx, list, client.InNamespace(p.Namespace)); err != nil {
 		return SitePage{}, err
 	}
 	matched := slices.DeleteFunc(list.Items, func(site flexv1.Site) bool {
@@ -533,13 +540,12 @@ func (s *Service) ChangeDispatch(ctx context.Context, p *auth.Principal, siteID 
 // token, so it is answered from that record. fresh asks the API server instead of the cache
 // (which may not have seen a token issued a moment ago).
 func (s *Service) OriginAllowed(ctx context.Context, siteID, origin string, fresh bool) bool {
-	st := s.store(fresh)
-	list := &flexv1.SiteList{}
-	if err := st.r.List(ctx, list, st.byID(siteID)); err != nil {
+	sites, err := index.Lookup(ctx, s.store(fresh).r, &flexv1.Site{}, &flexv1.SiteList{}, index.ID, "", siteID)
+	if err != nil {
 		return false
 	}
-	for i := range list.Items {
-		if list.Items[i].DeletionTimestamp.IsZero() && household.OriginAllowed(&list.Items[i], origin) {
+	for _, site := range sites {
+		if site.DeletionTimestamp.IsZero() && household.OriginAllowed(site, origin) {
 			return true
 		}
 	}

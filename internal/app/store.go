@@ -26,34 +26,59 @@ func (s *Service) store(fresh bool) store {
 	return store{r: s.Cache, cached: true}
 }
 
-// byID selects objects by their API id: an index in the cache, a label selector on the server.
-func (st store) byID(id string) client.ListOption {
-	if st.cached {
-		return client.MatchingFields{index.ID: id}
+// site is the live Site of namespace ns whose field (index.ID, MPAN, ExternalUserID) is value
+// (nil when none): from the cache through its bucketed index, a copy unless readOnly (then
+// the cached object itself, which must not be changed); from the API server through its
+// selectors.
+func (st store) site(ctx context.Context, ns, field, value string, readOnly bool) (*flexv1.Site, error) {
+	found, err := index.Lookup(ctx, st.r, &flexv1.Site{}, &flexv1.SiteList{}, field, ns, value)
+	if err != nil {
+		return nil, err
 	}
-	return client.MatchingLabels{flexv1.IDLabel: id}
+	for _, s := range found {
+		if s.DeletionTimestamp.IsZero() {
+			if st.cached && !readOnly {
+				return s.DeepCopy(), nil
+			}
+			return s, nil
+		}
+	}
+	return nil, nil
+}
+
+// asset is site's counterpart for Assets (index.ID, ExternalID), always a copy.
+func (st store) asset(ctx context.Context, ns, field, value string) (*flexv1.Asset, error) {
+	found, err := index.Lookup(ctx, st.r, &flexv1.Asset{}, &flexv1.AssetList{}, field, ns, value)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range found {
+		if a.DeletionTimestamp.IsZero() {
+			if st.cached {
+				return a.DeepCopy(), nil
+			}
+			return a, nil
+		}
+	}
+	return nil, nil
 }
 
 func (st store) siteByID(ctx context.Context, ns, id string) (*flexv1.Site, error) {
-	return liveSite(ctx, st.r, client.InNamespace(ns), st.byID(id))
+	return st.site(ctx, ns, index.ID, id, false)
 }
 
 // siteToRead is siteByID for a caller that only reads the site: from the cache it is the
 // cached object itself, not a deep copy, and must not be changed.
 func (st store) siteToRead(ctx context.Context, ns, id string) (*flexv1.Site, error) {
-	if !st.cached {
-		return st.siteByID(ctx, ns, id)
-	}
-	return liveSite(ctx, st.r, client.InNamespace(ns), st.byID(id), client.UnsafeDisableDeepCopy)
+	return st.site(ctx, ns, index.ID, id, true)
 }
 
 func (st store) siteByMPAN(ctx context.Context, ns, mpan string) (*flexv1.Site, error) {
-	return liveSite(ctx, st.r, client.InNamespace(ns), client.MatchingFields{index.MPAN: mpan})
+	return st.site(ctx, ns, index.MPAN, mpan, false)
 }
 
 func (st store) siteByExternalUser(ctx context.Context, ns, externalUserID string) (*flexv1.Site, error) {
-	return liveSite(ctx, st.r, client.InNamespace(ns),
-		client.MatchingFields{index.ExternalUserID: externalUserID})
+	return st.site(ctx, ns, index.ExternalUserID, externalUserID, false)
 }
 
 func (st store) siteByName(ctx context.Context, ns, name string) (*flexv1.Site, error) {
@@ -68,11 +93,11 @@ func (st store) siteByName(ctx context.Context, ns, name string) (*flexv1.Site, 
 }
 
 func (st store) assetByID(ctx context.Context, ns, id string) (*flexv1.Asset, error) {
-	return liveAsset(ctx, st.r, client.InNamespace(ns), st.byID(id))
+	return st.asset(ctx, ns, index.ID, id)
 }
 
 func (st store) assetByExternalID(ctx context.Context, ns, externalID string) (*flexv1.Asset, error) {
-	return liveAsset(ctx, st.r, client.InNamespace(ns), client.MatchingFields{index.ExternalID: externalID})
+	return st.asset(ctx, ns, index.ExternalID, externalID)
 }
 
 // assetsOf lists a site's live assets. The result is read-only: from the cache it shares the
@@ -106,32 +131,4 @@ func (st store) ledgersOf(ctx context.Context, site *flexv1.Site) ([]flexv1.Rewa
 		return nil, err
 	}
 	return list.Items, nil
-}
-
-// liveSite and liveAsset return the first object of a list that is not being deleted: to
-// the API an object on its way out is gone.
-func liveSite(ctx context.Context, r client.Reader, opts ...client.ListOption) (*flexv1.Site, error) {
-	list := &flexv1.SiteList{}
-	if err := r.List(ctx, list, opts...); err != nil {
-		return nil, err
-	}
-	for i := range list.Items {
-		if list.Items[i].DeletionTimestamp.IsZero() {
-			return &list.Items[i], nil
-		}
-	}
-	return nil, nil
-}
-
-func liveAsset(ctx context.Context, r client.Reader, opts ...client.ListOption) (*flexv1.Asset, error) {
-	list := &flexv1.AssetList{}
-	if err := r.List(ctx, list, opts...); err != nil {
-		return nil, err
-	}
-	for i := range list.Items {
-		if list.Items[i].DeletionTimestamp.IsZero() {
-			return &list.Items[i], nil
-		}
-	}
-	return nil, nil
 }

@@ -42,39 +42,40 @@ const (
 // value under an all-namespaces key, which doubles the index entries of a fleet (one set
 // per value, about 300 bytes each), for lookups that never happen. A lookup of such an index
 // across namespaces finds nothing; AssetModel and Username are looked up across namespaces
-// and keep both keys.
+// and keep both keys. The unique keys (ids, meter points, external ids) are bucketed on a
+// cache (bucket.go: look them up with Find); on another indexer they are plain field indexes.
 func Register(ctx context.Context, indexer client.FieldIndexer) error {
-	one := func(v string) []string {
-		if v == "" {
-			return nil
-		}
-		return []string{v}
-	}
 	indexes := []struct {
 		obj        client.Object
 		field      string
 		namespaced bool
 		extract    client.IndexerFunc
 	}{
-		{&flexv1.Site{}, ID, true, func(o client.Object) []string { return one(o.GetLabels()[flexv1.IDLabel]) }},
-		{&flexv1.Site{}, MPAN, true, func(o client.Object) []string { return one(o.(*flexv1.Site).Spec.MPAN) }},
-		{&flexv1.Site{}, ExternalUserID, true, func(o client.Object) []string { return one(o.(*flexv1.Site).Spec.ExternalUserID) }},
-		{&flexv1.Asset{}, ID, true, func(o client.Object) []string { return one(o.GetLabels()[flexv1.IDLabel]) }},
 		{&flexv1.Asset{}, SiteName, true, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.SiteName) }},
 		{&flexv1.Asset{}, AssetModel, false, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.Model) }},
-		{&flexv1.Asset{}, ExternalID, true, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.ExternalID) }},
 		{&flexv1.Enrolment{}, SiteName, true, func(o client.Object) []string { return one(o.(*flexv1.Enrolment).Spec.SiteName) }},
 		{&flexv1.DeviceConnection{}, SiteName, true, func(o client.Object) []string { return one(o.(*flexv1.DeviceConnection).Spec.SiteName) }},
 		{&flexv1.MPANClaim{}, SiteName, true, func(o client.Object) []string { return one(o.(*flexv1.MPANClaim).Spec.SiteName) }},
 		{&flexv1.APIClient{}, Username, false, func(o client.Object) []string { return one(o.(*flexv1.APIClient).Spec.Username) }},
 	}
-	informers, canNamespace := indexer.(InformerSource)
+	informers, isCache := indexer.(InformerSource)
 	for _, ix := range indexes {
 		var err error
-		if ix.namespaced && canNamespace {
+		if ix.namespaced && isCache {
 			err = indexInNamespace(ctx, informers, ix.obj, ix.field, ix.extract)
 		} else {
 			err = indexer.IndexField(ctx, ix.obj, ix.field, ix.extract)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, k := range uniqueKeys {
+		var err error
+		if isCache {
+			err = indexBuckets(ctx, informers, k.obj, k.field, k.extract, k.acrossNamespaces)
+		} else {
+			err = indexer.IndexField(ctx, k.obj, k.field, k.extract)
 		}
 		if err != nil {
 			return err

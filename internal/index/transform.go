@@ -37,15 +37,18 @@ func compactForCache(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *flexv1.Site:
 		internConditions(o.Status.Conditions, true)
-		for i := range o.Status.EligiblePropositions {
-			o.Status.EligiblePropositions[i] = flexv1.PropositionName(intern(string(o.Status.EligiblePropositions[i])))
-		}
+		o.Status.EligiblePropositions = internList(&propositionLists, o.Status.EligiblePropositions,
+			func(p flexv1.PropositionName) string { return string(p) },
+			func(p flexv1.PropositionName) flexv1.PropositionName {
+				return flexv1.PropositionName(intern(string(p)))
+			})
 		for i := range o.Status.Assets {
-			props := o.Status.Assets[i].Propositions
-			for j := range props {
-				props[j].Proposition = flexv1.PropositionName(intern(string(props[j].Proposition)))
-				props[j].Issues = internIssues(props[j].Issues)
-			}
+			o.Status.Assets[i].Propositions = internList(&verdictLists, o.Status.Assets[i].Propositions, verdictKey,
+				func(p flexv1.PropositionEligibility) flexv1.PropositionEligibility {
+					p.Proposition = flexv1.PropositionName(intern(string(p.Proposition)))
+					p.Issues = internIssues(p.Issues)
+					return p
+				})
 		}
 	case *flexv1.Asset:
 		o.Spec.Type = flexv1.AssetType(intern(string(o.Spec.Type)))
@@ -71,13 +74,18 @@ func feedThenStrip(feeds []func(*flexv1.RewardLedger)) toolscache.TransformFunc 
 	}
 }
 
-// withoutTransactions is compactForCache of a RewardLedger, less its transactions: the spec's
-// (the inbox) and the status summary's latest ten (the controller reads a ledger whole from the
-// API server; the history is the database's).
+// withoutTransactions is compactForCache of a RewardLedger, less what no reader of the cache
+// needs: the transactions, the spec's (the inbox) and the summary's latest ten, and the
+// summary's condition, count and last credit (the controller reads a ledger whole from the API
+// server; the history is the database's). What stays: the site, the generations, the
+// balance, earnings, first reward and history revision (GET /rewards/{site_id}/info) and the
+// outbox of events (internal/delivery).
 func withoutTransactions(obj any) (any, error) {
 	if l, ok := obj.(*flexv1.RewardLedger); ok {
 		l.Spec.Transactions = nil
 		l.Status.RecentTransactions = nil
+		l.Status.Conditions = nil
+		l.Status.LastCredited, l.Status.TransactionCount, l.Status.LastCreditedID = nil, nil, ""
 	}
 	return compactForCache(obj)
 }
@@ -103,26 +111,51 @@ func intern(s string) string {
 	return unique.Make(s).Value()
 }
 
-// issueLists are the lists of eligibility issues seen, shared by every asset with the same
-// list. The issues are a small enumeration and a list holds at most 8, so there are few.
-var issueLists sync.Map // string -> []flexv1.EligibilityIssue
+// The lists that most objects of a fleet repeat, each kept once and shared by every object
+// with the same list: eligibility issues (a small enumeration, at most 8 to a list), a site's
+// eligible propositions, and an asset's verdicts per proposition (in a fleet, assets of a
+// kind mostly share their verdicts). Few distinct lists exist, so they are kept for good.
+var issueLists, propositionLists, verdictLists sync.Map // key -> []T
 
 func internIssues(issues []flexv1.EligibilityIssue) []flexv1.EligibilityIssue {
-	if len(issues) == 0 {
-		return issues
+	return internList(&issueLists, issues, func(is flexv1.EligibilityIssue) string { return string(is) },
+		func(is flexv1.EligibilityIssue) flexv1.EligibilityIssue {
+			return flexv1.EligibilityIssue(intern(string(is)))
+		})
+}
+
+// verdictKey is a proposition verdict as a key: the proposition, whether eligible, the issues.
+func verdictKey(p flexv1.PropositionEligibility) string {
+	var key strings.Builder
+	key.WriteString(string(p.Proposition))
+	if p.Eligible {
+		key.WriteString("\x01")
+	}
+	for _, is := range p.Issues {
+		key.WriteByte(1)
+		key.WriteString(string(is))
+	}
+	return key.String()
+}
+
+// internList returns the shared copy of list (its items made canonical by share), found in
+// lists by the items' keys.
+func internList[T any](lists *sync.Map, list []T, keyOf func(T) string, share func(T) T) []T {
+	if len(list) == 0 {
+		return list
 	}
 	var key strings.Builder
-	for _, is := range issues {
-		key.WriteString(string(is))
+	for _, item := range list {
+		key.WriteString(keyOf(item))
 		key.WriteByte(0)
 	}
-	if shared, ok := issueLists.Load(key.String()); ok {
-		return shared.([]flexv1.EligibilityIssue)
+	if shared, ok := lists.Load(key.String()); ok {
+		return shared.([]T)
 	}
-	list := make([]flexv1.EligibilityIssue, len(issues))
-	for i, is := range issues {
-		list[i] = flexv1.EligibilityIssue(intern(string(is)))
+	kept := make([]T, len(list))
+	for i, item := range list {
+		kept[i] = share(item)
 	}
-	shared, _ := issueLists.LoadOrStore(key.String(), list)
-	return shared.([]flexv1.EligibilityIssue)
+	shared, _ := lists.LoadOrStore(key.String(), kept)
+	return shared.([]T)
 }

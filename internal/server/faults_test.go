@@ -22,6 +22,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/server"
 )
 
@@ -189,6 +190,22 @@ func (r faultReader) List(ctx context.Context, list client.ObjectList, opts ...c
 		return err
 	}
 	return r.Reader.List(ctx, list, opts...)
+}
+
+// FindIndexed is a lookup by a bucketed key (index.Lookup): a read like any other.
+func (r faultReader) FindIndexed(ctx context.Context, sample client.Object, field, ns, value string) ([]client.Object, error) {
+	if err := r.fail("Find " + faultKindOf(sample)); err != nil {
+		return nil, err
+	}
+	return index.Lookup(ctx, r.Reader, sample, listOf(sample), field, ns, value)
+}
+
+// listOf is the list kind of a Site or an Asset.
+func listOf(obj client.Object) client.ObjectList {
+	if _, ok := obj.(*flexv1.Site); ok {
+		return &flexv1.SiteList{}
+	}
+	return &flexv1.AssetList{}
 }
 
 func (f *faultReads) state() (reads int, fired string, writesAtFire int) {

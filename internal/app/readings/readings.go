@@ -151,15 +151,14 @@ func (s *Service) owner(ctx context.Context, ns, id string) (owner, error) {
 	if err != nil {
 		return owner{reason: ErrUnknownAsset}, nil
 	}
-	list := &flexv1.AssetList{}
-	if err := s.Cache.List(ctx, list, client.InNamespace(ns), client.MatchingFields{index.ID: id},
-		client.UnsafeDisableDeepCopy); err != nil {
+	assets, err := index.Lookup(ctx, s.Cache, &flexv1.Asset{}, &flexv1.AssetList{}, index.ID, ns, id)
+	if err != nil {
 		return owner{}, err
 	}
 	var asset *flexv1.Asset
-	for i := range list.Items {
-		if list.Items[i].DeletionTimestamp.IsZero() {
-			asset = &list.Items[i]
+	for _, a := range assets {
+		if a.DeletionTimestamp.IsZero() {
+			asset = a
 			break
 		}
 	}

@@ -1,0 +1,78 @@
+package index
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+)
+
+// Find in a store holding many sites across namespaces: exactly the sites whose key is the
+// value, in the namespace asked (or any, for a Site by ID), whatever shares their bucket.
+func TestFindInBuckets(t *testing.T) {
+	indexers := toolscache.Indexers{}
+	for _, k := range uniqueKeys {
+		if _, ok := k.obj.(*flexv1.Site); ok {
+			indexers[BucketIndexName(k.field)] = bucketIndexFunc(k.extract, k.acrossNamespaces)
+		}
+	}
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, indexers)
+	site := func(ns string, i int) *flexv1.Site {
+		return &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("site-%d", i),
+			Labels: map[string]string{flexv1.IDLabel: fmt.Sprintf("id-%d", i)}},
+			Spec: flexv1.SiteSpec{MPAN: fmt.Sprintf("%013d", i)}}
+	}
+	const n = 5 * bucketCount // every bucket shared by several sites
+	for i := range n {
+		if err := store.Add(site("org-a", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The same ids and MPANs in another organisation, for half of them.
+	for i := range n / 2 {
+		if err := store.Add(site("org-b", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(sites []*flexv1.Site) []string {
+		out := make([]string, 0, len(sites))
+		for _, s := range sites {
+			out = append(out, s.Namespace+"/"+s.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, c := range []struct {
+		name, field, ns, value string
+		want                   []string
+	}{
+		{"a site by id", ID, "org-a", "id-7", []string{"org-a/site-7"}},
+		{"a site by MPAN", MPAN, "org-b", fmt.Sprintf("%013d", 42), []string{"org-b/site-42"}},
+		{"an id of another organisation only", ID, "org-b", fmt.Sprintf("id-%d", n-1), nil},
+		{"an id nobody has", ID, "org-a", "id-none", nil},
+		{"a site by id across organisations", ID, "", "id-3", []string{"org-a/site-3", "org-b/site-3"}},
+		{"no end user id is indexed when empty", ExternalUserID, "org-a", "", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := FindIn(store, &flexv1.Site{}, c.field, c.ns, c.value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(names(got), c.want) {
+				t.Errorf("found %v, want %v", names(got), c.want)
+			}
+		})
+	}
+	// A bucket holds a few of a namespace's sites, not all of them.
+	keys := store.ListIndexFuncValues(BucketIndexName(ID))
+	if len(keys) < bucketCount {
+		t.Errorf("%d buckets in use for %d sites, want all %d", len(keys), n, bucketCount)
+	}
+	if _, err := FindIn(store, &flexv1.Site{}, SiteName, "org-a", "site-1"); err == nil {
+		t.Error("a field that is not bucketed must be refused, not answered empty")
+	}
+}
