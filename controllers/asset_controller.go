@@ -223,8 +223,7 @@ func (r *AssetReconciler) assetsOfSite(ctx context.Context, site client.Object) 
 
 // childrenOf lists (from the cache) the objects whose spec.siteName names the site.
 func childrenOf(ctx context.Context, c client.Reader, list client.ObjectList, site client.Object) []reconcile.Request {
-	if err := c.List(ctx, list, client.InNamespace(site.GetNamespace()),
-		client.MatchingFields{index.SiteName: site.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := index.List(ctx, c, list, index.SiteName, site.GetNamespace(), site.GetName(), true); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing children of a site", "site", site.GetName())
 		return nil
 	}

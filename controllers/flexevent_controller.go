@@ -187,7 +187,7 @@ func (r *FlexEventReconciler) targets(ctx context.Context, ev *flexv1.FlexEvent)
 		case err != nil && client.IgnoreNotFound(err) != nil:
 			return nil, err
 		}
-		boundary, err := householdstore.BoundaryMeterIDs(ctx, r, ev.Namespace, name)
+		boundary, err := householdstore.BoundaryMeterIDs(ctx, r.Client, ev.Namespace, name)
 		if err != nil {
 			return nil, err
 		}

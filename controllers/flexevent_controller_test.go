@@ -31,6 +31,7 @@ type flexFixture struct {
 	ctx      context.Context
 	env      *testenv.Env
 	client   client.Client
+	cache    client.Reader
 	db       *dbtest.Database
 	recorder recorder.EventRecorder
 }
@@ -72,7 +73,7 @@ func newFlexFixture(t *testing.T) *flexFixture {
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		t.Fatal("cache did not sync")
 	}
-	return &flexFixture{t: t, ctx: ctx, env: env, client: mgr.GetClient(), db: database,
+	return &flexFixture{t: t, ctx: ctx, env: env, client: mgr.GetClient(), cache: mgr.GetCache(), db: database,
 		recorder: mgr.GetEventRecorder("flexevent-test")}
 }
 
@@ -83,7 +84,7 @@ func (f *flexFixture) reconciler(now time.Time) *controllers.FlexEventReconciler
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(pool.Close)
-	return &controllers.FlexEventReconciler{Client: f.client, Recorder: f.recorder,
+	return &controllers.FlexEventReconciler{Client: index.CachedClient{Client: f.client, Cache: f.cache}, Recorder: f.recorder,
 		Store: &settlementstore.Store{Pool: pool}, Now: func() time.Time { return now }}
 }
 

@@ -31,8 +31,6 @@ type RewardLedgerReconciler struct {
 	client.Client
 	// APIReader reads a ledger whole: the cache keeps ledgers without their transactions.
 	APIReader client.Reader
-	// Cache is the manager's cache, where a site is found by its API id (index.Lookup).
-	Cache client.Reader
 	// Now is the clock (tests may replace it).
 	Now func() time.Time
 	// Store is the reward ledger in PostgreSQL: with it, the spec's transactions are ingested

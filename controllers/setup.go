@@ -61,18 +61,20 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	if _, err := mgr.GetCache().GetInformer(ctx, &flexv1.Subscription{}, cache.BlockUntilSynced(false)); err != nil {
 		return fmt.Errorf("watching Subscriptions: %w", err)
 	}
+	// The controllers' client finds by bucketed key in the cache (index.Lookup, index.List).
+	cl := index.CachedClient{Client: mgr.GetClient(), Cache: mgr.GetCache()}
 	if err := (&SiteReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("site-controller"), Now: time.Now,
+		Client: cl, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("site-controller"), Now: time.Now,
 		Background: o.Background,
 	}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
-	if err := (&AssetReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+	if err := (&AssetReconciler{Client: cl, APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("asset-controller")}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
 	if err := (&EnrolmentReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("enrolment-controller"), Now: time.Now,
+		Client: cl, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("enrolment-controller"), Now: time.Now,
 	}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
@@ -80,18 +82,18 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		host, _ := os.Hostname()
 		o.Holder = host + "-" + identity.NewID()[:8]
 	}
-	if err := (&DeviceConnectionReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("deviceconnection-controller"),
+	if err := (&DeviceConnectionReconciler{Client: cl, Recorder: mgr.GetEventRecorder("deviceconnection-controller"),
 		Dialer: o.Devices, Now: time.Now, Holder: o.Holder}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
 	if o.DB != nil {
-		if err := (&FlexEventReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("flexevent-controller"),
+		if err := (&FlexEventReconciler{Client: cl, Recorder: mgr.GetEventRecorder("flexevent-controller"),
 			Store: &settlementstore.Store{Pool: o.DB}, Now: time.Now}).SetupWithManager(mgr, workers); err != nil {
 			return err
 		}
 	}
 	// Tells credited reward transactions (notifications).
-	ledgers := &RewardLedgerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cache: mgr.GetCache(), Now: time.Now}
+	ledgers := &RewardLedgerReconciler{Client: cl, APIReader: mgr.GetAPIReader(), Now: time.Now}
 	if o.DB != nil {
 		ledgers.Store = &rewardstore.Store{Pool: o.DB}
 	}

@@ -128,8 +128,7 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 		return errAbandoned
 	}
 	assets := &flexv1.AssetList{}
-	if err := r.List(ctx, assets, client.InNamespace(site.Namespace),
-		client.MatchingFields{index.SiteName: site.Name}); err != nil {
+	if err := index.List(ctx, r.Client, assets, index.SiteName, site.Namespace, site.Name, false); err != nil {
 		return err
 	}
 	rules, err := householdstore.LoadRules(ctx, r.Client)

@@ -84,8 +84,7 @@ func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enr
 // live assets the API server holds for it now.
 func (v *enrolmentValidator) evaluatedWithStoredAssets(ctx context.Context, site *flexv1.Site) (bool, error) {
 	assets := &flexv1.AssetList{}
-	if err := v.api.List(ctx, assets, client.InNamespace(site.Namespace),
-		client.MatchingFields{index.SiteName: site.Name}); err != nil {
+	if err := index.List(ctx, v.api, assets, index.SiteName, site.Namespace, site.Name, false); err != nil {
 		return false, err
 	}
 	stored := map[string]bool{}
@@ -108,8 +107,7 @@ func (v *enrolmentValidator) evaluatedWithStoredAssets(ctx context.Context, site
 // otherEnrolment names another live Enrolment of the same site in the same proposition.
 func (v *enrolmentValidator) otherEnrolment(ctx context.Context, enr *flexv1.Enrolment) (string, error) {
 	list := &flexv1.EnrolmentList{}
-	if err := v.cache.List(ctx, list, client.InNamespace(enr.Namespace),
-		client.MatchingFields{index.SiteName: enr.Spec.SiteName}); err != nil {
+	if err := index.List(ctx, v.cache, list, index.SiteName, enr.Namespace, enr.Spec.SiteName, false); err != nil {
 		return "", err
 	}
 	for _, other := range list.Items {

@@ -31,10 +31,6 @@ type readIndexes struct {
 	answers *eligibilityAnswers
 }
 
-// The indexer's name of the assets' lookup, made once (a concatenation per read was
-// measurable garbage).
-var assetSiteIndex = index.FieldIndexName(index.SiteName)
-
 // newReadIndexes finds the indexers of the cache's Site and Asset informers (nil when the
 // cache is not informer-backed: reads then List as before).
 func newReadIndexes(c client.Reader) *readIndexes {
@@ -65,15 +61,9 @@ func (ri *readIndexes) site(ns, id string) (*flexv1.Site, error) {
 // random order, and a kept eligibility answer matches its assets in order (with two assets,
 // every other read missed its kept answer and evaluated again).
 func (ri *readIndexes) assetsOf(site *flexv1.Site) ([]*flexv1.Asset, error) {
-	objs, err := ri.assets.ByIndex(assetSiteIndex, index.NamespacedKey(site.Namespace, site.Name))
+	out, err := index.FindIn(ri.assets, &flexv1.Asset{}, index.SiteName, site.Namespace, site.Name)
 	if err != nil {
 		return nil, err
-	}
-	out := make([]*flexv1.Asset, 0, len(objs))
-	for _, o := range objs {
-		if a, ok := o.(*flexv1.Asset); ok {
-			out = append(out, a)
-		}
 	}
 	slices.SortFunc(out, func(a, b *flexv1.Asset) int { return strings.Compare(string(a.UID), string(b.UID)) })
 	return out, nil

@@ -110,12 +110,7 @@ func TestEligibilityAnswersBounded(t *testing.T) {
 // UID order, so a kept answer (matched in order) is found on every read of a site with
 // several assets, not on every other one.
 func TestKeptAnswerFoundWhateverTheIndexOrder(t *testing.T) {
-	assets := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{
-		index.FieldIndexName(index.SiteName): func(obj any) ([]string, error) {
-			a := obj.(*flexv1.Asset)
-			return []string{index.NamespacedKey(a.Namespace, a.Spec.SiteName)}, nil
-		},
-	})
+	assets := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, index.BucketIndexers(&flexv1.Asset{}))
 	site := cachedSite("site-uid", "7")
 	site.Namespace, site.Name = "org", "mpan-1"
 	for _, uid := range []string{"c", "a", "d", "b"} {

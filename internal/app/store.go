@@ -104,8 +104,7 @@ func (st store) assetByExternalID(ctx context.Context, ns, externalID string) (*
 // cached objects (no deep copy: reads are the hot path); the slice itself is the caller's.
 func (st store) assetsOf(ctx context.Context, site *flexv1.Site) ([]flexv1.Asset, error) {
 	list := &flexv1.AssetList{}
-	if err := st.r.List(ctx, list, client.InNamespace(site.Namespace), client.MatchingFields{index.SiteName: site.Name},
-		client.UnsafeDisableDeepCopy); err != nil {
+	if err := index.List(ctx, st.r, list, index.SiteName, site.Namespace, site.Name, true); err != nil {
 		return nil, err
 	}
 	live := list.Items[:0]
@@ -119,7 +118,7 @@ func (st store) assetsOf(ctx context.Context, site *flexv1.Site) ([]flexv1.Asset
 
 func (st store) enrolmentsOf(ctx context.Context, site *flexv1.Site) ([]flexv1.Enrolment, error) {
 	list := &flexv1.EnrolmentList{}
-	if err := st.r.List(ctx, list, client.InNamespace(site.Namespace), client.MatchingFields{index.SiteName: site.Name}); err != nil {
+	if err := index.List(ctx, st.r, list, index.SiteName, site.Namespace, site.Name, false); err != nil {
 		return nil, err
 	}
 	return list.Items, nil

@@ -131,7 +131,7 @@ func ReleaseClaim(ctx context.Context, c client.Client, fresh client.Reader, sit
 // controller to look again then.
 func ReleaseClaims(ctx context.Context, c client.Client, r client.Reader, site *flexv1.Site, now time.Time) (time.Duration, error) {
 	claims := &flexv1.MPANClaimList{}
-	if err := r.List(ctx, claims, client.InNamespace(site.Namespace), client.MatchingFields{index.SiteName: site.Name}); err != nil {
+	if err := index.List(ctx, r, claims, index.SiteName, site.Namespace, site.Name, false); err != nil {
 		return 0, err
 	}
 	var next time.Duration

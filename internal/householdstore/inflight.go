@@ -54,8 +54,7 @@ func written(ctx context.Context, m household.InFlight, r client.Reader, site *f
 		return true, nil
 	}
 	enrolments := &flexv1.EnrolmentList{}
-	if err := r.List(ctx, enrolments, client.InNamespace(site.Namespace),
-		client.MatchingFields{index.SiteName: site.Name}); err != nil {
+	if err := index.List(ctx, r, enrolments, index.SiteName, site.Namespace, site.Name, false); err != nil {
 		return false, err
 	}
 	for _, p := range m.Enrolments {

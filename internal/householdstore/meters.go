@@ -14,7 +14,7 @@ import (
 // site's energy when it has any (rewards-engine.md, "Actual").
 func BoundaryMeterIDs(ctx context.Context, r client.Reader, namespace, siteName string) ([]string, error) {
 	assets := &flexv1.AssetList{}
-	if err := r.List(ctx, assets, client.InNamespace(namespace), client.MatchingFields{index.SiteName: siteName}); err != nil {
+	if err := index.List(ctx, r, assets, index.SiteName, namespace, siteName, false); err != nil {
 		return nil, err
 	}
 	var out []string

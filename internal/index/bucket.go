@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -188,7 +189,8 @@ func Lookup[T client.Object](ctx context.Context, c client.Reader, sample T, lis
 
 // uniqueKeys are the bucketed indexes (see bucketCount).
 // A Site is also found by ID across namespaces: a CORS preflight carries no token, so no
-// organisation (restapi's preflightGranted).
+// organisation (restapi's preflightGranted). A site's children are found by its name the same
+// way (a site has a few: a set each cost as much as a unique key's).
 var uniqueKeys = []struct {
 	obj              client.Object
 	field            string
@@ -200,6 +202,50 @@ var uniqueKeys = []struct {
 	{&flexv1.Site{}, ExternalUserID, func(o client.Object) []string { return one(o.(*flexv1.Site).Spec.ExternalUserID) }, false},
 	{&flexv1.Asset{}, ID, func(o client.Object) []string { return one(o.GetLabels()[flexv1.IDLabel]) }, false},
 	{&flexv1.Asset{}, ExternalID, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.ExternalID) }, false},
+	{&flexv1.Asset{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.SiteName) }, false},
+	{&flexv1.Enrolment{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.Enrolment).Spec.SiteName) }, false},
+	{&flexv1.DeviceConnection{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.DeviceConnection).Spec.SiteName) }, false},
+	{&flexv1.MPANClaim{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.MPANClaim).Spec.SiteName) }, false},
+}
+
+// itemOf answers a new item of a list kind that has bucketed indexes (nil for another).
+func itemOf(list client.ObjectList) client.Object {
+	switch list.(type) {
+	case *flexv1.SiteList:
+		return &flexv1.Site{}
+	case *flexv1.AssetList:
+		return &flexv1.Asset{}
+	case *flexv1.EnrolmentList:
+		return &flexv1.Enrolment{}
+	case *flexv1.DeviceConnectionList:
+		return &flexv1.DeviceConnection{}
+	case *flexv1.MPANClaimList:
+		return &flexv1.MPANClaim{}
+	}
+	return nil
+}
+
+// List fills list with the objects of namespace ns whose field is value, as c.List with
+// client.MatchingFields would: on a cache (or a Finder) through the bucketed index, each a
+// copy, or with readOnly the cached object itself (shallow: its maps and slices are the
+// cache's, as client.UnsafeDisableDeepCopy gives); on the API server through its selectors.
+func List(ctx context.Context, c client.Reader, list client.ObjectList, field, ns, value string, readOnly bool) error {
+	sample := itemOf(list)
+	if sample == nil {
+		return c.List(ctx, list, client.InNamespace(ns), client.MatchingFields{field: value})
+	}
+	found, err := Lookup(ctx, c, sample, list, field, ns, value)
+	if err != nil {
+		return err
+	}
+	items := make([]runtime.Object, len(found))
+	for i, o := range found {
+		if !readOnly {
+			o = o.DeepCopyObject().(client.Object)
+		}
+		items[i] = o
+	}
+	return meta.SetList(list, items)
 }
 
 func init() {
@@ -214,4 +260,28 @@ func one(v string) []string {
 		return nil
 	}
 	return []string{v}
+}
+
+// CachedClient is a manager's client whose lookups by bucketed key (Lookup, List) go to the
+// manager's cache: what a controller reads with.
+type CachedClient struct {
+	client.Client
+	// Cache is the manager's cache (informer-backed).
+	Cache client.Reader
+}
+
+// FindIndexed is Find in the cache.
+func (c CachedClient) FindIndexed(_ context.Context, sample client.Object, field, ns, value string) ([]client.Object, error) {
+	return Find(c.Cache, sample, field, ns, value)
+}
+
+// BucketIndexers are the bucketed indexes of obj's kind, for an indexer built by hand (tests).
+func BucketIndexers(obj client.Object) toolscache.Indexers {
+	out := toolscache.Indexers{}
+	for _, k := range uniqueKeys {
+		if reflect.TypeOf(k.obj) == reflect.TypeOf(obj) {
+			out[BucketIndexName(k.field)] = bucketIndexFunc(k.extract, k.acrossNamespaces)
+		}
+	}
+	return out
 }

@@ -14,13 +14,7 @@ import (
 // Find in a store holding many sites across namespaces: exactly the sites whose key is the
 // value, in the namespace asked (or any, for a Site by ID), whatever shares their bucket.
 func TestFindInBuckets(t *testing.T) {
-	indexers := toolscache.Indexers{}
-	for _, k := range uniqueKeys {
-		if _, ok := k.obj.(*flexv1.Site); ok {
-			indexers[BucketIndexName(k.field)] = bucketIndexFunc(k.extract, k.acrossNamespaces)
-		}
-	}
-	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, indexers)
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, BucketIndexers(&flexv1.Site{}))
 	site := func(ns string, i int) *flexv1.Site {
 		return &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("site-%d", i),
 			Labels: map[string]string{flexv1.IDLabel: fmt.Sprintf("id-%d", i)}},
@@ -72,7 +66,34 @@ func TestFindInBuckets(t *testing.T) {
 	if len(keys) < bucketCount {
 		t.Errorf("%d buckets in use for %d sites, want all %d", len(keys), n, bucketCount)
 	}
-	if _, err := FindIn(store, &flexv1.Site{}, SiteName, "org-a", "site-1"); err == nil {
+	if _, err := FindIn(store, &flexv1.Site{}, AssetModel, "org-a", "site-1"); err == nil {
 		t.Error("a field that is not bucketed must be refused, not answered empty")
+	}
+}
+
+// A site's children by its name: every child of that site, none of another site in the same
+// bucket.
+func TestFindChildrenBySiteName(t *testing.T) {
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, BucketIndexers(&flexv1.Asset{}))
+	for i := range 3 * bucketCount {
+		for _, kind := range []string{"charger", "battery"} {
+			a := &flexv1.Asset{ObjectMeta: metav1.ObjectMeta{Namespace: "org", Name: fmt.Sprintf("asset-%s-%d", kind, i)},
+				Spec: flexv1.AssetSpec{SiteName: fmt.Sprintf("site-%d", i)}}
+			if err := store.Add(a); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got, err := FindIn(store, &flexv1.Asset{}, SiteName, "org", "site-17")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(got))
+	for _, a := range got {
+		names = append(names, a.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"asset-battery-17", "asset-charger-17"}; !slices.Equal(names, want) {
+		t.Errorf("children %v, want %v", names, want)
 	}
 }

@@ -5,7 +5,6 @@ package index
 
 import (
 	"context"
-	"fmt"
 
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -18,9 +17,9 @@ import (
 const (
 	// ID indexes Sites and Assets by their API id (the flexsite.io/id label).
 	ID = "metadata.labels.id"
-	// SiteName indexes Assets, Enrolments and MPANClaims by the site they belong to (and
-	// selects RewardLedgers on the API server: the cache does not hold them, internal/ledger
-	// does, by name).
+	// SiteName indexes Assets, Enrolments, DeviceConnections and MPANClaims by the site they
+	// belong to (and selects RewardLedgers on the API server; the cache has no such index of
+	// them).
 	SiteName = "spec.siteName"
 	// AssetModel indexes Assets by the asset model they name.
 	AssetModel = "spec.model"
@@ -36,40 +35,27 @@ const (
 
 // Register adds every Flexsite index to the indexer (a manager's or a cache's).
 //
-// Most indexes are only ever looked up within a namespace (an organisation's sites by id,
-// MPAN, end user; assets by id and external id; a site's children). On a cache, those are
-// kept under the namespaced key alone: controller-runtime's IndexField also keeps every
-// value under an all-namespaces key, which doubles the index entries of a fleet (one set
-// per value, about 300 bytes each), for lookups that never happen. A lookup of such an index
-// across namespaces finds nothing; AssetModel and Username are looked up across namespaces
-// and keep both keys. The unique keys (ids, meter points, external ids) are bucketed on a
-// cache (bucket.go: look them up with Find); on another indexer they are plain field indexes.
+// The keys an object is looked up by within its namespace (an organisation's sites by id,
+// MPAN and end user; assets by id and external id; a site's children by its name) are
+// bucketed on a cache (bucket.go: look them up with Find, Lookup or List): a fleet holds one
+// of each per object, and client-go's index keeps a set per value, ~360 bytes for a set of
+// one. On another indexer they are plain field indexes. AssetModel and Username are looked
+// up across namespaces, with few values each: plain field indexes everywhere.
 func Register(ctx context.Context, indexer client.FieldIndexer) error {
-	indexes := []struct {
-		obj        client.Object
-		field      string
-		namespaced bool
-		extract    client.IndexerFunc
+	plain := []struct {
+		obj     client.Object
+		field   string
+		extract client.IndexerFunc
 	}{
-		{&flexv1.Asset{}, SiteName, true, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.SiteName) }},
-		{&flexv1.Asset{}, AssetModel, false, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.Model) }},
-		{&flexv1.Enrolment{}, SiteName, true, func(o client.Object) []string { return one(o.(*flexv1.Enrolment).Spec.SiteName) }},
-		{&flexv1.DeviceConnection{}, SiteName, true, func(o client.Object) []string { return one(o.(*flexv1.DeviceConnection).Spec.SiteName) }},
-		{&flexv1.MPANClaim{}, SiteName, true, func(o client.Object) []string { return one(o.(*flexv1.MPANClaim).Spec.SiteName) }},
-		{&flexv1.APIClient{}, Username, false, func(o client.Object) []string { return one(o.(*flexv1.APIClient).Spec.Username) }},
+		{&flexv1.Asset{}, AssetModel, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.Model) }},
+		{&flexv1.APIClient{}, Username, func(o client.Object) []string { return one(o.(*flexv1.APIClient).Spec.Username) }},
 	}
-	informers, isCache := indexer.(InformerSource)
-	for _, ix := range indexes {
-		var err error
-		if ix.namespaced && isCache {
-			err = indexInNamespace(ctx, informers, ix.obj, ix.field, ix.extract)
-		} else {
-			err = indexer.IndexField(ctx, ix.obj, ix.field, ix.extract)
-		}
-		if err != nil {
+	for _, ix := range plain {
+		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
 			return err
 		}
 	}
+	informers, isCache := indexer.(InformerSource)
 	for _, k := range uniqueKeys {
 		var err error
 		if isCache {
@@ -95,27 +81,6 @@ func NamespacedKey(ns, value string) string { return ns + "/" + value }
 // indexes, its store, or its events).
 type InformerSource interface {
 	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
-}
-
-// indexInNamespace adds a field index, as controller-runtime's IndexField names and keys it
-// ("field:<field>", values "<namespace>/<value>"), without the all-namespaces keys.
-func indexInNamespace(ctx context.Context, informers InformerSource, obj client.Object, field string, extract client.IndexerFunc) error {
-	inf, err := informers.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
-	if err != nil {
-		return err
-	}
-	return inf.AddIndexers(toolscache.Indexers{FieldIndexName(field): func(raw any) ([]string, error) {
-		o, ok := raw.(client.Object)
-		if !ok {
-			return nil, fmt.Errorf("object of type %T is not an Object", raw)
-		}
-		vals := extract(o)
-		keys := make([]string, len(vals))
-		for i, v := range vals {
-			keys[i] = NamespacedKey(o.GetNamespace(), v)
-		}
-		return keys, nil
-	}})
 }
 
 // StoreOf is the store of the informer that c (a controller-runtime cache) keeps for obj's

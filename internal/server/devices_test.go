@@ -26,6 +26,7 @@ import (
 	"github.com/flexsite/flexsite/internal/deviceauth"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/testing/oauthprovider"
 )
 
@@ -465,8 +466,9 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 		// controller beside the suite's: both see every connection and both want to refresh.
 		mgr, err := env.NewManager()
 		Expect(err).NotTo(HaveOccurred())
-		Expect((&controllers.DeviceConnectionReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("second"),
-			Dialer: providerDialer, Holder: "second-replica"}).SetupWithManager(mgr,
+		Expect((&controllers.DeviceConnectionReconciler{Client: index.CachedClient{Client: mgr.GetClient(), Cache: mgr.GetCache()},
+			Recorder: mgr.GetEventRecorder("second"),
+			Dialer:   providerDialer, Holder: "second-replica"}).SetupWithManager(mgr,
 			controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 4})).To(Succeed())
 		mctx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)

@@ -494,7 +494,7 @@ func (s *Service) displayName(ctx context.Context, provider string) string {
 
 func (s *Service) connectionsOf(ctx context.Context, r client.Reader, site *flexv1.Site) ([]flexv1.DeviceConnection, error) {
 	list := &flexv1.DeviceConnectionList{}
-	if err := r.List(ctx, list, client.InNamespace(site.Namespace), client.MatchingFields{index.SiteName: site.Name}); err != nil {
+	if err := index.List(ctx, r, list, index.SiteName, site.Namespace, site.Name, false); err != nil {
 		return nil, err
 	}
 	out := slices.DeleteFunc(list.Items, func(c flexv1.DeviceConnection) bool { return !c.DeletionTimestamp.IsZero() })
@@ -506,7 +506,7 @@ func (s *Service) connectionsOf(ctx context.Context, r client.Reader, site *flex
 // controls ("" for the assets with no provider).
 func (s *Service) assetsByProvider(ctx context.Context, site *flexv1.Site) (map[string][]string, error) {
 	assets := &flexv1.AssetList{}
-	if err := s.cache.List(ctx, assets, client.InNamespace(site.Namespace), client.MatchingFields{index.SiteName: site.Name}); err != nil {
+	if err := index.List(ctx, s.cache, assets, index.SiteName, site.Namespace, site.Name, false); err != nil {
 		return nil, err
 	}
 	models := &flexv1.AssetModelList{}
