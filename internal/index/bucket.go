@@ -208,6 +208,24 @@ var uniqueKeys = []struct {
 	{&flexv1.MPANClaim{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.MPANClaim).Spec.SiteName) }, false},
 }
 
+// ListFor answers a new list of obj's kind, for a kind that has bucketed indexes (nil for
+// another): what a Finder that wraps a reader lists into when it asks Lookup.
+func ListFor(obj client.Object) client.ObjectList {
+	switch obj.(type) {
+	case *flexv1.Site:
+		return &flexv1.SiteList{}
+	case *flexv1.Asset:
+		return &flexv1.AssetList{}
+	case *flexv1.Enrolment:
+		return &flexv1.EnrolmentList{}
+	case *flexv1.DeviceConnection:
+		return &flexv1.DeviceConnectionList{}
+	case *flexv1.MPANClaim:
+		return &flexv1.MPANClaimList{}
+	}
+	return nil
+}
+
 // itemOf answers a new item of a list kind that has bucketed indexes (nil for another).
 func itemOf(list client.ObjectList) client.Object {
 	switch list.(type) {

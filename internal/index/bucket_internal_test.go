@@ -97,3 +97,17 @@ func TestFindChildrenBySiteName(t *testing.T) {
 		t.Errorf("children %v, want %v", names, want)
 	}
 }
+
+// Every kind with a bucketed index has its list kind both ways (List and the wrappers that
+// find for Lookup depend on it).
+func TestListForEveryBucketedKind(t *testing.T) {
+	for _, k := range uniqueKeys {
+		list := ListFor(k.obj)
+		if list == nil {
+			t.Fatalf("no list kind for %T", k.obj)
+		}
+		if item := itemOf(list); fmt.Sprintf("%T", item) != fmt.Sprintf("%T", k.obj) {
+			t.Errorf("%T lists as %T, whose items are %T", k.obj, list, item)
+		}
+	}
+}

@@ -197,15 +197,7 @@ func (r faultReader) FindIndexed(ctx context.Context, sample client.Object, fiel
 	if err := r.fail("Find " + faultKindOf(sample)); err != nil {
 		return nil, err
 	}
-	return index.Lookup(ctx, r.Reader, sample, listOf(sample), field, ns, value)
-}
-
-// listOf is the list kind of a Site or an Asset.
-func listOf(obj client.Object) client.ObjectList {
-	if _, ok := obj.(*flexv1.Site); ok {
-		return &flexv1.SiteList{}
-	}
-	return &flexv1.AssetList{}
+	return index.Lookup(ctx, r.Reader, sample, index.ListFor(sample), field, ns, value)
 }
 
 func (f *faultReads) state() (reads int, fired string, writesAtFire int) {

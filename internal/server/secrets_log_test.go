@@ -63,7 +63,7 @@ func (c failingLedgerReads) Get(ctx context.Context, key client.ObjectKey, obj c
 
 // FindIndexed finds in the suite's cache (index.Lookup), as it is.
 func (c failingLedgerReads) FindIndexed(ctx context.Context, sample client.Object, field, ns, value string) ([]client.Object, error) {
-	return index.Lookup(ctx, c.Reader, sample, listOf(sample), field, ns, value)
+	return index.Lookup(ctx, c.Reader, sample, index.ListFor(sample), field, ns, value)
 }
 
 // failingLedgers is the reward ledgers' store, failing every read as failingLedgerReads does.
