@@ -19,9 +19,7 @@ func CredentialsLabels() map[string]string {
 var CredentialSecrets = labels.SelectorFromSet(CredentialsLabels())
 
 // CacheOptions is what the manager's cache holds (cmd/manager and the test suites share it).
-// Each of ledgerFeeds is handed every RewardLedger the cache receives, whole, before the
-// cache drops its transactions (internal/ledger's Feed keeps them compact for the read path).
-func CacheOptions(ledgerFeeds ...func(*flexv1.RewardLedger)) cache.Options {
+func CacheOptions() cache.Options {
 	return cache.Options{
 		// Nothing reads managedFields from the cache; dropping them saves a sixth of its
 		// memory. Texts that every object repeats are shared (compactForCache).
@@ -30,11 +28,9 @@ func CacheOptions(ledgerFeeds ...func(*flexv1.RewardLedger)) cache.Options {
 		// the cluster stays out of the manager's memory and out of reach of a bug in it.
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Label: CredentialSecrets},
-			// A year of rewards per site is most of a site's size: the cache keeps ledgers
-			// without their transactions (the controllers need their site and their coming
-			// and going). Before that, it hands each to ledgerFeeds: the read path holds them,
-			// compact, in internal/ledger's Feed, from this same watch.
-			&flexv1.RewardLedger{}: {Transform: feedThenStrip(ledgerFeeds)},
+			// The reward history is the database's: the cache keeps ledgers without their
+			// transactions and what no reader of the cache needs (withoutTransactions).
+			&flexv1.RewardLedger{}: {Transform: withoutTransactions},
 		},
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -60,18 +59,6 @@ func compactForCache(obj any) (any, error) {
 		internConditions(o.Status.Conditions, false)
 	}
 	return obj, nil
-}
-
-// feedThenStrip hands a RewardLedger to feeds, then is withoutTransactions.
-func feedThenStrip(feeds []func(*flexv1.RewardLedger)) toolscache.TransformFunc {
-	return func(obj any) (any, error) {
-		if l, ok := obj.(*flexv1.RewardLedger); ok {
-			for _, feed := range feeds {
-				feed(l)
-			}
-		}
-		return withoutTransactions(obj)
-	}
 }
 
 // withoutTransactions is compactForCache of a RewardLedger, less what no reader of the cache

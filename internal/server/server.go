@@ -44,7 +44,7 @@ type (
 	// Limits bound what one caller may ask; Limit is one token bucket.
 	Limits = web.Limits
 	Limit  = web.Limit
-	// LedgerReader finds a site's reward history in compact form (internal/ledger's Feed).
+	// LedgerReader finds a site's reward history in compact form (without a database).
 	LedgerReader = rewards.LedgerReader
 )
 
@@ -81,8 +81,8 @@ type Config struct {
 	// the returned end when it is answered): background work of the controllers yields to
 	// them (internal/priority's Gate).
 	Interactive interface{ Begin() (end func()) }
-	// Ledgers holds the reward ledgers in compact form (internal/ledger's Feed, which the
-	// manager runs); nil reads each from the API server instead.
+	// Ledgers holds the reward ledgers in compact form, read when there is no database (DB
+	// nil; the manager always has one); nil reads each from the API server instead.
 	Ledgers       LedgerReader
 	Issuer        *auth.Issuer
 	Authenticator *auth.Authenticator

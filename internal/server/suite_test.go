@@ -25,8 +25,6 @@ import (
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
-	"github.com/flexsite/flexsite/internal/index"
-	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
@@ -86,11 +84,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
 	database = testDB
-	// The reward ledgers' store, fed by the cache, as cmd/manager runs it.
-	ledgers := ledger.NewFeed()
-	mgr, err := env.NewManager(func(o *ctrl.Options) { o.Cache = index.CacheOptions(ledgers.Keep) })
+	mgr, err := env.NewManager() // its cache as cmd/manager's (index.CacheOptions)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(ledgers.Attach(suiteCtx, mgr.GetCache())).To(Succeed())
 	// Device providers on loopback: the test's own authorisation server (devices_test.go).
 	startDeviceProvider(ctx)
 	Expect(controllers.SetupWithManager(suiteCtx, mgr, controllers.Options{DB: testDB.Pool, Devices: providerDialer})).To(Succeed())
@@ -110,7 +105,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	DeferCleanup(serverPool.Close)
 	apiSrv = server.NewServer(server.Config{
 		DB:              serverPool,
-		Ledgers:         ledgers,
 		Mailer:          mailer,
 		HostedNamespace: keysNamespace,
 		Log:             ctrl.Log.WithName("api"),
@@ -133,7 +127,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Expect(mgr.Start(suiteCtx)).To(Succeed())
 	}()
 	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
-	Expect(ledgers.WaitForSync(ctx)).To(BeTrue())
 
 	SetDefaultEventuallyTimeout(20 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)

@@ -135,11 +135,11 @@ func (s *Service) summaryBalance(ctx context.Context, site *flexv1.Site) (househ
 			return b, err
 		}
 	}
-	return SummaryBalance(&summary.Status), nil
+	return balanceOfSummary(&summary.Status), nil
 }
 
-// SummaryBalance is the balance a RewardLedger's summary states (zero when it has none yet).
-func SummaryBalance(status *flexv1.RewardLedgerStatus) household.Balance {
+// balanceOfSummary is the balance a RewardLedger's summary states (zero when it has none yet).
+func balanceOfSummary(status *flexv1.RewardLedgerStatus) household.Balance {
 	b := household.Balance{Current: ptr.Deref(status.BalancePence, 0), Earnings: ptr.Deref(status.TotalEarnedPence, 0)}
 	if status.FirstRewardedAt != nil {
 		first := status.FirstRewardedAt.UTC()

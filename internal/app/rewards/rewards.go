@@ -28,7 +28,7 @@ import (
 // Policy holds the configurable withdrawal thresholds (the rules are the household core's).
 type Policy = household.RewardPolicy
 
-// LedgerReader finds a site's reward history in compact form (internal/ledger's Feed).
+// LedgerReader finds a site's reward history in compact form (without a database: Store nil).
 type LedgerReader interface {
 	Get(namespace, name string) (*ledger.Ledger, bool, error)
 }
