@@ -133,7 +133,9 @@ func (s *Service) markState(ctx context.Context, conn *flexv1.DeviceConnection, 
 	tick := time.NewTicker(cachePoll)
 	defer tick.Stop()
 	for {
-		if found, err := index.Lookup(wait, s.cache, &flexv1.DeviceConnection{}, &flexv1.DeviceConnectionList{}, index.OAuthState, "", hash); err != nil || len(found) > 0 {
+		found, err := index.Lookup(wait, s.cache, &flexv1.DeviceConnection{}, &flexv1.DeviceConnectionList{},
+			index.OAuthState, "", hash)
+		if err != nil || len(found) > 0 {
 			return nil // found; or a reader that is not a cache, which the callback cannot use either
 		}
 		select {
