@@ -24,6 +24,7 @@ const (
 	labelNotify      = "6 notifications"
 	labelReadings    = "7 readings"
 	labelSettlement  = "8 settlement"
+	labelHostile     = "9 hostile input"
 )
 
 // scenarioLabels maps the JSON report's scenario keys to the table's sections.
@@ -38,6 +39,7 @@ var scenarioLabels = map[string]string{
 	"notifications":    labelNotify,
 	readingsScenario:   labelReadings,
 	scenarioSettlement: labelSettlement,
+	hostileScenario:    labelHostile,
 }
 
 // Units of figures; the table formats values by unit.
