@@ -119,7 +119,12 @@ var _ = Describe("Bounded work per request (hostile inputs)", func() {
 			"rate_pence_per_kwh": 10, "site_ids": ids}, map[string]string{countHeader: tag})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", data)
-		Expect(string(data)).To(ContainSubstring(`"loc":["body","site_ids",999],"msg":"Site not found or not authorized"`))
+		// The first 100 named, the other 900 counted.
+		detail := response(data).Detail().([]any)
+		Expect(detail).To(HaveLen(101))
+		Expect(detail[99]).To(HaveKeyWithValue("loc", []any{"body", "site_ids", 99.0}))
+		Expect(detail[100]).To(Equal(map[string]any{"loc": []any{"body", "site_ids"},
+			"msg": "900 more unknown sites, not listed", "type": "too_many_errors"}))
 		// The proposition is looked up (the cache first): nothing per site.
 		Expect(apiCallsOf(tag)).To(BeNumerically("<=", 2))
 	})

@@ -259,7 +259,7 @@ type Fields struct {
 }
 
 // MaxFieldErrors is how many problems one refusal lists, unless its Fields say otherwise.
-const MaxFieldErrors = 100
+const MaxFieldErrors = app.MaxListed
 
 func (f *Fields) Add(msg, typ string, loc []any) {
 	limit := f.Limit
@@ -291,8 +291,7 @@ func (f *Fields) Err() error {
 		if what == "" {
 			what, loc = "problems", []any{"body"}
 		}
-		items = append(slices.Clip(items), app.FieldError{Loc: loc, Type: "too_many_errors",
-			Msg: fmt.Sprintf("%d more %s, not listed", f.unlisted, what)})
+		items = append(slices.Clip(items), app.Unlisted(f.unlisted, what, loc...))
 	}
 	return app.InvalidFields(items...)
 }
