@@ -177,7 +177,7 @@ func (rd *readingsReader) read() ([]readings.Reading, []ReadingResponse, error) 
 		if err != nil {
 			return nil, nil, err
 		}
-		if key != "readings" {
+		if key != readingsKey {
 			var skip json.RawMessage
 			if err := rd.dec.Decode(&skip); err != nil {
 				return nil, nil, err
@@ -197,16 +197,22 @@ func (rd *readingsReader) read() ([]readings.Reading, []ReadingResponse, error) 
 		return nil, nil, err
 	}
 	if !seen {
-		rd.f.Add("Field required", "missing", []any{"body", "readings"})
+		rd.f.Add("Field required", "missing", readingsLoc())
 	}
 	if rd.rejected > MaxListedRejections {
-		rd.f.Unlisted(rd.rejected-MaxListedRejections, "rejected readings", []any{"body", "readings"})
+		rd.f.Unlisted(rd.rejected-MaxListedRejections, "rejected readings", readingsLoc())
 	}
 	if err := rd.f.Err(); err != nil {
 		return nil, nil, err
 	}
 	return in, echo, nil
 }
+
+// readingsKey is the body's one field: the list of readings.
+const readingsKey = "readings"
+
+// readingsLoc is where the list is, in a 422.
+func readingsLoc() []any { return []any{"body", readingsKey} }
 
 // end checks that nothing but white space follows the body's object.
 func (rd *readingsReader) end() error {
@@ -224,7 +230,7 @@ func (rd *readingsReader) end() error {
 
 // list reads the readings list, reading by reading.
 func (rd *readingsReader) list() ([]readings.Reading, []ReadingResponse, error) {
-	loc := []any{"body", "readings"}
+	loc := readingsLoc()
 	tok, err := rd.dec.Token()
 	if err != nil {
 		return nil, nil, err
