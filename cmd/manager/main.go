@@ -129,6 +129,11 @@ func main() {
 	flag.Float64Var(&o.limits.PerClient.Rate, "rate-limit-per-client", o.limits.PerClient.Rate,
 		"Requests per second one API client (or end user) may make; 0 disables the limit.")
 	flag.IntVar(&o.limits.PerClient.Burst, "rate-limit-burst", o.limits.PerClient.Burst, "Burst of the per-client rate limit.")
+	flag.Float64Var(&o.limits.CallbackFailuresPerAddress.Rate, "callback-failures-rate", o.limits.CallbackFailuresPerAddress.Rate,
+		"Failed OAuth callbacks (a state not in progress) per second one client address may make once its burst is spent; "+
+			"0 disables the limit.")
+	flag.IntVar(&o.limits.CallbackFailuresPerAddress.Burst, "callback-failures-burst", o.limits.CallbackFailuresPerAddress.Burst,
+		"Failed OAuth callbacks one client address may make at once before 429.")
 	zapOpts := zap.Options{Development: true}
 	flag.Func("notification-allow-cidrs", "Comma-separated networks (CIDR) notifications may be delivered to although "+
 		"they are not public (loopback, private, link-local, CGNAT, documentation, the other IANA special-purpose ranges "+

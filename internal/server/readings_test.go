@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -239,11 +240,13 @@ var _ = Describe("POST /data/readings", func() {
 			Expect(status).To(Equal(http.StatusRequestEntityTooLarge), "%s", resp)
 			Expect(resp.Detail()).To(Equal("Request body larger than 8388608 bytes"))
 
-			By("a plain body over 8 MiB: valid readings, 413, none stored")
-			many := make([]map[string]any, 0, 70000)
-			for i := range 70000 {
+			By("a plain body over 8 MiB: valid readings (fewer than the most a request may send), 413, none stored")
+			many := make([]map[string]any, 0, 9000)
+			for i := range 9000 {
 				s := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Minute)
-				many = append(many, reading(chargerID, "boundary_import_kw", s.Format(time.RFC3339), s.Add(time.Minute).Format(time.RFC3339), 1))
+				r := reading(chargerID, "boundary_import_kw", s.Format(time.RFC3339), s.Add(time.Minute).Format(time.RFC3339), 1)
+				r["note"] = strings.Repeat("x", 1000)
+				many = append(many, r)
 			}
 			large := readingsBody(many...)
 			Expect(len(large)).To(BeNumerically(">", 8<<20))

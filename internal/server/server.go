@@ -163,7 +163,8 @@ func NewServer(cfg Config) *Server {
 		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
 	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Devices: devicesSvc,
 		FlexEvents: flexEvents, Guard: guard, Now: cfg.Now, PublicURL: cfg.PublicURL}
-	callback := &devicecallback.Door{Log: cfg.Log, Devices: devicesSvc, PublicURL: cfg.PublicURL}
+	callback := &devicecallback.Door{Log: cfg.Log, Devices: devicesSvc, PublicURL: cfg.PublicURL, Limits: limits,
+		TrustedProxies: cfg.TrustedProxies}
 	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,
 		PublicURL: cfg.PublicURL, FlexEvents: flexEvents}
 
