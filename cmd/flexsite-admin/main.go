@@ -96,7 +96,8 @@ func parseRoles(s string) ([]flexv1.Role, error) {
 			continue
 		}
 		if !known[role] {
-			return nil, fmt.Errorf("unknown role %q (known: entity_read, entity_write, rewards, components, rewards_write, rewards_admin, flex_events_write)", role)
+			return nil, fmt.Errorf("unknown role %q (known: entity_read, entity_write, rewards, components, "+
+				"rewards_write, rewards_admin, flex_events_write)", role)
 		}
 		out = append(out, role)
 	}
