@@ -201,7 +201,12 @@ func (r *FlexEventReconciler) targets(ctx context.Context, ev *flexv1.FlexEvent)
 				days[d] = true
 			}
 		}
-		out[id] = settlementstore.Site{Source: settlementstore.Source{SiteID: id, BoundaryAssetIDs: boundary}, OtherEventDays: days}
+		rated, err := householdstore.RatedPowerW(ctx, r.Client, ev.Namespace, name)
+		if err != nil {
+			return nil, err
+		}
+		out[id] = settlementstore.Site{Source: settlementstore.Source{SiteID: id, BoundaryAssetIDs: boundary},
+			OtherEventDays: days, RatedPowerW: rated}
 	}
 	return out, nil
 }

@@ -89,6 +89,11 @@ const (
 	// NoWithdrawalAnnotation on an Enrolment being deleted says the deletion is not the
 	// household's choice (a failed request undoing what it wrote), so it records no withdrawal.
 	NoWithdrawalAnnotation = "flexsite.io/no-withdrawal"
+	// MaxFlexRateAnnotation, on an organisation's namespace, is the highest rate its flex
+	// events may pay, in pence per kWh as a FlexEvent spells a rate ("1000", "1250.5");
+	// absent or not a rate: 1,000 p/kWh (validation.DefaultMaxFlexRateCentipence). Raising it
+	// is the platform team's decision, not the organisation's API client's.
+	MaxFlexRateAnnotation = "flexsite.io/max-flex-rate-pence-per-kwh"
 )
 
 // Finalizer guards the cleanup of a Site's children and an Enrolment's withdrawal record.

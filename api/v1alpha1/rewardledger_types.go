@@ -26,8 +26,12 @@ type RewardTransaction struct {
 	// type of the transaction.
 	// +required
 	Type TransactionType `json:"type,omitempty"`
-	// creditPence is the amount credited, in pence (negative for a withdrawal).
+	// creditPence is the amount credited, in pence (negative for a withdrawal); at most
+	// 10^12 either way (household.MaxTransactionPence), so that no site's sums can pass what
+	// the database adds up.
 	// +required
+	// +kubebuilder:validation:Minimum=-1000000000000
+	// +kubebuilder:validation:Maximum=1000000000000
 	CreditPence int64 `json:"creditPence"`
 	// startTime is when a flex event started, a flex period's month start, or when a
 	// withdrawal happened.

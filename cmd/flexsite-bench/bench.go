@@ -297,7 +297,8 @@ func (b *bench) organisation(ctx context.Context, ns string, mpanPrefix int) (*o
 	o := &org{ns: ns, username: ns + "-client", password: "bench-" + ns, h: newHouseholds(ns, mpanPrefix)}
 	if err := bootstrap.EnsureOrganisation(ctx, b.c, bootstrap.Organisation{
 		Namespace: ns, Username: o.username, Password: o.password,
-		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents},
+		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents,
+			flexv1.RoleFlexEventsWrite},
 	}); err != nil {
 		return nil, err
 	}

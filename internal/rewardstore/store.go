@@ -127,6 +127,9 @@ func (s *Store) append(ctx context.Context, q pgx.Tx, site Site, tx flexv1.Rewar
 	if _, err := uuid.Parse(tx.ID); err != nil {
 		return tx, false, fmt.Errorf("transaction id %q is not a UUID", tx.ID)
 	}
+	if !household.CreditInRange(tx.CreditPence) {
+		return tx, false, fmt.Errorf("credit_pence %d is beyond ±%d", tx.CreditPence, int64(household.MaxTransactionPence))
+	}
 	if _, err := q.Exec(ctx, `INSERT INTO reward_sites (organisation, site_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
 		site.Namespace, site.ID); err != nil {
 		return tx, false, err
@@ -501,6 +504,13 @@ func undoneStatuses() []string {
 	return out
 }
 
+// inBigint is a sum of bigints (numeric in PostgreSQL, never overflowing) held within a
+// bigint's range before it is cast: each credit is bounded (household.MaxTransactionPence), so
+// a real site's sums never reach the bounds, and a site's balance stays readable even then.
+func inBigint(sum string) string {
+	return `least(greatest(` + sum + `, -9223372036854775808), 9223372036854775807)::bigint`
+}
+
 // Balance is household.BalanceOf of a site's whole history, summed by the database (the same
 // rule: withdrawals that paid nothing out are not counted; earnings are the positive
 // transactions that are not withdrawals; the first reward is the earliest of those).
@@ -514,8 +524,8 @@ func (s *Store) Balance(ctx context.Context, site Site) (household.Balance, erro
 					ORDER BY c.seq DESC LIMIT 1), t.initial_payment_status, '') AS status
 			FROM reward_transactions t WHERE t.organisation = $1 AND t.site_id = $2),
 		counted AS (SELECT * FROM t WHERE NOT (status = ANY($3)))
-		SELECT coalesce(sum(credit_pence), 0)::bigint,
-			coalesce(sum(credit_pence) FILTER (WHERE transaction_type <> 'withdrawal' AND credit_pence > 0), 0)::bigint,
+		SELECT `+inBigint(`coalesce(sum(credit_pence), 0)`)+`,
+			`+inBigint(`coalesce(sum(credit_pence) FILTER (WHERE transaction_type <> 'withdrawal' AND credit_pence > 0), 0)`)+`,
 			min(occurred_at) FILTER (WHERE transaction_type <> 'withdrawal' AND credit_pence > 0)
 		FROM counted`, site.Namespace, site.ID, undoneStatuses()).Scan(&b.Current, &b.Earnings, &first)
 	if err != nil {

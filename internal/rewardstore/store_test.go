@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -382,5 +383,63 @@ func TestAppendManyIsAllOrNothing(t *testing.T) {
 	}
 	if all, err := store.All(ctx, site); err != nil || len(all) != 2 {
 		t.Errorf("history %d transactions (%v), want the first batch's 2", len(all), err)
+	}
+}
+
+// Two credits near MaxInt64 once made sum(credit_pence)::bigint overflow: every balance and
+// page read of the site failed, and the append-only history could not be cleaned up. A credit
+// beyond household.MaxTransactionPence is refused (the store, and the database's constraint);
+// rows stored before the bound (written here with the constraint lifted for the moment) still
+// leave the balance and the pages readable, the sums held at the bound.
+func TestBalanceStaysReadable(t *testing.T) {
+	ctx := context.Background()
+	site := newSite()
+	for _, pence := range []int64{household.MaxTransactionPence + 1, -household.MaxTransactionPence - 1, math.MaxInt64 - 1} {
+		if _, _, err := store.Append(ctx, site, credit(pence, time.Now()), rewardstore.SourceAPI); err == nil {
+			t.Errorf("a credit of %d p was stored", pence)
+		}
+	}
+	if _, _, err := store.Append(ctx, site, credit(household.MaxTransactionPence, time.Now()), rewardstore.SourceAPI); err != nil {
+		t.Errorf("a credit at the bound: %v", err)
+	}
+	_, err := testDB.Pool.Exec(ctx, `INSERT INTO reward_transactions (organisation, site_id, transaction_id, transaction_type,
+		credit_pence, occurred_at, source, request_digest) VALUES ($1, $2, $3, 'correction', $4, now(), 'api', '\x00')`,
+		site.Namespace, site.ID, uuid.NewString(), int64(math.MaxInt64-1))
+	if err == nil {
+		t.Fatal("the database stored a credit beyond the bound")
+	}
+
+	tx, err := testDB.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, q := range []string{`ALTER TABLE reward_transactions DROP CONSTRAINT reward_transactions_credit_bounded`,
+		`INSERT INTO reward_transactions (organisation, site_id, transaction_id, transaction_type, credit_pence, occurred_at,
+			source, request_digest) SELECT $1, $2, gen_random_uuid(), 'correction', $3, now(), 'api', '\x00' FROM generate_series(1, 2)`,
+		`ALTER TABLE reward_transactions ADD CONSTRAINT reward_transactions_credit_bounded
+			CHECK (credit_pence BETWEEN -1000000000000 AND 1000000000000) NOT VALID`} {
+		args := []any{}
+		if len(q) > 0 && q[0] == 'I' {
+			args = []any{site.Namespace, site.ID, int64(math.MaxInt64 - 1)}
+		}
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := store.Balance(ctx, site)
+	if err != nil {
+		t.Fatalf("the balance of a site with credits near MaxInt64: %v", err)
+	}
+	if b.Current != math.MaxInt64 || b.Earnings != math.MaxInt64 {
+		t.Errorf("balance %+v, want both held at MaxInt64", b)
+	}
+	page, err := store.Page(ctx, site, rewardstore.Page{Limit: 10})
+	if err != nil || len(page) != 3 {
+		t.Errorf("the site's page: %d transactions, %v", len(page), err)
 	}
 }

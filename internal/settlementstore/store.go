@@ -388,8 +388,11 @@ type Totals struct {
 // EventTotals are the event's totals, late readings included.
 func (s *Store) EventTotals(ctx context.Context, organisation, eventID string) (Totals, error) {
 	t := Totals{Skipped: map[settlement.Reason]int32{}}
-	rows, err := s.Pool.Query(ctx, `SELECT status, coalesce(reason, ''), count(*), coalesce(sum(flex_wh), 0),
-			coalesce(sum(credit_pence), 0)
+	// The sums are numeric, held within a bigint (each credit is bounded; so is a settled
+	// site's flex): an event's totals stay readable.
+	rows, err := s.Pool.Query(ctx, `SELECT status, coalesce(reason, ''), count(*),
+			least(greatest(coalesce(sum(flex_wh), 0), -9223372036854775808), 9223372036854775807)::bigint,
+			least(coalesce(sum(credit_pence), 0), 9223372036854775807)::bigint
 		FROM flex_event_settlements WHERE organisation = $1 AND event_id = $2 GROUP BY 1, 2`, organisation, eventID)
 	if err != nil {
 		return t, db.Classify(err)
