@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/restapi"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
@@ -108,7 +109,7 @@ var _ = Describe("Bounded work per request (hostile inputs)", func() {
 	})
 
 	It("answers a flex event naming 1,000 unknown sites from the cache, at a constant cost in API-server requests", func() {
-		tok := newOrg(context.Background()).token()
+		tok := newOrg(context.Background(), flexv1.RoleEntityRead, flexv1.RoleFlexEventsWrite).token()
 		ids := make([]any, 1000)
 		for i := range ids {
 			ids[i] = fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
