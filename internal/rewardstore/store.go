@@ -268,7 +268,9 @@ func (s *Store) inTx(ctx context.Context, f func(pgx.Tx) error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrConflict) || errors.Is(err, household.ErrCannotWithdraw) || errors.Is(err, ErrNotWithdrawal) {
+	var refused *household.PaymentChangeRefused
+	if errors.Is(err, ErrConflict) || errors.Is(err, household.ErrCannotWithdraw) || errors.Is(err, ErrNotWithdrawal) ||
+		errors.As(err, &refused) {
 		return err
 	}
 	return s.classify(err)
@@ -421,9 +423,13 @@ func (s *Store) Withdraw(ctx context.Context, site Site,
 	return out, err
 }
 
-// SetPaymentStatus moves a withdrawal's payment status to to, recording actor and the time;
-// a status it already has changes nothing. The site's row is locked, as a withdrawal locks it,
-// so that the balance a withdrawal sees includes the change or not, never half of it.
+// SetPaymentStatus moves a withdrawal's payment status to to, recording actor and the time,
+// when the payment's state machine allows the step from its current status
+// (household.PaymentChange); otherwise it answers the *household.PaymentChangeRefused and
+// records nothing (the same status again included). The site's row is locked, as a withdrawal
+// locks it, from reading the current status to the commit: two changes of one withdrawal are
+// judged one after the other, never both against the same status, and the balance a withdrawal
+// sees includes the change or not, never half of it.
 func (s *Store) SetPaymentStatus(ctx context.Context, site Site, id string, to flexv1.PaymentStatus, actor string) (
 	flexv1.RewardTransaction, error) {
 	var out flexv1.RewardTransaction
@@ -439,10 +445,10 @@ func (s *Store) SetPaymentStatus(ctx context.Context, site Site, id string, to f
 		if tx.Type != household.TransactionWithdrawal {
 			return ErrNotWithdrawal
 		}
-		out = tx
-		if tx.PaymentStatus == to {
-			return nil
+		if err := household.PaymentChange(tx.PaymentStatus, to); err != nil {
+			return err
 		}
+		out = tx
 		if _, err := q.Exec(ctx, `INSERT INTO withdrawal_status_changes (organisation, site_id, transaction_id, from_status,
 			to_status, actor) VALUES ($1, $2, $3, $4, $5, $6)`,
 			site.Namespace, site.ID, id, string(tx.PaymentStatus), string(to), actor); err != nil {
@@ -492,8 +498,7 @@ func (s *Store) Get(ctx context.Context, site Site, id string) (flexv1.RewardTra
 // (household.PaymentUndone), for the balance's SQL.
 func undoneStatuses() []string {
 	var out []string
-	for _, s := range []flexv1.PaymentStatus{"pending_approval", "approved", "processing", "posted", "failed", "rejected",
-		"cancelled", "returned"} {
+	for _, s := range household.PaymentStatuses {
 		if household.PaymentUndone(s) {
 			out = append(out, string(s))
 		}
