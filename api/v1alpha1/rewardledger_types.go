@@ -207,13 +207,15 @@ func init() {
 }
 
 // IngestedCondition, on a RewardLedger, says whether every transaction of its spec is stored
-// in Flexsite's database (False: a transaction's id is stored with other fields, or the
-// database is unavailable).
+// in Flexsite's database (False: a transaction's id is stored with other fields, a withdrawal's
+// paymentStatus asks a step its payment's state machine does not allow, or the database is
+// unavailable).
 const IngestedCondition = "Ingested"
 
 // Reasons of the Ingested condition.
 const (
-	ReasonIngested            = "Ingested"
-	ReasonTransactionRefused  = "TransactionRefused"
-	ReasonDatabaseUnavailable = "DatabaseUnavailable"
+	ReasonIngested             = "Ingested"
+	ReasonTransactionRefused   = "TransactionRefused"
+	ReasonPaymentStatusRefused = "PaymentStatusRefused"
+	ReasonDatabaseUnavailable  = "DatabaseUnavailable"
 )

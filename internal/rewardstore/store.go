@@ -42,7 +42,9 @@ const (
 // to write the ledger's summary.
 const ChangedChannel = "flexsite_reward_ledger_changed"
 
-// ErrConflict is a transaction id already stored with another record (or at another site).
+// ErrConflict is a transaction id already stored in the organisation with another record (or
+// at another of its sites). Another organisation's ids are never met: an id is unique within
+// its organisation only (migration 00013).
 var ErrConflict = errors.New("a transaction with this id is stored with other fields")
 
 // ErrNotWithdrawal is a payment status change asked of a transaction that is not a withdrawal.
@@ -154,7 +156,7 @@ func (s *Store) append(ctx context.Context, q pgx.Tx, site Site, tx flexv1.Rewar
 	if err != nil {
 		var ce *db.ConstraintError
 		if errors.As(db.Classify(err), &ce) && ce.Kind == "unique" {
-			return tx, false, ErrConflict // the id is another site's
+			return tx, false, ErrConflict // the id is another site's of the organisation
 		}
 		return tx, false, err
 	}
@@ -194,15 +196,17 @@ func (s *Store) notify(ctx context.Context, q pgx.Tx, site Site) error {
 }
 
 // CreditEvent is tx's rewards.transaction_credited event as the outbox keeps it: its id,
-// derived from the transaction's (the same credit is the same event), and its data as
-// delivered (internal/events' body). Every writer of a credit (this store, settlement) builds
-// the event here.
+// derived from the organisation and the transaction's id (the same credit is the same event;
+// a transaction id names a transaction within its organisation only, so two organisations'
+// credits under one id are two events), and its data as delivered (internal/events' body).
+// Every writer of a credit (this store, settlement) builds the event here.
 func CreditEvent(site Site, tx flexv1.RewardTransaction) (id string, data []byte, err error) {
 	data, err = json.Marshal(struct {
 		SiteID string `json:"site_id"`
 		record.Transaction
 	}{SiteID: site.ID, Transaction: record.TransactionOf(&tx)})
-	id = "evt_" + uuid.NewSHA1(uuid.NameSpaceOID, []byte("rewards.transaction_credited/"+tx.ID)).String()
+	id = "evt_" + uuid.NewSHA1(uuid.NameSpaceOID,
+		[]byte("rewards.transaction_credited/"+site.Namespace+"/"+tx.ID)).String()
 	return id, data, err
 }
 

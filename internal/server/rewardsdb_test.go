@@ -194,6 +194,76 @@ var _ = Describe("Rewards in the database", func() {
 		Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
 	})
 
+	It("walks a payment's state machine: a step it does not allow is 409 and records nothing, so a failed payment is never posted after the money was withdrawn again", func(ctx SpecContext) {
+		store := &rewardstore.Store{Pool: testDB.Pool}
+		site := rewardstore.Site{Namespace: o.Namespace, ID: siteID}
+		status, resp := call("POST", txPath(), tok, creditBody(identity.NewID(), 2000))
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+		withdraw := func() string {
+			tx, err := store.Withdraw(ctx, site, func(txs []flexv1.RewardTransaction) (flexv1.RewardTransaction, error) {
+				return hh.RewardPolicy{}.Withdrawal(txs, time.Now(), identity.NewID())
+			})
+			Expect(err).NotTo(HaveOccurred())
+			return tx.ID
+		}
+		balance := func() any { return mustCall("GET", "/rewards/"+siteID+"/info", tok, nil)["current_balance_pence"] }
+		first := withdraw()
+		path := txPath() + "/" + first
+		refused := func(to, says string) {
+			GinkgoHelper()
+			before, err := store.StatusChanges(ctx, site, first)
+			Expect(err).NotTo(HaveOccurred())
+			status, resp := call("PATCH", path, tok, map[string]any{"payment_status": to})
+			Expect(status).To(Equal(http.StatusConflict), "%s", resp)
+			Expect(resp.Detail()).To(ContainSubstring(says))
+			Expect(store.StatusChanges(ctx, site, first)).To(Equal(before), "a refused step records nothing")
+		}
+
+		refused("posted", "cannot move from pending_approval to posted")
+		Expect(mustCall("PATCH", path, tok, map[string]any{"payment_status": "approved"})).
+			To(HaveKeyWithValue("payment_status", "approved"))
+		refused("approved", "is approved already")
+		refused("rejected", "from approved it may move to processing or cancelled")
+		Expect(mustCall("PATCH", path, tok, map[string]any{"payment_status": "processing"})).
+			To(HaveKeyWithValue("payment_status", "processing"))
+
+		By("two changes at once: one is judged after the other, so only one passes")
+		var wg sync.WaitGroup
+		statuses := map[string]int{}
+		var mu sync.Mutex
+		for _, to := range []string{"failed", "posted"} {
+			wg.Go(func() {
+				defer GinkgoRecover()
+				st, _ := call("PATCH", path, tok, map[string]any{"payment_status": to})
+				mu.Lock()
+				statuses[to] = st
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		Expect([]int{statuses["failed"], statuses["posted"]}).To(ConsistOf(http.StatusOK, http.StatusConflict))
+		changes, err := store.StatusChanges(ctx, site, first)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(changes).To(HaveLen(3))
+		if statuses["posted"] == http.StatusOK {
+			refused("failed", "posted to failed")
+			Expect(mustCall("PATCH", path, tok, map[string]any{"payment_status": "returned"})).
+				To(HaveKeyWithValue("payment_status", "returned"))
+		}
+
+		By("the money back once (failed or returned, both final): withdrawn again, the first cannot be posted")
+		Expect(balance()).To(Equal(float64(2000)))
+		second := withdraw()
+		Expect(store.Balance(ctx, site)).To(HaveField("Current", BeEquivalentTo(0)))
+		refused("posted", "is final")
+		Expect(store.Balance(ctx, site)).To(HaveField("Current", BeEquivalentTo(0)))
+		// Withdrawn in the store, not through this replica: /info follows once summarised.
+		Eventually(balance).Should(Equal(float64(0)))
+		got, err := store.Get(ctx, site, second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(got.PaymentStatus).To(Equal(hh.PaymentPendingApproval))
+	})
+
 	It("pages the history with since and until, newest first", func() {
 		var ids []string
 		for day := 1; day <= 4; day++ {
