@@ -87,8 +87,11 @@ type RewardLedgerSpec struct {
 	// transactions declared for the site, keyed by id so several writers can append with
 	// server-side apply without conflicting. Each is stored in Flexsite's database once (the
 	// same id with other fields is refused: see the Ingested condition); a withdrawal whose
-	// paymentStatus changes here has the change recorded. Transactions may be removed from the
-	// spec once ingested: the history is the database's.
+	// paymentStatus changes here has the change recorded when its payment's state machine
+	// allows that step (pending_approval to approved, rejected or cancelled; approved to
+	// processing or cancelled; processing to posted or failed; posted to returned), and is
+	// otherwise refused, changing nothing. Transactions may be removed from the spec once
+	// ingested: the history is the database's.
 	// +optional
 	// +listType=map
 	// +listMapKey=id
