@@ -80,6 +80,28 @@ var _ = Describe("Rewards in the database", func() {
 		}).Should(Succeed())
 	})
 
+	It("decides a transaction_id within the organisation: another organisation's id is neither 409 nor 200, another site's of its own is 409", func(ctx SpecContext) {
+		id := identity.NewID()
+		status, resp := call("POST", txPath(), tok, creditBody(id, 35))
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+
+		other := newOrg(ctx, allRoles...)
+		otherTok := other.token()
+		otherSite := onboardedSite(otherTok, validMPAN(9412))
+		otherPath := "/rewards/" + otherSite + "/transactions"
+		status, resp = call("POST", otherPath, otherTok, creditBody(id, 36))
+		Expect(status).To(Equal(http.StatusCreated), "another organisation's id is not this one's business: %s", resp)
+		Expect(resp.Map()).To(HaveKeyWithValue("credit_pence", float64(36)))
+		status, resp = call("POST", otherPath, otherTok, creditBody(id, 36))
+		Expect(status).To(Equal(http.StatusOK), "%s", resp)
+		Expect(transactionIDs(mustCall("GET", txPath(), tok, nil))).To(Equal([]any{id}))
+		Expect(mustCall("GET", txPath(), tok, nil)["transactions"].([]any)[0]).To(HaveKeyWithValue("credit_pence", float64(35)))
+
+		secondSite := onboardedSite(tok, validMPAN(9413))
+		status, resp = call("POST", "/rewards/"+secondSite+"/transactions", tok, creditBody(id, 35))
+		Expect(status).To(Equal(http.StatusConflict), "the id is another site's of the organisation: %s", resp)
+	})
+
 	DescribeTable("refuses a malformed credit with a 422 naming the field",
 		func(mutate func(map[string]any), loc []any, typ string) {
 			body := creditBody(identity.NewID(), 10)
