@@ -6,9 +6,11 @@
 //
 // Exactly once holds whatever happens: the settlement row's primary key (organisation,
 // event, site) is inserted ON CONFLICT DO NOTHING in the same SQL transaction as the
-// transaction and its outbox event, and the transaction's id is derived from the event and
-// the site (TransactionID). Two settlers racing insert once (the loser waits for the
-// winner's commit, then inserts nothing); a crash before the commit writes nothing.
+// transaction and its outbox event, and the transaction's id is derived from the
+// organisation, the event and the site (TransactionID). Two settlers racing insert once (the
+// loser waits for the winner's commit, then inserts nothing); a crash before the commit writes
+// nothing. The transaction is inserted ON CONFLICT DO NOTHING too: an id an API client took
+// first skips that site (settlement.TransactionIDTaken) and never fails the batch.
 package settlementstore
 
 import (
@@ -332,10 +334,10 @@ SELECT (SELECT count(*) FROM s),
 	ARRAY(SELECT n::int FROM credited c WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.site_id = c.site_id) ORDER BY n)`
 
 // takenSQL settles the sites whose transaction id was taken (settleSQL's answer): a site whose
-// id holds the very same credit (same site, same record: an earlier write of this settlement)
-// stays settled with it; any other is skipped (reason $5) with no credit, so that it is never
-// paid twice nor blocks the event's other sites. $1 organisation, $2 event, $3 the sites, $4
-// their credits' digests.
+// id holds the very same credit (same site, same record: a client posted exactly this
+// settlement's credit, and its event with it) stays settled with it; any other is skipped
+// (reason $5) with no credit, so that it is never paid twice nor blocks the event's other
+// sites. $1 organisation, $2 event, $3 the sites, $4 their credits' digests.
 const takenSQL = `UPDATE flex_event_settlements f SET status = 'skipped', reason = $5, credit_pence = 0, transaction_id = NULL
 	FROM unnest($3::text[], $4::bytea[]) AS d(site_id, digest)
 	WHERE f.organisation = $1 AND f.event_id = $2 AND f.site_id = d.site_id
