@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -38,6 +39,8 @@ type RewardLedgerReconciler struct {
 	// told from the database's outbox. Without it (no database), transactions are told from
 	// the spec as before.
 	Store *rewardstore.Store
+	// Recorder tells, as Warning Events, what a ledger's spec asked that was refused (nil: not told).
+	Recorder recorder.EventRecorder
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers,verbs=get;list;watch;create

@@ -93,7 +93,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		}
 	}
 	// Tells credited reward transactions (notifications).
-	ledgers := &RewardLedgerReconciler{Client: cl, APIReader: mgr.GetAPIReader(), Now: time.Now}
+	ledgers := &RewardLedgerReconciler{Client: cl, APIReader: mgr.GetAPIReader(), Now: time.Now,
+		Recorder: mgr.GetEventRecorder("rewardledger-controller")}
 	if o.DB != nil {
 		ledgers.Store = &rewardstore.Store{Pool: o.DB}
 	}

@@ -7,8 +7,9 @@
 // The password is read from $FLEXSITE_CLIENT_PASSWORD, or generated and printed to stderr;
 // the YAML carries only its bcrypt hash.
 //
-// It also moves a withdrawal's payment status on, in Flexsite's database (recorded with who
-// and when):
+// It also moves a withdrawal's payment status on, one step of its state machine at a time
+// (docs/api.md, Payment status; any other change is refused, exits non-zero and records
+// nothing), in Flexsite's database (recorded with who and when):
 //
 //	FLEXSITE_DATABASE_URL=postgres://... flexsite-admin payment-status --organisation acme \
 //	    --site-id SITE_ID --transaction-id ID --status approved

@@ -108,6 +108,10 @@ type Reason string
 const (
 	InsufficientHistory  Reason = "insufficient_history"
 	InsufficientReadings Reason = "insufficient_readings"
+	// TransactionIDTaken: the credit's transaction id (derived from the organisation, the
+	// event and the site) was already used by an API client of the organisation for another
+	// transaction; the site is not credited (never twice, and the event's other sites settle).
+	TransactionIDTaken Reason = "transaction_id_taken"
 )
 
 // Energy is one half-hour's energy at a site and how much of the half-hour the readings
