@@ -209,9 +209,9 @@ func TestBankDetailsKeysRotate(t *testing.T) {
 func TestKeySecretIsChecked(t *testing.T) {
 	_, key, _ := pagestore.NewKey()
 	for name, data := range map[string]map[string][]byte{
-		"no active":          {"a.key": key},
-		"active names none":  {"a.key": key, "active": []byte("b")},
-		"short key":          {"a.key": key[:16], "active": []byte("a")},
+		"no active":         {"a.key": key},
+		"active names none": {"a.key": key, "active": []byte("b")},
+		"short key":         {"a.key": key[:16], "active": []byte("a")},
 		"key without an id": {".key": key, "active": []byte("")},
 	} {
 		if _, _, err := pagestore.ParseKeys(data); err == nil {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -196,14 +197,10 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 			"sort_code": {"65-43-21"}, "account_number": {"12345678"}}
 		p = b.do("POST", "/hosted/rewards/bank", huge)
 		Expect(p.status).To(Equal(http.StatusRequestEntityTooLarge), p.body)
-		secrets := &corev1.SecretList{}
-		Expect(k8sClient.List(ctx, secrets, client.InNamespace(o.Namespace))).To(Succeed())
-		for _, sec := range secrets.Items {
-			Expect(sec.Name).NotTo(HavePrefix(server.BankDetailsSecretPrefix))
-		}
+		Expect(bankDetailsRows(ctx, o.Namespace)).To(BeZero())
 	})
 
-	It("opens once, confirms the emailed code, keeps bank details in a Secret, and records a withdrawal", func(ctx SpecContext) {
+	It("opens once, confirms the emailed code, keeps bank details sealed in PostgreSQL, and records a withdrawal", func(ctx SpecContext) {
 		writeLedger(ctx, 2500, 60)
 		answer := link("&enforce_two_factor_auth=true")
 		expiry, err := time.Parse(time.RFC3339, answer["url_expiry_timestamp"].(string))
@@ -214,12 +211,19 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 		code := strings.TrimPrefix(linkURL, apiServer.URL+"/hosted/rewards/link/")
 		Expect(linkURL).NotTo(ContainSubstring("eyJ"), "no bearer token in the link")
 
-		// The link's state is a Secret that holds hashes only.
+		// The link's state is a row of the database that holds hashes only, and no Secret.
+		sum := sha256.Sum256([]byte(code))
+		var state string
+		Expect(testDB.Pool.QueryRow(ctx, `SELECT state::text FROM rewards_links WHERE link_key = $1`,
+			fmt.Sprintf("%x", sum)[:40]).Scan(&state)).To(Succeed())
+		Expect(state).To(ContainSubstring(fmt.Sprintf("%x", sum)))
+		Expect(state).NotTo(ContainSubstring(code))
 		secrets := &corev1.SecretList{}
-		Expect(k8sClient.List(ctx, secrets, client.InNamespace(keysNamespace), client.MatchingLabels{server.RewardsLinkLabel: "true"})).To(Succeed())
-		Expect(secrets.Items).NotTo(BeEmpty())
+		Expect(k8sClient.List(ctx, secrets, client.InNamespace(keysNamespace))).To(Succeed())
 		for _, s := range secrets.Items {
-			Expect(string(s.Data["state"])).NotTo(ContainSubstring(code))
+			for _, v := range s.Data {
+				Expect(string(v)).NotTo(ContainSubstring(code))
+			}
 		}
 
 		b := newBrowser()
@@ -287,11 +291,22 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 		Expect(p.body).NotTo(ContainSubstring("12345678"))
 		Expect(p.body).NotTo(ContainSubstring("65-43-21"))
 
-		stored := &corev1.Secret{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: server.BankDetailsSecretPrefix + siteID}, stored)).To(Succeed())
-		Expect(string(stored.Data["account_number"])).To(Equal("12345678"))
-		Expect(string(stored.Data["sort_code"])).To(Equal("65-43-21"))
-		Expect(stored.OwnerReferences).To(HaveLen(1))
+		// Sealed in the database under a key id, readable by nobody without the key; in no
+		// Secret of the organisation and in no CR.
+		var keyID string
+		var ciphertext []byte
+		Expect(testDB.Pool.QueryRow(ctx, `SELECT key_id, ciphertext FROM bank_details WHERE organisation = $1 AND site_id = $2`,
+			o.Namespace, siteID).Scan(&keyID, &ciphertext)).To(Succeed())
+		Expect(keyID).NotTo(BeEmpty())
+		Expect(string(ciphertext)).NotTo(ContainSubstring("12345678"))
+		Expect(string(ciphertext)).NotTo(ContainSubstring("65-43-21"))
+		orgSecrets := &corev1.SecretList{}
+		Expect(k8sClient.List(ctx, orgSecrets, client.InNamespace(o.Namespace))).To(Succeed())
+		for _, s := range orgSecrets.Items {
+			for _, v := range s.Data {
+				Expect(string(v)).NotTo(ContainSubstring("12345678"))
+			}
+		}
 		Expect(snapshot(ctx, o.Namespace)).NotTo(ContainSubstring("12345678"), "bank details in no CR")
 
 		By("recording a withdrawal of the whole balance, then sending the household to redirect_uri")
@@ -395,3 +410,10 @@ func mustAtoi(s string) int {
 }
 
 func sha256Sum(s string) [32]byte { return sha256.Sum256([]byte(s)) }
+
+// bankDetailsRows is how many sites of the organisation have bank details stored.
+func bankDetailsRows(ctx context.Context, namespace string) int {
+	var n int
+	Expect(testDB.Pool.QueryRow(ctx, `SELECT count(*) FROM bank_details WHERE organisation = $1`, namespace).Scan(&n)).To(Succeed())
+	return n
+}
