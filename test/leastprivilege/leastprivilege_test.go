@@ -6,11 +6,13 @@ package leastprivilege_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -86,13 +88,17 @@ func installRBAC(t *testing.T, admin client.Client) {
 	}
 }
 
+// impersonating is cfg as the manager's ServiceAccount.
+func impersonating(cfg *rest.Config) *rest.Config {
+	sa := rest.CopyConfig(cfg)
+	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + managerNamespace + ":" + serviceAccount}
+	return sa
+}
+
 // asManager is a client with the manager's ServiceAccount's rights, and no more.
 func asManager(t *testing.T, cfg *rest.Config) client.Client {
 	t.Helper()
-	impersonating := rest.CopyConfig(cfg)
-	impersonating.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + managerNamespace + ":" + serviceAccount}
-	c, err := client.New(impersonating, client.Options{Scheme: testenv.Scheme})
+	c, err := client.New(impersonating(cfg), client.Options{Scheme: testenv.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,20 +123,28 @@ func mustAllow(t *testing.T, what string, err error) {
 	}
 }
 
-func TestManagerReachesOnlyItsOwnAndOrganisationsSecrets(t *testing.T) {
-	ctx := t.Context()
-	env, err := testenv.Start(ctx)
+// start brings up an API server with the manager's RBAC installed, its namespace and a
+// namespace that is no organisation's ("elsewhere").
+func start(t *testing.T) *testenv.Env {
+	t.Helper()
+	env, err := testenv.Start(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	admin := env.Client
 	for _, ns := range []string{managerNamespace, "elsewhere"} {
-		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	installRBAC(t, admin)
+	installRBAC(t, env.Client)
+	return env
+}
+
+func TestManagerReachesOnlyItsOwnAndOrganisationsSecrets(t *testing.T) {
+	ctx := t.Context()
+	env := start(t)
+	admin := env.Client
 	manager := asManager(t, env.Config)
 
 	// A Secret of a namespace that is no organisation's, and an organisation's credentials.
@@ -198,4 +212,47 @@ func TestManagerReachesOnlyItsOwnAndOrganisationsSecrets(t *testing.T) {
 	bankKeys := pagestore.NewKeyRing(manager, manager, managerNamespace, pagestore.DefaultKeysSecret)
 	mustAllow(t, "the bank details keys", bankKeys.Ensure(ctx))
 	mustForbid(t, "list the Secrets of its own namespace", manager.List(ctx, &corev1.SecretList{}, client.InNamespace(managerNamespace)))
+}
+
+// The manager itself, run as its ServiceAccount: its caches sync (no informer needs a right it
+// lacks: none of Secrets), and its Organisation controller makes an organisation's Secrets
+// readable as soon as the organisation's namespace appears.
+func TestManagerRunsOnItsOwnRBAC(t *testing.T) {
+	ctx := t.Context()
+	env := start(t)
+	asSA := *env
+	asSA.Config = impersonating(env.Config)
+	mgr, err := asSA.NewManager()
+	if err != nil {
+		t.Fatal(err)
+	}
+	access := bootstrap.OrganisationAccess{ServiceAccountNamespace: managerNamespace, ServiceAccountName: serviceAccount}
+	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{OrganisationAccess: access}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		t.Fatal("the manager's caches did not sync on its own RBAC")
+	}
+
+	const org = "org-bootstrapped"
+	if err := bootstrap.EnsureOrganisation(ctx, env.Client, bootstrap.Organisation{Namespace: org, Username: "boot",
+		Password: "a password", Roles: []flexv1.Role{flexv1.RoleEntityRead}}); err != nil {
+		t.Fatal(err)
+	}
+	manager := asManager(t, env.Config)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := manager.Get(ctx, client.ObjectKey{Namespace: org, Name: "boot-credentials"}, &corev1.Secret{})
+		if err == nil {
+			break
+		}
+		if !apierrors.IsForbidden(err) || time.Now().After(deadline) {
+			t.Fatalf("the organisation's credentials, as the manager: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	mustForbid(t, "a Secret elsewhere, as the running manager", manager.Get(ctx, client.ObjectKey{Namespace: "elsewhere", Name: "x"}, &corev1.Secret{}))
 }
