@@ -356,6 +356,10 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *page
 	if err := mgr.Add(srv.LinkSweeper()); err != nil {
 		return err
 	}
+	// Bank details older versions kept in Secrets move into the database, once (the leader's).
+	if err := mgr.Add(srv.LegacyImporter()); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}

@@ -94,6 +94,31 @@ func (s *Store) PutBankDetails(ctx context.Context, organisation, siteID string,
 	return db.Classify(err)
 }
 
+// PutBankDetailsIfAbsent stores the site's bank details unless it has some already (an import
+// of older details never overwrites what the household entered since), answering whether it did.
+func (s *Store) PutBankDetailsIfAbsent(ctx context.Context, organisation, siteID string, plaintext []byte) (bool, error) {
+	kid, nonce, ciphertext, err := s.Keys.seal(ctx, plaintext, aad(organisation, siteID))
+	if err != nil {
+		return false, err
+	}
+	tag, err := s.Pool.Exec(ctx, `INSERT INTO bank_details (organisation, site_id, key_id, nonce, ciphertext)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (organisation, site_id) DO NOTHING`, organisation, siteID, kid, nonce, ciphertext)
+	return tag.RowsAffected() == 1, db.Classify(err)
+}
+
+// Imported reports whether the one-time import name is done.
+func (s *Store) Imported(ctx context.Context, name string) (bool, error) {
+	var done bool
+	err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pagestore_imports WHERE name = $1)`, name).Scan(&done)
+	return done, db.Classify(err)
+}
+
+// MarkImported records the one-time import name as done.
+func (s *Store) MarkImported(ctx context.Context, name string) error {
+	_, err := s.Pool.Exec(ctx, `INSERT INTO pagestore_imports (name) VALUES ($1) ON CONFLICT DO NOTHING`, name)
+	return db.Classify(err)
+}
+
 // BankDetails opens the site's bank details: nil when there are none.
 func (s *Store) BankDetails(ctx context.Context, organisation, siteID string) ([]byte, error) {
 	var kid string

@@ -232,3 +232,35 @@ func keyIDOf(t *testing.T, org, site string) string {
 	}
 	return kid
 }
+
+func TestImportNeverOverwritesNewerDetails(t *testing.T) {
+	ctx := context.Background()
+	data, _ := keyData(t, "k1")
+	s := newStore(t, data)
+	org, site, fresh := "org-"+uuid.NewString()[:8], uuid.NewString(), uuid.NewString()
+	if err := s.PutBankDetails(ctx, org, site, []byte("entered since")); err != nil {
+		t.Fatal(err)
+	}
+	if stored, err := s.PutBankDetailsIfAbsent(ctx, org, site, []byte("older")); err != nil || stored {
+		t.Fatalf("over newer details: stored %v, %v", stored, err)
+	}
+	if got, err := s.BankDetails(ctx, org, site); err != nil || string(got) != "entered since" {
+		t.Fatalf("read %s, %v", got, err)
+	}
+	if stored, err := s.PutBankDetailsIfAbsent(ctx, org, fresh, []byte("older")); err != nil || !stored {
+		t.Fatalf("where there were none: stored %v, %v", stored, err)
+	}
+	name := "import-" + uuid.NewString()
+	if done, err := s.Imported(ctx, name); err != nil || done {
+		t.Fatalf("before: %v, %v", done, err)
+	}
+	if err := s.MarkImported(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkImported(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := s.Imported(ctx, name); err != nil || !done {
+		t.Fatalf("after: %v, %v", done, err)
+	}
+}

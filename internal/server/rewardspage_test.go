@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -146,6 +147,28 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 		GinkgoHelper()
 		return mustCall("GET", "/rewards/"+siteID+"/url/balance?redirect_uri="+url.QueryEscape(redirect)+query, tok, nil)
 	}
+
+	It("moves bank details an older version kept in a Secret into the database, once, and deletes the Secret", func(ctx SpecContext) {
+		legacy := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: "flexsite-bank-" + siteID},
+			Data: map[string][]byte{"account_name": []byte("A Household"), "sort_code": []byte("65-43-21"),
+				"account_number": []byte("12345678")}}
+		Expect(k8sClient.Create(ctx, legacy)).To(Succeed())
+		Eventually(func() string {
+			site := &flexv1.Site{}
+			_ = serverCache.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: siteName}, site)
+			return site.Labels[flexv1.IDLabel]
+		}).Should(Equal(siteID))
+		Expect(apiSrv.ImportLegacyBankDetails(ctx)).To(BeTrue())
+		Expect(bankDetailsRows(ctx, o.Namespace)).To(Equal(1))
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(legacy), &corev1.Secret{}))).To(BeTrue(),
+			"the Secret is deleted once its details are stored")
+
+		b := newBrowser()
+		p := b.do("GET", link("&enforce_two_factor_auth=false")["balance_withdrawal_url"].(string), nil)
+		Expect(p.status).To(Equal(http.StatusOK), p.body)
+		Expect(p.body).To(ContainSubstring("****5678"))
+		Expect(p.body).NotTo(ContainSubstring("12345678"))
+	})
 
 	It("validates the link's query and scopes it to the organisation's own sites", func(ctx SpecContext) {
 		for _, c := range []struct{ query, param string }{

@@ -215,6 +215,17 @@ func (s *Server) Routes() []Route {
 // LinkSweeper deletes the rewards links nobody can use any more (a leader's runnable).
 func (s *Server) LinkSweeper() *rewards.Sweeper { return &rewards.Sweeper{Rewards: s.rewards} }
 
+// LegacyImporter moves bank details older versions kept in Secrets into the database (a
+// leader's runnable, done once per installation).
+func (s *Server) LegacyImporter() *rewards.LegacyImporter {
+	return &rewards.LegacyImporter{Rewards: s.rewards}
+}
+
+// ImportLegacyBankDetails runs the LegacyImporter's move once: true when all are moved.
+func (s *Server) ImportLegacyBankDetails(ctx context.Context) (bool, error) {
+	return s.rewards.ImportLegacyBankDetails(ctx)
+}
+
 // ServeHTTP makes the server usable in httptest.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 

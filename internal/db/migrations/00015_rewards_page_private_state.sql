@@ -9,6 +9,8 @@
 --     details key Secret (internal/pagestore.KeyRing); key_id names the key, so that keys can
 --     rotate and old rows still open. The organisation and site are the AEAD's associated
 --     data: a row copied to another site does not open.
+--   pagestore_imports: the one-time moves of what older versions kept in Secrets (bank details
+--     in flexsite-bank-<site id> Secrets of the organisations' namespaces), once done.
 
 -- +goose Up
 CREATE TABLE rewards_links (
@@ -30,6 +32,12 @@ CREATE TABLE bank_details (
 );
 CREATE INDEX bank_details_key_id ON bank_details (key_id);
 
+CREATE TABLE pagestore_imports (
+    name    text PRIMARY KEY,
+    done_at timestamptz NOT NULL DEFAULT now()
+);
+
 -- +goose Down
+DROP TABLE pagestore_imports;
 DROP TABLE bank_details;
 DROP TABLE rewards_links;
