@@ -170,6 +170,22 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 		Expect(p.body).NotTo(ContainSubstring("12345678"))
 	})
 
+	It("forgets a site's bank details when the site is deleted", func(ctx SpecContext) {
+		b := newBrowser()
+		p := b.do("GET", link("&enforce_two_factor_auth=false")["balance_withdrawal_url"].(string), nil)
+		Expect(p.status).To(Equal(http.StatusOK), p.body)
+		p = b.do("POST", "/hosted/rewards/bank", url.Values{"csrf_token": {p.csrf()}, "account_name": {"Ada Lovelace"},
+			"sort_code": {"65-43-21"}, "account_number": {"12345678"}})
+		Expect(p.status).To(Equal(http.StatusOK), p.body)
+		Expect(bankDetailsRows(ctx, o.Namespace)).To(Equal(1))
+
+		Expect(k8sClient.Delete(ctx, &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: siteName}})).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: siteName}, &flexv1.Site{}))
+		}).Should(BeTrue())
+		Expect(bankDetailsRows(ctx, o.Namespace)).To(BeZero())
+	})
+
 	It("validates the link's query and scopes it to the organisation's own sites", func(ctx SpecContext) {
 		for _, c := range []struct{ query, param string }{
 			{"", "redirect_uri"},
