@@ -125,9 +125,11 @@ func main() {
 	flag.StringVar(&o.organisationSecretsRole, "organisation-secrets-role", bootstrap.DefaultOrganisationSecretsRole,
 		"ClusterRole of the Secrets verbs the manager binds itself to in every organisation's namespace (it may bind no other).")
 	flag.StringVar(&o.serviceAccount, "service-account", os.Getenv("POD_SERVICE_ACCOUNT"),
-		"the manager's ServiceAccount (in the token keys' namespace), which organisations' RoleBindings name; empty: none are made (the manager then needs its Secrets access some other way, as with --embedded).")
+		"the manager's ServiceAccount (in the token keys' namespace), which organisations' RoleBindings name; "+
+			"empty: none are made (the manager then needs its Secrets access some other way, as with --embedded).")
 	flag.StringVar(&o.bankKeysSecret, "bank-keys-secret", pagestore.DefaultKeysSecret,
-		"name of the Secret, in the token keys' namespace, holding the keys that seal bank details (created with a fresh key if missing; docs/operations.md for rotation).")
+		"name of the Secret, in the token keys' namespace, holding the keys that seal bank details "+
+			"(created with a fresh key if missing; docs/operations.md for rotation).")
 	flag.Int64Var(&o.rewards.MinimumWithdrawalPence, "min-withdrawal-pence", 1000,
 		"Smallest balance, in pence, a household may withdraw.")
 	flag.IntVar(&o.rewards.WithdrawalMinWaitDays, "withdrawal-min-wait-days", 30,
