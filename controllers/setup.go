@@ -12,9 +12,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/deviceauth"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/priority"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/settlementstore"
@@ -37,6 +39,10 @@ type Options struct {
 	// Holder names this replica in device connections' refresh claims (default: the host name
 	// and a random suffix).
 	Holder string
+	// OrganisationAccess, when it names the manager's ServiceAccount, is the RoleBinding the
+	// Organisation controller makes in every organisation's namespace (unset: no such
+	// controller, as where the manager runs with an administrator's credentials).
+	OrganisationAccess bootstrap.OrganisationAccess
 }
 
 // DefaultConcurrency is the reconcilers' default worker count.
@@ -63,9 +69,19 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	}
 	// The controllers' client finds by bucketed key in the cache (index.Lookup, index.List).
 	cl := index.CachedClient{Client: mgr.GetClient(), Cache: mgr.GetCache()}
+	if o.OrganisationAccess.ServiceAccountName != "" {
+		if err := (&OrganisationReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+			Access: o.OrganisationAccess}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	var bankDetails *pagestore.Store
+	if o.DB != nil {
+		bankDetails = &pagestore.Store{Pool: o.DB}
+	}
 	if err := (&SiteReconciler{
 		Client: cl, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("site-controller"), Now: time.Now,
-		Background: o.Background,
+		Background: o.Background, BankDetails: bankDetails,
 	}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}

@@ -64,12 +64,6 @@ const (
 	// password hash. The manager reads no other Secret of an organisation: a hash Secret
 	// without it is not used, and its client cannot log in.
 	CredentialsLabel = "flexsite.io/credentials"
-	// RewardsLinkLabel, with the value "true", marks the Secrets (in the manager's namespace)
-	// that hold a hosted rewards link and its session: hashes only, never the link's code.
-	RewardsLinkLabel = "flexsite.io/rewards-link"
-	// BankDetailsLabel, on a bank details Secret of an organisation, holds the id of the site
-	// whose they are. The manager finds bank details only by this label.
-	BankDetailsLabel = "flexsite.io/bank-details-of"
 )
 
 // Annotations Flexsite owns.

@@ -55,7 +55,7 @@ import (
 // +kubebuilder:rbac:groups=flexsite.io,resources=subscriptions,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=subscriptions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites/status;assets/status;enrolments/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
+// Signing secrets: in organisation namespaces only (bootstrap.OrganisationAccess).
 
 // PendingIndex is the field index of the objects whose outbox is not empty.
 const PendingIndex = "events.pending"
