@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	kretry "k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,8 +34,17 @@ import (
 // One refresh at a time: the controller runs in the leader only, and before it calls the
 // provider it takes a claim in the Secret with an optimistic write (the Secret's
 // resourceVersion), so a second writer (a replica that still believes it leads, a restart
-// racing a failover) loses the write and never calls. The new tokens are written before the
-// old ones are forgotten: a failed write is retried from a fresh read, never dropped.
+// racing a failover) loses the write and never calls.
+//
+// Refresh-token rotation makes the provider's answer the only copy of a working grant: the old
+// refresh token is invalid from then on, and using it again revokes the grant at most providers.
+// So once the claim is taken, the call and the store of its answer run to the end even when
+// the reconcile's context ends (a shutdown, a lost leadership), bounded by their own
+// deadlines, and the store is the first thing done with the answer: retried with backoff
+// on any failure until the Secret holds it, before the status or anything else is written.
+// Until then the Secret keeps the previous token and the claim, so no other writer calls the
+// provider with a token that may be rotated away. Only when the store's deadline passes too
+// are the tokens kept in memory, to be written before anything else on the next reconcile.
 //
 // Deletion (a DELETE of the connection, the offboarding of its site) revokes the tokens at
 // the provider where it can (RFC 7009) and deletes the Secret before the finalizer goes.
@@ -67,6 +77,15 @@ const revokeGiveUp = 2 * time.Minute
 
 // claimTTL is how long a refresh claim holds: past it, another writer may take it over.
 const claimTTL = 3 * deviceauth.Timeout
+
+// storeGiveUp bounds how long the tokens a provider answered are retried into the Secret
+// before they are kept in memory only. It is shorter than claimTTL less the provider call, so
+// that the claim still holds while the store is retried: no other writer uses the previous
+// refresh token meanwhile.
+const storeGiveUp = claimTTL - deviceauth.Timeout - 2*time.Second
+
+// storeBackoff spaces the store's retries: 100 ms doubling to 2 s.
+var storeBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 20, Cap: 2 * time.Second}
 
 // Reconcile fetches the connection, finalizes or refreshes it, and writes its status once.
 func (r *DeviceConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -175,7 +194,7 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 	t deviceauth.Tokens) (deviceauth.Tokens, time.Duration, error) {
 	now := r.now()
 	if out, ok := r.takeUnsaved(conn); ok {
-		written, err := r.writeTokens(ctx, sec, &out)
+		written, err := r.storeAnswered(ctx, sec, &out)
 		if err != nil {
 			r.keepUnsaved(conn, out)
 			return t, 0, err
@@ -203,7 +222,9 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 		}
 		return t, 0, err
 	}
-	callCtx, cancel := context.WithTimeout(ctx, deviceauth.Timeout)
+	// From here the provider may rotate the refresh token: the call is not abandoned halfway
+	// when ctx ends (its answer would be lost), only bounded by its own timeout.
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deviceauth.Timeout)
 	tok, err := prov.Refresh(callCtx, t.RefreshToken)
 	cancel()
 	var out deviceauth.Tokens
@@ -219,7 +240,7 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 		out = deviceauth.FromOAuth(tok, t.RefreshToken, r.now())
 		out.ConnectedAt, out.RefreshedAt = t.ConnectedAt, r.now()
 	}
-	written, err := r.writeTokens(ctx, claimed, &out)
+	written, err := r.storeAnswered(ctx, claimed, &out)
 	switch {
 	case err != nil:
 		r.keepUnsaved(conn, out)
@@ -229,6 +250,32 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 		return t, conflictRetryDelay, nil
 	}
 	return out, 0, nil
+}
+
+// storeAnswered stores tokens a provider answered: retried with backoff on any failure until
+// stored, or the Secret is gone (the connection was deleted: the tokens belong to nothing), or
+// storeGiveUp has passed. It runs on when ctx ends (a shutdown waits for it): the answer is
+// the only copy of the grant.
+func (r *DeviceConnectionReconciler) storeAnswered(ctx context.Context, sec *corev1.Secret, t *deviceauth.Tokens) (bool, error) {
+	storeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeGiveUp)
+	defer cancel()
+	var written bool
+	var last error
+	err := wait.ExponentialBackoffWithContext(storeCtx, storeBackoff, func(context.Context) (bool, error) {
+		written, last = r.writeTokens(storeCtx, sec, t)
+		switch {
+		case last == nil:
+			return true, nil
+		case apierrors.IsNotFound(last):
+			return false, last
+		}
+		ctrl.LoggerFrom(ctx).Info("storing the tokens the provider answered failed; retrying", "reason", last.Error())
+		return false, nil
+	})
+	if err != nil && last != nil {
+		err = last
+	}
+	return written, err
 }
 
 // writeTokens stores t (nil: only releases the claim) in the Secret, retried from a fresh
@@ -241,7 +288,9 @@ func (r *DeviceConnectionReconciler) writeTokens(ctx context.Context, sec *corev
 	cur := sec.DeepCopy()
 	replaced := false
 	err := kretry.RetryOnConflict(kretry.DefaultBackoff, func() error {
-		if string(cur.Data[deviceauth.KeyRefreshToken]) != used {
+		// A write that failed may have been applied all the same (a timeout): finding its
+		// tokens stored is not a newer grant.
+		if stored := string(cur.Data[deviceauth.KeyRefreshToken]); stored != used && (t == nil || stored != t.RefreshToken) {
 			ctrl.LoggerFrom(ctx).Info("the connection was authorised again meanwhile; keeping the newer grant")
 			replaced = true
 			return nil
