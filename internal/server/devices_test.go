@@ -3,10 +3,14 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,6 +31,7 @@ import (
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testing/oauthprovider"
 )
 
@@ -314,6 +319,35 @@ var _ = Describe("Device connections: initiate, callback, list, disconnect", fun
 		}).Should(Succeed())
 	})
 
+	It("builds the OAuth callback and the page's postMessage target from --public-url behind TLS termination, not from the request's Host", func(ctx SpecContext) {
+		// The manager behind a TLS-terminating ingress: requests arrive as plain http to the
+		// pod with the proxy's Host.
+		cfg := apiSrv.Config
+		cfg.PublicURL = "https://flexsite.example.com"
+		srv := httptest.NewServer(server.NewServer(cfg))
+		DeferCleanup(srv.Close)
+
+		resp := limitedCall(srv, "GET", "/entities/site/"+siteID+"/oauth/example/initiate", tok, "", "")
+		body, err := io.ReadAll(resp.Body)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(resp.StatusCode).To(Equal(http.StatusOK), "%s", body)
+		var answer struct {
+			AuthorizationURL string `json:"authorization_url"`
+		}
+		Expect(json.Unmarshal(body, &answer)).To(Succeed())
+		u, err := url.Parse(answer.AuthorizationURL)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(u.Query().Get("redirect_uri")).To(Equal("https://flexsite.example.com/oauth/callback"))
+
+		resp = limitedCall(srv, "GET", "/oauth/callback?code=x&state=forged-state-forged-state-forged-state", "", "", "")
+		body, err = io.ReadAll(resp.Body)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(resp.StatusCode).To(Equal(http.StatusBadRequest))
+		page := strings.ReplaceAll(string(body), `\/`, "/")
+		Expect(page).To(ContainSubstring(`postMessage(msg, "https://flexsite.example.com")`))
+		Expect(page).NotTo(ContainSubstring(strings.TrimPrefix(srv.URL, "http://")))
+	})
+
 	It("lets the household's component token connect its own site with its allowed origin as redirect", func(ctx SpecContext) {
 		userTok := mustCall("POST", "/auth/component-token", tok, componentForm("device-user-"+o.Namespace,
 			"gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z"))["access_token"].(string)
@@ -461,6 +495,53 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	})
 
+	It("stores a rotated refresh token before anything else: a failed Secret write and a shutdown in that window lose nothing", func(ctx SpecContext) {
+		// A second manager whose DeviceConnection controller sees every token due 3 s early, so
+		// that it takes the first refresh, and whose first write of the tokens the provider
+		// answered fails; the fault stops that manager at once, as a restart in the window would.
+		mgr, err := env.NewManager()
+		Expect(err).NotTo(HaveOccurred())
+		mctx, stop := context.WithCancel(context.Background())
+		DeferCleanup(stop)
+		faulty := &tokenWriteFault{CachedClient: index.CachedClient{Client: mgr.GetClient(), Cache: mgr.GetCache()},
+			fired: make(chan string, 1), onFire: stop}
+		Expect((&controllers.DeviceConnectionReconciler{Client: faulty, Recorder: mgr.GetEventRecorder("restarting"),
+			Dialer: providerDialer, Holder: "restarting-replica", Now: func() time.Time { return time.Now().Add(3 * time.Second) }}).
+			SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)})).To(Succeed())
+		stopped := make(chan struct{})
+		go func() {
+			defer GinkgoRecover()
+			defer close(stopped)
+			Expect(mgr.Start(ctrl.LoggerInto(mctx, ctrl.Log.WithName("restarting")))).To(Succeed())
+		}()
+
+		refused := deviceProvider.Refused()
+		connect(tok, siteID, registeredURI)
+		_, sec := connectionOf(ctx, o.Namespace, siteID)
+		first := deviceauth.Read(sec).RefreshToken
+
+		// The fault happened: the provider had answered (rotated) and the first store failed.
+		var rotatedTo string
+		Eventually(faulty.fired, 20*time.Second).Should(Receive(&rotatedTo))
+		Expect(rotatedTo).NotTo(BeEmpty())
+		Expect(rotatedTo).NotTo(Equal(first))
+		Eventually(stopped, 40*time.Second).Should(BeClosed())
+
+		// The stopping manager stored the rotated token before it went; the suite's controller
+		// refreshes with it from there, rotation after rotation, and the provider never refused.
+		_, sec = connectionOf(ctx, o.Namespace, siteID)
+		Expect(deviceauth.Read(sec).RefreshToken).To(Equal(rotatedTo))
+		Expect(sec.Data).NotTo(HaveKey(deviceauth.KeyRefreshClaim))
+		seen := map[string]bool{first: true, rotatedTo: true}
+		Eventually(func(g Gomega) {
+			c, s := connectionOf(ctx, o.Namespace, siteID)
+			g.Expect(c.Status.Phase).To(Equal(flexv1.ConnectionConnected))
+			seen[deviceauth.Read(s).RefreshToken] = true
+			g.Expect(len(seen)).To(BeNumerically(">=", 4))
+		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+		Expect(deviceProvider.Refused()).To(Equal(refused), "a rotated-away refresh token was used (invalid_grant)")
+	})
+
 	It("never refreshes one token twice at once: a rotation race across two managers", func(ctx SpecContext) {
 		// A second manager against the same API server, running its own DeviceConnection
 		// controller beside the suite's: both see every connection and both want to refresh.
@@ -493,3 +574,27 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 		Expect(deviceProvider.Refused()).To(Equal(refused), "a refresh token was used twice (invalid_grant)")
 	})
 })
+
+// tokenWriteFault is a controller's client whose first write of a token Secret that stores
+// tokens (not the write that takes a refresh claim) fails with a server error: it reports the
+// refresh token that write carried on fired and calls onFire.
+type tokenWriteFault struct {
+	index.CachedClient
+	once   sync.Once
+	fired  chan string
+	onFire func()
+}
+
+func (c *tokenWriteFault) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	sec, ok := obj.(*corev1.Secret)
+	if ok && sec.Data[deviceauth.KeyRefreshClaim] == nil && sec.Data[deviceauth.KeyRefreshToken] != nil {
+		hit := false
+		c.once.Do(func() { hit = true })
+		if hit {
+			c.fired <- string(sec.Data[deviceauth.KeyRefreshToken])
+			c.onFire()
+			return apierrors.NewInternalError(errors.New("injected: etcdserver: leader changed"))
+		}
+	}
+	return c.CachedClient.Update(ctx, obj, opts...)
+}
