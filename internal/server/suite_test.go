@@ -21,6 +21,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/db"
@@ -84,6 +85,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
 	database = testDB
+	// The readings partitions, made as the manager's leader makes them on start.
+	Expect((&db.ReadingPartitions{Pool: testDB.Pool, Back: readings.PartitionsBack, Ahead: readings.PartitionsAhead}).Round(ctx)).
+		To(Succeed())
 	mgr, err := env.NewManager() // its cache as cmd/manager's (index.CacheOptions)
 	Expect(err).NotTo(HaveOccurred())
 	// Device providers on loopback: the test's own authorisation server (devices_test.go).
