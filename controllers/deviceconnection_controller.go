@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	kretry "k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,6 +55,9 @@ type DeviceConnectionReconciler struct {
 	Now      func() time.Time
 	// Holder names this replica in refresh claims.
 	Holder string
+	// DB is Flexsite's PostgreSQL: refreshed tokens are handed over through it until the
+	// Secret holds them (deviceconnection_handover.go). nil: no hand-over.
+	DB *pgxpool.Pool
 
 	written statusWrites
 	mu      sync.Mutex
@@ -84,8 +87,11 @@ const claimTTL = 3 * deviceauth.Timeout
 // refresh token meanwhile.
 const storeGiveUp = claimTTL - deviceauth.Timeout - 2*time.Second
 
-// storeBackoff spaces the store's retries: 100 ms doubling to 2 s.
-var storeBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 20, Cap: 2 * time.Second}
+// storeRetryFirst and storeRetryMax space the store's retries: 100 ms doubling to 2 s.
+const (
+	storeRetryFirst = 100 * time.Millisecond
+	storeRetryMax   = 2 * time.Second
+)
 
 // Reconcile fetches the connection, finalizes or refreshes it, and writes its status once.
 func (r *DeviceConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -206,6 +212,21 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 	if holder, until := parseClaim(sec.Data[deviceauth.KeyRefreshClaim]); holder != "" && holder != r.Holder && now.Before(until) {
 		return t, max(until.Sub(now), conflictRetryDelay), nil
 	}
+	// A refresh whose claim is still in the Secret (its holder died, or this replica lost
+	// its memory) may have obtained tokens it could not store: the provider has rotated the
+	// refresh token the Secret holds, so those tokens, not a new call, continue the grant.
+	if out, ok := r.handedOver(ctx, conn, sec); ok {
+		written, err := r.storeAnswered(ctx, sec, &out)
+		if err != nil {
+			return t, 0, err
+		}
+		r.forgetHandover(ctx, conn)
+		if written {
+			ctrl.LoggerFrom(ctx).Info("stored the tokens an interrupted refresh had handed over")
+			return out, 0, nil
+		}
+		return t, conflictRetryDelay, nil
+	}
 	prov, err := r.Dialer.Load(ctx, r.Client, conn.Spec.Provider)
 	if err != nil {
 		return t, 0, err
@@ -215,6 +236,7 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 	}
 	claimed := sec.DeepCopy()
 	claimed.Data[deviceauth.KeyRefreshClaim] = []byte(r.Holder + " " + now.Add(claimTTL).UTC().Format(time.RFC3339Nano))
+	claimed.Data[deviceauth.KeyHandoverKey] = deviceauth.NewHandoverKey()
 	if err := r.Update(ctx, claimed); err != nil {
 		if apierrors.IsConflict(err) {
 			// Another writer changed the Secret first: it refreshes, not us.
@@ -239,6 +261,7 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 	default:
 		out = deviceauth.FromOAuth(tok, t.RefreshToken, r.now())
 		out.ConnectedAt, out.RefreshedAt = t.ConnectedAt, r.now()
+		r.handOver(ctx, conn, claimed, out)
 	}
 	written, err := r.storeAnswered(ctx, claimed, &out)
 	switch {
@@ -247,8 +270,10 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 		return t, 0, err
 	case !written:
 		// A newer grant is stored: look again at it.
+		r.forgetHandover(ctx, conn)
 		return t, conflictRetryDelay, nil
 	}
+	r.forgetHandover(ctx, conn)
 	return out, 0, nil
 }
 
@@ -259,23 +284,18 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 func (r *DeviceConnectionReconciler) storeAnswered(ctx context.Context, sec *corev1.Secret, t *deviceauth.Tokens) (bool, error) {
 	storeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeGiveUp)
 	defer cancel()
-	var written bool
-	var last error
-	err := wait.ExponentialBackoffWithContext(storeCtx, storeBackoff, func(context.Context) (bool, error) {
-		written, last = r.writeTokens(storeCtx, sec, t)
-		switch {
-		case last == nil:
-			return true, nil
-		case apierrors.IsNotFound(last):
-			return false, last
+	for delay := storeRetryFirst; ; delay = min(2*delay, storeRetryMax) {
+		written, err := r.writeTokens(storeCtx, sec, t)
+		if err == nil || apierrors.IsNotFound(err) {
+			return written, err
 		}
-		ctrl.LoggerFrom(ctx).Info("storing the tokens the provider answered failed; retrying", "reason", last.Error())
-		return false, nil
-	})
-	if err != nil && last != nil {
-		err = last
+		ctrl.LoggerFrom(ctx).Info("storing the tokens the provider answered failed; retrying", "reason", err.Error())
+		select {
+		case <-storeCtx.Done():
+			return false, err
+		case <-time.After(delay):
+		}
 	}
-	return written, err
 }
 
 // writeTokens stores t (nil: only releases the claim) in the Secret, retried from a fresh
@@ -299,6 +319,7 @@ func (r *DeviceConnectionReconciler) writeTokens(ctx context.Context, sec *corev
 			deviceauth.Write(cur, *t)
 		}
 		delete(cur.Data, deviceauth.KeyRefreshClaim)
+		delete(cur.Data, deviceauth.KeyHandoverKey)
 		err := r.Update(ctx, cur)
 		if apierrors.IsConflict(err) {
 			fresh := &corev1.Secret{}
@@ -387,6 +408,7 @@ func (r *DeviceConnectionReconciler) finalize(ctx context.Context, conn *flexv1.
 		}
 	}
 	r.forgetFailures(conn)
+	r.forgetHandover(ctx, conn)
 	return removeFinalizer(ctx, r.Client, conn)
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
+	"github.com/jackc/pgx/v5"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -495,18 +496,21 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	})
 
-	It("stores a rotated refresh token before anything else: a failed Secret write and a shutdown in that window lose nothing", func(ctx SpecContext) {
-		// A second manager whose DeviceConnection controller sees every token due 3 s early, so
-		// that it takes the first refresh, and whose first write of the tokens the provider
-		// answered fails; the fault stops that manager at once, as a restart in the window would.
+	// rotateThroughAFault connects the household and lets a second manager take the first
+	// refresh: its DeviceConnection controller sees every token due 3 s early, and its first
+	// write of the tokens the provider answered fails (always: every one); the fault stops that
+	// manager at once, as a restart in the window would. It answers the refresh token the
+	// provider had rotated to, once that manager has stopped, and the token before it.
+	rotateThroughAFault := func(ctx context.Context, always bool) (first, rotatedTo string) {
 		mgr, err := env.NewManager()
 		Expect(err).NotTo(HaveOccurred())
 		mctx, stop := context.WithCancel(context.Background())
 		DeferCleanup(stop)
 		faulty := &tokenWriteFault{CachedClient: index.CachedClient{Client: mgr.GetClient(), Cache: mgr.GetCache()},
-			fired: make(chan string, 1), onFire: stop}
+			namespace: o.Namespace, always: always, fired: make(chan string, 1), onFire: stop}
 		Expect((&controllers.DeviceConnectionReconciler{Client: faulty, Recorder: mgr.GetEventRecorder("restarting"),
-			Dialer: providerDialer, Holder: "restarting-replica", Now: func() time.Time { return time.Now().Add(3 * time.Second) }}).
+			Dialer: providerDialer, Holder: "restarting-replica", DB: database.Pool,
+			Now: func() time.Time { return time.Now().Add(3 * time.Second) }}).
 			SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)})).To(Succeed())
 		stopped := make(chan struct{})
 		go func() {
@@ -515,23 +519,21 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 			Expect(mgr.Start(ctrl.LoggerInto(mctx, ctrl.Log.WithName("restarting")))).To(Succeed())
 		}()
 
-		refused := deviceProvider.Refused()
 		connect(tok, siteID, registeredURI)
 		_, sec := connectionOf(ctx, o.Namespace, siteID)
-		first := deviceauth.Read(sec).RefreshToken
+		first = deviceauth.Read(sec).RefreshToken
 
 		// The fault happened: the provider had answered (rotated) and the first store failed.
-		var rotatedTo string
 		Eventually(faulty.fired, 20*time.Second).Should(Receive(&rotatedTo))
 		Expect(rotatedTo).NotTo(BeEmpty())
 		Expect(rotatedTo).NotTo(Equal(first))
 		Eventually(stopped, 40*time.Second).Should(BeClosed())
+		return first, rotatedTo
+	}
 
-		// The stopping manager stored the rotated token before it went; the suite's controller
-		// refreshes with it from there, rotation after rotation, and the provider never refused.
-		_, sec = connectionOf(ctx, o.Namespace, siteID)
-		Expect(deviceauth.Read(sec).RefreshToken).To(Equal(rotatedTo))
-		Expect(sec.Data).NotTo(HaveKey(deviceauth.KeyRefreshClaim))
+	// keepsRefreshing waits for two more rotations after rotatedTo, with the connection
+	// connected, and no refresh refused by the provider since refused.
+	keepsRefreshing := func(ctx context.Context, first, rotatedTo string, refused int64) {
 		seen := map[string]bool{first: true, rotatedTo: true}
 		Eventually(func(g Gomega) {
 			c, s := connectionOf(ctx, o.Namespace, siteID)
@@ -540,6 +542,45 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 			g.Expect(len(seen)).To(BeNumerically(">=", 4))
 		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 		Expect(deviceProvider.Refused()).To(Equal(refused), "a rotated-away refresh token was used (invalid_grant)")
+	}
+
+	It("stores a rotated refresh token before anything else: a failed Secret write and a shutdown in that window lose nothing", func(ctx SpecContext) {
+		refused := deviceProvider.Refused()
+		first, rotatedTo := rotateThroughAFault(ctx, false)
+
+		// The stopping manager stored the rotated token before it went; the suite's controller
+		// refreshes with it from there, rotation after rotation, and the provider never refused.
+		_, sec := connectionOf(ctx, o.Namespace, siteID)
+		Expect(deviceauth.Read(sec).RefreshToken).To(Equal(rotatedTo))
+		Expect(sec.Data).NotTo(HaveKey(deviceauth.KeyRefreshClaim))
+		Expect(sec.Data).NotTo(HaveKey(deviceauth.KeyHandoverKey))
+		keepsRefreshing(ctx, first, rotatedTo, refused)
+	})
+
+	It("continues a grant whose rotated refresh token never reached the Secret before the process died: handed over through PostgreSQL, sealed with the claim's key", func(ctx SpecContext) {
+		refused := deviceProvider.Refused()
+		first, rotatedTo := rotateThroughAFault(ctx, true)
+		// The stopped manager could store nothing: the Secret still holds the token the
+		// provider rotated away, and the dead refresh's claim and key.
+		c, sec := connectionOf(ctx, o.Namespace, siteID)
+		Expect(deviceauth.Read(sec).RefreshToken).To(Equal(first))
+		Expect(sec.Data).To(HaveKey(deviceauth.KeyRefreshClaim))
+		Expect(sec.Data).To(HaveKey(deviceauth.KeyHandoverKey))
+		var sealed []byte
+		Expect(database.Pool.QueryRow(ctx, `SELECT sealed FROM device_token_handovers WHERE connection_uid = $1`,
+			string(c.UID)).Scan(&sealed)).To(Succeed())
+		Expect(string(sealed)).NotTo(ContainSubstring(rotatedTo), "the hand-over is sealed")
+
+		// Once the dead claim expires, the suite's controller stores the handed-over tokens
+		// instead of calling the provider with the rotated-away one, and refreshes from there.
+		Eventually(func(g Gomega) {
+			_, s := connectionOf(ctx, o.Namespace, siteID)
+			g.Expect(deviceauth.Read(s).RefreshToken).NotTo(Equal(first))
+		}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
+		keepsRefreshing(ctx, first, rotatedTo, refused)
+		Eventually(func() error {
+			return database.Pool.QueryRow(ctx, `SELECT 1 FROM device_token_handovers WHERE connection_uid = $1`, string(c.UID)).Scan(new(int))
+		}).Should(MatchError(pgx.ErrNoRows))
 	})
 
 	It("never refreshes one token twice at once: a rotation race across two managers", func(ctx SpecContext) {
@@ -575,24 +616,35 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 	})
 })
 
-// tokenWriteFault is a controller's client whose first write of a token Secret that stores
-// tokens (not the write that takes a refresh claim) fails with a server error: it reports the
-// refresh token that write carried on fired and calls onFire.
+// tokenWriteFault is a controller's client whose first write of a token Secret of namespace
+// that stores tokens (not the write that takes a refresh claim) fails with a server error, and with
+// always every such write after it: it reports the refresh token the first carried on fired
+// and calls onFire.
 type tokenWriteFault struct {
 	index.CachedClient
-	once   sync.Once
-	fired  chan string
-	onFire func()
+	// namespace is the organisation whose token writes fail (the manager sees every one).
+	namespace string
+	always    bool
+	fired     chan string
+	onFire    func()
+
+	mu     sync.Mutex
+	failed int
 }
 
 func (c *tokenWriteFault) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	sec, ok := obj.(*corev1.Secret)
-	if ok && sec.Data[deviceauth.KeyRefreshClaim] == nil && sec.Data[deviceauth.KeyRefreshToken] != nil {
-		hit := false
-		c.once.Do(func() { hit = true })
-		if hit {
+	if ok && sec.Namespace == c.namespace && sec.Data[deviceauth.KeyRefreshClaim] == nil && sec.Data[deviceauth.KeyRefreshToken] != nil {
+		c.mu.Lock()
+		hit := c.failed == 0 || c.always
+		c.failed++
+		first := c.failed == 1
+		c.mu.Unlock()
+		if first {
 			c.fired <- string(sec.Data[deviceauth.KeyRefreshToken])
 			c.onFire()
+		}
+		if hit {
 			return apierrors.NewInternalError(errors.New("injected: etcdserver: leader changed"))
 		}
 	}
