@@ -45,6 +45,10 @@ import (
 // Until then the Secret keeps the previous token and the claim, so no other writer calls the
 // provider with a token that may be rotated away. Only when the store's deadline passes too
 // are the tokens kept in memory, to be written before anything else on the next reconcile.
+// Memory dies with the process: so before the Secret store the answer is also handed over in
+// PostgreSQL, sealed with a key the claim wrote into the Secret (deviceconnection_handover.go),
+// and a refresh that finds a claim whose holder is gone stores that hand-over instead of
+// calling the provider with the rotated-away token.
 //
 // Deletion (a DELETE of the connection, the offboarding of its site) revokes the tokens at
 // the provider where it can (RFC 7009) and deletes the Secret before the finalizer goes.

@@ -28,7 +28,7 @@ func (r *DeviceConnectionReconciler) handOver(ctx context.Context, conn *flexv1.
 	if r.DB == nil || key == nil {
 		return
 	}
-	sealed, err := deviceauth.SealTokens(key, string(conn.UID), t)
+	sealed, err := deviceauth.SealTokens(key, string(conn.UID), string(claimed.Data[deviceauth.KeyRefreshToken]), t)
 	if err == nil {
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handoverTimeout)
 		_, err = r.DB.Exec(hctx, `INSERT INTO device_token_handovers (connection_uid, sealed) VALUES ($1, $2)
@@ -42,7 +42,8 @@ func (r *DeviceConnectionReconciler) handOver(ctx context.Context, conn *flexv1.
 }
 
 // handedOver answers the tokens an earlier refresh of conn handed over and did not store in
-// the Secret (sec still holds that refresh's claim and key), or false.
+// the Secret (sec still holds that refresh's claim and key, and the refresh token they
+// replace: not a grant the household gave again since), or false.
 func (r *DeviceConnectionReconciler) handedOver(ctx context.Context, conn *flexv1.DeviceConnection, sec *corev1.Secret) (deviceauth.Tokens, bool) {
 	key := sec.Data[deviceauth.KeyHandoverKey]
 	if r.DB == nil || key == nil {
@@ -58,9 +59,10 @@ func (r *DeviceConnectionReconciler) handedOver(ctx context.Context, conn *flexv
 		}
 		return deviceauth.Tokens{}, false
 	}
-	t, err := deviceauth.OpenTokens(key, string(conn.UID), sealed)
-	if err != nil {
-		// Sealed under another claim's key: an older refresh's, already stored.
+	t, replaces, err := deviceauth.OpenTokens(key, string(conn.UID), sealed)
+	if err != nil || replaces != string(sec.Data[deviceauth.KeyRefreshToken]) {
+		// Sealed under another claim's key (an older refresh's, already stored), or for a
+		// grant the household has replaced.
 		return deviceauth.Tokens{}, false
 	}
 	return t, true

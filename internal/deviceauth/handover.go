@@ -26,14 +26,23 @@ func NewHandoverKey() []byte {
 // claim's key, for another connection, or altered.
 var ErrHandoverSealed = errors.New("the token hand-over does not open with this key")
 
-// SealTokens seals t with key for the connection uid (AES-256-GCM, the uid as associated
-// data: a hand-over moved to another connection does not open).
-func SealTokens(key []byte, uid string, t Tokens) ([]byte, error) {
+// handover is what is sealed: the tokens, and the refresh token they replace (they continue
+// that grant only while the Secret still holds it: not once the household has authorised
+// again).
+type handover struct {
+	Tokens   Tokens
+	Replaces string
+}
+
+// SealTokens seals t, obtained with the refresh token replaces, with key for the connection
+// uid (AES-256-GCM, the uid as associated data: a hand-over moved to another connection does
+// not open).
+func SealTokens(key []byte, uid, replaces string, t Tokens) ([]byte, error) {
 	aead, err := handoverAEAD(key)
 	if err != nil {
 		return nil, err
 	}
-	plain, err := json.Marshal(t)
+	plain, err := json.Marshal(handover{Tokens: t, Replaces: replaces})
 	if err != nil {
 		return nil, err
 	}
@@ -44,24 +53,25 @@ func SealTokens(key []byte, uid string, t Tokens) ([]byte, error) {
 	return aead.Seal(nonce, nonce, plain, []byte(uid)), nil
 }
 
-// OpenTokens opens what SealTokens sealed with the same key and uid.
-func OpenTokens(key []byte, uid string, sealed []byte) (Tokens, error) {
+// OpenTokens opens what SealTokens sealed with the same key and uid: the tokens and the
+// refresh token they replace.
+func OpenTokens(key []byte, uid string, sealed []byte) (t Tokens, replaces string, err error) {
 	aead, err := handoverAEAD(key)
 	if err != nil {
-		return Tokens{}, err
+		return Tokens{}, "", err
 	}
 	if len(sealed) < aead.NonceSize() {
-		return Tokens{}, ErrHandoverSealed
+		return Tokens{}, "", ErrHandoverSealed
 	}
 	plain, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], []byte(uid))
 	if err != nil {
-		return Tokens{}, ErrHandoverSealed
+		return Tokens{}, "", ErrHandoverSealed
 	}
-	var t Tokens
-	if err := json.Unmarshal(plain, &t); err != nil {
-		return Tokens{}, ErrHandoverSealed
+	var h handover
+	if err := json.Unmarshal(plain, &h); err != nil {
+		return Tokens{}, "", ErrHandoverSealed
 	}
-	return t, nil
+	return h.Tokens, h.Replaces, nil
 }
 
 func handoverAEAD(key []byte) (cipher.AEAD, error) {

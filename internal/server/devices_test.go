@@ -496,18 +496,18 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	})
 
-	// rotateThroughAFault connects the household and lets a second manager take the first
-	// refresh: its DeviceConnection controller sees every token due 3 s early, and its first
-	// write of the tokens the provider answered fails (always: every one); the fault stops that
-	// manager at once, as a restart in the window would. It answers the refresh token the
-	// provider had rotated to, once that manager has stopped, and the token before it.
+	// rotateThroughAFault connects the household and lets a second manager refresh: its
+	// DeviceConnection controller sees every token due 3 s early, and its first write of the
+	// tokens the provider answered fails (always: every one); the fault stops that manager at
+	// once, as a restart in the window would. It answers, once that manager has stopped, the
+	// refresh token that refresh replaced and the one the provider had rotated to.
 	rotateThroughAFault := func(ctx context.Context, always bool) (first, rotatedTo string) {
 		mgr, err := env.NewManager()
 		Expect(err).NotTo(HaveOccurred())
 		mctx, stop := context.WithCancel(context.Background())
 		DeferCleanup(stop)
 		faulty := &tokenWriteFault{CachedClient: index.CachedClient{Client: mgr.GetClient(), Cache: mgr.GetCache()},
-			namespace: o.Namespace, always: always, fired: make(chan string, 1), onFire: stop}
+			namespace: o.Namespace, always: always, fired: make(chan [2]string, 1), onFire: stop}
 		Expect((&controllers.DeviceConnectionReconciler{Client: faulty, Recorder: mgr.GetEventRecorder("restarting"),
 			Dialer: providerDialer, Holder: "restarting-replica", DB: database.Pool,
 			Now: func() time.Time { return time.Now().Add(3 * time.Second) }}).
@@ -520,11 +520,14 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 		}()
 
 		connect(tok, siteID, registeredURI)
-		_, sec := connectionOf(ctx, o.Namespace, siteID)
-		first = deviceauth.Read(sec).RefreshToken
 
 		// The fault happened: the provider had answered (rotated) and the first store failed.
-		Eventually(faulty.fired, 20*time.Second).Should(Receive(&rotatedTo))
+		// (The suite's own controller may have refreshed once before: first is the token the
+		// failed refresh replaced.)
+		var fired [2]string
+		Eventually(faulty.fired, 20*time.Second).Should(Receive(&fired))
+		first, rotatedTo = fired[0], fired[1]
+		Expect(first).NotTo(BeEmpty())
 		Expect(rotatedTo).NotTo(BeEmpty())
 		Expect(rotatedTo).NotTo(Equal(first))
 		Eventually(stopped, 40*time.Second).Should(BeClosed())
@@ -563,7 +566,7 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 		// The stopped manager could store nothing: the Secret still holds the token the
 		// provider rotated away, and the dead refresh's claim and key.
 		c, sec := connectionOf(ctx, o.Namespace, siteID)
-		Expect(deviceauth.Read(sec).RefreshToken).To(Equal(first))
+		Expect(deviceauth.Read(sec).RefreshToken).To(Equal(first), "rotated to %s; the Secret: %v", rotatedTo, secretKeys(sec))
 		Expect(sec.Data).To(HaveKey(deviceauth.KeyRefreshClaim))
 		Expect(sec.Data).To(HaveKey(deviceauth.KeyHandoverKey))
 		var sealed []byte
@@ -625,23 +628,31 @@ type tokenWriteFault struct {
 	// namespace is the organisation whose token writes fail (the manager sees every one).
 	namespace string
 	always    bool
-	fired     chan string
-	onFire    func()
+	// fired receives, on the first failure, the refresh token the failed refresh replaced
+	// (the one its claim was taken over) and the one it had obtained.
+	fired  chan [2]string
+	onFire func()
 
-	mu     sync.Mutex
-	failed int
+	mu      sync.Mutex
+	failed  int
+	claimed string
 }
 
 func (c *tokenWriteFault) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	sec, ok := obj.(*corev1.Secret)
+	if ok && sec.Namespace == c.namespace && sec.Data[deviceauth.KeyRefreshClaim] != nil {
+		c.mu.Lock()
+		c.claimed = string(sec.Data[deviceauth.KeyRefreshToken])
+		c.mu.Unlock()
+	}
 	if ok && sec.Namespace == c.namespace && sec.Data[deviceauth.KeyRefreshClaim] == nil && sec.Data[deviceauth.KeyRefreshToken] != nil {
 		c.mu.Lock()
 		hit := c.failed == 0 || c.always
 		c.failed++
-		first := c.failed == 1
+		first, claimed := c.failed == 1, c.claimed
 		c.mu.Unlock()
 		if first {
-			c.fired <- string(sec.Data[deviceauth.KeyRefreshToken])
+			c.fired <- [2]string{claimed, string(sec.Data[deviceauth.KeyRefreshToken])}
 			c.onFire()
 		}
 		if hit {
@@ -649,4 +660,16 @@ func (c *tokenWriteFault) Update(ctx context.Context, obj client.Object, opts ..
 		}
 	}
 	return c.CachedClient.Update(ctx, obj, opts...)
+}
+
+// secretKeys are a Secret's data keys with the claim (not the tokens), for a failure's message.
+func secretKeys(sec *corev1.Secret) []string {
+	keys := []string{}
+	for k := range sec.Data {
+		if k == deviceauth.KeyRefreshClaim {
+			k += "=" + string(sec.Data[k])
+		}
+		keys = append(keys, k)
+	}
+	return keys
 }
