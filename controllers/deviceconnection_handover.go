@@ -44,7 +44,8 @@ func (r *DeviceConnectionReconciler) handOver(ctx context.Context, conn *flexv1.
 // handedOver answers the tokens an earlier refresh of conn handed over and did not store in
 // the Secret (sec still holds that refresh's claim and key, and the refresh token they
 // replace: not a grant the household gave again since), or false.
-func (r *DeviceConnectionReconciler) handedOver(ctx context.Context, conn *flexv1.DeviceConnection, sec *corev1.Secret) (deviceauth.Tokens, bool) {
+func (r *DeviceConnectionReconciler) handedOver(ctx context.Context, conn *flexv1.DeviceConnection,
+	sec *corev1.Secret) (deviceauth.Tokens, bool) {
 	key := sec.Data[deviceauth.KeyHandoverKey]
 	if r.DB == nil || key == nil {
 		return deviceauth.Tokens{}, false

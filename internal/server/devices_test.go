@@ -501,7 +501,7 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 	// tokens the provider answered fails (always: every one); the fault stops that manager at
 	// once, as a restart in the window would. It answers, once that manager has stopped, the
 	// refresh token that refresh replaced and the one the provider had rotated to.
-	rotateThroughAFault := func(ctx context.Context, always bool) (first, rotatedTo string) {
+	rotateThroughAFault := func(always bool) (first, rotatedTo string) {
 		mgr, err := env.NewManager()
 		Expect(err).NotTo(HaveOccurred())
 		mctx, stop := context.WithCancel(context.Background())
@@ -549,7 +549,7 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 
 	It("stores a rotated refresh token before anything else: a failed Secret write and a shutdown in that window lose nothing", func(ctx SpecContext) {
 		refused := deviceProvider.Refused()
-		first, rotatedTo := rotateThroughAFault(ctx, false)
+		first, rotatedTo := rotateThroughAFault(false)
 
 		// The stopping manager stored the rotated token before it went; the suite's controller
 		// refreshes with it from there, rotation after rotation, and the provider never refused.
@@ -562,7 +562,7 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 
 	It("continues a grant whose rotated refresh token never reached the Secret before the process died: handed over through PostgreSQL, sealed with the claim's key", func(ctx SpecContext) {
 		refused := deviceProvider.Refused()
-		first, rotatedTo := rotateThroughAFault(ctx, true)
+		first, rotatedTo := rotateThroughAFault(true)
 		// The stopped manager could store nothing: the Secret still holds the token the
 		// provider rotated away, and the dead refresh's claim and key.
 		c, sec := connectionOf(ctx, o.Namespace, siteID)
@@ -664,7 +664,7 @@ func (c *tokenWriteFault) Update(ctx context.Context, obj client.Object, opts ..
 
 // secretKeys are a Secret's data keys with the claim (not the tokens), for a failure's message.
 func secretKeys(sec *corev1.Secret) []string {
-	keys := []string{}
+	keys := make([]string, 0, len(sec.Data))
 	for k := range sec.Data {
 		if k == deviceauth.KeyRefreshClaim {
 			k += "=" + string(sec.Data[k])

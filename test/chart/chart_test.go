@@ -409,7 +409,8 @@ var _ = Describe("charts/flexsite", func() {
 
 	It("passes api.publicURL as --public-url, and refuses an ingress without one", func(ctx SpecContext) {
 		template := func(set ...string) (string, error) {
-			args := []string{"template", release, chartDir, "--namespace", namespace, "--show-only", "templates/deployment.yaml"}
+			args := make([]string, 0, 7+2*len(set))
+			args = append(args, "template", release, chartDir, "--namespace", namespace, "--show-only", "templates/deployment.yaml")
 			for _, kv := range set {
 				args = append(args, "--set", kv)
 			}
