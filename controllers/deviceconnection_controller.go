@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,8 +34,21 @@ import (
 // One refresh at a time: the controller runs in the leader only, and before it calls the
 // provider it takes a claim in the Secret with an optimistic write (the Secret's
 // resourceVersion), so a second writer (a replica that still believes it leads, a restart
-// racing a failover) loses the write and never calls. The new tokens are written before the
-// old ones are forgotten: a failed write is retried from a fresh read, never dropped.
+// racing a failover) loses the write and never calls.
+//
+// Refresh-token rotation makes the provider's answer the only copy of a working grant: the old
+// refresh token is invalid from then on, and using it again revokes the grant at most providers.
+// So once the claim is taken, the call and the store of its answer run to the end even when
+// the reconcile's context ends (a shutdown, a lost leadership), bounded by their own
+// deadlines, and the store is the first thing done with the answer: retried with backoff
+// on any failure until the Secret holds it, before the status or anything else is written.
+// Until then the Secret keeps the previous token and the claim, so no other writer calls the
+// provider with a token that may be rotated away. Only when the store's deadline passes too
+// are the tokens kept in memory, to be written before anything else on the next reconcile.
+// Memory dies with the process: so before the Secret store the answer is also handed over in
+// PostgreSQL, sealed with a key the claim wrote into the Secret (deviceconnection_handover.go),
+// and a refresh that finds a claim whose holder is gone stores that hand-over instead of
+// calling the provider with the rotated-away token.
 //
 // Deletion (a DELETE of the connection, the offboarding of its site) revokes the tokens at
 // the provider where it can (RFC 7009) and deletes the Secret before the finalizer goes.
@@ -45,6 +59,9 @@ type DeviceConnectionReconciler struct {
 	Now      func() time.Time
 	// Holder names this replica in refresh claims.
 	Holder string
+	// DB is Flexsite's PostgreSQL: refreshed tokens are handed over through it until the
+	// Secret holds them (deviceconnection_handover.go). nil: no hand-over.
+	DB *pgxpool.Pool
 
 	written statusWrites
 	mu      sync.Mutex
@@ -67,6 +84,18 @@ const revokeGiveUp = 2 * time.Minute
 
 // claimTTL is how long a refresh claim holds: past it, another writer may take it over.
 const claimTTL = 3 * deviceauth.Timeout
+
+// storeGiveUp bounds how long the tokens a provider answered are retried into the Secret
+// before they are kept in memory only. It is shorter than claimTTL less the provider call, so
+// that the claim still holds while the store is retried: no other writer uses the previous
+// refresh token meanwhile.
+const storeGiveUp = claimTTL - deviceauth.Timeout - 2*time.Second
+
+// storeRetryFirst and storeRetryMax space the store's retries: 100 ms doubling to 2 s.
+const (
+	storeRetryFirst = 100 * time.Millisecond
+	storeRetryMax   = 2 * time.Second
+)
 
 // Reconcile fetches the connection, finalizes or refreshes it, and writes its status once.
 func (r *DeviceConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -175,7 +204,7 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 	t deviceauth.Tokens) (deviceauth.Tokens, time.Duration, error) {
 	now := r.now()
 	if out, ok := r.takeUnsaved(conn); ok {
-		written, err := r.writeTokens(ctx, sec, &out)
+		written, err := r.storeAnswered(ctx, sec, &out)
 		if err != nil {
 			r.keepUnsaved(conn, out)
 			return t, 0, err
@@ -187,6 +216,21 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 	if holder, until := parseClaim(sec.Data[deviceauth.KeyRefreshClaim]); holder != "" && holder != r.Holder && now.Before(until) {
 		return t, max(until.Sub(now), conflictRetryDelay), nil
 	}
+	// A refresh whose claim is still in the Secret (its holder died, or this replica lost
+	// its memory) may have obtained tokens it could not store: the provider has rotated the
+	// refresh token the Secret holds, so those tokens, not a new call, continue the grant.
+	if out, ok := r.handedOver(ctx, conn, sec); ok {
+		written, err := r.storeAnswered(ctx, sec, &out)
+		if err != nil {
+			return t, 0, err
+		}
+		r.forgetHandover(ctx, conn)
+		if written {
+			ctrl.LoggerFrom(ctx).Info("stored the tokens an interrupted refresh had handed over")
+			return out, 0, nil
+		}
+		return t, conflictRetryDelay, nil
+	}
 	prov, err := r.Dialer.Load(ctx, r.Client, conn.Spec.Provider)
 	if err != nil {
 		return t, 0, err
@@ -196,6 +240,7 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 	}
 	claimed := sec.DeepCopy()
 	claimed.Data[deviceauth.KeyRefreshClaim] = []byte(r.Holder + " " + now.Add(claimTTL).UTC().Format(time.RFC3339Nano))
+	claimed.Data[deviceauth.KeyHandoverKey] = deviceauth.NewHandoverKey()
 	if err := r.Update(ctx, claimed); err != nil {
 		if apierrors.IsConflict(err) {
 			// Another writer changed the Secret first: it refreshes, not us.
@@ -203,7 +248,9 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 		}
 		return t, 0, err
 	}
-	callCtx, cancel := context.WithTimeout(ctx, deviceauth.Timeout)
+	// From here the provider may rotate the refresh token: the call is not abandoned halfway
+	// when ctx ends (its answer would be lost), only bounded by its own timeout.
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deviceauth.Timeout)
 	tok, err := prov.Refresh(callCtx, t.RefreshToken)
 	cancel()
 	var out deviceauth.Tokens
@@ -218,17 +265,41 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 	default:
 		out = deviceauth.FromOAuth(tok, t.RefreshToken, r.now())
 		out.ConnectedAt, out.RefreshedAt = t.ConnectedAt, r.now()
+		r.handOver(ctx, conn, claimed, out)
 	}
-	written, err := r.writeTokens(ctx, claimed, &out)
+	written, err := r.storeAnswered(ctx, claimed, &out)
 	switch {
 	case err != nil:
 		r.keepUnsaved(conn, out)
 		return t, 0, err
 	case !written:
 		// A newer grant is stored: look again at it.
+		r.forgetHandover(ctx, conn)
 		return t, conflictRetryDelay, nil
 	}
+	r.forgetHandover(ctx, conn)
 	return out, 0, nil
+}
+
+// storeAnswered stores tokens a provider answered: retried with backoff on any failure until
+// stored, or the Secret is gone (the connection was deleted: the tokens belong to nothing), or
+// storeGiveUp has passed. It runs on when ctx ends (a shutdown waits for it): the answer is
+// the only copy of the grant.
+func (r *DeviceConnectionReconciler) storeAnswered(ctx context.Context, sec *corev1.Secret, t *deviceauth.Tokens) (bool, error) {
+	storeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeGiveUp)
+	defer cancel()
+	for delay := storeRetryFirst; ; delay = min(2*delay, storeRetryMax) {
+		written, err := r.writeTokens(storeCtx, sec, t)
+		if err == nil || apierrors.IsNotFound(err) {
+			return written, err
+		}
+		ctrl.LoggerFrom(ctx).Info("storing the tokens the provider answered failed; retrying", "reason", err.Error())
+		select {
+		case <-storeCtx.Done():
+			return false, err
+		case <-time.After(delay):
+		}
+	}
 }
 
 // writeTokens stores t (nil: only releases the claim) in the Secret, retried from a fresh
@@ -241,7 +312,9 @@ func (r *DeviceConnectionReconciler) writeTokens(ctx context.Context, sec *corev
 	cur := sec.DeepCopy()
 	replaced := false
 	err := kretry.RetryOnConflict(kretry.DefaultBackoff, func() error {
-		if string(cur.Data[deviceauth.KeyRefreshToken]) != used {
+		// A write that failed may have been applied all the same (a timeout): finding its
+		// tokens stored is not a newer grant.
+		if stored := string(cur.Data[deviceauth.KeyRefreshToken]); stored != used && (t == nil || stored != t.RefreshToken) {
 			ctrl.LoggerFrom(ctx).Info("the connection was authorised again meanwhile; keeping the newer grant")
 			replaced = true
 			return nil
@@ -250,6 +323,7 @@ func (r *DeviceConnectionReconciler) writeTokens(ctx context.Context, sec *corev
 			deviceauth.Write(cur, *t)
 		}
 		delete(cur.Data, deviceauth.KeyRefreshClaim)
+		delete(cur.Data, deviceauth.KeyHandoverKey)
 		err := r.Update(ctx, cur)
 		if apierrors.IsConflict(err) {
 			fresh := &corev1.Secret{}
@@ -338,6 +412,7 @@ func (r *DeviceConnectionReconciler) finalize(ctx context.Context, conn *flexv1.
 		}
 	}
 	r.forgetFailures(conn)
+	r.forgetHandover(ctx, conn)
 	return removeFinalizer(ctx, r.Client, conn)
 }
 

@@ -99,7 +99,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		o.Holder = host + "-" + identity.NewID()[:8]
 	}
 	if err := (&DeviceConnectionReconciler{Client: cl, Recorder: mgr.GetEventRecorder("deviceconnection-controller"),
-		Dialer: o.Devices, Now: time.Now, Holder: o.Holder}).SetupWithManager(mgr, workers); err != nil {
+		Dialer: o.Devices, Now: time.Now, Holder: o.Holder, DB: o.DB}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
 	if o.DB != nil {

@@ -111,10 +111,6 @@ func openDatabase(ctx context.Context, o options) (*pgxpool.Pool, func(), error)
 		closeAll()
 		return nil, nil, err
 	}
-	if err := db.EnsureReadingPartitions(ctx, pool, time.Now().AddDate(0, -1, 0), 4); err != nil {
-		closeAll()
-		return nil, nil, err
-	}
 	version, _ := db.Version(ctx, pool)
 	log.Info("database schema ready", "version", version)
 	return pool, closeAll, nil

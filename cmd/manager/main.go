@@ -36,8 +36,10 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/admission"
+	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/delivery"
 	"github.com/flexsite/flexsite/internal/deviceauth"
 	"github.com/flexsite/flexsite/internal/embedded"
@@ -279,6 +281,12 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
 	if err := setupNotifier(ctx, mgr, o); err != nil {
+		return err
+	}
+	// The readings partitions are made ahead by the leader, on start and hourly; a request
+	// never makes one.
+	if err := mgr.Add(&db.ReadingPartitions{Pool: pool, Back: readings.PartitionsBack, Ahead: readings.PartitionsAhead,
+		Log: ctrl.Log.WithName("readings-partitions")}); err != nil {
 		return err
 	}
 	if err := admission.Setup(mgr); err != nil {

@@ -176,3 +176,124 @@ func newestMigration(t *testing.T) int64 {
 	}
 	return newest
 }
+
+// insertReading stores one reading through the parent table (routed to its month's partition,
+// else the default one) and answers the table it landed in.
+func insertReading(ctx context.Context, t *testing.T, site, start string) string {
+	t.Helper()
+	var part string
+	if err := testDB.Pool.QueryRow(ctx, `INSERT INTO readings (organisation, site_id, asset_id, label, start_at, end_at, value)
+		VALUES ('org-p', $1, 'asset-1', 'import', $2::timestamptz, $2::timestamptz + interval '30 minutes', 1)
+		RETURNING tableoid::regclass::text`, site, start).Scan(&part); err != nil {
+		t.Fatal(err)
+	}
+	return part
+}
+
+func partitionOf(ctx context.Context, t *testing.T, site string) string {
+	t.Helper()
+	var part string
+	if err := testDB.Pool.QueryRow(ctx, `SELECT tableoid::regclass::text FROM readings WHERE organisation = 'org-p' AND site_id = $1`,
+		site).Scan(&part); err != nil {
+		t.Fatal(err)
+	}
+	return part
+}
+
+// Readings stored before their month had a partition (in the default partition) no longer make
+// the month's partition fail: they move into it when it is made. The leader's round moves every
+// month the default partition holds and makes the months around now, leaving it empty.
+func TestReadingPartitionsTakeTheDefaultPartitionsRows(t *testing.T) {
+	ctx := context.Background()
+	if got := insertReading(ctx, t, "site-march", "2031-03-10T10:00Z"); got != "readings_default" {
+		t.Fatalf("a reading of a month without a partition landed in %s, want readings_default", got)
+	}
+	if got := insertReading(ctx, t, "site-april", "2031-04-30T23:30Z"); got != "readings_default" {
+		t.Fatalf("landed in %s, want readings_default", got)
+	}
+	if err := db.EnsureReadingPartitions(ctx, testDB.Pool, mustTime(t, "2031-03-01T00:00:00Z"), 1); err != nil {
+		t.Fatalf("making March's partition over a default partition holding March: %v", err)
+	}
+	if got := partitionOf(ctx, t, "site-march"); got != "readings_2031_03" {
+		t.Errorf("March's reading is in %s, want readings_2031_03", got)
+	}
+	if got := partitionOf(ctx, t, "site-april"); got != "readings_default" {
+		t.Errorf("April's reading is in %s, want it left in readings_default", got)
+	}
+	if made, err := db.EnsureReadingPartition(ctx, testDB.Pool, mustTime(t, "2031-03-01T00:00:00Z")); err != nil || made {
+		t.Errorf("March again: made %v, %v; want nothing to do", made, err)
+	}
+
+	round := &db.ReadingPartitions{Pool: testDB.Pool, Back: 1, Ahead: 1,
+		Now: func() time.Time { return mustTime(t, "2031-07-15T12:00:00Z") }}
+	if err := round.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := partitionOf(ctx, t, "site-april"); got != "readings_2031_04" {
+		t.Errorf("after a round April's reading is in %s, want readings_2031_04", got)
+	}
+	var inDefault int
+	if err := testDB.Pool.QueryRow(ctx, `SELECT count(*) FROM readings_default`).Scan(&inDefault); err != nil {
+		t.Fatal(err)
+	}
+	if inDefault != 0 {
+		t.Errorf("%d readings left in the default partition after a round", inDefault)
+	}
+	for _, name := range []string{"readings_2031_06", "readings_2031_07", "readings_2031_08"} {
+		var attached bool
+		if err := testDB.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+			WHERE i.inhparent = 'readings'::regclass AND c.relname = $1)`, name).Scan(&attached); err != nil {
+			t.Fatal(err)
+		}
+		if !attached {
+			t.Errorf("%s is not a partition of readings after the round", name)
+		}
+	}
+	var constraints int
+	if err := testDB.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_constraint WHERE conname LIKE 'readings_2031_%_bound'`).
+		Scan(&constraints); err != nil {
+		t.Fatal(err)
+	}
+	if constraints != 0 {
+		t.Errorf("%d bound CHECK constraints left behind", constraints)
+	}
+	// The primary key still makes a reading sent again replace the stored one in a moved month.
+	if _, err := testDB.Pool.Exec(ctx, `INSERT INTO readings (organisation, site_id, asset_id, label, start_at, end_at, value)
+		VALUES ('org-p', 'site-march', 'asset-1', 'import', '2031-03-10T10:00Z', '2031-03-10T10:30Z', 2)
+		ON CONFLICT (organisation, site_id, asset_id, label, start_at, end_at) DO UPDATE SET value = EXCLUDED.value`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := testDB.Pool.QueryRow(ctx, `SELECT count(*) FROM readings WHERE site_id = 'site-march'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("site-march has %d readings (%v), want the one replaced", n, err)
+	}
+}
+
+// Making a partition does not wait for the readers of readings (it locks the parent with SHARE
+// UPDATE EXCLUSIVE, not ACCESS EXCLUSIVE as CREATE TABLE ... PARTITION OF does), so it never
+// queues the requests behind it.
+func TestMakingAPartitionLetsReadersBe(t *testing.T) {
+	ctx := context.Background()
+	if err := db.EnsureReadingPartitions(ctx, testDB.Pool, mustTime(t, "2032-01-01T00:00:00Z"), 1); err != nil {
+		t.Fatal(err)
+	}
+	insertReading(ctx, t, "site-reader", "2032-01-05T10:00Z")
+	reader, err := testDB.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = reader.Rollback(ctx) }()
+	var n int
+	if err := reader.QueryRow(ctx, `SELECT count(*) FROM readings WHERE start_at >= '2032-01-01T00:00Z' AND start_at < '2032-02-01T00:00Z'`).
+		Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the reader saw %d readings (%v)", n, err)
+	}
+	// The reader's transaction still holds its lock on readings. A lock that conflicts with it
+	// would fail after partitionLockTimeout: the partition is made while it reads. (The
+	// deadline only keeps a lock that waits forever from hanging the test.)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := db.EnsureReadingPartitions(ctx, testDB.Pool, mustTime(t, "2032-02-01T00:00:00Z"), 1); err != nil {
+		t.Fatalf("making February's partition while readings are read: %v", err)
+	}
+}

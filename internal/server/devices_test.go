@@ -3,14 +3,19 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
+	"github.com/jackc/pgx/v5"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +32,7 @@ import (
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testing/oauthprovider"
 )
 
@@ -314,6 +320,35 @@ var _ = Describe("Device connections: initiate, callback, list, disconnect", fun
 		}).Should(Succeed())
 	})
 
+	It("builds the OAuth callback and the page's postMessage target from --public-url behind TLS termination, not from the request's Host", func(ctx SpecContext) {
+		// The manager behind a TLS-terminating ingress: requests arrive as plain http to the
+		// pod with the proxy's Host.
+		cfg := apiSrv.Config
+		cfg.PublicURL = "https://flexsite.example.com"
+		srv := httptest.NewServer(server.NewServer(cfg))
+		DeferCleanup(srv.Close)
+
+		resp := limitedCall(srv, "GET", "/entities/site/"+siteID+"/oauth/example/initiate", tok, "", "")
+		body, err := io.ReadAll(resp.Body)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(resp.StatusCode).To(Equal(http.StatusOK), "%s", body)
+		var answer struct {
+			AuthorizationURL string `json:"authorization_url"`
+		}
+		Expect(json.Unmarshal(body, &answer)).To(Succeed())
+		u, err := url.Parse(answer.AuthorizationURL)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(u.Query().Get("redirect_uri")).To(Equal("https://flexsite.example.com/oauth/callback"))
+
+		resp = limitedCall(srv, "GET", "/oauth/callback?code=x&state=forged-state-forged-state-forged-state", "", "", "")
+		body, err = io.ReadAll(resp.Body)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(resp.StatusCode).To(Equal(http.StatusBadRequest))
+		page := strings.ReplaceAll(string(body), `\/`, "/")
+		Expect(page).To(ContainSubstring(`postMessage(msg, "https://flexsite.example.com")`))
+		Expect(page).NotTo(ContainSubstring(strings.TrimPrefix(srv.URL, "http://")))
+	})
+
 	It("lets the household's component token connect its own site with its allowed origin as redirect", func(ctx SpecContext) {
 		userTok := mustCall("POST", "/auth/component-token", tok, componentForm("device-user-"+o.Namespace,
 			"gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z"))["access_token"].(string)
@@ -461,6 +496,96 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	})
 
+	// rotateThroughAFault connects the household and lets a second manager refresh: its
+	// DeviceConnection controller sees every token due 3 s early, and its first write of the
+	// tokens the provider answered fails (always: every one); the fault stops that manager at
+	// once, as a restart in the window would. It answers, once that manager has stopped, the
+	// refresh token that refresh replaced and the one the provider had rotated to.
+	rotateThroughAFault := func(always bool) (first, rotatedTo string) {
+		mgr, err := env.NewManager()
+		Expect(err).NotTo(HaveOccurred())
+		mctx, stop := context.WithCancel(context.Background())
+		DeferCleanup(stop)
+		faulty := &tokenWriteFault{CachedClient: index.CachedClient{Client: mgr.GetClient(), Cache: mgr.GetCache()},
+			namespace: o.Namespace, always: always, fired: make(chan [2]string, 1), onFire: stop}
+		Expect((&controllers.DeviceConnectionReconciler{Client: faulty, Recorder: mgr.GetEventRecorder("restarting"),
+			Dialer: providerDialer, Holder: "restarting-replica", DB: database.Pool,
+			Now: func() time.Time { return time.Now().Add(3 * time.Second) }}).
+			SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)})).To(Succeed())
+		stopped := make(chan struct{})
+		go func() {
+			defer GinkgoRecover()
+			defer close(stopped)
+			Expect(mgr.Start(ctrl.LoggerInto(mctx, ctrl.Log.WithName("restarting")))).To(Succeed())
+		}()
+
+		connect(tok, siteID, registeredURI)
+
+		// The fault happened: the provider had answered (rotated) and the first store failed.
+		// (The suite's own controller may have refreshed once before: first is the token the
+		// failed refresh replaced.)
+		var fired [2]string
+		Eventually(faulty.fired, 20*time.Second).Should(Receive(&fired))
+		first, rotatedTo = fired[0], fired[1]
+		Expect(first).NotTo(BeEmpty())
+		Expect(rotatedTo).NotTo(BeEmpty())
+		Expect(rotatedTo).NotTo(Equal(first))
+		Eventually(stopped, 40*time.Second).Should(BeClosed())
+		return first, rotatedTo
+	}
+
+	// keepsRefreshing waits for two more rotations after rotatedTo, with the connection
+	// connected, and no refresh refused by the provider since refused.
+	keepsRefreshing := func(ctx context.Context, first, rotatedTo string, refused int64) {
+		seen := map[string]bool{first: true, rotatedTo: true}
+		Eventually(func(g Gomega) {
+			c, s := connectionOf(ctx, o.Namespace, siteID)
+			g.Expect(c.Status.Phase).To(Equal(flexv1.ConnectionConnected))
+			seen[deviceauth.Read(s).RefreshToken] = true
+			g.Expect(len(seen)).To(BeNumerically(">=", 4))
+		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
+		Expect(deviceProvider.Refused()).To(Equal(refused), "a rotated-away refresh token was used (invalid_grant)")
+	}
+
+	It("stores a rotated refresh token before anything else: a failed Secret write and a shutdown in that window lose nothing", func(ctx SpecContext) {
+		refused := deviceProvider.Refused()
+		first, rotatedTo := rotateThroughAFault(false)
+
+		// The stopping manager stored the rotated token before it went; the suite's controller
+		// refreshes with it from there, rotation after rotation, and the provider never refused.
+		_, sec := connectionOf(ctx, o.Namespace, siteID)
+		Expect(deviceauth.Read(sec).RefreshToken).To(Equal(rotatedTo))
+		Expect(sec.Data).NotTo(HaveKey(deviceauth.KeyRefreshClaim))
+		Expect(sec.Data).NotTo(HaveKey(deviceauth.KeyHandoverKey))
+		keepsRefreshing(ctx, first, rotatedTo, refused)
+	})
+
+	It("continues a grant whose rotated refresh token never reached the Secret before the process died: handed over through PostgreSQL, sealed with the claim's key", func(ctx SpecContext) {
+		refused := deviceProvider.Refused()
+		first, rotatedTo := rotateThroughAFault(true)
+		// The stopped manager could store nothing: the Secret still holds the token the
+		// provider rotated away, and the dead refresh's claim and key.
+		c, sec := connectionOf(ctx, o.Namespace, siteID)
+		Expect(deviceauth.Read(sec).RefreshToken).To(Equal(first), "rotated to %s; the Secret: %v", rotatedTo, secretKeys(sec))
+		Expect(sec.Data).To(HaveKey(deviceauth.KeyRefreshClaim))
+		Expect(sec.Data).To(HaveKey(deviceauth.KeyHandoverKey))
+		var sealed []byte
+		Expect(database.Pool.QueryRow(ctx, `SELECT sealed FROM device_token_handovers WHERE connection_uid = $1`,
+			string(c.UID)).Scan(&sealed)).To(Succeed())
+		Expect(string(sealed)).NotTo(ContainSubstring(rotatedTo), "the hand-over is sealed")
+
+		// Once the dead claim expires, the suite's controller stores the handed-over tokens
+		// instead of calling the provider with the rotated-away one, and refreshes from there.
+		Eventually(func(g Gomega) {
+			_, s := connectionOf(ctx, o.Namespace, siteID)
+			g.Expect(deviceauth.Read(s).RefreshToken).NotTo(Equal(first))
+		}, 60*time.Second, 200*time.Millisecond).Should(Succeed())
+		keepsRefreshing(ctx, first, rotatedTo, refused)
+		Eventually(func() error {
+			return database.Pool.QueryRow(ctx, `SELECT 1 FROM device_token_handovers WHERE connection_uid = $1`, string(c.UID)).Scan(new(int))
+		}).Should(MatchError(pgx.ErrNoRows))
+	})
+
 	It("never refreshes one token twice at once: a rotation race across two managers", func(ctx SpecContext) {
 		// A second manager against the same API server, running its own DeviceConnection
 		// controller beside the suite's: both see every connection and both want to refresh.
@@ -493,3 +618,58 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 		Expect(deviceProvider.Refused()).To(Equal(refused), "a refresh token was used twice (invalid_grant)")
 	})
 })
+
+// tokenWriteFault is a controller's client whose first write of a token Secret of namespace
+// that stores tokens (not the write that takes a refresh claim) fails with a server error, and with
+// always every such write after it: it reports the refresh token the first carried on fired
+// and calls onFire.
+type tokenWriteFault struct {
+	index.CachedClient
+	// namespace is the organisation whose token writes fail (the manager sees every one).
+	namespace string
+	always    bool
+	// fired receives, on the first failure, the refresh token the failed refresh replaced
+	// (the one its claim was taken over) and the one it had obtained.
+	fired  chan [2]string
+	onFire func()
+
+	mu      sync.Mutex
+	failed  int
+	claimed string
+}
+
+func (c *tokenWriteFault) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	sec, ok := obj.(*corev1.Secret)
+	if ok && sec.Namespace == c.namespace && sec.Data[deviceauth.KeyRefreshClaim] != nil {
+		c.mu.Lock()
+		c.claimed = string(sec.Data[deviceauth.KeyRefreshToken])
+		c.mu.Unlock()
+	}
+	if ok && sec.Namespace == c.namespace && sec.Data[deviceauth.KeyRefreshClaim] == nil && sec.Data[deviceauth.KeyRefreshToken] != nil {
+		c.mu.Lock()
+		hit := c.failed == 0 || c.always
+		c.failed++
+		first, claimed := c.failed == 1, c.claimed
+		c.mu.Unlock()
+		if first {
+			c.fired <- [2]string{claimed, string(sec.Data[deviceauth.KeyRefreshToken])}
+			c.onFire()
+		}
+		if hit {
+			return apierrors.NewInternalError(errors.New("injected: etcdserver: leader changed"))
+		}
+	}
+	return c.CachedClient.Update(ctx, obj, opts...)
+}
+
+// secretKeys are a Secret's data keys with the claim (not the tokens), for a failure's message.
+func secretKeys(sec *corev1.Secret) []string {
+	keys := make([]string, 0, len(sec.Data))
+	for k := range sec.Data {
+		if k == deviceauth.KeyRefreshClaim {
+			k += "=" + string(sec.Data[k])
+		}
+		keys = append(keys, k)
+	}
+	return keys
+}

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app/readings"
+	"github.com/flexsite/flexsite/internal/db"
 )
 
 // Specs of POST /data/readings against the real API server and a real PostgreSQL: each
@@ -213,6 +216,38 @@ var _ = Describe("POST /data/readings", func() {
 			Expect(r.Value).To(BeNumerically("<=", 20))
 		}
 	})
+	It("never makes a partition in a request: a reading of a month without one is stored in the default partition until the leader's round moves it",
+		func(ctx SpecContext) {
+			// A month within the span made ahead (20 days from now: current or next) whose
+			// partition is taken away, as if the leader had not made it yet.
+			start := time.Now().UTC().Add(20 * 24 * time.Hour).Truncate(time.Hour)
+			month := time.Date(start.Year(), start.Month(), 1, 0, 0, 0, 0, time.UTC)
+			name := fmt.Sprintf("readings_%04d_%02d", month.Year(), int(month.Month()))
+			_, err := database.Pool.Exec(ctx, "DROP TABLE IF EXISTS "+name)
+			Expect(err).NotTo(HaveOccurred())
+			partitioned := func() bool {
+				var ok bool
+				Expect(database.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+					WHERE i.inhparent = 'readings'::regclass AND c.relname = $1)`, name).Scan(&ok)).To(Succeed())
+				return ok
+			}
+
+			status, _, resp := postReadings(tok, readingsBody(reading(chargerID, "boundary_import_kw",
+				start.Format(time.RFC3339), start.Add(30*time.Minute).Format(time.RFC3339), 0.5)), nil)
+			Expect(status).To(Equal(http.StatusOK), "%s", resp)
+			Expect(responsesOf(resp)[0]["accepted"]).To(BeTrue(), "%s", resp)
+			Expect(partitioned()).To(BeFalse(), "the request made the partition %s", name)
+			stored := storedReadings(ctx, o.Namespace)
+			Expect(stored).To(HaveLen(1))
+			Expect(stored[0].Partition).To(Equal("readings_default"))
+
+			Expect((&db.ReadingPartitions{Pool: database.Pool, Back: readings.PartitionsBack, Ahead: readings.PartitionsAhead}).Round(ctx)).
+				To(Succeed())
+			Expect(partitioned()).To(BeTrue())
+			stored = storedReadings(ctx, o.Namespace)
+			Expect(stored).To(HaveLen(1))
+			Expect(stored[0].Partition).To(Equal(name))
+		})
 
 	It("reports another organisation's asset exactly as an unknown one, and stores nothing for either", func(ctx SpecContext) {
 		other := newOrg(ctx)

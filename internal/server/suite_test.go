@@ -22,6 +22,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/db"
@@ -85,6 +86,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
 	database = testDB
+	// The readings partitions, made as the manager's leader makes them on start.
+	Expect((&db.ReadingPartitions{Pool: testDB.Pool, Back: readings.PartitionsBack, Ahead: readings.PartitionsAhead}).Round(ctx)).
+		To(Succeed())
 	// The manager's API-server requests are counted per REST request tag (apiCalls).
 	counted := *env
 	counted.Config = rest.CopyConfig(env.Config)

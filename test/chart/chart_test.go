@@ -430,6 +430,42 @@ var _ = Describe("charts/flexsite", func() {
 		Expect(np.Spec.Egress).To(HaveLen(4)) // API server, PostgreSQL, and the two extra rules
 	})
 
+	It("passes api.publicURL as --public-url, and refuses an ingress without one", func(ctx SpecContext) {
+		template := func(set ...string) (string, error) {
+			args := make([]string, 0, 7+2*len(set))
+			args = append(args, "template", release, chartDir, "--namespace", namespace, "--show-only", "templates/deployment.yaml")
+			for _, kv := range set {
+				args = append(args, "--set", kv)
+			}
+			var stdout, stderr bytes.Buffer
+			cmd := exec.CommandContext(ctx, helm, args...)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			return stdout.String() + stderr.String(), err
+		}
+		out, err := template("api.ingress.enabled=true")
+		Expect(err).To(HaveOccurred(), "an ingress without api.publicURL renders:\n%s", out)
+		Expect(out).To(ContainSubstring("api.publicURL is required when api.ingress.enabled"))
+		out, err = template("api.ingress.enabled=true", "api.publicURL=http://flexsite.example.com/path")
+		Expect(err).To(HaveOccurred(), "a public URL with a path renders:\n%s", out)
+		Expect(out).To(ContainSubstring("must be a scheme and a host only"))
+
+		args := func(objs []*unstructured.Unstructured) []string {
+			obj := find(objs, "Deployment", release)
+			Expect(obj).NotTo(BeNil())
+			d := &appsv1.Deployment{}
+			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, d)).To(Succeed())
+			return d.Spec.Template.Spec.Containers[0].Args
+		}
+		Expect(args(render(ctx, "ci/all-on-values.yaml"))).To(ContainElement("--public-url=https://flexsite.example.com"))
+		for _, a := range args(render(ctx)) {
+			Expect(a).NotTo(HavePrefix("--public-url"), "no ingress, no public URL: the request's host")
+		}
+		out, err = template("api.ingress.enabled=true", "api.publicURL=https://flexsite.example.com/")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("- --public-url=https://flexsite.example.com\n"))
+	})
+
 	It("reads the database URL from the Secret database.existingSecret names (CloudNativePG's <cluster>-app)", func(ctx SpecContext) {
 		for values, secret := range map[string]string{"": "flexsite-database", "ci/cloudnativepg-values.yaml": "flexsite-db-app"} {
 			var objs []*unstructured.Unstructured

@@ -74,3 +74,20 @@ Call with (list $ "files/config/<path>" "<kind>" "<name>"); it fails when the ob
 {{- if not $items }}{{ fail (printf "%s: no objects (run make chart)" $file) }}{{ end }}
 {{- toYaml (dict "items" $items) }}
 {{- end }}
+
+{{/*
+flexsite.publicURL: api.publicURL without a trailing slash, checked to be a scheme and a host
+only; required when the ingress is on (behind TLS termination the request's Host and scheme
+are the proxy's, and the OAuth callback and the hosted flow's postMessage target would be
+built from them as http://).
+*/}}
+{{- define "flexsite.publicURL" -}}
+{{- $url := .Values.api.publicURL | default "" | trimSuffix "/" }}
+{{- if and .Values.api.ingress.enabled (not $url) }}
+{{- fail "api.publicURL is required when api.ingress.enabled: the scheme and host households reach Flexsite at (e.g. https://flexsite.example.com); the OAuth callback, the hosted flow's postMessage target and the rewards links are built from it" }}
+{{- end }}
+{{- if and $url (not (regexMatch "^https?://[^/?#@\\s]+$" $url)) }}
+{{- fail (printf "api.publicURL %q must be a scheme and a host only, e.g. https://flexsite.example.com" $url) }}
+{{- end }}
+{{- $url }}
+{{- end }}

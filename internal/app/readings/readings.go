@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -60,12 +59,12 @@ const (
 var ErrDatabaseUnavailable = &app.Error{Kind: app.Unavailable,
 	Detail: "The readings store is unavailable; nothing was stored, retry", RetryAfter: db.RetryAfterSeconds}
 
-// Partitions are made ahead for readings that start from PartitionsBack months ago to
-// PartitionsAhead months ahead; older readings are refused (settlement.MaxAge, within
-// PartitionsBack); readings stored before that bound stay in the default partition (still
-// read, only not pruned by month). No reading starts later than the span
-// (settlement.MaxLead is less), so the default partition never holds a month that a
-// partition is made for later (which would make that partition fail).
+// The leader makes partitions ahead (db.ReadingPartitions, registered by cmd/manager) for
+// readings that start from PartitionsBack months ago to PartitionsAhead months ahead; a
+// request never makes one. Older readings are refused (settlement.MaxAge, within
+// PartitionsBack), and no reading starts later than the span (settlement.MaxLead is less);
+// one stored outside the partitions lands in the default partition, and the leader's next
+// round moves it into its month's.
 const (
 	PartitionsBack  = 36
 	PartitionsAhead = 2
@@ -79,15 +78,13 @@ type Config struct {
 	Cache client.Reader
 	// DB is Flexsite's PostgreSQL.
 	DB *pgxpool.Pool
-	// Now is the clock (tests replace it): it bounds the partitions made ahead.
+	// Now is the clock (tests replace it).
 	Now func() time.Time
 }
 
 // Service runs the readings use case.
 type Service struct {
 	Config
-	// months are the monthly partitions known to exist (by the month's first day, UTC).
-	months sync.Map
 }
 
 // New builds the readings use case.
@@ -228,9 +225,6 @@ func (s *Service) store(ctx context.Context, org string, rows []row) error {
 		return ErrDatabaseUnavailable
 	}
 	rows = keyed(rows)
-	if err := s.ensurePartitions(ctx, rows); err != nil {
-		return err
-	}
 	_, err := s.DB.CopyFrom(ctx, readingsTable, readingsColumns, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
 		r := &rows[i]
 		return []any{org, r.siteID, r.AssetID, string(r.Label), r.Start, r.End, r.Value}, nil
@@ -272,39 +266,6 @@ func keyed(rows []row) []row {
 	return out
 }
 
-// ensurePartitions makes the monthly partitions the rows start in, within the span made
-// ahead, when this replica has not seen them made yet.
-func (s *Service) ensurePartitions(ctx context.Context, rows []row) error {
-	now := monthOf(s.Now())
-	lo, hi := now.AddDate(0, -PartitionsBack, 0), now.AddDate(0, PartitionsAhead, 0)
-	var missing []time.Time
-	for _, r := range rows {
-		m := monthOf(r.Start)
-		if m.Before(lo) || m.After(hi) || slices.ContainsFunc(missing, m.Equal) {
-			continue
-		}
-		if _, ok := s.months.Load(m.Unix()); !ok {
-			missing = append(missing, m)
-		}
-	}
-	for _, m := range missing {
-		if err := db.EnsureReadingPartitions(ctx, s.DB, m, 1); err != nil {
-			if db.Unavailable(err) {
-				return s.failed(err)
-			}
-			// The default partition already holds readings of that month (made when it
-			// was outside the span): they stay there, still read; the month goes unpartitioned.
-			var ce *db.ConstraintError
-			if !errors.As(err, &ce) {
-				return err
-			}
-			s.Log.Info("a month of readings stays in the default partition", "month", m.Format("2006-01"), "reason", err.Error())
-		}
-		s.months.Store(m.Unix(), true)
-	}
-	return nil
-}
-
 // failed is a database error as the caller is told it: unavailable (try again), or internal
 // (nil: none).
 func (s *Service) failed(err error) error {
@@ -316,9 +277,4 @@ func (s *Service) failed(err error) error {
 		return ErrDatabaseUnavailable
 	}
 	return db.Classify(err)
-}
-
-func monthOf(t time.Time) time.Time {
-	t = t.UTC()
-	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 }

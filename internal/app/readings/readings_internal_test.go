@@ -34,10 +34,3 @@ func TestKeyed(t *testing.T) {
 		}
 	}
 }
-
-func TestMonthOf(t *testing.T) {
-	got := monthOf(time.Date(2026, 4, 1, 0, 30, 0, 0, time.FixedZone("", 3600)))
-	if want := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC); !got.Equal(want) {
-		t.Fatalf("monthOf = %s, want %s (partitions are by the UTC month)", got, want)
-	}
-}
