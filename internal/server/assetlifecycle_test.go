@@ -121,6 +121,8 @@ var _ = Describe("PATCH /entities/asset/{asset_id}", func() {
 
 		By("making the battery eligible, in the API's eligibility and in Site.status")
 		eligible := func(g Gomega, rec map[string]any) {
+			// The Site's status may not list the asset yet: retry (entityAssetEligibility fails at once).
+			g.Expect(rec["assets"]).To(ContainElement(HaveKeyWithValue("external_id", battery)), "%v", rec)
 			g.Expect(entityAssetEligibility(rec, battery)["propositions"]).To(HaveEach(HaveKeyWithValue("is_eligible", true)))
 		}
 		eligible(Default, mustCall("GET", "/entities/site/"+siteID+"/eligibility", tok, nil))

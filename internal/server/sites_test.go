@@ -384,6 +384,7 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility", func() {
 			status, resp := call("GET", path, tok, nil)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
 			changed = resp.Map()
+			g.Expect(changed["assets"]).To(ContainElement(HaveKeyWithValue("external_id", "charger-"+mpan)), "%v", changed)
 			lp := entityPropositionEligibility(entityAssetEligibility(changed, "charger-"+mpan), "limited_pause")
 			g.Expect(lp["is_eligible"]).To(BeFalse())
 			g.Expect(lp["issues"]).To(ConsistOf("asset_model_enrol_eligibility_override"))
