@@ -323,10 +323,10 @@ func (s *Store) Record(ctx context.Context, d Delivery, o Outcome) error {
 		}
 		_, err := q.Exec(ctx, `INSERT INTO notification_subscriptions AS s (subscription_uid, organisation, delivered,
 				failed_attempts, given_up, consecutive_failures, last_outcome, last_at, last_status, last_latency_ms, last_error)
-			VALUES ($1, $2, $3, $4, $5, $4, $6, $7, $8, $9, $10)
-			ON CONFLICT (subscription_uid) DO UPDATE SET delivered = s.delivered + $3, failed_attempts = s.failed_attempts + $4,
-				given_up = s.given_up + $5,
-				consecutive_failures = CASE WHEN $3 = 1 THEN 0 ELSE s.consecutive_failures + $4 END,
+			VALUES ($1, $2, $3::bigint, $4::bigint, $5::bigint, $4::integer, $6, $7, $8, $9, $10)
+			ON CONFLICT (subscription_uid) DO UPDATE SET delivered = s.delivered + $3::bigint,
+				failed_attempts = s.failed_attempts + $4::bigint, given_up = s.given_up + $5::bigint,
+				consecutive_failures = CASE WHEN $3::bigint = 1 THEN 0 ELSE s.consecutive_failures + $4::integer END,
 				last_outcome = $6, last_at = $7, last_status = $8, last_latency_ms = $9, last_error = $10`,
 			d.SubscriptionUID, d.Organisation, delivered, failed, givenUp, string(o.Result), o.At.UTC(), code,
 			o.Latency.Milliseconds(), msg)
