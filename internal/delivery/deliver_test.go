@@ -120,7 +120,8 @@ var _ = Describe("Notifications through the Kubernetes API (kubectl, GitOps, a c
 		del(ctx, a)
 		Eventually(r.kinds).Should(ContainElement("asset.changed:deleted"))
 
-		By("the site deleted: offboarded, after which the site goes")
+		By("the site deleted: offboarded, and the site goes")
+		siteID := siteIDOf(ctx, s)
 		del(ctx, s)
 		Eventually(r.kinds).Should(ContainElement("site.offboarded"))
 		Eventually(gone(ctx, s)).Should(BeTrue())
@@ -128,7 +129,7 @@ var _ = Describe("Notifications through the Kubernetes API (kubectl, GitOps, a c
 		got := r.delivered()
 		for _, g := range got {
 			Expect(g.Verified).To(BeTrue(), "event %s verifies with the Standard Webhooks library", g.ID)
-			Expect(g.Data["site_id"]).To(Equal(s.Labels[flexv1.IDLabel]))
+			Expect(g.Data["site_id"]).To(Equal(siteID))
 		}
 		inOrder(got)
 		Expect(kindOf(got[len(got)-1])).To(Equal("site.offboarded"))

@@ -59,6 +59,9 @@ const Timeout = 10 * time.Second
 // signing Secret's read), so that a live worker's claim never expires under it.
 const DefaultLease = time.Minute
 
+// DefaultHoldBack is the default HoldBack.
+const DefaultHoldBack = 500 * time.Millisecond
+
 // DefaultSecretGrace is the default SecretGrace.
 const DefaultSecretGrace = 10 * time.Second
 
@@ -94,6 +97,10 @@ type Deliverer struct {
 	Interval time.Duration
 	// Lease is how long a claimed delivery is this worker's (DefaultLease when 0).
 	Lease time.Duration
+	// HoldBack is how old an event must be before it is delivered (DefaultHoldBack when 0):
+	// one that happened a moment earlier may be committed by another controller a moment
+	// later (outboxstore), and a site's events go out in the order they happened.
+	HoldBack time.Duration
 	// SecretGrace is how long after the deliverer first sees a subscription a missing signing
 	// Secret is waited for rather than counted as a failed delivery (DefaultSecretGrace when
 	// 0): the REST API makes the Secret just after the Subscription (it is owned by it, so it
@@ -145,6 +152,9 @@ func (d *Deliverer) defaults() {
 	}
 	if d.Lease <= 0 {
 		d.Lease = DefaultLease
+	}
+	if d.HoldBack <= 0 {
+		d.HoldBack = DefaultHoldBack
 	}
 	if d.Now == nil {
 		d.Now = time.Now
@@ -298,7 +308,7 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 			break
 		}
 	}
-	due, next, err := d.Store.Due(ctx, active)
+	due, next, err := d.Store.Due(ctx, active, d.HoldBack)
 	if err != nil {
 		return d.Interval, err
 	}

@@ -127,7 +127,7 @@ func (st *subState) claim(ctx context.Context) error {
 	if free <= 0 || paused {
 		return nil
 	}
-	claimed, err := st.d.Store.Claim(ctx, st.uid, free, st.d.Lease)
+	claimed, err := st.d.Store.Claim(ctx, st.uid, free, st.d.Lease, st.d.HoldBack)
 	if err != nil {
 		return err
 	}

@@ -133,6 +133,7 @@ func (s *Store) FanOut(ctx context.Context, limit int, targets func(Unfanned) (u
 		}
 		var done, seqs []int64
 		var subs, orgs, sites []string
+		var times []time.Time
 		for _, p := range pending {
 			uids, ready := targets(p)
 			if !ready {
@@ -141,15 +142,17 @@ func (s *Store) FanOut(ctx context.Context, limit int, targets func(Unfanned) (u
 			done = append(done, p.Seq)
 			for _, uid := range uids {
 				seqs, subs, orgs, sites = append(seqs, p.Seq), append(subs, uid), append(orgs, p.Organisation), append(sites, p.SiteID)
+				times = append(times, p.Time)
 			}
 		}
 		if len(done) == 0 {
 			return nil
 		}
 		if len(seqs) > 0 {
-			if _, err := q.Exec(ctx, `INSERT INTO notification_deliveries (subscription_uid, event_seq, organisation, site_id)
-				SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]) ON CONFLICT DO NOTHING`,
-				subs, seqs, orgs, sites); err != nil {
+			if _, err := q.Exec(ctx, `INSERT INTO notification_deliveries (subscription_uid, event_seq, organisation, site_id,
+					event_at)
+				SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[]) ON CONFLICT DO NOTHING`,
+				subs, seqs, orgs, sites, times); err != nil {
 				return err
 			}
 		}
@@ -161,25 +164,31 @@ func (s *Store) FanOut(ctx context.Context, limit int, targets func(Unfanned) (u
 }
 
 // head is the condition that a pending delivery d is its site's next for its subscription:
-// no earlier event of the site is pending for the subscription, nor waiting to be fanned out.
-// Pings (site ”) are in no order.
+// no event of the site that happened earlier is pending for the subscription, nor waiting to
+// be fanned out. Pings (no site) are in no order.
 const head = `(d.site_id = '' OR (
 	NOT EXISTS (SELECT 1 FROM notification_deliveries e WHERE e.subscription_uid = d.subscription_uid
-		AND e.site_id = d.site_id AND e.state = 'pending' AND e.event_seq < d.event_seq)
+		AND e.site_id = d.site_id AND e.state = 'pending' AND (e.event_at, e.event_seq) < (d.event_at, d.event_seq))
 	AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.organisation = d.organisation AND o.site_id = d.site_id
-		AND o.fanned_out_at IS NULL AND o.id < d.event_seq)))`
+		AND o.fanned_out_at IS NULL AND (o.created_at, o.id) < (d.event_at, d.event_seq))))`
 
-// Due answers which of the subscriptions uids have a delivery to claim now, and when the
-// soonest of the others falls due (zero when none waits).
-func (s *Store) Due(ctx context.Context, uids []string) (due []string, next time.Time, err error) {
+// Deliveries are claimed only once their event is holdBack old: a site's events are written
+// by several controllers (an asset change by the Asset's, the eligibility change it causes by
+// the Site's), so one that happened a moment earlier may be committed a moment later; holding
+// events back briefly lets it arrive, so that a site's events go out in the order they happened.
+
+// Due answers which of the subscriptions uids have a delivery to claim now (events held back
+// holdBack), and when the soonest of the others falls due (zero when none waits).
+func (s *Store) Due(ctx context.Context, uids []string, holdBack time.Duration) (due []string, next time.Time, err error) {
 	if len(uids) == 0 {
 		return nil, time.Time{}, nil
 	}
 	rows, err := s.Pool.Query(ctx, `SELECT d.subscription_uid,
-			min(greatest(d.next_attempt_at, coalesce(d.claimed_until, '-infinity'))) AS at, now()
+			min(greatest(d.next_attempt_at, coalesce(d.claimed_until, '-infinity'),
+				d.event_at + $2::bigint * interval '1 millisecond')) AS at, now()
 		FROM notification_deliveries d
 		WHERE d.state = 'pending' AND d.subscription_uid = ANY($1) AND `+head+`
-		GROUP BY d.subscription_uid`, uids)
+		GROUP BY d.subscription_uid`, uids, holdBack.Milliseconds())
 	if err != nil {
 		return nil, time.Time{}, s.classify(err)
 	}
@@ -206,19 +215,20 @@ type Delivery struct {
 	Event    events.Event
 }
 
-// Claim leases up to n of a subscription's due deliveries (each the head of its site) for
-// lease: until it ends no other worker claims them.
-func (s *Store) Claim(ctx context.Context, uid string, n int, lease time.Duration) ([]Delivery, error) {
+// Claim leases up to n of a subscription's due deliveries (each the head of its site, its
+// event at least holdBack old) for lease: until it ends no other worker claims them.
+func (s *Store) Claim(ctx context.Context, uid string, n int, lease, holdBack time.Duration) ([]Delivery, error) {
 	rows, err := s.Pool.Query(ctx, `WITH due AS (
 			SELECT d.subscription_uid, d.event_seq FROM notification_deliveries d
 			WHERE d.subscription_uid = $1 AND d.state = 'pending' AND d.next_attempt_at <= now()
+				AND d.event_at <= now() - $4::bigint * interval '1 millisecond'
 				AND (d.claimed_until IS NULL OR d.claimed_until <= now()) AND `+head+`
-			ORDER BY d.event_seq LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
+			ORDER BY d.event_at, d.event_seq LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
 		UPDATE notification_deliveries d SET claimed_until = now() + $3::bigint * interval '1 millisecond'
 		FROM due, outbox o
 		WHERE d.subscription_uid = due.subscription_uid AND d.event_seq = due.event_seq AND o.id = d.event_seq
 		RETURNING d.event_seq, d.attempts, d.organisation, o.event_id, o.event_type, o.site_id, o.payload::text, o.created_at`,
-		uid, n, lease.Milliseconds())
+		uid, n, lease.Milliseconds(), holdBack.Milliseconds())
 	if err != nil {
 		return nil, s.classify(err)
 	}

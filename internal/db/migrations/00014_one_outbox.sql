@@ -8,9 +8,9 @@
 -- Delivery is per subscription: the fan-out (any replica, FOR UPDATE SKIP LOCKED) gives each
 -- event one notification_deliveries row per subscription that wants it, then marks the event
 -- fanned out; workers of any replica claim the due rows (a lease, claimed_until), post them
--- outside any transaction, and record the outcome. A site's next event is claimed for a
--- subscription only once its previous one is delivered or given up, and never while an
--- earlier event of the site is still to be fanned out. Nothing is capped and nothing dropped:
+-- outside any transaction, and record the outcome. A site's next event (in the order they
+-- happened) is claimed for a subscription only once its previous one is delivered or given up,
+-- and never while an earlier event of the site is still to be fanned out. Nothing is capped and nothing dropped:
 -- a row past the 24 h horizon is kept, marked given_up, and counted.
 
 -- +goose Up
@@ -34,6 +34,9 @@ CREATE TABLE notification_deliveries (
     event_seq        bigint      NOT NULL REFERENCES outbox (id) ON DELETE CASCADE,
     organisation     text        NOT NULL,
     site_id          text        NOT NULL,
+    -- when the event happened: a site's events go to a subscription in this order (then the
+    -- sequence's), whichever writer's commit came first.
+    event_at         timestamptz NOT NULL,
     state            text        NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'given_up')),
     attempts         integer     NOT NULL DEFAULT 0,
     next_attempt_at  timestamptz NOT NULL DEFAULT now(),
@@ -43,7 +46,7 @@ CREATE TABLE notification_deliveries (
     done_at          timestamptz,
     PRIMARY KEY (subscription_uid, event_seq)
 );
-CREATE INDEX notification_deliveries_pending ON notification_deliveries (subscription_uid, site_id, event_seq)
+CREATE INDEX notification_deliveries_pending ON notification_deliveries (subscription_uid, site_id, event_at, event_seq)
     WHERE state = 'pending';
 CREATE INDEX notification_deliveries_event ON notification_deliveries (event_seq);
 
