@@ -429,7 +429,7 @@ var _ = Describe("Reward notifications", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(created).To(BeTrue())
 
-		By("a manager started again: the event is handed over and delivered, once")
+		By("a manager started again: the event is delivered from the outbox, once")
 		startManager()
 		Eventually(r.kinds).Should(Equal([]string{"rewards.transaction_credited"}))
 		got := r.delivered()
