@@ -314,7 +314,7 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 	}
 	for _, uid := range due {
 		if st := d.stateOf(types.UID(uid)); st != nil {
-			if err := st.claim(ctx); err != nil {
+			if _, err := st.claim(ctx); err != nil {
 				return d.Interval, err
 			}
 		}

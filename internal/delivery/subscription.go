@@ -117,27 +117,27 @@ func (st *subState) markDirty() {
 	}
 }
 
-// claim leases as many due deliveries as the subscription has free workers and queues them
-// (the queue holds as many as there are workers: never blocks).
-func (st *subState) claim(ctx context.Context) error {
+// claim leases as many due deliveries as the subscription has free workers and queues them.
+// The free workers are reserved before the claim, so that claims made at once (a pass, a
+// worker done) never queue more than there are workers: the queue never blocks. It answers
+// how many it claimed.
+func (st *subState) claim(ctx context.Context) (int, error) {
 	st.mu.Lock()
 	free := st.d.Workers - st.inflight
-	paused := st.sub.Spec.Paused
+	if free <= 0 || st.sub.Spec.Paused {
+		st.mu.Unlock()
+		return 0, nil
+	}
+	st.inflight += free
 	st.mu.Unlock()
-	if free <= 0 || paused {
-		return nil
-	}
 	claimed, err := st.d.Store.Claim(ctx, st.uid, free, st.d.Lease, st.d.HoldBack)
-	if err != nil {
-		return err
-	}
 	st.mu.Lock()
-	st.inflight += len(claimed)
+	st.inflight -= free - len(claimed)
 	st.mu.Unlock()
 	for _, c := range claimed {
 		st.queue <- c
 	}
-	return nil
+	return len(claimed), err
 }
 
 // work attempts the deliveries of one subscription until ctx ends.
@@ -151,7 +151,11 @@ func (st *subState) work(ctx context.Context) {
 			st.mu.Lock()
 			st.inflight--
 			st.mu.Unlock()
-			st.d.Kick()
+			// The site's next event (or another site's) is claimed at once; a pass is asked
+			// for only when there is none, to learn when the next falls due.
+			if n, err := st.claim(ctx); err != nil || n == 0 {
+				st.d.Kick()
+			}
 		}
 	}
 }
