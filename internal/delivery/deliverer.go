@@ -115,6 +115,8 @@ type Deliverer struct {
 	kick chan struct{}
 	mu   sync.Mutex
 	subs map[types.UID]*subState
+	// gone are the subscriptions deleted since the last pass, whose deliveries it forgets.
+	gone []string
 	wg   sync.WaitGroup
 	// lastBacklog and lastCleanup are when the pass last measured the backlog and cleaned up.
 	lastBacklog, lastCleanup time.Time
@@ -204,14 +206,11 @@ func (d *Deliverer) Start(ctx context.Context) error {
 				o = tomb.Obj
 			}
 			if sub, ok := o.(*flexv1.Subscription); ok {
-				d.wg.Add(1)
-				go func() {
-					defer d.wg.Done()
-					// What the outbox keeps for it goes with it.
-					if err := d.Store.Forget(ctx, string(sub.UID)); err != nil && ctx.Err() == nil {
-						log.Error(err, "forgetting a deleted subscription's deliveries", "subscription", sub.Name)
-					}
-				}()
+				// What the outbox keeps for it goes with it, at the end of the next pass: after
+				// any fan-out that pass makes from a list that still held it.
+				d.mu.Lock()
+				d.gone = append(d.gone, string(sub.UID))
+				d.mu.Unlock()
 			}
 			d.Kick()
 		},
@@ -319,7 +318,19 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 			}
 		}
 	}
-	d.housekeeping(ctx)
+	d.mu.Lock()
+	gone := d.gone
+	d.gone = nil
+	d.mu.Unlock()
+	for i, uid := range gone {
+		if err := d.Store.Forget(ctx, uid); err != nil {
+			d.mu.Lock()
+			d.gone = append(d.gone, gone[i:]...) // the next pass tries again
+			d.mu.Unlock()
+			return d.Interval, err
+		}
+	}
+	d.housekeeping(ctx, byUID)
 	wait := d.Interval
 	if !next.IsZero() {
 		wait = min(wait, time.Until(next))
@@ -328,8 +339,10 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 }
 
 // housekeeping measures the backlog (every few seconds) and deletes what was delivered long
-// ago (hourly). Any replica may: both are idempotent.
-func (d *Deliverer) housekeeping(ctx context.Context) {
+// ago, and the deliveries of subscriptions that no longer exist (hourly; a replica that was
+// down when a subscription was deleted, or fanned out from a list that still held it, may have
+// left some). Any replica may: each step is idempotent.
+func (d *Deliverer) housekeeping(ctx context.Context, known map[string]*flexv1.Subscription) {
 	now := d.Now()
 	if now.Sub(d.lastBacklog) >= 5*time.Second {
 		d.lastBacklog = now
@@ -342,6 +355,15 @@ func (d *Deliverer) housekeeping(ctx context.Context) {
 		d.lastCleanup = now
 		if err := d.Store.Cleanup(ctx, d.Retention); err != nil && ctx.Err() == nil {
 			ctrl.LoggerFrom(ctx).Error(err, "deleting delivered notifications past their retention")
+		}
+		uids := make([]string, 0, len(known))
+		for uid := range known {
+			uids = append(uids, uid)
+		}
+		// Only deliveries of events older than any cache's lag: another replica may know a
+		// subscription created a moment ago that this one does not show yet.
+		if err := d.Store.ForgetUnknown(ctx, uids, 10*time.Minute); err != nil && ctx.Err() == nil {
+			ctrl.LoggerFrom(ctx).Error(err, "deleting the deliveries of subscriptions that no longer exist")
 		}
 	}
 }

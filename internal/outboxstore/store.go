@@ -417,6 +417,15 @@ func (s *Store) Forget(ctx context.Context, uid string) error {
 	}))
 }
 
+// ForgetUnknown deletes the pending deliveries of subscriptions not in known whose events are
+// older than age (those of a subscription deleted while no deliverer saw it go).
+func (s *Store) ForgetUnknown(ctx context.Context, known []string, age time.Duration) error {
+	_, err := s.Pool.Exec(ctx, `DELETE FROM notification_deliveries WHERE state = 'pending'
+		AND event_at < now() - $2::bigint * interval '1 millisecond' AND NOT (subscription_uid = ANY($1))`,
+		known, age.Milliseconds())
+	return s.classify(err)
+}
+
 // Backlog is how many deliveries are pending and how old the oldest one's event is.
 func (s *Store) Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error) {
 	var age float64

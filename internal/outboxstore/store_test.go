@@ -185,3 +185,43 @@ func TestClaimsKeepEachSiteInOrder(t *testing.T) {
 		t.Errorf("attempts (newest first) %+v, %v", attempts, err)
 	}
 }
+
+// TestForgetUnknown: the pending deliveries of a subscription nobody knows any more go once
+// their events are older than any cache's lag; a known subscription's, and fresh ones, stay.
+func TestForgetUnknown(t *testing.T) {
+	ctx := context.Background()
+	o, known, unknown := org(), uuid.NewString(), uuid.NewString()
+	old := events.Stamp(change("a", events.EnrolmentActive), time.Now().Add(-time.Hour))
+	fresh := events.Stamp(change("b", events.EnrolmentActive), time.Now())
+	if err := store.Add(ctx, o, []events.Event{old, fresh}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n, err := store.FanOut(ctx, 100, func(u outboxstore.Unfanned) ([]string, bool) {
+			if u.Organisation != o {
+				return nil, true
+			}
+			return []string{known, unknown}, true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n < 100 {
+			break
+		}
+	}
+	if err := store.ForgetUnknown(ctx, []string{known}, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	pending := func(uid string) int {
+		var n int
+		if err := testDB.Pool.QueryRow(ctx, `SELECT count(*) FROM notification_deliveries WHERE subscription_uid = $1
+			AND state = 'pending'`, uid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if pending(known) != 2 || pending(unknown) != 1 {
+		t.Errorf("pending: known %d (want 2), unknown %d (want 1: the fresh one)", pending(known), pending(unknown))
+	}
+}
