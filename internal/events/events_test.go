@@ -163,7 +163,7 @@ func TestWantedKeepsOnlyWhatASubscriptionWants(t *testing.T) {
 		{"paused", []flexv1.Subscription{sub("a", true)}, 0},
 		{"other types", []flexv1.Subscription{sub("a", false, flexv1.EventSiteOffboarded)}, 0},
 		{"all types", []flexv1.Subscription{sub("a", false)}, 1},
-		{"named", []flexv1.Subscription{sub("a", false, flexv1.EventAssetChanged)}, 1},
+		{"named", []flexv1.Subscription{sub("b", false, flexv1.EventAssetChanged)}, 1},
 	}
 	for _, c := range cases {
 		if out := events.Wanted([]events.Change{change}, c.subs); len(out) != c.want {

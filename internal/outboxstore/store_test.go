@@ -47,6 +47,37 @@ func count(t *testing.T, organisation string) int {
 	return n
 }
 
+// fanOut fans every pending event out, organisation o's to the subscriptions uids (others' to
+// nobody), and answers how many events it fanned out.
+func fanOut(t *testing.T, o string, uids ...string) int {
+	t.Helper()
+	fanned := 0
+	for {
+		n, err := store.FanOut(context.Background(), 100, func(u outboxstore.Unfanned) ([]string, bool) {
+			if u.Organisation != o {
+				return nil, true
+			}
+			return uids, true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fanned += n
+		if n < 100 {
+			return fanned
+		}
+	}
+}
+
+// sites are the sites of deliveries, in order.
+func sites(ds []outboxstore.Delivery) string {
+	s := ""
+	for _, d := range ds {
+		s += d.Event.SiteID
+	}
+	return s
+}
+
 // TestReportWritesAChangeOnce: a reconcile redone (after a conflict, a crash) computes the same
 // changes and writes nothing; a new change is written; the same change as the last but one is
 // news again.
@@ -110,31 +141,8 @@ func TestClaimsKeepEachSiteInOrder(t *testing.T) {
 		change("a", events.EnrolmentWithdrawn))); err != nil {
 		t.Fatal(err)
 	}
-	fanned := 0
-	for {
-		n, err := store.FanOut(ctx, 100, func(u outboxstore.Unfanned) ([]string, bool) {
-			if u.Organisation != o {
-				return nil, true
-			}
-			return []string{sub}, true
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fanned += n
-		if n < 100 {
-			break
-		}
-	}
-	if fanned < 3 {
+	if fanned := fanOut(t, o, sub); fanned < 3 {
 		t.Fatalf("fanned out %d events", fanned)
-	}
-	sites := func(ds []outboxstore.Delivery) string {
-		s := ""
-		for _, d := range ds {
-			s += d.Event.SiteID
-		}
-		return s
 	}
 	first, err := store.Claim(ctx, sub, 10, time.Minute, 0)
 	if err != nil || sites(first) != "ab" {
@@ -196,20 +204,7 @@ func TestForgetUnknown(t *testing.T) {
 	if err := store.Add(ctx, o, []events.Event{old, fresh}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		n, err := store.FanOut(ctx, 100, func(u outboxstore.Unfanned) ([]string, bool) {
-			if u.Organisation != o {
-				return nil, true
-			}
-			return []string{known, unknown}, true
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n < 100 {
-			break
-		}
-	}
+	fanOut(t, o, known, unknown)
 	if err := store.ForgetUnknown(ctx, []string{known}, 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
