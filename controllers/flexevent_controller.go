@@ -154,7 +154,8 @@ func (r *FlexEventReconciler) reconcile(ctx context.Context, ev *flexv1.FlexEven
 func setTotals(st *flexv1.FlexEventStatus, t settlementstore.Totals) {
 	st.SitesSettled, st.FlexWh, st.CreditPence, st.LateReadings = t.Settled, t.FlexWh, t.CreditPence, t.LateReadings
 	st.SitesSkipped = nil
-	for _, reason := range []settlement.Reason{settlement.InsufficientHistory, settlement.InsufficientReadings} {
+	for _, reason := range []settlement.Reason{settlement.InsufficientHistory, settlement.InsufficientReadings,
+		settlement.TransactionIDTaken} {
 		if n := t.Skipped[reason]; n > 0 {
 			st.SitesSkipped = append(st.SitesSkipped, flexv1.FlexSkippedSites{Reason: flexv1.FlexSkipReason(reason), Sites: n})
 		}
@@ -201,7 +202,12 @@ func (r *FlexEventReconciler) targets(ctx context.Context, ev *flexv1.FlexEvent)
 				days[d] = true
 			}
 		}
-		out[id] = settlementstore.Site{Source: settlementstore.Source{SiteID: id, BoundaryAssetIDs: boundary}, OtherEventDays: days}
+		rated, err := householdstore.RatedPowerW(ctx, r.Client, ev.Namespace, name)
+		if err != nil {
+			return nil, err
+		}
+		out[id] = settlementstore.Site{Source: settlementstore.Source{SiteID: id, BoundaryAssetIDs: boundary},
+			OtherEventDays: days, RatedPowerW: rated}
 	}
 	return out, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/settlementstore"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -388,5 +389,42 @@ func TestFlexEventWaitsForReadingsUntilTheDeadline(t *testing.T) {
 		WHERE organisation = $1 AND event_id = 'ev-wait' AND site_id = 'full'`, ns).Scan(&start); err != nil ||
 		!start.Equal(flexStart) {
 		t.Fatalf("settlement window: %v %v", start, err)
+	}
+}
+
+// An API client of the organisation that posted a transaction under the id settlement derives
+// for one site (a UUIDv5 of organisation, event and site) blocks neither the event's other
+// sites nor any later reconcile, and is never paid over: that site is skipped as
+// transaction_id_taken, which the FlexEvent's status (its CRD's enum) counts.
+func TestFlexEventSettlesAroundATakenTransactionID(t *testing.T) {
+	f := newFlexFixture(t)
+	ns, err := f.env.Namespace(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sites := siteNames(3)
+	for _, s := range sites {
+		f.readings(f.db.Pool, ns, s, 12, true)
+	}
+	ev := f.event(ns, "ev-taken", sites, nil)
+	at := metav1.NewTime(flexStart)
+	taken := flexv1.RewardTransaction{ID: settlementstore.TransactionID(ns, ev.Name, sites[1]).String(), Type: "goodwill credit",
+		CreditPence: 7, StartTime: &at}
+	ledger := &rewardstore.Store{Pool: f.db.Pool}
+	if _, _, err := ledger.Append(f.ctx, rewardstore.Site{Namespace: ns, ID: sites[1]}, taken, rewardstore.SourceAPI); err != nil {
+		t.Fatal(err)
+	}
+	r := f.reconciler(flexEnd.Add(time.Hour))
+	got := f.settleUntilDone(r, ev, 3)
+	if got.Status.SitesSettled != 2 || got.Status.CreditPence != 70 || len(got.Status.SitesSkipped) != 1 ||
+		got.Status.SitesSkipped[0] != (flexv1.FlexSkippedSites{Reason: flexv1.FlexTransactionIDTaken, Sites: 1}) {
+		t.Fatalf("status %+v: want 2 settled (70 p) and 1 skipped as transaction_id_taken", got.Status)
+	}
+	if _, err := f.reconcile(r, ev); err != nil {
+		t.Fatalf("reconciling again: %v", err)
+	}
+	_, txs, pence, _ := f.credits(ns)
+	if txs != 2 || pence != 70+7 {
+		t.Fatalf("%d flex event transactions, %d p in all; want 2 and 77: the taken site never credited by settlement", txs, pence)
 	}
 }

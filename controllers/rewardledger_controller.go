@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -31,6 +32,8 @@ type RewardLedgerReconciler struct {
 	// Store is the reward ledger in PostgreSQL. Without it (no database) there is no history
 	// to ingest into, and ledgers are left as they are.
 	Store *rewardstore.Store
+	// Recorder tells, as Warning Events, what a ledger's spec asked that was refused (nil: not told).
+	Recorder recorder.EventRecorder
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers,verbs=get;list;watch;create

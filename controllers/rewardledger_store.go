@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -52,17 +53,11 @@ func (r *RewardLedgerReconciler) reconcileWithStore(ctx context.Context, req ctr
 	status := &ledger.Status
 
 	if status.ObservedGeneration != ledger.Generation || !meta.IsStatusConditionTrue(status.Conditions, flexv1.IngestedCondition) {
-		refused, err := r.ingest(ctx, ledger, key)
+		refused, steps, err := r.ingest(ctx, ledger, key)
 		if err != nil {
 			return r.unavailable(ctx, ledger, base, err)
 		}
-		cond := metav1.Condition{Type: flexv1.IngestedCondition, Status: metav1.ConditionTrue, Reason: flexv1.ReasonIngested,
-			ObservedGeneration: ledger.Generation, Message: "Every transaction of the spec is stored"}
-		if len(refused) > 0 {
-			cond.Status, cond.Reason = metav1.ConditionFalse, flexv1.ReasonTransactionRefused
-			cond.Message = "Stored with other fields already (a correction is a new transaction): " + strings.Join(refused, ", ")
-		}
-		meta.SetStatusCondition(&status.Conditions, cond)
+		meta.SetStatusCondition(&status.Conditions, ingestedCondition(ledger.Generation, refused, steps))
 		status.ObservedGeneration = ledger.Generation
 	}
 
@@ -85,6 +80,7 @@ func (r *RewardLedgerReconciler) reconcileWithStore(ctx context.Context, req ctr
 		if err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
+		r.warnRefusals(base, ledger)
 	}
 	return ctrl.Result{}, nil
 }
@@ -103,9 +99,11 @@ func (r *RewardLedgerReconciler) unavailable(ctx context.Context, ledger, base *
 }
 
 // ingest stores every transaction of the spec, once; it answers the ids refused (stored with
-// other fields). A withdrawal whose paymentStatus alone changed has the change recorded.
-func (r *RewardLedgerReconciler) ingest(ctx context.Context, ledger *flexv1.RewardLedger, key rewardstore.Site) ([]string, error) {
-	var refused []string
+// other fields). A withdrawal whose paymentStatus alone changed has the change recorded when
+// the payment's state machine allows the step from its current status; the steps it refuses
+// are answered too (id and reason), and change nothing.
+func (r *RewardLedgerReconciler) ingest(ctx context.Context, ledger *flexv1.RewardLedger, key rewardstore.Site) (
+	refused, steps []string, err error) {
 	actor := "RewardLedger " + ledger.Namespace + "/" + ledger.Name
 	// An earlier version told the credits up to status.lastCreditedID from the spec: those
 	// are imported without telling them again.
@@ -120,23 +118,68 @@ func (r *RewardLedgerReconciler) ingest(ctx context.Context, ledger *flexv1.Rewa
 		_, _, err := add(ctx, key, tx, rewardstore.SourceLedgerSpec)
 		if !errors.Is(err, rewardstore.ErrConflict) {
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			continue
 		}
 		stored, getErr := r.Store.Get(ctx, key, tx.ID)
 		if getErr != nil && !errors.Is(getErr, db.ErrNotFound) {
-			return nil, getErr
+			return nil, nil, getErr
 		}
 		if getErr == nil && tx.Type == household.TransactionWithdrawal && tx.PaymentStatus != "" && sameBut(stored, tx) {
-			if _, err := r.Store.SetPaymentStatus(ctx, key, tx.ID, tx.PaymentStatus, actor); err != nil {
-				return nil, err
+			if stored.PaymentStatus == tx.PaymentStatus {
+				continue // recorded already (a spec ingested again)
+			}
+			_, err := r.Store.SetPaymentStatus(ctx, key, tx.ID, tx.PaymentStatus, actor)
+			var step *household.PaymentChangeRefused
+			switch {
+			case errors.As(err, &step):
+				steps = append(steps, tx.ID+": "+step.Error())
+			case err != nil:
+				return nil, nil, err
 			}
 			continue
 		}
 		refused = append(refused, tx.ID)
 	}
-	return refused, nil
+	return refused, steps, nil
+}
+
+// ingestedCondition says whether every transaction of the spec (at generation) is stored:
+// False naming the ids stored with other fields and the payment status changes refused.
+func ingestedCondition(generation int64, refused, steps []string) metav1.Condition {
+	cond := metav1.Condition{Type: flexv1.IngestedCondition, Status: metav1.ConditionTrue, Reason: flexv1.ReasonIngested,
+		ObservedGeneration: generation, Message: "Every transaction of the spec is stored"}
+	var says []string
+	if len(refused) > 0 {
+		cond.Reason = flexv1.ReasonTransactionRefused
+		says = append(says, "Stored with other fields already (a correction is a new transaction): "+strings.Join(refused, ", "))
+	}
+	if len(steps) > 0 {
+		if len(refused) == 0 {
+			cond.Reason = flexv1.ReasonPaymentStatusRefused
+		}
+		says = append(says, "Payment status changes refused, nothing changed: "+strings.Join(steps, "; "))
+	}
+	if len(says) > 0 {
+		cond.Status, cond.Message = metav1.ConditionFalse, strings.Join(says, ". ")
+	}
+	return cond
+}
+
+// warnRefusals tells, as a Warning Event on the ledger, what its spec asked that was refused,
+// once: when the Ingested condition written (ledger's) says something base's did not.
+func (r *RewardLedgerReconciler) warnRefusals(base, ledger *flexv1.RewardLedger) {
+	after := meta.FindStatusCondition(ledger.Status.Conditions, flexv1.IngestedCondition)
+	if r.Recorder == nil || after == nil ||
+		(after.Reason != flexv1.ReasonTransactionRefused && after.Reason != flexv1.ReasonPaymentStatusRefused) {
+		return
+	}
+	if before := meta.FindStatusCondition(base.Status.Conditions, flexv1.IngestedCondition); before != nil &&
+		before.Reason == after.Reason && before.Message == after.Message {
+		return
+	}
+	r.Recorder.Eventf(ledger, nil, corev1.EventTypeWarning, after.Reason, "Ingest", "%s", after.Message)
 }
 
 // sameBut reports whether two transactions differ at most in their payment status.

@@ -12,10 +12,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/deviceauth"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/outboxstore"
+	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/priority"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/settlementstore"
@@ -38,6 +40,10 @@ type Options struct {
 	// Holder names this replica in device connections' refresh claims (default: the host name
 	// and a random suffix).
 	Holder string
+	// OrganisationAccess, when it names the manager's ServiceAccount, is the RoleBinding the
+	// Organisation controller makes in every organisation's namespace (unset: no such
+	// controller, as where the manager runs with an administrator's credentials).
+	OrganisationAccess bootstrap.OrganisationAccess
 }
 
 // DefaultConcurrency is the reconcilers' default worker count.
@@ -64,6 +70,16 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	}
 	// The controllers' client finds by bucketed key in the cache (index.Lookup, index.List).
 	cl := index.CachedClient{Client: mgr.GetClient(), Cache: mgr.GetCache()}
+	if o.OrganisationAccess.ServiceAccountName != "" {
+		if err := (&OrganisationReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+			Access: o.OrganisationAccess}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	var bankDetails *pagestore.Store
+	if o.DB != nil {
+		bankDetails = &pagestore.Store{Pool: o.DB}
+	}
 	// The events the controllers observe go to the outbox in PostgreSQL (none without one).
 	notify := notifier{Subscriptions: cl}
 	if o.DB != nil {
@@ -71,7 +87,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	}
 	if err := (&SiteReconciler{
 		Client: cl, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("site-controller"), Now: time.Now,
-		Background: o.Background, Notifier: notify,
+		Background: o.Background, BankDetails: bankDetails, Notifier: notify,
 	}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
@@ -100,7 +116,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		}
 	}
 	// Ingests RewardLedgers' transactions and summarises the history (with a database).
-	ledgers := &RewardLedgerReconciler{Client: cl, APIReader: mgr.GetAPIReader(), Now: time.Now}
+	ledgers := &RewardLedgerReconciler{Client: cl, APIReader: mgr.GetAPIReader(), Now: time.Now,
+		Recorder: mgr.GetEventRecorder("rewardledger-controller")}
 	if o.DB != nil {
 		ledgers.Store = &rewardstore.Store{Pool: o.DB}
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
+	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/priority"
 )
 
@@ -54,6 +55,8 @@ type SiteReconciler struct {
 	fanout sync.Map
 	// written: this reconciler's status writes the cache has yet to show.
 	written statusWrites
+	// BankDetails, when set, forgets a deleted site's bank details (kept in PostgreSQL).
+	BankDetails *pagestore.Store
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites,verbs=get;list;watch;update;patch
@@ -193,6 +196,12 @@ func (r *SiteReconciler) finalize(ctx context.Context, site *flexv1.Site) error 
 	}
 	if err := r.Notifier.final(ctx, site, events.SiteOffboarded(site), r.Now()); err != nil {
 		return err
+	}
+	// The bank details go with the site (as their Secret did with its owner reference).
+	if r.BankDetails != nil {
+		if err := r.BankDetails.ForgetSite(ctx, site.Namespace, site.Labels[flexv1.IDLabel]); err != nil {
+			return err
+		}
 	}
 	return removeFinalizer(ctx, r.Client, site)
 }

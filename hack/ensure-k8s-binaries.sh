@@ -32,6 +32,16 @@ link_out() {
 
 if have_all "$cache"; then link_out; exit 0; fi
 
+# Two callers at once (a suite and make run, or parallel worktrees) would build into the same
+# .tmp directory and one would find the other's half-built output: build under a lock, and
+# look again once we hold it.
+mkdir -p "$(dirname "$cache")"
+if command -v flock >/dev/null; then
+  exec 9>"$cache.lock"
+  flock 9
+  if have_all "$cache"; then link_out; exit 0; fi
+fi
+
 command -v go >/dev/null || die "go is not on PATH"
 export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 
@@ -45,7 +55,7 @@ probe go.etcd.io/etcd/server/v3 "v${ETCD_VERSION}"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$cache.tmp"
+rm -rf "$cache.tmp"; mkdir -p "$cache.tmp"
 
 # kube-apiserver and kubectl: a throwaway module that requires k8s.io/kubernetes and replaces
 # each of its ./staging/ modules with the published k8s.io/<name> v0.<minor>.<patch>.

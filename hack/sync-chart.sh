@@ -24,7 +24,7 @@ for f in config/crd/bases/*.yaml; do
   copy "$f" "$chart/crds/$(basename "$f")"
 done
 for f in config/rbac/role.yaml config/rbac/aggregate_roles.yaml config/rbac/leader_election_role.yaml \
-         config/rbac/metrics_reader_role.yaml \
+         config/rbac/metrics_reader_role.yaml config/rbac/organisation_secrets_role.yaml \
          config/webhook/manifests.yaml config/rules/propositions.yaml config/rules/assetmodels.yaml; do
   copy "$f" "$chart/files/$f"
 done

@@ -5,7 +5,7 @@ import (
 )
 
 // Role is a permission an API client holds.
-// +kubebuilder:validation:Enum=entity_read;entity_write;rewards;components;rewards_write;rewards_admin
+// +kubebuilder:validation:Enum=entity_read;entity_write;rewards;components;rewards_write;rewards_admin;flex_events_write
 type Role string
 
 const (
@@ -17,6 +17,9 @@ const (
 	RoleRewardsWrite Role = "rewards_write"
 	// RoleRewardsAdmin moves a withdrawal's payment status on.
 	RoleRewardsAdmin Role = "rewards_admin"
+	// RoleFlexEventsWrite declares flex events (POST /flex-events): an event is a cause of
+	// credits, so it is a role of its own rather than part of entity_write.
+	RoleFlexEventsWrite Role = "flex_events_write"
 )
 
 // SecretKeyRef names a key of a Secret in the object's own namespace.
@@ -56,7 +59,7 @@ type APIClientSpec struct {
 	// taking every role away suspends a client without deleting it.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=6
+	// +kubebuilder:validation:MaxItems=7
 	Roles []Role `json:"roles,omitempty"`
 
 	// consentExempt exempts the client from sending gave_boundary_meter_consent_at on the

@@ -64,12 +64,6 @@ const (
 	// password hash. The manager reads no other Secret of an organisation: a hash Secret
 	// without it is not used, and its client cannot log in.
 	CredentialsLabel = "flexsite.io/credentials"
-	// RewardsLinkLabel, with the value "true", marks the Secrets (in the manager's namespace)
-	// that hold a hosted rewards link and its session: hashes only, never the link's code.
-	RewardsLinkLabel = "flexsite.io/rewards-link"
-	// BankDetailsLabel, on a bank details Secret of an organisation, holds the id of the site
-	// whose they are. The manager finds bank details only by this label.
-	BankDetailsLabel = "flexsite.io/bank-details-of"
 )
 
 // Annotations Flexsite owns.
@@ -89,6 +83,11 @@ const (
 	// NoWithdrawalAnnotation on an Enrolment being deleted says the deletion is not the
 	// household's choice (a failed request undoing what it wrote), so it records no withdrawal.
 	NoWithdrawalAnnotation = "flexsite.io/no-withdrawal"
+	// MaxFlexRateAnnotation, on an organisation's namespace, is the highest rate its flex
+	// events may pay, in pence per kWh as a FlexEvent spells a rate ("1000", "1250.5");
+	// absent or not a rate: 1,000 p/kWh (validation.DefaultMaxFlexRateCentipence). Raising it
+	// is the platform team's decision, not the organisation's API client's.
+	MaxFlexRateAnnotation = "flexsite.io/max-flex-rate-pence-per-kwh"
 )
 
 // Finalizer guards the cleanup of a Site's children and an Enrolment's withdrawal record.

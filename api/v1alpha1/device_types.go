@@ -231,6 +231,11 @@ const (
 	// OAuthStateLabel, on a connection's token Secret, holds the hash of the state of the
 	// authorisation in progress (never the state itself).
 	OAuthStateLabel = "flexsite.io/oauth-state"
+	// OAuthStateAnnotation, on a DeviceConnection, holds the same hash while its authorisation
+	// is in progress: the callback finds the connection by it in the manager's cache
+	// (internal/index's OAuthState), so that a state no connection has costs no API-server
+	// call. The token Secret's label stays the proof, consumed once.
+	OAuthStateAnnotation = "flexsite.io/oauth-state"
 	// DeviceConnectionLabel, with the value "true", marks the Secrets holding a connection's
 	// tokens.
 	DeviceConnectionLabel = "flexsite.io/device-connection"

@@ -18,7 +18,7 @@ const (
 )
 
 // FlexSkipReason is why a site of a flex event was not settled.
-// +kubebuilder:validation:Enum=insufficient_history;insufficient_readings
+// +kubebuilder:validation:Enum=insufficient_history;insufficient_readings;transaction_id_taken
 type FlexSkipReason string
 
 const (
@@ -27,6 +27,10 @@ const (
 	FlexInsufficientHistory FlexSkipReason = "insufficient_history"
 	// FlexInsufficientReadings: the site's readings cover less than 80 % of the event.
 	FlexInsufficientReadings FlexSkipReason = "insufficient_readings"
+	// FlexTransactionIDTaken: the site's credit was not written, because an API client of the
+	// organisation had already used the transaction id its settlement derives for another
+	// transaction (never credited twice; the event's other sites are settled).
+	FlexTransactionIDTaken FlexSkipReason = "transaction_id_taken"
 )
 
 // DefaultFlexEventDeadline is how long after its end an event waits for late sites'

@@ -26,8 +26,12 @@ type RewardTransaction struct {
 	// type of the transaction.
 	// +required
 	Type TransactionType `json:"type,omitempty"`
-	// creditPence is the amount credited, in pence (negative for a withdrawal).
+	// creditPence is the amount credited, in pence (negative for a withdrawal); at most
+	// 10^12 either way (household.MaxTransactionPence), so that no site's sums can pass what
+	// the database adds up.
 	// +required
+	// +kubebuilder:validation:Minimum=-1000000000000
+	// +kubebuilder:validation:Maximum=1000000000000
 	CreditPence int64 `json:"creditPence"`
 	// startTime is when a flex event started, a flex period's month start, or when a
 	// withdrawal happened.
@@ -87,8 +91,11 @@ type RewardLedgerSpec struct {
 	// transactions declared for the site, keyed by id so several writers can append with
 	// server-side apply without conflicting. Each is stored in Flexsite's database once (the
 	// same id with other fields is refused: see the Ingested condition); a withdrawal whose
-	// paymentStatus changes here has the change recorded. Transactions may be removed from the
-	// spec once ingested: the history is the database's.
+	// paymentStatus changes here has the change recorded when its payment's state machine
+	// allows that step (pending_approval to approved, rejected or cancelled; approved to
+	// processing or cancelled; processing to posted or failed; posted to returned), and is
+	// otherwise refused, changing nothing. Transactions may be removed from the spec once
+	// ingested: the history is the database's.
 	// +optional
 	// +listType=map
 	// +listMapKey=id
@@ -199,13 +206,15 @@ func init() {
 }
 
 // IngestedCondition, on a RewardLedger, says whether every transaction of its spec is stored
-// in Flexsite's database (False: a transaction's id is stored with other fields, or the
-// database is unavailable).
+// in Flexsite's database (False: a transaction's id is stored with other fields, a withdrawal's
+// paymentStatus asks a step its payment's state machine does not allow, or the database is
+// unavailable).
 const IngestedCondition = "Ingested"
 
 // Reasons of the Ingested condition.
 const (
-	ReasonIngested            = "Ingested"
-	ReasonTransactionRefused  = "TransactionRefused"
-	ReasonDatabaseUnavailable = "DatabaseUnavailable"
+	ReasonIngested             = "Ingested"
+	ReasonTransactionRefused   = "TransactionRefused"
+	ReasonPaymentStatusRefused = "PaymentStatusRefused"
+	ReasonDatabaseUnavailable  = "DatabaseUnavailable"
 )

@@ -7,8 +7,9 @@
 // The password is read from $FLEXSITE_CLIENT_PASSWORD, or generated and printed to stderr;
 // the YAML carries only its bcrypt hash.
 //
-// It also moves a withdrawal's payment status on, in Flexsite's database (recorded with who
-// and when):
+// It also moves a withdrawal's payment status on, one step of its state machine at a time
+// (docs/api.md, Payment status; any other change is refused, exits non-zero and records
+// nothing), in Flexsite's database (recorded with who and when):
 //
 //	FLEXSITE_DATABASE_URL=postgres://... flexsite-admin payment-status --organisation acme \
 //	    --site-id SITE_ID --transaction-id ID --status approved
@@ -48,14 +49,15 @@ func run(args []string, password string, stdout, stderr io.Writer) error {
 	}
 	if len(args) == 0 || args[0] != "organisation" {
 		return errors.New("usage: flexsite-admin organisation --name NAMESPACE --username USER " +
-			"[--roles entity_read,entity_write,rewards,components,rewards_write,rewards_admin] [--consent-exempt]\n" +
+			"[--roles entity_read,entity_write,rewards,components,rewards_write,rewards_admin,flex_events_write] [--consent-exempt]\n" +
 			"   or: " + strings.TrimPrefix(paymentUsage, "usage: "))
 	}
 	fs := flag.NewFlagSet("organisation", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	name := fs.String("name", "", "Organisation name: the namespace its objects live in.")
 	username := fs.String("username", "", "Login name of the organisation's API client (unique across organisations).")
-	roles := fs.String("roles", "entity_read,entity_write,rewards,components", "Comma-separated roles of the API client.")
+	roles := fs.String("roles", "entity_read,entity_write,rewards,components,flex_events_write",
+		"Comma-separated roles of the API client.")
 	exempt := fs.Bool("consent-exempt", false, "Exempt the client from sending boundary meter consent for new end users.")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -87,7 +89,7 @@ func run(args []string, password string, stdout, stderr io.Writer) error {
 func parseRoles(s string) ([]flexv1.Role, error) {
 	known := map[flexv1.Role]bool{flexv1.RoleEntityRead: true, flexv1.RoleEntityWrite: true,
 		flexv1.RoleRewards: true, flexv1.RoleComponents: true,
-		flexv1.RoleRewardsWrite: true, flexv1.RoleRewardsAdmin: true}
+		flexv1.RoleRewardsWrite: true, flexv1.RoleRewardsAdmin: true, flexv1.RoleFlexEventsWrite: true}
 	var out []flexv1.Role
 	for _, r := range strings.Split(s, ",") {
 		role := flexv1.Role(strings.TrimSpace(r))
@@ -95,7 +97,8 @@ func parseRoles(s string) ([]flexv1.Role, error) {
 			continue
 		}
 		if !known[role] {
-			return nil, fmt.Errorf("unknown role %q (known: entity_read, entity_write, rewards, components, rewards_write, rewards_admin)", role)
+			return nil, fmt.Errorf("unknown role %q (known: entity_read, entity_write, rewards, components, "+
+				"rewards_write, rewards_admin, flex_events_write)", role)
 		}
 		out = append(out, role)
 	}

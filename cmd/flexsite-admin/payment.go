@@ -12,12 +12,14 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
-// paymentStatuses a withdrawal may be moved to.
-var paymentStatuses = []flexv1.PaymentStatus{"approved", "processing", "posted", "failed", "rejected", "cancelled", "returned"}
+// paymentStatuses a withdrawal may be asked to move to (which step is allowed from where is
+// household.PaymentChange's, judged by the store).
+var paymentStatuses = household.PaymentTargets
 
 const paymentUsage = "usage: flexsite-admin payment-status --organisation NAMESPACE --site-id SITE_ID " +
 	"--transaction-id ID --status approved|processing|posted|failed|rejected|cancelled|returned [--actor NAME] " +
@@ -71,7 +73,10 @@ func paymentStatus(ctx context.Context, args []string, stdout, stderr io.Writer)
 	defer pool.Close()
 	store := &rewardstore.Store{Pool: pool}
 	got, err := store.SetPaymentStatus(ctx, rewardstore.Site{Namespace: *org, ID: site}, tx, flexv1.PaymentStatus(*status), *actor)
+	var refused *household.PaymentChangeRefused
 	switch {
+	case errors.As(err, &refused):
+		return fmt.Errorf("withdrawal %s at site %s of %s: %w; nothing was changed", tx, site, *org, err)
 	case errors.Is(err, db.ErrNotFound):
 		return fmt.Errorf("no transaction %s at site %s of %s", tx, site, *org)
 	case err != nil:

@@ -216,6 +216,9 @@ func (b *bench) managerConfig(o options) (managerConfig, error) {
 		// per-client limit (100/s by default) that would answer 429: the per-client limit is
 		// off (the "limits off"), and the report says so (reads.rate_limits_on).
 		"--rate-limit-per-client=0",
+		// The hostile scenario's callbacks come from one address: each must be looked up (what
+		// it measures), not refused by the per-address limit of failed callbacks.
+		"--callback-failures-burst=1000",
 	}
 	// Notifications go to the bench's receivers on loopback, whose certificate it trusts.
 	caFile, err := notifyCAFile(b.tmp)
@@ -294,7 +297,8 @@ func (b *bench) organisation(ctx context.Context, ns string, mpanPrefix int) (*o
 	o := &org{ns: ns, username: ns + "-client", password: "bench-" + ns, h: newHouseholds(ns, mpanPrefix)}
 	if err := bootstrap.EnsureOrganisation(ctx, b.c, bootstrap.Organisation{
 		Namespace: ns, Username: o.username, Password: o.password,
-		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents},
+		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents,
+			flexv1.RoleFlexEventsWrite},
 	}); err != nil {
 		return nil, err
 	}

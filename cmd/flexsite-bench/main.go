@@ -131,6 +131,7 @@ func runScenarios(ctx context.Context, b *bench, rep *report, only string) error
 		{"notifications", runNotifications},
 		{readingsScenario, runReadings},
 		{scenarioSettlement, runSettlement},
+		{hostileScenario, runHostile},
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {

@@ -162,6 +162,15 @@ func isRead(k requestKey) bool { return slices.Contains(readVerbs, k.Verb) }
 type requestCounts map[requestKey]float64
 
 func (w *requestCounter) snapshot(ctx context.Context) (requestCounts, error) {
+	return w.snapshotOf(ctx, func(group string) bool { return group == flexv1.GroupVersion.Group })
+}
+
+// snapshotAll counts the requests of every API group (Secrets are the core group's).
+func (w *requestCounter) snapshotAll(ctx context.Context) (requestCounts, error) {
+	return w.snapshotOf(ctx, func(string) bool { return true })
+}
+
+func (w *requestCounter) snapshotOf(ctx context.Context, group func(string) bool) (requestCounts, error) {
 	samples, err := fetchProm(ctx, w.hc, w.url, "apiserver_request_total")
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
@@ -169,7 +178,7 @@ func (w *requestCounter) snapshot(ctx context.Context) (requestCounts, error) {
 	out := requestCounts{}
 	for _, s := range samples {
 		l := s.labels
-		if l["group"] != flexv1.GroupVersion.Group {
+		if !group(l["group"]) {
 			continue
 		}
 		out[requestKey{Resource: l["resource"], Subresource: l["subresource"], Verb: l["verb"], Code: l["code"]}] += s.value

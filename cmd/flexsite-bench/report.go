@@ -24,6 +24,7 @@ const (
 	labelNotify      = "6 notifications"
 	labelReadings    = "7 readings"
 	labelSettlement  = "8 settlement"
+	labelHostile     = "9 hostile input"
 )
 
 // scenarioLabels maps the JSON report's scenario keys to the table's sections.
@@ -38,6 +39,7 @@ var scenarioLabels = map[string]string{
 	"notifications":    labelNotify,
 	readingsScenario:   labelReadings,
 	scenarioSettlement: labelSettlement,
+	hostileScenario:    labelHostile,
 }
 
 // Units of figures; the table formats values by unit.
@@ -141,7 +143,7 @@ func (r *report) printTable(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tFIGURE\tVALUE\tTARGET\tMET?")
 	for _, label := range []string{labelOnboard, labelConvergence, labelReads, labelScale, labelWrites, labelNotify,
-		labelReadings, labelSettlement} {
+		labelReadings, labelSettlement, labelHostile} {
 		for _, rw := range r.rows {
 			if scenarioLabels[rw.scenario] != label {
 				continue

@@ -45,6 +45,7 @@ import (
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/outboxstore"
+	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/priority"
 	"github.com/flexsite/flexsite/internal/server"
 )
@@ -69,6 +70,9 @@ type options struct {
 	pprofAllowRemote                bool
 	installRules                    bool
 	tokenKeysSecret                 string
+	bankKeysSecret                  string
+	organisationSecretsRole         string
+	serviceAccount                  string
 	notificationAllow               []netip.Prefix
 	providerAllow                   []netip.Prefix
 	notificationCAFile              string
@@ -119,6 +123,14 @@ func main() {
 	flag.StringVar(&o.rulesDir, "rules-dir", "config/rules", "Directory of the default Propositions and AssetModels.")
 	flag.StringVar(&o.tokenKeysSecret, "token-keys-secret", envOr("POD_NAMESPACE", "flexsite-system")+"/flexsite-token-keys",
 		"namespace/name of the Secret holding the token signing keys (created with a fresh key if missing).")
+	flag.StringVar(&o.organisationSecretsRole, "organisation-secrets-role", bootstrap.DefaultOrganisationSecretsRole,
+		"ClusterRole of the Secrets verbs the manager binds itself to in every organisation's namespace (it may bind no other).")
+	flag.StringVar(&o.serviceAccount, "service-account", os.Getenv("POD_SERVICE_ACCOUNT"),
+		"the manager's ServiceAccount (in the token keys' namespace), which organisations' RoleBindings name; "+
+			"empty: none are made (the manager then needs its Secrets access some other way, as with --embedded).")
+	flag.StringVar(&o.bankKeysSecret, "bank-keys-secret", pagestore.DefaultKeysSecret,
+		"name of the Secret, in the token keys' namespace, holding the keys that seal bank details "+
+			"(created with a fresh key if missing; docs/operations.md for rotation).")
 	flag.Int64Var(&o.rewards.MinimumWithdrawalPence, "min-withdrawal-pence", 1000,
 		"Smallest balance, in pence, a household may withdraw.")
 	flag.IntVar(&o.rewards.WithdrawalMinWaitDays, "withdrawal-min-wait-days", 30,
@@ -130,6 +142,11 @@ func main() {
 	flag.Float64Var(&o.limits.PerClient.Rate, "rate-limit-per-client", o.limits.PerClient.Rate,
 		"Requests per second one API client (or end user) may make; 0 disables the limit.")
 	flag.IntVar(&o.limits.PerClient.Burst, "rate-limit-burst", o.limits.PerClient.Burst, "Burst of the per-client rate limit.")
+	flag.Float64Var(&o.limits.CallbackFailuresPerAddress.Rate, "callback-failures-rate", o.limits.CallbackFailuresPerAddress.Rate,
+		"Failed OAuth callbacks (a state not in progress) per second one client address may make once its burst is spent; "+
+			"0 disables the limit.")
+	flag.IntVar(&o.limits.CallbackFailuresPerAddress.Burst, "callback-failures-burst", o.limits.CallbackFailuresPerAddress.Burst,
+		"Failed OAuth callbacks one client address may make at once before 429.")
 	zapOpts := zap.Options{Development: true}
 	flag.Func("notification-allow-cidrs", "Comma-separated networks (CIDR) notifications may be delivered to although "+
 		"they are not public (loopback, private, link-local, CGNAT, documentation, the other IANA special-purpose ranges "+
@@ -234,8 +251,8 @@ func run(ctx context.Context, o options) error {
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
-		// The cache holds the credential Secrets and no other Secret; the client reads the
-		// token signing keys from the API server.
+		// The cache holds no Secret; the client reads the few the manager needs from the API
+		// server, by name, in its own namespace and the organisations'.
 		// The reward history is the database's: the cache keeps ledgers without transactions.
 		Cache:                         index.CacheOptions(),
 		Client:                        index.ClientOptions(),
@@ -250,11 +267,6 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	// Start the credential Secrets' informer with the cache, so that readiness waits for it
-	// rather than the first login.
-	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{}); err != nil {
-		return fmt.Errorf("watching the credential Secrets: %w", err)
-	}
 	// Catalogue fan-outs yield to the REST requests that write (one Gate for both).
 	background := priority.NewGate(max(o.concurrency, 1), priority.Options{Share: o.backgroundShare})
 	keysNS, keysName, ok := strings.Cut(o.tokenKeysSecret, "/")
@@ -262,7 +274,9 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("--token-keys-secret must be namespace/name, not %q", o.tokenKeysSecret)
 	}
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency, Background: background,
-		DB: pool, Devices: deviceauth.Dialer{Policy: o.providerPolicy(), SecretNamespace: keysNS}}); err != nil {
+		DB: pool, Devices: deviceauth.Dialer{Policy: o.providerPolicy(), SecretNamespace: keysNS},
+		OrganisationAccess: bootstrap.OrganisationAccess{ClusterRole: o.organisationSecretsRole,
+			ServiceAccountNamespace: keysNS, ServiceAccountName: o.serviceAccount}}); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
 	if err := setupNotifier(ctx, mgr, o, pool); err != nil {
@@ -292,7 +306,12 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("loading the token signing keys from %s: %w", o.tokenKeysSecret, err)
 	}
 
-	if err := setupServer(mgr, o, keys, keysNS, background, pool); err != nil {
+	bankKeys := pagestore.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNS, o.bankKeysSecret)
+	if err := bankKeys.Ensure(ctx); err != nil {
+		return fmt.Errorf("loading the bank details keys from %s/%s: %w", keysNS, o.bankKeysSecret, err)
+	}
+
+	if err := setupServer(mgr, o, keys, bankKeys, keysNS, background, pool); err != nil {
 		return err
 	}
 
@@ -309,7 +328,7 @@ func run(ctx context.Context, o options) error {
 // setupServer adds the HTTP listener (every door: REST API, hosted flow, rewards page), the
 // rewards link sweeper, and the health and readiness checks: ready once the caches the
 // doors read through have synced.
-func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, keysNS string, background *priority.Gate,
+func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *pagestore.KeyRing, keysNS string, background *priority.Gate,
 	pool *pgxpool.Pool) error {
 	var synced atomic.Bool
 	mailer, err := o.mail.mailer(o.embedded, mgr.GetAPIReader(), ctrl.Log.WithName("mail"))
@@ -319,6 +338,7 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, keysNS string,
 	srv := server.NewServer(server.Config{
 		Mailer:          mailer,
 		HostedNamespace: keysNS,
+		BankKeys:        bankKeys,
 		PublicURL:       o.mail.publicURL,
 		Addr:            o.apiAddr,
 		Ready:           synced.Load,
@@ -342,6 +362,10 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, keysNS string,
 	}
 	// Rewards links nobody can use any more are deleted in the background (the leader's).
 	if err := mgr.Add(srv.LinkSweeper()); err != nil {
+		return err
+	}
+	// Bank details older versions kept in Secrets move into the database, once (the leader's).
+	if err := mgr.Add(srv.LegacyImporter()); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -10,23 +11,35 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
-// +kubebuilder:webhook:path=/validate-flexsite-io-v1alpha1-flexevent,mutating=false,failurePolicy=fail,sideEffects=None,groups=flexsite.io,resources=flexevents,verbs=create,versions=v1alpha1,name=vflexevent.flexsite.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-flexsite-io-v1alpha1-flexevent,mutating=false,failurePolicy=fail,sideEffects=None,groups=flexsite.io,resources=flexevents,verbs=create;update,versions=v1alpha1,name=vflexevent.flexsite.io,admissionReviewVersions=v1
 
 // flexEventValidator refuses a FlexEvent for a proposition that is not offered (no
 // Proposition object of that name: there is no enrolment in it to settle), and applies the
 // event's field rules (internal/validation: the ones the REST API applies; the CRD's CEL
 // rules say the same, so these only refuse what an API server without them would store).
-// The spec is immutable but for its deadline (CEL), so only a create is judged: a
-// Proposition withdrawn later does not block the event's settlement.
-type flexEventValidator struct{ *lookups }
+// It bounds what an event can pay as the REST API does: a start at most
+// validation.MaxFlexBackdate before now, a rate at most the organisation's maximum. The spec
+// is immutable but for its deadline (CEL), so an update is judged only on what it changes of
+// the start and the rate (none, under CEL): a Proposition withdrawn later, or an event grown
+// older than the bound, does not block the event's settlement or its deadline's change.
+type flexEventValidator struct {
+	*lookups
+	now func() time.Time
+}
 
 func (v *flexEventValidator) ValidateCreate(ctx context.Context, ev *flexv1.FlexEvent) (admission.Warnings, error) {
 	spec := field.NewPath("spec")
 	errs := flexEventFields(spec, &ev.Spec)
+	bounds, err := v.bounds(ctx, ev, nil)
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, bounds...)
 	name := identity.PropositionObjectName(ev.Spec.Proposition)
 	offered, err := v.proposition(ctx, name)
 	if err != nil {
@@ -74,8 +87,39 @@ func (v *flexEventValidator) proposition(ctx context.Context, name string) (bool
 	return err == nil, err
 }
 
-func (v *flexEventValidator) ValidateUpdate(context.Context, *flexv1.FlexEvent, *flexv1.FlexEvent) (admission.Warnings, error) {
-	return nil, nil
+func (v *flexEventValidator) ValidateUpdate(ctx context.Context, old, ev *flexv1.FlexEvent) (admission.Warnings, error) {
+	errs, err := v.bounds(ctx, ev, old)
+	if err != nil {
+		return nil, err
+	}
+	return nil, invalid("FlexEvent", ev.Name, errs)
+}
+
+// bounds applies the bounds on what an event can pay (the start's age, the organisation's
+// maximum rate) to a new event, or to what an update changes of old.
+func (v *flexEventValidator) bounds(ctx context.Context, ev, old *flexv1.FlexEvent) (field.ErrorList, error) {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	if old == nil || !old.Spec.StartAt.Equal(&ev.Spec.StartAt) {
+		if err := validation.FlexStartNotTooEarly(ev.Spec.StartAt.Time, v.now()); err != nil {
+			errs = append(errs, field.Invalid(spec.Child("startAt"), ev.Spec.StartAt.UTC().Format(time.RFC3339), err.Error()))
+		}
+	}
+	if old != nil && old.Spec.RatePencePerKWh == ev.Spec.RatePencePerKWh {
+		return errs, nil
+	}
+	rate, err := validation.ParseFlexRate(ev.Spec.RatePencePerKWh)
+	if err != nil {
+		return errs, nil // flexEventFields (or CEL) says so
+	}
+	maxRate, err := householdstore.MaxFlexRate(ctx, v.cache, v.api, ev.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := validation.FlexRateAtMost(rate, maxRate); err != nil {
+		errs = append(errs, field.Invalid(spec.Child("ratePencePerKWh"), ev.Spec.RatePencePerKWh, err.Error()))
+	}
+	return errs, nil
 }
 
 func (v *flexEventValidator) ValidateDelete(context.Context, *flexv1.FlexEvent) (admission.Warnings, error) {

@@ -5,6 +5,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,7 +14,8 @@ import (
 )
 
 func flexEvent(ns string, p flexv1.PropositionName) *flexv1.FlexEvent {
-	start := time.Date(2026, 1, 13, 17, 30, 0, 0, time.UTC)
+	// Tomorrow's half-hour: an event starts at most 7 days before it is declared.
+	start := time.Now().UTC().Truncate(30 * time.Minute).Add(24 * time.Hour)
 	return &flexv1.FlexEvent{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "event-"},
 		Spec: flexv1.FlexEventSpec{Proposition: p, StartAt: metav1.NewTime(start), EndAt: metav1.NewTime(start.Add(time.Hour)),
@@ -59,5 +61,46 @@ var _ = Describe("FlexEvent webhook", Serial, func() {
 
 		By("an event for another proposition is still accepted")
 		Expect(k8sClient.Create(ctx, flexEvent(ns, flexv1.PropositionLimitedPause))).To(Succeed())
+	})
+
+	It("refuses an event that starts more than 7 days back, as the REST API does", func(ctx SpecContext) {
+		ev := flexEvent(ns, flexv1.PropositionLimitedPause)
+		ev.GenerateName, ev.Name = "", "history"
+		start := time.Now().UTC().Truncate(30*time.Minute).AddDate(0, 0, -8)
+		ev.Spec.StartAt, ev.Spec.EndAt = metav1.NewTime(start), metav1.NewTime(start.Add(time.Hour))
+		err := k8sClient.Create(ctx, ev)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+		Expect(err.Error()).To(ContainSubstring(`spec.startAt: Invalid value: "` + start.Format(time.RFC3339) +
+			`": A flex event may start at most 7 days before it is declared`))
+
+		By("6 days back is accepted")
+		ev = flexEvent(ns, flexv1.PropositionLimitedPause)
+		start = time.Now().UTC().Truncate(30*time.Minute).AddDate(0, 0, -6)
+		ev.Spec.StartAt, ev.Spec.EndAt = metav1.NewTime(start), metav1.NewTime(start.Add(time.Hour))
+		Expect(k8sClient.Create(ctx, ev)).To(Succeed())
+	})
+
+	It("bounds the rate by the organisation's maximum, declared on its namespace", func(ctx SpecContext) {
+		ev := flexEvent(ns, flexv1.PropositionLimitedPause)
+		ev.Spec.RatePencePerKWh = "1000.01"
+		err := k8sClient.Create(ctx, ev)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+		Expect(err.Error()).To(ContainSubstring(`spec.ratePencePerKWh: Invalid value: "1000.01": ` +
+			`Rate must be at most 1000 pence per kWh, the organisation's maximum`))
+		Expect(k8sClient.Create(ctx, flexEvent(ns, flexv1.PropositionLimitedPause))).To(Succeed(), "25 p is within it")
+
+		By("raising the maximum on the namespace")
+		namespace := &corev1.Namespace{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, namespace)).To(Succeed())
+		if namespace.Annotations == nil {
+			namespace.Annotations = map[string]string{}
+		}
+		namespace.Annotations[flexv1.MaxFlexRateAnnotation] = "1500"
+		Expect(k8sClient.Update(ctx, namespace)).To(Succeed())
+		Eventually(func() error {
+			ev := flexEvent(ns, flexv1.PropositionLimitedPause)
+			ev.Spec.RatePencePerKWh = "1500"
+			return k8sClient.Create(ctx, ev)
+		}).Should(Succeed())
 	})
 })

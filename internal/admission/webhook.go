@@ -41,7 +41,7 @@ func Setup(mgr ctrl.Manager) error {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &flexv1.FlexEvent{}).
-		WithValidator(&flexEventValidator{lookups: lookups}).Complete(); err != nil {
+		WithValidator(&flexEventValidator{lookups: lookups, now: now}).Complete(); err != nil {
 		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &flexv1.APIClient{}).

@@ -80,6 +80,17 @@ func InvalidFields(items ...FieldError) error { return &Error{Kind: Invalid, Det
 // Field builds a FieldError.
 func Field(msg, typ string, loc ...any) FieldError { return FieldError{Loc: loc, Msg: msg, Type: typ} }
 
+// MaxListed is how many problems a refusal lists (web.Fields, and a use case that collects
+// its own): the rest are counted in one last item, Unlisted.
+const MaxListed = 100
+
+// Unlisted is the last item of a refusal that lists only some of its problems: n more of what
+// ("problems", "rejected readings") at loc, not listed, so that what a request costs to
+// answer is bounded however many problems it holds.
+func Unlisted(n int, what string, loc ...any) FieldError {
+	return FieldError{Loc: loc, Msg: fmt.Sprintf("%d more %s, not listed", n, what), Type: "too_many_errors"}
+}
+
 // As finds the use case's refusal in err (nil when err is none: an internal failure).
 func As(err error) *Error {
 	var e *Error

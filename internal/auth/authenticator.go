@@ -29,18 +29,16 @@ const defaultPasswordHashKey = "password-hash"
 // random and unknown.
 var dummyHash = []byte("$2a$10$mTnB2T.6zdlk4RpfAT5gzuzFBSxiPeoIIRI/XOTYgY5gBwyN7C3xG")
 
-// The Authenticator's one permission on Secrets (see its doc).
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=list;watch
-
 // Authenticator checks API client credentials.
 //
-// The password hashes live in Secrets labelled flexsite.io/credentials: "true"
-// (index.CredentialSecrets), and those are the only Secrets it reads: from the manager's
-// cache, which the API server fills with labelled Secrets only (index.CacheOptions), and from
-// the API server with the same label selector when the cache has not seen a Secret yet. RBAC
-// cannot grant by label, so the ClusterRole allows list and watch of Secrets in every
-// namespace (organisations come and go); what keeps the manager to the labelled ones is this
-// code, which never asks for a Secret without the selector, and checks the label again.
+// The password hashes live in Secrets of the organisations' namespaces, labelled
+// flexsite.io/credentials: "true" (index.CredentialSecrets). A login reads the one Secret its
+// API client names with a namespaced GET from the API server, and keeps nothing of it: the
+// manager watches no Secret, and may get Secrets only in its own namespace and in the
+// organisations' (the RoleBinding each organisation's bootstrap makes, bootstrap.
+// OrganisationAccess). Token requests are rate limited per client address, so this GET is too.
+// The label is checked, so that an APIClient naming another Secret of its namespace (a
+// subscription's signing secret) logs nobody in.
 type Authenticator struct {
 	cache client.Reader
 	api   client.Reader
@@ -49,10 +47,9 @@ type Authenticator struct {
 	clients toolscache.Indexer
 }
 
-// NewAuthenticator returns an authenticator that finds API clients and their credential
-// Secrets in cache (which must have the index.Username index, and should hold credential
-// Secrets only: index.CacheOptions), and reads a credential Secret the cache has not seen yet
-// (an organisation created a moment ago) from api, a reader of the API server.
+// NewAuthenticator returns an authenticator that finds API clients in cache (which must have
+// the index.Username index) and reads their credential Secrets from api, a reader of the API
+// server.
 func NewAuthenticator(cache, api client.Reader) *Authenticator {
 	return &Authenticator{cache: cache, api: api, clients: index.StoreOf(cache, &flexv1.APIClient{})}
 }
@@ -130,25 +127,18 @@ func (a *Authenticator) passwordHash(ctx context.Context, apiClient *flexv1.APIC
 	return nil, nil
 }
 
-// credentials reads the credential Secret key: nil when there is no such Secret carrying the
-// credentials label. Both reads select by the label, so an unlabelled Secret of that name is
-// never sent to the manager; the label is checked again in case a reader was handed in that
-// does not filter (a test's, a cache set up without index.CacheOptions).
+// credentials reads the credential Secret key from the API server: nil when there is no such
+// Secret carrying the credentials label.
 func (a *Authenticator) credentials(ctx context.Context, key client.ObjectKey) (*corev1.Secret, error) {
 	secret := &corev1.Secret{}
-	err := a.cache.Get(ctx, key, secret)
+	err := a.api.Get(ctx, key, secret)
 	if apierrors.IsNotFound(err) {
-		list := &corev1.SecretList{}
-		err = a.api.List(ctx, list, client.InNamespace(key.Namespace),
-			client.MatchingLabelsSelector{Selector: index.CredentialSecrets}, client.MatchingFields{"metadata.name": key.Name})
-		if err != nil || len(list.Items) == 0 {
-			return nil, err
-		}
-		secret = &list.Items[0]
-	} else if err != nil {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, err
 	}
-	if secret.Name != key.Name || !index.CredentialSecrets.Matches(labels.Set(secret.Labels)) {
+	if !index.CredentialSecrets.Matches(labels.Set(secret.Labels)) {
 		return nil, nil
 	}
 	return secret, nil

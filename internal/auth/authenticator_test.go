@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -13,7 +12,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,7 +35,7 @@ func newAuthFixture(t *testing.T) *authFixture {
 	t.Helper()
 	e := needEnv(t)
 	ctx := t.Context()
-	opts := index.CacheOptions() // as the manager's: the credential Secrets and no other
+	opts := index.CacheOptions() // as the manager's: no Secret
 	opts.Scheme = testenv.Scheme
 	c, err := cache.New(e.Config, opts)
 	if err != nil {
@@ -228,8 +226,7 @@ func TestLogin(t *testing.T) {
 	})
 
 	// The manager reads no Secret without the credentials label: one named as a client's
-	// hash Secret, holding the right hash, logs nobody in, whether the cache filters Secrets
-	// (as the manager's does) or not.
+	// hash Secret, holding the right hash, logs nobody in.
 	t.Run("password hash secret without the credentials label", func(t *testing.T) {
 		ns := newNamespace(t)
 		username := ns + "-unlabelled"
@@ -238,19 +235,24 @@ func TestLogin(t *testing.T) {
 		if _, err := f.auth.Login(t.Context(), username, password); !errors.Is(err, ErrInvalidCredentials) {
 			t.Errorf("Login(unlabelled hash secret) = %v, want ErrInvalidCredentials", err)
 		}
-		unfiltered := NewAuthenticator(secretsFrom{f.cache, env.Client}, env.Client)
-		if _, err := unfiltered.Login(t.Context(), username, password); !errors.Is(err, ErrInvalidCredentials) {
-			t.Errorf("Login(unlabelled hash secret, unfiltered reader) = %v, want ErrInvalidCredentials", err)
-		}
 	})
 
-	// An organisation created a moment ago: its Secret is read from the API server, by label,
-	// when the cache has not seen it yet.
-	t.Run("password hash secret the cache has not seen", func(t *testing.T) {
-		_, username := f.organisation(flexv1.RoleEntityRead)
-		cold := NewAuthenticator(secretsFrom{f.cache, nil}, env.Client)
-		if _, err := cold.Login(t.Context(), username, password); err != nil {
-			t.Errorf("Login(secret not in the cache yet) = %v", err)
+	// Nothing of the Secret is kept: each login reads it by name (a namespaced GET), so a
+	// password changed a moment ago is the one that works, at once.
+	t.Run("password hash secret read at each login", func(t *testing.T) {
+		ns, username := f.organisation(flexv1.RoleEntityRead)
+		if _, err := f.auth.Login(t.Context(), username, password); err != nil {
+			t.Fatalf("Login() = %v", err)
+		}
+		if err := bootstrap.EnsureOrganisation(t.Context(), env.Client,
+			bootstrap.Organisation{Namespace: ns, Username: username, Password: "a new password", Roles: []flexv1.Role{flexv1.RoleEntityRead}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.auth.Login(t.Context(), username, "a new password"); err != nil {
+			t.Errorf("Login(new password, right after the change) = %v", err)
+		}
+		if _, err := f.auth.Login(t.Context(), username, password); !errors.Is(err, ErrInvalidCredentials) {
+			t.Errorf("Login(old password) = %v, want ErrInvalidCredentials", err)
 		}
 	})
 }
@@ -324,21 +326,4 @@ func TestClientActive(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// secretsFrom is the fixture's cache with its Secrets read through secrets instead: a reader
-// that sees every Secret, or none (nil: a cache that has not seen the Secret yet).
-type secretsFrom struct {
-	client.Reader
-	secrets client.Reader
-}
-
-func (r secretsFrom) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, ok := obj.(*corev1.Secret); !ok {
-		return r.Reader.Get(ctx, key, obj, opts...)
-	}
-	if r.secrets == nil {
-		return apierrors.NewNotFound(corev1.Resource("secrets"), key.Name)
-	}
-	return r.secrets.Get(ctx, key, obj, opts...)
 }

@@ -132,7 +132,7 @@ func DemoOrganisation(password string) Organisation {
 	return Organisation{
 		Namespace: DemoNamespace, Username: "demo", Password: password,
 		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents,
-			flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin},
+			flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin, flexv1.RoleFlexEventsWrite},
 	}
 }
 

@@ -50,7 +50,7 @@ import (
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=subscriptions,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=subscriptions/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
+// Signing secrets: in organisation namespaces only (bootstrap.OrganisationAccess).
 
 // Timeout is how long a receiver has to answer.
 const Timeout = 10 * time.Second

@@ -26,6 +26,10 @@ type Door struct {
 	Devices *devices.Service
 	// PublicURL is the scheme and host of Flexsite (empty: the request's).
 	PublicURL string
+	// Limits holds the per-address budget of failed callbacks (CallbackFailures), shared with
+	// the other doors; TrustedProxies say whose forwarded address to believe.
+	Limits         *web.Limiters
+	TrustedProxies web.TrustedProxies
 }
 
 // Routes is the callback.
@@ -37,10 +41,24 @@ func (d *Door) Routes() []web.Route {
 const MessageType = "flexsite-device-connection"
 
 func (d *Door) callback(w http.ResponseWriter, r *http.Request) {
+	// Like the token endpoint: an address whose callbacks keep naming no authorisation in
+	// progress is refused before any lookup.
+	var failures *web.KeyedLimiter
+	if d.Limits != nil {
+		failures = d.Limits.CallbackFailures
+	}
+	address := d.TrustedProxies.ClientAddress(r)
+	if failures.Exhausted(address) {
+		web.WriteError(d.Log, w, r, web.TooManyRequests(failures, "callback_failures"))
+		return
+	}
 	q := r.URL.Query()
 	base := web.PublicBase(d.PublicURL, r)
 	res, err := d.Devices.Callback(r.Context(), devices.CallbackInput{State: q.Get("state"), Code: q.Get("code"),
 		Error: q.Get("error"), CallbackURL: base + web.OAuthCallbackPath})
+	if err == nil && res.Reason == devices.ReasonInvalidState {
+		failures.Charge(address)
+	}
 	if err != nil {
 		d.Log.Error(err, "device authorisation callback")
 		res = devices.CallbackResult{Reason: "internal_error",

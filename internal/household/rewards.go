@@ -51,10 +51,12 @@ const TransactionWithdrawal flexv1.TransactionType = "withdrawal"
 // PaymentPendingApproval is the payment status of a withdrawal the household just requested.
 const PaymentPendingApproval flexv1.PaymentStatus = "pending_approval"
 
-// PaymentUndone reports payment states in which a withdrawal paid nothing out.
+// PaymentUndone reports payment states in which a withdrawal paid nothing out, or its money
+// came back: its debit no longer counts. They are final (PaymentChange), so the money returns
+// to the balance exactly once.
 func PaymentUndone(s flexv1.PaymentStatus) bool {
 	switch s {
-	case "failed", "rejected", "cancelled", "returned":
+	case PaymentFailed, PaymentRejected, PaymentCancelled, PaymentReturned:
 		return true
 	}
 	return false

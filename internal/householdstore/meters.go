@@ -2,6 +2,7 @@ package householdstore
 
 import (
 	"context"
+	"math"
 	"slices"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,4 +32,26 @@ func BoundaryMeterIDs(ctx context.Context, r client.Reader, namespace, siteName 
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// RatedPowerW is the sum of the power ratings (spec.powerW) of a site's live assets, in W:
+// what settlement.PlausiblePowerW bounds the site's readings and credits by. Zero when none
+// declares a rating. The sum is held at MaxInt64 rather than wrapped.
+func RatedPowerW(ctx context.Context, r client.Reader, namespace, siteName string) (int64, error) {
+	assets := &flexv1.AssetList{}
+	if err := index.List(ctx, r, assets, index.SiteName, namespace, siteName, true); err != nil {
+		return 0, err
+	}
+	var sum int64
+	for i := range assets.Items {
+		a := &assets.Items[i]
+		if !a.DeletionTimestamp.IsZero() || a.Spec.PowerW == nil || *a.Spec.PowerW <= 0 {
+			continue
+		}
+		if sum > math.MaxInt64-*a.Spec.PowerW {
+			return math.MaxInt64, nil
+		}
+		sum += *a.Spec.PowerW
+	}
+	return sum, nil
 }

@@ -102,8 +102,8 @@ var ErrNotCached = errors.New("not an informer-backed cache")
 
 // Find answers the objects of sample's kind in namespace ns whose field (a bucketed index:
 // ID, MPAN, ExternalID, ExternalUserID) is value, from c's informer store; with ns "", in
-// every namespace (Sites by ID only). They are the cached objects themselves, shared:
-// read-only (DeepCopy one to change it).
+// every namespace (Sites by ID and DeviceConnections by OAuthState only). They are the cached
+// objects themselves, shared: read-only (DeepCopy one to change it).
 func Find[T client.Object](c client.Reader, sample T, field, ns, value string) ([]T, error) {
 	store := StoreOf(c, sample)
 	if store == nil {
@@ -205,6 +205,8 @@ var uniqueKeys = []struct {
 	{&flexv1.Asset{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.SiteName) }, false},
 	{&flexv1.Enrolment{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.Enrolment).Spec.SiteName) }, false},
 	{&flexv1.DeviceConnection{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.DeviceConnection).Spec.SiteName) }, false},
+	{&flexv1.DeviceConnection{}, OAuthState,
+		func(o client.Object) []string { return one(o.GetAnnotations()[flexv1.OAuthStateAnnotation]) }, true},
 	{&flexv1.MPANClaim{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.MPANClaim).Spec.SiteName) }, false},
 }
 

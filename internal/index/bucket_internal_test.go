@@ -111,3 +111,32 @@ func TestListForEveryBucketedKind(t *testing.T) {
 		}
 	}
 }
+
+// A DeviceConnection is found by its state's hash across organisations (the OAuth callback
+// carries no token), and one without an authorisation in progress is not indexed at all.
+func TestFindConnectionByOAuthState(t *testing.T) {
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, BucketIndexers(&flexv1.DeviceConnection{}))
+	for i := range 3 * bucketCount {
+		conn := &flexv1.DeviceConnection{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("org-%d", i%7),
+			Name: fmt.Sprintf("conn-%d", i)}, Spec: flexv1.DeviceConnectionSpec{SiteName: fmt.Sprintf("site-%d", i)}}
+		if i%2 == 0 {
+			conn.Annotations = map[string]string{flexv1.OAuthStateAnnotation: fmt.Sprintf("hash-%d", i)}
+		}
+		if err := store.Add(conn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for value, want := range map[string][]string{"hash-10": {"org-3/conn-10"}, "hash-11": nil, "": nil, "hash-none": nil} {
+		got, err := FindIn(store, &flexv1.DeviceConnection{}, OAuthState, "", value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, c := range got {
+			names = append(names, c.Namespace+"/"+c.Name)
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("%q: found %v, want %v", value, names, want)
+		}
+	}
+}

@@ -24,10 +24,9 @@ func CacheOptions() cache.Options {
 		// Nothing reads managedFields from the cache; dropping them saves a sixth of its
 		// memory. Texts that every object repeats are shared (compactForCache).
 		DefaultTransform: compactForCache,
-		// The API server sends the cache the credential Secrets only: every other Secret of
-		// the cluster stays out of the manager's memory and out of reach of a bug in it.
+		// No Secret is cached: the manager may not list or watch Secrets (it reads the few it
+		// needs with namespaced GETs, ClientOptions).
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Label: CredentialSecrets},
 			// The reward history is the database's: the cache keeps ledgers without their
 			// transactions and what no reader of the cache needs (withoutTransactions).
 			&flexv1.RewardLedger{}: {Transform: withoutTransactions},
@@ -35,10 +34,9 @@ func CacheOptions() cache.Options {
 	}
 }
 
-// ClientOptions is how the manager's client reads. It reads Secrets from the API server, not
-// the cache: the token signing keys (in the manager's namespace, not a credential Secret, so
-// not in the cache) must be found, and a rotation seen at once. The authenticator reads the
-// credential Secrets from the cache itself.
+// ClientOptions is how the manager's client reads. It reads Secrets from the API server, never
+// the cache: the manager may not list or watch Secrets anywhere (a cached read would start an
+// informer over every namespace, and fail), and a rotated key must be seen at once.
 func ClientOptions() client.Options {
 	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}
 }

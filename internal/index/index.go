@@ -31,6 +31,9 @@ const (
 	ExternalUserID = "spec.externalUserID"
 	// Username indexes APIClients by login name.
 	Username = "spec.username"
+	// OAuthState indexes DeviceConnections, across namespaces, by the hash of the state of
+	// the authorisation in progress (flexv1.OAuthStateAnnotation).
+	OAuthState = "metadata.annotations.oauthState"
 )
 
 // Register adds every Flexsite index to the indexer (a manager's or a cache's).

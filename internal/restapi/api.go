@@ -159,7 +159,7 @@ func (a *API) Routes() []web.Route {
 		{Method: "GET", Path: "/rewards/{site_id}/info", Handler: org(a.rewardInfo, flexv1.RoleRewards)},
 		{Method: "GET", Path: "/rewards/{site_id}/url/balance", Handler: org(a.balanceURL, flexv1.RoleRewards)},
 
-		{Method: "POST", Path: "/flex-events", Handler: org(a.createFlexEvent, write)},
+		{Method: "POST", Path: "/flex-events", Handler: org(a.createFlexEvent, flexv1.RoleFlexEventsWrite)},
 		{Method: "GET", Path: "/flex-events", Handler: org(a.listFlexEvents, read)},
 		{Method: "GET", Path: "/flex-events/{id}", Handler: org(a.getFlexEvent, read)},
 

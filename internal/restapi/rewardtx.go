@@ -12,6 +12,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/units"
 	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/internal/web"
@@ -40,7 +41,7 @@ func parseCredit(f *fields, body map[string]any) rewards.CreditInput {
 		pence, err := n.Int64()
 		if !isNum || err != nil {
 			f.Add("Input should be a valid integer", "int_type", at(loc, "credit_pence"))
-		} else if pence > 1e12 || pence < -1e12 {
+		} else if !household.CreditInRange(pence) {
 			f.Add("Input should be between -1000000000000 and 1000000000000", "less_than_equal", at(loc, "credit_pence"))
 		} else {
 			tx.CreditPence = pence

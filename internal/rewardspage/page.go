@@ -229,6 +229,9 @@ func (d *Door) redeem(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, rewards.ErrLinkExpired):
 		d.message(w, http.StatusGone, "Link expired", "This link has expired. Ask for a new one where you found it.")
 		return
+	case app.As(err) != nil && app.As(err).Kind == app.Unavailable:
+		d.noSession(w, err) // 503: the links' database is away
+		return
 	case err != nil:
 		d.Log.Error(err, "redeeming a rewards link")
 		d.message(w, http.StatusInternalServerError, "Something went wrong", "Please try again in a moment.")

@@ -42,7 +42,9 @@ const (
 // to write the ledger's summary.
 const ChangedChannel = "flexsite_reward_ledger_changed"
 
-// ErrConflict is a transaction id already stored with another record (or at another site).
+// ErrConflict is a transaction id already stored in the organisation with another record (or
+// at another of its sites). Another organisation's ids are never met: an id is unique within
+// its organisation only (migration 00013).
 var ErrConflict = errors.New("a transaction with this id is stored with other fields")
 
 // ErrNotWithdrawal is a payment status change asked of a transaction that is not a withdrawal.
@@ -127,6 +129,9 @@ func (s *Store) append(ctx context.Context, q pgx.Tx, site Site, tx flexv1.Rewar
 	if _, err := uuid.Parse(tx.ID); err != nil {
 		return tx, false, fmt.Errorf("transaction id %q is not a UUID", tx.ID)
 	}
+	if !household.CreditInRange(tx.CreditPence) {
+		return tx, false, fmt.Errorf("credit_pence %d is beyond ±%d", tx.CreditPence, int64(household.MaxTransactionPence))
+	}
 	if _, err := q.Exec(ctx, `INSERT INTO reward_sites (organisation, site_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
 		site.Namespace, site.ID); err != nil {
 		return tx, false, err
@@ -154,7 +159,7 @@ func (s *Store) append(ctx context.Context, q pgx.Tx, site Site, tx flexv1.Rewar
 	if err != nil {
 		var ce *db.ConstraintError
 		if errors.As(db.Classify(err), &ce) && ce.Kind == "unique" {
-			return tx, false, ErrConflict // the id is another site's
+			return tx, false, ErrConflict // the id is another site's of the organisation
 		}
 		return tx, false, err
 	}
@@ -194,15 +199,17 @@ func (s *Store) notify(ctx context.Context, q pgx.Tx, site Site) error {
 }
 
 // CreditEvent is tx's rewards.transaction_credited event as the outbox keeps it: its id,
-// derived from the transaction's (the same credit is the same event), and its data as
-// delivered (internal/events' body). Every writer of a credit (this store, settlement) builds
-// the event here.
+// derived from the organisation and the transaction's id (the same credit is the same event;
+// a transaction id names a transaction within its organisation only, so two organisations'
+// credits under one id are two events), and its data as delivered (internal/events' body).
+// Every writer of a credit (this store, settlement) builds the event here.
 func CreditEvent(site Site, tx flexv1.RewardTransaction) (id string, data []byte, err error) {
 	data, err = json.Marshal(struct {
 		SiteID string `json:"site_id"`
 		record.Transaction
 	}{SiteID: site.ID, Transaction: record.TransactionOf(&tx)})
-	id = "evt_" + uuid.NewSHA1(uuid.NameSpaceOID, []byte("rewards.transaction_credited/"+tx.ID)).String()
+	id = "evt_" + uuid.NewSHA1(uuid.NameSpaceOID,
+		[]byte("rewards.transaction_credited/"+site.Namespace+"/"+tx.ID)).String()
 	return id, data, err
 }
 
@@ -232,7 +239,9 @@ func (s *Store) inTx(ctx context.Context, f func(pgx.Tx) error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrConflict) || errors.Is(err, household.ErrCannotWithdraw) || errors.Is(err, ErrNotWithdrawal) {
+	var refused *household.PaymentChangeRefused
+	if errors.Is(err, ErrConflict) || errors.Is(err, household.ErrCannotWithdraw) || errors.Is(err, ErrNotWithdrawal) ||
+		errors.As(err, &refused) {
 		return err
 	}
 	return s.classify(err)
@@ -385,9 +394,13 @@ func (s *Store) Withdraw(ctx context.Context, site Site,
 	return out, err
 }
 
-// SetPaymentStatus moves a withdrawal's payment status to to, recording actor and the time;
-// a status it already has changes nothing. The site's row is locked, as a withdrawal locks it,
-// so that the balance a withdrawal sees includes the change or not, never half of it.
+// SetPaymentStatus moves a withdrawal's payment status to to, recording actor and the time,
+// when the payment's state machine allows the step from its current status
+// (household.PaymentChange); otherwise it answers the *household.PaymentChangeRefused and
+// records nothing (the same status again included). The site's row is locked, as a withdrawal
+// locks it, from reading the current status to the commit: two changes of one withdrawal are
+// judged one after the other, never both against the same status, and the balance a withdrawal
+// sees includes the change or not, never half of it.
 func (s *Store) SetPaymentStatus(ctx context.Context, site Site, id string, to flexv1.PaymentStatus, actor string) (
 	flexv1.RewardTransaction, error) {
 	var out flexv1.RewardTransaction
@@ -403,10 +416,10 @@ func (s *Store) SetPaymentStatus(ctx context.Context, site Site, id string, to f
 		if tx.Type != household.TransactionWithdrawal {
 			return ErrNotWithdrawal
 		}
-		out = tx
-		if tx.PaymentStatus == to {
-			return nil
+		if err := household.PaymentChange(tx.PaymentStatus, to); err != nil {
+			return err
 		}
+		out = tx
 		if _, err := q.Exec(ctx, `INSERT INTO withdrawal_status_changes (organisation, site_id, transaction_id, from_status,
 			to_status, actor) VALUES ($1, $2, $3, $4, $5, $6)`,
 			site.Namespace, site.ID, id, string(tx.PaymentStatus), string(to), actor); err != nil {
@@ -456,13 +469,19 @@ func (s *Store) Get(ctx context.Context, site Site, id string) (flexv1.RewardTra
 // (household.PaymentUndone), for the balance's SQL.
 func undoneStatuses() []string {
 	var out []string
-	for _, s := range []flexv1.PaymentStatus{"pending_approval", "approved", "processing", "posted", "failed", "rejected",
-		"cancelled", "returned"} {
+	for _, s := range household.PaymentStatuses {
 		if household.PaymentUndone(s) {
 			out = append(out, string(s))
 		}
 	}
 	return out
+}
+
+// inBigint is a sum of bigints (numeric in PostgreSQL, never overflowing) held within a
+// bigint's range before it is cast: each credit is bounded (household.MaxTransactionPence), so
+// a real site's sums never reach the bounds, and a site's balance stays readable even then.
+func inBigint(sum string) string {
+	return `least(greatest(` + sum + `, -9223372036854775808), 9223372036854775807)::bigint`
 }
 
 // Balance is household.BalanceOf of a site's whole history, summed by the database (the same
@@ -478,8 +497,8 @@ func (s *Store) Balance(ctx context.Context, site Site) (household.Balance, erro
 					ORDER BY c.seq DESC LIMIT 1), t.initial_payment_status, '') AS status
 			FROM reward_transactions t WHERE t.organisation = $1 AND t.site_id = $2),
 		counted AS (SELECT * FROM t WHERE NOT (status = ANY($3)))
-		SELECT coalesce(sum(credit_pence), 0)::bigint,
-			coalesce(sum(credit_pence) FILTER (WHERE transaction_type <> 'withdrawal' AND credit_pence > 0), 0)::bigint,
+		SELECT `+inBigint(`coalesce(sum(credit_pence), 0)`)+`,
+			`+inBigint(`coalesce(sum(credit_pence) FILTER (WHERE transaction_type <> 'withdrawal' AND credit_pence > 0), 0)`)+`,
 			min(occurred_at) FILTER (WHERE transaction_type <> 'withdrawal' AND credit_pence > 0)
 		FROM counted`, site.Namespace, site.ID, undoneStatuses()).Scan(&b.Current, &b.Earnings, &first)
 	if err != nil {

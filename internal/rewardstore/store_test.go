@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -70,8 +71,9 @@ func TestAppendIsIdempotentByID(t *testing.T) {
 	if _, _, err := store.Append(ctx, site, other, rewardstore.SourceAPI); !errors.Is(err, rewardstore.ErrConflict) {
 		t.Errorf("same id, other body: %v, want ErrConflict", err)
 	}
-	// The same id at another site: a conflict too (ids are global).
-	if _, _, err := store.Append(ctx, newSite(), tx, rewardstore.SourceAPI); !errors.Is(err, rewardstore.ErrConflict) {
+	// The same id at another site of the organisation: a conflict too (ids are the organisation's).
+	if _, _, err := store.Append(ctx, rewardstore.Site{Namespace: site.Namespace, ID: uuid.NewString()}, tx,
+		rewardstore.SourceAPI); !errors.Is(err, rewardstore.ErrConflict) {
 		t.Errorf("same id at another site: %v, want ErrConflict", err)
 	}
 	all, err := store.All(ctx, site)
@@ -156,13 +158,14 @@ func TestRevisionCountsEveryChangeOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, to := range []flexv1.PaymentStatus{"approved", "approved", "posted"} {
-		if _, err := store.SetPaymentStatus(ctx, site, w.ID, to, "test"); err != nil {
+	for _, to := range []flexv1.PaymentStatus{"approved", "approved", "processing"} {
+		var refused *household.PaymentChangeRefused
+		if _, err := store.SetPaymentStatus(ctx, site, w.ID, to, "test"); err != nil && !errors.As(err, &refused) {
 			t.Fatal(err)
 		}
 	}
 	if rev := revision(); rev != 1+6+1+2 {
-		t.Errorf("revision %d, want 10: 7 credits, a withdrawal, 2 status changes (the repeated one changes nothing)", rev)
+		t.Errorf("revision %d, want 10: 7 credits, a withdrawal, 2 status changes (the repeated one is refused)", rev)
 	}
 }
 
@@ -218,12 +221,20 @@ func TestPaymentStatusChanges(t *testing.T) {
 	if b, _ := store.Balance(ctx, site); b.Current != 0 {
 		t.Fatalf("balance after withdrawing %d", b.Current)
 	}
+	// Only the state machine's steps are recorded; the others are refused and change nothing
+	// (failed -> processing was the double payment: the money back, then paid out again).
 	for _, step := range []struct {
 		to      flexv1.PaymentStatus
+		refused bool
 		balance int64
-	}{{"approved", 0}, {"failed", 2000}, {"failed", 2000}, {"processing", 0}} {
+	}{{"approved", false, 0}, {"failed", true, 0}, {"approved", true, 0}, {"processing", false, 0}, {"failed", false, 2000},
+		{"failed", true, 2000}, {"processing", true, 2000}, {"posted", true, 2000}} {
 		got, err := store.SetPaymentStatus(ctx, site, w.ID, step.to, "tester")
-		if err != nil || got.PaymentStatus != step.to {
+		var refused *household.PaymentChangeRefused
+		switch {
+		case step.refused && !errors.As(err, &refused):
+			t.Fatalf("to %s: %+v, %v, want refused", step.to, got, err)
+		case !step.refused && (err != nil || got.PaymentStatus != step.to):
 			t.Fatalf("to %s: %+v, %v", step.to, got, err)
 		}
 		b, err := store.Balance(ctx, site)
@@ -235,8 +246,7 @@ func TestPaymentStatusChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// failed -> failed changed nothing, so was not recorded.
-	want := []flexv1.PaymentStatus{"approved", "failed", "processing"}
+	want := []flexv1.PaymentStatus{"approved", "processing", "failed"}
 	if len(changes) != len(want) {
 		t.Fatalf("changes %+v, want %v", changes, want)
 	}
@@ -373,5 +383,141 @@ func TestAppendManyIsAllOrNothing(t *testing.T) {
 	}
 	if all, err := store.All(ctx, site); err != nil || len(all) != 2 {
 		t.Errorf("history %d transactions (%v), want the first batch's 2", len(all), err)
+	}
+}
+
+// Two changes of one withdrawal at once are judged one after the other (the site's row lock):
+// from processing, posted and failed cannot both pass, whatever the interleaving.
+func TestConcurrentPaymentStatusChanges(t *testing.T) {
+	ctx := context.Background()
+	for range 5 {
+		site := newSite()
+		w := flexv1.RewardTransaction{ID: uuid.NewString(), Type: household.TransactionWithdrawal, CreditPence: -500,
+			StartTime: &metav1.Time{Time: time.Now().UTC().Truncate(time.Second)}, PaymentStatus: household.PaymentPendingApproval}
+		if err := store.AppendMany(ctx, site, []flexv1.RewardTransaction{credit(500, time.Now().Add(-time.Hour)), w},
+			rewardstore.SourceAPI); err != nil {
+			t.Fatal(err)
+		}
+		for _, step := range []flexv1.PaymentStatus{"approved", "processing"} {
+			if _, err := store.SetPaymentStatus(ctx, site, w.ID, step, "tester"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tos := []flexv1.PaymentStatus{"posted", "failed", "posted", "failed"}
+		errs := make([]error, len(tos))
+		var wg sync.WaitGroup
+		for i, to := range tos {
+			wg.Go(func() { _, errs[i] = store.SetPaymentStatus(ctx, site, w.ID, to, "tester") })
+		}
+		wg.Wait()
+		passed := 0
+		for i, err := range errs {
+			var refused *household.PaymentChangeRefused
+			switch {
+			case err == nil:
+				passed++
+			case !errors.As(err, &refused):
+				t.Fatalf("to %s: %v", tos[i], err)
+			}
+		}
+		changes, err := store.StatusChanges(ctx, site, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if passed != 1 || len(changes) != 3 {
+			t.Fatalf("%d changes passed, %d recorded (%+v), want 1 and 3", passed, len(changes), changes)
+		}
+	}
+}
+
+// A transaction id is unique within its organisation only: another organisation's use of an id
+// is neither a conflict nor an idempotent answer (no existence oracle), and each organisation's
+// credit is its own transaction with its own event.
+func TestTransactionIDsArePerOrganisation(t *testing.T) {
+	ctx := context.Background()
+	a, b := newSite(), newSite()
+	tx := credit(250, time.Now().Add(-time.Hour))
+	if _, created, err := store.Append(ctx, a, tx, rewardstore.SourceAPI); err != nil || !created {
+		t.Fatalf("organisation A: created %v, %v", created, err)
+	}
+	other := tx
+	other.CreditPence = 999
+	stored, created, err := store.Append(ctx, b, other, rewardstore.SourceAPI)
+	if err != nil || !created || stored.CreditPence != 999 {
+		t.Fatalf("organisation B, the same id with another record: %+v, created %v, %v; want its own transaction", stored, created, err)
+	}
+	if _, created, err := store.Append(ctx, b, other, rewardstore.SourceAPI); err != nil || created {
+		t.Errorf("organisation B again: created %v, %v; want the idempotent answer", created, err)
+	}
+	if _, _, err := store.Append(ctx, b, tx, rewardstore.SourceAPI); !errors.Is(err, rewardstore.ErrConflict) {
+		t.Errorf("organisation B, its id with A's record: %v, want ErrConflict (B's own record differs)", err)
+	}
+	for _, site := range []rewardstore.Site{a, b} {
+		if n := outboxCount(t, site); n != 1 {
+			t.Errorf("%s: %d outbox events, want 1: its own credit's", site.Namespace, n)
+		}
+	}
+	idA, _, _ := rewardstore.CreditEvent(a, tx)
+	idB, _, _ := rewardstore.CreditEvent(b, other)
+	if idA == idB {
+		t.Errorf("both organisations' credits have event id %s", idA)
+	}
+}
+
+// Two credits near MaxInt64 once made sum(credit_pence)::bigint overflow: every balance and
+// page read of the site failed, and the append-only history could not be cleaned up. A credit
+// beyond household.MaxTransactionPence is refused (the store, and the database's constraint);
+// rows stored before the bound (written here with the constraint lifted for the moment) still
+// leave the balance and the pages readable, the sums held at the bound.
+func TestBalanceStaysReadable(t *testing.T) {
+	ctx := context.Background()
+	site := newSite()
+	for _, pence := range []int64{household.MaxTransactionPence + 1, -household.MaxTransactionPence - 1, math.MaxInt64 - 1} {
+		if _, _, err := store.Append(ctx, site, credit(pence, time.Now()), rewardstore.SourceAPI); err == nil {
+			t.Errorf("a credit of %d p was stored", pence)
+		}
+	}
+	if _, _, err := store.Append(ctx, site, credit(household.MaxTransactionPence, time.Now()), rewardstore.SourceAPI); err != nil {
+		t.Errorf("a credit at the bound: %v", err)
+	}
+	_, err := testDB.Pool.Exec(ctx, `INSERT INTO reward_transactions (organisation, site_id, transaction_id, transaction_type,
+		credit_pence, occurred_at, source, request_digest) VALUES ($1, $2, $3, 'correction', $4, now(), 'api', '\x00')`,
+		site.Namespace, site.ID, uuid.NewString(), int64(math.MaxInt64-1))
+	if err == nil {
+		t.Fatal("the database stored a credit beyond the bound")
+	}
+
+	tx, err := testDB.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, q := range []string{`ALTER TABLE reward_transactions DROP CONSTRAINT reward_transactions_credit_bounded`,
+		`INSERT INTO reward_transactions (organisation, site_id, transaction_id, transaction_type, credit_pence, occurred_at,
+			source, request_digest) SELECT $1, $2, gen_random_uuid(), 'correction', $3, now(), 'api', '\x00' FROM generate_series(1, 2)`,
+		`ALTER TABLE reward_transactions ADD CONSTRAINT reward_transactions_credit_bounded
+			CHECK (credit_pence BETWEEN -1000000000000 AND 1000000000000) NOT VALID`} {
+		args := []any{}
+		if len(q) > 0 && q[0] == 'I' {
+			args = []any{site.Namespace, site.ID, int64(math.MaxInt64 - 1)}
+		}
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := store.Balance(ctx, site)
+	if err != nil {
+		t.Fatalf("the balance of a site with credits near MaxInt64: %v", err)
+	}
+	if b.Current != math.MaxInt64 || b.Earnings != math.MaxInt64 {
+		t.Errorf("balance %+v, want both held at MaxInt64", b)
+	}
+	page, err := store.Page(ctx, site, rewardstore.Page{Limit: 10})
+	if err != nil || len(page) != 3 {
+		t.Errorf("the site's page: %d transactions, %v", len(page), err)
 	}
 }

@@ -90,7 +90,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 
 	BeforeAll(func(ctx SpecContext) {
 		every := []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents,
-			flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin}
+			flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin, flexv1.RoleFlexEventsWrite}
 		a, b = newOrg(ctx, every...), newOrg(ctx, every...)
 		tokA, tokB = a.token(), b.token()
 
@@ -288,7 +288,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 				body: jsonBody(map[string]any{"url": "https://hooks.flexsite.invalid/other"})},
 			"GET /notifications/subscriptions": {role: flexv1.RoleEntityRead, body: noBody},
 			// Flex events: another organisation declares and lists its own.
-			"POST /flex-events":                                             {role: flexv1.RoleEntityWrite, success: http.StatusCreated, body: jsonBody(flexEventBody)},
+			"POST /flex-events":                                             {role: flexv1.RoleFlexEventsWrite, success: http.StatusCreated, body: jsonBody(flexEventBody)},
 			"GET /flex-events":                                              {role: flexv1.RoleEntityRead, body: noBody},
 			"GET /flex-events/{id}":                                         {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
 			"GET /entities/site/{site_id}/flex-events":                      {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
@@ -432,6 +432,10 @@ var _ = Describe("Token strings", func() {
 	})
 })
 
-// flexEventBody is a valid POST /flex-events body.
-var flexEventBody = map[string]any{"proposition": "limited_pause", "start_at": "2026-01-13T17:30:00Z",
-	"end_at": "2026-01-13T18:30:00Z", "direction": "turn_down", "rate_pence_per_kwh": 25}
+// flexEventBody is a valid POST /flex-events body: an hour from tomorrow's half-hour (an event
+// starts at most 7 days before it is declared).
+var flexEventBody = func() map[string]any {
+	start := time.Now().UTC().Truncate(30 * time.Minute).Add(24 * time.Hour)
+	return map[string]any{"proposition": "limited_pause", "start_at": start.Format(time.RFC3339),
+		"end_at": start.Add(time.Hour).Format(time.RFC3339), "direction": "turn_down", "rate_pence_per_kwh": 25}
+}()

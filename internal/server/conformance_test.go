@@ -153,7 +153,7 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 	BeforeAll(func(ctx SpecContext) {
 		c = servedContract()
 		o = newOrg(ctx, flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents,
-			flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin)
+			flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin, flexv1.RoleFlexEventsWrite)
 		tok = o.token()
 		home.mpan, legacy.mpan = validMPAN(7001), validMPAN(7002)
 	})

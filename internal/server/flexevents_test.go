@@ -28,11 +28,17 @@ import (
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
-// lastTuesday is 17:30 UK time on the Tuesday at least 8 days before now: an event whose
-// deadline (end + 48 h) has passed.
-func lastTuesday(now time.Time) time.Time {
-	d := now.In(settlement.London).AddDate(0, 0, -8)
-	for d.Weekday() != time.Tuesday {
+// settledWorkingDay is 17:30 UK time on the latest working day at least 3 days before now:
+// an event whose deadline (end + 48 h) has passed, and that starts less than 6 days before
+// now, within validation.MaxFlexBackdate (at most a day for the time of day and two for a
+// weekend go back past the 3).
+func settledWorkingDay(now time.Time) time.Time {
+	then := now.Add(-72 * time.Hour).In(settlement.London)
+	d := time.Date(then.Year(), then.Month(), then.Day(), 17, 30, 0, 0, settlement.London)
+	if d.After(then) {
+		d = d.AddDate(0, 0, -1)
+	}
+	for d.Weekday() == time.Saturday || d.Weekday() == time.Sunday {
 		d = d.AddDate(0, 0, -1)
 	}
 	return time.Date(d.Year(), d.Month(), d.Day(), 17, 30, 0, 0, settlement.London)
@@ -146,9 +152,10 @@ func TestFlexEventRoutes(t *testing.T) {
 	f := startFlexREST(t)
 	ctx, database, do := f.ctx, f.db, f.do
 	orgToken := f.org
-	ns, tok := orgToken(flexv1.RoleEntityRead, flexv1.RoleEntityWrite)
-	_, otherTok := orgToken(flexv1.RoleEntityRead, flexv1.RoleEntityWrite)
+	ns, tok := orgToken(flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleFlexEventsWrite)
+	_, otherTok := orgToken(flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleFlexEventsWrite)
 	_, readOnly := orgToken(flexv1.RoleEntityRead)
+	_, entityWriter := orgToken(flexv1.RoleEntityRead, flexv1.RoleEntityWrite)
 
 	status, onboarded := do("POST", "/entities/site/onboard", tok, map[string]any{
 		"site": map[string]any{"mpan": "1200000000011", "postcode": "SW1A 1AA",
@@ -164,7 +171,7 @@ func TestFlexEventRoutes(t *testing.T) {
 
 	// The site's readings: 12 working days of 1.8 and 2.6 kWh in the window's half-hours, and
 	// 0.4 and 2.9 kWh during the event (the spec's first worked example: 35 p, −1.100 kWh).
-	start := lastTuesday(time.Now())
+	start := settledWorkingDay(time.Now())
 	day := func(back int) time.Time {
 		return time.Date(start.Year(), start.Month(), start.Day()-back, 17, 30, 0, 0, settlement.London)
 	}
@@ -200,6 +207,10 @@ func TestFlexEventRoutes(t *testing.T) {
 	}
 	if status, _ := do("POST", "/flex-events", readOnly, event); status != http.StatusForbidden {
 		t.Errorf("POST /flex-events with entity_read only: %d, want 403", status)
+	}
+	// An event is a cause of credits: entity_write alone does not declare one.
+	if status, _ := do("POST", "/flex-events", entityWriter, event); status != http.StatusForbidden {
+		t.Errorf("POST /flex-events with entity_write but not flex_events_write: %d, want 403", status)
 	}
 
 	// The controller settles it: the event's deadline has passed.
@@ -255,6 +266,100 @@ func TestFlexEventRoutes(t *testing.T) {
 
 	// The same bad events, through REST (422) and kubectl (admission): refused alike.
 	refusedAlike(t, f, ns, tok, event, start)
+
+	boundedCredit(t, f, ns, tok, start)
+}
+
+// boundedCredit is the minting scenario of the money review, with the readings in the
+// database already (as sent before readings were bounded): 1e6 kW on the working days before a
+// weekday, 0 kW on that day. A rate above the organisation's maximum (1,000 p/kWh by default)
+// is refused until the platform raises it on the namespace; the credit is then at most the
+// rate × the site's plausible power (its 7.4 kW charger + 50 %: 11.1 kW) × the hour, not 10¹².
+func boundedCredit(t *testing.T, f *flexREST, ns, tok string, start time.Time) {
+	ctx, env, do := f.ctx, f.env, f.do
+	status, onboarded := do("POST", "/entities/site/onboard", tok, map[string]any{
+		"site": map[string]any{"mpan": validMPAN(8261), "postcode": "SW1A 1AA",
+			"gave_boundary_meter_consent_at": "2026-01-15T10:30:00Z"},
+		"assets": []any{map[string]any{"external_id": "charger-2", "type": "charger", "asset_model": "zappi",
+			"installation_date": "2025-06-15", "properties": map[string]any{"power_kw": 7.4}}},
+		"proposition": "limited_pause",
+	})
+	if status != http.StatusOK {
+		t.Fatalf("onboard: %d %v", status, onboarded)
+	}
+	siteID := onboarded["site"].(map[string]any)["site_id"].(string)
+	write := func(at time.Time, kw float64) {
+		if _, err := f.db.Pool.Exec(ctx, `INSERT INTO readings (organisation, site_id, asset_id, label, start_at, end_at, value)
+			VALUES ($1, $2, 'meter', 'boundary_import_kw', $3, $4, $5)`, ns, siteID, at, at.Add(30*time.Minute), kw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for back, n := 1, 0; n < 12; back++ {
+		d := time.Date(start.Year(), start.Month(), start.Day()-back, 17, 30, 0, 0, settlement.London)
+		if d.Weekday() != time.Saturday && d.Weekday() != time.Sunday {
+			write(d, 1e6)
+			write(d.Add(30*time.Minute), 1e6)
+			n++
+		}
+	}
+	write(start, 0)
+	write(start.Add(30*time.Minute), 0)
+
+	event := map[string]any{"proposition": "limited_pause", "start_at": start.Format(time.RFC3339),
+		"end_at": start.Add(time.Hour).Format(time.RFC3339), "direction": "turn_down", "rate_pence_per_kwh": 2000,
+		"site_ids": []any{siteID}}
+	status, refusal := do("POST", "/flex-events", tok, event)
+	if status != http.StatusUnprocessableEntity ||
+		!strings.Contains(fmt.Sprint(refusal["detail"]), "Rate must be at most 1000 pence per kWh, the organisation's maximum") {
+		t.Fatalf("a rate above the default maximum: %d %v, want 422", status, refusal)
+	}
+
+	// The platform raises the organisation's maximum on its namespace.
+	namespace := &corev1.Namespace{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: ns}, namespace); err != nil {
+		t.Fatal(err)
+	}
+	if namespace.Annotations == nil {
+		namespace.Annotations = map[string]string{}
+	}
+	namespace.Annotations[flexv1.MaxFlexRateAnnotation] = "2500"
+	if err := env.Client.Update(ctx, namespace); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	waitFor(t, 20*time.Second, func() error {
+		status, created := do("POST", "/flex-events", tok, event)
+		if status != http.StatusCreated {
+			return fmt.Errorf("a rate within the raised maximum: %d %v", status, created)
+		}
+		id, _ = created["id"].(string)
+		return nil
+	})
+	// kubectl meets the same bound: 2500.01 is above the raised maximum.
+	spec := flexv1.FlexEventSpec{Proposition: flexv1.PropositionLimitedPause, StartAt: metav1.NewTime(start),
+		EndAt: metav1.NewTime(start.Add(time.Hour)), Direction: flexv1.FlexTurnDown, RatePencePerKWh: "2500.01"}
+	err := env.Client.Create(ctx, &flexv1.FlexEvent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "dear-"}, Spec: spec})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.ratePencePerKWh") {
+		t.Errorf("kubectl's create above the maximum answered %v, want Invalid on spec.ratePencePerKWh", err)
+	}
+
+	// 2,000 p/kWh × 11.1 kW × 1 h = 22,200 p, whatever the readings claim.
+	var got map[string]any
+	waitFor(t, 30*time.Second, func() error {
+		status, got = do("GET", "/flex-events/"+id, tok, nil)
+		if status != http.StatusOK || got["status"] != "settled" {
+			return fmt.Errorf("GET /flex-events/%s: %d %v", id, status, got)
+		}
+		return nil
+	})
+	if got["sites_settled"] != 1.0 || got["credit_pence"] != 22200.0 {
+		t.Errorf("the settled credit: %v, want 22200 p", got)
+	}
+	var balance int64
+	if err := f.db.Pool.QueryRow(ctx, `SELECT sum(credit_pence) FROM reward_transactions WHERE organisation = $1 AND site_id = $2`,
+		ns, siteID).Scan(&balance); err != nil || balance != 22200 {
+		t.Errorf("the site's credits: %d %v, want 22200", balance, err)
+	}
 }
 
 // refusedAlike posts the same bad events through REST (422 naming the field) and creates them
@@ -280,6 +385,18 @@ func refusedAlike(t *testing.T, f *flexREST, ns, tok string, event map[string]an
 		{"proposition not offered", "proposition", func(b map[string]any, s *flexv1.FlexEventSpec) {
 			b["proposition"] = "price_curve"
 			s.Proposition = flexv1.PropositionPriceCurve
+		}},
+		// Settlement of history is what readings are for: at most 7 days back.
+		{"start more than 7 days back", "start_at", func(b map[string]any, s *flexv1.FlexEventSpec) {
+			b["start_at"] = start.AddDate(0, 0, -8).Format(time.RFC3339)
+			b["end_at"] = start.AddDate(0, 0, -8).Add(time.Hour).Format(time.RFC3339)
+			s.StartAt = metav1.NewTime(start.AddDate(0, 0, -8))
+			s.EndAt = metav1.NewTime(start.AddDate(0, 0, -8).Add(time.Hour))
+		}},
+		// The organisation's maximum (none declared: 1,000 p/kWh).
+		{"rate above the organisation's maximum", "rate_pence_per_kwh", func(b map[string]any, s *flexv1.FlexEventSpec) {
+			b["rate_pence_per_kwh"] = 999999.99
+			s.RatePencePerKWh = "999999.99"
 		}},
 	}
 	// price_curve is not offered here: its Proposition is withdrawn.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -173,6 +174,46 @@ var _ = Describe("POST /data/readings", func() {
 			}
 		})
 
+	// The minting scenario of the money review: readings of 1e6 kW on the days before an event
+	// and 0 on its day made any credit. A reading above what the site can import or export is
+	// refused one by one with its reason: its assets' ratings + 50 % (7.4 + 5 kW: 18.6 kW), the
+	// whole home's at most a 100 A supply (23 kW); and so is one older than the kept span.
+	It("rejects each reading above the site's plausible power, or older than three years, with its reason", func(ctx SpecContext) {
+		old := time.Now().AddDate(-3, 0, -2).UTC().Truncate(time.Hour)
+		body := readingsBody(
+			reading(chargerID, "boundary_import_kw", t0, t30, 1e6),
+			reading(batteryID, "battery_inverter_import_kw", t0, t30, 1e6),
+			reading(chargerID, "boundary_import_kw", t30, t60, 20),              // the whole home: above its assets, within 23 kW
+			reading(batteryID, "battery_inverter_import_kw", t30, t60, -18.6),   // at the bound
+			reading(batteryID, "battery_inverter_import_kw", t60, t120, -18.7),  // above it
+			reading(chargerID, "charger_consumption_energy_kwh", t0, t30, 10),   // 10 kWh in 30 minutes: 20 kW
+			reading(chargerID, "charger_consumption_energy_kwh", t30, t60, 9.3), // 18.6 kW
+			reading(chargerID, "boundary_import_kw", old.Format(time.RFC3339), old.Add(30*time.Minute).Format(time.RFC3339), 1),
+		)
+		status, _, resp := postReadings(tok, body, nil)
+		Expect(status).To(Equal(http.StatusOK), "%s", resp)
+		rs := responsesOf(resp)
+		errs := make([]any, len(rs))
+		for i, r := range rs {
+			errs[i] = r["error"]
+			Expect(r["accepted"]).To(Equal(r["error"] == nil), "%v", r)
+		}
+		Expect(errs).To(Equal([]any{
+			"boundary_import_kw: 1e+06 kW is above the 23 kW a UK domestic supply (100 A at 230 V) carries",
+			"battery_inverter_import_kw: 1e+06 kW is above the site's plausible 18.6 kW (its assets' power ratings + 50 %)",
+			nil, nil,
+			"battery_inverter_import_kw: 18.7 kW is above the site's plausible 18.6 kW (its assets' power ratings + 50 %)",
+			"charger_consumption_energy_kwh: 20 kW is above the site's plausible 18.6 kW (its assets' power ratings + 50 %)",
+			nil,
+			"the reading starts more than 3 years ago: older readings are not kept",
+		}))
+		stored := storedReadings(ctx, o.Namespace)
+		Expect(stored).To(HaveLen(3))
+		for _, r := range stored {
+			Expect(r.Value).To(BeNumerically("<=", 20))
+		}
+	})
+
 	It("reports another organisation's asset exactly as an unknown one, and stores nothing for either", func(ctx SpecContext) {
 		other := newOrg(ctx)
 		otherTok := other.token()
@@ -239,11 +280,13 @@ var _ = Describe("POST /data/readings", func() {
 			Expect(status).To(Equal(http.StatusRequestEntityTooLarge), "%s", resp)
 			Expect(resp.Detail()).To(Equal("Request body larger than 8388608 bytes"))
 
-			By("a plain body over 8 MiB: valid readings, 413, none stored")
-			many := make([]map[string]any, 0, 70000)
-			for i := range 70000 {
+			By("a plain body over 8 MiB: valid readings (fewer than the most a request may send), 413, none stored")
+			many := make([]map[string]any, 0, 9000)
+			for i := range 9000 {
 				s := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Minute)
-				many = append(many, reading(chargerID, "boundary_import_kw", s.Format(time.RFC3339), s.Add(time.Minute).Format(time.RFC3339), 1))
+				r := reading(chargerID, "boundary_import_kw", s.Format(time.RFC3339), s.Add(time.Minute).Format(time.RFC3339), 1)
+				r["note"] = strings.Repeat("x", 1000)
+				many = append(many, r)
 			}
 			large := readingsBody(many...)
 			Expect(len(large)).To(BeNumerically(">", 8<<20))

@@ -9,12 +9,15 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	hh "github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 )
 
 // exactCall is mustCall decoding numbers as written (json.Number), to check them exactly.
@@ -229,6 +232,74 @@ var _ = Describe("Rewards", func() {
 		}).Should(Succeed())
 		Expect(transactionIDs(transactions(""))).To(Equal([]any{topUp.ID, ledger.Spec.Transactions[0].ID}))
 		Expect(info()["current_balance_pence"]).To(Equal(json.Number("1100")))
+	})
+
+	It("moves a withdrawal's payment status from the ledger's spec one allowed step at a time; a step the state machine refuses is a Warning and the Ingested condition, and changes nothing", func(ctx SpecContext) {
+		store := &rewardstore.Store{Pool: testDB.Pool}
+		key := rewardstore.Site{Namespace: o.Namespace, ID: siteID}
+		withdrawal := rewardTx(hh.TransactionWithdrawal, -2000, base.Add(-24*time.Hour))
+		withdrawal.PaymentStatus = hh.PaymentPendingApproval
+		ledger := writeLedger(ctx, rewardTx("signup bonus", 2000, base.Add(-40*24*time.Hour)), withdrawal)
+		Expect(info()["current_balance_pence"]).To(Equal(json.Number("0")))
+		setStatus := func(to flexv1.PaymentStatus) {
+			GinkgoHelper()
+			Eventually(func(g Gomega) {
+				latest := &flexv1.RewardLedger{}
+				g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ledger), latest)).To(Succeed())
+				latest.Spec.Transactions[1].PaymentStatus = to
+				g.Expect(k8sClient.Update(ctx, latest)).To(Succeed())
+			}).Should(Succeed())
+		}
+		ingested := func(g Gomega) *metav1.Condition {
+			latest := &flexv1.RewardLedger{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ledger), latest)).To(Succeed())
+			g.Expect(latest.Status.ObservedGeneration).To(Equal(latest.Generation))
+			c := meta.FindStatusCondition(latest.Status.Conditions, flexv1.IngestedCondition)
+			g.Expect(c).NotTo(BeNil())
+			return c
+		}
+		stored := func() flexv1.PaymentStatus {
+			GinkgoHelper()
+			tx, err := store.Get(ctx, key, withdrawal.ID)
+			Expect(err).NotTo(HaveOccurred())
+			return tx.PaymentStatus
+		}
+		refused := func(to flexv1.PaymentStatus, says string, warnings int) {
+			GinkgoHelper()
+			before, err := store.StatusChanges(ctx, key, withdrawal.ID)
+			Expect(err).NotTo(HaveOccurred())
+			was := stored()
+			setStatus(to)
+			Eventually(func(g Gomega) {
+				c := ingested(g)
+				g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+				g.Expect(c.Reason).To(Equal(flexv1.ReasonPaymentStatusRefused))
+				g.Expect(c.Message).To(And(ContainSubstring(withdrawal.ID), ContainSubstring(says)))
+			}).Should(Succeed())
+			Eventually(func(g Gomega) int {
+				return lifecycleEvents(ctx, g, o.Namespace, flexv1.ReasonPaymentStatusRefused, ledger.Name)
+			}).Should(Equal(warnings))
+			Expect(stored()).To(Equal(was))
+			Expect(store.StatusChanges(ctx, key, withdrawal.ID)).To(Equal(before), "a refused step records nothing")
+		}
+		moved := func(to flexv1.PaymentStatus) {
+			GinkgoHelper()
+			setStatus(to)
+			Eventually(func(g Gomega) metav1.ConditionStatus { return ingested(g).Status }).Should(Equal(metav1.ConditionTrue))
+			Expect(stored()).To(Equal(to))
+		}
+
+		refused("posted", "cannot move from pending_approval to posted", 1)
+		moved("approved")
+		moved("processing")
+		moved("failed")
+		Eventually(func() any { return info()["current_balance_pence"] }).Should(Equal(json.Number("2000")))
+		refused("posted", "failed is final", 2)
+		changes, err := store.StatusChanges(ctx, key, withdrawal.ID)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(changes).To(HaveLen(3))
+		Expect(changes[2].Actor).To(Equal("RewardLedger " + o.Namespace + "/" + ledger.Name))
+		Expect(info()["current_balance_pence"]).To(Equal(json.Number("2000")), "the money came back once, and stays")
 	})
 
 	It("pages with limit and offset, totals staying those of the whole ledger", func(ctx SpecContext) {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -146,6 +148,44 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 		return mustCall("GET", "/rewards/"+siteID+"/url/balance?redirect_uri="+url.QueryEscape(redirect)+query, tok, nil)
 	}
 
+	It("moves bank details an older version kept in a Secret into the database, once, and deletes the Secret", func(ctx SpecContext) {
+		legacy := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: "flexsite-bank-" + siteID},
+			Data: map[string][]byte{"account_name": []byte("A Household"), "sort_code": []byte("65-43-21"),
+				"account_number": []byte("12345678")}}
+		Expect(k8sClient.Create(ctx, legacy)).To(Succeed())
+		Eventually(func() string {
+			site := &flexv1.Site{}
+			_ = serverCache.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: siteName}, site)
+			return site.Labels[flexv1.IDLabel]
+		}).Should(Equal(siteID))
+		Expect(apiSrv.ImportLegacyBankDetails(ctx)).To(BeTrue())
+		Expect(bankDetailsRows(ctx, o.Namespace)).To(Equal(1))
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(legacy), &corev1.Secret{}))).To(BeTrue(),
+			"the Secret is deleted once its details are stored")
+
+		b := newBrowser()
+		p := b.do("GET", link("&enforce_two_factor_auth=false")["balance_withdrawal_url"].(string), nil)
+		Expect(p.status).To(Equal(http.StatusOK), p.body)
+		Expect(p.body).To(ContainSubstring("****5678"))
+		Expect(p.body).NotTo(ContainSubstring("12345678"))
+	})
+
+	It("forgets a site's bank details when the site is deleted", func(ctx SpecContext) {
+		b := newBrowser()
+		p := b.do("GET", link("&enforce_two_factor_auth=false")["balance_withdrawal_url"].(string), nil)
+		Expect(p.status).To(Equal(http.StatusOK), p.body)
+		p = b.do("POST", "/hosted/rewards/bank", url.Values{"csrf_token": {p.csrf()}, "account_name": {"Ada Lovelace"},
+			"sort_code": {"65-43-21"}, "account_number": {"12345678"}})
+		Expect(p.status).To(Equal(http.StatusOK), p.body)
+		Expect(bankDetailsRows(ctx, o.Namespace)).To(Equal(1))
+
+		Expect(k8sClient.Delete(ctx, &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: siteName}})).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: siteName}, &flexv1.Site{}))
+		}).Should(BeTrue())
+		Expect(bankDetailsRows(ctx, o.Namespace)).To(BeZero())
+	})
+
 	It("validates the link's query and scopes it to the organisation's own sites", func(ctx SpecContext) {
 		for _, c := range []struct{ query, param string }{
 			{"", "redirect_uri"},
@@ -196,14 +236,10 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 			"sort_code": {"65-43-21"}, "account_number": {"12345678"}}
 		p = b.do("POST", "/hosted/rewards/bank", huge)
 		Expect(p.status).To(Equal(http.StatusRequestEntityTooLarge), p.body)
-		secrets := &corev1.SecretList{}
-		Expect(k8sClient.List(ctx, secrets, client.InNamespace(o.Namespace))).To(Succeed())
-		for _, sec := range secrets.Items {
-			Expect(sec.Name).NotTo(HavePrefix(server.BankDetailsSecretPrefix))
-		}
+		Expect(bankDetailsRows(ctx, o.Namespace)).To(BeZero())
 	})
 
-	It("opens once, confirms the emailed code, keeps bank details in a Secret, and records a withdrawal", func(ctx SpecContext) {
+	It("opens once, confirms the emailed code, keeps bank details sealed in PostgreSQL, and records a withdrawal", func(ctx SpecContext) {
 		writeLedger(ctx, 2500, 60)
 		answer := link("&enforce_two_factor_auth=true")
 		expiry, err := time.Parse(time.RFC3339, answer["url_expiry_timestamp"].(string))
@@ -214,12 +250,19 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 		code := strings.TrimPrefix(linkURL, apiServer.URL+"/hosted/rewards/link/")
 		Expect(linkURL).NotTo(ContainSubstring("eyJ"), "no bearer token in the link")
 
-		// The link's state is a Secret that holds hashes only.
+		// The link's state is a row of the database that holds hashes only, and no Secret.
+		sum := sha256.Sum256([]byte(code))
+		var state string
+		Expect(testDB.Pool.QueryRow(ctx, `SELECT state::text FROM rewards_links WHERE link_key = $1`,
+			fmt.Sprintf("%x", sum)[:40]).Scan(&state)).To(Succeed())
+		Expect(state).To(ContainSubstring(fmt.Sprintf("%x", sum)))
+		Expect(state).NotTo(ContainSubstring(code))
 		secrets := &corev1.SecretList{}
-		Expect(k8sClient.List(ctx, secrets, client.InNamespace(keysNamespace), client.MatchingLabels{server.RewardsLinkLabel: "true"})).To(Succeed())
-		Expect(secrets.Items).NotTo(BeEmpty())
+		Expect(k8sClient.List(ctx, secrets, client.InNamespace(keysNamespace))).To(Succeed())
 		for _, s := range secrets.Items {
-			Expect(string(s.Data["state"])).NotTo(ContainSubstring(code))
+			for _, v := range s.Data {
+				Expect(string(v)).NotTo(ContainSubstring(code))
+			}
 		}
 
 		b := newBrowser()
@@ -287,11 +330,22 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 		Expect(p.body).NotTo(ContainSubstring("12345678"))
 		Expect(p.body).NotTo(ContainSubstring("65-43-21"))
 
-		stored := &corev1.Secret{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: server.BankDetailsSecretPrefix + siteID}, stored)).To(Succeed())
-		Expect(string(stored.Data["account_number"])).To(Equal("12345678"))
-		Expect(string(stored.Data["sort_code"])).To(Equal("65-43-21"))
-		Expect(stored.OwnerReferences).To(HaveLen(1))
+		// Sealed in the database under a key id, readable by nobody without the key; in no
+		// Secret of the organisation and in no CR.
+		var keyID string
+		var ciphertext []byte
+		Expect(testDB.Pool.QueryRow(ctx, `SELECT key_id, ciphertext FROM bank_details WHERE organisation = $1 AND site_id = $2`,
+			o.Namespace, siteID).Scan(&keyID, &ciphertext)).To(Succeed())
+		Expect(keyID).NotTo(BeEmpty())
+		Expect(string(ciphertext)).NotTo(ContainSubstring("12345678"))
+		Expect(string(ciphertext)).NotTo(ContainSubstring("65-43-21"))
+		orgSecrets := &corev1.SecretList{}
+		Expect(k8sClient.List(ctx, orgSecrets, client.InNamespace(o.Namespace))).To(Succeed())
+		for _, s := range orgSecrets.Items {
+			for _, v := range s.Data {
+				Expect(string(v)).NotTo(ContainSubstring("12345678"))
+			}
+		}
 		Expect(snapshot(ctx, o.Namespace)).NotTo(ContainSubstring("12345678"), "bank details in no CR")
 
 		By("recording a withdrawal of the whole balance, then sending the household to redirect_uri")
@@ -395,3 +449,10 @@ func mustAtoi(s string) int {
 }
 
 func sha256Sum(s string) [32]byte { return sha256.Sum256([]byte(s)) }
+
+// bankDetailsRows is how many sites of the organisation have bank details stored.
+func bankDetailsRows(ctx context.Context, namespace string) int {
+	var n int
+	Expect(testDB.Pool.QueryRow(ctx, `SELECT count(*) FROM bank_details WHERE organisation = $1`, namespace).Scan(&n)).To(Succeed())
+	return n
+}

@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
@@ -31,6 +30,7 @@ import (
 	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/outboxstore"
+	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/restapi"
 	"github.com/flexsite/flexsite/internal/rewardspage"
 	"github.com/flexsite/flexsite/internal/rewardstore"
@@ -51,15 +51,13 @@ type (
 
 // Names of the doors' headers, objects and bounds.
 const (
-	HeaderRequestID         = web.HeaderRequestID
-	EmbedderOriginHeader    = hostedflow.EmbedderOriginHeader
-	FieldManagerPrefix      = app.FieldManagerPrefix
-	BankDetailsSecretPrefix = rewards.BankDetailsSecretPrefix
-	RewardsLinkTTL          = rewards.LinkTTL
-	RewardsLinkLabel        = flexv1.RewardsLinkLabel
-	MaxAssetsPerCall        = app.MaxAssetsPerCall
-	DefaultInFlightTimeout  = app.DefaultInFlightTimeout
-	DefaultHostedNamespace  = rewards.DefaultHostedNamespace
+	HeaderRequestID        = web.HeaderRequestID
+	EmbedderOriginHeader   = hostedflow.EmbedderOriginHeader
+	FieldManagerPrefix     = app.FieldManagerPrefix
+	RewardsLinkTTL         = rewards.LinkTTL
+	MaxAssetsPerCall       = app.MaxAssetsPerCall
+	DefaultInFlightTimeout = app.DefaultInFlightTimeout
+	DefaultHostedNamespace = rewards.DefaultHostedNamespace
 )
 
 // DefaultLimits are the manager's defaults.
@@ -97,8 +95,12 @@ type Config struct {
 	InFlightTimeout time.Duration
 	// Mailer sends the rewards page's emailed codes (nil: none can be sent).
 	Mailer mail.Mailer
-	// HostedNamespace holds the rewards links' Secrets (default DefaultHostedNamespace).
+	// HostedNamespace is the manager's namespace (default DefaultHostedNamespace): the bank
+	// details key Secret and the device providers' client secrets are there.
 	HostedNamespace string
+	// BankKeys seal the bank details (nil: the key Secret pagestore.DefaultKeysSecret of
+	// HostedNamespace, loaded, or created, on first use).
+	BankKeys *pagestore.KeyRing
 	// PublicURL is the scheme and host the rewards links point at (empty: the request's).
 	PublicURL string
 	// TrustedProxies are the networks of the reverse proxies in front of the API: only from
@@ -136,12 +138,17 @@ func NewServer(cfg Config) *Server {
 	rewardsSvc := rewards.New(rewards.Config{Log: cfg.Log, Sites: households, APIReader: cfg.APIReader,
 		Client: households.Client, Cache: cfg.Cache, Ledgers: cfg.Ledgers, Policy: cfg.Rewards, Mailer: cfg.Mailer,
 		HostedNamespace: cfg.HostedNamespace, Now: cfg.Now})
-	if cfg.DB != nil {
-		rewardsSvc.Store = &rewardstore.Store{Pool: cfg.DB, Now: cfg.Now}
-	}
 	hostedNS := cfg.HostedNamespace
 	if hostedNS == "" {
 		hostedNS = rewards.DefaultHostedNamespace
+	}
+	if cfg.DB != nil {
+		rewardsSvc.Store = &rewardstore.Store{Pool: cfg.DB, Now: cfg.Now}
+		keys := cfg.BankKeys
+		if keys == nil {
+			keys = pagestore.NewKeyRing(cfg.APIReader, cfg.Client, hostedNS, pagestore.DefaultKeysSecret)
+		}
+		rewardsSvc.Private = &pagestore.Store{Pool: cfg.DB, Keys: keys}
 	}
 	providerPolicy := cfg.NotificationPolicy
 	if cfg.ProviderPolicy != nil {
@@ -166,7 +173,8 @@ func NewServer(cfg Config) *Server {
 		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
 	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Devices: devicesSvc,
 		FlexEvents: flexEvents, Guard: guard, Now: cfg.Now, PublicURL: cfg.PublicURL}
-	callback := &devicecallback.Door{Log: cfg.Log, Devices: devicesSvc, PublicURL: cfg.PublicURL}
+	callback := &devicecallback.Door{Log: cfg.Log, Devices: devicesSvc, PublicURL: cfg.PublicURL, Limits: limits,
+		TrustedProxies: cfg.TrustedProxies}
 	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,
 		PublicURL: cfg.PublicURL, FlexEvents: flexEvents}
 
@@ -210,6 +218,17 @@ func (s *Server) Routes() []Route {
 
 // LinkSweeper deletes the rewards links nobody can use any more (a leader's runnable).
 func (s *Server) LinkSweeper() *rewards.Sweeper { return &rewards.Sweeper{Rewards: s.rewards} }
+
+// LegacyImporter moves bank details older versions kept in Secrets into the database (a
+// leader's runnable, done once per installation).
+func (s *Server) LegacyImporter() *rewards.LegacyImporter {
+	return &rewards.LegacyImporter{Rewards: s.rewards}
+}
+
+// ImportLegacyBankDetails runs the LegacyImporter's move once: true when all are moved.
+func (s *Server) ImportLegacyBankDetails(ctx context.Context) (bool, error) {
+	return s.rewards.ImportLegacyBankDetails(ctx)
+}
 
 // ServeHTTP makes the server usable in httptest.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }

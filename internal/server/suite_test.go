@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -84,7 +85,11 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
 	database = testDB
-	mgr, err := env.NewManager() // its cache as cmd/manager's (index.CacheOptions)
+	// The manager's API-server requests are counted per REST request tag (apiCalls).
+	counted := *env
+	counted.Config = rest.CopyConfig(env.Config)
+	counted.Config.Wrap(countAPICalls)
+	mgr, err := counted.NewManager() // its cache as cmd/manager's (index.CacheOptions)
 	Expect(err).NotTo(HaveOccurred())
 	// Device providers on loopback: the test's own authorisation server (devices_test.go).
 	startDeviceProvider(ctx)
@@ -117,7 +122,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Now:             func() time.Time { return *clock.Load() },
 		ProviderPolicy:  &providerDialer.Policy,
 	})
-	apiServer = httptest.NewServer(apiSrv)
+	apiServer = httptest.NewServer(tagAPICalls(apiSrv))
 	DeferCleanup(apiServer.Close)
 	// The kept transactions pages are in use, as in a manager (Server.Start runs the same).
 	go func() { _ = apiSrv.ListenRewardChanges(suiteCtx) }()

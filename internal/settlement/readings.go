@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -55,25 +56,90 @@ const (
 )
 
 // labelRule is a label's measure, the sign of its energy as seen from the grid (+1: more
-// import at the site's boundary), and whether its values may be negative.
+// import at the site's boundary), whether its values may be negative, and whether it
+// measures the whole home (the boundary: appliances that are no asset count too) rather than
+// one of its assets.
 type labelRule struct {
-	measure  measure
-	toImport int
-	negative bool
+	measure   measure
+	toImport  int
+	negative  bool
+	wholeHome bool
 }
 
 var labelRules = map[Label]labelRule{
-	BoundaryImportKW:                    {power, +1, true},
-	BatteryInverterImportKW:             {power, +1, true},
-	ChargerConsumptionEnergyKWh:         {interval, +1, false},
-	ChargerLifetimeConsumptionEnergyKWh: {register, +1, false},
-	BoundaryLifetimeImportEnergyKWh:     {register, +1, false},
-	BoundaryLifetimeExportEnergyKWh:     {register, -1, false},
-	ProvisionalConsumptionKWh:           {interval, +1, false},
-	SolarPowerKW:                        {power, -1, false},
-	BatteryStateOfChargePct:             {state, 0, false},
-	BatteryStoredEnergyKWh:              {state, 0, false},
+	BoundaryImportKW:                    {power, +1, true, true},
+	BatteryInverterImportKW:             {power, +1, true, false},
+	ChargerConsumptionEnergyKWh:         {interval, +1, false, false},
+	ChargerLifetimeConsumptionEnergyKWh: {register, +1, false, false},
+	BoundaryLifetimeImportEnergyKWh:     {register, +1, false, true},
+	BoundaryLifetimeExportEnergyKWh:     {register, -1, false, true},
+	ProvisionalConsumptionKWh:           {interval, +1, false, true},
+	SolarPowerKW:                        {power, -1, false, false},
+	BatteryStateOfChargePct:             {state, 0, false, false},
+	BatteryStoredEnergyKWh:              {state, 0, false, false},
 }
+
+// The bounds on a site's power: what its readings may say and its credits pay for.
+const (
+	// SupplyLimitW is the most a UK domestic supply carries, in W: 100 A single-phase at
+	// 230 V, 23 kW. No home imports or exports more, whatever its assets.
+	SupplyLimitW = 23_000
+	// RatedPowerMarginPercent is how far above the sum of its assets' power ratings a site's
+	// assets are taken to run (150 %: a rating is nominal, an inverter's or a charger's
+	// measured power can pass it).
+	RatedPowerMarginPercent = 150
+)
+
+// PlausiblePowerW is the most a site's assets may plausibly import or export, in W, when
+// their power ratings (Asset spec.powerW) add up to ratedW: ratedW × RatedPowerMarginPercent,
+// never above SupplyLimitW; SupplyLimitW for a site with no rated asset.
+func PlausiblePowerW(ratedW int64) int64 {
+	if ratedW <= 0 || ratedW >= SupplyLimitW {
+		return SupplyLimitW
+	}
+	return min(SupplyLimitW, ratedW*RatedPowerMarginPercent/100)
+}
+
+// CheckReadingPower refuses a reading whose power (an energy reading: its average power
+// over its interval) is above what it can plausibly be: plausibleW (PlausiblePowerW of the
+// site) for a reading of one of the site's assets, SupplyLimitW for the boundary's (the whole
+// home: appliances that are no asset count too). A lifetime register's single value says
+// nothing of power: HalfHourly bounds the span between two of them instead. Readings are
+// judged one by one (CheckReading first), each refused with its reason.
+func CheckReadingPower(label Label, r Reading, plausibleW int64) error {
+	rule, ok := labelRules[label]
+	if !ok {
+		return nil
+	}
+	bound := plausibleW
+	if rule.wholeHome || bound <= 0 || bound > SupplyLimitW {
+		bound = SupplyLimitW
+	}
+	var kw float64
+	switch rule.measure {
+	case power:
+		kw = math.Abs(r.Value)
+	case interval:
+		hours := r.End.Sub(r.Start).Hours()
+		if hours <= 0 {
+			return nil // an empty interval counts for nothing (HalfHourly)
+		}
+		kw = math.Abs(r.Value) / hours
+	default:
+		return nil
+	}
+	if kw*1000 <= float64(bound) {
+		return nil
+	}
+	if rule.wholeHome || bound == SupplyLimitW {
+		return fmt.Errorf("%s: %s kW is above the %s kW a UK domestic supply (100 A at 230 V) carries",
+			label, kwText(kw), kwText(float64(SupplyLimitW)/1000))
+	}
+	return fmt.Errorf("%s: %s kW is above the site's plausible %s kW (its assets' power ratings + 50 %%)",
+		label, kwText(kw), kwText(float64(bound)/1000))
+}
+
+func kwText(kw float64) string { return strconv.FormatFloat(kw, 'g', 6, 64) }
 
 // MaxInterval is the longest span one reading (or two successive register readings) may
 // cover and still count: spreading energy over a longer span would claim coverage the
@@ -111,14 +177,25 @@ func CheckReading(label Label, r Reading) error {
 // what happened, and a start further ahead is a wrong clock or a wrong unit.
 const MaxLead = 31 * 24 * time.Hour
 
+// MaxAge is how far before the time it is received a reading may start: three years, the
+// span for which readings have monthly partitions (internal/app/readings.PartitionsBack, 36
+// months, never shorter than this), so that an old reading is refused with its reason rather
+// than stored in the default partition, unpruned, where it would block that month's partition
+// later. It does not bound money: no event settles readings older than its LookbackDays, and an
+// event starts at most validation.MaxFlexBackdate before it is declared.
+const MaxAge = 3 * 365 * 24 * time.Hour
+
 // CheckReadingAt is CheckReading for a reading received at now: it also refuses one that
-// starts more than MaxLead after now.
+// starts more than MaxLead after now, or more than MaxAge before it.
 func CheckReadingAt(label Label, r Reading, now time.Time) error {
 	if err := CheckReading(label, r); err != nil {
 		return err
 	}
 	if r.Start.After(now.Add(MaxLead)) {
 		return errors.New("the reading starts more than 31 days in the future")
+	}
+	if r.Start.Before(now.Add(-MaxAge)) {
+		return errors.New("the reading starts more than 3 years ago: older readings are not kept")
 	}
 	return nil
 }
@@ -129,8 +206,9 @@ func CheckReadingAt(label Label, r Reading, now time.Time) error {
 //   - kW (power) readings: the value held over the reading's interval, integrated;
 //   - kWh readings of an interval: the value;
 //   - lifetime registers: the difference between successive readings (read at their End),
-//     over the span between them; a register that goes down (a reset or a replaced meter)
-//     gives nothing for that span.
+//     over the span between them; a register that goes down (a reset or a replaced meter),
+//     or goes up faster than a domestic supply carries (SupplyLimitW), gives nothing for
+//     that span.
 //
 // A reading or span that crosses a half-hour boundary is split pro rata of time. Readings or
 // spans longer than MaxInterval, empty intervals, and readings overlapping an earlier one
@@ -153,7 +231,8 @@ func HalfHourly(label Label, readings []Reading) (Series, error) {
 		slices.SortStableFunc(rs, func(a, b Reading) int { return a.End.Compare(b.End) })
 		for i := 1; i < len(rs); i++ {
 			prev, cur := rs[i-1], rs[i]
-			if !cur.End.After(prev.End) || cur.Value < prev.Value {
+			if !cur.End.After(prev.End) || cur.Value < prev.Value ||
+				(cur.Value-prev.Value)*1000 > SupplyLimitW*cur.End.Sub(prev.End).Hours() {
 				continue
 			}
 			acc.spread(prev.End, cur.End, cur.Value-prev.Value)

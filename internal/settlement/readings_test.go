@@ -97,7 +97,10 @@ func TestCheckReadingAt(t *testing.T) {
 		start time.Time
 		ok    bool
 	}{
-		{now.AddDate(-5, 0, 0), true},
+		{now.AddDate(-5, 0, 0), false},
+		{now.Add(-MaxAge - time.Second), false},
+		{now.Add(-MaxAge), true},
+		{now.AddDate(0, -7, 0), true},
 		{now, true},
 		{now.Add(MaxLead), true},
 		{now.Add(MaxLead + time.Second), false},
@@ -109,6 +112,79 @@ func TestCheckReadingAt(t *testing.T) {
 	}
 	if err := CheckReadingAt(SolarPowerKW, Reading{now, now, -1}, now); err == nil {
 		t.Error("a negative solar reading is accepted")
+	}
+}
+
+func TestPlausiblePowerW(t *testing.T) {
+	for _, c := range []struct{ rated, want int64 }{
+		{0, SupplyLimitW},      // no rated asset: the supply bounds the site
+		{-5, SupplyLimitW},     // never: the CRD's minimum is 0
+		{7400, 11_100},         // a 7.4 kW charger + 50 %
+		{12_400, 18_600},       // and a 5 kW battery
+		{15_334, SupplyLimitW}, // + 50 % passes 23 kW
+		{1_000_000_000, SupplyLimitW},
+		{math.MaxInt64, SupplyLimitW},
+	} {
+		if got := PlausiblePowerW(c.rated); got != c.want {
+			t.Errorf("PlausiblePowerW(%d) = %d, want %d", c.rated, got, c.want)
+		}
+	}
+}
+
+func TestCheckReadingPower(t *testing.T) {
+	t0 := time.Date(2026, time.January, 13, 17, 0, 0, 0, time.UTC)
+	half := Reading{Start: t0, End: t0.Add(30 * time.Minute)}
+	with := func(r Reading, v float64) Reading { r.Value = v; return r }
+	for _, c := range []struct {
+		label     Label
+		r         Reading
+		plausible int64
+		want      string
+	}{
+		{BoundaryImportKW, with(half, 1e6), 11_100, "boundary_import_kw: 1e+06 kW is above the 23 kW a UK domestic supply (100 A at 230 V) carries"},
+		{BoundaryImportKW, with(half, -23.5), 11_100, "boundary_import_kw: 23.5 kW is above the 23 kW a UK domestic supply (100 A at 230 V) carries"},
+		{BoundaryImportKW, with(half, 20), 11_100, ""}, // the whole home: appliances that are no asset
+		{BoundaryImportKW, with(half, -23), 11_100, ""},
+		{BatteryInverterImportKW, with(half, 1e6), 11_100, "battery_inverter_import_kw: 1e+06 kW is above the site's plausible 11.1 kW (its assets' power ratings + 50 %)"},
+		{BatteryInverterImportKW, with(half, -11.1), 11_100, ""},
+		{BatteryInverterImportKW, with(half, -11.2), 11_100, "battery_inverter_import_kw: 11.2 kW is above the site's plausible 11.1 kW (its assets' power ratings + 50 %)"},
+		{SolarPowerKW, with(half, 24), SupplyLimitW, "solar_power_kw: 24 kW is above the 23 kW a UK domestic supply (100 A at 230 V) carries"},
+		{SolarPowerKW, with(half, 24), 0, "solar_power_kw: 24 kW is above the 23 kW a UK domestic supply (100 A at 230 V) carries"},
+		{ChargerConsumptionEnergyKWh, with(half, 5.55), 11_100, ""}, // 11.1 kW over 30 minutes
+		{ChargerConsumptionEnergyKWh, with(half, 5.6), 11_100, "charger_consumption_energy_kwh: 11.2 kW is above the site's plausible 11.1 kW (its assets' power ratings + 50 %)"},
+		{ChargerConsumptionEnergyKWh, with(Reading{Start: t0, End: t0.Add(2 * time.Hour)}, 22), 11_100, ""},
+		{ChargerConsumptionEnergyKWh, with(Reading{Start: t0, End: t0}, 5), 11_100, ""}, // empty: counts for nothing
+		{ProvisionalConsumptionKWh, with(half, 11), 11_100, ""},                         // the whole home: 22 kW
+		{ProvisionalConsumptionKWh, with(half, 12), 11_100, "provisional_consumption_kwh: 24 kW is above the 23 kW a UK domestic supply (100 A at 230 V) carries"},
+		{BoundaryLifetimeImportEnergyKWh, with(half, 1e9), 11_100, ""}, // a register: HalfHourly bounds its spans
+		{BatteryStoredEnergyKWh, with(half, 1e6), 11_100, ""},          // not an energy flow
+	} {
+		got := ""
+		if err := CheckReadingPower(c.label, c.r, c.plausible); err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("CheckReadingPower(%s, %v, %d) = %q, want %q", c.label, c.r.Value, c.plausible, got, c.want)
+		}
+	}
+}
+
+// A register that goes up faster than a domestic supply carries counts for nothing over that
+// span (its single values say nothing of power: CheckReadingPower passes them).
+func TestHalfHourlyRegisterBound(t *testing.T) {
+	t0 := time.Date(2026, time.January, 13, 17, 0, 0, 0, time.UTC)
+	reg := func(min int, v float64) Reading {
+		return Reading{Start: t0.Add(time.Duration(min) * time.Minute), End: t0.Add(time.Duration(min) * time.Minute), Value: v}
+	}
+	got, err := HalfHourly(BoundaryLifetimeImportEnergyKWh, []Reading{reg(0, 100), reg(30, 111.5), reg(60, 1e6)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := got[Key(t0)]; e.MilliWh != 11_500_000 || e.CoveredSeconds != HalfHourSeconds {
+		t.Errorf("23 kW for half an hour: %+v", e)
+	}
+	if e, ok := got[Key(t0.Add(30*time.Minute))]; ok {
+		t.Errorf("a register jumping 1e6 kWh in half an hour counted: %+v", e)
 	}
 }
 

@@ -41,6 +41,11 @@
 //  7. flex_kwh = Σ actual − Σ baseline, in whole Wh, halves rounded away from zero (so a
 //     site's energy and its negation give opposite figures), whatever the direction.
 //  8. credit_pence = rate × Σ max(0, delivered), in pence, halves rounded up.
+//  9. Σ max(0, delivered) is at most what the site's assets can deliver over the window:
+//     PlausiblePowerW of the sum of their power ratings (+ 50 %, at most a 100 A domestic
+//     supply, 23 kW) × the window's length (MaxDeliveredMilliWh). So a credit is at most
+//     rate × rated power × window, whatever the readings say: Flexsite's own bound, not the
+//     spec's, so that readings cannot mint money.
 package settlement
 
 import (
@@ -103,6 +108,10 @@ type Reason string
 const (
 	InsufficientHistory  Reason = "insufficient_history"
 	InsufficientReadings Reason = "insufficient_readings"
+	// TransactionIDTaken: the credit's transaction id (derived from the organisation, the
+	// event and the site) was already used by an API client of the organisation for another
+	// transaction; the site is not credited (never twice, and the event's other sites settle).
+	TransactionIDTaken Reason = "transaction_id_taken"
 )
 
 // Energy is one half-hour's energy at a site and how much of the half-hour the readings
@@ -168,6 +177,9 @@ type Input struct {
 	// OtherEventDays are the UK local days on which the site had another event (any part of
 	// one): they never serve as a baseline day.
 	OtherEventDays map[Date]bool
+	// RatedPowerW is the sum of the site's assets' power ratings, in W (0: none rated): the
+	// delivered energy credited is at most PlausiblePowerW of it over the window (rule 9).
+	RatedPowerW int64
 }
 
 // HalfHour is one half-hour of the event, settled.
@@ -211,6 +223,16 @@ type Result struct {
 	// little of the event they cover (an event's estimated revenue before it is settled);
 	// CreditPence once settled, zero without enough history.
 	EstimatedCreditPence int64
+	// Capped reports that the delivered energy was held at the site's plausible power over
+	// the window (rule 9): the readings claim more than the site's assets can deliver.
+	Capped bool
+}
+
+// MaxDeliveredMilliWh is the most energy a site whose assets' ratings add up to ratedW can
+// deliver in a window of windowSeconds, in mWh: PlausiblePowerW(ratedW) over the window
+// (1 mWh is 3.6 W·s).
+func MaxDeliveredMilliWh(ratedW, windowSeconds int64) int64 {
+	return PlausiblePowerW(ratedW) * windowSeconds * 10 / 36
 }
 
 // CheckEvent reports what is wrong with an event's window, direction or rate, or nil. The
@@ -333,6 +355,10 @@ func Settle(in Input) (Result, error) {
 		if deliveredN > 0 {
 			positive += deliveredN
 		}
+	}
+	// Rule 9: no more delivered than the site's assets can deliver over the window.
+	if most := MaxDeliveredMilliWh(in.RatedPowerW, res.WindowSeconds); positive > most*n {
+		positive, res.Capped = most*n, true
 	}
 	// credit = rate/100 p per kWh × positive/n mWh ÷ 1e6 mWh per kWh; big integers, as
 	// rate × energy can pass an int64.

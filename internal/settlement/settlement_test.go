@@ -460,3 +460,61 @@ func TestThresholds(t *testing.T) {
 		t.Errorf("100 %% and 60 %%: %s %s", got.Status, got.Reason)
 	}
 }
+
+// Rule 9: a credit is at most the rate × the site's plausible power × the window, whatever
+// the readings claim (the money review's minting scenario: 1e6 kW on the days before, 0 kW on
+// the day).
+func TestCreditBoundedByRatedPower(t *testing.T) {
+	tuesday := Date{2026, time.January, 13}
+	hour := Event{Start: at(time.January, 13, 17, 30), End: at(time.January, 13, 18, 30), Direction: TurnDown}
+	day := Event{Start: at(time.January, 13, 0, 0), End: at(time.January, 14, 0, 0), Direction: TurnDown}
+	const megawattHalfHour = 500_000_000_000 // 1e6 kW for half an hour, in mWh
+	flat := func(n int, v int64) []int64 {
+		out := make([]int64, n)
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name        string
+		ev          Event
+		rate, rated int64
+		baseline    int64 // per half-hour on the baseline days; the event's own is 0
+		credit      int64
+		delivered   int64
+		capped      bool
+	}{
+		{"genuine flex under the bound is paid as delivered", hour, 2500, 7400, 3_000_000, 150, 6_000_000, false},
+		{"1e6 kW at 25 p: 11.1 kW (a 7.4 kW charger + 50 %) for the hour", hour, 2500, 7400, megawattHalfHour, 278, 11_100_000, true},
+		{"at the highest rate a FlexEvent can carry", hour, 99_999_999, 7400, megawattHalfHour, 11_100_000, 11_100_000, true},
+		{"no rated asset: a 100 A supply, 23 kW", hour, 100_000, 0, megawattHalfHour, 23_000, 23_000_000, true},
+		{"assets rated above the supply: still 23 kW", hour, 100_000, 1_000_000_000, megawattHalfHour, 23_000, 23_000_000, true},
+		{"the longest window at the highest rate: the most one event pays a site", day, 99_999_999, 0, megawattHalfHour,
+			551_999_994, 552_000_000, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ev := c.ev
+			ev.RateCentipence = c.rate
+			n := int(ev.End.Sub(ev.Start) / (30 * time.Minute))
+			s := Series{}
+			l := ev.Start.In(London)
+			for _, d := range recent(tuesday, 10) {
+				put(s, d, l.Hour(), l.Minute(), HalfHourSeconds, flat(n, c.baseline)...)
+			}
+			put(s, tuesday, l.Hour(), l.Minute(), HalfHourSeconds, flat(n, 0)...)
+			got, err := Settle(Input{Event: ev, Energy: s, RatedPowerW: c.rated})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status != Settled || got.CreditPence != c.credit || got.EstimatedCreditPence != c.credit ||
+				got.DeliveredMilliWh != c.delivered || got.Capped != c.capped {
+				t.Errorf("status %s, credit %d p (estimated %d), delivered %d mWh, capped %v; want credit %d p, delivered %d mWh, capped %v",
+					got.Status, got.CreditPence, got.EstimatedCreditPence, got.DeliveredMilliWh, got.Capped, c.credit, c.delivered, c.capped)
+			}
+			if most := MaxDeliveredMilliWh(c.rated, got.WindowSeconds); got.DeliveredMilliWh > most {
+				t.Errorf("delivered %d mWh, above the bound %d", got.DeliveredMilliWh, most)
+			}
+		})
+	}
+}

@@ -18,6 +18,8 @@ type Site struct {
 	// OtherEventDays are the days of the site's other events known outside the database (the
 	// FlexEvents that name it); the windows of its settled events are added.
 	OtherEventDays map[settlement.Date]bool
+	// RatedPowerW is the sum of the site's assets' power ratings (settlement.Input's).
+	RatedPowerW int64
 }
 
 // Compute reads a site's readings for the event and the LookbackDays before it and applies
@@ -35,15 +37,15 @@ func (s *Store) Compute(ctx context.Context, organisation, eventID string, ev se
 	if err != nil {
 		return settlement.Result{}, err
 	}
-	return settle(ev, series, windows, site.OtherEventDays)
+	return settle(ev, series, windows, site)
 }
 
-func settle(ev settlement.Event, series settlement.Series, windows []Window, other map[settlement.Date]bool) (settlement.Result, error) {
+func settle(ev settlement.Event, series settlement.Series, windows []Window, site Site) (settlement.Result, error) {
 	days := EventDays(windows)
-	for d := range other {
+	for d := range site.OtherEventDays {
 		days[d] = true
 	}
-	return settlement.Settle(settlement.Input{Event: ev, Energy: series, OtherEventDays: days})
+	return settlement.Settle(settlement.Input{Event: ev, Energy: series, OtherEventDays: days, RatedPowerW: site.RatedPowerW})
 }
 
 // BatchSize is how many sites SettleSites reads and writes at once.
@@ -87,7 +89,7 @@ func (s *Store) settleBatch(ctx context.Context, organisation string, ev Event, 
 		if err != nil {
 			return 0, err
 		}
-		res, err := settle(rules, series, windows[site.SiteID], site.OtherEventDays)
+		res, err := settle(rules, series, windows[site.SiteID], site)
 		if err != nil {
 			return 0, err
 		}

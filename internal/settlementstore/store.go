@@ -6,9 +6,11 @@
 //
 // Exactly once holds whatever happens: the settlement row's primary key (organisation,
 // event, site) is inserted ON CONFLICT DO NOTHING in the same SQL transaction as the
-// transaction and its outbox event, and the transaction's id is derived from the event and
-// the site (TransactionID). Two settlers racing insert once (the loser waits for the
-// winner's commit, then inserts nothing); a crash before the commit writes nothing.
+// transaction and its outbox event, and the transaction's id is derived from the
+// organisation, the event and the site (TransactionID). Two settlers racing insert once (the
+// loser waits for the winner's commit, then inserts nothing); a crash before the commit writes
+// nothing. The transaction is inserted ON CONFLICT DO NOTHING too: an id an API client took
+// first skips that site (settlement.TransactionIDTaken) and never fails the batch.
 package settlementstore
 
 import (
@@ -39,7 +41,10 @@ var namespace = uuid.MustParse("6f1d3a56-2b1e-4d0c-9a1f-7c1e5f1e0a26")
 
 // TransactionID is the id of the reward transaction that credits an event at a site: the
 // same (organisation, event, site) always gives the same id (UUIDv5), so a second credit of
-// the same settlement is the same transaction, refused by its primary key.
+// the same settlement is the same transaction, refused by its primary key. It is derived
+// under the organisation, as ids are unique within one: another organisation cannot take it.
+// The organisation's own API clients can (a rewards_write client may post a credit under any
+// id): SettleAll skips such a site (settlement.TransactionIDTaken) rather than fail.
 func TransactionID(organisation, eventID, siteID string) uuid.UUID {
 	return uuid.NewSHA1(namespace, []byte(organisation+"\x00"+eventID+"\x00"+siteID))
 }
@@ -270,10 +275,21 @@ func (s *Store) SettleAll(ctx context.Context, organisation string, ev Event, ou
 		}
 	}
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		var taken []int32
 		if err := tx.QueryRow(ctx, settleSQL, organisation, ev.ID, ev.Start.UTC(), ev.End.UTC(), ev.RateCentipence,
 			string(flexv1.EventRewardsTransactionCredited), sites, statuses, reasons, flexWh, pence, txIDs, mw,
-			halfHours, digests, payloads, eventIDs).Scan(&recorded); err != nil {
+			halfHours, digests, payloads, eventIDs).Scan(&recorded, &taken); err != nil {
 			return err
+		}
+		if len(taken) > 0 {
+			takenSites, takenDigests := make([]string, len(taken)), make([][]byte, len(taken))
+			for i, n := range taken {
+				takenSites[i], takenDigests[i] = sites[n-1], digests[n-1]
+			}
+			if _, err := tx.Exec(ctx, takenSQL, organisation, ev.ID, takenSites, takenDigests,
+				string(settlement.TransactionIDTaken)); err != nil {
+				return err
+			}
 		}
 		// The ledgers' summaries and the kept pages follow (rewardstore's
 		// listeners); a site settled before is told again, harmlessly.
@@ -285,8 +301,11 @@ func (s *Store) SettleAll(ctx context.Context, organisation string, ev Event, ou
 // settleSQL inserts the settlement rows once each and, for the rows it inserted that carry a
 // transaction id, the site's reward_sites row, the transaction and its outbox event: one
 // statement, so that a credit follows its row or nothing does. It answers how many rows it
-// inserted. $1 organisation, $2 event, $3 and $4 its window, $5 its rate, $6 the event type;
-// the rest are per site, in order.
+// inserted, and the positions (from 1) of the sites whose transaction id was taken already (an
+// API client of the organisation posted a transaction under it): their transaction is not
+// inserted, nor its event (takenSQL judges them), and the rest of the batch goes on. $1
+// organisation, $2 event, $3 and $4 its window, $5 its rate, $6 the event type; the rest are
+// per site, in order.
 const settleSQL = `WITH input AS (
 	SELECT * FROM unnest($7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::uuid[], $13::bigint[],
 		$14::jsonb[], $15::bytea[], $16::jsonb[], $17::text[]) WITH ORDINALITY
@@ -305,11 +324,25 @@ rs AS (
 t AS (
 	INSERT INTO reward_transactions (organisation, site_id, transaction_id, transaction_type, credit_pence, flex_wh,
 		start_at, end_at, occurred_at, source, request_digest)
-	SELECT $1, site_id, transaction_id, 'flex event', credit_pence, flex_wh, $3, $4, $3, 'settlement', digest FROM credited),
+	SELECT $1, site_id, transaction_id, 'flex event', credit_pence, flex_wh, $3, $4, $3, 'settlement', digest FROM credited
+	ON CONFLICT DO NOTHING
+	RETURNING site_id),
 o AS (
 	INSERT INTO outbox (organisation, site_id, event_type, event_id, payload)
-	SELECT $1, site_id, $6, event_id, payload FROM credited ORDER BY n)
-SELECT count(*) FROM s`
+	SELECT $1, site_id, $6, event_id, payload FROM credited JOIN t USING (site_id) ORDER BY n)
+SELECT (SELECT count(*) FROM s),
+	ARRAY(SELECT n::int FROM credited c WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.site_id = c.site_id) ORDER BY n)`
+
+// takenSQL settles the sites whose transaction id was taken (settleSQL's answer): a site whose
+// id holds the very same credit (same site, same record: a client posted exactly this
+// settlement's credit, and its event with it) stays settled with it; any other is skipped
+// (reason $5) with no credit, so that it is never paid twice nor blocks the event's other
+// sites. $1 organisation, $2 event, $3 the sites, $4 their credits' digests.
+const takenSQL = `UPDATE flex_event_settlements f SET status = 'skipped', reason = $5, credit_pence = 0, transaction_id = NULL
+	FROM unnest($3::text[], $4::bytea[]) AS d(site_id, digest)
+	WHERE f.organisation = $1 AND f.event_id = $2 AND f.site_id = d.site_id
+		AND NOT EXISTS (SELECT 1 FROM reward_transactions t WHERE t.organisation = $1 AND t.site_id = d.site_id
+			AND t.transaction_id = f.transaction_id AND t.request_digest = d.digest)`
 
 // creditRecord is a `flex event` reward transaction's request digest, and its
 // rewards.transaction_credited outbox event's id and payload, built by the ledger's store
@@ -388,8 +421,11 @@ type Totals struct {
 // EventTotals are the event's totals, late readings included.
 func (s *Store) EventTotals(ctx context.Context, organisation, eventID string) (Totals, error) {
 	t := Totals{Skipped: map[settlement.Reason]int32{}}
-	rows, err := s.Pool.Query(ctx, `SELECT status, coalesce(reason, ''), count(*), coalesce(sum(flex_wh), 0),
-			coalesce(sum(credit_pence), 0)
+	// The sums are numeric, held within a bigint (each credit is bounded; so is a settled
+	// site's flex): an event's totals stay readable.
+	rows, err := s.Pool.Query(ctx, `SELECT status, coalesce(reason, ''), count(*),
+			least(greatest(coalesce(sum(flex_wh), 0), -9223372036854775808), 9223372036854775807)::bigint,
+			least(coalesce(sum(credit_pence), 0), 9223372036854775807)::bigint
 		FROM flex_event_settlements WHERE organisation = $1 AND event_id = $2 GROUP BY 1, 2`, organisation, eventID)
 	if err != nil {
 		return t, db.Classify(err)

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/settlement"
@@ -120,5 +123,94 @@ func TestSettleAllRecordsEachSiteOnce(t *testing.T) {
 		got[0].HalfHours[1].ActualMilliWh != 2_900_000 || got[0].TransactionID == nil ||
 		*got[0].TransactionID != settlementstore.TransactionID("org-o", "ev", "s1") {
 		t.Fatalf("stored settlement: %+v, %v", got, err)
+	}
+}
+
+// An API client of the organisation may post a transaction under the id settlement derives for
+// a site (TransactionID is public arithmetic). That neither rolls the batch back (the event's
+// other sites settle, on every reconcile) nor credits twice: a site whose id holds another
+// transaction is skipped as transaction_id_taken, one whose id holds the very same credit is
+// settled with it. Another organisation's use of the id is none of this organisation's.
+func TestSettleAllPassesOverATakenTransactionID(t *testing.T) {
+	ctx := context.Background()
+	store := &settlementstore.Store{Pool: testDB.Pool}
+	ledger := &rewardstore.Store{Pool: testDB.Pool}
+	const org = "org-taken"
+	sites := []string{"free", "taken", "taken-elsewhere", "same-credit", "taken-by-other-org"}
+	due := make([]settlementstore.Due, 0, len(sites))
+	for _, s := range sites {
+		write(t, org, s, "meter", "boundary_import_kw", [2]float64{1.8, 2.6}, [2]float64{0.4, 2.9})
+		res, err := store.Compute(ctx, org, "ev", rules, settlementstore.Site{Source: settlementstore.Source{SiteID: s}})
+		if err != nil || res.CreditPence != 35 {
+			t.Fatalf("%s: %+v, %v", s, res, err)
+		}
+		due = append(due, settlementstore.Due{SiteID: s, Result: res})
+	}
+	ev := settlementstore.EventOf("ev", rules)
+	derived := func(site string) string { return settlementstore.TransactionID(org, "ev", site).String() }
+	at := metav1.NewTime(start)
+	end := metav1.NewTime(start.Add(time.Hour))
+	post := func(site rewardstore.Site, tx flexv1.RewardTransaction) {
+		t.Helper()
+		if _, _, err := ledger.Append(ctx, site, tx, rewardstore.SourceAPI); err != nil {
+			t.Fatal(err)
+		}
+	}
+	goodwill := func(id string) flexv1.RewardTransaction {
+		return flexv1.RewardTransaction{ID: id, Type: "goodwill credit", CreditPence: 100, StartTime: &at}
+	}
+	post(rewardstore.Site{Namespace: org, ID: "taken"}, goodwill(derived("taken")))
+	post(rewardstore.Site{Namespace: org, ID: "another-site"}, goodwill(derived("taken-elsewhere")))
+	flexWh := due[3].Result.FlexWh
+	post(rewardstore.Site{Namespace: org, ID: "same-credit"}, flexv1.RewardTransaction{ID: derived("same-credit"),
+		Type: "flex event", CreditPence: 35, StartTime: &at, EndTime: &end, FlexWh: &flexWh})
+	post(rewardstore.Site{Namespace: "org-other", ID: "taken-by-other-org"}, goodwill(derived("taken-by-other-org")))
+
+	recorded, err := store.SettleAll(ctx, org, ev, due)
+	if err != nil || recorded != len(sites) {
+		t.Fatalf("settling: recorded %d, %v; want every site recorded, no error", recorded, err)
+	}
+	if again, err := store.SettleAll(ctx, org, ev, due); err != nil || again != 0 {
+		t.Fatalf("settling again: recorded %d, %v", again, err)
+	}
+	settled, err := store.OfEvent(ctx, org, "ev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for site, want := range map[string]struct {
+		status settlement.Status
+		reason settlement.Reason
+		credit int64
+		// balance is the site's: its settlement's credit, or the client's transaction alone.
+		balance int64
+	}{
+		"free":               {settlement.Settled, "", 35, 35},
+		"taken":              {settlement.Skipped, settlement.TransactionIDTaken, 0, 100},
+		"taken-elsewhere":    {settlement.Skipped, settlement.TransactionIDTaken, 0, 0},
+		"same-credit":        {settlement.Settled, "", 35, 35},
+		"taken-by-other-org": {settlement.Settled, "", 35, 35},
+	} {
+		got := settled[site]
+		if got.Status != want.status || got.Reason != want.reason || got.CreditPence != want.credit ||
+			(want.status == settlement.Settled) != (got.TransactionID != nil) {
+			t.Errorf("%s: %s %q %d p (transaction %v), want %s %q %d p", site, got.Status, got.Reason, got.CreditPence,
+				got.TransactionID, want.status, want.reason, want.credit)
+		}
+		key := rewardstore.Site{Namespace: org, ID: site}
+		if b, err := ledger.Balance(ctx, key); err != nil || b.Current != want.balance {
+			t.Errorf("%s: balance %d (%v), want %d: credited once at most", site, b.Current, err, want.balance)
+		}
+		var events int
+		if err := testDB.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE organisation = $1 AND site_id = $2`,
+			org, site).Scan(&events); err != nil {
+			t.Fatal(err)
+		}
+		if wantEvents := map[bool]int{true: 1, false: 0}[want.balance > 0]; events != wantEvents {
+			t.Errorf("%s: %d outbox events, want %d", site, events, wantEvents)
+		}
+	}
+	totals, err := store.EventTotals(ctx, org, "ev")
+	if err != nil || totals.Settled != 3 || totals.CreditPence != 105 || totals.Skipped[settlement.TransactionIDTaken] != 2 {
+		t.Errorf("totals %+v, %v; want 3 settled (105 p), 2 skipped as transaction_id_taken", totals, err)
 	}
 }

@@ -21,6 +21,16 @@ const MaxFlexWindow = 24 * time.Hour
 // six digits before the point (the CRD's pattern allows no more).
 const MaxFlexRateCentipence = 99_999_999
 
+// MaxFlexBackdate is how far before now (when it is declared) a flex event may start.
+// Settlement of history is what readings are for: an event declared over a past window
+// could be fitted to readings already sent, and pay for flexibility nobody was asked for.
+const MaxFlexBackdate = 7 * 24 * time.Hour
+
+// DefaultMaxFlexRateCentipence is an organisation's highest flex rate, in hundredths of a
+// penny per kWh (1,000 p/kWh), when its namespace does not declare one
+// (flexv1.MaxFlexRateAnnotation).
+const DefaultMaxFlexRateCentipence = 100_000
+
 // FlexDirections are the directions a flex event asks for, as the REST API spells them.
 var FlexDirections = []string{"turn_down", "turn_up"}
 
@@ -32,6 +42,7 @@ const (
 	msgDirection  = "Input should be 'turn_down' or 'turn_up'"
 	msgRate       = "Rate must be a number of pence per kWh, at least 0, with at most 2 decimal places"
 	msgRateHigh   = "Rate must be at most 999999.99 pence per kWh"
+	msgStartOld   = "A flex event may start at most 7 days before it is declared: settlement of history is what readings are for"
 )
 
 // HalfHourBoundary refuses a time not on a half-hour boundary (UTC and UK local time alike:
@@ -75,6 +86,40 @@ func FlexRateCentipence(c int64) error {
 		return newError("value_error", msgRateHigh)
 	}
 	return nil
+}
+
+// FlexStartNotTooEarly refuses an event that starts more than MaxFlexBackdate before now,
+// with Type "value_error".
+func FlexStartNotTooEarly(start, now time.Time) error {
+	if start.Before(now.Add(-MaxFlexBackdate)) {
+		return newError("value_error", msgStartOld)
+	}
+	return nil
+}
+
+// FlexRateAtMost refuses a rate (hundredths of a penny per kWh) above the organisation's
+// maximum (OrganisationMaxFlexRate), with Type "value_error".
+func FlexRateAtMost(c, maximum int64) error {
+	if c > maximum {
+		return newError("value_error", fmt.Sprintf(
+			"Rate must be at most %s pence per kWh, the organisation's maximum", FormatFlexRate(maximum)))
+	}
+	return nil
+}
+
+// OrganisationMaxFlexRate is an organisation's highest flex rate in hundredths of a penny
+// per kWh, from its namespace's annotation (flexv1.MaxFlexRateAnnotation: pence per kWh, as
+// a FlexEvent spells a rate, "1000" or "1250.5"): DefaultMaxFlexRateCentipence when it is
+// absent or not a rate, so that a mistyped annotation never lifts the bound.
+func OrganisationMaxFlexRate(annotation string, present bool) int64 {
+	if !present {
+		return DefaultMaxFlexRateCentipence
+	}
+	c, err := ParseFlexRate(strings.TrimSpace(annotation))
+	if err != nil {
+		return DefaultMaxFlexRateCentipence
+	}
+	return c
 }
 
 // flexRateRE is a rate as a FlexEvent spells it: pence per kWh, at most six digits before

@@ -123,3 +123,69 @@ func msg(err error) string {
 	}
 	return err.Error()
 }
+
+func TestFlexStartNotTooEarly(t *testing.T) {
+	now := time.Date(2026, 11, 27, 9, 10, 0, 0, time.UTC)
+	for _, c := range []struct {
+		start time.Time
+		want  string
+	}{
+		{now.Add(24 * time.Hour), ""},
+		{now.Add(-time.Hour), ""},
+		{now.Add(-MaxFlexBackdate), ""},
+		{now.Add(-MaxFlexBackdate - time.Second), msgStartOld},
+		{now.AddDate(-1, 0, 0), msgStartOld},
+	} {
+		if got := msg(FlexStartNotTooEarly(c.start, now)); got != c.want {
+			t.Errorf("FlexStartNotTooEarly(%v) = %q, want %q", c.start, got, c.want)
+		}
+	}
+}
+
+func TestFlexRateAtMost(t *testing.T) {
+	for _, c := range []struct {
+		rate, maximum int64
+		ok            bool
+	}{
+		{2500, DefaultMaxFlexRateCentipence, true},
+		{DefaultMaxFlexRateCentipence, DefaultMaxFlexRateCentipence, true},
+		{DefaultMaxFlexRateCentipence + 1, DefaultMaxFlexRateCentipence, false},
+		{MaxFlexRateCentipence, DefaultMaxFlexRateCentipence, false},
+		{MaxFlexRateCentipence, MaxFlexRateCentipence, true},
+		{0, 0, true},
+		{1, 0, false},
+	} {
+		err := FlexRateAtMost(c.rate, c.maximum)
+		if (err == nil) != c.ok {
+			t.Errorf("FlexRateAtMost(%d, %d) = %v", c.rate, c.maximum, err)
+		}
+		if err != nil && err.(*Error).Type != "value_error" {
+			t.Errorf("FlexRateAtMost(%d, %d) type %q", c.rate, c.maximum, err.(*Error).Type)
+		}
+	}
+	if got := msg(FlexRateAtMost(100_001, 100_000)); got != "Rate must be at most 1000 pence per kWh, the organisation's maximum" {
+		t.Errorf("message %q", got)
+	}
+}
+
+func TestOrganisationMaxFlexRate(t *testing.T) {
+	for _, c := range []struct {
+		value   string
+		present bool
+		want    int64
+	}{
+		{"", false, DefaultMaxFlexRateCentipence},
+		{"5000", true, 500_000},
+		{" 1250.5 ", true, 125_050},
+		{"0", true, 0},
+		{"999999.99", true, MaxFlexRateCentipence},
+		{"1000000", true, DefaultMaxFlexRateCentipence}, // above any rate: not a rate
+		{"-1", true, DefaultMaxFlexRateCentipence},
+		{"lots", true, DefaultMaxFlexRateCentipence},
+		{"", true, DefaultMaxFlexRateCentipence},
+	} {
+		if got := OrganisationMaxFlexRate(c.value, c.present); got != c.want {
+			t.Errorf("OrganisationMaxFlexRate(%q, %v) = %d, want %d", c.value, c.present, got, c.want)
+		}
+	}
+}

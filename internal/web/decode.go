@@ -2,7 +2,6 @@ package web
 
 import (
 	"bytes"
-	"compress/flate"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
@@ -52,58 +51,118 @@ func DecodeJSONUpTo(r *http.Request, limit int64) (map[string]any, error) {
 // ReadBodyUpTo reads a body of up to limit bytes, decompressed when Content-Encoding says gzip
 // (the bound holds on both sides of the decompression).
 func ReadBodyUpTo(r *http.Request, limit int64) ([]byte, error) {
-	tooLarge := app.Fail(app.TooLarge, "Request body larger than %d bytes", limit)
+	body, closeBody, err := OpenBodyUpTo(r, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer closeBody()
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= limit {
+		buf.Grow(int(n))
+	}
+	if _, err := buf.ReadFrom(body); err != nil {
+		if err := BodyError(err, limit); err != nil {
+			return nil, err
+		}
+		return nil, app.Fail(app.BadRequest, "Could not read the request body")
+	}
+	return buf.Bytes(), nil
+}
+
+// OpenBodyUpTo is the body of up to limit bytes as a stream, decompressed when
+// Content-Encoding says gzip: reading past limit bytes, on either side of the decompression,
+// fails with an error that BodyError tells as 413. A reader that decodes as it reads (a JSON
+// stream) holds what it keeps, never the body. The caller closes it when done.
+func OpenBodyUpTo(r *http.Request, limit int64) (io.Reader, func(), error) {
 	var body io.Reader = http.MaxBytesReader(nil, r.Body, limit)
+	closeBody := func() {}
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(body)
 		if err != nil {
 			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-				return nil, tooLarge
+				return nil, nil, tooLarge(limit)
 			}
-			return nil, app.Fail(app.BadRequest, "The request body is not gzip, as its Content-Encoding says")
+			return nil, nil, app.Fail(app.BadRequest, "The request body is not gzip, as its Content-Encoding says")
 		}
-		defer func() { _ = zr.Close() }()
-		body = zr
+		closeBody = func() { _ = zr.Close() }
+		body = &inflatedUpTo{r: zr, left: limit}
 	default:
-		return nil, &Error{Status: http.StatusUnsupportedMediaType,
+		return nil, nil, &Error{Status: http.StatusUnsupportedMediaType,
 			Detail: fmt.Sprintf("Content-Encoding %q is not supported: send the body as it is, or gzip", enc)}
 	}
-	var buf bytes.Buffer
-	if n := r.ContentLength; n > 0 && n <= limit {
-		buf.Grow(int(n))
-	}
-	_, err := buf.ReadFrom(io.LimitReader(body, limit+1))
-	switch {
-	case err != nil:
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return nil, tooLarge
-		}
-		if errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.ErrUnexpectedEOF) ||
-			isFlateError(err) {
-			return nil, app.Fail(app.BadRequest, "The request body is not gzip, as its Content-Encoding says")
-		}
-		return nil, app.Fail(app.BadRequest, "Could not read the request body")
-	case int64(buf.Len()) > limit:
-		return nil, tooLarge
-	}
-	return buf.Bytes(), nil
+	return body, closeBody, nil
 }
 
-func isFlateError(err error) bool {
-	_, corrupt := errors.AsType[flate.CorruptInputError](err)
-	_, internal := errors.AsType[flate.InternalError](err)
-	return corrupt || internal
+// inflatedUpTo reads a decompressed body up to its limit: one byte more is a
+// *http.MaxBytesError, as on the wire.
+type inflatedUpTo struct {
+	r    io.Reader
+	left int64
 }
 
-// DecodeObject decodes a JSON object body already read, as DecodeJSON does.
+func (l *inflatedUpTo) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return 0, &http.MaxBytesError{}
+	}
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	if l.left < 0 {
+		return n, &http.MaxBytesError{}
+	}
+	if err != nil && err != io.EOF {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); !ok {
+			err = notGzipError{err}
+		}
+	}
+	return n, err
+}
+
+// notGzipError is the decompressor's refusal of a body: told apart from a JSON decoder's
+// own io.ErrUnexpectedEOF (a document cut short) that reads it.
+type notGzipError struct{ err error }
+
+func (e notGzipError) Error() string { return "not gzip: " + e.err.Error() }
+func (e notGzipError) Unwrap() error { return e.err }
+
+func tooLarge(limit int64) error {
+	return app.Fail(app.TooLarge, "Request body larger than %d bytes", limit)
+}
+
+// BodyError tells the error of reading a body opened by OpenBodyUpTo (a decoder's, when it is
+// the reader's): past the limit, 413; not the gzip it says, 400; nil when err is not one of
+// the reader's: a decoder's own (a syntax error, a document cut short) or the connection's,
+// for the caller to tell.
+func BodyError(err error, limit int64) error {
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return tooLarge(limit)
+	}
+	if _, ok := errors.AsType[notGzipError](err); ok {
+		return app.Fail(app.BadRequest, "The request body is not gzip, as its Content-Encoding says")
+	}
+	return nil
+}
+
+// MaxListItems bounds every list a JSON body holds (the readings of POST /data/readings
+// excepted: they are streamed, up to restapi.MaxReadingsPerRequest). A route's own maximum
+// may be lower (assets: app.MaxAssetsPerCall), never higher. A longer list is refused where it
+// is in the body (422, too_long) as soon as the decoder reaches the item past the bound: a
+// body of a million empty items is never held, nor judged item by item.
+const MaxListItems = 1000
+
+// DecodeObject decodes a JSON object body already read, as DecodeJSON does: every list in it
+// at most MaxListItems long.
 func DecodeObject(data []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, app.InvalidFields(app.Field("JSON decode error", "json_invalid", "body", jsonErrorOffset(err)))
+	b := boundedDecoder{dec: dec, path: []any{"body"}}
+	v, err := b.value()
+	if err != nil {
+		return nil, err
 	}
 	if dec.More() {
 		return nil, app.InvalidFields(app.Field("JSON decode error: extra data after the object", "json_invalid", "body", dec.InputOffset()))
@@ -114,6 +173,64 @@ func DecodeObject(data []byte) (map[string]any, error) {
 			"model_attributes_type", "body"))
 	}
 	return obj, nil
+}
+
+// boundedDecoder decodes a JSON value token by token (as Decode would, numbers as
+// json.Number), refusing a list longer than MaxListItems at its place (path).
+type boundedDecoder struct {
+	dec  *json.Decoder
+	path []any
+}
+
+func (b *boundedDecoder) value() (any, error) {
+	tok, err := b.dec.Token()
+	if err != nil {
+		return nil, app.InvalidFields(app.Field("JSON decode error", "json_invalid", "body", jsonErrorOffset(err)))
+	}
+	switch tok {
+	case json.Delim('{'):
+		obj := map[string]any{}
+		for b.dec.More() {
+			key, err := b.dec.Token()
+			if err != nil {
+				return nil, app.InvalidFields(app.Field("JSON decode error", "json_invalid", "body", jsonErrorOffset(err)))
+			}
+			k, _ := key.(string)
+			b.path = append(b.path, k)
+			v, err := b.value()
+			b.path = b.path[:len(b.path)-1]
+			if err != nil {
+				return nil, err
+			}
+			obj[k] = v
+		}
+		return obj, b.closing()
+	case json.Delim('['):
+		list := []any{}
+		for i := 0; b.dec.More(); i++ {
+			if i == MaxListItems {
+				return nil, app.InvalidFields(app.Field(fmt.Sprintf("List should have at most %d items", MaxListItems),
+					"too_long", slices.Clone(b.path)...))
+			}
+			b.path = append(b.path, i)
+			v, err := b.value()
+			b.path = b.path[:len(b.path)-1]
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, v)
+		}
+		return list, b.closing()
+	}
+	return tok, nil
+}
+
+// closing reads the delimiter that closes an object or a list.
+func (b *boundedDecoder) closing() error {
+	if _, err := b.dec.Token(); err != nil {
+		return app.InvalidFields(app.Field("JSON decode error", "json_invalid", "body", jsonErrorOffset(err)))
+	}
+	return nil
 }
 
 func jsonErrorOffset(err error) int64 {
@@ -127,20 +244,56 @@ func jsonErrorOffset(err error) int64 {
 // Fields reads typed values out of a decoded JSON object and collects every problem as a
 // validation item, so one 422 reports all of them (as pydantic does). Each reader returns the
 // zero value and false when the field is absent or wrong.
+//
+// A refusal lists at most MaxFieldErrors problems (Limit, when set, instead) and counts the
+// rest in one last item (type too_many_errors): what a request costs to answer is bounded
+// however many problems it holds.
 type Fields struct {
 	items []app.FieldError
+	// Limit is how many problems are listed (0: MaxFieldErrors).
+	Limit int
+	// unlisted counts the problems past the limit, or what a caller counts itself (Unlisted).
+	unlisted     int
+	unlistedWhat string
+	unlistedLoc  []any
 }
 
+// MaxFieldErrors is how many problems one refusal lists, unless its Fields say otherwise.
+const MaxFieldErrors = app.MaxListed
+
 func (f *Fields) Add(msg, typ string, loc []any) {
+	limit := f.Limit
+	if limit == 0 {
+		limit = MaxFieldErrors
+	}
+	if len(f.items) >= limit {
+		f.unlisted++
+		return
+	}
 	f.items = append(f.items, app.FieldError{Loc: slices.Clone(loc), Msg: msg, Type: typ})
+}
+
+// Unlisted says that n more things (what: "rejected readings") are wrong and not listed, at
+// loc: a caller that bounds its own list (by reading rather than by problem) counts the rest
+// here.
+func (f *Fields) Unlisted(n int, what string, loc []any) {
+	f.unlisted, f.unlistedWhat, f.unlistedLoc = n, what, loc
 }
 
 // err returns the collected 422, or nil.
 func (f *Fields) Err() error {
-	if len(f.items) == 0 {
+	if len(f.items) == 0 && f.unlisted == 0 {
 		return nil
 	}
-	return app.InvalidFields(f.items...)
+	items := f.items
+	if f.unlisted > 0 {
+		what, loc := f.unlistedWhat, f.unlistedLoc
+		if what == "" {
+			what, loc = "problems", []any{"body"}
+		}
+		items = append(slices.Clip(items), app.Unlisted(f.unlisted, what, loc...))
+	}
+	return app.InvalidFields(items...)
 }
 
 func At(loc []any, key any) []any { return append(slices.Clone(loc), key) }

@@ -26,6 +26,10 @@ type Limits struct {
 	// /auth/token-form; once exhausted, the endpoint answers 429 without checking passwords.
 	LoginFailuresPerUsername Limit
 	LoginFailuresPerAddress  Limit
+	// CallbackFailuresPerAddress bounds the device authorisation callbacks from one address
+	// whose state is not one in progress (GET /oauth/callback takes no token: the state is the
+	// proof); once exhausted, the callback answers 429 without looking the state up.
+	CallbackFailuresPerAddress Limit
 }
 
 // Limit is a token bucket: Burst at once, refilled at Rate per second.
@@ -40,6 +44,9 @@ var DefaultLimits = Limits{
 	AuthFailuresPerAddress:   Limit{Rate: 5, Burst: 100},
 	LoginFailuresPerUsername: Limit{Rate: 1.0 / 30, Burst: 10},
 	LoginFailuresPerAddress:  Limit{Rate: 1, Burst: 50},
+	// A household comes back once per authorisation, with a state it was given: only a
+	// guesser (or a flood) fails many times.
+	CallbackFailuresPerAddress: Limit{Rate: 1, Burst: 20},
 }
 
 // KeyedLimiter holds one token bucket per key (client, address, username). Buckets idle for
@@ -195,16 +202,17 @@ func forwardedFor(r *http.Request) []string {
 // Limiters are the limiters every door shares, built from Limits: one budget per client and
 // per address whichever door the request comes through.
 type Limiters struct {
-	PerClient, AuthFailures, LoginUser, LoginAddress *KeyedLimiter
+	PerClient, AuthFailures, LoginUser, LoginAddress, CallbackFailures *KeyedLimiter
 }
 
 // NewLimiters builds the limiters of l.
 func NewLimiters(l Limits) *Limiters {
 	return &Limiters{
-		PerClient:    NewKeyedLimiter(l.PerClient),
-		AuthFailures: NewKeyedLimiter(l.AuthFailuresPerAddress),
-		LoginUser:    NewKeyedLimiter(l.LoginFailuresPerUsername),
-		LoginAddress: NewKeyedLimiter(l.LoginFailuresPerAddress),
+		PerClient:        NewKeyedLimiter(l.PerClient),
+		AuthFailures:     NewKeyedLimiter(l.AuthFailuresPerAddress),
+		LoginUser:        NewKeyedLimiter(l.LoginFailuresPerUsername),
+		LoginAddress:     NewKeyedLimiter(l.LoginFailuresPerAddress),
+		CallbackFailures: NewKeyedLimiter(l.CallbackFailuresPerAddress),
 	}
 }
 

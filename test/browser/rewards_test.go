@@ -14,13 +14,11 @@ import (
 	"github.com/chromedp/chromedp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/identity"
-	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/test/browser"
 )
 
@@ -148,9 +146,10 @@ var _ = Describe("The hosted rewards page in Chromium", func() {
 		Expect(text("#account-number-masked")).To(Equal("****5678"))
 		Expect(text("#sort-code-masked")).To(Equal("**-**-56"))
 		Expect(page()).NotTo(ContainSubstring("12345678"))
-		secret := &corev1.Secret{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: server.BankDetailsSecretPrefix + siteID}, secret)).To(Succeed())
-		Expect(string(secret.Data["account_number"])).To(Equal("12345678"))
+		var ciphertext []byte
+		Expect(testDB.Pool.QueryRow(ctx, `SELECT ciphertext FROM bank_details WHERE organisation = $1 AND site_id = $2`,
+			o.Namespace, siteID).Scan(&ciphertext)).To(Succeed(), "stored, sealed")
+		Expect(string(ciphertext)).NotTo(ContainSubstring("12345678"))
 
 		By("requesting the withdrawal and landing on redirect_uri")
 		do(chromedp.Click(chromedp.CSS(`form[action="/hosted/rewards/withdraw"] button`)))

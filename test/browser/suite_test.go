@@ -182,7 +182,7 @@ func newOrg(ctx context.Context) org {
 	o := org{Namespace: ns, Username: "client-" + ns, Password: "pw-" + ns}
 	Expect(bootstrap.EnsureOrganisation(ctx, k8sClient, bootstrap.Organisation{Namespace: ns, Username: o.Username,
 		Password: o.Password, Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards,
-			flexv1.RoleComponents}})).To(Succeed())
+			flexv1.RoleComponents, flexv1.RoleFlexEventsWrite}})).To(Succeed())
 	// Its end users give their meter consent in the flow, not when their token is issued.
 	clients := &flexv1.APIClientList{}
 	Expect(k8sClient.List(ctx, clients, client.InNamespace(ns))).To(Succeed())

@@ -330,6 +330,29 @@ var _ = Describe("charts/flexsite", func() {
 			HaveKeyWithValue("verbs", ConsistOf("get")))))
 	})
 
+	It("gives the manager no verb on Secrets outside its namespace, and bind on the organisation Secrets ClusterRole only", func(ctx SpecContext) {
+		objs := render(ctx)
+		rulesOf := func(kind, name string) []any {
+			obj := find(objs, kind, name)
+			ExpectWithOffset(1, obj).NotTo(BeNil(), "%s %s is not rendered", kind, name)
+			rules, _, _ := unstructured.NestedSlice(obj.Object, "rules")
+			return rules
+		}
+		manager := rulesOf("ClusterRole", release+"-manager")
+		Expect(manager).NotTo(ContainElement(HaveKeyWithValue("resources", ContainElement("secrets"))))
+		Expect(manager).To(ContainElement(And(HaveKeyWithValue("resources", ConsistOf("clusterroles")),
+			HaveKeyWithValue("verbs", ConsistOf("bind")), HaveKeyWithValue("resourceNames", ConsistOf("flexsite-organisation-secrets")))))
+		Expect(rulesOf("ClusterRole", "flexsite-organisation-secrets")).To(ConsistOf(And(
+			HaveKeyWithValue("resources", ConsistOf("secrets")), HaveKeyWithValue("verbs", ConsistOf("get", "create", "update", "delete")))))
+		Expect(rulesOf("Role", release+"-manager")).To(ContainElement(And(HaveKeyWithValue("resources", ConsistOf("secrets")),
+			HaveKeyWithValue("verbs", Not(ContainElements("list", "watch"))))))
+		deploy := find(objs, "Deployment", release)
+		containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+		env, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
+		Expect(env).To(ContainElement(And(HaveKeyWithValue("name", "POD_SERVICE_ACCOUNT"),
+			HaveKeyWithValue("valueFrom", HaveKeyWithValue("fieldRef", HaveKeyWithValue("fieldPath", "spec.serviceAccountName"))))))
+	})
+
 	It("has the ServiceMonitor skip verifying the self-signed certificate when given no TLS settings", func(ctx SpecContext) {
 		objs := render(ctx, "ci/servicemonitor-values.yaml")
 		monitor := find(objs, "ServiceMonitor", release)

@@ -98,9 +98,10 @@ func (s *Service) Initiate(ctx context.Context, p *auth.Principal, in InitiateIn
 		return InitiateResult{}, err
 	}
 	state, verifier := deviceauth.NewState(), deviceauth.NewState()
+	hash := deviceauth.HashState(state)
 	expires := s.Now().Add(deviceauth.StateTTL)
 	err = s.updateSecret(ctx, conn, func(sec *corev1.Secret) {
-		sec.Labels[flexv1.OAuthStateLabel] = deviceauth.HashState(state)
+		sec.Labels[flexv1.OAuthStateLabel] = hash
 		sec.Data[deviceauth.KeyStateExpires] = []byte(expires.UTC().Format(time.RFC3339Nano))
 		sec.Data[deviceauth.KeyVerifier] = []byte(verifier)
 		if redirect == "" {
@@ -112,8 +113,44 @@ func (s *Service) Initiate(ctx context.Context, p *auth.Principal, in InitiateIn
 	if err != nil {
 		return InitiateResult{}, err
 	}
+	if err := s.markState(ctx, conn, hash); err != nil {
+		return InitiateResult{}, err
+	}
 	return InitiateResult{AuthorizationURL: prov.AuthCodeURL(in.CallbackURL, state, verifier)}, nil
 }
+
+// markState puts the state's hash on the connection, where the callback finds it in the cache
+// (index.OAuthState), and waits (briefly) for the cache to see it: the household's browser
+// may come back at once.
+func (s *Service) markState(ctx context.Context, conn *flexv1.DeviceConnection, hash string) error {
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+flexv1.OAuthStateAnnotation+`":"`+
+		hash+`"}}}`))
+	if err := s.client.Patch(ctx, conn.DeepCopy(), patch); err != nil {
+		return err
+	}
+	wait, cancel := context.WithTimeout(ctx, cacheWait)
+	defer cancel()
+	tick := time.NewTicker(cachePoll)
+	defer tick.Stop()
+	for {
+		found, err := index.Lookup(wait, s.cache, &flexv1.DeviceConnection{}, &flexv1.DeviceConnectionList{},
+			index.OAuthState, "", hash)
+		if err != nil || len(found) > 0 {
+			return nil // found; or a reader that is not a cache, which the callback cannot use either
+		}
+		select {
+		case <-wait.Done():
+			return nil // the cache is slow: the callback, a human's round trip away, will likely find it
+		case <-tick.C:
+		}
+	}
+}
+
+// How long Initiate waits for the cache to see a state's hash, and how often it looks.
+const (
+	cacheWait = 5 * time.Second
+	cachePoll = 2 * time.Millisecond
+)
 
 // checkRedirect normalises a redirect URI and checks it is registered for the caller: one of
 // its API client's redirectURIs, or, for a household's token, on its allowed origin.
@@ -279,14 +316,26 @@ func (s *Service) Callback(ctx context.Context, in CallbackInput) (CallbackResul
 	if in.State == "" || len(in.State) > 512 {
 		return bad, nil
 	}
-	list := &corev1.SecretList{}
-	if err := s.client.List(ctx, list, client.MatchingLabels{flexv1.OAuthStateLabel: deviceauth.HashState(in.State)}); err != nil {
+	// The connection by its state's hash from the cache (an unknown state costs no API-server
+	// call), then its one Secret, whose label is the proof.
+	hash := deviceauth.HashState(in.State)
+	conns, err := index.Lookup(ctx, s.cache, &flexv1.DeviceConnection{}, &flexv1.DeviceConnectionList{}, index.OAuthState, "", hash)
+	if err != nil {
 		return CallbackResult{}, err
 	}
-	if len(list.Items) != 1 {
+	if len(conns) != 1 {
 		return bad, nil
 	}
-	sec := &list.Items[0]
+	sec := &corev1.Secret{}
+	if err := s.client.Get(ctx, deviceauth.SecretKey(conns[0]), sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return bad, nil
+		}
+		return CallbackResult{}, err
+	}
+	if sec.Labels[flexv1.OAuthStateLabel] != hash {
+		return bad, nil
+	}
 	verifier := string(sec.Data[deviceauth.KeyVerifier])
 	redirect := string(sec.Data[deviceauth.KeyRedirectURI])
 	expires, _ := time.Parse(time.RFC3339Nano, string(sec.Data[deviceauth.KeyStateExpires]))

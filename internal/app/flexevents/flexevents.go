@@ -7,6 +7,7 @@ package flexevents
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"time"
@@ -84,11 +85,25 @@ type EventList struct {
 	Events []EventRecord `json:"events"`
 }
 
-// Create declares a flex event. An unknown proposition or site is refused (422) on its field.
+// Create declares a flex event. An unknown proposition or site, a start more than
+// validation.MaxFlexBackdate ago, or a rate above the organisation's maximum is refused (422)
+// on its field: an event is a cause of credits, and each bound keeps what it can pay bounded.
 func (s *Service) Create(ctx context.Context, p *auth.Principal, in CreateInput) (EventRecord, error) {
 	var problems []app.FieldError
+	field := func(err error, loc ...any) {
+		var ve *validation.Error
+		if errors.As(err, &ve) {
+			problems = append(problems, app.Field(ve.Msg, ve.Type, loc...))
+		}
+	}
+	field(validation.FlexStartNotTooEarly(in.Start, s.now()), "body", "start_at")
+	maxRate, err := householdstore.MaxFlexRate(ctx, s.Cache, s.APIReader, p.Namespace)
+	if err != nil {
+		return EventRecord{}, err
+	}
+	field(validation.FlexRateAtMost(in.RateCentipence, maxRate), "body", "rate_pence_per_kwh")
 	prop := &flexv1.Proposition{}
-	err := s.Cache.Get(ctx, types.NamespacedName{Name: identity.PropositionObjectName(in.Proposition)}, prop)
+	err = s.Cache.Get(ctx, types.NamespacedName{Name: identity.PropositionObjectName(in.Proposition)}, prop)
 	if apierrors.IsNotFound(err) {
 		err = s.APIReader.Get(ctx, types.NamespacedName{Name: identity.PropositionObjectName(in.Proposition)}, prop)
 	}
@@ -99,10 +114,16 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, in CreateInput)
 		return EventRecord{}, err
 	}
 	var names []string
+	unlisted := 0
+	// The sites from the cache alone: a thousand unknown ids cost no API-server call.
 	for i, id := range in.SiteIDs {
-		site, err := s.Sites.SiteToRead(ctx, p, id)
+		site, err := s.Sites.SiteInCache(ctx, p, id)
 		if e := app.As(err); e != nil && e.Kind == app.NotFound {
-			problems = append(problems, app.Field("Site not found or not authorized", "value_error", "body", "site_ids", i))
+			if len(problems) < app.MaxListed {
+				problems = append(problems, app.Field("Site not found or not authorized", "value_error", "body", "site_ids", i))
+			} else {
+				unlisted++
+			}
 			continue
 		}
 		if err != nil {
@@ -111,6 +132,9 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, in CreateInput)
 		if !slices.Contains(names, site.Name) {
 			names = append(names, site.Name)
 		}
+	}
+	if unlisted > 0 {
+		problems = append(problems, app.Unlisted(unlisted, "unknown sites", "body", "site_ids"))
 	}
 	if len(problems) > 0 {
 		return EventRecord{}, app.InvalidFields(problems...)
@@ -148,6 +172,14 @@ func (s *Service) List(ctx context.Context, p *auth.Principal) (EventList, error
 		out.Events = append(out.Events, rec)
 	}
 	return out, nil
+}
+
+// now is the clock of the household use cases (tests replace it).
+func (s *Service) now() time.Time {
+	if s.Sites != nil && s.Sites.Now != nil {
+		return s.Sites.Now()
+	}
+	return time.Now()
 }
 
 func compareStrings(a, b string) int {
@@ -325,10 +357,14 @@ func (s *Service) pending(ctx context.Context, site *flexv1.Site, id string, see
 		if err != nil {
 			return nil, err
 		}
+		rated, err := householdstore.RatedPowerW(ctx, s.Cache, site.Namespace, site.Name)
+		if err != nil {
+			return nil, err
+		}
 		rules := settlement.Event{Start: ev.Spec.StartAt.UTC(), End: ev.Spec.EndAt.UTC(),
 			Direction: settlement.Direction(ev.Spec.Direction), RateCentipence: rate}
 		res, err := s.Store.Compute(ctx, site.Namespace, ev.Name, rules,
-			settlementstore.Site{Source: settlementstore.Source{SiteID: id, BoundaryAssetIDs: boundary}})
+			settlementstore.Site{Source: settlementstore.Source{SiteID: id, BoundaryAssetIDs: boundary}, RatedPowerW: rated})
 		if err != nil {
 			return nil, err
 		}

@@ -1,8 +1,8 @@
 // Package readings holds the use case of a household's readings (rewards-engine.md,
 // "Readings"): an organisation sends its assets' readings in batches, each is judged on its
-// own (internal/settlement.CheckReading, and whether the asset is the caller's), and those
-// accepted are stored in PostgreSQL in one SQL transaction, a reading sent again (same asset,
-// label, start and end) replacing the earlier value. It speaks no HTTP.
+// own (internal/settlement.CheckReadingAt and CheckReadingPower, and whether the asset is the
+// caller's), and those accepted are stored in PostgreSQL in one SQL transaction, a reading
+// sent again (same asset, label, start and end) replacing the earlier value. It speaks no HTTP.
 package readings
 
 import (
@@ -23,6 +23,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/settlement"
 	"github.com/flexsite/flexsite/internal/validation"
@@ -60,8 +61,9 @@ var ErrDatabaseUnavailable = &app.Error{Kind: app.Unavailable,
 	Detail: "The readings store is unavailable; nothing was stored, retry", RetryAfter: db.RetryAfterSeconds}
 
 // Partitions are made ahead for readings that start from PartitionsBack months ago to
-// PartitionsAhead months ahead; older readings are stored in the default partition (still
-// stored and read, only not pruned by month). No reading starts later than the span
+// PartitionsAhead months ahead; older readings are refused (settlement.MaxAge, within
+// PartitionsBack); readings stored before that bound stay in the default partition (still
+// read, only not pruned by month). No reading starts later than the span
 // (settlement.MaxLead is less), so the default partition never holds a month that a
 // partition is made for later (which would make that partition fail).
 const (
@@ -99,6 +101,9 @@ func New(cfg Config) *Service {
 // owner is where an asset's readings are stored: its organisation, site and asset ids.
 type owner struct {
 	siteID, assetID string
+	// plausibleW bounds the asset's readings' power (settlement.CheckReadingPower): the
+	// site's settlement.PlausiblePowerW.
+	plausibleW int64
 	// reason rejects the asset's readings (empty: accepted).
 	reason string
 }
@@ -127,7 +132,11 @@ func (s *Service) Ingest(ctx context.Context, p *auth.Principal, in []Reading) (
 		reason := o.reason
 		if reason == "" {
 			reading := settlement.Reading{Start: r.Start, End: r.End, Value: r.Value}
-			if err := settlement.CheckReadingAt(r.Label, reading, now); err != nil {
+			err := settlement.CheckReadingAt(r.Label, reading, now)
+			if err == nil {
+				err = settlement.CheckReadingPower(r.Label, reading, o.plausibleW)
+			}
+			if err != nil {
 				reason = err.Error()
 			}
 		}
@@ -179,7 +188,11 @@ func (s *Service) owner(ctx context.Context, ns, id string) (owner, error) {
 	if siteID == "" {
 		return owner{reason: ErrNoSite}, nil
 	}
-	return owner{siteID: siteID, assetID: id}, nil
+	rated, err := householdstore.RatedPowerW(ctx, s.Cache, ns, site.Name)
+	if err != nil {
+		return owner{}, err
+	}
+	return owner{siteID: siteID, assetID: id, plausibleW: settlement.PlausiblePowerW(rated)}, nil
 }
 
 // row is an accepted reading with its site, and its place in the batch.

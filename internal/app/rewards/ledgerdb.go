@@ -3,6 +3,7 @@ package rewards
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,8 +23,10 @@ import (
 
 // storeErr is what a failure of the reward database means to a caller: Unavailable (try
 // again shortly: the door answers 503 with Retry-After) when the database is away, a conflict
-// for a transaction id stored with other fields, not found for a transaction that is not there.
+// for a transaction id stored with other fields or a payment status change the payment's state
+// machine refuses, not found for a transaction that is not there.
 func storeErr(err error) error {
+	var refused *household.PaymentChangeRefused
 	switch {
 	case err == nil:
 		return nil
@@ -32,6 +35,9 @@ func storeErr(err error) error {
 			RetryAfter: db.RetryAfterSeconds}
 	case errors.Is(err, rewardstore.ErrConflict):
 		return app.Fail(app.Conflict, "A transaction with this transaction_id is stored with other fields")
+	case errors.As(err, &refused):
+		msg := refused.Error()
+		return app.Fail(app.Conflict, "%s%s", strings.ToUpper(msg[:1]), msg[1:])
 	case errors.Is(err, db.ErrNotFound):
 		return app.Fail(app.NotFound, "Transaction not found")
 	case errors.Is(err, rewardstore.ErrNotWithdrawal):
@@ -178,11 +184,13 @@ func (s *Service) credit(ctx context.Context, key rewardstore.Site, in CreditInp
 	return record.TransactionOf(&stored), created, nil
 }
 
-// PaymentStatuses a withdrawal may be moved to (the platform team's steps).
-var PaymentStatuses = []flexv1.PaymentStatus{"approved", "processing", "posted", "failed", "rejected", "cancelled", "returned"}
+// PaymentStatuses a withdrawal may be asked to move to (the platform team's steps; which step
+// is allowed from where is household.PaymentChange's).
+var PaymentStatuses = household.PaymentTargets
 
 // SetPaymentStatus moves a withdrawal of the caller's site to status, recording who (the
-// caller's API client) and when.
+// caller's API client) and when; a step the payment's state machine does not allow from the
+// current status (the same status included) is a Conflict and records nothing.
 func (s *Service) SetPaymentStatus(ctx context.Context, p *auth.Principal, siteID, transactionID string,
 	status flexv1.PaymentStatus) (TransactionRecord, error) {
 	if s.Store == nil {

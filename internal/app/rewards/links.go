@@ -13,9 +13,7 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kretry "k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,25 +25,23 @@ import (
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/mail"
+	"github.com/flexsite/flexsite/internal/pagestore"
 )
 
 // The rewards link opens the hosted rewards page for one site. What the link and its session
-// are lives in a Secret of the manager's namespace (Config.HostedNamespace), one per link, so
-// that it survives a restart and every replica sees it; the Secret holds only hashes of the
-// secrets the household's browser carries:
-//   - the link's one-time code (in the URL): the Secret is named after its SHA-256, and the
-//     full hash is compared in constant time. Redeeming it marks the link used (an update at
-//     the version read: of two concurrent redemptions one wins) and starts a session;
+// are lives in PostgreSQL (internal/pagestore), one row per link, so that it survives a
+// restart and every replica sees it; the row holds only hashes of the secrets the household's
+// browser carries:
+//   - the link's one-time code (in the URL): the row's key is a prefix of its SHA-256, and the
+//     full hash is compared in constant time. Redeeming it marks the link used (a write at the
+//     version read: of two concurrent redemptions one wins) and starts a session;
 //   - the session secret (which the page keeps in a cookie), hashed;
 //   - the emailed six-digit code, hashed with the link's key, single use, expiring, with a
 //     bounded number of tries and of sends.
 //
-// Link Secrets live in the manager's namespace only (a namespaced Role). Bank details live in
-// the organisations' namespaces: the ClusterRole adds create and update on Secrets to the list
-// and watch it has, and the code reads bank details only by listing with their label (no get,
-// as for the credentials), and writes only Secrets it names flexsite-bank-<site id>.
-// +kubebuilder:rbac:groups="",namespace=flexsite-system,resources=secrets,verbs=get;list;create;update;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=create;update
+// Bank details are in PostgreSQL too, sealed (pagestore.KeyRing): the manager keeps nothing of
+// the rewards page in Secrets, and may read no Secret outside its own namespace and the
+// organisations' (docs/platform.md).
 // +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers,verbs=get;update
 
 // Rewards link lifetimes and bounds.
@@ -62,17 +58,6 @@ const (
 	// between two.
 	codeSends    = 5
 	codeInterval = 30 * time.Second
-)
-
-// Names of the rewards link's objects.
-const (
-	// LinkSecretPrefix starts a link Secret's name; the rest is the link's key.
-	LinkSecretPrefix = "flexsite-rewards-link-"
-	// BankDetailsSecretPrefix starts the name of the Secret, in the organisation's namespace,
-	// that holds a site's bank details; the rest is the site's id.
-	BankDetailsSecretPrefix = "flexsite-bank-"
-	// linkMarked is the value of flexv1.RewardsLinkLabel.
-	linkMarked = "true"
 )
 
 // Refusals of the link, the session and the page's actions. The rewards page words them.
@@ -126,7 +111,7 @@ type Link struct {
 	Expires time.Time
 }
 
-// linkState is a link's state, as its Secret stores it (JSON, key "state").
+// linkState is a link's state, as its row stores it (JSON).
 type linkState struct {
 	LinkHash         string    `json:"link_hash"`
 	Namespace        string    `json:"namespace"`
@@ -166,7 +151,7 @@ func sha256Hex(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// linkKey names a link's Secret: a prefix of its code's hash.
+// linkKey is a link's row key: a prefix of its code's hash.
 func linkKey(code string) string { return sha256Hex(code)[:40] }
 
 // EqualHash compares two secrets' hashes (or tokens) in constant time; empty never matches.
@@ -195,79 +180,81 @@ func (s *Service) IssueLink(ctx context.Context, p *auth.Principal, siteID strin
 		SiteID: site.Labels[flexv1.IDLabel], RedirectURI: in.RedirectURI, TwoFactor: *twoFactor,
 		HideTransactions: in.HideTransactions, AutoSetup: in.AutoSetup, Expires: now.Add(LinkTTL),
 	}
+	if s.Private == nil {
+		return Link{}, noDatabase
+	}
 	data, err := json.Marshal(link)
 	if err != nil {
 		return Link{}, err
 	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.HostedNamespace, Name: LinkSecretPrefix + linkKey(code),
-			Labels: map[string]string{flexv1.RewardsLinkLabel: linkMarked}},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{"state": data},
-	}
-	if err := s.Client.Create(ctx, secret); err != nil {
-		return Link{}, err
+	if err := s.Private.CreateLink(ctx, linkKey(code), data, link.deadAfter()); err != nil {
+		return Link{}, storeErr(err)
 	}
 	return Link{Code: code, Expires: link.Expires}, nil
 }
 
-// dead reports whether nobody can use the link any more.
-func (l *linkState) dead(now time.Time) bool {
-	if !l.Redeemed {
-		return now.After(l.Expires)
+// deadAfter is when nobody can use the link any more (the sweep deletes it then): a finished
+// session at once.
+func (l *linkState) deadAfter() time.Time {
+	switch {
+	case !l.Redeemed:
+		return l.Expires
+	case l.Finished:
+		return time.Time{}
 	}
-	return l.Finished || now.After(l.SessionExpires)
+	return l.SessionExpires
 }
 
-func decodeLink(secret *corev1.Secret) (*linkState, error) {
-	link := &linkState{}
-	if err := json.Unmarshal(secret.Data["state"], link); err != nil {
-		return nil, fmt.Errorf("rewards link %s: %w", secret.Name, err)
-	}
-	return link, nil
+// storedLink is where a link's state was read from: its key and the version a write names.
+type storedLink struct {
+	key     string
+	version int64
 }
 
-// loadLink reads a link's Secret by key from the API server (not the cache: a link is used
-// right after it was made, perhaps on another replica).
-func (s *Service) loadLink(ctx context.Context, key string) (*corev1.Secret, *linkState, error) {
+// loadLink reads a link by key from the database (a link is used right after it was made,
+// perhaps on another replica).
+func (s *Service) loadLink(ctx context.Context, key string) (*storedLink, *linkState, error) {
 	if len(key) != 40 || strings.Trim(key, "0123456789abcdef") != "" {
 		return nil, nil, ErrNoLink
 	}
-	secret := &corev1.Secret{}
-	err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: s.HostedNamespace, Name: LinkSecretPrefix + key}, secret)
-	if apierrors.IsNotFound(err) {
+	if s.Private == nil {
+		return nil, nil, noDatabase
+	}
+	row, err := s.Private.Link(ctx, key)
+	if errors.Is(err, db.ErrNotFound) {
 		return nil, nil, ErrNoLink
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, storeErr(err)
 	}
-	link, err := decodeLink(secret)
-	if err != nil {
-		return nil, nil, err
+	link := &linkState{}
+	if err := json.Unmarshal(row.State, link); err != nil {
+		return nil, nil, fmt.Errorf("rewards link %s: %w", key, err)
 	}
-	return secret, link, nil
+	return &storedLink{key: key, version: row.Version}, link, nil
 }
 
-// saveLink writes a link's state at the version read: a conflict (ErrChanged) means another
-// request of the same session (or a second redemption) came first.
-func (s *Service) saveLink(ctx context.Context, secret *corev1.Secret, link *linkState) error {
+// saveLink writes a link's state at the version read: ErrChanged means another request of
+// the same session (or a second redemption) came first.
+func (s *Service) saveLink(ctx context.Context, stored *storedLink, link *linkState) error {
 	data, err := json.Marshal(link)
 	if err != nil {
 		return err
 	}
-	secret.Data = map[string][]byte{"state": data}
-	if err := s.Client.Update(ctx, secret); err != nil {
-		if apierrors.IsConflict(err) {
-			return ErrChanged
-		}
-		return err
+	version, err := s.Private.UpdateLink(ctx, stored.key, stored.version, data, link.deadAfter())
+	if errors.Is(err, pagestore.ErrChanged) {
+		return ErrChanged
 	}
+	if err != nil {
+		return storeErr(err)
+	}
+	stored.version = version
 	return nil
 }
 
 // Session is a redeemed link's session: what the page shows and acts on.
 type Session struct {
-	secret *corev1.Secret
+	stored *storedLink
 	link   *linkState
 	// Token is the session's secret, which the household's browser carries (key.secret).
 	Token string
@@ -293,7 +280,7 @@ func (s *Session) ClientName() string { return s.link.ClientName }
 
 // Redeem redeems a link's code (it works once) and opens its session.
 func (s *Service) Redeem(ctx context.Context, code string) (*Session, error) {
-	secret, link, err := s.loadLink(ctx, linkKey(code))
+	stored, link, err := s.loadLink(ctx, linkKey(code))
 	if err == nil && !EqualHash(sha256Hex(code), link.LinkHash) {
 		err = ErrNoLink
 	}
@@ -309,13 +296,13 @@ func (s *Service) Redeem(ctx context.Context, code string) (*Session, error) {
 	}
 	session := rand.Text()
 	link.Redeemed, link.SessionHash, link.SessionExpires = true, sha256Hex(session), now.Add(SessionTTL)
-	if err := s.saveLink(ctx, secret, link); err != nil {
+	if err := s.saveLink(ctx, stored, link); err != nil {
 		if errors.Is(err, ErrChanged) {
 			return nil, ErrLinkUsed
 		}
 		return nil, err
 	}
-	return &Session{secret: secret, link: link, Token: linkKey(code) + "." + session, raw: session}, nil
+	return &Session{stored: stored, link: link, Token: linkKey(code) + "." + session, raw: session}, nil
 }
 
 // SessionOf is the live session a browser's token names, or ErrNoLink.
@@ -324,14 +311,14 @@ func (s *Service) SessionOf(ctx context.Context, token string) (*Session, error)
 	if !ok || session == "" {
 		return nil, ErrNoLink
 	}
-	secret, link, err := s.loadLink(ctx, key)
+	stored, link, err := s.loadLink(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	if !link.Redeemed || !EqualHash(sha256Hex(session), link.SessionHash) || link.Finished || s.Now().After(link.SessionExpires) {
 		return nil, ErrNoLink
 	}
-	return &Session{secret: secret, link: link, Token: token, raw: session}, nil
+	return &Session{stored: stored, link: link, Token: token, raw: session}, nil
 }
 
 // TakeFlash answers the session's one-time notice and forgets it.
@@ -339,15 +326,19 @@ func (s *Service) TakeFlash(ctx context.Context, sess *Session) string {
 	flash := sess.link.Flash
 	if flash != "" {
 		sess.link.Flash = ""
-		if err := s.saveLink(ctx, sess.secret, sess.link); err != nil && !errors.Is(err, ErrChanged) {
+		if err := s.saveLink(ctx, sess.stored, sess.link); err != nil && !errors.Is(err, ErrChanged) {
 			s.Log.Error(err, "clearing a rewards page notice")
 		}
 	}
 	return flash
 }
 
-// BankDetails are a site's bank details.
-type BankDetails struct{ AccountName, SortCode, AccountNumber string }
+// BankDetails are a site's bank details (stored as this JSON, sealed).
+type BankDetails struct {
+	AccountName   string `json:"account_name"`
+	SortCode      string `json:"sort_code"`
+	AccountNumber string `json:"account_number"`
+}
 
 // PageView is what the rewards page shows of a session.
 type PageView struct {
@@ -428,7 +419,7 @@ func (s *Service) SendCode(ctx context.Context, sess *Session) (maskedEmail stri
 	}
 	link.CodeHash, link.CodeExpires, link.CodeTries = sha256Hex(link.LinkHash, code), now.Add(CodeTTL), 0
 	link.CodesSent, link.LastCodeAt = link.CodesSent+1, now
-	if err := s.saveLink(ctx, sess.secret, link); err != nil {
+	if err := s.saveLink(ctx, sess.stored, link); err != nil {
 		return "", err
 	}
 	if err := s.Mailer.Send(ctx, mail.Message{To: site.Spec.Email, Subject: "Your code to manage your rewards",
@@ -440,7 +431,7 @@ func (s *Service) SendCode(ctx context.Context, sess *Session) (maskedEmail stri
 	}
 	masked := MaskEmail(site.Spec.Email)
 	link.Flash = "We sent a code to " + masked + "."
-	return masked, s.saveLink(ctx, sess.secret, link)
+	return masked, s.saveLink(ctx, sess.stored, link)
 }
 
 func sixDigits() (string, error) {
@@ -457,7 +448,7 @@ func (s *Service) Verify(ctx context.Context, sess *Session, code string) error 
 	link := sess.link
 	switch {
 	case link.Verified:
-		return s.saveLink(ctx, sess.secret, link)
+		return s.saveLink(ctx, sess.stored, link)
 	case link.CodeHash == "" || s.Now().After(link.CodeExpires):
 		return ErrCodeExpired
 	}
@@ -468,13 +459,13 @@ func (s *Service) Verify(ctx context.Context, sess *Session, code string) error 
 			link.CodeHash = ""
 			refusal = ErrCodeVoided
 		}
-		if err := s.saveLink(ctx, sess.secret, link); err != nil {
+		if err := s.saveLink(ctx, sess.stored, link); err != nil {
 			return err
 		}
 		return refusal
 	}
 	link.Verified, link.CodeHash, link.Flash = true, "", "Thank you: your email address is confirmed."
-	return s.saveLink(ctx, sess.secret, link)
+	return s.saveLink(ctx, sess.stored, link)
 }
 
 // SaveBankDetails stores the household's bank details (validated by the door with
@@ -488,12 +479,12 @@ func (s *Service) SaveBankDetails(ctx context.Context, sess *Session, d BankDeta
 	if err != nil {
 		return err
 	}
-	if err := s.storeBankDetails(ctx, site, d, s.owner(sess)); err != nil {
+	if err := s.storeBankDetails(ctx, site, d); err != nil {
 		s.Log.Error(err, "storing bank details", "site", site.Name)
 		return ErrNotStored
 	}
 	link.Flash = "Your bank details are saved."
-	return s.saveLink(ctx, sess.secret, link)
+	return s.saveLink(ctx, sess.stored, link)
 }
 
 // owner is the field manager of the page's writes: the API client that issued the link.
@@ -555,72 +546,39 @@ func (s *Service) withdrawInLedger(ctx context.Context, sess *Session, site *fle
 // Finish ends the session.
 func (s *Service) Finish(ctx context.Context, sess *Session) error {
 	sess.link.Finished = true
-	return s.saveLink(ctx, sess.secret, sess.link)
+	return s.saveLink(ctx, sess.stored, sess.link)
 }
 
-func bankSecretKey(site *flexv1.Site) client.ObjectKey {
-	return client.ObjectKey{Namespace: site.Namespace, Name: BankDetailsSecretPrefix + site.Labels[flexv1.IDLabel]}
-}
-
-// bankSecret is the site's bank details Secret, or nil. It is found by listing with its label
-// (the manager may list Secrets, not get them), from the API server (the manager's cache
-// holds no Secrets but the credentials).
-func (s *Service) bankSecret(ctx context.Context, site *flexv1.Site) (*corev1.Secret, error) {
-	list := &corev1.SecretList{}
-	if err := s.APIReader.List(ctx, list, client.InNamespace(site.Namespace),
-		client.MatchingLabels{flexv1.BankDetailsLabel: site.Labels[flexv1.IDLabel]}); err != nil {
-		return nil, err
-	}
-	for i := range list.Items {
-		if list.Items[i].Name == bankSecretKey(site).Name {
-			return &list.Items[i], nil
-		}
-	}
-	return nil, nil
-}
-
+// bankDetails are the site's bank details, or nil.
 func (s *Service) bankDetails(ctx context.Context, site *flexv1.Site) (*BankDetails, error) {
-	secret, err := s.bankSecret(ctx, site)
-	if err != nil || secret == nil {
-		return nil, err
+	if s.Private == nil {
+		return nil, noDatabase
 	}
-	d := &BankDetails{AccountName: string(secret.Data["account_name"]), SortCode: string(secret.Data["sort_code"]),
-		AccountNumber: string(secret.Data["account_number"])}
+	plaintext, err := s.Private.BankDetails(ctx, site.Namespace, site.Labels[flexv1.IDLabel])
+	if err != nil || plaintext == nil {
+		return nil, storeErr(err)
+	}
+	d := &BankDetails{}
+	if err := json.Unmarshal(plaintext, d); err != nil {
+		return nil, fmt.Errorf("bank details of site %s: %w", site.Name, err)
+	}
 	if len(d.SortCode) < 2 || d.AccountNumber == "" {
 		return nil, nil
 	}
 	return d, nil
 }
 
-// storeBankDetails creates or replaces the site's bank details Secret (owned by the Site, so
-// it goes with it).
-func (s *Service) storeBankDetails(ctx context.Context, site *flexv1.Site, d BankDetails, owner client.FieldOwner) error {
-	data := map[string][]byte{"account_name": []byte(d.AccountName), "sort_code": []byte(d.SortCode),
-		"account_number": []byte(d.AccountNumber)}
-	key := bankSecretKey(site)
-	return kretry.RetryOnConflict(kretry.DefaultRetry, func() error {
-		secret, err := s.bankSecret(ctx, site)
-		if err != nil {
-			return err
-		}
-		if secret == nil {
-			secret = &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-					Labels: map[string]string{flexv1.BankDetailsLabel: site.Labels[flexv1.IDLabel]},
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: flexv1.GroupVersion.String(), Kind: "Site",
-						Name: site.Name, UID: site.UID}}},
-				Type: corev1.SecretTypeOpaque, Data: data,
-			}
-			err := s.Client.Create(ctx, secret, owner)
-			if apierrors.IsAlreadyExists(err) {
-				// Made a moment ago by another request: read it again and update it.
-				return apierrors.NewConflict(corev1.Resource("secrets"), key.Name, err)
-			}
-			return err
-		}
-		secret.Data = data
-		return s.Client.Update(ctx, secret, owner)
-	})
+// storeBankDetails creates or replaces the site's bank details (sealed; the site controller
+// forgets them when the site is deleted).
+func (s *Service) storeBankDetails(ctx context.Context, site *flexv1.Site, d BankDetails) error {
+	if s.Private == nil {
+		return noDatabase
+	}
+	plaintext, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return s.Private.PutBankDetails(ctx, site.Namespace, site.Labels[flexv1.IDLabel], plaintext)
 }
 
 // MaskEmail shows enough of an address for the household to recognise it: a****@example.com.

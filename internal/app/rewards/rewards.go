@@ -20,6 +20,7 @@ import (
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/mail"
+	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/record"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/units"
@@ -33,7 +34,8 @@ type LedgerReader interface {
 	Get(namespace, name string) (*ledger.Ledger, bool, error)
 }
 
-// DefaultHostedNamespace is where link Secrets live unless Config.HostedNamespace says.
+// DefaultHostedNamespace is the manager's namespace unless Config.HostedNamespace says: the
+// bank details key Secret lives there.
 const DefaultHostedNamespace = "flexsite-system"
 
 // Config wires the rewards use cases.
@@ -51,11 +53,14 @@ type Config struct {
 	Ledgers LedgerReader
 	// Store is the reward ledger in PostgreSQL: with it, every read and write of the history
 	// is the database's (RewardLedgers hold a summary and an inbox).
-	Store  *rewardstore.Store
-	Policy Policy
+	Store *rewardstore.Store
+	// Private holds the rewards links, their sessions and sites' bank details (nil: no
+	// database, and no rewards page).
+	Private *pagestore.Store
+	Policy  Policy
 	// Mailer sends the emailed codes (nil: none can be sent).
 	Mailer mail.Mailer
-	// HostedNamespace holds the rewards links' Secrets (default DefaultHostedNamespace).
+	// HostedNamespace is the manager's namespace (default DefaultHostedNamespace).
 	HostedNamespace string
 	// Now is the clock (tests replace it).
 	Now func() time.Time

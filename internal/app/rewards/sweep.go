@@ -3,21 +3,20 @@ package rewards
 import (
 	"context"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 )
 
 // SweepInterval is how often the link Sweeper looks for links nobody can use any more.
 const SweepInterval = time.Minute
 
-// Sweeper deletes the link Secrets nobody can use any more (expired unredeemed, finished, or
-// past their session), in the background: issuing a link costs no listing of the others. It
-// runs in the leader only (one sweep per cluster); a link that outlives its use by up to a
-// minute harms nobody, since a dead link is refused whatever its Secret says.
+// resealBatch is how many bank details rows one sweep reseals under the active key.
+const resealBatch = 100
+
+// Sweeper deletes the links nobody can use any more (expired unredeemed, finished, or past
+// their session), in the background: issuing a link costs no look at the others. After a key
+// rotation it also reseals bank details under the active key, a batch a sweep, so that the
+// old key can leave its Secret. It runs in the leader only (one sweep per cluster); a link
+// that outlives its use by up to a minute harms nobody, since a dead link is refused whatever
+// its row says.
 type Sweeper struct {
 	Rewards *Service
 	// Interval between sweeps (default SweepInterval).
@@ -45,24 +44,19 @@ func (sw *Sweeper) Start(ctx context.Context) error {
 	}
 }
 
-// SweepLinks deletes the link Secrets nobody can use any more (best effort: a failure is
-// logged, and the next sweep tries again).
+// SweepLinks deletes the links nobody can use any more, and reseals a batch of bank details
+// sealed with a key other than the active one (best effort: a failure is logged, and the next
+// sweep tries again).
 func (s *Service) SweepLinks(ctx context.Context) {
-	now := s.Now()
-	list := &corev1.SecretList{}
-	if err := s.APIReader.List(ctx, list, client.InNamespace(s.HostedNamespace),
-		client.MatchingLabels{flexv1.RewardsLinkLabel: linkMarked}); err != nil {
-		s.Log.Error(err, "listing rewards links")
+	if s.Private == nil {
 		return
 	}
-	for i := range list.Items {
-		link, err := decodeLink(&list.Items[i])
-		if err == nil && !link.dead(now) {
-			continue
-		}
-		if err := s.Client.Delete(ctx, &list.Items[i], client.Preconditions{ResourceVersion: &list.Items[i].ResourceVersion}); err != nil &&
-			!apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			s.Log.Error(err, "deleting a spent rewards link")
-		}
+	if _, err := s.Private.SweepLinks(ctx, s.Now()); err != nil {
+		s.Log.Error(err, "deleting spent rewards links")
+	}
+	if n, err := s.Private.Reseal(ctx, resealBatch); err != nil {
+		s.Log.Error(err, "resealing bank details under the active key")
+	} else if n > 0 {
+		s.Log.Info("resealed bank details under the active key", "rows", n)
 	}
 }
