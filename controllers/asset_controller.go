@@ -36,6 +36,8 @@ type AssetReconciler struct {
 	// site): without it the asset would first be reported SiteNotFound, then corrected.
 	APIReader client.Reader
 	Recorder  recorder.EventRecorder
+	// Notifier writes the asset's events to the outbox.
+	Notifier notifier
 	// written: this reconciler's status writes the cache has yet to show.
 	written statusWrites
 }
@@ -59,15 +61,16 @@ func (r *AssetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		err = r.reconcile(ctx, asset)
 	}
 	if rerr := r.recordEvents(ctx, base, asset, err); rerr != nil {
-		err = rerr
+		// Not written: the status waits with its event, and both are tried again.
+		return ctrl.Result{}, rerr
 	}
 	return summary{client: r.Client, recorder: r.Recorder, written: &r.written}.patch(ctx, base, asset,
 		fmt.Sprintf("Counted in the eligibility of site %q", asset.Spec.SiteName), err)
 }
 
-// recordEvents puts the asset's events (created, updated) in the status patch that records
-// the generation observed: every outcome writes it but a brief wait on an asset never
-// observed (which writes nothing, so the event waits with it).
+// recordEvents writes the asset's events (created, updated) to the outbox before the status
+// patch that records the generation observed: every outcome writes it but a brief wait on an
+// asset never observed (which writes nothing, so the event waits with it).
 func (r *AssetReconciler) recordEvents(ctx context.Context, base, asset *flexv1.Asset, err error) error {
 	if !writesStatus(base, err) {
 		return nil
@@ -78,7 +81,7 @@ func (r *AssetReconciler) recordEvents(ctx context.Context, base, asset *flexv1.
 	if gerr != nil {
 		return gerr
 	}
-	return recordEvents(ctx, r.Client, asset, events.AssetEvents(base, after, siteID), time.Now())
+	return r.Notifier.report(ctx, asset, "asset", events.AssetEvents(base, after, siteID), time.Now())
 }
 
 // reconcile finds the asset's site and whether the site's evaluated status counts the asset,

@@ -37,6 +37,8 @@ type EnrolmentReconciler struct {
 	Recorder  recorder.EventRecorder
 	// Now is the clock (tests may replace it).
 	Now func() time.Time
+	// Notifier writes the enrolment's events to the outbox.
+	Notifier notifier
 	// written: this reconciler's status writes the cache has yet to show.
 	written statusWrites
 }
@@ -68,9 +70,10 @@ func (r *EnrolmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		err = r.reconcile(ctx, enr, site)
 	}
 	if writesStatus(base, err) {
-		// The phase change's event rides in the status patch that writes the phase.
-		if rerr := recordEvents(ctx, r.Client, enr, events.EnrolmentEvents(base, enr, siteIDFrom(site)), r.Now()); rerr != nil {
-			err = rerr
+		// The phase change's event is written before the status patch that writes the phase;
+		// when it cannot be, neither is the phase, and both are tried again.
+		if rerr := r.Notifier.report(ctx, enr, "enrolment", events.EnrolmentEvents(base, enr, siteIDFrom(site)), r.Now()); rerr != nil {
+			return ctrl.Result{}, rerr
 		}
 	}
 	return sum.patch(ctx, base, enr, fmt.Sprintf("Site %q is enrolled in %s", enr.Spec.SiteName, enr.Spec.Proposition), err)
@@ -161,8 +164,11 @@ func (r *EnrolmentReconciler) finalize(ctx context.Context, enr *flexv1.Enrolmen
 			metrics.Withdrawals.WithLabelValues(metrics.DoorEnrolmentDeleted).Inc()
 		}
 	}
-	if err := handOverToSite(ctx, r.Client, r.APIReader, enr, r.Now()); err != nil {
-		return err
+	// Its removal is told with the site's id (with no site left, there is nobody to tell).
+	if site != nil {
+		if err := r.Notifier.final(ctx, enr, events.EnrolmentRemovedChange(enr, siteIDFrom(site)), r.Now()); err != nil {
+			return err
+		}
 	}
 	return removeFinalizer(ctx, r.Client, enr)
 }

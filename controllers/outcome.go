@@ -141,7 +141,7 @@ func (s summary) patch(ctx context.Context, base, obj statusObject, ready string
 	if equality.Semantic.DeepEqual(base, obj) {
 		return result, retErr
 	}
-	if perr := s.client.Status().Patch(ctx, obj, statusPatch(base, obj)); perr != nil {
+	if perr := s.client.Status().Patch(ctx, obj, client.MergeFrom(base)); perr != nil {
 		if apierrors.IsConflict(perr) {
 			return ctrl.Result{RequeueAfter: conflictRetryDelay}, nil
 		}

@@ -19,11 +19,9 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/db"
-	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
-	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/record"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 )
@@ -31,12 +29,9 @@ import (
 // recentTransactions is how many transactions a ledger's status shows.
 const recentTransactions = 10
 
-// handOverBatch is how many outbox events one reconcile hands to the ledger's status outbox.
-const handOverBatch = 16
-
 // reconcileWithStore runs a ledger against the database: it ingests the spec's transactions
-// (once, by id), hands the site's credited events from the SQL outbox to the ledger's status
-// outbox (internal/delivery delivers from there), and writes the summary of the history.
+// (once, by id; a credit's event is written with it, to the outbox internal/delivery delivers
+// from), and writes the summary of the history.
 func (r *RewardLedgerReconciler) reconcileWithStore(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ledger := &flexv1.RewardLedger{}
 	err := r.APIReader.Get(ctx, req.NamespacedName, ledger)
@@ -77,28 +72,6 @@ func (r *RewardLedgerReconciler) reconcileWithStore(ctx context.Context, req ctr
 	}
 	summarise(status, history, revision)
 
-	pending, err := r.Store.Pending(ctx, key, handOverBatch)
-	if err != nil {
-		return r.unavailable(ctx, ledger, base, err)
-	}
-	if len(pending) > 0 {
-		subs, err := subscriptionsIn(ctx, r.Client, ledger.Namespace)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		var wanted []flexv1.PendingEvent
-		for _, p := range pending {
-			if events.AnyWants(subs, p.Event.Type) {
-				wanted = append(wanted, p.Event)
-			}
-		}
-		out, _, dropped := events.HandOver(status.PendingEvents, wanted, 0)
-		status.PendingEvents = out
-		if dropped > 0 {
-			metrics.NotificationsDropped.WithLabelValues(metrics.DropOutboxFull).Add(float64(dropped))
-		}
-	}
-
 	if !equality.Semantic.DeepEqual(base.Status, ledger.Status) {
 		err := r.Status().Patch(ctx, ledger, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 		if apierrors.IsConflict(err) {
@@ -108,16 +81,6 @@ func (r *RewardLedgerReconciler) reconcileWithStore(ctx context.Context, req ctr
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		r.warnRefusals(base, ledger)
-	}
-	if len(pending) > 0 {
-		// Handed over once the status holds them: a crash in between hands them over again (the
-		// same ids: the status outbox keeps one of each).
-		if err := r.Store.HandedOver(ctx, key, pending[len(pending)-1].Seq); err != nil {
-			return ctrl.Result{}, err
-		}
-		if len(pending) == handOverBatch {
-			return ctrl.Result{RequeueAfter: time.Millisecond}, nil // more to hand over
-		}
 	}
 	return ctrl.Result{}, nil
 }
@@ -298,15 +261,6 @@ func (r *RewardLedgerReconciler) listenChanges(ch chan<- event.GenericEvent) fun
 	return func(ctx context.Context) error {
 		return rewardstore.Listen(ctx, r.Store.Pool, func(ns, id string) { bySiteID(ctx, ns, id) }, func(reconnected bool) {
 			log := ctrl.LoggerFrom(ctx)
-			// Events committed but not handed over (a manager stopped in between, or the
-			// notification missed): their sites first.
-			if sites, err := r.Store.PendingSites(ctx); err != nil {
-				log.Error(err, "listing the sites with outbox events to hand over")
-			} else {
-				for _, site := range sites {
-					bySiteID(ctx, site.Namespace, site.ID)
-				}
-			}
 			if !reconnected {
 				return // the controller's first list reconciles every ledger anyway
 			}

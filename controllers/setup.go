@@ -16,6 +16,7 @@ import (
 	"github.com/flexsite/flexsite/internal/deviceauth"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/priority"
 	"github.com/flexsite/flexsite/internal/rewardstore"
@@ -61,7 +62,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	// Every reconcile that may record a notification lists the namespace's Subscriptions:
+	// Every reconcile that may write a notification lists the namespace's Subscriptions:
 	// start their informer with the others, so that the cache's sync (and readiness) covers
 	// it, rather than lazily in the first reconcile, which would wait for it.
 	if _, err := mgr.GetCache().GetInformer(ctx, &flexv1.Subscription{}, cache.BlockUntilSynced(false)); err != nil {
@@ -79,18 +80,24 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	if o.DB != nil {
 		bankDetails = &pagestore.Store{Pool: o.DB}
 	}
+	// The events the controllers observe go to the outbox in PostgreSQL (none without one).
+	notify := notifier{Subscriptions: cl}
+	if o.DB != nil {
+		notify.Store = &outboxstore.Store{Pool: o.DB}
+	}
 	if err := (&SiteReconciler{
 		Client: cl, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("site-controller"), Now: time.Now,
-		Background: o.Background, BankDetails: bankDetails,
+		Background: o.Background, BankDetails: bankDetails, Notifier: notify,
 	}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
 	if err := (&AssetReconciler{Client: cl, APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder("asset-controller")}).SetupWithManager(mgr, workers); err != nil {
+		Recorder: mgr.GetEventRecorder("asset-controller"), Notifier: notify}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
 	if err := (&EnrolmentReconciler{
 		Client: cl, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("enrolment-controller"), Now: time.Now,
+		Notifier: notify,
 	}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
@@ -108,7 +115,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 			return err
 		}
 	}
-	// Tells credited reward transactions (notifications).
+	// Ingests RewardLedgers' transactions and summarises the history (with a database).
 	ledgers := &RewardLedgerReconciler{Client: cl, APIReader: mgr.GetAPIReader(), Now: time.Now,
 		Recorder: mgr.GetEventRecorder("rewardledger-controller")}
 	if o.DB != nil {

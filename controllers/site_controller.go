@@ -46,6 +46,8 @@ type SiteReconciler struct {
 	Recorder  recorder.EventRecorder
 	// Now is the clock (tests may replace it).
 	Now func() time.Time
+	// Notifier writes the site's events to the outbox.
+	Notifier notifier
 	// Background, when set, thins out the re-evaluations a catalogue change fans out to
 	// while interactive requests are in flight (see internal/priority).
 	Background *priority.Gate
@@ -90,8 +92,11 @@ func (r *SiteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		err = r.reconcile(ctx, site)
 	}
 	if err == nil {
-		// The events of this evaluation ride in its status patch (the outbox, internal/events).
-		err = recordEvents(ctx, r.Client, site, events.SiteEvents(base, site), r.Now())
+		// The events of this evaluation are written before its status: when they cannot be,
+		// nothing is written and the evaluation is tried again (its events with it).
+		if rerr := r.Notifier.report(ctx, site, "site", events.SiteEvents(base, site), r.Now()); rerr != nil {
+			return ctrl.Result{}, rerr
+		}
 	}
 	if err == nil {
 		// A claim of another meter point than the site holds is a change on its way, or one
@@ -189,7 +194,7 @@ func (r *SiteReconciler) finalize(ctx context.Context, site *flexv1.Site) error 
 	if err != nil || len(remaining) > 0 {
 		return err
 	}
-	if err := holdForNotifications(ctx, r.Client, site, events.SiteOffboarded(site), r.Now()); err != nil {
+	if err := r.Notifier.final(ctx, site, events.SiteOffboarded(site), r.Now()); err != nil {
 		return err
 	}
 	// The bank details go with the site (as their Secret did with its owner reference).

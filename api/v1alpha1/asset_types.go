@@ -93,13 +93,6 @@ type AssetStatus struct {
 	// to keep taking part in events. Device integrations set it through the status subresource.
 	// +optional
 	NeedsReauthorisation bool `json:"needsReauthorisation,omitempty"`
-
-	// pendingEvents is the asset's notification outbox (asset.changed created/updated),
-	// recorded in the status write that observes the change. Bounded; see internal/events.
-	// +optional
-	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=16
-	PendingEvents []PendingEvent `json:"pendingEvents,omitempty"`
 }
 
 // +kubebuilder:object:root=true

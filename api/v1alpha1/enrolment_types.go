@@ -81,13 +81,6 @@ type EnrolmentStatus struct {
 	// ever active records a withdrawal on the Site.
 	// +optional
 	EnrolledAt *metav1.Time `json:"enrolledAt,omitempty"`
-
-	// pendingEvents is the enrolment's notification outbox (enrolment.changed), recorded in
-	// the status write that changes the phase. Bounded; see internal/events.
-	// +optional
-	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=16
-	PendingEvents []PendingEvent `json:"pendingEvents,omitempty"`
 }
 
 // +kubebuilder:object:root=true

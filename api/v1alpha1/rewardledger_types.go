@@ -162,14 +162,6 @@ type RewardLedgerStatus struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	LastCreditedID string `json:"lastCreditedID,omitempty"`
-
-	// pendingEvents is the ledger's notification outbox (rewards.transaction_credited), handed
-	// over from the database's outbox, which the credit and its event were written to in one
-	// SQL transaction. Bounded; see internal/events.
-	// +optional
-	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=16
-	PendingEvents []PendingEvent `json:"pendingEvents,omitempty"`
 }
 
 // +kubebuilder:object:root=true

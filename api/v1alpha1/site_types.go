@@ -215,15 +215,6 @@ type SiteStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
 	EnrolmentHistory []EnrolmentPeriod `json:"enrolmentHistory,omitempty"`
-
-	// pendingEvents is the site's notification outbox (site.eligibility_changed, asset.changed
-	// of a deleted asset, site.offboarded), recorded in the status write that makes the change
-	// and removed once delivered to every subscription that wants it. Bounded; see
-	// internal/events.
-	// +optional
-	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=16
-	PendingEvents []PendingEvent `json:"pendingEvents,omitempty"`
 }
 
 // EnrolmentPeriod is one enrolment of the household in a proposition, ended by a withdrawal.

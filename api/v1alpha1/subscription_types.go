@@ -154,13 +154,6 @@ type SubscriptionStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=20
 	RecentDeliveries []DeliveryAttempt `json:"recentDeliveries,omitempty"`
-
-	// pendingEvents is the outbox of events addressed to this subscription alone (the test
-	// ping).
-	// +optional
-	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=4
-	PendingEvents []PendingEvent `json:"pendingEvents,omitempty"`
 }
 
 // +kubebuilder:object:root=true
@@ -202,39 +195,3 @@ type SubscriptionList struct {
 func init() {
 	register(&Subscription{}, &SubscriptionList{})
 }
-
-// PendingEvent is one event in an object's outbox: recorded in the same write as the change
-// it reports, removed once every subscription it is owed to has it (or gave up on it).
-type PendingEvent struct {
-	// id of the event (the webhook-id header): the same on every attempt.
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=64
-	ID string `json:"id,omitempty"`
-	// type of the event.
-	// +required
-	Type EventType `json:"type,omitempty"`
-	// time the change happened; orders a site's events and starts the retry horizon.
-	// +required
-	Time metav1.MicroTime `json:"time,omitzero"`
-	// siteID is the API id of the site the event is about (events of one site reach a
-	// subscription in order).
-	// +optional
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=64
-	SiteID string `json:"siteID,omitempty"`
-	// data is the event's `data` object, JSON-encoded.
-	// +required
-	// +kubebuilder:validation:MinLength=2
-	// +kubebuilder:validation:MaxLength=32768
-	Data string `json:"data,omitempty"`
-	// doneFor lists the subscriptions that have the event (delivered or dropped).
-	// +optional
-	// +listType=set
-	// +kubebuilder:validation:MaxItems=32
-	// +kubebuilder:validation:items:MaxLength=253
-	DoneFor []string `json:"doneFor,omitempty"`
-}
-
-// MaxPendingEvents bounds an object's outbox (status.pendingEvents).
-const MaxPendingEvents = 16

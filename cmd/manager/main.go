@@ -46,6 +46,7 @@ import (
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
+	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/priority"
 	"github.com/flexsite/flexsite/internal/server"
@@ -280,7 +281,7 @@ func run(ctx context.Context, o options) error {
 			ServiceAccountNamespace: keysNS, ServiceAccountName: o.serviceAccount}}); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
-	if err := setupNotifier(ctx, mgr, o); err != nil {
+	if err := setupNotifier(ctx, mgr, o, pool); err != nil {
 		return err
 	}
 	// The readings partitions are made ahead by the leader, on start and hourly; a request
@@ -416,15 +417,20 @@ func (o options) providerPolicy() events.AddressPolicy {
 
 func ptr[T any](v T) *T { return &v }
 
-// setupNotifier adds the notification deliverer; the embedded control plane allows delivery
-// to loopback only, so that a developer can try a receiver on their own machine.
-func setupNotifier(ctx context.Context, mgr ctrl.Manager, o options) error {
+// setupNotifier adds the notification deliverer, on the outbox in the database (every
+// replica delivers); the embedded control plane allows delivery to loopback only, so that a
+// developer can try a receiver on their own machine.
+func setupNotifier(ctx context.Context, mgr ctrl.Manager, o options, pool *pgxpool.Pool) error {
+	if pool == nil {
+		return nil // no outbox: nothing to deliver
+	}
 	allow := o.notificationAllowed()
 	roots, err := notificationRoots(o.notificationCAFile)
 	if err != nil {
 		return err
 	}
-	if err := (&delivery.Deliverer{Policy: events.AddressPolicy{Allow: allow}, RootCAs: roots}).
+	if err := (&delivery.Deliverer{Store: &outboxstore.Store{Pool: pool}, Policy: events.AddressPolicy{Allow: allow},
+		RootCAs: roots}).
 		SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the notification deliverer: %w", err)
 	}

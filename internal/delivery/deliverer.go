@@ -1,24 +1,24 @@
-// Package delivery delivers the notification events recorded in the objects' outboxes
-// (internal/events) to the organisations' Subscriptions: a leader-elected runnable, signed
-// with Standard Webhooks, retried with backoff, in order per site and subscription, isolated
-// per subscription.
+// Package delivery delivers the notification events of the one outbox in PostgreSQL
+// (internal/outboxstore) to the organisations' Subscriptions: signed with Standard Webhooks,
+// retried with backoff, in order per site and subscription, isolated per subscription, by any
+// replica (no leader election).
 //
-// Flow: a scan (on every change of an object with pending events, of a Subscription, and at
-// least every Interval) lists the objects with pending events from the cache (a field index
-// keeps it to those), groups their events per namespace and site, and for each subscription
-// hands the earliest event of each site it is still owed (the head) to that subscription's
-// workers, unless the site is already in flight for it or its retry is not due. A worker posts
-// the event and records the outcome: on success (or when the retry horizon has passed, or a
-// 410 paused the subscription) it marks the event done for the subscription in the object's
-// outbox (a status patch with optimistic concurrency), which removes it once no subscription
-// is owed it. Progress is durable (the outbox's doneFor); retry timing is not (a restarted
-// manager tries at once). At least once: a crash between the POST and the patch delivers
-// again, with the same webhook-id.
+// Flow: a pass (on every insert into the outbox, told by PostgreSQL's NOTIFY; on every change
+// of a Subscription; and at least every Interval) first fans out the new events: each gets one
+// delivery row per subscription that wants it (subscriptions as this replica's cache knows
+// them), in one SQL transaction, events another replica is fanning out skipped (FOR UPDATE
+// SKIP LOCKED). It then asks which subscriptions have a delivery due and, for each with a free
+// worker, claims that many due deliveries, each the head of its site: a lease (claimed_until)
+// in one short transaction. A worker posts the event outside any transaction and records the
+// outcome in another: delivered; failed (the next attempt's time, with backoff and jitter, is
+// in the row); given up once the retry horizon has passed (kept, marked, counted); 410 Gone
+// pauses the subscription. A replica that dies between its POST and its outcome lets the
+// lease expire: the event is delivered again, with the same webhook-id (at least once).
 //
-// Isolation: each subscription has its own Workers goroutines and a queue of the same size;
-// the scan never blocks on a queue (a full queue means the site is looked at on the next
-// scan), so a slow or dead receiver only keeps its own workers busy, and reconcilers never
-// wait on delivery.
+// Isolation: each subscription has its own Workers goroutines and claims at most as many
+// deliveries as it has free workers, so a slow or dead receiver only keeps its own workers
+// busy, and reconcilers never wait on delivery. Nothing is capped and nothing dropped: the
+// outbox holds what is pending for as long as it takes.
 package delivery
 
 import (
@@ -30,19 +30,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,18 +45,19 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/metrics"
+	"github.com/flexsite/flexsite/internal/outboxstore"
 )
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=subscriptions,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=subscriptions/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=flexsite.io,resources=sites/status;assets/status;enrolments/status,verbs=get;update;patch
 // Signing secrets: in organisation namespaces only (bootstrap.OrganisationAccess).
-
-// PendingIndex is the field index of the objects whose outbox is not empty.
-const PendingIndex = "events.pending"
 
 // Timeout is how long a receiver has to answer.
 const Timeout = 10 * time.Second
+
+// DefaultLease is the default Lease: longer than an attempt can take (Timeout, and the
+// signing Secret's read), so that a live worker's claim never expires under it.
+const DefaultLease = time.Minute
 
 // DefaultHoldBack is the default HoldBack.
 const DefaultHoldBack = 500 * time.Millisecond
@@ -69,18 +65,26 @@ const DefaultHoldBack = 500 * time.Millisecond
 // DefaultSecretGrace is the default SecretGrace.
 const DefaultSecretGrace = 10 * time.Second
 
+// DefaultRetention is the default Retention.
+const DefaultRetention = 7 * 24 * time.Hour
+
 // DefaultSecretKey is the key of a subscription's Secret holding the signing secret.
 const DefaultSecretKey = "secret"
 
-// recentLimit is how many delivery attempts a subscription's status keeps.
+// fanOutBatch is how many events one fan-out transaction takes.
+const fanOutBatch = 500
+
+// recentLimit is how many delivery attempts a subscription's status shows.
 const recentLimit = 20
 
-// Deliverer delivers pending events. Client reads from the cache and writes; APIReader reads
-// the signing Secrets (the cache holds no organisation Secret).
+// Deliverer delivers the outbox's events. Client reads from the cache and writes; APIReader
+// reads the signing Secrets (the cache holds no organisation Secret).
 type Deliverer struct {
 	Client    client.Client
 	APIReader client.Reader
 	Cache     cache.Cache
+	// Store is the outbox.
+	Store *outboxstore.Store
 	// Schedule of retries (events.DefaultSchedule when zero).
 	Schedule events.Schedule
 	// Policy decides which addresses deliveries may connect to.
@@ -89,41 +93,42 @@ type Deliverer struct {
 	RootCAs *x509.CertPool
 	// Workers per subscription (2 when 0).
 	Workers int
-	// Interval between scans when nothing changes (1 s when 0).
+	// Interval between passes when nothing wakes the deliverer (1 s when 0).
 	Interval time.Duration
-	// HoldBack is how old an event must be before it is delivered (DefaultHoldBack when 0).
-	// A site's events are recorded in several objects' outboxes by different reconcilers (an
-	// asset change is recorded by the Asset's, the eligibility change it causes by the Site's),
-	// so an event stamped a moment earlier may reach the cache a moment later; holding events
-	// back briefly lets it arrive, so that a site's events go out in the order they happened.
+	// Lease is how long a claimed delivery is this worker's (DefaultLease when 0).
+	Lease time.Duration
+	// HoldBack is how old an event must be before it is delivered (DefaultHoldBack when 0):
+	// one that happened a moment earlier may be committed by another controller a moment
+	// later (outboxstore), and a site's events go out in the order they happened.
 	HoldBack time.Duration
 	// SecretGrace is how long after the deliverer first sees a subscription a missing signing
 	// Secret is waited for rather than counted as a failed delivery (DefaultSecretGrace when
 	// 0): the REST API makes the Secret just after the Subscription (it is owned by it, so it
 	// needs its UID), and the first event may be due in between.
 	SecretGrace time.Duration
+	// Retention is how long delivered events are kept (DefaultRetention when 0).
+	Retention time.Duration
 	// Now is the clock.
 	Now func() time.Time
 
 	http *http.Client
 	kick chan struct{}
-	// sweeping is set while a sweep of events owed to nobody runs.
-	sweeping atomic.Bool
-	mu       sync.Mutex
-	subs     map[types.UID]*subState
-	wg       sync.WaitGroup
+	mu   sync.Mutex
+	subs map[types.UID]*subState
+	// gone are the subscriptions deleted since the last pass, whose deliveries it forgets.
+	gone []string
+	wg   sync.WaitGroup
+	// lastBacklog and lastCleanup are when the pass last measured the backlog and cleaned up.
+	lastBacklog, lastCleanup time.Time
 }
 
-// NeedLeaderElection: only the leader delivers.
-func (d *Deliverer) NeedLeaderElection() bool { return true }
+// NeedLeaderElection: every replica delivers (the outbox's claims keep them apart).
+func (d *Deliverer) NeedLeaderElection() bool { return false }
 
-// SetupWithManager registers the outbox index and the deliverer with mgr.
-func (d *Deliverer) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	for _, obj := range []client.Object{&flexv1.Site{}, &flexv1.Asset{}, &flexv1.Enrolment{}, &flexv1.RewardLedger{},
-		&flexv1.Subscription{}} {
-		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, PendingIndex, pendingKey); err != nil {
-			return err
-		}
+// SetupWithManager registers the deliverer with mgr.
+func (d *Deliverer) SetupWithManager(_ context.Context, mgr ctrl.Manager) error {
+	if d.Store == nil {
+		return errors.New("the deliverer needs the outbox (a database)")
 	}
 	if d.Client == nil {
 		d.Client = mgr.GetClient()
@@ -137,13 +142,6 @@ func (d *Deliverer) SetupWithManager(ctx context.Context, mgr ctrl.Manager) erro
 	return mgr.Add(d)
 }
 
-func pendingKey(obj client.Object) []string {
-	if o, ok := obj.(interface{ GetPendingEvents() []flexv1.PendingEvent }); ok && len(o.GetPendingEvents()) > 0 {
-		return []string{"true"}
-	}
-	return nil
-}
-
 func (d *Deliverer) defaults() {
 	if d.Schedule.Horizon == 0 {
 		d.Schedule = events.DefaultSchedule
@@ -154,14 +152,20 @@ func (d *Deliverer) defaults() {
 	if d.Interval <= 0 {
 		d.Interval = time.Second
 	}
-	if d.Now == nil {
-		d.Now = time.Now
+	if d.Lease <= 0 {
+		d.Lease = DefaultLease
 	}
 	if d.HoldBack <= 0 {
 		d.HoldBack = DefaultHoldBack
 	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
 	if d.SecretGrace <= 0 {
 		d.SecretGrace = DefaultSecretGrace
+	}
+	if d.Retention <= 0 {
+		d.Retention = DefaultRetention
 	}
 	d.kick = make(chan struct{}, 1)
 	d.subs = map[types.UID]*subState{}
@@ -185,24 +189,41 @@ func (d *Deliverer) newHTTPClient() *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-// Start scans and delivers until ctx ends.
+// Start fans out and delivers until ctx ends.
 func (d *Deliverer) Start(ctx context.Context) error {
 	d.defaults()
 	log := ctrl.LoggerFrom(ctx).WithName("notifier")
 	ctx = ctrl.LoggerInto(ctx, log)
-	for _, obj := range []client.Object{&flexv1.Site{}, &flexv1.Asset{}, &flexv1.Enrolment{}, &flexv1.RewardLedger{},
-		&flexv1.Subscription{}} {
-		inf, err := d.Cache.GetInformer(ctx, obj)
-		if err != nil {
-			return err
-		}
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { d.kickIf(o) },
-			UpdateFunc: func(_, o any) { d.kickIf(o) },
-			DeleteFunc: func(any) {},
-		}); err != nil {
-			return err
-		}
+	inf, err := d.Cache.GetInformer(ctx, &flexv1.Subscription{})
+	if err != nil {
+		return err
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { d.Kick() },
+		UpdateFunc: func(_, _ any) { d.Kick() },
+		DeleteFunc: func(o any) {
+			if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = tomb.Obj
+			}
+			if sub, ok := o.(*flexv1.Subscription); ok {
+				// What the outbox keeps for it goes with it, at the end of the next pass: after
+				// any fan-out that pass makes from a list that still held it.
+				d.mu.Lock()
+				d.gone = append(d.gone, string(sub.UID))
+				d.mu.Unlock()
+			}
+			d.Kick()
+		},
+	}); err != nil {
+		return err
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.Store.Listen(ctx, d.Kick)
+	}()
+	if !d.Cache.WaitForCacheSync(ctx) {
+		return nil
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -215,29 +236,21 @@ func (d *Deliverer) Start(ctx context.Context) error {
 		case <-d.kick:
 		case <-timer.C:
 		}
-		next, err := d.scan(ctx)
+		wait, err := d.pass(ctx)
 		if err != nil && ctx.Err() == nil {
-			log.Error(err, "scanning the notification outboxes")
+			log.Error(err, "delivering the outbox")
 		}
-		// Look again at the interval, or sooner when a held-back event or a retry is due.
-		timer.Reset(min(d.Interval, max(next, 10*time.Millisecond)))
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(max(wait, 10*time.Millisecond))
 	}
 }
 
-func (d *Deliverer) kickIf(o any) {
-	switch obj := o.(type) {
-	case *flexv1.Subscription:
-	case interface{ GetPendingEvents() []flexv1.PendingEvent }:
-		if len(obj.GetPendingEvents()) == 0 {
-			return
-		}
-	default:
-		return
-	}
-	d.Kick()
-}
-
-// Kick asks for a scan soon.
+// Kick asks for a pass soon.
 func (d *Deliverer) Kick() {
 	select {
 	case d.kick <- struct{}{}:
@@ -245,234 +258,119 @@ func (d *Deliverer) Kick() {
 	}
 }
 
-// source is an object with an outbox.
-type source interface {
-	client.Object
-	GetPendingEvents() []flexv1.PendingEvent
-	SetPendingEvents([]flexv1.PendingEvent)
-}
-
-// item is one pending event and the object whose outbox holds it.
-type item struct {
-	ev   flexv1.PendingEvent
-	kind string
-	key  types.NamespacedName
-}
-
-// scan finds, for every subscription, the head event of every site and hands it over. It
-// answers how soon a head it could not hand over yet (held back, or waiting for its retry)
-// falls due (Interval when none).
-func (d *Deliverer) scan(ctx context.Context) (time.Duration, error) {
-	subs := &flexv1.SubscriptionList{}
-	if err := d.Client.List(ctx, subs); err != nil {
+// pass fans out the new events and hands the due deliveries to the subscriptions' free
+// workers. It answers how soon to look again.
+func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
+	list := &flexv1.SubscriptionList{}
+	if err := d.Client.List(ctx, list); err != nil {
 		return d.Interval, err
 	}
-	byNS := map[string][]flexv1.Subscription{}
-	for _, s := range subs.Items {
+	d.syncSubscriptions(ctx, list.Items)
+	byNS := map[string][]*flexv1.Subscription{}
+	byUID := map[string]*flexv1.Subscription{}
+	var active []string
+	for i := range list.Items {
+		s := &list.Items[i]
 		byNS[s.Namespace] = append(byNS[s.Namespace], s)
+		byUID[string(s.UID)] = s
+		if !s.Spec.Paused && s.DeletionTimestamp.IsZero() {
+			active = append(active, string(s.UID))
+		}
 	}
-	d.syncSubscriptions(ctx, subs.Items)
-
-	items, err := d.pendingItems(ctx)
+	now := d.Now()
+	targets := func(u outboxstore.Unfanned) ([]string, bool) {
+		if u.SubscriptionUID != "" {
+			s, ok := byUID[u.SubscriptionUID]
+			if !ok {
+				// A ping for a subscription this cache does not show yet waits a moment.
+				return nil, now.Sub(u.Time) > time.Minute
+			}
+			if s.Spec.Paused || !s.DeletionTimestamp.IsZero() {
+				return nil, true
+			}
+			return []string{u.SubscriptionUID}, true
+		}
+		var uids []string
+		for _, s := range byNS[u.Organisation] {
+			if events.Wants(s, u.Type) {
+				uids = append(uids, string(s.UID))
+			}
+		}
+		return uids, true
+	}
+	for {
+		n, err := d.Store.FanOut(ctx, fanOutBatch, targets)
+		if err != nil {
+			return d.Interval, err
+		}
+		if n < fanOutBatch {
+			break
+		}
+	}
+	due, next, err := d.Store.Due(ctx, active, d.HoldBack)
 	if err != nil {
 		return d.Interval, err
 	}
+	for _, uid := range due {
+		if st := d.stateOf(types.UID(uid)); st != nil {
+			if _, err := st.claim(ctx); err != nil {
+				return d.Interval, err
+			}
+		}
+	}
+	d.mu.Lock()
+	gone := d.gone
+	d.gone = nil
+	d.mu.Unlock()
+	for i, uid := range gone {
+		if err := d.Store.Forget(ctx, uid); err != nil {
+			d.mu.Lock()
+			d.gone = append(d.gone, gone[i:]...) // the next pass tries again
+			d.mu.Unlock()
+			return d.Interval, err
+		}
+	}
+	d.housekeeping(ctx, byUID)
+	wait := d.Interval
+	if !next.IsZero() {
+		wait = min(wait, time.Until(next))
+	}
+	return wait, nil
+}
+
+// housekeeping measures the backlog (every few seconds) and deletes what was delivered long
+// ago, and the deliveries of subscriptions that no longer exist (hourly; a replica that was
+// down when a subscription was deleted, or fanned out from a list that still held it, may have
+// left some). Any replica may: each step is idempotent.
+func (d *Deliverer) housekeeping(ctx context.Context, known map[string]*flexv1.Subscription) {
 	now := d.Now()
-	next := d.Interval
-	pending, oldest := 0, time.Duration(0)
-	// Group per namespace and site, in order.
-	type groupKey struct{ ns, site string }
-	groups := map[groupKey][]item{}
-	var orphans []item
-	for _, it := range items {
-		owed := d.owed(&it, byNS[it.key.Namespace])
-		if len(owed) == 0 {
-			orphans = append(orphans, it)
-			continue
-		}
-		pending++
-		oldest = max(oldest, now.Sub(it.ev.Time.Time))
-		site := it.ev.SiteID
-		if site == "" {
-			site = "event:" + it.ev.ID
-		}
-		groups[groupKey{it.key.Namespace, site}] = append(groups[groupKey{it.key.Namespace, site}], it)
-	}
-	metrics.NotificationsPending.Set(float64(pending))
-	metrics.NotificationOldestPendingAge.Set(oldest.Seconds())
-	for k, g := range groups {
-		slices.SortStableFunc(g, func(a, b item) int {
-			if c := a.ev.Time.Compare(b.ev.Time.Time); c != 0 {
-				return c
-			}
-			return strings.Compare(a.ev.ID, b.ev.ID)
-		})
-		for i := range byNS[k.ns] {
-			sub := &byNS[k.ns][i]
-			st := d.state(sub)
-			if st == nil {
-				continue
-			}
-			for _, it := range g {
-				if !slices.Contains(d.owed(&it, byNS[k.ns]), sub.Name) || st.isDone(it.ev.ID) {
-					continue
-				}
-				if wait := d.HoldBack - now.Sub(it.ev.Time.Time); wait > 0 {
-					next = min(next, wait)
-				} else if wait := st.offer(k.site, it, now); wait > 0 {
-					next = min(next, wait)
-				}
-				break // the head only: a site's events go in order
-			}
+	if now.Sub(d.lastBacklog) >= 5*time.Second {
+		d.lastBacklog = now
+		if pending, oldest, err := d.Store.Backlog(ctx); err == nil {
+			metrics.NotificationsPending.Set(float64(pending))
+			metrics.NotificationOldestPendingAge.Set(oldest.Seconds())
 		}
 	}
-	d.forgetRetries(items)
-	d.sweep(ctx, orphans)
-	return next, nil
-}
-
-// sweep removes the events owed to nobody (their subscriptions went or paused) from their
-// outboxes, in the background: each object is a read and a write on the API server, and a
-// deleted subscription can leave thousands behind, during which the scan must go on handing
-// other subscriptions' events to their workers. One sweep runs at a time; what is left when
-// it ends, the next scan finds and sweeps.
-func (d *Deliverer) sweep(ctx context.Context, orphans []item) {
-	if len(orphans) == 0 || !d.sweeping.CompareAndSwap(false, true) {
-		return
-	}
-	// settle with no subscription removes every event owed to nobody from the object: one
-	// call per object.
-	type objectKey struct {
-		kind string
-		key  types.NamespacedName
-	}
-	seen := make(map[objectKey]bool, len(orphans))
-	objects := orphans[:0]
-	for _, it := range orphans {
-		if k := (objectKey{it.kind, it.key}); !seen[k] {
-			seen[k] = true
-			objects = append(objects, it)
+	if now.Sub(d.lastCleanup) >= time.Hour {
+		d.lastCleanup = now
+		if err := d.Store.Cleanup(ctx, d.Retention); err != nil && ctx.Err() == nil {
+			ctrl.LoggerFrom(ctx).Error(err, "deleting delivered notifications past their retention")
+		}
+		uids := make([]string, 0, len(known))
+		for uid := range known {
+			uids = append(uids, uid)
+		}
+		// Only deliveries of events older than any cache's lag: another replica may know a
+		// subscription created a moment ago that this one does not show yet.
+		if err := d.Store.ForgetUnknown(ctx, uids, 10*time.Minute); err != nil && ctx.Err() == nil {
+			ctrl.LoggerFrom(ctx).Error(err, "deleting the deliveries of subscriptions that no longer exist")
 		}
 	}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		defer d.sweeping.Store(false)
-		for _, it := range objects {
-			if ctx.Err() != nil {
-				return
-			}
-			if err := d.settle(ctx, it, ""); err != nil && ctx.Err() == nil {
-				ctrl.LoggerFrom(ctx).Error(err, "removing events owed to nobody", "object", it.key)
-			}
-		}
-	}()
-}
-
-// owed lists the subscriptions an item is still owed to. A Subscription's own outbox (the
-// test ping) is owed to that subscription alone, whatever events it asks for.
-func (d *Deliverer) owed(it *item, subs []flexv1.Subscription) []string {
-	if it.kind == kindSubscription {
-		for i := range subs {
-			s := &subs[i]
-			if s.Name == it.key.Name && !s.Spec.Paused && !slices.Contains(it.ev.DoneFor, s.Name) {
-				return []string{s.Name}
-			}
-		}
-		return nil
-	}
-	return events.Owed(&it.ev, subs)
-}
-
-const (
-	kindSite         = "Site"
-	kindAsset        = "Asset"
-	kindEnrolment    = "Enrolment"
-	kindLedger       = "RewardLedger"
-	kindSubscription = "Subscription"
-)
-
-func newSource(kind string) source {
-	switch kind {
-	case kindSite:
-		return &flexv1.Site{}
-	case kindAsset:
-		return &flexv1.Asset{}
-	case kindEnrolment:
-		return &flexv1.Enrolment{}
-	case kindLedger:
-		return &flexv1.RewardLedger{}
-	}
-	return &flexv1.Subscription{}
-}
-
-// pendingItems lists every pending event from the cache.
-func (d *Deliverer) pendingItems(ctx context.Context) ([]item, error) {
-	var out []item
-	lists := []struct {
-		kind string
-		list client.ObjectList
-	}{{kindSite, &flexv1.SiteList{}}, {kindAsset, &flexv1.AssetList{}}, {kindEnrolment, &flexv1.EnrolmentList{}},
-		{kindLedger, &flexv1.RewardLedgerList{}},
-		{kindSubscription, &flexv1.SubscriptionList{}}}
-	for _, l := range lists {
-		if err := d.Client.List(ctx, l.list, client.MatchingFields{PendingIndex: "true"}, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, err
-		}
-		objs, err := meta.ExtractList(l.list)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range objs {
-			src := o.(source)
-			for _, ev := range src.GetPendingEvents() {
-				out = append(out, item{ev: ev, kind: l.kind, key: client.ObjectKeyFromObject(src)})
-			}
-		}
-	}
-	return out, nil
-}
-
-// settle marks an item's event done for subscription sub ("" for none) in its object's
-// outbox, and removes the events owed to nobody, retrying on conflict.
-func (d *Deliverer) settle(ctx context.Context, it item, sub string) error {
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		obj := newSource(it.kind)
-		if err := d.APIReader.Get(ctx, it.key, obj); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		subs := &flexv1.SubscriptionList{}
-		if err := d.Client.List(ctx, subs, client.InNamespace(it.key.Namespace)); err != nil {
-			return err
-		}
-		base := obj.DeepCopyObject().(source)
-		var out []flexv1.PendingEvent
-		var changed bool
-		if it.kind == kindSubscription {
-			out, changed = settleOwn(obj.GetPendingEvents(), it.ev.ID, sub, obj.(*flexv1.Subscription))
-		} else {
-			out, changed = events.Settle(obj.GetPendingEvents(), it.ev.ID, sub, subs.Items)
-		}
-		if !changed {
-			return nil
-		}
-		obj.SetPendingEvents(out)
-		return d.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	})
-}
-
-// settleOwn: a Subscription's own event (ping) leaves its outbox once delivered, dropped, or
-// when the subscription is paused.
-func settleOwn(outbox []flexv1.PendingEvent, id, sub string, s *flexv1.Subscription) ([]flexv1.PendingEvent, bool) {
-	out := slices.DeleteFunc(slices.Clone(outbox), func(ev flexv1.PendingEvent) bool {
-		return (ev.ID == id && sub != "") || s.Spec.Paused
-	})
-	return out, len(out) != len(outbox)
 }
 
 // attempt posts one event to a subscription's URL, signed with its secret.
 func (d *Deliverer) attempt(ctx context.Context, sub *flexv1.Subscription, wh *standardwebhooks.Webhook,
-	ev *flexv1.PendingEvent) (int, error) {
+	ev *events.Event) (int, error) {
 	body := events.Body(ev)
 	now := d.Now()
 	sig, err := wh.Sign(ev.ID, now, body)
@@ -523,29 +421,4 @@ func (d *Deliverer) signer(ctx context.Context, sub *flexv1.Subscription) (*stan
 		return nil, fmt.Errorf("%w: not whsec_ + base64", errSigningSecret)
 	}
 	return wh, nil
-}
-
-// forgetRetries drops the retry state of events no outbox holds any more (delivered by a
-// previous leader, removed with their object), so that memory stays bounded by the pending
-// events.
-func (d *Deliverer) forgetRetries(items []item) {
-	pending := make(map[string]bool, len(items))
-	for i := range items {
-		pending[items[i].ev.ID] = true
-	}
-	d.mu.Lock()
-	states := make([]*subState, 0, len(d.subs))
-	for _, st := range d.subs {
-		states = append(states, st)
-	}
-	d.mu.Unlock()
-	for _, st := range states {
-		st.mu.Lock()
-		for id := range st.retries {
-			if !pending[id] {
-				delete(st.retries, id)
-			}
-		}
-		st.mu.Unlock()
-	}
 }

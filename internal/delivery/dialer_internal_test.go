@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/events"
 
@@ -37,7 +35,7 @@ func TestDialerRefusesWhatThePolicyRefuses(t *testing.T) {
 	u, _ := url.Parse(srv.URL)
 	byName := "https://localhost:" + u.Port() + "/"
 	wh, _ := standardwebhooks.NewWebhook("whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0")
-	ev := &flexv1.PendingEvent{ID: "evt_1", Type: flexv1.EventPing, Time: metav1.NewMicroTime(time.Now()), Data: "{}"}
+	ev := &events.Event{ID: "evt_1", Type: flexv1.EventPing, Time: time.Now(), Data: "{}"}
 
 	for _, c := range []struct {
 		name    string
@@ -97,7 +95,7 @@ func TestDialerDecidesWithoutTheZone(t *testing.T) {
 	roots.AddCert(srv.Certificate())
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	wh, _ := standardwebhooks.NewWebhook("whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0")
-	ev := &flexv1.PendingEvent{ID: "evt_1", Type: flexv1.EventPing, Time: metav1.NewMicroTime(time.Now()), Data: "{}"}
+	ev := &events.Event{ID: "evt_1", Type: flexv1.EventPing, Time: time.Now(), Data: "{}"}
 	for _, c := range []struct {
 		name    string
 		allow   []netip.Prefix
@@ -147,7 +145,7 @@ func TestNoRedirects(t *testing.T) {
 	d := &Deliverer{Policy: events.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, RootCAs: roots}
 	d.defaults()
 	wh, _ := standardwebhooks.NewWebhook("whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0")
-	ev := &flexv1.PendingEvent{ID: "evt_1", Type: flexv1.EventPing, Time: metav1.NewMicroTime(time.Now()), Data: "{}"}
+	ev := &events.Event{ID: "evt_1", Type: flexv1.EventPing, Time: time.Now(), Data: "{}"}
 	code, err := d.attempt(context.Background(), &flexv1.Subscription{Spec: flexv1.SubscriptionSpec{URL: srv.URL}}, wh, ev)
 	if err == nil || code != http.StatusTemporaryRedirect || followed.Load() {
 		t.Fatalf("redirect: %d, %v, followed %v", code, err, followed.Load())

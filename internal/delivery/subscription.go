@@ -7,32 +7,18 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/metrics"
+	"github.com/flexsite/flexsite/internal/outboxstore"
 )
-
-// job is one event to attempt for one subscription.
-type job struct {
-	site string
-	it   item
-}
-
-// retryState is an event's failed attempts and when it may be tried again (in memory: a
-// restarted manager tries at once; the retry horizon runs from the event's own time).
-type retryState struct {
-	failed int
-	next   time.Time
-	// secretWaits counts the waits for a new subscription's signing Secret (not attempts).
-	secretWaits int
-}
 
 // secretWait is the first wait for a new subscription's signing Secret; each further wait
 // doubles it, up to secretWaitMax.
@@ -41,23 +27,27 @@ const (
 	secretWaitMax = time.Second
 )
 
-// subState is one subscription's workers and delivery state.
+// statusEvery bounds how often one subscription's status is written (it is written only when
+// it changed, and at most this often).
+const statusEvery = 250 * time.Millisecond
+
+// subState is one subscription's workers on this replica.
 type subState struct {
 	d      *Deliverer
 	key    types.NamespacedName
+	uid    string
 	cancel context.CancelFunc
-	queue  chan job
+	queue  chan outboxstore.Delivery
+	// dirty asks the status writer to write the subscription's status.
+	dirty chan struct{}
 	// seen is when this deliverer first saw the subscription.
 	seen time.Time
 
 	mu       sync.Mutex
 	sub      flexv1.Subscription
-	inflight map[string]bool
-	retries  map[string]*retryState
-	// done holds events delivered or dropped whose outbox write the cache may not show yet.
-	done map[string]time.Time
-	// status is the subscription's delivery state as this deliverer knows it.
-	status flexv1.SubscriptionStatus
+	inflight int
+	// secretWaits counts, per event, the waits for a new subscription's signing Secret.
+	secretWaits map[string]int
 }
 
 // syncSubscriptions starts workers for new subscriptions and stops those of subscriptions
@@ -72,9 +62,9 @@ func (d *Deliverer) syncSubscriptions(ctx context.Context, subs []flexv1.Subscri
 		st, ok := d.subs[s.UID]
 		if !ok {
 			wctx, cancel := context.WithCancel(ctx)
-			st = &subState{d: d, key: client.ObjectKeyFromObject(s), cancel: cancel, seen: d.Now(),
-				queue: make(chan job, d.Workers), inflight: map[string]bool{}, retries: map[string]*retryState{},
-				done: map[string]time.Time{}, status: *s.Status.DeepCopy()}
+			st = &subState{d: d, key: client.ObjectKeyFromObject(s), uid: string(s.UID), cancel: cancel, seen: d.Now(),
+				queue: make(chan outboxstore.Delivery, d.Workers), dirty: make(chan struct{}, 1),
+				secretWaits: map[string]int{}}
 			d.subs[s.UID] = st
 			for range d.Workers {
 				d.wg.Add(1)
@@ -83,23 +73,19 @@ func (d *Deliverer) syncSubscriptions(ctx context.Context, subs []flexv1.Subscri
 					st.work(wctx)
 				}()
 			}
-		}
-		st.mu.Lock()
-		st.sub = *s.DeepCopy()
-		if st.reportPauseChange(s) {
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
-				_ = st.writeStatus(ctx)
+				st.statusWriter(wctx)
 			}()
 		}
-		// Forget "done" marks the cache has caught up with (after a minute).
-		for id, at := range st.done {
-			if time.Since(at) > time.Minute {
-				delete(st.done, id)
-			}
-		}
+		st.mu.Lock()
+		changed := st.sub.Spec.Paused != s.Spec.Paused || st.sub.Generation != s.Generation
+		st.sub = *s.DeepCopy()
 		st.mu.Unlock()
+		if !ok || changed {
+			st.markDirty() // first seen, paused or resumed: the Ready condition says so
+		}
 	}
 	for uid, st := range d.subs {
 		if !seen[uid] {
@@ -118,227 +104,215 @@ func (d *Deliverer) stopAll() {
 	}
 }
 
-func (d *Deliverer) state(sub *flexv1.Subscription) *subState {
+func (d *Deliverer) stateOf(uid types.UID) *subState {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.subs[sub.UID]
+	return d.subs[uid]
 }
 
-func (st *subState) isDone(id string) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	_, ok := st.done[id]
-	return ok
-}
-
-// reportPauseChange brings the Ready condition in line with spec.paused, and reports a
-// subscription first seen (from then on events are recorded for it). It answers whether the
-// status needs writing (st.mu held).
-func (st *subState) reportPauseChange(s *flexv1.Subscription) bool {
-	cur := meta.FindStatusCondition(st.status.Conditions, flexv1.ReadyCondition)
-	cond := metav1.Condition{Type: flexv1.ReadyCondition, ObservedGeneration: s.Generation}
-	switch {
-	case s.Spec.Paused && (cur == nil || cur.Reason != flexv1.ReasonPaused):
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, flexv1.ReasonPaused, "The subscription is paused"
-	case !s.Spec.Paused && (cur == nil || cur.Reason == flexv1.ReasonPaused):
-		cond.Status, cond.Reason = metav1.ConditionTrue, flexv1.ReasonDelivering
-		cond.Message = "Events are recorded for this subscription; none delivered since it was created or resumed"
-	default:
-		return false
-	}
-	meta.SetStatusCondition(&st.status.Conditions, cond)
-	return true
-}
-
-// offer hands a site's head event to the workers unless the site is in flight, its retry is
-// not due, or the queue is full (then the next scan offers it again). Never blocks. It
-// answers how soon the event's retry falls due (0 when it is not waiting for one).
-func (st *subState) offer(site string, it item, now time.Time) time.Duration {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.inflight[site] || st.sub.Spec.Paused {
-		return 0
-	}
-	if r, ok := st.retries[it.ev.ID]; ok && now.Before(r.next) {
-		return r.next.Sub(now)
-	}
+func (st *subState) markDirty() {
 	select {
-	case st.queue <- job{site: site, it: it}:
-		st.inflight[site] = true
+	case st.dirty <- struct{}{}:
 	default:
 	}
-	return 0
 }
 
-// work attempts the jobs of one subscription until ctx ends.
+// claim leases as many due deliveries as the subscription has free workers and queues them.
+// The free workers are reserved before the claim, so that claims made at once (a pass, a
+// worker done) never queue more than there are workers: the queue never blocks. It answers
+// how many it claimed.
+func (st *subState) claim(ctx context.Context) (int, error) {
+	st.mu.Lock()
+	free := st.d.Workers - st.inflight
+	if free <= 0 || st.sub.Spec.Paused {
+		st.mu.Unlock()
+		return 0, nil
+	}
+	st.inflight += free
+	st.mu.Unlock()
+	claimed, err := st.d.Store.Claim(ctx, st.uid, free, st.d.Lease, st.d.HoldBack)
+	st.mu.Lock()
+	st.inflight -= free - len(claimed)
+	st.mu.Unlock()
+	for _, c := range claimed {
+		st.queue <- c
+	}
+	return len(claimed), err
+}
+
+// work attempts the deliveries of one subscription until ctx ends.
 func (st *subState) work(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case j := <-st.queue:
-			st.deliver(ctx, j)
+		case c := <-st.queue:
+			st.deliver(ctx, c)
 			st.mu.Lock()
-			delete(st.inflight, j.site)
+			st.inflight--
 			st.mu.Unlock()
-			st.d.Kick()
+			// The site's next event (or another site's) is claimed at once; a pass is asked
+			// for only when there is none, to learn when the next falls due.
+			if n, err := st.claim(ctx); err != nil || n == 0 {
+				st.d.Kick()
+			}
 		}
 	}
 }
 
-// deliver attempts one event and records the outcome.
-func (st *subState) deliver(ctx context.Context, j job) {
+// deliver attempts one delivery and records the outcome.
+func (st *subState) deliver(ctx context.Context, c outboxstore.Delivery) {
 	d := st.d
-	log := ctrl.LoggerFrom(ctx).WithValues("subscription", st.key, "event", j.it.ev.ID, "type", j.it.ev.Type)
+	log := ctrl.LoggerFrom(ctx).WithValues("subscription", st.key, "event", c.Event.ID, "type", c.Event.Type)
 	st.mu.Lock()
 	sub := st.sub.DeepCopy()
-	attempt := 1
-	if r, ok := st.retries[j.it.ev.ID]; ok {
-		attempt = r.failed + 1
-	}
 	st.mu.Unlock()
 
 	start := d.Now()
-	code, err := 0, error(nil)
+	code := 0
 	wh, err := d.signer(ctx, sub)
-	if apierrors.IsNotFound(err) && st.awaitSecret(j.it.ev.ID, start) {
-		return // not made yet: no attempt, the event is offered again in a moment
+	if apierrors.IsNotFound(err) {
+		if wait, ok := st.awaitSecret(c.Event.ID, start); ok {
+			// Not made yet: no attempt; the delivery is claimed again in a moment.
+			if rerr := d.Store.Record(ctx, c, outboxstore.Outcome{Result: outboxstore.NotAttempted, Retry: wait}); rerr != nil &&
+				ctx.Err() == nil {
+				log.Error(rerr, "releasing a delivery that waits for its signing Secret")
+			}
+			return
+		}
 	}
 	if err == nil {
-		code, err = d.attempt(ctx, sub, wh, &j.it.ev)
+		code, err = d.attempt(ctx, sub, wh, &c.Event)
 	}
 	if ctx.Err() != nil {
-		return // stopping: the event stays pending
+		return // stopping: the lease expires, and the event is delivered again
 	}
-	latency := d.Now().Sub(start)
-	outcome := "delivered"
-	done := err == nil
+	o := outboxstore.Outcome{At: start, StatusCode: code, Latency: d.Now().Sub(start)}
 	switch {
+	case err == nil:
+		o.Result = outboxstore.Delivered
 	case code == http.StatusGone:
-		outcome, done = "gone", true
-	case err != nil && d.Schedule.Expired(j.it.ev.Time.Time, d.Now()):
-		outcome, done = "dropped", true
-		metrics.NotificationsDropped.WithLabelValues(metrics.DropRetryHorizon).Inc()
-	case err != nil:
-		outcome = "failed"
+		o.Result = outboxstore.Gone
+	case d.Schedule.Expired(c.Event.Time, d.Now()):
+		o.Result = outboxstore.GivenUp
+	case errors.Is(err, errSigningSecret):
+		o.Result, o.Retry = outboxstore.SecretMissing, d.Schedule.Delay(c.Attempts+1)
+	default:
+		o.Result, o.Retry = outboxstore.Failed, d.Schedule.Delay(c.Attempts+1)
 	}
-	metrics.NotificationDeliveries.WithLabelValues(string(j.it.ev.Type), outcome).Inc()
-
+	if err != nil {
+		o.Error = truncate(err.Error(), 256)
+	}
+	metrics.NotificationDeliveries.WithLabelValues(string(c.Event.Type), string(o.Result)).Inc()
 	st.mu.Lock()
-	if done {
-		delete(st.retries, j.it.ev.ID)
-		st.done[j.it.ev.ID] = time.Now()
-	} else {
-		r := st.retries[j.it.ev.ID]
-		if r == nil {
-			r = &retryState{}
-			st.retries[j.it.ev.ID] = r
-		}
-		r.failed++
-		r.next = d.Now().Add(d.Schedule.Delay(r.failed))
-	}
-	st.record(j, attempt, start, code, latency, err, outcome)
+	delete(st.secretWaits, c.Event.ID)
 	st.mu.Unlock()
-
-	if code == http.StatusGone {
+	if rerr := d.Store.Record(ctx, c, o); rerr != nil && ctx.Err() == nil {
+		// Not recorded: the lease expires and the event is attempted again (at least once).
+		log.Error(rerr, "recording a delivery's outcome")
+	}
+	if o.Result == outboxstore.Gone {
 		if perr := st.pause(ctx); perr != nil {
 			log.Error(perr, "pausing the subscription after 410 Gone")
 		}
 	}
-	if done {
-		if serr := d.settle(ctx, j.it, sub.Name); serr != nil && ctx.Err() == nil {
-			log.Error(serr, "marking the event delivered")
-			st.mu.Lock()
-			delete(st.done, j.it.ev.ID) // try again: at least once
-			st.mu.Unlock()
-		}
-	}
-	if werr := st.writeStatus(ctx); werr != nil && ctx.Err() == nil {
-		log.V(1).Info("writing the subscription's delivery state", "error", werr.Error())
-	}
+	st.markDirty()
 }
 
 // awaitSecret: a subscription's signing Secret may be made a moment after the Subscription
 // (the REST API makes it just after, as it is owned by the Subscription), and the first
 // event may be due in between. While the subscription is new to this deliverer (SecretGrace),
-// a missing Secret is waited for (the event is offered again after 25 ms, doubling to 1 s)
-// instead of counted as a failed attempt retried seconds later. It answers whether to wait.
-func (st *subState) awaitSecret(id string, now time.Time) bool {
+// a missing Secret is waited for (25 ms, doubling to 1 s) instead of counted as a failed
+// attempt retried seconds later. It answers the wait, and whether to wait.
+func (st *subState) awaitSecret(id string, now time.Time) (time.Duration, bool) {
 	if now.Sub(st.seen) >= st.d.SecretGrace {
-		return false
+		return 0, false
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	r := st.retries[id]
-	if r == nil {
-		r = &retryState{}
-		st.retries[id] = r
-	}
-	r.next = now.Add(min(secretWait<<min(r.secretWaits, 16), secretWaitMax))
-	r.secretWaits++
-	return true
+	n := st.secretWaits[id]
+	st.secretWaits[id] = n + 1
+	return min(secretWait<<min(n, 16), secretWaitMax), true
 }
 
-// record updates the in-memory delivery state with one attempt (st.mu held).
-func (st *subState) record(j job, attempt int, at time.Time, code int, latency time.Duration, err error, outcome string) {
-	s := &st.status
-	s.LastDelivery = &flexv1.DeliveryResult{Time: metav1.NewTime(at.UTC().Truncate(time.Second)),
-		StatusCode: int32(code), LatencyMillis: latency.Milliseconds()} //nolint:gosec // an HTTP status
-	a := flexv1.DeliveryAttempt{EventID: j.it.ev.ID, Type: j.it.ev.Type, Attempt: int32(min(attempt, 1<<30)), //nolint:gosec // bounded
-		Time: metav1.NewTime(at.UTC().Truncate(time.Second)), LatencyMillis: latency.Milliseconds(),
-		StatusCode: int32(code)} //nolint:gosec // an HTTP status
-	if err != nil {
-		a.Error = truncate(err.Error(), 256)
-	}
-	s.RecentDeliveries = append([]flexv1.DeliveryAttempt{a}, s.RecentDeliveries...)
-	if len(s.RecentDeliveries) > recentLimit {
-		s.RecentDeliveries = s.RecentDeliveries[:recentLimit]
-	}
-	cond := metav1.Condition{Type: flexv1.ReadyCondition, ObservedGeneration: st.sub.Generation}
-	switch outcome {
-	case "delivered":
-		s.Delivered++
-		s.ConsecutiveFailures = 0
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, flexv1.ReasonDelivering, "The last delivery succeeded"
-	case "gone":
-		s.FailedAttempts++
-		s.ConsecutiveFailures++
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, flexv1.ReasonPaused, "The receiver answered 410 Gone: subscription paused"
-	default:
-		s.FailedAttempts++
-		s.ConsecutiveFailures++
-		if outcome == "dropped" {
-			s.Dropped++
+// statusWriter writes the subscription's status when asked (markDirty), at most every
+// statusEvery, until ctx ends.
+func (st *subState) statusWriter(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-st.dirty:
 		}
-		cond.Status, cond.Reason = metav1.ConditionFalse, flexv1.ReasonDeliveryFailing
-		if errors.Is(err, errSigningSecret) {
-			cond.Reason = flexv1.ReasonSecretMissing
+		if err := st.writeStatus(ctx); err != nil && ctx.Err() == nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("writing a subscription's delivery state", "subscription", st.key, "error", err.Error())
+			st.markDirty() // try again
 		}
-		cond.Message = "Deliveries fail and are retried: " + a.Error
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(statusEvery):
+		}
 	}
-	meta.SetStatusCondition(&s.Conditions, cond)
 }
 
-// writeStatus writes the in-memory delivery state into the subscription's status (one merge
-// patch of the fields it owns; the outbox is not touched).
+// writeStatus writes the delivery state the outbox keeps (every replica's attempts) into the
+// subscription's status: one merge patch of the fields it owns, only when they changed.
 func (st *subState) writeStatus(ctx context.Context) error {
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cur := &flexv1.Subscription{}
-		if err := st.d.Client.Get(ctx, st.key, cur); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		base := cur.DeepCopy()
-		st.mu.Lock()
-		cur.Status.Conditions = st.status.Conditions
-		cur.Status.LastDelivery = st.status.LastDelivery
-		cur.Status.ConsecutiveFailures = st.status.ConsecutiveFailures
-		cur.Status.Delivered = st.status.Delivered
-		cur.Status.FailedAttempts = st.status.FailedAttempts
-		cur.Status.Dropped = st.status.Dropped
-		cur.Status.RecentDeliveries = st.status.RecentDeliveries
-		st.mu.Unlock()
-		return st.d.Client.Status().Patch(ctx, cur, client.MergeFrom(base))
-	})
+	stats, err := st.d.Store.StatsOf(ctx, st.uid)
+	if err != nil {
+		return err
+	}
+	attempts, err := st.d.Store.Attempts(ctx, st.uid, recentLimit)
+	if err != nil {
+		return err
+	}
+	cur := &flexv1.Subscription{}
+	if err := st.d.Client.Get(ctx, st.key, cur); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	base := cur.DeepCopy()
+	s := &cur.Status
+	s.Delivered, s.FailedAttempts, s.Dropped, s.ConsecutiveFailures = stats.Delivered, stats.FailedAttempts, stats.GivenUp,
+		stats.ConsecutiveFailures
+	if stats.Last != "" {
+		s.LastDelivery = &flexv1.DeliveryResult{Time: metav1.NewTime(stats.LastAt.Truncate(time.Second)),
+			StatusCode: int32(stats.LastStatus), LatencyMillis: stats.LastLatency.Milliseconds()} //nolint:gosec // an HTTP status
+	}
+	s.RecentDeliveries = nil
+	for _, a := range attempts {
+		s.RecentDeliveries = append(s.RecentDeliveries, flexv1.DeliveryAttempt{EventID: a.EventID, Type: a.Type,
+			Attempt: int32(min(a.Attempt, 1<<30)), Time: metav1.NewTime(a.At.Truncate(time.Second)), //nolint:gosec // bounded
+			LatencyMillis: a.Latency.Milliseconds(), StatusCode: int32(a.StatusCode), Error: a.Error}) //nolint:gosec // an HTTP status
+	}
+	meta.SetStatusCondition(&s.Conditions, readyCondition(cur, stats))
+	if equality.Semantic.DeepEqual(base.Status, cur.Status) {
+		return nil
+	}
+	return st.d.Client.Status().Patch(ctx, cur, client.MergeFrom(base))
+}
+
+// readyCondition is a subscription's Ready condition, from its spec and its last outcome.
+func readyCondition(sub *flexv1.Subscription, stats outboxstore.Stats) metav1.Condition {
+	cond := metav1.Condition{Type: flexv1.ReadyCondition, ObservedGeneration: sub.Generation}
+	switch {
+	case sub.Spec.Paused && stats.Last == outboxstore.Gone:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, flexv1.ReasonPaused, "The receiver answered 410 Gone: subscription paused"
+	case sub.Spec.Paused:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, flexv1.ReasonPaused, "The subscription is paused"
+	case stats.Last == "" || stats.Last == outboxstore.Gone:
+		cond.Status, cond.Reason = metav1.ConditionTrue, flexv1.ReasonDelivering
+		cond.Message = "Events are recorded for this subscription; none delivered since it was created or resumed"
+	case stats.Last == outboxstore.Delivered:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, flexv1.ReasonDelivering, "The last delivery succeeded"
+	case stats.Last == outboxstore.SecretMissing:
+		cond.Status, cond.Reason = metav1.ConditionFalse, flexv1.ReasonSecretMissing
+		cond.Message = "Deliveries fail and are retried: " + stats.LastError
+	default:
+		cond.Status, cond.Reason = metav1.ConditionFalse, flexv1.ReasonDeliveryFailing
+		cond.Message = "Deliveries fail and are retried: " + stats.LastError
+	}
+	return cond
 }
 
 // pause sets spec.paused after the receiver answered 410 Gone.

@@ -31,6 +31,7 @@ import (
 	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/delivery"
 	"github.com/flexsite/flexsite/internal/events"
+	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -50,8 +51,6 @@ var (
 	keys      *auth.KeyRing
 	// testDB is the suite's PostgreSQL database.
 	testDB *dbtest.Database
-	// outboxGate, while set, holds the deliverer's outbox writes in one namespace.
-	outboxGate atomic.Pointer[writeGate]
 )
 
 const keysNamespace = "flexsite-system"
@@ -113,8 +112,13 @@ var _ = AfterSuite(func() {
 // long enough that nothing is dropped unless a test asks.
 var testSchedule = events.Schedule{Steps: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}, Horizon: time.Hour}
 
-// startManager runs the controllers and a deliverer that may reach loopback only, with leader
-// election (a Lease), so that a second manager started beside it is a standby.
+// testLease is how long a claimed delivery is a deliverer's here: a deliverer stopped
+// mid-delivery (a crash) leaves its claims to expire this soon.
+const testLease = 2 * time.Second
+
+// startManager runs the controllers, with leader election (a Lease), so that a second manager
+// started beside it is a standby for them, and a deliverer that may reach loopback only: every
+// manager's deliverer delivers (no leader election), from the one outbox.
 func startManager() {
 	mgr, err := env.NewManager(func(o *ctrl.Options) {
 		// A restarted manager registers the same controllers again.
@@ -126,11 +130,12 @@ func startManager() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupWithManager(suiteCtx, mgr, controllers.Options{DB: testDB.Pool})).To(Succeed())
 	d := &delivery.Deliverer{
-		Client:   gatedClient{mgr.GetClient()},
+		Store:    &outboxstore.Store{Pool: testDB.Pool},
 		Policy:   events.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
 		RootCAs:  roots,
 		Schedule: testSchedule,
 		Interval: 100 * time.Millisecond,
+		Lease:    testLease,
 		HoldBack: 300 * time.Millisecond,
 		// A new subscription's missing Secret is waited for this long, then a failure.
 		SecretGrace: 3 * time.Second,
@@ -173,16 +178,21 @@ type receiver struct {
 	wh     *standardwebhooks.Webhook
 	mu     sync.Mutex
 	got    []received
-	// answer decides the status of the n-th request (from 0); 204 when nil.
-	answer func(n int) int
+	// answer decides the status of the n-th request (from 0); 204 when nil. hold (0) holds the
+	// request, once recorded, until released closes or the caller gives up.
+	answer   func(n int) int
+	released chan struct{}
 }
+
+// hold is the answer that holds a request without answering it.
+const hold = 0
 
 // newReceiver starts a receiver; given a channel, it hangs on every request until the channel
 // closes (a dead receiver).
 func newReceiver(hang ...chan struct{}) *receiver {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	r := &receiver{secret: "whsec_" + base64.StdEncoding.EncodeToString(key)}
+	r := &receiver{secret: "whsec_" + base64.StdEncoding.EncodeToString(key), released: make(chan struct{})}
 	r.setSecret(r.secret)
 	r.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if len(hang) > 0 {
@@ -211,10 +221,37 @@ func newReceiver(hang ...chan struct{}) *receiver {
 		}
 		r.got = append(r.got, rec)
 		r.mu.Unlock()
+		if rec.Status == hold {
+			select {
+			case <-r.released:
+			case <-req.Context().Done():
+			}
+			return
+		}
 		w.WriteHeader(rec.Status)
 	}))
 	DeferCleanup(r.Close)
+	DeferCleanup(r.release)
 	return r
+}
+
+// release lets the requests held (hold) go.
+func (r *receiver) release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.released:
+	default:
+		close(r.released)
+	}
+}
+
+// pendingDeliveries counts an organisation's deliveries not yet delivered nor given up.
+func pendingDeliveries(ctx context.Context, ns string) int {
+	var n int
+	Expect(testDB.Pool.QueryRow(ctx, `SELECT count(*) FROM notification_deliveries WHERE organisation = $1 AND state = 'pending'`,
+		ns).Scan(&n)).To(Succeed())
+	return n
 }
 
 // setSecret makes the receiver verify with another signing secret.
@@ -280,34 +317,4 @@ func subscribe(ctx context.Context, ns string, r *receiver, types ...flexv1.Even
 		Spec: flexv1.SubscriptionSpec{URL: r.URL, Events: types, SecretRef: flexv1.SecretKeyReference{Name: secret.Name}}}
 	Expect(k8sClient.Create(ctx, sub)).To(Succeed())
 	return sub
-}
-
-// writeGate holds the deliverer's status writes to the outboxes of one namespace (Sites,
-// Assets, Enrolments, RewardLedgers: not Subscriptions) until it opens: an API server that is
-// slow for some objects, deterministically.
-type writeGate struct {
-	namespace string
-	open      chan struct{}
-	held      atomic.Int32 // writes that have waited at the gate
-}
-
-// gatedClient is the manager's client whose status writes pass outboxGate.
-type gatedClient struct{ client.Client }
-
-func (c gatedClient) Status() client.SubResourceWriter { return gatedStatus{c.Client.Status()} }
-
-type gatedStatus struct{ client.SubResourceWriter }
-
-func (s gatedStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if g := outboxGate.Load(); g != nil && obj.GetNamespace() == g.namespace {
-		if _, isSub := obj.(*flexv1.Subscription); !isSub {
-			g.held.Add(1)
-			select {
-			case <-g.open:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	}
-	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
 }

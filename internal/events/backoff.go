@@ -8,7 +8,7 @@ import (
 // Schedule is when failed deliveries are tried again: after the first failure Steps[0],
 // after the second Steps[1], ..., then Steps' last step each time, each with up to Jitter
 // (a fraction) more or less, until Horizon has passed since the event happened; then the
-// event is dropped.
+// event is given up (kept, marked, counted).
 type Schedule struct {
 	Steps   []time.Duration
 	Jitter  float64

@@ -1,45 +1,38 @@
 // Package events holds the rules of push notifications (notifications.md), with no Kubernetes
 // client: which events a change makes (a pure function of the object before and after it),
-// how an object's outbox records them (bounded, coalesced), who an event is owed to, when a
-// failed delivery is tried again, and which addresses a delivery may reach.
+// what identifies them (a digest, so that a redone reconcile writes them once), who an event
+// is owed to, when a failed delivery is tried again, and which addresses a delivery may reach.
 //
-// # Where an event is recorded (the transactional outbox)
+// # Where an event is recorded (one outbox, in PostgreSQL)
 //
-// An event is recorded in the status of the object whose change it reports, in the very
-// status patch that makes the change visible, so the change and its event are one API-server
-// write: either both are stored or neither (a conflict redoes both from fresh state, with a
-// new event id). Events are computed by the reconcilers from their view of status (before and
-// after), never by a door, so a change made through REST, kubectl, GitOps, the hosted flow or
-// a catalogue edit makes the same event, and a change that changes nothing makes none.
+// Every event is a row of one outbox in PostgreSQL (internal/outboxstore, migration 00014),
+// written with the change it reports where the change is in the database, and by the
+// controller that observes the change otherwise. Events are computed by the reconcilers from
+// their view of status (before and after), never by a door, so a change made through REST,
+// kubectl, GitOps, the hosted flow or a catalogue edit makes the same event, and a change
+// that changes nothing makes none.
 //
-//   - Site status: site.eligibility_changed, asset.changed "deleted" (the site's evaluation
-//     that drops the asset), site.offboarded (written by the site's finalizer).
-//   - Asset status: asset.changed "created" and "updated" (the asset controller's write of
-//     observedGeneration).
-//   - Enrolment status: enrolment.changed (the write that changes the phase).
-//   - RewardLedger status: rewards.transaction_credited (the RewardLedger controller's write
-//     that moves status.lastCreditedID past the new transactions).
-//   - Subscription status: ping (the test endpoint).
+//   - rewards.transaction_credited: in the SQL transaction of the credit (internal/rewardstore,
+//     internal/settlementstore).
+//   - site.eligibility_changed and asset.changed "deleted" (an asset that left the site's
+//     evaluation): the Site controller, before its status write.
+//   - asset.changed "created" and "updated": the Asset controller, before its status write.
+//   - enrolment.changed: the Enrolment controller, before the status write that changes the
+//     phase; "removed" by its finalizer, with an id derived from its uid.
+//   - site.offboarded: the Site's finalizer, with an id derived from its uid.
+//   - ping: the test endpoint, addressed to its subscription alone.
 //
-// Deletions must not lose events. An Enrolment's finalizer hands its undelivered events and
-// its enrolment.changed "removed" (with an id derived from its uid, so a retried hand-over
-// adds nothing) over to its Site's outbox before it lets the enrolment go: the household
-// outlives the enrolment, and an unenrol followed by an enrol is not held up by a slow
-// receiver. A Site being deleted records site.offboarded in its own status and keeps its
-// finalizer until its outbox is empty, so the API server cannot forget the site, and its
-// events, before they are delivered or given up (at most the 24 h retry horizon, and only
-// while a subscription wants them: with none, nothing is recorded and nothing is held). Its
-// finalizer deletes its children first and waits for them, so their events are handed over,
-// and recorded, before site.offboarded. Assets and ledgers have no finalizer: an asset's own
-// pending created/updated events go with it (its deletion is recorded by its Site, with the
-// record the site knows: id, external id, site id), and so do a ledger's when its site is
-// offboarded (site.offboarded follows).
+// A controller writes its events in one SQL transaction with a digest of them (Digest) kept
+// per object: a reconcile redone after a conflict or a crash computes the same changes and
+// finds them written, so an event is written before the status write that shows its change,
+// and once. A deletion's event has an id derived from the object's uid, so a finalizer that
+// runs again writes nothing new; the object does not wait for its delivery.
 //
-// Events are recorded only when a subscription of the namespace wants their type, so an
-// organisation without subscriptions pays nothing. An outbox holds at most
-// flexv1.MaxPendingEvents events: past that, older site.eligibility_changed events are
-// coalesced into the latest (whose data is the full current state), then the oldest events
-// are dropped and counted.
+// Controllers write events only when a subscription of the organisation wants their type (as
+// the cache knows it), so an organisation without subscriptions pays nothing; writers in SQL
+// always write. Nothing is capped and nothing is dropped: each subscription that wants an
+// event gets a delivery row of its own (internal/delivery), retried until delivered or, past
+// the retry horizon, given up and counted.
 package events
 
 import (
@@ -228,41 +221,11 @@ type TransactionData struct {
 	record.Transaction
 }
 
-// CreditedTransactions are a ledger's transactions after the last one told (status
-// lastCreditedID; all of them when none was), and the id to remember as told. When the last
-// one told is no longer in the ledger (a correction removed it), which transactions are new
-// cannot be told: none is, and the ledger's last becomes the mark.
-func CreditedTransactions(l *flexv1.RewardLedger) ([]flexv1.RewardTransaction, string) {
-	txs := l.Spec.Transactions
-	if len(txs) == 0 {
-		return nil, l.Status.LastCreditedID
-	}
-	last := txs[len(txs)-1].ID
-	if l.Status.LastCreditedID == "" {
-		return txs, last
-	}
-	i := slices.IndexFunc(txs, func(tx flexv1.RewardTransaction) bool { return tx.ID == l.Status.LastCreditedID })
-	if i < 0 {
-		return nil, last
-	}
-	return txs[i+1:], last
-}
-
-// LedgerEvents are rewards.transaction_credited events, one per transaction.
-func LedgerEvents(txs []flexv1.RewardTransaction, siteID string) []Change {
-	out := make([]Change, 0, len(txs))
-	for i := range txs {
-		out = append(out, Change{Type: flexv1.EventRewardsTransactionCredited, SiteID: siteID,
-			Data: TransactionData{SiteID: siteID, Transaction: record.TransactionOf(&txs[i])}})
-	}
-	return out
-}
-
 // Ping is the test endpoint's event.
 func Ping() Change { return Change{Type: flexv1.EventPing, Data: struct{}{}} }
 
 // Body is the JSON body delivered for an event: {type, id, timestamp, data}.
-func Body(ev *flexv1.PendingEvent) []byte {
+func Body(ev *Event) []byte {
 	b, _ := json.Marshal(struct {
 		Type      flexv1.EventType `json:"type"`
 		ID        string           `json:"id"`

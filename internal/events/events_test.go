@@ -152,7 +152,7 @@ func sub(name string, paused bool, types ...flexv1.EventType) flexv1.Subscriptio
 		Spec: flexv1.SubscriptionSpec{Events: types, Paused: paused}}
 }
 
-func TestRecordOnlyWhatIsWanted(t *testing.T) {
+func TestWantedKeepsOnlyWhatASubscriptionWants(t *testing.T) {
 	change := events.Change{Type: flexv1.EventAssetChanged, SiteID: "s", Data: map[string]string{}}
 	cases := []struct {
 		name string
@@ -163,76 +163,38 @@ func TestRecordOnlyWhatIsWanted(t *testing.T) {
 		{"paused", []flexv1.Subscription{sub("a", true)}, 0},
 		{"other types", []flexv1.Subscription{sub("a", false, flexv1.EventSiteOffboarded)}, 0},
 		{"all types", []flexv1.Subscription{sub("a", false)}, 1},
-		{"named", []flexv1.Subscription{sub("a", false, flexv1.EventAssetChanged)}, 1},
+		{"named", []flexv1.Subscription{sub("b", false, flexv1.EventAssetChanged)}, 1},
 	}
 	for _, c := range cases {
-		out, _ := events.Record(nil, []events.Change{change}, c.subs, time.Now(), 0)
-		if len(out) != c.want {
+		if out := events.Wanted([]events.Change{change}, c.subs); len(out) != c.want {
 			t.Errorf("%s: %d events, want %d", c.name, len(out), c.want)
 		}
 	}
 }
 
-func eligibilityEvent(site string, n int, prev string) flexv1.PendingEvent {
-	return flexv1.PendingEvent{ID: fmt.Sprintf("%s-%d", site, n), Type: flexv1.EventSiteEligibilityChanged, SiteID: site,
-		Data: fmt.Sprintf(`{"site_id":%q,"n":%d,"previous_eligible_propositions":[%q]}`, site, n, prev)}
-}
-
-func TestBoundCoalescesEligibilityThenDrops(t *testing.T) {
-	outbox := make([]flexv1.PendingEvent, 0, 5)
-	for i := range 4 {
-		outbox = append(outbox, eligibilityEvent("s1", i, fmt.Sprint("p", i)))
+// TestDigest: the same changes computed again (a reconcile redone) have the same digest,
+// whatever ids and times they would be stamped with; any other change has another.
+func TestDigest(t *testing.T) {
+	active := events.Change{Type: flexv1.EventEnrolmentChanged, SiteID: "s",
+		Data: events.EnrolmentData{SiteID: "s", Status: events.EnrolmentActive}}
+	withdrawn := events.Change{Type: flexv1.EventEnrolmentChanged, SiteID: "s",
+		Data: events.EnrolmentData{SiteID: "s", Status: events.EnrolmentWithdrawn}}
+	cases := []struct {
+		name string
+		a, b []events.Change
+		same bool
+	}{
+		{"the same changes", []events.Change{active}, []events.Change{active}, true},
+		{"other data", []events.Change{active}, []events.Change{withdrawn}, false},
+		{"another type, same data", []events.Change{active},
+			[]events.Change{{Type: flexv1.EventSiteOffboarded, SiteID: "s", Data: active.Data}}, false},
+		{"one more", []events.Change{active}, []events.Change{active, withdrawn}, false},
+		{"another order", []events.Change{active, withdrawn}, []events.Change{withdrawn, active}, false},
 	}
-	outbox = append(outbox, flexv1.PendingEvent{ID: "asset", Type: flexv1.EventAssetChanged, SiteID: "s1", Data: "{}"})
-	out, dropped := events.Bound(outbox, 3)
-	if dropped != 0 || len(out) != 3 {
-		t.Fatalf("got %d events, %d dropped", len(out), dropped)
-	}
-	// The two oldest eligibility events coalesced into the next one, which keeps the oldest
-	// removed one's previous propositions; the latest is untouched.
-	if out[0].ID != "s1-2" || out[1].ID != "s1-3" || out[2].ID != "asset" {
-		t.Fatalf("kept %v %v %v", out[0].ID, out[1].ID, out[2].ID)
-	}
-	if want := `"previous_eligible_propositions":["p0"]`; !strings.Contains(out[0].Data, want) {
-		t.Fatalf("coalesced data %s lacks %s", out[0].Data, want)
-	}
-	if want := `"previous_eligible_propositions":["p3"]`; !strings.Contains(out[1].Data, want) {
-		t.Fatalf("latest data %s lacks %s", out[1].Data, want)
-	}
-
-	assets := make([]flexv1.PendingEvent, 0, 5)
-	for i := range 5 {
-		assets = append(assets, flexv1.PendingEvent{ID: fmt.Sprint(i), Type: flexv1.EventAssetChanged, Data: "{}"})
-	}
-	out, dropped = events.Bound(assets, 3)
-	if dropped != 2 || out[0].ID != "2" {
-		t.Fatalf("dropped %d, first %s", dropped, out[0].ID)
-	}
-	if out, dropped = events.Bound(assets, 0); dropped != 0 || len(out) != 5 {
-		t.Fatal("within the default limit nothing goes")
-	}
-}
-
-func TestSettle(t *testing.T) {
-	subs := []flexv1.Subscription{sub("a", false), sub("b", false, flexv1.EventAssetChanged)}
-	outbox := []flexv1.PendingEvent{
-		{ID: "1", Type: flexv1.EventAssetChanged},
-		{ID: "2", Type: flexv1.EventSiteOffboarded},
-	}
-	out, changed := events.Settle(outbox, "1", "a", subs)
-	if !changed || len(out) != 2 || fmt.Sprint(out[0].DoneFor) != "[a]" {
-		t.Fatalf("after a: %+v", out)
-	}
-	out, _ = events.Settle(out, "1", "b", subs)
-	if len(out) != 1 || out[0].ID != "2" {
-		t.Fatalf("after b: %+v", out)
-	}
-	out, _ = events.Settle(out, "2", "a", subs)
-	if len(out) != 0 {
-		t.Fatalf("offboarded owed to a only: %+v", out)
-	}
-	if got := events.Owed(&outbox[0], []flexv1.Subscription{sub("a", true)}); got != nil {
-		t.Fatalf("a paused subscription is owed nothing: %v", got)
+	for _, c := range cases {
+		if got := events.Digest(c.a) == events.Digest(c.b); got != c.same {
+			t.Errorf("%s: same digest %v, want %v", c.name, got, c.same)
+		}
 	}
 }
 
@@ -300,62 +262,13 @@ func TestAddressPolicy(t *testing.T) {
 	}
 }
 
-func TestCreditedTransactions(t *testing.T) {
-	ledger := func(last string, ids ...string) *flexv1.RewardLedger {
-		l := &flexv1.RewardLedger{}
-		l.Status.LastCreditedID = last
-		for _, id := range ids {
-			l.Spec.Transactions = append(l.Spec.Transactions, flexv1.RewardTransaction{ID: id, CreditPence: 100})
-		}
-		return l
-	}
-	ids := func(txs []flexv1.RewardTransaction) string {
-		out := ""
-		for _, tx := range txs {
-			out += tx.ID
-		}
-		return out
-	}
-	cases := []struct {
-		name      string
-		l         *flexv1.RewardLedger
-		new, mark string
-	}{
-		{"empty", ledger(""), "", ""},
-		{"first ones", ledger("", "a", "b"), "ab", "b"},
-		{"one added", ledger("b", "a", "b", "c"), "c", "c"},
-		{"nothing new", ledger("c", "a", "b", "c"), "", "c"},
-		{"the mark was removed", ledger("x", "a", "b"), "", "b"},
-	}
-	for _, c := range cases {
-		txs, mark := events.CreditedTransactions(c.l)
-		if ids(txs) != c.new || mark != c.mark {
-			t.Errorf("%s: new %q mark %q, want %q %q", c.name, ids(txs), mark, c.new, c.mark)
-		}
-	}
-	cs := events.LedgerEvents(ledger("", "a").Spec.Transactions, "site-1")
-	ev := events.Stamp(cs[0], time.Now())
-	if !strings.Contains(ev.Data, `"site_id":"site-1"`) || !strings.Contains(ev.Data, `"transaction_id":"a"`) ||
-		!strings.Contains(ev.Data, `"credit_pence":100`) {
-		t.Errorf("data %s", ev.Data)
-	}
-}
-
-func TestHandOver(t *testing.T) {
-	site := []flexv1.PendingEvent{{ID: "s1", Type: flexv1.EventSiteEligibilityChanged}}
+func TestRemovalID(t *testing.T) {
 	removed := events.StampAs(events.EnrolmentRemovedChange(&flexv1.Enrolment{}, "site-1"), events.RemovalID("uid-1"), time.Now())
 	if removed.ID != events.RemovalID("uid-1") || removed.ID == events.RemovalID("uid-2") {
 		t.Fatal("a removal's id derives from the uid alone")
 	}
-	handed := []flexv1.PendingEvent{{ID: "e1", Type: flexv1.EventEnrolmentChanged}, removed}
-	out, changed, dropped := events.HandOver(site, handed, 0)
-	if !changed || dropped != 0 || len(out) != 3 || out[2].ID != removed.ID {
-		t.Fatalf("first hand-over: %v %v %+v", changed, dropped, out)
-	}
-	// A finalize retried after the hand-over hands the same events over: nothing changes.
-	again, changed, _ := events.HandOver(out, handed, 0)
-	if changed || len(again) != 3 {
-		t.Fatalf("second hand-over changed the outbox: %+v", again)
+	if !strings.Contains(removed.Data, `"status":"removed"`) {
+		t.Errorf("data %s", removed.Data)
 	}
 }
 

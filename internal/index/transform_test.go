@@ -43,7 +43,7 @@ func TestCompactForCacheKeepsValues(t *testing.T) {
 		Status: flexv1.RewardLedgerStatus{ObservedGeneration: 2, BalancePence: ptr.To[int64](5), TotalEarnedPence: ptr.To[int64](7),
 			FirstRewardedAt: &first, HistoryRevision: ptr.To[int64](3), TransactionCount: ptr.To[int64](2), LastCredited: &first,
 			Conditions:         []metav1.Condition{{Type: flexv1.IngestedCondition, Status: metav1.ConditionTrue}},
-			RecentTransactions: []flexv1.RecentTransaction{{ID: "t"}}, PendingEvents: []flexv1.PendingEvent{{ID: "e"}}}}
+			RecentTransactions: []flexv1.RecentTransaction{{ID: "t"}}}}
 	wantLedger := ledger.DeepCopy()
 	wantLedger.Spec.Transactions, wantLedger.Status.RecentTransactions, wantLedger.Status.Conditions = nil, nil, nil
 	wantLedger.Status.TransactionCount, wantLedger.Status.LastCredited = nil, nil

@@ -141,17 +141,12 @@ var (
 	// NotificationDeliveries counts delivery attempts by event type and outcome.
 	NotificationDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "flexsite_notification_deliveries_total",
-		Help: "Notification delivery attempts, by event type and outcome (delivered, failed, dropped, gone, refused).",
+		Help: "Notification delivery attempts, by event type and outcome (delivered, failed, given_up, gone, secret_missing).",
 	}, []string{"type", labelOutcome})
-	// NotificationsDropped counts events given up, by why.
-	NotificationsDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "flexsite_notifications_dropped_total",
-		Help: "Notification events given up, by reason (outbox_full, retry_horizon).",
-	}, []string{"reason"})
-	// NotificationsPending is the number of events in outboxes still owed to a subscription.
+	// NotificationsPending is the number of deliveries in the outbox still owed to a subscription.
 	NotificationsPending = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "flexsite_notifications_pending",
-		Help: "Notification events recorded and not yet delivered to every subscription that wants them.",
+		Help: "Notification deliveries (one per event and subscription that wants it) not yet delivered nor given up.",
 	})
 	// NotificationOldestPendingAge is the age of the oldest pending event.
 	NotificationOldestPendingAge = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -163,12 +158,6 @@ var (
 // labelOutcome is the outcome label of NotificationDeliveries.
 const labelOutcome = "outcome"
 
-// Reasons of NotificationsDropped.
-const (
-	DropOutboxFull   = "outbox_full"
-	DropRetryHorizon = "retry_horizon"
-)
-
 func init() {
-	ctrlmetrics.Registry.MustRegister(NotificationDeliveries, NotificationsDropped, NotificationsPending, NotificationOldestPendingAge)
+	ctrlmetrics.Registry.MustRegister(NotificationDeliveries, NotificationsPending, NotificationOldestPendingAge)
 }

@@ -11,7 +11,7 @@ import (
 // Listen calls changed with the namespace and API id of every site whose ledger a commit
 // changed (ChangedChannel), until ctx ends. It holds one connection of pool; once it listens it
 // calls resync (first, reconnected bool): on the first connection, for what was committed
-// before this process listened (a manager killed between a commit and its hand-over); after
+// before this process listened (a commit made while no manager listened); after
 // the connection was lost and found again, for the notifications sent meanwhile.
 func Listen(ctx context.Context, pool *pgxpool.Pool, changed func(namespace, siteID string), resync func(reconnected bool)) error {
 	return Watch(ctx, pool, changed, resync, nil)

@@ -220,7 +220,7 @@ func (s *Store) outboxCredit(ctx context.Context, q pgx.Tx, site Site, tx flexv1
 		return err
 	}
 	_, err = q.Exec(ctx, `INSERT INTO outbox (organisation, site_id, event_type, event_id, payload, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (event_id) DO NOTHING`,
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (organisation, event_id) DO NOTHING`,
 		site.Namespace, site.ID, string(flexv1.EventRewardsTransactionCredited), id, data, s.now().UTC())
 	return err
 }
@@ -231,42 +231,6 @@ func NotifyChanged(ctx context.Context, q pgx.Tx, namespace string, siteIDs []st
 	_, err := q.Exec(ctx, `SELECT pg_notify($1, $2 || '/' || site) FROM unnest($3::text[]) AS site`,
 		ChangedChannel, namespace, siteIDs)
 	return err
-}
-
-// OutboxEvent is an event of the outbox not yet handed to delivery.
-type OutboxEvent struct {
-	Seq   int64
-	Event flexv1.PendingEvent
-}
-
-// Pending are a site's outbox events not yet handed over, in the order they were written.
-func (s *Store) Pending(ctx context.Context, site Site, limit int) ([]OutboxEvent, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT id, event_type, event_id, payload::text, created_at FROM outbox
-		WHERE organisation = $1 AND site_id = $2 AND delivered_at IS NULL ORDER BY id LIMIT $3`, site.Namespace, site.ID, limit)
-	if err != nil {
-		return nil, s.classify(err)
-	}
-	defer rows.Close()
-	var out []OutboxEvent
-	for rows.Next() {
-		var e OutboxEvent
-		var typ string
-		var at time.Time
-		if err := rows.Scan(&e.Seq, &typ, &e.Event.ID, &e.Event.Data, &at); err != nil {
-			return nil, s.classify(err)
-		}
-		e.Event.Type, e.Event.SiteID, e.Event.Time = flexv1.EventType(typ), site.ID, metav1.NewMicroTime(at.UTC())
-		out = append(out, e)
-	}
-	return out, s.classify(rows.Err())
-}
-
-// HandedOver marks a site's outbox events up to seq as handed to delivery (recorded in the
-// RewardLedger's status outbox, which internal/delivery drains).
-func (s *Store) HandedOver(ctx context.Context, site Site, seq int64) error {
-	_, err := s.Pool.Exec(ctx, `UPDATE outbox SET delivered_at = now()
-		WHERE organisation = $1 AND site_id = $2 AND id <= $3 AND delivered_at IS NULL`, site.Namespace, site.ID, seq)
-	return s.classify(err)
 }
 
 // inTx runs f in one SQL transaction, classifying what fails (db.ErrUnavailable, ...).
@@ -545,23 +509,4 @@ func (s *Store) Balance(ctx context.Context, site Site) (household.Balance, erro
 		b.FirstReward = &t
 	}
 	return b, nil
-}
-
-// PendingSites are the sites with outbox events not yet handed over (any organisation): what a
-// manager that starts, or finds the database again, looks at first.
-func (s *Store) PendingSites(ctx context.Context) ([]Site, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT DISTINCT organisation, site_id FROM outbox WHERE delivered_at IS NULL`)
-	if err != nil {
-		return nil, s.classify(err)
-	}
-	defer rows.Close()
-	var out []Site
-	for rows.Next() {
-		var site Site
-		if err := rows.Scan(&site.Namespace, &site.ID); err != nil {
-			return nil, s.classify(err)
-		}
-		out = append(out, site)
-	}
-	return out, s.classify(rows.Err())
 }

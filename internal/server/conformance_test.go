@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -384,15 +386,20 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		c.call("GET", "/notifications/subscriptions/"+id, tok, nil)
 		c.call("GET", "/notifications/subscriptions/"+id+"/deliveries", tok, nil)
 
-		// A delivery state as the deliverer writes it: one failure without an answer, one success.
+		// A delivery state as the deliverer writes it: one failure without an answer, one success
+		// (the attempts in the outbox's log, the last delivery in the status).
 		sub := &flexv1.Subscription{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: id}, sub)).To(Succeed())
+		outbox := &outboxstore.Store{Pool: testDB.Pool}
+		attempt := outboxstore.Delivery{SubscriptionUID: string(sub.UID), Organisation: o.Namespace,
+			Event: events.Event{ID: "evt_2", Type: flexv1.EventPing}}
+		Expect(outbox.Record(ctx, attempt, outboxstore.Outcome{Result: outboxstore.Failed, At: time.Now(),
+			Latency: 10 * time.Second, Error: "timeout"})).To(Succeed())
+		attempt.Attempts = 1
+		Expect(outbox.Record(ctx, attempt, outboxstore.Outcome{Result: outboxstore.Delivered, At: time.Now(),
+			StatusCode: 204, Latency: 12 * time.Millisecond})).To(Succeed())
 		now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
 		sub.Status.LastDelivery = &flexv1.DeliveryResult{Time: now, StatusCode: 204, LatencyMillis: 12}
-		sub.Status.RecentDeliveries = []flexv1.DeliveryAttempt{
-			{EventID: "evt_2", Type: flexv1.EventPing, Attempt: 2, Time: now, StatusCode: 204, LatencyMillis: 12},
-			{EventID: "evt_2", Type: flexv1.EventPing, Attempt: 1, Time: now, LatencyMillis: 10000, Error: "timeout"},
-		}
 		Expect(k8sClient.Status().Update(ctx, sub)).To(Succeed())
 		Eventually(func() any {
 			return mustCall("GET", "/notifications/subscriptions/"+id, tok, nil)["last_delivery"]

@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -53,13 +55,14 @@ var _ = Describe("Notification subscriptions", func() {
 		Expect(mustCall("GET", "/notifications/subscriptions/"+id+"/deliveries?limit=5", tok, nil)).To(Equal(
 			map[string]any{"deliveries": []any{}}))
 
-		By("a test ping is recorded in the subscription's outbox")
+		By("a test ping is written to the outbox, for this subscription alone")
 		status, resp = call("POST", "/notifications/subscriptions/"+id+"/test", tok, nil)
 		Expect(status).To(Equal(http.StatusAccepted), "%s", resp)
 		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: id}, sub)).To(Succeed())
-		Expect(sub.Status.PendingEvents).To(HaveLen(1))
-		Expect(sub.Status.PendingEvents[0].Type).To(Equal(flexv1.EventPing))
-		Expect(sub.Status.PendingEvents[0].ID).To(Equal(resp.Map()["event_id"]))
+		pings := outboxEvents(ctx, o.Namespace, flexv1.EventPing)
+		Expect(pings).To(HaveLen(1))
+		Expect(pings[0].ID).To(Equal(resp.Map()["event_id"]))
+		Expect(pings[0].SubscriptionUID).To(Equal(string(sub.UID)))
 
 		By("another organisation sees none of it")
 		other := newOrg(ctx).token()
@@ -107,3 +110,23 @@ var _ = Describe("Notification subscriptions", func() {
 		Expect(status).To(Equal(http.StatusUnprocessableEntity))
 	})
 })
+
+// outboxEvent is an event of the notification outbox (PostgreSQL).
+type outboxEvent struct {
+	ID, Data, SubscriptionUID string
+}
+
+// outboxEvents are an organisation's events of type t in the outbox, in the order written.
+func outboxEvents(ctx context.Context, ns string, t flexv1.EventType) []outboxEvent {
+	rows, err := testDB.Pool.Query(ctx, `SELECT event_id, payload::text, coalesce(subscription_uid, '') FROM outbox
+		WHERE organisation = $1 AND event_type = $2 ORDER BY id`, ns, string(t))
+	Expect(err).NotTo(HaveOccurred())
+	var out []outboxEvent
+	var e outboxEvent
+	_, err = pgx.ForEachRow(rows, []any{&e.ID, &e.Data, &e.SubscriptionUID}, func() error {
+		out = append(out, e)
+		return nil
+	})
+	Expect(err).NotTo(HaveOccurred())
+	return out
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/mail"
+	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/restapi"
 	"github.com/flexsite/flexsite/internal/rewardspage"
@@ -156,8 +157,10 @@ func NewServer(cfg Config) *Server {
 	devicesSvc := devices.New(devices.Config{Log: cfg.Log.WithName("devices"), Households: households, Now: cfg.Now,
 		Dialer: deviceauth.Dialer{Policy: providerPolicy, SecretNamespace: hostedNS}})
 	var settlements *settlementstore.Store
+	var outbox *outboxstore.Store
 	if cfg.DB != nil {
 		settlements = &settlementstore.Store{Pool: cfg.DB}
+		outbox = &outboxstore.Store{Pool: cfg.DB}
 	}
 	limits := web.NewLimiters(cfg.Limits)
 	guard := &web.Authenticator{Log: cfg.Log, Issuer: cfg.Issuer, Authenticator: cfg.Authenticator, Limits: limits,
@@ -165,7 +168,7 @@ func NewServer(cfg Config) *Server {
 
 	flexEvents := flexevents.New(households, settlements)
 	rest := restapi.New(restapi.Config{Log: cfg.Log, Ready: cfg.Ready, Households: households, Rewards: rewardsSvc,
-		Subscriptions: subscriptions.New(households), Devices: devicesSvc, Readings: readingsService(cfg),
+		Subscriptions: subscriptions.New(households, outbox), Devices: devicesSvc, Readings: readingsService(cfg),
 		FlexEvents: flexEvents, Guard: guard, Authenticator: cfg.Authenticator,
 		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
 	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Devices: devicesSvc,

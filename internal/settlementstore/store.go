@@ -291,7 +291,7 @@ func (s *Store) SettleAll(ctx context.Context, organisation string, ev Event, ou
 				return err
 			}
 		}
-		// The ledgers' summaries, the kept pages and the outbox hand-over follow (rewardstore's
+		// The ledgers' summaries and the kept pages follow (rewardstore's
 		// listeners); a site settled before is told again, harmlessly.
 		return rewardstore.NotifyChanged(ctx, tx, organisation, credited)
 	})

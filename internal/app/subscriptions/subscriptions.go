@@ -1,6 +1,7 @@
 // Package subscriptions holds the use cases of an organisation's notification subscriptions
 // (notifications.md): subscribing a URL, its signing secret (shown once, kept only in a
-// Secret), listing, deleting, a test ping and the recent deliveries. Delivery itself is
+// Secret), listing, deleting, a test ping (written to the outbox in PostgreSQL, delivered like
+// any event) and the recent deliveries (the outbox's log of attempts). Delivery itself is
 // internal/delivery's. It speaks no HTTP.
 package subscriptions
 
@@ -18,13 +19,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	kretry "k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/events"
+	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/record"
 )
 
@@ -33,12 +34,18 @@ import (
 type Service struct {
 	Cache, APIReader client.Reader
 	Client           client.Client
+	// Outbox is the notification outbox (nil without a database: pings and the delivery log
+	// answer unavailable).
+	Outbox *outboxstore.Store
 }
 
-// New builds the subscription use cases on the household ones' clients.
-func New(households *app.Service) *Service {
-	return &Service{Cache: households.Cache, APIReader: households.APIReader, Client: households.Client}
+// New builds the subscription use cases on the household ones' clients and the outbox.
+func New(households *app.Service, outbox *outboxstore.Store) *Service {
+	return &Service{Cache: households.Cache, APIReader: households.APIReader, Client: households.Client, Outbox: outbox}
 }
+
+// errNoOutbox answers what needs the outbox when there is no database.
+var errNoOutbox = &app.Error{Kind: app.Unavailable, Detail: "The notification outbox is unavailable; retry", RetryAfter: "5"}
 
 // SubscriptionCreated is a new subscription: the one answer that carries the signing secret.
 type SubscriptionCreated struct {
@@ -95,8 +102,6 @@ type TestAccepted struct {
 const (
 	// secretBytes is the signing secret's length (notifications.md: 24 to 64 random bytes).
 	secretBytes = 32
-	// maxPings bounds a subscription's outbox of pings (status.pendingEvents, MaxItems=4).
-	maxPings = 4
 )
 
 // ErrSubscriptionNotFound answers a subscription that does not exist for this caller.
@@ -221,44 +226,42 @@ func (s *Service) Delete(ctx context.Context, p *auth.Principal, id string) erro
 	return nil
 }
 
-// Test records a ping in the subscription's own outbox (delivered like any event).
+// Test writes a ping to the outbox, addressed to the subscription alone (delivered like any
+// event, and listed in its deliveries).
 func (s *Service) Test(ctx context.Context, p *auth.Principal, id string) (TestAccepted, error) {
-	var eventID string
-	err := kretry.RetryOnConflict(kretry.DefaultRetry, func() error {
-		sub, err := s.subscriptionOf(ctx, p, id, true)
-		if err != nil {
-			return err
-		}
-		base := sub.DeepCopy()
-		ev := events.Stamp(events.Ping(), time.Now())
-		eventID = ev.ID
-		pending := append(slices.Clone(sub.Status.PendingEvents), ev)
-		if over := len(pending) - maxPings; over > 0 {
-			pending = pending[over:] // the newest pings stand for the older ones
-		}
-		sub.Status.PendingEvents = pending
-		return s.Client.Status().Patch(ctx, sub, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	})
+	if s.Outbox == nil {
+		return TestAccepted{}, errNoOutbox
+	}
+	sub, err := s.subscriptionOf(ctx, p, id, true)
 	if err != nil {
 		return TestAccepted{}, err
 	}
-	return TestAccepted{EventID: eventID}, nil
+	ev := events.Stamp(events.Ping(), time.Now())
+	if err := s.Outbox.Ping(ctx, p.Namespace, string(sub.UID), ev); err != nil {
+		return TestAccepted{}, err
+	}
+	return TestAccepted{EventID: ev.ID}, nil
 }
 
-// Deliveries is the subscription's most recent delivery attempts (at most limit).
+// Deliveries is the subscription's most recent delivery attempts (at most limit), newest
+// first, from the outbox's log (every replica's attempts).
 func (s *Service) Deliveries(ctx context.Context, p *auth.Principal, id string, limit int) (DeliveryList, error) {
 	sub, err := s.subscriptionOf(ctx, p, id, false)
 	if err != nil {
 		return DeliveryList{}, err
 	}
-	recent := sub.Status.RecentDeliveries
-	if len(recent) > limit {
-		recent = recent[:limit]
+	if s.Outbox == nil {
+		return DeliveryList{}, errNoOutbox
+	}
+	recent, err := s.Outbox.Attempts(ctx, string(sub.UID), limit)
+	if err != nil {
+		return DeliveryList{}, err
 	}
 	out := DeliveryList{Deliveries: make([]DeliveryAttemptRecord, 0, len(recent))}
 	for _, a := range recent {
-		rec := DeliveryAttemptRecord{EventID: a.EventID, Type: a.Type, Attempt: a.Attempt, StatusCode: statusCode(a.StatusCode),
-			At: a.Time.UTC().Format(time.RFC3339), LatencyMS: a.LatencyMillis}
+		rec := DeliveryAttemptRecord{EventID: a.EventID, Type: a.Type, Attempt: int32(min(a.Attempt, 1<<30)), //nolint:gosec // bounded
+			StatusCode: statusCode(int32(a.StatusCode)), //nolint:gosec // an HTTP status
+			At:         a.At.UTC().Format(time.RFC3339), LatencyMS: a.Latency.Milliseconds()}
 		if a.Error != "" {
 			e := a.Error
 			rec.Error = &e

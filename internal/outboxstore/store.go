@@ -1,0 +1,492 @@
+// Package outboxstore is the one notification outbox, in PostgreSQL (migration 00014): every
+// event is a row of `outbox`; each subscription that wants an event gets a row of
+// `notification_deliveries`, claimed, attempted and settled by the deliverers of any replica
+// (internal/delivery). Controllers write their events here (Report, Add) before the status
+// write that shows the change; writers of credits write theirs in the SQL transaction of the
+// credit (internal/rewardstore, internal/settlementstore).
+//
+// Order: a site's next event is claimed for a subscription only once its previous one is
+// delivered or given up, and never while an earlier event of the site waits to be fanned out.
+// At least once: a claim is a lease (claimed_until); a worker that dies between its POST and
+// its outcome lets the lease expire and the event is claimed again, with the same id.
+package outboxstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/events"
+)
+
+// Channel is the PostgreSQL NOTIFY channel an insert into the outbox or into the deliveries
+// signals (a trigger: every writer alike), so that deliverers wake at once.
+const Channel = "flexsite_outbox"
+
+// keptAttempts is how many attempts a subscription's log keeps (GET .../deliveries shows at
+// most 100).
+const keptAttempts = 100
+
+// Store is the outbox on a pool.
+type Store struct {
+	Pool *pgxpool.Pool
+}
+
+// insertEvents writes events (in order: their sequence follows it) once each per
+// organisation; subscriptionUID addresses them to one subscription alone ("" for all).
+const insertEvents = `INSERT INTO outbox (organisation, site_id, event_type, event_id, payload, created_at, subscription_uid)
+	SELECT $1, site_id, event_type, event_id, payload::jsonb, at, nullif($7, '')
+	FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[]) WITH ORDINALITY
+		AS e(site_id, event_type, event_id, payload, at, n)
+	ORDER BY n
+	ON CONFLICT (organisation, event_id) DO NOTHING`
+
+func insert(ctx context.Context, q pgx.Tx, organisation, subscriptionUID string, evs []events.Event) error {
+	n := len(evs)
+	sites, types, ids, payloads, times := make([]string, n), make([]string, n), make([]string, n), make([]string, n),
+		make([]time.Time, n)
+	for i, ev := range evs {
+		sites[i], types[i], ids[i], payloads[i], times[i] = ev.SiteID, string(ev.Type), ev.ID, ev.Data, ev.Time.UTC()
+	}
+	_, err := q.Exec(ctx, insertEvents, organisation, sites, types, ids, payloads, times, subscriptionUID)
+	return err
+}
+
+// Report writes a controller's events about subject (an object's uid and what it reports)
+// unless the last events it reported of subject had this digest (events.Digest): a reconcile
+// redone after a conflict or a crash computes the same changes and writes nothing. It
+// answers whether it wrote. One SQL transaction: the events and the digest, or neither.
+func (s *Store) Report(ctx context.Context, organisation, subject, digest string, evs []events.Event) (bool, error) {
+	if len(evs) == 0 {
+		return false, nil
+	}
+	wrote := false
+	err := pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
+		// The row's lock serialises two replicas reporting one subject: the second finds the
+		// first's digest.
+		tag, err := q.Exec(ctx, `INSERT INTO notification_reported (organisation, subject, digest) VALUES ($1, $2, $3)
+			ON CONFLICT (organisation, subject) DO UPDATE SET digest = excluded.digest, reported_at = now()
+			WHERE notification_reported.digest <> excluded.digest`, organisation, subject, digest)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		wrote = true
+		return insert(ctx, q, organisation, "", evs)
+	})
+	return wrote, s.classify(err)
+}
+
+// Add writes events whose ids say what they are (a deletion's, derived from the object's
+// uid): each once, however often it is added.
+func (s *Store) Add(ctx context.Context, organisation string, evs []events.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	return s.classify(pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error { return insert(ctx, q, organisation, "", evs) }))
+}
+
+// Ping writes an event addressed to one subscription alone (the test endpoint's).
+func (s *Store) Ping(ctx context.Context, organisation, subscriptionUID string, ev events.Event) error {
+	return s.classify(pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
+		return insert(ctx, q, organisation, subscriptionUID, []events.Event{ev})
+	}))
+}
+
+// Unfanned is an event not yet given its delivery rows.
+type Unfanned struct {
+	Seq          int64
+	Organisation string
+	SiteID       string
+	Type         flexv1.EventType
+	// SubscriptionUID, when set, is the one subscription the event is for (ping).
+	SubscriptionUID string
+	Time            time.Time
+}
+
+// FanOut gives up to limit events, oldest first, a delivery row for each subscription
+// targets names (by uid), and marks them fanned out; an event targets answers not ready for
+// is left for a later fan-out. Events another replica is fanning out are skipped. It answers
+// how many events it fanned out.
+func (s *Store) FanOut(ctx context.Context, limit int, targets func(Unfanned) (uids []string, ready bool)) (int, error) {
+	fanned := 0
+	err := pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
+		rows, err := q.Query(ctx, `SELECT id, organisation, site_id, event_type, coalesce(subscription_uid, ''), created_at
+			FROM outbox WHERE fanned_out_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
+		if err != nil {
+			return err
+		}
+		var u Unfanned
+		var typ string
+		var pending []Unfanned
+		if _, err := pgx.ForEachRow(rows, []any{&u.Seq, &u.Organisation, &u.SiteID, &typ, &u.SubscriptionUID, &u.Time}, func() error {
+			u.Type = flexv1.EventType(typ)
+			pending = append(pending, u)
+			return nil
+		}); err != nil {
+			return err
+		}
+		var done, seqs []int64
+		var subs, orgs, sites []string
+		var times []time.Time
+		for _, p := range pending {
+			uids, ready := targets(p)
+			if !ready {
+				continue
+			}
+			done = append(done, p.Seq)
+			for _, uid := range uids {
+				seqs, subs, orgs, sites = append(seqs, p.Seq), append(subs, uid), append(orgs, p.Organisation), append(sites, p.SiteID)
+				times = append(times, p.Time)
+			}
+		}
+		if len(done) == 0 {
+			return nil
+		}
+		if len(seqs) > 0 {
+			if _, err := q.Exec(ctx, `INSERT INTO notification_deliveries (subscription_uid, event_seq, organisation, site_id,
+					event_at)
+				SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[]) ON CONFLICT DO NOTHING`,
+				subs, seqs, orgs, sites, times); err != nil {
+				return err
+			}
+		}
+		fanned = len(done)
+		_, err = q.Exec(ctx, `UPDATE outbox SET fanned_out_at = now() WHERE id = ANY($1)`, done)
+		return err
+	})
+	return fanned, s.classify(err)
+}
+
+// head is the condition that a pending delivery d is its site's next for its subscription:
+// no event of the site that happened earlier is pending for the subscription, nor waiting to
+// be fanned out. Pings (no site) are in no order.
+const head = `(d.site_id = '' OR (
+	NOT EXISTS (SELECT 1 FROM notification_deliveries e WHERE e.subscription_uid = d.subscription_uid
+		AND e.site_id = d.site_id AND e.state = 'pending' AND (e.event_at, e.event_seq) < (d.event_at, d.event_seq))
+	AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.organisation = d.organisation AND o.site_id = d.site_id
+		AND o.fanned_out_at IS NULL AND (o.created_at, o.id) < (d.event_at, d.event_seq))))`
+
+// Deliveries are claimed only once their event is holdBack old: a site's events are written
+// by several controllers (an asset change by the Asset's, the eligibility change it causes by
+// the Site's), so one that happened a moment earlier may be committed a moment later; holding
+// events back briefly lets it arrive, so that a site's events go out in the order they happened.
+
+// Due answers which of the subscriptions uids have a delivery to claim now (events held back
+// holdBack), and when the soonest of the others falls due (zero when none waits).
+func (s *Store) Due(ctx context.Context, uids []string, holdBack time.Duration) (due []string, next time.Time, err error) {
+	if len(uids) == 0 {
+		return nil, time.Time{}, nil
+	}
+	rows, err := s.Pool.Query(ctx, `SELECT d.subscription_uid,
+			min(greatest(d.next_attempt_at, coalesce(d.claimed_until, '-infinity'),
+				d.event_at + $2::bigint * interval '1 millisecond')) AS at, now()
+		FROM notification_deliveries d
+		WHERE d.state = 'pending' AND d.subscription_uid = ANY($1) AND `+head+`
+		GROUP BY d.subscription_uid`, uids, holdBack.Milliseconds())
+	if err != nil {
+		return nil, time.Time{}, s.classify(err)
+	}
+	var uid string
+	var at, now time.Time
+	_, err = pgx.ForEachRow(rows, []any{&uid, &at, &now}, func() error {
+		if !at.After(now) {
+			due = append(due, uid)
+		} else if wait := time.Now().Add(at.Sub(now)); next.IsZero() || wait.Before(next) {
+			next = wait
+		}
+		return nil
+	})
+	return due, next, s.classify(err)
+}
+
+// Delivery is a claimed delivery: one event for one subscription.
+type Delivery struct {
+	SubscriptionUID string
+	Organisation    string
+	Seq             int64
+	// Attempts made before this one.
+	Attempts int
+	Event    events.Event
+}
+
+// Claim leases up to n of a subscription's due deliveries (each the head of its site, its
+// event at least holdBack old) for lease: until it ends no other worker claims them.
+func (s *Store) Claim(ctx context.Context, uid string, n int, lease, holdBack time.Duration) ([]Delivery, error) {
+	rows, err := s.Pool.Query(ctx, `WITH due AS (
+			SELECT d.subscription_uid, d.event_seq FROM notification_deliveries d
+			WHERE d.subscription_uid = $1 AND d.state = 'pending' AND d.next_attempt_at <= now()
+				AND d.event_at <= now() - $4::bigint * interval '1 millisecond'
+				AND (d.claimed_until IS NULL OR d.claimed_until <= now()) AND `+head+`
+			ORDER BY d.event_at, d.event_seq LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
+		UPDATE notification_deliveries d SET claimed_until = now() + $3::bigint * interval '1 millisecond'
+		FROM due, outbox o
+		WHERE d.subscription_uid = due.subscription_uid AND d.event_seq = due.event_seq AND o.id = d.event_seq
+		RETURNING d.event_seq, d.attempts, d.organisation, o.event_id, o.event_type, o.site_id, o.payload::text, o.created_at`,
+		uid, n, lease.Milliseconds(), holdBack.Milliseconds())
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	var out []Delivery
+	var d Delivery
+	var typ string
+	_, err = pgx.ForEachRow(rows, []any{&d.Seq, &d.Attempts, &d.Organisation, &d.Event.ID, &typ, &d.Event.SiteID,
+		&d.Event.Data, &d.Event.Time}, func() error {
+		d.SubscriptionUID, d.Event.Type, d.Event.Time = uid, flexv1.EventType(typ), d.Event.Time.UTC()
+		out = append(out, d)
+		return nil
+	})
+	// Within a site, in order: the claim's order is the sequence's.
+	return out, s.classify(err)
+}
+
+// Result is what became of an attempt.
+type Result string
+
+// The results of an attempt.
+const (
+	// Delivered: the receiver answered 2xx.
+	Delivered Result = "delivered"
+	// Failed: tried again after Retry.
+	Failed Result = "failed"
+	// GivenUp: failed past the retry horizon; kept, marked, counted.
+	GivenUp Result = "given_up"
+	// Gone: the receiver answered 410 Gone (the subscription is paused); the event is settled.
+	Gone Result = "gone"
+	// SecretMissing: the signing secret could not be read; tried again after Retry.
+	SecretMissing Result = "secret_missing"
+	// NotAttempted: nothing was sent (a new subscription's Secret is waited for); the claim is
+	// released until Retry.
+	NotAttempted Result = "not_attempted"
+)
+
+// Outcome is an attempt's outcome.
+type Outcome struct {
+	Result     Result
+	At         time.Time
+	StatusCode int
+	Error      string
+	Latency    time.Duration
+	// Retry is the wait before the next attempt (Failed, SecretMissing, NotAttempted).
+	Retry time.Duration
+}
+
+// Record settles a claimed delivery with its outcome, logs the attempt and counts it, in one
+// SQL transaction. A delivery settled already (its lease expired and another worker delivered
+// it) is left as it is; the attempt is logged all the same.
+func (s *Store) Record(ctx context.Context, d Delivery, o Outcome) error {
+	return s.classify(pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
+		retry := o.Retry.Milliseconds()
+		switch o.Result {
+		case NotAttempted:
+			_, err := q.Exec(ctx, `UPDATE notification_deliveries SET claimed_until = NULL,
+				next_attempt_at = now() + $3::bigint * interval '1 millisecond'
+				WHERE subscription_uid = $1 AND event_seq = $2 AND state = 'pending'`, d.SubscriptionUID, d.Seq, retry)
+			return err
+		case Failed, SecretMissing:
+			if _, err := q.Exec(ctx, `UPDATE notification_deliveries SET claimed_until = NULL, attempts = attempts + 1,
+				next_attempt_at = now() + $3::bigint * interval '1 millisecond'
+				WHERE subscription_uid = $1 AND event_seq = $2 AND state = 'pending'`, d.SubscriptionUID, d.Seq, retry); err != nil {
+				return err
+			}
+		default:
+			state := "delivered"
+			if o.Result != Delivered {
+				state = "given_up"
+			}
+			if _, err := q.Exec(ctx, `UPDATE notification_deliveries SET claimed_until = NULL, attempts = attempts + 1,
+				state = $3, done_at = now() WHERE subscription_uid = $1 AND event_seq = $2 AND state = 'pending'`,
+				d.SubscriptionUID, d.Seq, state); err != nil {
+				return err
+			}
+		}
+		var code *int
+		if o.StatusCode != 0 {
+			code = &o.StatusCode
+		}
+		var msg *string
+		if o.Error != "" {
+			msg = &o.Error
+		}
+		if _, err := q.Exec(ctx, `INSERT INTO notification_attempts (subscription_uid, organisation, event_id, event_type,
+			attempt, status_code, error, at, latency_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			d.SubscriptionUID, d.Organisation, d.Event.ID, string(d.Event.Type), d.Attempts+1, code, msg, o.At.UTC(),
+			o.Latency.Milliseconds()); err != nil {
+			return err
+		}
+		if _, err := q.Exec(ctx, `DELETE FROM notification_attempts WHERE subscription_uid = $1 AND id <= (
+			SELECT id FROM notification_attempts WHERE subscription_uid = $1 ORDER BY id DESC OFFSET $2 LIMIT 1)`,
+			d.SubscriptionUID, keptAttempts); err != nil {
+			return err
+		}
+		delivered, failed, givenUp := 0, 1, 0
+		switch o.Result {
+		case Delivered:
+			delivered, failed = 1, 0
+		case GivenUp:
+			givenUp = 1
+		}
+		_, err := q.Exec(ctx, `INSERT INTO notification_subscriptions AS s (subscription_uid, organisation, delivered,
+				failed_attempts, given_up, consecutive_failures, last_outcome, last_at, last_status, last_latency_ms, last_error)
+			VALUES ($1, $2, $3::bigint, $4::bigint, $5::bigint, $4::integer, $6, $7, $8, $9, $10)
+			ON CONFLICT (subscription_uid) DO UPDATE SET delivered = s.delivered + $3::bigint,
+				failed_attempts = s.failed_attempts + $4::bigint, given_up = s.given_up + $5::bigint,
+				consecutive_failures = CASE WHEN $3::bigint = 1 THEN 0 ELSE s.consecutive_failures + $4::integer END,
+				last_outcome = $6, last_at = $7, last_status = $8, last_latency_ms = $9, last_error = $10`,
+			d.SubscriptionUID, d.Organisation, delivered, failed, givenUp, string(o.Result), o.At.UTC(), code,
+			o.Latency.Milliseconds(), msg)
+		return err
+	}))
+}
+
+// Attempt is one logged attempt.
+type Attempt struct {
+	EventID    string
+	Type       flexv1.EventType
+	Attempt    int
+	StatusCode int
+	Error      string
+	At         time.Time
+	Latency    time.Duration
+}
+
+// Attempts are a subscription's most recent attempts (at most limit), newest first.
+func (s *Store) Attempts(ctx context.Context, uid string, limit int) ([]Attempt, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT event_id, event_type, attempt, coalesce(status_code, 0), coalesce(error, ''), at,
+		latency_ms FROM notification_attempts WHERE subscription_uid = $1 ORDER BY id DESC LIMIT $2`, uid, limit)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	var out []Attempt
+	var a Attempt
+	var typ string
+	var ms int64
+	_, err = pgx.ForEachRow(rows, []any{&a.EventID, &typ, &a.Attempt, &a.StatusCode, &a.Error, &a.At, &ms}, func() error {
+		a.Type, a.Latency, a.At = flexv1.EventType(typ), time.Duration(ms)*time.Millisecond, a.At.UTC()
+		out = append(out, a)
+		return nil
+	})
+	return out, s.classify(err)
+}
+
+// Stats are a subscription's counts and last outcome.
+type Stats struct {
+	Delivered, FailedAttempts, GivenUp int64
+	ConsecutiveFailures                int32
+	// Last is the last attempt's outcome ("" when none was made).
+	Last        Result
+	LastAt      time.Time
+	LastStatus  int
+	LastLatency time.Duration
+	LastError   string
+}
+
+// StatsOf reads a subscription's counts (zero before its first attempt).
+func (s *Store) StatsOf(ctx context.Context, uid string) (Stats, error) {
+	var st Stats
+	var last string
+	var ms int64
+	err := s.Pool.QueryRow(ctx, `SELECT delivered, failed_attempts, given_up, consecutive_failures, coalesce(last_outcome, ''),
+		coalesce(last_at, 'epoch'), coalesce(last_status, 0), coalesce(last_latency_ms, 0), coalesce(last_error, '')
+		FROM notification_subscriptions WHERE subscription_uid = $1`, uid).Scan(&st.Delivered, &st.FailedAttempts,
+		&st.GivenUp, &st.ConsecutiveFailures, &last, &st.LastAt, &st.LastStatus, &ms, &st.LastError)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Stats{}, nil
+	}
+	st.Last, st.LastLatency, st.LastAt = Result(last), time.Duration(ms)*time.Millisecond, st.LastAt.UTC()
+	return st, s.classify(err)
+}
+
+// Forget removes what the outbox keeps for a deleted subscription: its deliveries, attempts
+// and counts.
+func (s *Store) Forget(ctx context.Context, uid string) error {
+	return s.classify(pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
+		for _, stmt := range []string{`DELETE FROM notification_deliveries WHERE subscription_uid = $1`,
+			`DELETE FROM notification_attempts WHERE subscription_uid = $1`,
+			`DELETE FROM notification_subscriptions WHERE subscription_uid = $1`} {
+			if _, err := q.Exec(ctx, stmt, uid); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+// ForgetUnknown deletes the pending deliveries of subscriptions not in known whose events are
+// older than age (those of a subscription deleted while no deliverer saw it go).
+func (s *Store) ForgetUnknown(ctx context.Context, known []string, age time.Duration) error {
+	_, err := s.Pool.Exec(ctx, `DELETE FROM notification_deliveries WHERE state = 'pending'
+		AND event_at < now() - $2::bigint * interval '1 millisecond' AND NOT (subscription_uid = ANY($1))`,
+		known, age.Milliseconds())
+	return s.classify(err)
+}
+
+// Backlog is how many deliveries are pending and how old the oldest one's event is.
+func (s *Store) Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error) {
+	var age float64
+	err = s.Pool.QueryRow(ctx, `SELECT count(*), coalesce(extract(epoch FROM now() - min(o.created_at)), 0)
+		FROM notification_deliveries d JOIN outbox o ON o.id = d.event_seq WHERE d.state = 'pending'`).Scan(&pending, &age)
+	return pending, time.Duration(age * float64(time.Second)), s.classify(err)
+}
+
+// Cleanup deletes what nobody needs any more: events fanned out longer than retention ago
+// with no delivery pending (their delivery rows go with them), and reported digests older
+// than retention (a redone reconcile comes within moments, not days).
+func (s *Store) Cleanup(ctx context.Context, retention time.Duration) error {
+	ms := retention.Milliseconds()
+	_, err := s.Pool.Exec(ctx, `DELETE FROM outbox o WHERE o.fanned_out_at < now() - $1::bigint * interval '1 millisecond'
+		AND NOT EXISTS (SELECT 1 FROM notification_deliveries d WHERE d.event_seq = o.id AND d.state = 'pending')`, ms)
+	if err == nil {
+		_, err = s.Pool.Exec(ctx, `DELETE FROM notification_reported WHERE reported_at < now() - $1::bigint * interval '1 millisecond'`, ms)
+	}
+	return s.classify(err)
+}
+
+func (s *Store) classify(err error) error {
+	err = db.Classify(err)
+	if errors.Is(err, db.ErrUnavailable) {
+		s.Pool.Reset()
+	}
+	return err
+}
+
+// Listen calls wake on every insert into the outbox or its deliveries (Channel), and once
+// each time it starts listening (on its first connection and after a lost one, for what was
+// missed), until ctx ends. It holds one connection of the pool.
+func (s *Store) Listen(ctx context.Context, wake func()) {
+	for ctx.Err() == nil {
+		_ = s.listenOnce(ctx, wake) // the database is away: try again shortly
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context, wake func()) error {
+	conn, err := s.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The connection's session listens: it is taken out of the pool for good.
+	pc := conn.Hijack()
+	defer func() { _ = pc.Close(context.Background()) }()
+	if _, err := pc.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return err
+	}
+	wake()
+	for {
+		n, err := pc.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(n.Channel, Channel) {
+			wake()
+		}
+	}
+}

@@ -1,0 +1,222 @@
+package outboxstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
+	"github.com/flexsite/flexsite/internal/events"
+	"github.com/flexsite/flexsite/internal/outboxstore"
+)
+
+var (
+	testDB *dbtest.Database
+	store  *outboxstore.Store
+)
+
+func TestMain(m *testing.M) {
+	dbtest.Main(m, &testDB, func(d *dbtest.Database) { store = &outboxstore.Store{Pool: d.Pool} })
+}
+
+func org() string { return "org-" + uuid.NewString()[:8] }
+
+func change(site string, status events.EnrolmentStatus) events.Change {
+	return events.Change{Type: flexv1.EventEnrolmentChanged, SiteID: site,
+		Data: events.EnrolmentData{SiteID: site, Status: status}}
+}
+
+func stamp(cs ...events.Change) []events.Event {
+	out := make([]events.Event, len(cs))
+	for i, c := range cs {
+		out[i] = events.Stamp(c, time.Now())
+	}
+	return out
+}
+
+func count(t *testing.T, organisation string) int {
+	t.Helper()
+	var n int
+	if err := testDB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE organisation = $1`,
+		organisation).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// fanOut fans every pending event out, organisation o's to the subscriptions uids (others' to
+// nobody), and answers how many events it fanned out.
+func fanOut(t *testing.T, o string, uids ...string) int {
+	t.Helper()
+	fanned := 0
+	for {
+		n, err := store.FanOut(context.Background(), 100, func(u outboxstore.Unfanned) ([]string, bool) {
+			if u.Organisation != o {
+				return nil, true
+			}
+			return uids, true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fanned += n
+		if n < 100 {
+			return fanned
+		}
+	}
+}
+
+// sites are the sites of deliveries, in order.
+func sites(ds []outboxstore.Delivery) string {
+	s := ""
+	for _, d := range ds {
+		s += d.Event.SiteID
+	}
+	return s
+}
+
+// TestReportWritesAChangeOnce: a reconcile redone (after a conflict, a crash) computes the same
+// changes and writes nothing; a new change is written; the same change as the last but one is
+// news again.
+func TestReportWritesAChangeOnce(t *testing.T) {
+	ctx := context.Background()
+	o := org()
+	active, withdrawn := []events.Change{change("s", events.EnrolmentActive)}, []events.Change{change("s", events.EnrolmentWithdrawn)}
+	steps := []struct {
+		name    string
+		changes []events.Change
+		wrote   bool
+		total   int
+	}{
+		{"first", active, true, 1},
+		{"redone", active, false, 1},
+		{"another change", withdrawn, true, 2},
+		{"redone again", withdrawn, false, 2},
+		{"back", active, true, 3},
+	}
+	for _, s := range steps {
+		wrote, err := store.Report(ctx, o, "uid-1/enrolment", events.Digest(s.changes), stamp(s.changes...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wrote != s.wrote || count(t, o) != s.total {
+			t.Errorf("%s: wrote %v (%d events), want %v (%d)", s.name, wrote, count(t, o), s.wrote, s.total)
+		}
+	}
+	// Another object's subject is its own.
+	if wrote, err := store.Report(ctx, o, "uid-2/enrolment", events.Digest(active), stamp(active...)); err != nil || !wrote {
+		t.Errorf("another subject: %v, %v", wrote, err)
+	}
+}
+
+// TestAddWritesADeletionOnce: a finalizer that runs again adds the same event (its id derives
+// from the object's uid) and the outbox holds it once; another organisation's same id is its own.
+func TestAddWritesADeletionOnce(t *testing.T) {
+	ctx := context.Background()
+	o, other := org(), org()
+	ev := events.StampAs(change("s", events.EnrolmentRemoved), events.RemovalID("uid-1"), time.Now())
+	for range 2 {
+		if err := store.Add(ctx, o, []events.Event{ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.Add(ctx, other, []events.Event{ev}); err != nil {
+		t.Fatal(err)
+	}
+	if count(t, o) != 1 || count(t, other) != 1 {
+		t.Errorf("%d and %d events, want 1 each", count(t, o), count(t, other))
+	}
+}
+
+// TestClaimsKeepEachSiteInOrder: a subscription's deliveries are claimed one site head at a
+// time (the next event of a site waits for the previous one, delivered or given up, even with
+// free workers), a failed one waits for its retry, and a claim expires with its lease.
+func TestClaimsKeepEachSiteInOrder(t *testing.T) {
+	ctx := context.Background()
+	o, sub := org(), uuid.NewString()
+	if err := store.Add(ctx, o, stamp(change("a", events.EnrolmentActive), change("b", events.EnrolmentActive),
+		change("a", events.EnrolmentWithdrawn))); err != nil {
+		t.Fatal(err)
+	}
+	if fanned := fanOut(t, o, sub); fanned < 3 {
+		t.Fatalf("fanned out %d events", fanned)
+	}
+	first, err := store.Claim(ctx, sub, 10, time.Minute, 0)
+	if err != nil || sites(first) != "ab" {
+		t.Fatalf("first claim: %q, %v (want each site's head: a, b)", sites(first), err)
+	}
+	if again, err := store.Claim(ctx, sub, 10, time.Minute, 0); err != nil || len(again) != 0 {
+		t.Fatalf("claimed while leased, or a site's next before its head: %q, %v", sites(again), err)
+	}
+	// a's head fails (retried later); b's is delivered.
+	if err := store.Record(ctx, first[0], outboxstore.Outcome{Result: outboxstore.Failed, At: time.Now(),
+		StatusCode: 503, Error: "receiver answered 503", Retry: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Record(ctx, first[1], outboxstore.Outcome{Result: outboxstore.Delivered, At: time.Now(), StatusCode: 204}); err != nil {
+		t.Fatal(err)
+	}
+	if next, err := store.Claim(ctx, sub, 10, time.Minute, 0); err != nil || len(next) != 0 {
+		t.Fatalf("a's second event claimed before its first was delivered: %q, %v", sites(next), err)
+	}
+	due, at, err := store.Due(ctx, []string{sub}, 0)
+	if err != nil || len(due) != 0 || at.Before(time.Now().Add(50*time.Minute)) {
+		t.Fatalf("due %v at %v, %v: want none, the retry in an hour", due, at, err)
+	}
+	// Given up (the horizon passed): a's next event is claimable.
+	if err := store.Record(ctx, first[0], outboxstore.Outcome{Result: outboxstore.Failed, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testDB.Pool.Exec(ctx, `UPDATE notification_deliveries SET state = 'given_up' WHERE subscription_uid = $1
+		AND event_seq = $2`, sub, first[0].Seq); err != nil {
+		t.Fatal(err)
+	}
+	next, err := store.Claim(ctx, sub, 10, 0, 0)
+	if err != nil || sites(next) != "a" || next[0].Seq <= first[0].Seq {
+		t.Fatalf("after a's head was given up: %q, %v", sites(next), err)
+	}
+	// A lease of 0 has expired at once: another worker claims the event again (a worker that
+	// died mid-delivery), with the same id.
+	again, err := store.Claim(ctx, sub, 10, time.Minute, 0)
+	if err != nil || len(again) != 1 || again[0].Event.ID != next[0].Event.ID {
+		t.Fatalf("claimed again after the lease: %+v, %v", again, err)
+	}
+	stats, err := store.StatsOf(ctx, sub)
+	if err != nil || stats.Delivered != 1 || stats.FailedAttempts != 2 || stats.ConsecutiveFailures != 1 {
+		t.Errorf("stats %+v, %v", stats, err)
+	}
+	attempts, err := store.Attempts(ctx, sub, 10)
+	if err != nil || len(attempts) != 3 || attempts[2].StatusCode != 503 || attempts[2].Error == "" {
+		t.Errorf("attempts (newest first) %+v, %v", attempts, err)
+	}
+}
+
+// TestForgetUnknown: the pending deliveries of a subscription nobody knows any more go once
+// their events are older than any cache's lag; a known subscription's, and fresh ones, stay.
+func TestForgetUnknown(t *testing.T) {
+	ctx := context.Background()
+	o, known, unknown := org(), uuid.NewString(), uuid.NewString()
+	old := events.Stamp(change("a", events.EnrolmentActive), time.Now().Add(-time.Hour))
+	fresh := events.Stamp(change("b", events.EnrolmentActive), time.Now())
+	if err := store.Add(ctx, o, []events.Event{old, fresh}); err != nil {
+		t.Fatal(err)
+	}
+	fanOut(t, o, known, unknown)
+	if err := store.ForgetUnknown(ctx, []string{known}, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	pending := func(uid string) int {
+		var n int
+		if err := testDB.Pool.QueryRow(ctx, `SELECT count(*) FROM notification_deliveries WHERE subscription_uid = $1
+			AND state = 'pending'`, uid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if pending(known) != 2 || pending(unknown) != 1 {
+		t.Errorf("pending: known %d (want 2), unknown %d (want 1: the fresh one)", pending(known), pending(unknown))
+	}
+}
