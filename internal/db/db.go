@@ -92,3 +92,14 @@ func Version(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 	}
 	return provider.GetDBVersion(ctx)
 }
+
+// ClassifyOn is Classify for an error of a query on pool; when the database was away it also
+// forgets the pool's connections: those that died with the server would each fail once more
+// after it is back.
+func ClassifyOn(pool *pgxpool.Pool, err error) error {
+	err = Classify(err)
+	if errors.Is(err, ErrUnavailable) {
+		pool.Reset()
+	}
+	return err
+}

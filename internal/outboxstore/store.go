@@ -447,13 +447,8 @@ func (s *Store) Cleanup(ctx context.Context, retention time.Duration) error {
 	return s.classify(err)
 }
 
-func (s *Store) classify(err error) error {
-	err = db.Classify(err)
-	if errors.Is(err, db.ErrUnavailable) {
-		s.Pool.Reset()
-	}
-	return err
-}
+// classify is db.ClassifyOn the store's pool.
+func (s *Store) classify(err error) error { return db.ClassifyOn(s.Pool, err) }
 
 // Listen calls wake on every insert into the outbox or its deliveries (Channel), and once
 // each time it starts listening (on its first connection and after a lost one, for what was

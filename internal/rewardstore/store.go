@@ -247,15 +247,8 @@ func (s *Store) inTx(ctx context.Context, f func(pgx.Tx) error) error {
 	return s.classify(err)
 }
 
-// classify is db.Classify, and when the database was away, forgets the pool's connections:
-// those that died with the server would each fail once more after it is back.
-func (s *Store) classify(err error) error {
-	err = db.Classify(err)
-	if errors.Is(err, db.ErrUnavailable) {
-		s.Pool.Reset()
-	}
-	return err
-}
+// classify is db.ClassifyOn the store's pool.
+func (s *Store) classify(err error) error { return db.ClassifyOn(s.Pool, err) }
 
 // selectTransactions reads transactions with their current payment status (the initial one,
 // or the latest change's).
