@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -243,16 +244,16 @@ func TestManagerRunsOnItsOwnRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	manager := asManager(t, env.Config)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := manager.Get(ctx, client.ObjectKey{Namespace: org, Name: "boot-credentials"}, &corev1.Secret{})
-		if err == nil {
-			break
+	// Forbidden until the Organisation controller's RoleBinding is in force; any other error ends the wait.
+	var lastErr error
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		lastErr = manager.Get(ctx, client.ObjectKey{Namespace: org, Name: "boot-credentials"}, &corev1.Secret{})
+		if lastErr != nil && !apierrors.IsForbidden(lastErr) {
+			return false, lastErr
 		}
-		if !apierrors.IsForbidden(err) || time.Now().After(deadline) {
-			t.Fatalf("the organisation's credentials, as the manager: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return lastErr == nil, nil
+	}); err != nil {
+		t.Fatalf("the organisation's credentials, as the manager: %v (last: %v)", err, lastErr)
 	}
 	mustForbid(t, "a Secret elsewhere, as the running manager", manager.Get(ctx, client.ObjectKey{Namespace: "elsewhere", Name: "x"}, &corev1.Secret{}))
 }
