@@ -28,22 +28,6 @@ import (
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
-// settledWorkingDay is 17:30 UK time on the latest working day at least 3 days before now:
-// an event whose deadline (end + 48 h) has passed, and that starts less than 6 days before
-// now, within validation.MaxFlexBackdate (at most a day for the time of day and two for a
-// weekend go back past the 3).
-func settledWorkingDay(now time.Time) time.Time {
-	then := now.Add(-72 * time.Hour).In(settlement.London)
-	d := time.Date(then.Year(), then.Month(), then.Day(), 17, 30, 0, 0, settlement.London)
-	if d.After(then) {
-		d = d.AddDate(0, 0, -1)
-	}
-	for d.Weekday() == time.Saturday || d.Weekday() == time.Sunday {
-		d = d.AddDate(0, 0, -1)
-	}
-	return time.Date(d.Year(), d.Month(), d.Day(), 17, 30, 0, 0, settlement.London)
-}
-
 // flexREST is the real thing for the flex event routes: envtest with the admission webhooks,
 // the controllers (the FlexEvent controller settling), a real PostgreSQL database, and the
 // server on them.
@@ -171,7 +155,7 @@ func TestFlexEventRoutes(t *testing.T) {
 
 	// The site's readings: 12 working days of 1.8 and 2.6 kWh in the window's half-hours, and
 	// 0.4 and 2.9 kWh during the event (the spec's first worked example: 35 p, −1.100 kWh).
-	start := settledWorkingDay(time.Now())
+	start := testenv.SettledWorkingDay(time.Now())
 	day := func(back int) time.Time {
 		return time.Date(start.Year(), start.Month(), start.Day()-back, 17, 30, 0, 0, settlement.London)
 	}

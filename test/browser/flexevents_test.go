@@ -12,23 +12,9 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/flexsite/flexsite/internal/settlement"
+	"github.com/flexsite/flexsite/internal/testenv"
 	"github.com/flexsite/flexsite/test/browser"
 )
-
-// settledWorkingDay is 17:30 UK time on the latest working day at least 3 days before now:
-// an event whose deadline (end + 48 h) has passed, and that starts less than 6 days before
-// now, within validation.MaxFlexBackdate.
-func settledWorkingDay(now time.Time) time.Time {
-	then := now.Add(-72 * time.Hour).In(settlement.London)
-	d := time.Date(then.Year(), then.Month(), then.Day(), 17, 30, 0, 0, settlement.London)
-	if d.After(then) {
-		d = d.AddDate(0, 0, -1)
-	}
-	for d.Weekday() == time.Saturday || d.Weekday() == time.Sunday {
-		d = d.AddDate(0, 0, -1)
-	}
-	return time.Date(d.Year(), d.Month(), d.Day(), 17, 30, 0, 0, settlement.London)
-}
 
 var _ = Describe("A settled flex event on the rewards page in Chromium", func() {
 	It("shows the usual against the actual per half-hour as a labelled SVG, its figures as a table, "+
@@ -49,7 +35,7 @@ var _ = Describe("A settled flex event on the rewards page in Chromium", func() 
 		siteID := onboarded["site"].(map[string]any)["site_id"].(string)
 
 		By("the site's readings (the spec's first worked example) and a flex event over them, settled")
-		start := settledWorkingDay(time.Now())
+		start := testenv.SettledWorkingDay(time.Now())
 		write := func(at time.Time, kwh float64) {
 			GinkgoHelper()
 			_, err := testDB.Pool.Exec(ctx, `INSERT INTO readings (organisation, site_id, asset_id, label, start_at, end_at, value)
