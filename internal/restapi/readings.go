@@ -1,6 +1,7 @@
 package restapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -368,7 +369,7 @@ func (w *wireReading) UnmarshalJSON(b []byte) error {
 		i = skipSpace(b, i)
 		valueStart := i
 		i = endOfValue(b, i)
-		if bytesContain(key, '\\') {
+		if bytes.IndexByte(key, '\\') >= 0 {
 			var k string
 			if err := json.Unmarshal(key, &k); err != nil {
 				return err
@@ -445,15 +446,6 @@ func endOfValue(b []byte, i int) int {
 		j++
 	}
 	return j
-}
-
-func bytesContain(b []byte, c byte) bool {
-	for _, x := range b {
-		if x == c {
-			return true
-		}
-	}
-	return false
 }
 
 // wireValue is one field of a reading as sent: its JSON kind and, for a string, its text; for
