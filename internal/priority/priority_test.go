@@ -128,7 +128,7 @@ func TestGateWakesWaiters(t *testing.T) {
 	r1, _ := slotNow(t, g)
 	got := slotLater(t, g)
 	r1()
-	(<-got)()
+	awaitSlot(t, got)()
 }
 
 // A Slot paced by interactive work is let through when that work ends and its linger
@@ -144,19 +144,42 @@ func TestGateWakesPacedWaiterWhenInteractiveEnds(t *testing.T) {
 	got := slotLater(t, g)
 	end()
 	c.advance(time.Millisecond) // past the linger
-	(<-got)()
+	awaitSlot(t, got)()
 }
 
-// slotLater asks g for a slot in another goroutine; the channel gives its release.
+// waitBound bounds every wait in these tests: a gate that never wakes its waiter fails the
+// test with a message instead of hanging the package until go test's own timeout.
+const waitBound = 10 * time.Second
+
+// slotLater asks g for a slot in another goroutine, for at most waitBound; the channel gives
+// its release, or nil when none came.
 func slotLater(t *testing.T, g *Gate) <-chan func() {
 	t.Helper()
 	got := make(chan func(), 1)
 	go func() {
-		release, err := g.Slot(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		release, err := g.Slot(ctx)
 		if err != nil {
-			t.Error(err)
+			t.Errorf("the waiting Slot was not woken within %v: %v", waitBound, err)
+			release = nil
 		}
 		got <- release
 	}()
 	return got
+}
+
+// awaitSlot is the release slotLater got; the test fails (it does not hang) without one.
+func awaitSlot(t *testing.T, got <-chan func()) func() {
+	t.Helper()
+	select {
+	case release := <-got:
+		if release == nil {
+			t.FailNow() // slotLater said why
+		}
+		return release
+	case <-time.After(2 * waitBound): // a failure bound only: slotLater's own deadline comes first
+		t.Fatalf("no answer from Slot within %v", 2*waitBound)
+		return nil
+	}
 }
