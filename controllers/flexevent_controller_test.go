@@ -3,13 +3,17 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -84,9 +88,67 @@ func (f *flexFixture) reconciler(now time.Time) *controllers.FlexEventReconciler
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	return f.reconcilerOn(pool, now)
+}
+
+// crashingReconciler is a replica whose pool calls crash, once, at the crash point: the
+// settlement rows written inside their SQL transaction, before it commits.
+func (f *flexFixture) crashingReconciler(now time.Time, crash func()) (*controllers.FlexEventReconciler, *crashPoint) {
+	cfg, err := pgxpool.ParseConfig(f.db.URL)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	point := &crashPoint{crash: crash}
+	cfg.ConnConfig.Tracer = point
+	pool, err := pgxpool.NewWithConfig(f.ctx, cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return f.reconcilerOn(pool, now), point
+}
+
+func (f *flexFixture) reconcilerOn(pool *pgxpool.Pool, now time.Time) *controllers.FlexEventReconciler {
 	f.t.Cleanup(pool.Close)
 	return &controllers.FlexEventReconciler{Client: index.CachedClient{Client: f.client, Cache: f.cache}, Recorder: f.recorder,
 		Store: &settlementstore.Store{Pool: pool}, Now: func() time.Time { return now }}
+}
+
+// crashPoint is a pgx tracer that injects a fault where a crash hurts most: once the statement
+// inserting an event's settlement rows (and their credits) has succeeded, inside its SQL
+// transaction, before the commit. reached tells the test the fault happened.
+type crashPoint struct {
+	crash   func()
+	reached atomic.Bool
+}
+
+type tracedSQL struct{}
+
+func (c *crashPoint) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, tracedSQL{}, data.SQL)
+}
+
+func (c *crashPoint) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
+	sql, _ := ctx.Value(tracedSQL{}).(string)
+	if data.Err == nil && strings.Contains(sql, "INSERT INTO flex_event_settlements") && c.reached.CompareAndSwap(false, true) {
+		c.crash()
+	}
+}
+
+// targetsAndCredits are the event's recorded targets, and what credits() counts: what a crash
+// left behind.
+func (f *flexFixture) targetsAndCredits(org, eventID string) string {
+	f.t.Helper()
+	var targets int64
+	const q = `SELECT count(*) FROM flex_event_targets WHERE organisation = $1 AND event_id = $2`
+	err := f.db.Pool.QueryRow(f.ctx, q, org, eventID).Scan(&targets)
+	for i := 0; db.Unavailable(err) && i < 10; i++ { // a connection from before an outage
+		err = f.db.Pool.QueryRow(f.ctx, q, org, eventID).Scan(&targets)
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	settled, txs, pence, outbox := f.credits(org)
+	return fmt.Sprintf("%d targets, %d settlements, %d transactions, %d pence, %d outbox events", targets, settled, txs, pence, outbox)
 }
 
 // A Tuesday in November (GMT: UK local time is UTC): 17:30–18:30, the spec's first example.
@@ -227,12 +289,20 @@ func TestFlexEventSettlesOnceAcrossReplicasAndRestarts(t *testing.T) {
 	ev := f.event(ns, "ev-race", sites, nil)
 	now := flexEnd.Add(time.Hour) // ended, before its deadline: every site's readings cover it
 
-	// A replica killed mid-settlement: its context ends while it writes.
-	killed := f.reconciler(now)
+	// A replica killed mid-settlement: its context ends once its settlement rows are written,
+	// before they commit.
 	kctx, kill := context.WithCancel(f.ctx)
-	go func() { time.Sleep(30 * time.Millisecond); kill() }()
-	_, _ = killed.Reconcile(kctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ev)})
-	kill()
+	defer kill()
+	killed, point := f.crashingReconciler(now, kill)
+	_, kerr := killed.Reconcile(kctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ev)})
+	if !point.reached.Load() || kerr == nil || !strings.Contains(kerr.Error(), context.Canceled.Error()) {
+		t.Fatalf("the replica was not killed mid-settlement: crash point reached %v, reconcile error %v", point.reached.Load(), kerr)
+	}
+	// The half-done state: every target recorded, nothing credited (the kill came before the commit).
+	if got, want := f.targetsAndCredits(ns, ev.Name), fmt.Sprintf(
+		"%d targets, 0 settlements, 0 transactions, 0 pence, 0 outbox events", n); got != want {
+		t.Fatalf("after the kill: %s; want %s", got, want)
+	}
 
 	var wg sync.WaitGroup
 	for range 3 {
@@ -295,19 +365,26 @@ func TestFlexEventResumesAfterTheDatabaseComesBack(t *testing.T) {
 		f.readings(f.db.Pool, ns, s, 12, true)
 	}
 	ev := f.event(ns, "ev-outage", sites, nil)
-	r := f.reconciler(flexEnd.Add(time.Hour))
-	stopped := make(chan error, 1)
-	go func() { time.Sleep(20 * time.Millisecond); stopped <- f.db.Stop() }()
+	// The database stops once the settlement rows are written, before they commit.
+	var stopErr error
+	r, point := f.crashingReconciler(flexEnd.Add(time.Hour), func() { stopErr = f.db.Stop() })
 	_, rerr := f.reconcile(r, ev)
-	if err := <-stopped; err != nil {
-		t.Fatal(err)
+	if !point.reached.Load() || stopErr != nil {
+		t.Fatalf("the database was not stopped mid-settlement: crash point reached %v, stop %v", point.reached.Load(), stopErr)
 	}
-	if _, err := f.reconcile(r, ev); err == nil {
-		t.Fatal("a reconcile without the database succeeded")
+	if !db.Unavailable(rerr) {
+		t.Fatalf("the reconcile the database went away under answered %v, want the database unavailable", rerr)
 	}
-	_ = rerr
+	if _, err := f.reconcile(r, ev); !db.Unavailable(err) {
+		t.Fatalf("a reconcile without the database answered %v, want the database unavailable", err)
+	}
 	if err := f.db.Start(f.ctx); err != nil {
 		t.Fatal(err)
+	}
+	// The half-done state: every target recorded, nothing credited (the outage came before the commit).
+	if got, want := f.targetsAndCredits(ns, ev.Name), fmt.Sprintf(
+		"%d targets, 0 settlements, 0 transactions, 0 pence, 0 outbox events", n); got != want {
+		t.Fatalf("after the outage: %s; want %s", got, want)
 	}
 	got := f.settleUntilDone(r, ev, n)
 	settled, txs, pence, outbox := f.credits(ns)
@@ -347,12 +424,10 @@ func TestFlexEventWaitsForReadingsUntilTheDeadline(t *testing.T) {
 	if err := f.env.Client.Status().Update(f.ctx, enr); err != nil {
 		t.Fatal(err)
 	}
-	for range 100 {
-		_ = f.client.Get(f.ctx, client.ObjectKeyFromObject(enr), enr)
-		if enr.Status.Phase == flexv1.EnrolmentActive {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(f.ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		return f.client.Get(ctx, client.ObjectKeyFromObject(enr), enr) == nil && enr.Status.Phase == flexv1.EnrolmentActive, nil
+	}); err != nil {
+		t.Fatalf("the cache never saw the enrolment active: %v (%+v)", err, enr.Status)
 	}
 	byEnrolment := f.event(ns, "ev-enrolled", nil, nil)
 	f.settleUntilDone(f.reconciler(flexEnd.Add(time.Hour)), byEnrolment, 1)
