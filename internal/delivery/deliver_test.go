@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
 	. "github.com/onsi/ginkgo/v2"
@@ -73,6 +72,17 @@ func gone(ctx context.Context, obj client.Object) func() bool {
 	}
 }
 
+// countOf is how many times kind is in kinds.
+func countOf(kinds []string, kind string) int {
+	n := 0
+	for _, k := range kinds {
+		if k == kind {
+			n++
+		}
+	}
+	return n
+}
+
 // inOrder checks that each site's events reached the receiver in the order they happened.
 func inOrder(got []received) {
 	last := map[string]string{}
@@ -103,13 +113,17 @@ var _ = Describe("Notifications through the Kubernetes API (kubectl, GitOps, a c
 
 		By("a no-op write: nothing")
 		n := len(r.all())
-		patchSpec(ctx, a, func(a *flexv1.Asset) { a.Spec.PowerW = ptr.To[int64](7400) })
-		Consistently(func() int { return len(r.all()) }, "1s").Should(Equal(n))
+		var version string
+		patchSpec(ctx, a, func(a *flexv1.Asset) { version, a.Spec.PowerW = a.ResourceVersion, ptr.To[int64](7400) })
+		Expect(a.ResourceVersion).To(Equal(version), "the no-op write changed the asset")
 
 		By("an asset update that breaks eligibility: asset updated, eligibility changed, enrolment not eligible")
 		patchSpec(ctx, a, func(a *flexv1.Asset) { a.Spec.Model = "legacy_charger" })
 		Eventually(func() []string { return r.kinds()[n:] }).Should(ContainElements(
 			"asset.changed:updated", "site.eligibility_changed", "enrolment.changed:not_eligible"))
+		// A site's events arrive in order: an event of the no-op write would have come before
+		// this update's, which has arrived.
+		Expect(countOf(r.kinds()[n:], "asset.changed:updated")).To(Equal(1), "events after the no-op write: %v", r.kinds()[n:])
 
 		By("the enrolment deleted: removed")
 		del(ctx, e)
@@ -218,7 +232,8 @@ var _ = Describe("Delivery", func() {
 		Expect(k8sClient.Create(ctx, sub)).To(Succeed())
 		ready(ctx, sub)
 		household(ctx, ns, "1200000000011", "zappi")
-		time.Sleep(time.Second) // held back 300 ms, then due
+		By("the first event falls due (held back 300 ms): the deliverer holds it back for the Secret, and sends nothing")
+		Eventually(func() int { return deliverer.Load().SecretWaits(sub.UID) }).Should(BeNumerically(">=", 1))
 		Expect(r.all()).To(BeEmpty())
 		Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "subscription-late-secret"},
 			Data: map[string][]byte{delivery.DefaultSecretKey: []byte(r.secret)}})).To(Succeed())

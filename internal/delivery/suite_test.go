@@ -51,6 +51,8 @@ var (
 	keys      *auth.KeyRing
 	// testDB is the suite's PostgreSQL database.
 	testDB *dbtest.Database
+	// deliverer is the running manager's deliverer (the last one started).
+	deliverer atomic.Pointer[delivery.Deliverer]
 )
 
 const keysNamespace = "flexsite-system"
@@ -141,6 +143,7 @@ func startManager() {
 		SecretGrace: 3 * time.Second,
 	}
 	Expect(d.SetupWithManager(suiteCtx, mgr)).To(Succeed())
+	deliverer.Store(d)
 	keys = auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
 	Expect(keys.Ensure(suiteCtx)).To(Succeed())
 	serverNow.Store(server.NewServer(server.Config{
