@@ -238,6 +238,18 @@ type faultEnv struct {
 	ns, tok string
 }
 
+// faultExpectFired fails a sweep over k that injected no fault although the reference request
+// made operations (writes or reads) to fail: the sweep's checks of the error form and of the
+// recovery then ran on requests that never met a fault, and proved nothing. The k-th of them
+// fails for every k up to that count (a request's first k-1 are the reference's), so at least
+// the first one must have.
+func faultExpectFired(fired, operations int) {
+	if operations > 0 {
+		ExpectWithOffset(1, fired).To(BeNumerically(">", 0),
+			"no fault fired in a sweep over %d operations: it proved nothing about recovery", operations)
+	}
+}
+
 // faultRequest is one request under fault injection, and what a 200 must have stored.
 type faultRequest struct {
 	method string // POST when empty
@@ -643,6 +655,7 @@ var _ = Describe("Reliability: injected write faults", func() {
 			}
 			GinkgoWriter.Printf("FIGURES write-fault %q %q: %d writes in a successful request %v; %d k values, %d faults injected, %d repeats answered 200, %d problems\n",
 				c.name, fault, len(reference), reference, len(reference)+1, fired, repeated, len(problems.list))
+			faultExpectFired(fired, len(reference))
 			Expect(problems.list).To(BeEmpty())
 		}, entries)
 
@@ -717,6 +730,7 @@ var _ = Describe("Reliability: injected write faults", func() {
 			GinkgoWriter.Printf("FIGURES offboard-fault %q: %d writes in a successful offboard %v; %d k values, %d faults injected, "+
 				"%d repeats answered 404 (site already gone), %d problems\n",
 				fault, len(reference), reference, len(reference)+1, fired, repeatedNotFound, len(problems.list))
+			faultExpectFired(fired, len(reference))
 			Expect(problems.list).To(BeEmpty())
 		}, offboardFaults)
 
@@ -787,6 +801,7 @@ var _ = Describe("Reliability: injected write faults", func() {
 			GinkgoWriter.Printf("FIGURES delete-asset-fault %q: %d writes in a successful delete %v; %d k values, %d faults injected, "+
 				"%d deletes applied despite the fault (204), %d problems\n",
 				fault, len(reference), reference, len(reference)+1, fired, applied, len(problems.list))
+			faultExpectFired(fired, len(reference))
 			Expect(problems.list).To(BeEmpty())
 		}, offboardFaults)
 })
@@ -929,6 +944,7 @@ var _ = Describe("Reliability: injected read faults", func() {
 			GinkgoWriter.Printf("FIGURES read-fault %q: %d reads and %d writes in a successful request; %d reads failed in turn: "+
 				"%d error answers, %d 200s (read after the last write), %d k beyond this run's reads, %d problems\n",
 				c.name, total, len(refWrites), total, errorsAnswered, okAfterWrites, notFired, len(problems.list))
+			faultExpectFired(total-notFired, total)
 			Expect(problems.list).To(BeEmpty())
 		},
 		Entry(caseOnboardNew.name, caseOnboardNew),
@@ -1009,6 +1025,7 @@ var _ = Describe("Reliability: DELETE /entities/site/{site_id} under injected fa
 			}
 			GinkgoWriter.Printf("FIGURES delete-site write-fault %q: writes %v; %d k values, %d faults injected, %d problems\n",
 				fault, reference, len(reference)+1, fired, len(problems.list))
+			faultExpectFired(fired, len(reference))
 			Expect(problems.list).To(BeEmpty())
 		},
 		Entry(faultServerError.String(), faultServerError),
@@ -1029,7 +1046,7 @@ var _ = Describe("Reliability: DELETE /entities/site/{site_id} under injected fa
 		GinkgoWriter.Printf("reference reads: %v\n", reads.reads)
 
 		problems := &faultProblems{}
-		errorsAnswered, okAfterWrite := 0, 0
+		errorsAnswered, okAfterWrite, fired := 0, 0, 0
 		for k := 1; k <= total; k++ {
 			problems.at = fmt.Sprintf("k=%d", k)
 			g := problems.gomega()
@@ -1042,6 +1059,9 @@ var _ = Describe("Reliability: DELETE /entities/site/{site_id} under injected fa
 			done()
 			_, failed, writesAtFire := reads.state()
 			problems.at = fmt.Sprintf("k=%d (failed read %q after %d writes)", k, failed, writesAtFire)
+			if failed != "" {
+				fired++
+			}
 			switch {
 			case failed != "" && writesAtFire == 0:
 				errorsAnswered++
@@ -1053,6 +1073,7 @@ var _ = Describe("Reliability: DELETE /entities/site/{site_id} under injected fa
 		}
 		GinkgoWriter.Printf("FIGURES delete-site read-fault: %d reads in a successful delete; %d error answers, %d 204s "+
 			"(read after the delete), %d problems\n", total, errorsAnswered, okAfterWrite, len(problems.list))
+		faultExpectFired(fired, total)
 		Expect(problems.list).To(BeEmpty())
 	})
 })

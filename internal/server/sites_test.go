@@ -968,8 +968,12 @@ var _ = Describe("POST /entities/site/{site_id}/offboard-site-and-assets", func(
 				"installation_date": "2025-06-15"}}
 		}))
 		siteID := entitySiteID(body)
-		time.Sleep(1100 * time.Millisecond)
+		first := entityStoredAsset(ctx, o.Namespace, "zz-first").CreationTimestamp
+		Eventually(func() int64 { return time.Now().Unix() }, "3s", "20ms").Should(BeNumerically(">", first.Unix()),
+			"a second registered after the first asset's")
 		mustCall("POST", "/entities/asset", tok, map[string]any{"external_id": "aa-second", "type": "battery", "site_id": siteID})
+		Expect(entityStoredAsset(ctx, o.Namespace, "aa-second").CreationTimestamp.After(first.Time)).To(BeTrue(),
+			"the second asset registered a second later")
 
 		resp := mustCall("POST", "/entities/site/"+siteID+"/offboard-site-and-assets", tok, nil)
 		Expect(resp["asset"]).To(HaveKeyWithValue("external_id", "zz-first"))
