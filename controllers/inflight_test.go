@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/household"
@@ -33,6 +34,12 @@ var _ = Describe("A site created by a request that writes more after it", func()
 		create(ctx, s, charger)
 
 		By("publishing nothing while the enrolment is missing: the site reads as not observed yet")
+		// The controller has looked at the site (it gives a site its finalizer and id in the
+		// pass that then finds it still being written): only now can "nothing published" mean
+		// it decided so.
+		Eventually(fetched(ctx, s)).Should(WithTransform(func(s *flexv1.Site) bool {
+			return controllerutil.ContainsFinalizer(s, flexv1.Finalizer) && s.Labels[flexv1.IDLabel] != ""
+		}, BeTrue()), "the site controller reconciled the marked site")
 		Consistently(fetched(ctx, s), "1s").Should(SatisfyAll(
 			WithTransform(func(s *flexv1.Site) int { return len(s.Status.Conditions) }, BeZero()),
 			WithTransform(func(s *flexv1.Site) int64 { return s.Status.ObservedGeneration }, Equal(int64(-1)))))
