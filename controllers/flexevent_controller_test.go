@@ -310,6 +310,8 @@ func TestFlexEventSettlesOnceAcrossReplicasAndRestarts(t *testing.T) {
 		t.Fatalf("after the kill: %s; want %s", got, want)
 	}
 
+	// The replicas' own answers are not the claim (one may lose a status write to another, and
+	// is retried): what they settled together is, checked below.
 	var wg sync.WaitGroup
 	for range 3 {
 		r := f.reconciler(now)
