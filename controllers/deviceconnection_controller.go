@@ -184,10 +184,10 @@ func (r *DeviceConnectionReconciler) reconcile(ctx context.Context, conn *flexv1
 	now := r.now()
 	canRefresh := conn.Spec.Provider != flexv1.ClientProvider
 	if due := deviceauth.DueAt(t); canRefresh && sec != nil && !due.IsZero() && !now.Before(due) {
-		fresh, wait, rerr := r.refresh(ctx, conn, sec, t)
+		fresh, lookAgain, rerr := r.refresh(ctx, conn, sec, t)
 		switch {
-		case wait > 0:
-			return 0, wait, nil
+		case lookAgain > 0:
+			return 0, lookAgain, nil
 		case rerr != nil && (t.Expiry.IsZero() || now.Before(t.Expiry)):
 			return 0, 0, &transientRefresh{err: rerr}
 		case rerr != nil:
