@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -12,12 +13,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	kretry "k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -65,8 +69,6 @@ type DeviceConnectionReconciler struct {
 
 	written statusWrites
 	mu      sync.Mutex
-	// failures counts each connection's transient refresh failures in a row (the backoff).
-	failures map[types.NamespacedName]int
 	// unsaved holds tokens a provider answered that could not be stored yet (the API server
 	// failed the write): the provider has rotated the refresh token, so these are the only
 	// ones that work. They are written before anything else is done with the connection.
@@ -91,11 +93,36 @@ const claimTTL = 3 * deviceauth.Timeout
 // refresh token meanwhile.
 const storeGiveUp = claimTTL - deviceauth.Timeout - 2*time.Second
 
-// storeRetryFirst and storeRetryMax space the store's retries: 100 ms doubling to 2 s.
+// storeBackoff spaces the store's retries: 100 ms doubling to 2 s, then every 2 s.
+var storeBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap: 2 * time.Second, Steps: math.MaxInt32}
+
+// refreshRetryFirst and refreshRetryMax space the attempts of a refresh that keeps failing
+// transiently while the token is valid: 1 s doubling to 5 min, per connection, by the
+// controller's workqueue rate limiter (refreshRateLimiter). Its count of failures in a row
+// lives in the process, not in status (writing it would change what is visible) nor in the
+// Secret (a write per failure): a restart starts again at 1 s, which costs the provider one
+// early call per connection that is failing at that moment.
 const (
-	storeRetryFirst = 100 * time.Millisecond
-	storeRetryMax   = 2 * time.Second
+	refreshRetryFirst = time.Second
+	refreshRetryMax   = 5 * time.Minute
 )
+
+// refreshRateLimiter is the DeviceConnection controller's workqueue rate limiter: what an
+// error of this controller retries after, first of all a transient refresh failure. Other
+// errors (the API server's) wait as long: a provider is never called again at the default's
+// 5 ms, and a conflict is requeued by its watch event anyway.
+func refreshRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](refreshRetryFirst, refreshRetryMax)
+}
+
+// transientRefresh is a refresh that failed while the access token is still valid: nothing
+// visible changes, and the workqueue's rate limiter spaces the next attempts.
+type transientRefresh struct{ err error }
+
+func (t *transientRefresh) Error() string {
+	return "refresh failed; retrying while the token is valid: " + t.err.Error()
+}
+func (t *transientRefresh) Unwrap() error { return t.err }
 
 // Reconcile fetches the connection, finalizes or refreshes it, and writes its status once.
 func (r *DeviceConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -111,8 +138,13 @@ func (r *DeviceConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 	base := conn.DeepCopy()
 	next, quiet, err := r.reconcile(ctx, conn)
+	if transient := (*transientRefresh)(nil); errors.As(err, &transient) {
+		// Nothing visible changes; the error requeues the connection through the rate
+		// limiter (refreshRateLimiter), whose count a reconcile that succeeds resets.
+		return ctrl.Result{}, err
+	}
 	if quiet > 0 {
-		// A transient failure while the token is still valid: nothing visible changes.
+		// Someone else's claim, or a race lost: look again then, nothing visible changes.
 		return ctrl.Result{RequeueAfter: quiet}, nil
 	}
 	res, err := summary{client: r.Client, recorder: r.Recorder, written: &r.written}.patch(ctx, base, conn,
@@ -138,7 +170,8 @@ func (r *DeviceConnectionReconciler) now() time.Time {
 }
 
 // reconcile computes the connection's status from its Secret, refreshing the token when due.
-// It answers when to look again, or a quiet retry (nothing to write), and the outcome.
+// It answers when to look again, or a quiet retry (nothing to write), and the outcome: a
+// *transientRefresh is a failure that changes nothing visible.
 func (r *DeviceConnectionReconciler) reconcile(ctx context.Context, conn *flexv1.DeviceConnection) (next, quiet time.Duration, err error) {
 	sec := &corev1.Secret{}
 	if err := r.Get(ctx, deviceauth.SecretKey(conn), sec); err != nil {
@@ -151,18 +184,16 @@ func (r *DeviceConnectionReconciler) reconcile(ctx context.Context, conn *flexv1
 	now := r.now()
 	canRefresh := conn.Spec.Provider != flexv1.ClientProvider
 	if due := deviceauth.DueAt(t); canRefresh && sec != nil && !due.IsZero() && !now.Before(due) {
-		fresh, wait, rerr := r.refresh(ctx, conn, sec, t)
+		fresh, lookAgain, rerr := r.refresh(ctx, conn, sec, t)
 		switch {
-		case wait > 0:
-			return 0, wait, nil
+		case lookAgain > 0:
+			return 0, lookAgain, nil
 		case rerr != nil && (t.Expiry.IsZero() || now.Before(t.Expiry)):
-			ctrl.LoggerFrom(ctx).Info("refresh failed; retrying while the token is valid", "reason", rerr.Error())
-			return 0, r.backoff(conn), nil
+			return 0, 0, &transientRefresh{err: rerr}
 		case rerr != nil:
 			deviceauth.Status(conn, t, now)
 			return 0, 0, rerr
 		}
-		r.forgetFailures(conn)
 		t = fresh
 		now = r.now()
 	}
@@ -288,18 +319,21 @@ func (r *DeviceConnectionReconciler) refresh(ctx context.Context, conn *flexv1.D
 func (r *DeviceConnectionReconciler) storeAnswered(ctx context.Context, sec *corev1.Secret, t *deviceauth.Tokens) (bool, error) {
 	storeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeGiveUp)
 	defer cancel()
-	for delay := storeRetryFirst; ; delay = min(2*delay, storeRetryMax) {
-		written, err := r.writeTokens(storeCtx, sec, t)
+	var written bool
+	var err error
+	// A DelayFunc keeps retrying at the cap until storeCtx ends (a Backoff's Steps would stop it).
+	_ = storeBackoff.DelayFunc().Until(storeCtx, true, true, func(context.Context) (bool, error) {
+		written, err = r.writeTokens(storeCtx, sec, t)
 		if err == nil || apierrors.IsNotFound(err) {
-			return written, err
+			return true, nil
 		}
 		ctrl.LoggerFrom(ctx).Info("storing the tokens the provider answered failed; retrying", "reason", err.Error())
-		select {
-		case <-storeCtx.Done():
-			return false, err
-		case <-time.After(delay):
-		}
+		return false, nil
+	})
+	if err != nil {
+		return false, err
 	}
+	return written, nil
 }
 
 // writeTokens stores t (nil: only releases the claim) in the Secret, retried from a fresh
@@ -349,19 +383,6 @@ func parseClaim(b []byte) (string, time.Time) {
 	return holder, t
 }
 
-// backoff is how long to wait after one more transient failure of conn: 1 s doubling to 5 min.
-func (r *DeviceConnectionReconciler) backoff(conn *flexv1.DeviceConnection) time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.failures == nil {
-		r.failures = map[types.NamespacedName]int{}
-	}
-	key := client.ObjectKeyFromObject(conn)
-	r.failures[key]++
-	d := time.Second << min(r.failures[key]-1, 9)
-	return min(d, 5*time.Minute)
-}
-
 func (r *DeviceConnectionReconciler) keepUnsaved(conn *flexv1.DeviceConnection, t deviceauth.Tokens) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -378,12 +399,6 @@ func (r *DeviceConnectionReconciler) takeUnsaved(conn *flexv1.DeviceConnection) 
 	t, ok := r.unsaved[key]
 	delete(r.unsaved, key)
 	return t, ok
-}
-
-func (r *DeviceConnectionReconciler) forgetFailures(conn *flexv1.DeviceConnection) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.failures, client.ObjectKeyFromObject(conn))
 }
 
 // finalize revokes the tokens at the provider where it can, deletes the Secret and lets the
@@ -411,7 +426,6 @@ func (r *DeviceConnectionReconciler) finalize(ctx context.Context, conn *flexv1.
 			return err
 		}
 	}
-	r.forgetFailures(conn)
 	r.forgetHandover(ctx, conn)
 	return removeFinalizer(ctx, r.Client, conn)
 }
@@ -429,6 +443,11 @@ func (r *DeviceConnectionReconciler) revoke(ctx context.Context, conn *flexv1.De
 // SetupWithManager watches DeviceConnections (every change: the use cases write their
 // status when they store tokens).
 func (r *DeviceConnectionReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	// One HTTP client per provider for every refresh and revocation (connections reused).
+	r.Dialer = r.Dialer.Pooled()
+	if opts.RateLimiter == nil {
+		opts.RateLimiter = refreshRateLimiter()
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&flexv1.DeviceConnection{}).
 		Named("deviceconnection").

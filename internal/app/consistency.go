@@ -5,6 +5,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flexsite/flexsite/internal/resourceversion"
@@ -26,11 +27,9 @@ func (s *Service) awaitCache(ctx context.Context, written, deleted []client.Obje
 	if len(written) == 0 && len(deleted) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, cacheWaitTimeout)
-	defer cancel()
 	pending := append(append([]client.Object(nil), written...), deleted...)
 	nWritten := len(written)
-	for {
+	err := wait.PollUntilContextTimeout(ctx, cachePollInterval, cacheWaitTimeout, true, func(ctx context.Context) (bool, error) {
 		remaining := pending[:0]
 		remainingWritten := 0
 		for i, obj := range pending {
@@ -42,16 +41,12 @@ func (s *Service) awaitCache(ctx context.Context, written, deleted []client.Obje
 				}
 			}
 		}
-		if len(remaining) == 0 {
-			return
-		}
 		pending, nWritten = remaining, remainingWritten
-		select {
-		case <-ctx.Done():
-			s.Log.V(1).Info("cache did not catch up with this request's writes in time", "objects", len(pending))
-			return
-		case <-time.After(cachePollInterval):
-		}
+		return len(pending) == 0, nil
+	})
+	if err != nil {
+		// Past the timeout, or the request's context ended (its client went): answer anyway.
+		s.Log.V(1).Info("cache did not catch up with this request's writes in time", "objects", len(pending))
 	}
 }
 

@@ -3,7 +3,6 @@ package app
 import (
 	"bytes"
 	"context"
-	"errors"
 	"slices"
 	"sort"
 	"strings"
@@ -411,27 +410,24 @@ func (s *Service) Offboard(ctx context.Context, p *auth.Principal, siteID string
 // first, so for as long as a cache lags the mark one may still be admitted; while the site
 // waits on its finalizer, the finalizer deletes it (a child's creation requeues the site).
 func (s *Service) DeleteSite(ctx context.Context, p *auth.Principal, siteID string) error {
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		site, err := s.deleteIfEmpty(ctx, p.Namespace, siteID)
-		if errors.Is(err, errRetry) {
-			time.Sleep(time.Duration(attempt*attempt) * 10 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		// Anything that arrived after the look goes with the site. The site is deleted whatever
-		// happens here: the Site finalizer deletes the same children, so a failure is logged,
-		// not answered. The answer waits until this replica's cache no longer holds the site
-		// (nor those), so the client reads its delete.
-		children, err := householdstore.DeleteChildren(ctx, s.Client, s.APIReader, site)
-		if err != nil {
-			s.Log.Error(err, "deleting what arrived at a deleted site; its finalizer finishes", "site", site.Name)
-		}
-		s.awaitCache(ctx, nil, append(children, site))
-		return nil
+	var site *flexv1.Site
+	if err := untilWon(ctx, func(bool) error {
+		var err error
+		site, err = s.deleteIfEmpty(ctx, p.Namespace, siteID)
+		return err
+	}); err != nil {
+		return err
 	}
-	return ErrTooManyChanges
+	// Anything that arrived after the look goes with the site. The site is deleted whatever
+	// happens here: the Site finalizer deletes the same children, so a failure is logged,
+	// not answered. The answer waits until this replica's cache no longer holds the site
+	// (nor those), so the client reads its delete.
+	children, err := householdstore.DeleteChildren(ctx, s.Client, s.APIReader, site)
+	if err != nil {
+		s.Log.Error(err, "deleting what arrived at a deleted site; its finalizer finishes", "site", site.Name)
+	}
+	s.awaitCache(ctx, nil, append(children, site))
+	return nil
 }
 
 // deleteIfEmpty looks at the site and what it holds on the API server and deletes it if it

@@ -9,6 +9,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kretry "k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -459,7 +461,7 @@ func (s *Service) rollback(ctx context.Context, log *writeLog) {
 
 // restore puts an object's stored spec and labels back as they were before the request.
 func (s *Service) restore(ctx context.Context, before client.Object) error {
-	for attempt := 0; attempt < maxAttempts; attempt++ {
+	return kretry.RetryOnConflict(kretry.DefaultRetry, func() error {
 		current := before.DeepCopyObject().(client.Object)
 		if err := s.APIReader.Get(ctx, client.ObjectKeyFromObject(before), current); err != nil {
 			return client.IgnoreNotFound(err)
@@ -468,37 +470,51 @@ func (s *Service) restore(ctx context.Context, before client.Object) error {
 		restored.SetResourceVersion(current.GetResourceVersion())
 		restored.SetFinalizers(current.GetFinalizers())
 		restored.SetAnnotations(current.GetAnnotations())
-		err := s.Client.Update(ctx, restored)
-		if !apierrors.IsConflict(err) {
-			return err
-		}
-	}
-	return fmt.Errorf("restoring %s: still conflicting after %d attempts", key(before), maxAttempts)
+		return s.Client.Update(ctx, restored)
+	})
 }
 
-// transact runs plan-and-write until it stops losing races: attempt sees a cached store first
-// and a fresh one after a lost race. On failure every write of every attempt is undone.
+// transact runs plan-and-write until it stops losing races (untilWon): attempt sees a cached
+// store first and a fresh one after a lost race. What earlier attempts wrote stays (the next
+// attempt reads it as stored) and stays in the log, so that on failure (a refusal, the
+// attempts running out, the request's context ending) every write of every attempt is undone.
 func (s *Service) transact(ctx context.Context, attempt func(st store, log *writeLog) error) error {
 	log := newWriteLog()
-	fresh := false
-	for i := 0; i < maxAttempts; i++ {
-		err := attempt(s.store(fresh), log)
-		if err == nil {
-			s.awaitCache(ctx, log.written, nil)
-			return nil
-		}
-		if !errors.Is(err, errRetry) {
-			s.rollback(ctx, log)
-			return err
-		}
-		if last := (*retry)(nil); i == maxAttempts-1 && errors.As(err, &last) {
-			s.rollback(ctx, log)
-			return last.answer
-		}
-		// What earlier attempts wrote stays (the next attempt reads it as stored) and stays in
-		// the log, so a final failure undoes it too.
-		fresh = true
-		time.Sleep(time.Duration(i*i) * 10 * time.Millisecond)
+	err := untilWon(ctx, func(fresh bool) error { return attempt(s.store(fresh), log) })
+	if err != nil {
+		s.rollback(ctx, log)
+		return err
+	}
+	s.awaitCache(ctx, log.written, nil)
+	return nil
+}
+
+// lostRaceBackoff spaces the attempts of a request that keeps losing write races: 10 ms
+// doubling, maxAttempts in all (about 300 ms of waiting, time enough for what it waits on: a
+// cache to catch up, a deletion to finish). The jitter keeps two requests that lost to each
+// other from trying again in step.
+var lostRaceBackoff = wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: maxAttempts}
+
+// untilWon runs attempt (fresh: an earlier attempt lost a race) until it answers anything but
+// errRetry, and answers that. Attempts that keep losing end, after maxAttempts, in the last
+// one's answer (a *retry carries it) or ErrTooManyChanges. The waits between attempts honour
+// ctx: a request whose client has gone stops at once with ctx's error, without another attempt.
+func untilWon(ctx context.Context, attempt func(fresh bool) error) error {
+	var last error
+	tries := 0
+	err := wait.ExponentialBackoffWithContext(ctx, lostRaceBackoff, func(context.Context) (bool, error) {
+		last = attempt(tries > 0)
+		tries++
+		return !errors.Is(last, errRetry), nil
+	})
+	switch {
+	case err == nil:
+		return last
+	case ctx.Err() != nil:
+		return err
+	}
+	if lost := (*retry)(nil); errors.As(last, &lost) {
+		return lost.answer
 	}
 	return ErrTooManyChanges
 }

@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -216,11 +217,51 @@ type Provider struct {
 	http   *http.Client
 }
 
-// Dialer holds what outbound calls to providers may reach.
+// Dialer holds what outbound calls to providers may reach, and the HTTP clients that make
+// them. Pooled gives it one client per provider, kept for the life of the process, so that
+// the calls to a provider reuse their connections (and TLS sessions); every copy of a pooled
+// Dialer shares its clients.
 type Dialer struct {
 	Policy events.AddressPolicy
 	// SecretNamespace is the manager's namespace, where the providers' client secrets are.
 	SecretNamespace string
+
+	clients *clientPool
+}
+
+// clientPool is one *http.Client per provider name, made on first use; safe for concurrent
+// use. The clients dial with the policy the pool was made with.
+type clientPool struct {
+	mu      sync.Mutex
+	dialer  Dialer
+	clients map[string]*http.Client
+}
+
+// Pooled answers d holding a pool of HTTP clients, one per provider, if it has none yet. The
+// users of a Dialer (the DeviceConnection controller, the device-connection use cases) call
+// it once when they are set up; a Dialer used without it makes a client per Load, and so a
+// connection per call.
+func (d Dialer) Pooled() Dialer {
+	if d.clients == nil {
+		d.clients = &clientPool{dialer: Dialer{Policy: d.Policy}, clients: map[string]*http.Client{}}
+	}
+	return d
+}
+
+// client is the provider's HTTP client: the pooled one, or a new one when d is not pooled.
+func (d Dialer) client(provider string) *http.Client {
+	if d.clients == nil {
+		return d.httpClient()
+	}
+	pool := d.clients
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	c, ok := pool.clients[provider]
+	if !ok {
+		c = pool.dialer.httpClient()
+		pool.clients[provider] = c
+	}
+	return c
 }
 
 // loopbackAllowed reports whether the policy allows loopback (make run, tests): then, and
@@ -255,14 +296,9 @@ func (d Dialer) Load(ctx context.Context, c client.Reader, name string) (*Provid
 	if err := c.Get(ctx, types.NamespacedName{Name: name}, dp); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	p := &Provider{Spec: dp.Spec, Name: name, http: d.httpClient()}
-	for _, raw := range []string{dp.Spec.AuthorizationURL, dp.Spec.TokenURL, dp.Spec.RevocationURL} {
-		if raw == "" {
-			continue
-		}
-		if err := d.CheckURL(raw); err != nil {
-			return nil, err
-		}
+	p, err := d.provider(name, dp.Spec)
+	if err != nil {
+		return nil, err
 	}
 	if ref := dp.Spec.ClientSecretRef; ref.Name != "" {
 		s := &corev1.Secret{}
@@ -278,12 +314,29 @@ func (d Dialer) Load(ctx context.Context, c client.Reader, name string) (*Provid
 	return p, nil
 }
 
-// httpClient dials only what the policy allows (the resolved address, at connect time),
-// without proxy or redirects, and gives up after Timeout.
+// provider is the provider name of spec (without its client secret), calling through the
+// provider's client, once its URLs are found callable.
+func (d Dialer) provider(name string, spec flexv1.DeviceProviderSpec) (*Provider, error) {
+	for _, raw := range []string{spec.AuthorizationURL, spec.TokenURL, spec.RevocationURL} {
+		if raw == "" {
+			continue
+		}
+		if err := d.CheckURL(raw); err != nil {
+			return nil, err
+		}
+	}
+	return &Provider{Spec: spec, Name: name, http: d.client(name)}, nil
+}
+
+// httpClient is a new client that dials only what the policy allows (the resolved address,
+// at connect time), without proxy or redirects, and gives up after Timeout. It keeps a few
+// idle connections alive for the next call (a refresh every few minutes or hours per
+// connection, many connections per provider).
 func (d Dialer) httpClient() *http.Client {
 	dialer := &net.Dialer{Timeout: Timeout, Control: d.Policy.Control}
 	return &http.Client{Timeout: Timeout, Transport: &http.Transport{Proxy: nil, DialContext: dialer.DialContext,
-		TLSHandshakeTimeout: Timeout, ResponseHeaderTimeout: Timeout},
+		TLSHandshakeTimeout: Timeout, ResponseHeaderTimeout: Timeout,
+		MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 

@@ -3,10 +3,12 @@ package deviceauth
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,5 +163,104 @@ func TestProviderOfModel(t *testing.T) {
 		if got := ProviderOfModel(models, model); got != want {
 			t.Errorf("ProviderOfModel(%q) = %q, want %q", model, got, want)
 		}
+	}
+}
+
+// A pooled Dialer gives every Load of a provider the same HTTP client, so that refreshes
+// reuse one connection (on main every Load made a new client, and so a new connection per
+// call); another provider has a client of its own, and a copy of the Dialer shares them.
+func TestPooledDialerReusesOneConnectionPerProvider(t *testing.T) {
+	var mu sync.Mutex
+	opened := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"a","refresh_token":"r2","token_type":"Bearer","expires_in":3600}`))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			mu.Lock()
+			opened++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	connections := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return opened
+	}
+
+	d := Dialer{Policy: events.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}.Pooled()
+	spec := flexv1.DeviceProviderSpec{ClientID: "c", TokenURL: srv.URL + "/token"}
+	for i, dialer := range []Dialer{d, d, d.Pooled()} { // three Loads; the last through a copy
+		p, err := dialer.provider("example", spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Refresh(context.Background(), "r"); err != nil {
+			t.Fatalf("refresh %d: %v", i, err)
+		}
+	}
+	if n := connections(); n != 1 {
+		t.Fatalf("three refreshes opened %d connections, want 1", n)
+	}
+
+	other, err := d.provider("other", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Refresh(context.Background(), "r"); err != nil {
+		t.Fatal(err)
+	}
+	if n := connections(); n != 2 {
+		t.Fatalf("another provider's refresh: %d connections in all, want 2 (a client of its own)", n)
+	}
+
+	// Without Pooled, every Load has a client (and a connection) of its own.
+	unpooled := Dialer{Policy: d.Policy}
+	for range 2 {
+		p, err := unpooled.provider("example", spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Refresh(context.Background(), "r"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := connections(); n != 4 {
+		t.Fatalf("two unpooled refreshes: %d connections in all, want 4", n)
+	}
+}
+
+// Refreshes through one pooled Dialer from many goroutines at once share its clients safely.
+func TestPooledDialerIsSafeForConcurrentUse(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"a","token_type":"Bearer","expires_in":3600}`))
+	}))
+	defer srv.Close()
+	d := Dialer{Policy: events.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}.Pooled()
+	spec := flexv1.DeviceProviderSpec{ClientID: "c", TokenURL: srv.URL + "/token"}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			p, err := d.provider([]string{"a", "b"}[i%2], spec)
+			if err == nil {
+				_, err = p.Refresh(context.Background(), "r")
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if a, _ := d.provider("a", spec); a.http != d.client("a") || a.http == d.client("b") {
+		t.Error("one client per provider name")
 	}
 }

@@ -429,28 +429,93 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 			c, _ := connectionOf(ctx, o.Namespace, siteID)
 			g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, flexv1.ReadyCondition)).To(BeTrue())
 		}).Should(Succeed())
-		failed := make(chan struct{}, 100)
-		deviceProvider.SetFault(func(w http.ResponseWriter, _ *http.Request) bool {
-			failed <- struct{}{}
+
+		// The provider fails every refresh. Those of this connection's grant, once it is
+		// armed, it holds until the spec lets each answer: the controller reconciles a
+		// connection once at a time, so attempt n arriving proves that the reconcile of
+		// attempt n-1 has returned, and while attempt n is held nothing else writes the status.
+		var (
+			mu    sync.Mutex
+			armed string // the refresh token whose attempts are held
+		)
+		attempts := make(chan chan struct{})
+		ended := make(chan struct{})
+		deviceProvider.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+			if r.PostFormValue("grant_type") != "refresh_token" {
+				return false
+			}
+			mu.Lock()
+			held := armed != "" && r.PostFormValue("refresh_token") == armed
+			mu.Unlock()
+			if held {
+				release := make(chan struct{})
+				select {
+				case attempts <- release:
+					select {
+					case <-release:
+					case <-ended:
+					case <-r.Context().Done():
+					}
+				case <-ended:
+				case <-r.Context().Done():
+				}
+			}
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return true
 		})
-		DeferCleanup(func() { deviceProvider.SetFault(nil) })
-		// The status as it stands once a refresh has failed (a refresh that succeeded just
-		// before the fault may have written it meanwhile) ...
-		Eventually(failed, 20*time.Second).Should(Receive())
+		DeferCleanup(func() {
+			deviceProvider.SetFault(nil)
+			close(ended)
+		})
+
+		// The stored access token is made valid for another hour and due for refresh now, in a
+		// version of the Secret that holds no refresh claim: no refresh is in flight, and every
+		// later one starts from this version (a refresh claims on top of the version it read).
+		// So every attempt from here fails while the token is valid, however loaded the
+		// machine: 4 s tokens would expire between two attempts.
+		var stored deviceauth.Tokens
+		Eventually(func(g Gomega) {
+			_, sec := connectionOf(ctx, o.Namespace, siteID)
+			g.Expect(sec).NotTo(BeNil())
+			g.Expect(sec.Data).NotTo(HaveKey(deviceauth.KeyRefreshClaim))
+			stored = deviceauth.Read(sec)
+			stored.IssuedAt, stored.Expiry = time.Now().Add(-10*time.Hour), time.Now().Add(time.Hour)
+			deviceauth.Write(sec, stored)
+			g.Expect(k8sClient.Update(ctx, sec)).To(Succeed())
+		}).Should(Succeed())
+		mu.Lock()
+		armed = stored.RefreshToken
+		mu.Unlock()
+
+		held := func() chan struct{} {
+			GinkgoHelper()
+			var release chan struct{}
+			Eventually(attempts, 30*time.Second).Should(Receive(&release))
+			return release
+		}
+		// The status as it stands with the first held attempt in flight ...
+		release := held()
 		before, _ := connectionOf(ctx, o.Namespace, siteID)
-		// ... is the status after the retry fails again: until the access token expires,
-		// nothing visible changes.
-		Eventually(failed, 10*time.Second).Should(Receive())
-		c, _ := connectionOf(ctx, o.Namespace, siteID)
-		Expect(c.Status).To(Equal(before.Status))
+		close(release)
+		// ... is the status once that attempt has failed, and once the retry has failed too.
+		for range 2 {
+			release = held()
+			c, _ := connectionOf(ctx, o.Namespace, siteID)
+			Expect(c.Status).To(Equal(before.Status))
+			close(release)
+		}
+		_, sec := connectionOf(ctx, o.Namespace, siteID)
+		Expect(deviceauth.Read(sec).RefreshToken).To(Equal(stored.RefreshToken), "nothing was refreshed meanwhile")
+
+		// The provider recovers: the next retry refreshes.
 		deviceProvider.SetFault(nil)
 		Eventually(func(g Gomega) {
-			c, _ := connectionOf(ctx, o.Namespace, siteID)
+			c, s := connectionOf(ctx, o.Namespace, siteID)
+			g.Expect(deviceauth.Read(s).RefreshToken).NotTo(Equal(stored.RefreshToken))
 			g.Expect(c.Status.Phase).To(Equal(flexv1.ConnectionConnected))
+			g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, flexv1.ReadyCondition)).To(BeTrue())
 			g.Expect(c.Status.ExpiresAt.Time).To(BeTemporally(">", before.Status.ExpiresAt.Time))
-		}, 20*time.Second).Should(Succeed())
+		}, 30*time.Second).Should(Succeed())
 	})
 
 	It("stores a token the client obtained itself; one past expires_utc makes every asset of the site need reauthorisation", func(ctx SpecContext) {

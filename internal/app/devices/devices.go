@@ -52,6 +52,8 @@ func New(cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	// One HTTP client per provider for every call the use cases make (connections reused).
+	cfg.Dialer = cfg.Dialer.Pooled()
 	return &Service{Config: cfg, cache: cfg.Households.Cache, apiReader: cfg.Households.APIReader,
 		client: cfg.Households.Client}
 }

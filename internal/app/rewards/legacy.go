@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -40,20 +41,16 @@ func (im *LegacyImporter) Start(ctx context.Context) error {
 	if interval <= 0 {
 		interval = LegacyImportInterval
 	}
-	for {
+	// Errors are logged, not returned: returning one would end the polling (and the manager).
+	// The polling ends with ctx's error when the manager stops, which is no failure.
+	_ = wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
 		done, err := im.Rewards.ImportLegacyBankDetails(ctx)
 		if err != nil {
 			im.Rewards.Log.Error(err, "moving bank details from Secrets into the database")
 		}
-		if done {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(interval):
-		}
-	}
+		return done, nil
+	})
+	return nil
 }
 
 // ImportLegacyBankDetails moves every site's bank details Secret into the database (unless
