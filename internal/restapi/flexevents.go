@@ -13,8 +13,9 @@ import (
 )
 
 // The flex event endpoints (rewards-engine.md, "Flex events and settlement") map requests
-// onto internal/app/flexevents; the window, direction and rate are internal/validation's
-// rules, the ones the FlexEvent admission webhook applies.
+// onto internal/app/flexevents. The door reads the body's shapes (a timestamp, a number);
+// the use case applies the event's rules (validation.CheckFlexEvent, the ones the FlexEvent
+// admission webhook applies).
 
 // allPropositions are the propositions a flex event may name (the PropositionName enum).
 var allPropositions = []flexv1.PropositionName{"limited_pause", "full_asset_schedule_control", "price_curve"}
@@ -43,28 +44,16 @@ func parseFlexEvent(f *fields, body map[string]any) flexevents.CreateInput {
 			return time.Time{}, false
 		}
 		t, err := validation.ParseAwareTimestamp(s)
-		if err == nil {
-			err = validation.HalfHourBoundary(t)
-		}
 		if err != nil {
 			f.AddValidation(err, at(loc, key))
 			return time.Time{}, false
 		}
 		return t, true
 	}
-	start, okStart := instant("start_at")
-	end, okEnd := instant("end_at")
-	if okStart && okEnd {
-		if err := validation.FlexWindow(start, end); err != nil {
-			f.AddValidation(err, at(loc, "end_at"))
-		}
-	}
-	in.Start, in.End = start, end
+	in.Start, _ = instant("start_at")
+	in.End, _ = instant("end_at")
 	if v, ok := f.Lookup(body, loc, "direction", true); ok {
-		d, _ := v.(string)
-		if err := validation.FlexDirection(d); err != nil {
-			f.AddValidation(err, at(loc, "direction"))
-		}
+		d, _ := v.(string) // not a string: "", which the rules refuse as not a direction
 		in.Direction = flexv1.FlexDirection(d)
 	}
 	if v, ok := f.Lookup(body, loc, "rate_pence_per_kwh", true); ok {
