@@ -51,7 +51,9 @@ var flexEventRuleCases = []struct {
 	{"a deadline before the end", func(s *flexv1.FlexEventSpec) { s.Deadline = &metav1.Time{Time: s.EndAt.Add(-time.Hour)} }, false},
 }
 
-func ruleAt(h, m, s int) metav1.Time { return metav1.NewTime(time.Date(2026, 1, 13, h, m, s, 0, time.UTC)) }
+func ruleAt(h, m, s int) metav1.Time {
+	return metav1.NewTime(time.Date(2026, 1, 13, h, m, s, 0, time.UTC))
+}
 
 func ruleCaseSpec(mutate func(*flexv1.FlexEventSpec)) flexv1.FlexEventSpec {
 	s := flexv1.FlexEventSpec{Proposition: flexv1.PropositionLimitedPause, StartAt: ruleAt(17, 30, 0), EndAt: ruleAt(18, 30, 0),
