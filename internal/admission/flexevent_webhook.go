@@ -21,9 +21,9 @@ import (
 
 // flexEventValidator refuses a FlexEvent for a proposition that is not offered (no
 // Proposition object of that name: there is no enrolment in it to settle), and applies the
-// event's field rules (internal/validation: the ones the REST API applies; the CRD's CEL
-// rules say the same, so these only refuse what an API server without them would store).
-// It bounds what an event can pay as the REST API does: a start at most
+// event's rules (validation.CheckFlexEvent, the function the REST API's use case calls; the
+// CRD's CEL rules are its twin, so these only refuse what an API server without them would
+// store). It bounds what an event can pay as the REST API does: a start at most
 // validation.MaxFlexBackdate before now, a rate at most the organisation's maximum. The spec
 // is immutable but for its deadline (CEL), so an update is judged only on what it changes of
 // the start and the rate (none, under CEL): a Proposition withdrawn later, or an event grown
