@@ -38,20 +38,18 @@ func parseFlexEvent(f *fields, body map[string]any) flexevents.CreateInput {
 	loc := []any{"body"}
 	var in flexevents.CreateInput
 	in.Proposition, _ = web.Enum(f, body, loc, "proposition", true, allPropositions)
-	instant := func(key string) (time.Time, bool) {
+	instant := func(key string) time.Time {
 		s, ok := f.Str(body, loc, key, true)
 		if !ok {
-			return time.Time{}, false
+			return time.Time{}
 		}
 		t, err := validation.ParseAwareTimestamp(s)
 		if err != nil {
 			f.AddValidation(err, at(loc, key))
-			return time.Time{}, false
 		}
-		return t, true
+		return t
 	}
-	in.Start, _ = instant("start_at")
-	in.End, _ = instant("end_at")
+	in.Start, in.End = instant("start_at"), instant("end_at")
 	if v, ok := f.Lookup(body, loc, "direction", true); ok {
 		d, _ := v.(string) // not a string: "", which the rules refuse as not a direction
 		in.Direction = flexv1.FlexDirection(d)

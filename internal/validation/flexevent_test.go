@@ -218,8 +218,9 @@ func TestCheckFlexEvent(t *testing.T) {
 	} {
 		e := ok
 		c.change(&e)
-		var got []string
-		for _, p := range CheckFlexEvent(e) {
+		problems := CheckFlexEvent(e)
+		got := make([]string, 0, len(problems))
+		for _, p := range problems {
 			got = append(got, p.Error())
 		}
 		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
