@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -20,9 +21,9 @@ import (
 
 // flexEventValidator refuses a FlexEvent for a proposition that is not offered (no
 // Proposition object of that name: there is no enrolment in it to settle), and applies the
-// event's field rules (internal/validation: the ones the REST API applies; the CRD's CEL
-// rules say the same, so these only refuse what an API server without them would store).
-// It bounds what an event can pay as the REST API does: a start at most
+// event's rules (validation.CheckFlexEvent, the function the REST API's use case calls; the
+// CRD's CEL rules are its twin, so these only refuse what an API server without them would
+// store). It bounds what an event can pay as the REST API does: a start at most
 // validation.MaxFlexBackdate before now, a rate at most the organisation's maximum. The spec
 // is immutable but for its deadline (CEL), so an update is judged only on what it changes of
 // the start and the rate (none, under CEL): a Proposition withdrawn later, or an event grown
@@ -34,8 +35,8 @@ type flexEventValidator struct {
 
 func (v *flexEventValidator) ValidateCreate(ctx context.Context, ev *flexv1.FlexEvent) (admission.Warnings, error) {
 	spec := field.NewPath("spec")
-	errs := flexEventFields(spec, &ev.Spec)
-	bounds, err := v.bounds(ctx, ev, nil)
+	errs := flexEventFields(spec, &ev.Spec, v.now())
+	bounds, err := v.rateBound(ctx, ev, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -52,23 +53,37 @@ func (v *flexEventValidator) ValidateCreate(ctx context.Context, ev *flexv1.Flex
 	return nil, invalid("FlexEvent", ev.Name, errs)
 }
 
-// flexEventFields applies internal/validation's flex event rules to a spec.
-func flexEventFields(spec *field.Path, s *flexv1.FlexEventSpec) field.ErrorList {
+// flexEventFields applies validation.CheckFlexEvent, the rules the REST API applies, to a
+// spec declared at declaredAt (zero: not a new declaration, so no bound on the start's age).
+func flexEventFields(spec *field.Path, s *flexv1.FlexEventSpec, declaredAt time.Time) field.ErrorList {
+	rate, err := validation.ParseFlexRate(s.RatePencePerKWh)
 	var errs field.ErrorList
-	add := func(p *field.Path, value any, err error) {
-		if err != nil {
-			errs = append(errs, field.Invalid(p, value, err.Error()))
-		}
+	if err != nil {
+		errs = append(errs, field.Invalid(spec.Child("ratePencePerKWh"), s.RatePencePerKWh, err.Error()))
+		rate = 0 // reported: not again by CheckFlexEvent
 	}
-	add(spec.Child("startAt"), s.StartAt.UTC().Format("2006-01-02T15:04:05Z"), validation.HalfHourBoundary(s.StartAt.Time))
-	add(spec.Child("endAt"), s.EndAt.UTC().Format("2006-01-02T15:04:05Z"), validation.HalfHourBoundary(s.EndAt.Time))
-	add(spec.Child("endAt"), s.EndAt.UTC().Format("2006-01-02T15:04:05Z"), validation.FlexWindow(s.StartAt.Time, s.EndAt.Time))
-	add(spec.Child("direction"), s.Direction, validation.FlexDirection(string(s.Direction)))
-	_, err := validation.ParseFlexRate(s.RatePencePerKWh)
-	add(spec.Child("ratePencePerKWh"), s.RatePencePerKWh, err)
-	if s.Deadline != nil && s.Deadline.Before(&s.EndAt) {
-		errs = append(errs, field.Invalid(spec.Child("deadline"), s.Deadline.UTC().Format("2006-01-02T15:04:05Z"),
-			"deadline must not be before endAt"))
+	e := validation.FlexEvent{Start: s.StartAt.Time, End: s.EndAt.Time, Direction: string(s.Direction),
+		RateCentipence: rate, DeclaredAt: declaredAt}
+	if s.Deadline != nil {
+		e.Deadline = s.Deadline.Time
+	}
+	stamp := func(t metav1.Time) string { return t.UTC().Format(time.RFC3339) }
+	for _, p := range validation.CheckFlexEvent(e) {
+		var path *field.Path
+		var value any
+		switch p.Field {
+		case validation.FlexStartField:
+			path, value = spec.Child("startAt"), stamp(s.StartAt)
+		case validation.FlexEndField:
+			path, value = spec.Child("endAt"), stamp(s.EndAt)
+		case validation.FlexDirectionField:
+			path, value = spec.Child("direction"), s.Direction
+		case validation.FlexRateField:
+			path, value = spec.Child("ratePencePerKWh"), s.RatePencePerKWh
+		default:
+			path, value = spec.Child("deadline"), stamp(*s.Deadline)
+		}
+		errs = append(errs, field.Invalid(path, value, p.Err.Msg))
 	}
 	return errs
 }
@@ -88,38 +103,36 @@ func (v *flexEventValidator) proposition(ctx context.Context, name string) (bool
 }
 
 func (v *flexEventValidator) ValidateUpdate(ctx context.Context, old, ev *flexv1.FlexEvent) (admission.Warnings, error) {
-	errs, err := v.bounds(ctx, ev, old)
+	var errs field.ErrorList
+	if !old.Spec.StartAt.Equal(&ev.Spec.StartAt) {
+		// A new start is a new declaration (CEL forbids it; an API server without CEL does not).
+		errs = flexEventFields(field.NewPath("spec"), &ev.Spec, v.now())
+	}
+	bounds, err := v.rateBound(ctx, ev, old)
 	if err != nil {
 		return nil, err
 	}
-	return nil, invalid("FlexEvent", ev.Name, errs)
+	return nil, invalid("FlexEvent", ev.Name, append(errs, bounds...))
 }
 
-// bounds applies the bounds on what an event can pay (the start's age, the organisation's
-// maximum rate) to a new event, or to what an update changes of old.
-func (v *flexEventValidator) bounds(ctx context.Context, ev, old *flexv1.FlexEvent) (field.ErrorList, error) {
-	spec := field.NewPath("spec")
-	var errs field.ErrorList
-	if old == nil || !old.Spec.StartAt.Equal(&ev.Spec.StartAt) {
-		if err := validation.FlexStartNotTooEarly(ev.Spec.StartAt.Time, v.now()); err != nil {
-			errs = append(errs, field.Invalid(spec.Child("startAt"), ev.Spec.StartAt.UTC().Format(time.RFC3339), err.Error()))
-		}
-	}
+// rateBound applies the organisation's maximum rate to a new event, or to an update that
+// changes old's rate.
+func (v *flexEventValidator) rateBound(ctx context.Context, ev, old *flexv1.FlexEvent) (field.ErrorList, error) {
 	if old != nil && old.Spec.RatePencePerKWh == ev.Spec.RatePencePerKWh {
-		return errs, nil
+		return nil, nil
 	}
 	rate, err := validation.ParseFlexRate(ev.Spec.RatePencePerKWh)
 	if err != nil {
-		return errs, nil // flexEventFields (or CEL) says so
+		return nil, nil // flexEventFields (or CEL) says so
 	}
 	maxRate, err := householdstore.MaxFlexRate(ctx, v.cache, v.api, ev.Namespace)
 	if err != nil {
 		return nil, err
 	}
 	if err := validation.FlexRateAtMost(rate, maxRate); err != nil {
-		errs = append(errs, field.Invalid(spec.Child("ratePencePerKWh"), ev.Spec.RatePencePerKWh, err.Error()))
+		return field.ErrorList{field.Invalid(field.NewPath("spec", "ratePencePerKWh"), ev.Spec.RatePencePerKWh, err.Error())}, nil
 	}
-	return errs, nil
+	return nil, nil
 }
 
 func (v *flexEventValidator) ValidateDelete(context.Context, *flexv1.FlexEvent) (admission.Warnings, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/units"
 	"github.com/flexsite/flexsite/internal/validation"
@@ -511,12 +512,8 @@ func (d *Door) rewards(r *http.Request, p *auth.Principal) (any, error) {
 	out := Rewards{Info: info, DaysUntilMinimumWaitTimeMet: history.DaysUntilMinimumWaitTimeMet,
 		Transactions: make([]Transaction, 0, len(history.Transactions))}
 	for _, t := range history.Transactions { // newest first, as the REST API orders them
-		date := t.SettlementDate
-		if t.StartTime != nil {
-			date = (*t.StartTime)[:len("2006-01-02")]
-		}
-		out.Transactions = append(out.Transactions, Transaction{Date: date, CreditPence: t.CreditPence,
-			Description: TransactionWords(string(t.TransactionType), string(t.PaymentStatus))})
+		out.Transactions = append(out.Transactions, Transaction{Date: household.TransactionDay(t.StartTime, t.SettlementDate),
+			CreditPence: t.CreditPence, Description: household.TransactionWords(string(t.TransactionType), string(t.PaymentStatus))})
 	}
 	out.FlexEvents = []FlexEvent{}
 	if d.FlexEvents != nil {

@@ -205,21 +205,6 @@ func TestStartStep(t *testing.T) {
 	}
 }
 
-func TestTransactionWords(t *testing.T) {
-	for _, tc := range []struct{ typ, status, want string }{
-		{"flex period", "", "Reward for flexibility"},
-		{"signup bonus", "", "Welcome bonus"},
-		{"withdrawal", "pending_approval", "Withdrawal (in progress)"},
-		{"withdrawal", "posted", "Withdrawal (paid)"},
-		{"withdrawal", "returned", "Withdrawal (not paid, returned to your balance)"},
-		{"new kind", "", "Reward"},
-	} {
-		if got := TransactionWords(tc.typ, tc.status); got != tc.want {
-			t.Errorf("TransactionWords(%q, %q) = %q, want %q", tc.typ, tc.status, got, tc.want)
-		}
-	}
-}
-
 func TestRefusalWords(t *testing.T) {
 	seen := map[string]bool{}
 	for _, code := range []string{"prerequisites_not_met", "proposition_not_offered", "consent_required", "previously_withdrew", "other"} {

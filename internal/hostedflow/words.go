@@ -114,35 +114,6 @@ func AssetTypeName(t string) string {
 	}
 }
 
-// TransactionWords describes a reward transaction (its type and, for a withdrawal, the
-// state of its payment).
-func TransactionWords(typ, paymentStatus string) string {
-	switch typ {
-	case "flex period", "flex period top-up", "flex event":
-		return "Reward for flexibility"
-	case "signup bonus":
-		return "Welcome bonus"
-	case "goodwill credit":
-		return "Goodwill credit"
-	case "correction":
-		return "Correction"
-	case "invoice paid":
-		return "Paid to your bill"
-	case "withdrawal":
-		switch paymentStatus {
-		case "pending_approval", "approved", "processing":
-			return "Withdrawal (in progress)"
-		case "posted":
-			return "Withdrawal (paid)"
-		case "failed", "rejected", "cancelled", "returned":
-			return "Withdrawal (not paid, returned to your balance)"
-		}
-		return "Withdrawal"
-	default:
-		return "Reward"
-	}
-}
-
 // RefusalWords says in plain words why joining a programme was refused, for the refusal codes
 // of the enrol endpoint.
 func RefusalWords(code string) string {

@@ -13,8 +13,9 @@ import (
 )
 
 // The flex event endpoints (rewards-engine.md, "Flex events and settlement") map requests
-// onto internal/app/flexevents; the window, direction and rate are internal/validation's
-// rules, the ones the FlexEvent admission webhook applies.
+// onto internal/app/flexevents. The door reads the body's shapes (a timestamp, a number);
+// the use case applies the event's rules (validation.CheckFlexEvent, the ones the FlexEvent
+// admission webhook applies).
 
 // allPropositions are the propositions a flex event may name (the PropositionName enum).
 var allPropositions = []flexv1.PropositionName{"limited_pause", "full_asset_schedule_control", "price_curve"}
@@ -37,34 +38,20 @@ func parseFlexEvent(f *fields, body map[string]any) flexevents.CreateInput {
 	loc := []any{"body"}
 	var in flexevents.CreateInput
 	in.Proposition, _ = web.Enum(f, body, loc, "proposition", true, allPropositions)
-	instant := func(key string) (time.Time, bool) {
+	instant := func(key string) time.Time {
 		s, ok := f.Str(body, loc, key, true)
 		if !ok {
-			return time.Time{}, false
+			return time.Time{}
 		}
 		t, err := validation.ParseAwareTimestamp(s)
-		if err == nil {
-			err = validation.HalfHourBoundary(t)
-		}
 		if err != nil {
 			f.AddValidation(err, at(loc, key))
-			return time.Time{}, false
 		}
-		return t, true
+		return t
 	}
-	start, okStart := instant("start_at")
-	end, okEnd := instant("end_at")
-	if okStart && okEnd {
-		if err := validation.FlexWindow(start, end); err != nil {
-			f.AddValidation(err, at(loc, "end_at"))
-		}
-	}
-	in.Start, in.End = start, end
+	in.Start, in.End = instant("start_at"), instant("end_at")
 	if v, ok := f.Lookup(body, loc, "direction", true); ok {
-		d, _ := v.(string)
-		if err := validation.FlexDirection(d); err != nil {
-			f.AddValidation(err, at(loc, "direction"))
-		}
+		d, _ := v.(string) // not a string: "", which the rules refuse as not a direction
 		in.Direction = flexv1.FlexDirection(d)
 	}
 	if v, ok := f.Lookup(body, loc, "rate_pence_per_kwh", true); ok {

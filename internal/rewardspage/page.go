@@ -30,10 +30,10 @@ import (
 
 	"github.com/go-logr/logr"
 
-	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/rewards"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/internal/web"
@@ -499,20 +499,12 @@ func pounds(pence int64) string {
 	return fmt.Sprintf("%s£%d.%02d", sign, pence/100, pence%100)
 }
 
-var transactionNames = map[flexv1.TransactionType]string{
-	"flex period": "Flexibility reward (month)", "flex period top-up": "Flexibility reward top-up",
-	"flex event": "Flexibility event reward", "withdrawal": "Withdrawal", "invoice paid": "Invoice paid",
-	"goodwill credit": "Goodwill credit", "signup bonus": "Sign-up bonus", "correction": "Correction",
-}
-
 func transactionViewOf(l *ledger.Ledger, i int) transactionView {
 	tx := l.At(i)
-	v := transactionView{Amount: pounds(tx.CreditPence()), Description: transactionNames[tx.Type()]}
-	if v.Description == "" {
-		v.Description = string(tx.Type())
-	}
+	v := transactionView{Amount: pounds(tx.CreditPence()),
+		Description: household.TransactionWords(string(tx.Type()), string(tx.PaymentStatus()))}
 	if at := l.Time(i); !at.IsZero() {
-		v.Date = at.UTC().Format("2 January 2006")
+		v.Date = household.Day(at)
 	}
 	if st := tx.PaymentStatus(); st != "" {
 		v.Status = strings.ReplaceAll(string(st), "_", " ")

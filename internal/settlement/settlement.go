@@ -235,23 +235,15 @@ func MaxDeliveredMilliWh(ratedW, windowSeconds int64) int64 {
 	return PlausiblePowerW(ratedW) * windowSeconds * 10 / 36
 }
 
-// CheckEvent reports what is wrong with an event's window, direction or rate, or nil. The
-// rules are internal/validation's, the ones the REST API and the admission webhook apply.
+// CheckEvent reports what is wrong with an event's window, direction or rate, or nil: the
+// rules of validation.CheckFlexEvent, the ones the REST API and the admission webhook apply
+// (without the bound on how far back a new event may start: this one was declared already).
 func CheckEvent(e Event) error {
-	var errs []error
-	for _, c := range []struct {
-		what string
-		err  error
-	}{
-		{"start", validation.HalfHourBoundary(e.Start)},
-		{"end", validation.HalfHourBoundary(e.End)},
-		{"window", validation.FlexWindow(e.Start, e.End)},
-		{"direction", validation.FlexDirection(string(e.Direction))},
-		{"rate", validation.FlexRateCentipence(e.RateCentipence)},
-	} {
-		if c.err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", c.what, c.err))
-		}
+	problems := validation.CheckFlexEvent(validation.FlexEvent{Start: e.Start, End: e.End,
+		Direction: string(e.Direction), RateCentipence: e.RateCentipence})
+	errs := make([]error, len(problems))
+	for i, p := range problems {
+		errs[i] = p
 	}
 	return errors.Join(errs...)
 }

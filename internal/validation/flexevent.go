@@ -10,8 +10,12 @@ import (
 )
 
 // A flex event's rules (../shared/spec/rewards-engine.md, "Flex events and settlement"): the
-// window, the direction and the rate. The REST API, the admission webhook and
-// internal/settlement call these; the CRD's CEL rules say the same where CEL can.
+// window, the direction and the rate. CheckFlexEvent is their one composition: the REST API's
+// use case (internal/app/flexevents), the admission webhook and internal/settlement call it,
+// and the CRD's CEL rules are its declarative twin where CEL can say the same
+// (controllers/flexevent_rules_test.go feeds both one table). It lives here, not in
+// internal/settlement, because it judges what is declared, before any settling: the doors
+// import this package already, and settlement imports it too.
 
 // MaxFlexWindow is the longest flex event window: its baseline lays the window on previous
 // days, which only makes sense within a day.
@@ -43,7 +47,73 @@ const (
 	msgRate       = "Rate must be a number of pence per kWh, at least 0, with at most 2 decimal places"
 	msgRateHigh   = "Rate must be at most 999999.99 pence per kWh"
 	msgStartOld   = "A flex event may start at most 7 days before it is declared: settlement of history is what readings are for"
+	msgDeadline   = "deadline must not be before endAt"
 )
+
+// FlexEvent is what CheckFlexEvent reads of a flex event, whichever door declared it.
+type FlexEvent struct {
+	// Start and End bound the window [Start, End).
+	Start, End time.Time
+	// Direction is turn_down or turn_up.
+	Direction string
+	// RateCentipence is the household's rate in hundredths of a penny per kWh. A door that
+	// could not read the rate reports that itself and passes 0, so it is not reported twice.
+	RateCentipence int64
+	// Deadline is when sites still without readings are settled; zero: the default, which is
+	// after End.
+	Deadline time.Time
+	// DeclaredAt is when the event is being declared, for the bound on how far back it may
+	// start (MaxFlexBackdate); zero when it is not being declared (settlement reads an event
+	// declared long ago, and an update that keeps the start is not a new declaration).
+	DeclaredAt time.Time
+}
+
+// FlexField names the part of a flex event a problem is with; each door spells it its own
+// way (start_at on REST, spec.startAt in admission).
+type FlexField string
+
+// The parts of a flex event.
+const (
+	FlexStartField     FlexField = "start"
+	FlexEndField       FlexField = "end"
+	FlexDirectionField FlexField = "direction"
+	FlexRateField      FlexField = "rate"
+	FlexDeadlineField  FlexField = "deadline"
+)
+
+// FlexProblem is one thing wrong with a flex event, on one of its parts.
+type FlexProblem struct {
+	Field FlexField
+	Err   *Error
+}
+
+// Error is the field and the message, for a door that has no field of its own to name.
+func (p FlexProblem) Error() string { return string(p.Field) + ": " + p.Err.Msg }
+
+// CheckFlexEvent is every rule of a flex event's window, direction and rate, in the order a
+// person reads them: the start (on a half-hour; not more than MaxFlexBackdate before
+// DeclaredAt), the end (on a half-hour; after the start; at most MaxFlexWindow after it), the
+// direction, the rate, the deadline (not before the end). Nil when none is broken.
+func CheckFlexEvent(e FlexEvent) []FlexProblem {
+	var out []FlexProblem
+	add := func(f FlexField, err error) {
+		if err != nil {
+			out = append(out, FlexProblem{Field: f, Err: err.(*Error)})
+		}
+	}
+	add(FlexStartField, HalfHourBoundary(e.Start))
+	if !e.DeclaredAt.IsZero() {
+		add(FlexStartField, FlexStartNotTooEarly(e.Start, e.DeclaredAt))
+	}
+	add(FlexEndField, HalfHourBoundary(e.End))
+	add(FlexEndField, FlexWindow(e.Start, e.End))
+	add(FlexDirectionField, FlexDirection(e.Direction))
+	add(FlexRateField, FlexRateCentipence(e.RateCentipence))
+	if !e.Deadline.IsZero() && e.Deadline.Before(e.End) {
+		add(FlexDeadlineField, newError("value_error", msgDeadline))
+	}
+	return out
+}
 
 // HalfHourBoundary refuses a time not on a half-hour boundary (UTC and UK local time alike:
 // the UK's offsets are whole hours), with Type "value_error".

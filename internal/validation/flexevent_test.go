@@ -2,6 +2,7 @@ package validation
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -186,6 +187,44 @@ func TestOrganisationMaxFlexRate(t *testing.T) {
 	} {
 		if got := OrganisationMaxFlexRate(c.value, c.present); got != c.want {
 			t.Errorf("OrganisationMaxFlexRate(%q, %v) = %d, want %d", c.value, c.present, got, c.want)
+		}
+	}
+}
+
+func TestCheckFlexEvent(t *testing.T) {
+	start := time.Date(2026, 6, 30, 17, 30, 0, 0, time.UTC)
+	ok := FlexEvent{Start: start, End: start.Add(time.Hour), Direction: "turn_down", RateCentipence: 2500}
+	for _, c := range []struct {
+		name   string
+		change func(*FlexEvent)
+		want   []string // "field: message", in order
+	}{
+		{"an hour's event", func(*FlexEvent) {}, nil},
+		{"declared a day before", func(e *FlexEvent) { e.DeclaredAt = start.Add(-24 * time.Hour) }, nil},
+		{"declared 7 days after", func(e *FlexEvent) { e.DeclaredAt = start.Add(MaxFlexBackdate) }, nil},
+		{"declared more than 7 days after", func(e *FlexEvent) { e.DeclaredAt = start.Add(MaxFlexBackdate + time.Second) },
+			[]string{"start: " + msgStartOld}},
+		{"off the half-hour, both ends", func(e *FlexEvent) { e.Start, e.End = start.Add(time.Minute), start.Add(time.Hour+time.Minute) },
+			[]string{"start: " + msgHalfHour, "end: " + msgHalfHour}},
+		{"an end before the start", func(e *FlexEvent) { e.End = start.Add(-time.Hour) }, []string{"end: " + msgEndAfter}},
+		{"longer than a day", func(e *FlexEvent) { e.End = start.Add(MaxFlexWindow + 30*time.Minute) }, []string{"end: " + msgWindowLong}},
+		{"no direction", func(e *FlexEvent) { e.Direction = "" }, []string{"direction: " + msgDirection}},
+		{"a negative rate", func(e *FlexEvent) { e.RateCentipence = -1 }, []string{"rate: " + msgRate}},
+		{"a deadline at the end", func(e *FlexEvent) { e.Deadline = e.End }, nil},
+		{"a deadline before the end", func(e *FlexEvent) { e.Deadline = e.End.Add(-time.Minute) }, []string{"deadline: " + msgDeadline}},
+		{"nothing right", func(e *FlexEvent) { *e = FlexEvent{DeclaredAt: start, RateCentipence: MaxFlexRateCentipence + 1} },
+			[]string{"start: " + msgHalfHour, "start: " + msgStartOld, "end: " + msgHalfHour, "end: " + msgEndAfter,
+				"direction: " + msgDirection, "rate: " + msgRateHigh}},
+	} {
+		e := ok
+		c.change(&e)
+		problems := CheckFlexEvent(e)
+		got := make([]string, 0, len(problems))
+		for _, p := range problems {
+			got = append(got, p.Error())
+		}
+		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+			t.Errorf("%s: CheckFlexEvent = %q, want %q", c.name, got, c.want)
 		}
 	}
 }

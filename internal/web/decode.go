@@ -309,14 +309,40 @@ func (f *Fields) Lookup(obj map[string]any, loc []any, key string, required bool
 	return v, true
 }
 
-// maxLengths bounds the strings the API takes, by field name, to what the CRD schema stores
-// (a longer value would be refused by the API server: it must be a 422 here, not a 500).
-var maxLengths = map[string]int{
-	"mpan": 64, "postcode": 16, "street_address": 512, "address": 512, "email": 254, "user_email": 254,
-	"external_id": 256, "external_user_id": 256, "serial_number": 256, "asset_model": 256,
-	"allowed_origin": 2048, "username": 128, "password": 1024, "site_id": 64,
-	"access_token": 8192, "refresh_token": 8192, "token_type": 32, "provider": 63,
+// storedAs names the CRD field each REST field is stored in as sent: its bound is that
+// field's MaxLength marker (validation.CRDMaxLength, generated from the CRDs), written once on
+// the API type, so a value the API server would refuse is a 422 here, not a 500.
+var storedAs = map[string]string{
+	"street_address": "Site.spec.streetAddress", "address": "Site.spec.streetAddress",
+	"email": "Site.spec.email", "user_email": "Site.spec.email",
+	"external_id": "Asset.spec.externalID", "external_user_id": "Site.spec.externalUserID",
+	"serial_number": "Asset.spec.serialNumber", "asset_model": "Asset.spec.model",
+	"username": "APIClient.spec.username", "provider": "DeviceConnection.spec.provider",
 }
+
+// ownMaxLengths bounds the REST fields no CRD stores as sent: read into another form first
+// (an MPAN or postcode with spaces, a site id), kept elsewhere, or never stored (a password,
+// a provider's tokens).
+var ownMaxLengths = map[string]int{
+	"mpan": 64, "postcode": 16, "allowed_origin": 2048, "password": 1024, "site_id": 64,
+	"access_token": 8192, "refresh_token": 8192, "token_type": 32,
+}
+
+// maxLengths bounds the strings the API takes, by field name.
+var maxLengths = func() map[string]int {
+	m := make(map[string]int, len(storedAs)+len(ownMaxLengths))
+	for key, n := range ownMaxLengths {
+		m[key] = n
+	}
+	for key, field := range storedAs {
+		n, ok := validation.CRDMaxLength[field]
+		if !ok {
+			panic("web: " + field + " has no MaxLength marker") // a renamed field: every test of this package says so
+		}
+		m[key] = n
+	}
+	return m
+}()
 
 // passwordKey is the one field left as sent: a secret the client chose, compared and never
 // stored or shown.

@@ -205,7 +205,7 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		var rows []string
 		f.eval(`Array.from(document.querySelectorAll("#rewards-history tbody tr")).map((tr) => tr.innerText.replace(/\s+/g, " ").trim())`, &rows)
 		Expect(rows).To(HaveLen(3))
-		Expect(rows[0]).To(HaveSuffix("Reward for flexibility £1.20"))
+		Expect(rows[0]).To(HaveSuffix("Flexibility event reward £1.20"))
 		Expect(rows[1]).To(HaveSuffix("Reward for flexibility £2.50"))
 		Expect(rows[2]).To(HaveSuffix("Welcome bonus £8.00"))
 		Expect(f.text("#rewards-withdraw")).To(Equal("You can withdraw your balance now."))

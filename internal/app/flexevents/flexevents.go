@@ -49,8 +49,8 @@ func New(households *app.Service, store *settlementstore.Store) *Service {
 // ErrEventNotFound answers an event that does not exist for this caller.
 var ErrEventNotFound = app.Fail(app.NotFound, "Flex event not found or not authorized")
 
-// CreateInput is a flex event to declare, read and checked by the door (internal/validation's
-// rules; the proposition and the sites are checked here).
+// CreateInput is a flex event to declare, read by the door; Create checks it
+// (validation.CheckFlexEvent, the proposition and the sites).
 type CreateInput struct {
 	Proposition    flexv1.PropositionName
 	Start, End     time.Time
@@ -85,8 +85,15 @@ type EventList struct {
 	Events []EventRecord `json:"events"`
 }
 
-// Create declares a flex event. An unknown proposition or site, a start more than
-// validation.MaxFlexBackdate ago, or a rate above the organisation's maximum is refused (422)
+// restFlexFields are the REST API's names of a flex event's parts.
+var restFlexFields = map[validation.FlexField]string{
+	validation.FlexStartField: "start_at", validation.FlexEndField: "end_at", validation.FlexDirectionField: "direction",
+	validation.FlexRateField: "rate_pence_per_kwh", validation.FlexDeadlineField: "deadline",
+}
+
+// Create declares a flex event. A window, direction or rate that breaks the event's rules
+// (validation.CheckFlexEvent: among them a start more than validation.MaxFlexBackdate ago),
+// an unknown proposition or site, or a rate above the organisation's maximum is refused (422)
 // on its field: an event is a cause of credits, and each bound keeps what it can pay bounded.
 func (s *Service) Create(ctx context.Context, p *auth.Principal, in CreateInput) (EventRecord, error) {
 	var problems []app.FieldError
@@ -96,7 +103,10 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, in CreateInput)
 			problems = append(problems, app.Field(ve.Msg, ve.Type, loc...))
 		}
 	}
-	field(validation.FlexStartNotTooEarly(in.Start, s.now()), "body", "start_at")
+	for _, problem := range validation.CheckFlexEvent(validation.FlexEvent{Start: in.Start, End: in.End,
+		Direction: string(in.Direction), RateCentipence: in.RateCentipence, DeclaredAt: s.now()}) {
+		field(problem.Err, "body", restFlexFields[problem.Field])
+	}
 	maxRate, err := householdstore.MaxFlexRate(ctx, s.Cache, s.APIReader, p.Namespace)
 	if err != nil {
 		return EventRecord{}, err

@@ -118,7 +118,8 @@
     $("#gave_boundary_meter_consent").checked = !!site.gave_boundary_meter_consent_at;
     const rec = $("#consent-recorded");
     rec.hidden = !site.gave_boundary_meter_consent_at;
-    rec.textContent = site.gave_boundary_meter_consent_at ? "You agreed on " + new Date(site.gave_boundary_meter_consent_at).toLocaleString("en-GB") + "." : "";
+    // In UK time whatever the browser's zone, as every date the household is shown (settlement.London).
+    rec.textContent = site.gave_boundary_meter_consent_at ? "You agreed on " + new Date(site.gave_boundary_meter_consent_at).toLocaleString("en-GB", {timeZone: "Europe/London"}) + "." : "";
     fillTypes();
     fillAssets();
   }
