@@ -23,6 +23,7 @@ import (
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/householdstore"
+	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
 )
 
@@ -108,16 +109,33 @@ func (r *EnrolmentReconciler) reconcile(ctx context.Context, enr *flexv1.Enrolme
 	req := household.EnrolmentRequest{Site: site, Proposition: enr.Spec.Proposition,
 		Override: enr.Spec.OverrideWithdrawal, Enrolment: enr, Rules: rules}
 	if site != nil {
-		// An enrolment already decided keeps to the site's last evaluation while the site is
-		// re-evaluated (a changed email should not flap it to Pending); the new evaluation
-		// brings it back here.
-		if res, current := household.EvaluatedEligibility(site); current || enr.Status.Phase != "" {
+		assets, err := r.assetsOf(ctx, site)
+		if err != nil {
+			return err
+		}
+		// The site's verdict counts once it covers the site's spec, the assets and the
+		// catalogue this cache holds: a status evaluated before an asset declared with the
+		// enrolment arrived would say "no assets". Until then a new enrolment stays Pending;
+		// one already decided keeps to the site's last evaluation (a changed email should not
+		// flap it to Pending), and the new evaluation brings it back here.
+		if res := household.CurrentEligibility(site, assets, rules); res != nil {
 			req.Eligibility = res
+		} else if decided(enr) {
+			req.Eligibility, _ = household.EvaluatedEligibility(site)
 		}
 	}
 	d := household.DecideEnrolment(req)
+	// The phase and its reasons (issues, the Ready condition) go out in the one status patch
+	// summary.patch writes: nobody reads a phase without the reasons that go with it.
 	st := &enr.Status
 	st.Issues = d.Issues
+	if d.Verdict == household.NotEligible && len(req.Eligibility.Assets) == 0 {
+		// A site with no assets yet waits for them, as an enrolment waits for a site not
+		// created yet: they are usually declared together and arrive in any order. Not
+		// eligible is a verdict on assets, told with their issues.
+		st.Phase = flexv1.EnrolmentPending
+		return waiting(0, flexv1.ReasonNoAssets, fmt.Sprintf("Site %q has no assets yet", enr.Spec.SiteName))
+	}
 	switch d.Verdict {
 	case household.Allowed, household.AlreadyEnrolled:
 		st.Phase = flexv1.EnrolmentActive
@@ -141,6 +159,24 @@ func (r *EnrolmentReconciler) reconcile(ctx context.Context, enr *flexv1.Enrolme
 		st.Phase = flexv1.EnrolmentNotEligible
 	}
 	return stalled(d.Reason, d.Message)
+}
+
+// decided reports whether the enrolment has a verdict published already (not Pending).
+func decided(enr *flexv1.Enrolment) bool {
+	return enr.Status.Phase != "" && enr.Status.Phase != flexv1.EnrolmentPending
+}
+
+// assetsOf are the site's Assets in the cache, read-only.
+func (r *EnrolmentReconciler) assetsOf(ctx context.Context, site *flexv1.Site) ([]*flexv1.Asset, error) {
+	list := &flexv1.AssetList{}
+	if err := index.List(ctx, r.Client, list, index.SiteName, site.Namespace, site.Name, true); err != nil {
+		return nil, err
+	}
+	out := make([]*flexv1.Asset, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
 }
 
 // finalize records the household's withdrawal when the deletion is one

@@ -143,8 +143,15 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 	if err != nil {
 		return err
 	}
+	live := make([]*flexv1.Asset, len(assets.Items))
+	for i := range assets.Items {
+		live[i] = &assets.Items[i]
+	}
 	before := site.Status.EligiblePropositions
-	r.setEligibility(site, household.Evaluate(&site.Spec, assets.Items, rules))
+	// The status says what it was computed from, so that its readers (the REST API, the
+	// Enrolment controller and webhook) can tell whether it is current (household.CurrentEligibility).
+	site.Status.EvaluatedFrom = household.EligibilityInputsOf(live, rules)
+	r.setEligibility(site, household.EvaluateAssets(&site.Spec, live, rules))
 	if !slices.Equal(before, site.Status.EligiblePropositions) && site.Status.ObservedGeneration > 0 {
 		r.Recorder.Eventf(site, nil, corev1.EventTypeNormal, "EligibilityChanged", "Evaluate",
 			"Eligible propositions: %s", joinPropositions(site.Status.EligiblePropositions))
