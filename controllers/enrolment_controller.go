@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -128,14 +129,19 @@ func (r *EnrolmentReconciler) reconcile(ctx context.Context, enr *flexv1.Enrolme
 	// The phase and its reasons (issues, the Ready condition) go out in the one status patch
 	// summary.patch writes: nobody reads a phase without the reasons that go with it.
 	st := &enr.Status
-	st.Issues = d.Issues
 	if d.Verdict == household.NotEligible && len(req.Eligibility.Assets) == 0 {
-		// A site with no assets yet waits for them, as an enrolment waits for a site not
-		// created yet: they are usually declared together and arrive in any order. Not
-		// eligible is a verdict on assets, told with their issues.
-		st.Phase = flexv1.EnrolmentPending
-		return waiting(0, flexv1.ReasonNoAssets, fmt.Sprintf("Site %q has no assets yet", enr.Spec.SiteName))
+		// "No assets" is the one verdict a cache behind the API server gives wrongly when a
+		// site, its asset and the enrolment are declared together: the asset not cached yet.
+		// It is told only once the API server confirms it (rarely asked: a site with none).
+		if stored, err := r.storesAssets(ctx, site); err != nil || stored {
+			if err == nil {
+				st.Phase, st.Issues = flexv1.EnrolmentPending, nil
+				err = waitingBriefly(time.Second, flexv1.ReasonEligibilityPending, "Waiting for the site's eligibility to be computed")
+			}
+			return err
+		}
 	}
+	st.Issues = d.Issues
 	switch d.Verdict {
 	case household.Allowed, household.AlreadyEnrolled:
 		st.Phase = flexv1.EnrolmentActive
@@ -177,6 +183,15 @@ func (r *EnrolmentReconciler) assetsOf(ctx context.Context, site *flexv1.Site) (
 		out[i] = &list.Items[i]
 	}
 	return out, nil
+}
+
+// storesAssets reports whether the API server holds a live Asset of the site.
+func (r *EnrolmentReconciler) storesAssets(ctx context.Context, site *flexv1.Site) (bool, error) {
+	list := &flexv1.AssetList{}
+	if err := index.List(ctx, r.APIReader, list, index.SiteName, site.Namespace, site.Name, false); err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(list.Items, func(a flexv1.Asset) bool { return a.DeletionTimestamp.IsZero() }), nil
 }
 
 // finalize records the household's withdrawal when the deletion is one
