@@ -233,8 +233,8 @@ type EligibilityInputs struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	Assets string `json:"assets,omitempty"`
-	// catalogue is a digest of the part of the catalogue the assets' evaluation read: every
-	// Proposition and the AssetModel of each asset's model, each one's uid and generation.
+	// catalogue is a digest of the rules the assets' evaluation read: every offered
+	// proposition's and those of each asset's model, by content.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64

@@ -6,12 +6,12 @@
 package eligibility
 
 import (
+	"encoding/json"
 	"hash/fnv"
 	"slices"
 	"sort"
 	"strconv"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -49,29 +49,35 @@ func NewRules(propositions []flexv1.Proposition, models []flexv1.AssetModel) Rul
 	for i := range sorted {
 		if _, taken := r.models[sorted[i].Spec.ModelName]; !taken {
 			r.models[sorted[i].Spec.ModelName] = &sorted[i].Spec
-			r.modelVersions[sorted[i].Spec.ModelName] = objectVersion(&sorted[i].ObjectMeta)
+			r.modelVersions[sorted[i].Spec.ModelName] = specVersion(sorted[i].Spec)
 		}
 	}
-	keys := make([]string, len(propositions))
-	for i := range propositions {
-		keys[i] = objectVersion(&propositions[i].ObjectMeta)
+	keys := make([]string, len(r.propositions))
+	for i, p := range r.propositions {
+		p.Description = "" // told, not a rule
+		keys[i] = specVersion(p)
 	}
 	r.propositionsVersion = Digest(keys)
 	return r
 }
 
-// objectVersion names a catalogue object at its current spec: identity and generation.
-func objectVersion(o *metav1.ObjectMeta) string {
-	return o.Name + "/" + string(o.UID) + "/" + strconv.FormatInt(o.Generation, 10)
+// specVersion names a rule by its content, so that a change that does not touch it (a
+// description, a status) leaves the version alone.
+func specVersion(spec any) string {
+	b, err := json.Marshal(spec)
+	if err != nil { // a spec of plain fields always encodes
+		panic(err)
+	}
+	return string(b)
 }
 
-// VersionFor is a digest of the part of the catalogue that an evaluation of assets of these
-// models reads: every Proposition, and the AssetModel each model name resolves to (or its
-// absence), each by identity and generation, in any order. Rules of the same VersionFor
-// evaluate such assets alike. It is what a catalogue change re-evaluates: a Proposition
-// change, every site; an AssetModel change, the sites with an asset of that model. A Site's
-// status records it (status.evaluatedFrom.catalogue), so that a reader can tell whether the
-// status was computed with the catalogue it holds.
+// VersionFor is a digest of the rules that an evaluation of assets of these models reads:
+// the offered propositions' rules, and the rules of the AssetModel each model name resolves
+// to (or its absence), by content, in any order. Rules of the same VersionFor evaluate such
+// assets alike. A catalogue change re-evaluates the sites whose VersionFor it may move: a
+// Proposition change, every site; an AssetModel change, the sites with an asset of that
+// model. A Site's status records it (status.evaluatedFrom.catalogue), so that a reader can
+// tell whether the status was computed with the rules it holds.
 func (r Rules) VersionFor(models []string) string {
 	keys := make([]string, 0, len(models)+1)
 	keys = append(keys, "propositions="+r.propositionsVersion)

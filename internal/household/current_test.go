@@ -13,15 +13,15 @@ import (
 // A site's status is served (REST), decided on (Enrolment controller and webhook) only while
 // it was computed from exactly the inputs the reader holds: the site's spec (generation), its
 // live assets and the part of the catalogue they read. Each input changed alone makes it
-// stale; what the evaluation does not read does not.
+// stale; what the evaluation does not read (another model, a description) does not.
 func TestCurrentEligibilityComparesEveryInput(t *testing.T) {
-	prop := func(gen int64) flexv1.Proposition {
-		return flexv1.Proposition{ObjectMeta: metav1.ObjectMeta{Name: "lp", UID: "p", Generation: gen},
-			Spec: flexv1.PropositionSpec{Proposition: lp}}
+	prop := func(consent bool, description string) flexv1.Proposition {
+		return flexv1.Proposition{ObjectMeta: metav1.ObjectMeta{Name: "lp", UID: "p"},
+			Spec: flexv1.PropositionSpec{Proposition: lp, RequiresBoundaryMeterConsent: consent, Description: description}}
 	}
-	model := func(name string, uid types.UID, gen int64) flexv1.AssetModel {
-		return flexv1.AssetModel{ObjectMeta: metav1.ObjectMeta{Name: string(uid), UID: uid, Generation: gen},
-			Spec: flexv1.AssetModelSpec{ModelName: name}}
+	model := func(name string, uid types.UID, cop11 bool) flexv1.AssetModel {
+		return flexv1.AssetModel{ObjectMeta: metav1.ObjectMeta{Name: string(uid), UID: uid},
+			Spec: flexv1.AssetModelSpec{ModelName: name, CoP11Qualified: cop11}}
 	}
 	asset := func(uid types.UID, gen int64, model string) *flexv1.Asset {
 		return &flexv1.Asset{ObjectMeta: metav1.ObjectMeta{Name: "asset-" + string(uid), UID: uid, Generation: gen,
@@ -35,7 +35,8 @@ func TestCurrentEligibilityComparesEveryInput(t *testing.T) {
 	}
 	evaluatedFrom := func() inputs {
 		return inputs{gen: 2, assets: []*flexv1.Asset{asset("a", 1, "zappi"), asset("b", 3, "eddi")},
-			props: []flexv1.Proposition{prop(1)}, models: []flexv1.AssetModel{model("zappi", "z", 1), model("eddi", "e", 1), model("ohme", "o", 1)}}
+			props:  []flexv1.Proposition{prop(false, "")},
+			models: []flexv1.AssetModel{model("zappi", "z", true), model("eddi", "e", false), model("ohme", "o", false)}}
 	}
 	// The status as the Site controller writes it, from evaluatedFrom.
 	in := evaluatedFrom()
@@ -54,7 +55,9 @@ func TestCurrentEligibilityComparesEveryInput(t *testing.T) {
 	}{
 		{"same inputs", func(*inputs) {}, true},
 		{"assets in another order", func(in *inputs) { in.assets[0], in.assets[1] = in.assets[1], in.assets[0] }, true},
-		{"an unread asset model changed", func(in *inputs) { in.models[2] = model("ohme", "o", 2) }, true},
+		{"an unread asset model changed", func(in *inputs) { in.models[2] = model("ohme", "o", true) }, true},
+		{"a proposition's description changed", func(in *inputs) { in.props[0] = prop(false, "told") }, true},
+		{"asset's model redeclared alike", func(in *inputs) { in.models[1] = model("eddi", "e2", false) }, true},
 		{"asset being deleted was not counted", func(in *inputs) {
 			gone := asset("c", 1, "zappi")
 			gone.DeletionTimestamp = ptrNow()
@@ -67,10 +70,10 @@ func TestCurrentEligibilityComparesEveryInput(t *testing.T) {
 		{"asset replaced by a namesake", func(in *inputs) { in.assets[1] = asset("x", 3, "eddi") }, false},
 		{"asset's id given", func(in *inputs) { in.assets[0].Labels[flexv1.IDLabel] = "other" }, false},
 		{"asset being deleted", func(in *inputs) { in.assets[0].DeletionTimestamp = ptrNow() }, false},
-		{"proposition changed", func(in *inputs) { in.props[0] = prop(2) }, false},
-		{"asset's model changed", func(in *inputs) { in.models[0] = model("zappi", "z", 2) }, false},
+		{"proposition's rule changed", func(in *inputs) { in.props[0] = prop(true, "") }, false},
+		{"proposition withdrawn", func(in *inputs) { in.props = nil }, false},
+		{"asset's model changed", func(in *inputs) { in.models[0] = model("zappi", "z", false) }, false},
 		{"asset's model deleted", func(in *inputs) { in.models = in.models[1:] }, false},
-		{"asset's model redeclared", func(in *inputs) { in.models[1] = model("eddi", "e2", 1) }, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
