@@ -49,7 +49,7 @@ func NewRules(propositions []flexv1.Proposition, models []flexv1.AssetModel) Rul
 	for i := range sorted {
 		if _, taken := r.models[sorted[i].Spec.ModelName]; !taken {
 			r.models[sorted[i].Spec.ModelName] = &sorted[i].Spec
-			r.modelVersions[sorted[i].Spec.ModelName] = specVersion(sorted[i].Spec)
+			r.modelVersions[sorted[i].Spec.ModelName] = Digest([]string{specVersion(sorted[i].Spec)})
 		}
 	}
 	keys := make([]string, len(r.propositions))
