@@ -30,8 +30,8 @@ var _ = Describe("Enrolment phase", func() {
 		// one go, as an apply does: every race between the Site's evaluation, the asset
 		// reaching the cache and the Enrolment's decision gets its chances.
 		mpans := []string{"2301234567894", "1012345678903", "1234567890126", "1200000000011"}
-		var assets []*flexv1.Asset
-		var enrolments []*flexv1.Enrolment
+		assets := make([]*flexv1.Asset, 0, len(mpans))
+		enrolments := make([]*flexv1.Enrolment, 0, len(mpans))
 		for i, mpan := range mpans {
 			s := site(ns, mpan)
 			a := asset(ns, s.Name, fmt.Sprintf("c%d", i))

@@ -27,8 +27,9 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility reads its own writes"
 			return resp.Map()
 		}
 		externalIDs := func(rec map[string]any) []any {
-			var out []any
-			for _, a := range rec["assets"].([]any) {
+			assets := rec["assets"].([]any)
+			out := make([]any, 0, len(assets))
+			for _, a := range assets {
 				out = append(out, a.(map[string]any)["external_id"])
 			}
 			return out
