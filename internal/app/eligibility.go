@@ -36,7 +36,12 @@ var ErrEligibilityPending = &Error{Kind: Unavailable,
 	Detail: "The site's eligibility is being evaluated; retry shortly", RetryAfter: "1"}
 
 // currentEligibility is the caller's site and the eligibility in its status, once current.
+// The usual read finds it current at once, and costs no more than the lookups.
 func (s *Service) currentEligibility(ctx context.Context, p *auth.Principal, siteID string) (*flexv1.Site, *eligibility.Result, error) {
+	site, res, err := s.evaluatedEligibility(ctx, p, siteID)
+	if err != nil || res != nil {
+		return site, res, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, eligibilityWaitTimeout)
 	defer cancel()
 	next := func() <-chan struct{} { return nil } // no events: the recheck alone
@@ -49,6 +54,9 @@ func (s *Service) currentEligibility(ctx context.Context, p *auth.Principal, sit
 		// Taken before the look, so that an event during it is not missed.
 		changed := next()
 		site, res, err := s.evaluatedEligibility(ctx, p, siteID)
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, nil, ErrEligibilityPending // the wait's end, met inside a lookup
+		}
 		if err != nil || res != nil {
 			return site, res, err
 		}
