@@ -227,6 +227,7 @@ type SiteStatus struct {
 
 // EligibilityInputs are versions of what a site's eligibility depends on besides its spec,
 // each a digest (household.EligibilityInputsOf): equal digests, same inputs.
+// +kubebuilder:validation:MinProperties=1
 type EligibilityInputs struct {
 	// assets is a digest of the site's live Assets: each one's uid, generation and id.
 	// +optional
