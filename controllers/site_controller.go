@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/eligibility"
@@ -238,9 +239,34 @@ func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opti
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&flexv1.AssetModel{}, r.fanOut(r.sitesUsingModel),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(r.awaited()).
 		Named("site").
 		WithOptions(opts).
 		Complete(r)
+}
+
+// awaited enqueues, ahead of a catalogue change's fan-out and outside its thinning, the sites
+// a reader waits on (priority.Gate.Awaited: the REST API's GET eligibility, when a site's
+// status is behind what its cache holds).
+func (r *SiteReconciler) awaited() source.Source {
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		if r.Background == nil {
+			return nil
+		}
+		asks := r.Background.AwaitedWork()
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case key := <-asks:
+					r.fanout.Delete(key)
+					q.Add(reconcile.Request{NamespacedName: key})
+				}
+			}
+		}()
+		return nil
+	})
 }
 
 // fanOut enqueues the sites a catalogue object maps to at low priority (below every event

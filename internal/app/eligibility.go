@@ -42,6 +42,11 @@ func (s *Service) currentEligibility(ctx context.Context, p *auth.Principal, sit
 	if err != nil || res != nil {
 		return site, res, err
 	}
+	if s.EvaluateFirst != nil && site != nil {
+		// Most often the controller is about to write it; behind a catalogue change's
+		// fan-out over the fleet, this site goes first.
+		s.EvaluateFirst(site.Namespace, site.Name)
+	}
 	ctx, cancel := context.WithTimeout(ctx, eligibilityWaitTimeout)
 	defer cancel()
 	next := func() <-chan struct{} { return nil } // no events: the recheck alone
