@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,7 @@ import (
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/householdstore"
+	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
 )
 
@@ -108,15 +110,37 @@ func (r *EnrolmentReconciler) reconcile(ctx context.Context, enr *flexv1.Enrolme
 	req := household.EnrolmentRequest{Site: site, Proposition: enr.Spec.Proposition,
 		Override: enr.Spec.OverrideWithdrawal, Enrolment: enr, Rules: rules}
 	if site != nil {
-		// An enrolment already decided keeps to the site's last evaluation while the site is
-		// re-evaluated (a changed email should not flap it to Pending); the new evaluation
-		// brings it back here.
-		if res, current := household.EvaluatedEligibility(site); current || enr.Status.Phase != "" {
+		assets, err := r.assetsOf(ctx, site)
+		if err != nil {
+			return err
+		}
+		// The site's verdict counts once it covers the site's spec, the assets and the
+		// catalogue this cache holds: a status evaluated before an asset declared with the
+		// enrolment arrived would say "no assets". Until then a new enrolment stays Pending;
+		// one already decided keeps to the site's last evaluation (a changed email should not
+		// flap it to Pending), and the new evaluation brings it back here.
+		if res := household.CurrentEligibility(site, assets, rules); res != nil {
 			req.Eligibility = res
+		} else if decided(enr) {
+			req.Eligibility, _ = household.EvaluatedEligibility(site)
 		}
 	}
 	d := household.DecideEnrolment(req)
+	// The phase and its reasons (issues, the Ready condition) go out in the one status patch
+	// summary.patch writes: nobody reads a phase without the reasons that go with it.
 	st := &enr.Status
+	if d.Verdict == household.NotEligible && len(req.Eligibility.Assets) == 0 {
+		// "No assets" is the one verdict a cache behind the API server gives wrongly when a
+		// site, its asset and the enrolment are declared together: the asset not cached yet.
+		// It is told only once the API server confirms it (rarely asked: a site with none).
+		if stored, err := r.storesAssets(ctx, site); err != nil || stored {
+			if err == nil {
+				st.Phase, st.Issues = flexv1.EnrolmentPending, nil
+				err = waitingBriefly(time.Second, flexv1.ReasonEligibilityPending, "Waiting for the site's eligibility to be computed")
+			}
+			return err
+		}
+	}
 	st.Issues = d.Issues
 	switch d.Verdict {
 	case household.Allowed, household.AlreadyEnrolled:
@@ -141,6 +165,33 @@ func (r *EnrolmentReconciler) reconcile(ctx context.Context, enr *flexv1.Enrolme
 		st.Phase = flexv1.EnrolmentNotEligible
 	}
 	return stalled(d.Reason, d.Message)
+}
+
+// decided reports whether the enrolment has a verdict published already (not Pending).
+func decided(enr *flexv1.Enrolment) bool {
+	return enr.Status.Phase != "" && enr.Status.Phase != flexv1.EnrolmentPending
+}
+
+// assetsOf are the site's Assets in the cache, read-only.
+func (r *EnrolmentReconciler) assetsOf(ctx context.Context, site *flexv1.Site) ([]*flexv1.Asset, error) {
+	list := &flexv1.AssetList{}
+	if err := index.List(ctx, r.Client, list, index.SiteName, site.Namespace, site.Name, true); err != nil {
+		return nil, err
+	}
+	out := make([]*flexv1.Asset, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// storesAssets reports whether the API server holds a live Asset of the site.
+func (r *EnrolmentReconciler) storesAssets(ctx context.Context, site *flexv1.Site) (bool, error) {
+	list := &flexv1.AssetList{}
+	if err := index.List(ctx, r.APIReader, list, index.SiteName, site.Namespace, site.Name, false); err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(list.Items, func(a flexv1.Asset) bool { return a.DeletionTimestamp.IsZero() }), nil
 }
 
 // finalize records the household's withdrawal when the deletion is one

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/eligibility"
@@ -143,8 +144,15 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 	if err != nil {
 		return err
 	}
+	live := make([]*flexv1.Asset, len(assets.Items))
+	for i := range assets.Items {
+		live[i] = &assets.Items[i]
+	}
 	before := site.Status.EligiblePropositions
-	r.setEligibility(site, household.Evaluate(&site.Spec, assets.Items, rules))
+	// The status says what it was computed from, so that its readers (the REST API, the
+	// Enrolment controller and webhook) can tell whether it is current (household.CurrentEligibility).
+	site.Status.EvaluatedFrom = household.EligibilityInputsOf(live, rules)
+	r.setEligibility(site, household.EvaluateAssets(&site.Spec, live, rules))
 	if !slices.Equal(before, site.Status.EligiblePropositions) && site.Status.ObservedGeneration > 0 {
 		r.Recorder.Eventf(site, nil, corev1.EventTypeNormal, "EligibilityChanged", "Evaluate",
 			"Eligible propositions: %s", joinPropositions(site.Status.EligiblePropositions))
@@ -231,9 +239,34 @@ func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opti
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&flexv1.AssetModel{}, r.fanOut(r.sitesUsingModel),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(r.awaited()).
 		Named("site").
 		WithOptions(opts).
 		Complete(r)
+}
+
+// awaited enqueues, ahead of a catalogue change's fan-out and outside its thinning, the sites
+// a reader waits on (priority.Gate.Awaited: the REST API's GET eligibility, when a site's
+// status is behind what its cache holds).
+func (r *SiteReconciler) awaited() source.Source {
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		if r.Background == nil {
+			return nil
+		}
+		asks := r.Background.AwaitedWork()
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case key := <-asks:
+					r.fanout.Delete(key)
+					q.Add(reconcile.Request{NamespacedName: key})
+				}
+			}
+		}()
+		return nil
+	})
 }
 
 // fanOut enqueues the sites a catalogue object maps to at low priority (below every event

@@ -29,7 +29,9 @@ type EnrolmentSpec struct {
 type EnrolmentPhase string
 
 const (
-	// EnrolmentPending: the site does not exist (yet) or its eligibility is not computed yet.
+	// EnrolmentPending: the site does not exist (yet), has no assets yet, or its eligibility
+	// is not computed from its current spec, assets and catalogue yet. A new Enrolment reads
+	// Pending from its creation.
 	EnrolmentPending EnrolmentPhase = "Pending"
 	// EnrolmentActive: the site is enrolled and eligible.
 	EnrolmentActive EnrolmentPhase = "Active"
@@ -106,9 +108,10 @@ type Enrolment struct {
 	// +required
 	Spec EnrolmentSpec `json:"spec,omitzero"`
 
-	// status is the observed state of the enrolment.
+	// status is the observed state of the enrolment: phase Pending until the controller has
+	// a verdict on the site to publish with its reasons.
 	// +optional
-	// +default={"observedGeneration": -1}
+	// +default={"observedGeneration": -1, "phase": "Pending"}
 	Status EnrolmentStatus `json:"status,omitzero"`
 }
 

@@ -191,6 +191,14 @@ type SiteStatus struct {
 	// +optional
 	Properties SiteProperties `json:"properties,omitzero"`
 
+	// evaluatedFrom names what the eligibility in this status was computed from besides the
+	// spec (observedGeneration): the site's assets and the catalogue. A reader compares it
+	// with what its own cache holds to tell whether this status is current: the REST API
+	// serves this status rather than evaluating again, and waits for the next one when it is
+	// not (docs/architecture.md, "Eligibility").
+	// +optional
+	EvaluatedFrom EligibilityInputs `json:"evaluatedFrom,omitzero"`
+
 	// eligiblePropositions the site can enrol in: a site is eligible when one of its assets is.
 	// +optional
 	// +listType=set
@@ -215,6 +223,23 @@ type SiteStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
 	EnrolmentHistory []EnrolmentPeriod `json:"enrolmentHistory,omitempty"`
+}
+
+// EligibilityInputs are versions of what a site's eligibility depends on besides its spec,
+// each a digest (household.EligibilityInputsOf): equal digests, same inputs.
+// +kubebuilder:validation:MinProperties=1
+type EligibilityInputs struct {
+	// assets is a digest of the site's live Assets: each one's uid, generation and id.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Assets string `json:"assets,omitempty"`
+	// catalogue is a digest of the rules the assets' evaluation read: every offered
+	// proposition's and those of each asset's model, by content.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Catalogue string `json:"catalogue,omitempty"`
 }
 
 // EnrolmentPeriod is one enrolment of the household in a proposition, ended by a withdrawal.

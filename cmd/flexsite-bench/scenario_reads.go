@@ -99,15 +99,6 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 		}
 	}
 	reportReads(rep, endpoints, sizes, results)
-	// The kept eligibility answers are memory the scale scenario's heap figure (taken before
-	// any read) does not show: what the read path holds after every site was read.
-	kept, err := fetchProm(ctx, probeClient, b.mgr.metricsURL, "flexsite_eligibility_kept_answer_bytes")
-	if err != nil {
-		return err
-	}
-	keptBytes := sumOf(kept, "flexsite_eligibility_kept_answer_bytes")
-	rep.add("reads", "eligibility_kept_answers_mib", keptBytes/mib, unitMiB)
-	rep.add("reads", "eligibility_kept_answers_mib_per_1k_sites_read", keptBytes/mib/(float64(len(ids))/1000), unitMiB)
 	// Then a CPU profile of the manager under each read load, outside the measured windows
 	// (profiling costs the process some CPU): what a change to the read path starts from.
 	for _, t := range endpoints {

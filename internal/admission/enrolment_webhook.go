@@ -43,19 +43,15 @@ func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enr
 	req := household.EnrolmentRequest{Site: site, Proposition: enr.Spec.Proposition,
 		Override: enr.Spec.OverrideWithdrawal, Enrolment: enr, Rules: rules}
 	if site != nil {
-		if res, current := household.EvaluatedEligibility(site); current {
-			// The status judges the assets it was evaluated with: an asset created a moment
-			// ago (declared in the same apply, just before the enrolment) is not in it yet, and
-			// its verdict would warn of a site "with no assets" that has one. Only a status
-			// that counted exactly the assets stored now is taken; else the verdict is pending.
-			same, err := v.evaluatedWithStoredAssets(ctx, site)
-			if err != nil {
-				return nil, err
-			}
-			if same {
-				req.Eligibility = res
-			}
+		// The status judges the assets it was evaluated with: an asset created a moment ago
+		// (declared in the same apply, just before the enrolment) is not in it yet, and its
+		// verdict would warn of a site "with no assets" that has one. Only a status evaluated
+		// from exactly what the API server holds now is taken; else the verdict is pending.
+		assets, err := v.storedAssets(ctx, site)
+		if err != nil {
+			return nil, err
 		}
+		req.Eligibility = household.CurrentEligibility(site, assets, rules)
 	}
 	var errs field.ErrorList
 	var warnings admission.Warnings
@@ -80,28 +76,17 @@ func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enr
 	return warnings, invalid("Enrolment", enr.Name, errs)
 }
 
-// evaluatedWithStoredAssets reports whether the site's status was evaluated with exactly the
-// live assets the API server holds for it now.
-func (v *enrolmentValidator) evaluatedWithStoredAssets(ctx context.Context, site *flexv1.Site) (bool, error) {
-	assets := &flexv1.AssetList{}
-	if err := index.List(ctx, v.api, assets, index.SiteName, site.Namespace, site.Name, false); err != nil {
-		return false, err
+// storedAssets are the site's Assets as the API server holds them now.
+func (v *enrolmentValidator) storedAssets(ctx context.Context, site *flexv1.Site) ([]*flexv1.Asset, error) {
+	list := &flexv1.AssetList{}
+	if err := index.List(ctx, v.api, list, index.SiteName, site.Namespace, site.Name, false); err != nil {
+		return nil, err
 	}
-	stored := map[string]bool{}
-	for _, a := range assets.Items {
-		if a.DeletionTimestamp.IsZero() {
-			stored[a.Name] = true
-		}
+	out := make([]*flexv1.Asset, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
 	}
-	if len(stored) != len(site.Status.Assets) {
-		return false, nil
-	}
-	for _, a := range site.Status.Assets {
-		if !stored[a.Name] {
-			return false, nil
-		}
-	}
-	return true, nil
+	return out, nil
 }
 
 // otherEnrolment names another live Enrolment of the same site in the same proposition.

@@ -162,8 +162,8 @@ func (s *Service) householdObjects(ctx context.Context, site *flexv1.Site) ([]fl
 	return assets, enrolled, nil
 }
 
-// HouseholdEligibility is the end user's own household with its eligibility, evaluated
-// afresh (Models left empty).
+// HouseholdEligibility is the end user's own household with its eligibility, as the
+// REST API's GET eligibility answers it (Eligibility; Models left empty).
 func (s *Service) HouseholdEligibility(ctx context.Context, p *auth.Principal) (HouseholdView, *EligibilityRecord, error) {
 	site, err := s.OwnSite(ctx, p)
 	if err != nil {

@@ -42,6 +42,9 @@ type Config struct {
 	// InFlightTimeout is how long a request that creates a site has to finish writing it
 	// before the Site controller deletes it as abandoned (default DefaultInFlightTimeout).
 	InFlightTimeout time.Duration
+	// EvaluateFirst, when set, asks the Site controller to evaluate a site ahead of its other
+	// work, when a read waits for that site's status (priority.Gate.Awaited).
+	EvaluateFirst func(namespace, name string)
 }
 
 // Service runs the use cases. One serves every door of a replica.

@@ -14,7 +14,6 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/auth"
-	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
@@ -110,39 +109,14 @@ func (s *Service) OwnSite(ctx context.Context, p *auth.Principal) (*flexv1.Site,
 	return site, nil
 }
 
-// EligibilityJSON is the eligibility record of the caller's site, encoded (EncodedJSON): the
-// answer kept for the site when it was computed from exactly the same site, assets and
-// catalogue, else computed, encoded and kept. It is the hot read: without informers it
-// evaluates afresh each time.
+// EligibilityJSON is the eligibility record of the caller's site, encoded (EncodedJSON):
+// the Site controller's evaluation in the site's status, once it is current (eligibility.go).
 func (s *Service) EligibilityJSON(ctx context.Context, p *auth.Principal, siteID string) (EncodedJSON, error) {
-	site, err := s.siteToRead(ctx, p, siteID)
+	rec, err := s.Eligibility(ctx, p, siteID)
 	if err != nil {
 		return nil, err
 	}
-	if s.reads == nil || s.catalogue == nil {
-		res, err := s.evaluate(ctx, site)
-		if err != nil {
-			return nil, err
-		}
-		return EncodeEligibility(eligibilityRecord(site.Labels[flexv1.IDLabel], res))
-	}
-	rules, version, err := s.catalogue.VersionedRules(ctx)
-	if err != nil {
-		return nil, err
-	}
-	assets, err := s.reads.assetsOf(site)
-	if err != nil {
-		return nil, err
-	}
-	if body := s.reads.answers.get(site, assets, version); body != nil {
-		return body, nil
-	}
-	body, err := EncodeEligibility(eligibilityRecord(site.Labels[flexv1.IDLabel], household.EvaluateAssets(&site.Spec, assets, rules)))
-	if err != nil {
-		return nil, err
-	}
-	s.reads.answers.put(site, assets, version, body)
-	return body, nil
+	return EncodeEligibility(rec)
 }
 
 // EncodeEligibility encodes a record as encoding/json's Encoder would, through goccy/go-json
@@ -155,38 +129,14 @@ func EncodeEligibility(rec *EligibilityRecord) (EncodedJSON, error) {
 	return buf.Bytes(), nil
 }
 
-// Eligibility is the eligibility record of the caller's site, evaluated afresh.
+// Eligibility is the eligibility record of the caller's site: the Site controller's
+// evaluation in the site's status, once it is current (eligibility.go).
 func (s *Service) Eligibility(ctx context.Context, p *auth.Principal, siteID string) (*EligibilityRecord, error) {
-	site, err := s.siteToRead(ctx, p, siteID)
+	site, res, err := s.currentEligibility(ctx, p, siteID)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.evaluate(ctx, site)
-	if err != nil {
-		return nil, err
-	}
-	return eligibilityRecord(site.Labels[flexv1.IDLabel], res), nil
-}
-
-// evaluate runs the eligibility rules on a stored site, exactly as the Site controller does
-// (with the rules of the last catalogue change the cache told of: it only answers a read).
-func (s *Service) evaluate(ctx context.Context, site *flexv1.Site) (eligibility.Result, error) {
-	rules, err := s.rulesToRead(ctx)
-	if err != nil {
-		return eligibility.Result{}, err
-	}
-	if s.reads != nil {
-		assets, err := s.reads.assetsOf(site)
-		if err != nil {
-			return eligibility.Result{}, err
-		}
-		return household.EvaluateAssets(&site.Spec, assets, rules), nil
-	}
-	assets, err := s.store(false).assetsOf(ctx, site)
-	if err != nil {
-		return eligibility.Result{}, err
-	}
-	return household.Evaluate(&site.Spec, assets, rules), nil
+	return eligibilityRecord(site.Labels[flexv1.IDLabel], *res), nil
 }
 
 // GetSite is the caller's site as the legacy site record.

@@ -6,8 +6,11 @@
 package eligibility
 
 import (
+	"encoding/json"
+	"hash/fnv"
 	"slices"
 	"sort"
+	"strconv"
 
 	"k8s.io/utils/ptr"
 
@@ -21,6 +24,10 @@ type Rules struct {
 	propositions []flexv1.PropositionSpec
 	// models by spec.modelName.
 	models map[string]*flexv1.AssetModelSpec
+	// propositionsVersion is a digest of the Propositions the rules were built from, and
+	// modelVersions the version of each model's AssetModel, by spec.modelName (VersionFor).
+	propositionsVersion string
+	modelVersions       map[string]string
 }
 
 // NewRules indexes the declared propositions and asset models. Duplicate model names are
@@ -30,7 +37,8 @@ func NewRules(propositions []flexv1.Proposition, models []flexv1.AssetModel) Rul
 	for i := range propositions {
 		byName[propositions[i].Spec.Proposition] = propositions[i].Spec
 	}
-	r := Rules{models: make(map[string]*flexv1.AssetModelSpec, len(models))}
+	r := Rules{models: make(map[string]*flexv1.AssetModelSpec, len(models)),
+		modelVersions: make(map[string]string, len(models))}
 	for _, name := range flexv1.AllPropositions {
 		if p, ok := byName[name]; ok {
 			r.propositions = append(r.propositions, p)
@@ -41,9 +49,54 @@ func NewRules(propositions []flexv1.Proposition, models []flexv1.AssetModel) Rul
 	for i := range sorted {
 		if _, taken := r.models[sorted[i].Spec.ModelName]; !taken {
 			r.models[sorted[i].Spec.ModelName] = &sorted[i].Spec
+			r.modelVersions[sorted[i].Spec.ModelName] = Digest([]string{specVersion(sorted[i].Spec)})
 		}
 	}
+	keys := make([]string, len(r.propositions))
+	for i, p := range r.propositions {
+		p.Description = "" // told, not a rule
+		keys[i] = specVersion(p)
+	}
+	r.propositionsVersion = Digest(keys)
 	return r
+}
+
+// specVersion names a rule by its content, so that a change that does not touch it (a
+// description, a status) leaves the version alone.
+func specVersion(spec any) string {
+	b, err := json.Marshal(spec)
+	if err != nil { // a spec of plain fields always encodes
+		panic(err)
+	}
+	return string(b)
+}
+
+// VersionFor is a digest of the rules that an evaluation of assets of these models reads:
+// the offered propositions' rules, and the rules of the AssetModel each model name resolves
+// to (or its absence), by content, in any order. Rules of the same VersionFor evaluate such
+// assets alike. A catalogue change re-evaluates the sites whose VersionFor it may move: a
+// Proposition change, every site; an AssetModel change, the sites with an asset of that
+// model. A Site's status records it (status.evaluatedFrom.catalogue), so that a reader can
+// tell whether the status was computed with the rules it holds.
+func (r Rules) VersionFor(models []string) string {
+	keys := make([]string, 0, len(models)+1)
+	keys = append(keys, "propositions="+r.propositionsVersion)
+	for _, m := range models {
+		keys = append(keys, "model "+m+"="+r.modelVersions[m])
+	}
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	return Digest(keys)
+}
+
+// Digest is a short, stable digest of keys, whatever their order (64-bit FNV-1a, hex).
+func Digest(keys []string) string {
+	slices.Sort(keys)
+	h := fnv.New64a()
+	for _, k := range keys {
+		_, _ = h.Write([]byte(k))
+		_, _ = h.Write([]byte{0})
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
 }
 
 // Proposition returns the rules of one proposition, if it is offered.

@@ -1,6 +1,7 @@
 package household
 
 import (
+	"strconv"
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -96,6 +97,37 @@ func EvaluateAssets(site *flexv1.SiteSpec, assets []*flexv1.Asset, rules eligibi
 		}
 	}
 	return eligibility.Evaluate(site, inputs, rules)
+}
+
+// EligibilityInputsOf names the inputs of an evaluation besides the site's spec: the assets
+// EvaluateAssets counts (the live ones: uid, generation and API id each) and the version of
+// the part of the catalogue they read (eligibility.Rules.VersionFor). The Site controller
+// writes it into status.evaluatedFrom with the result; CurrentEligibility compares it with
+// what a reader holds.
+func EligibilityInputsOf(assets []*flexv1.Asset, rules eligibility.Rules) flexv1.EligibilityInputs {
+	keys := make([]string, 0, len(assets))
+	models := make([]string, 0, len(assets))
+	for _, a := range assets {
+		if a.DeletionTimestamp.IsZero() {
+			keys = append(keys, string(a.UID)+"/"+strconv.FormatInt(a.Generation, 10)+"/"+a.Labels[flexv1.IDLabel])
+			models = append(models, a.Spec.Model)
+		}
+	}
+	return flexv1.EligibilityInputs{Assets: eligibility.Digest(keys), Catalogue: rules.VersionFor(models)}
+}
+
+// CurrentEligibility is the eligibility the Site controller wrote into the site's status,
+// when it was computed from exactly what the caller holds: the site's current spec
+// (generation), these assets of the site and these rules (EligibilityInputsOf); nil when the
+// status is behind (or ahead of) them. It is how every reader of a site's eligibility tells a
+// verdict it may use from one still to come: the REST API's read, the Enrolment controller
+// and the Enrolment admission webhook.
+func CurrentEligibility(site *flexv1.Site, assets []*flexv1.Asset, rules eligibility.Rules) *eligibility.Result {
+	res, current := EvaluatedEligibility(site)
+	if !current || site.Status.EvaluatedFrom != EligibilityInputsOf(assets, rules) {
+		return nil
+	}
+	return res
 }
 
 // EvaluatedEligibility is the eligibility the Site controller last wrote into the site's

@@ -72,24 +72,18 @@ func NewCatalogue(ctx context.Context, r client.Reader, informers index.Informer
 	return c, nil
 }
 
-// Rules are the rules in force, as of the last catalogue event handled.
+// Rules are the rules in force, as of the last catalogue event handled: rebuilt on the
+// first call after an event, else the ones built last.
 func (c *Catalogue) Rules(ctx context.Context) (eligibility.Rules, error) {
-	rules, _, err := c.VersionedRules(ctx)
-	return rules, err
-}
-
-// VersionedRules are Rules with the count of catalogue events they are kept for: any change
-// to the catalogue moves it, so an answer built from the rules holds while it does not.
-func (c *Catalogue) VersionedRules(ctx context.Context) (eligibility.Rules, uint64, error) {
 	v := c.version.Load()
 	if b := c.built.Load(); b != nil && b.version == v {
-		return b.rules, v, nil
+		return b.rules, nil
 	}
 	rules, err := LoadRules(ctx, c.reader)
 	if err != nil {
-		return eligibility.Rules{}, 0, err
+		return eligibility.Rules{}, err
 	}
 	// Read at version v or later: kept for v (a later event rebuilds them again).
 	c.built.Store(&versionedRules{version: v, rules: rules})
-	return rules, v, nil
+	return rules, nil
 }

@@ -73,13 +73,6 @@ var (
 		Help: "Times the Site controller found a site's eligible propositions changed (its EligibilityChanged event).",
 	})
 
-	// KeptEligibilityAnswerBytes is the memory the REST API's kept eligibility answers are
-	// counted for (bounded; see internal/app's reads.go).
-	KeptEligibilityAnswerBytes = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "flexsite_eligibility_kept_answer_bytes",
-		Help: "Bytes of encoded GET eligibility answers the REST API keeps to answer the next read of the same site (bounded).",
-	})
-
 	// KeptRewardPageBytes is the memory the REST API's kept transactions pages and balances
 	// are counted for (bounded; see internal/app/rewards' pagecache.go).
 	KeptRewardPageBytes = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -115,7 +108,7 @@ const (
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(HTTPRequests, HTTPDuration, RateLimited,
-		Onboards, Enrolments, Withdrawals, EligibilityChanges, KeptEligibilityAnswerBytes, KeptRewardPageBytes, TokensIssued, LoginFailures)
+		Onboards, Enrolments, Withdrawals, EligibilityChanges, KeptRewardPageBytes, TokensIssued, LoginFailures)
 	// The series whose label values are known up front start at 0, so that rate() and
 	// increase() see their first event, and a dashboard shows 0 rather than "no data".
 	for _, outcome := range []string{OutcomeEnrolled, OutcomeAlreadyEnrolled} {

@@ -16,6 +16,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Defaults of NewGate.
@@ -48,7 +50,15 @@ type Gate struct {
 	share     float64
 	linger    time.Duration
 	now       func() time.Time
+
+	// awaited carries the objects a reader waits on (Awaited) to the controller that works
+	// on them (AwaitedWork).
+	awaited chan types.NamespacedName
 }
+
+// awaitedBuffer bounds the asks of Awaited not taken yet (none are taken on a replica that
+// does not lead): past it an ask is dropped, and its reader waits for the work's own turn.
+const awaitedBuffer = 1024
 
 // Options tune a Gate; zero values take the defaults.
 type Options struct {
@@ -76,8 +86,22 @@ func NewGate(max int, opts ...Options) *Gate {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Gate{changed: make(chan struct{}), max: max, whileBusy: 1, share: o.Share, linger: o.Linger, now: o.Now}
+	return &Gate{changed: make(chan struct{}), max: max, whileBusy: 1, share: o.Share, linger: o.Linger, now: o.Now,
+		awaited: make(chan types.NamespacedName, awaitedBuffer)}
 }
+
+// Awaited asks for the background work on one object to go first: a reader is waiting on
+// it (a GET of a site's eligibility while a catalogue change has yet to re-evaluate that
+// site). It never blocks.
+func (g *Gate) Awaited(namespace, name string) {
+	select {
+	case g.awaited <- types.NamespacedName{Namespace: namespace, Name: name}:
+	default:
+	}
+}
+
+// AwaitedWork is where Awaited's asks arrive, for the controller that does the work.
+func (g *Gate) AwaitedWork() <-chan types.NamespacedName { return g.awaited }
 
 // Begin marks an interactive request in flight; end marks it done.
 func (g *Gate) Begin() (end func()) {

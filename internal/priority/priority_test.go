@@ -183,3 +183,33 @@ func awaitSlot(t *testing.T, got <-chan func()) func() {
 		return nil
 	}
 }
+
+// A reader's ask reaches the controller's source in order, and asking never blocks, even with
+// nobody taking the asks (a replica that does not lead): past the buffer they are dropped.
+func TestAwaitedAsksArriveAndNeverBlock(t *testing.T) {
+	g := NewGate(4)
+	g.Awaited("org", "mpan-1")
+	select {
+	case key := <-g.AwaitedWork():
+		if key.Namespace != "org" || key.Name != "mpan-1" {
+			t.Fatalf("got %v", key)
+		}
+	default:
+		t.Fatal("the ask did not arrive")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range awaitedBuffer + 10 {
+			g.Awaited("org", "mpan-2")
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Awaited blocked with nobody taking the asks")
+	}
+	if n := len(g.AwaitedWork()); n != awaitedBuffer {
+		t.Fatalf("%d asks kept, want the buffer's %d", n, awaitedBuffer)
+	}
+}

@@ -13,9 +13,10 @@ import (
 	"github.com/flexsite/flexsite/internal/identity"
 )
 
-// GET eligibility keeps its encoded answer per site while the site, its assets and the
-// catalogue are unchanged: a change is in the very next read once the REST API's cache holds
-// it (no Eventually on the read itself), as when every read evaluated afresh.
+// GET eligibility once kept its encoded answer per site while the site, its assets and the
+// catalogue were unchanged; it now serves the Site controller's status once that counts what
+// the REST API's cache holds. Either way a change made outside the API is in the very next
+// read once the REST API's cache holds it (no Eventually on the read itself).
 var _ = Describe("GET /entities/site/{site_id}/eligibility kept between reads", func() {
 	It("answers a changed site, a changed asset and a deleted asset in the next read", func(ctx SpecContext) {
 		o := newOrg(ctx)

@@ -133,8 +133,13 @@ func NewServer(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	households := app.New(app.Config{Log: cfg.Log, Cache: cfg.Cache, APIReader: cfg.APIReader, Client: cfg.Client,
-		Issuer: cfg.Issuer, Now: cfg.Now, InFlightTimeout: cfg.InFlightTimeout})
+	appCfg := app.Config{Log: cfg.Log, Cache: cfg.Cache, APIReader: cfg.APIReader, Client: cfg.Client,
+		Issuer: cfg.Issuer, Now: cfg.Now, InFlightTimeout: cfg.InFlightTimeout}
+	// The gate the controllers share (internal/priority) also takes the sites a read waits on.
+	if first, ok := cfg.Interactive.(interface{ Awaited(namespace, name string) }); ok {
+		appCfg.EvaluateFirst = first.Awaited
+	}
+	households := app.New(appCfg)
 	rewardsSvc := rewards.New(rewards.Config{Log: cfg.Log, Sites: households, APIReader: cfg.APIReader,
 		Client: households.Client, Cache: cfg.Cache, Ledgers: cfg.Ledgers, Policy: cfg.Rewards, Mailer: cfg.Mailer,
 		HostedNamespace: cfg.HostedNamespace, Now: cfg.Now})
