@@ -13,6 +13,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
+	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 )
 
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 // listening is a Service on the test database whose kept pages are in use (Listen runs).
 func listening(t *testing.T) *Service {
 	t.Helper()
-	s := New(Config{Store: &rewardstore.Store{Pool: testDB.Pool}})
+	s := New(Config{Store: &rewardstore.Store{Pool: testDB.Pool}, Private: &pagestore.Store{Pool: testDB.Pool}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = s.Listen(ctx); close(done) }()
