@@ -103,8 +103,8 @@ func (s *Service) readPage(ctx context.Context, key rewardstore.Site, q Transact
 	return page, nil
 }
 
-// keptBalanceOf is the site's balance: kept (pageCache), else from the database (and kept).
-func (s *Service) keptBalanceOf(ctx context.Context, site *flexv1.Site) (household.Balance, error) {
+// keptBalance is the site's balance: kept (pageCache), else from the database (and kept).
+func (s *Service) keptBalance(ctx context.Context, site *flexv1.Site) (household.Balance, error) {
 	return s.balanceOf(ctx, siteKey(site), s.pages.begin())
 }
 
@@ -135,7 +135,7 @@ func (s *Service) summaryBalance(ctx context.Context, site *flexv1.Site) (househ
 	}
 	key := siteKey(site)
 	if s.written.ahead(key, ptr.Deref(summary.Status.HistoryRevision, 0)) {
-		b, err := s.keptBalanceOf(ctx, site)
+		b, err := s.keptBalance(ctx, site)
 		if e := app.As(err); e == nil || e.Kind != app.Unavailable {
 			return b, err
 		}

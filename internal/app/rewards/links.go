@@ -362,7 +362,7 @@ func (s *Service) View(ctx context.Context, sess *Session) (PageView, error) {
 		}
 		history = ledger.New(txs)
 	}
-	b, err := s.keptBalanceOf(ctx, site)
+	b, err := s.keptBalance(ctx, site)
 	if err != nil {
 		return PageView{}, err
 	}

@@ -110,7 +110,7 @@ func TestKeptPageDroppedByOwnWrite(t *testing.T) {
 	if body, _ := read(t, s, key); !strings.HasPrefix(body, tx.ID) {
 		t.Fatalf("after this replica's write the page is %q, want %s first", body, tx.ID)
 	}
-	if b, err := s.keptBalanceOf(context.Background(), &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace,
+	if b, err := s.keptBalance(context.Background(), &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace,
 		Labels: map[string]string{flexv1.IDLabel: key.ID}}}); err != nil || b.Current != 150 {
 		t.Fatalf("balance %+v, %v; want 150", b, err)
 	}
