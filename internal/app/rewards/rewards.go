@@ -1,8 +1,9 @@
 // Package rewards holds the use cases of a household's rewards: its history and balance, the
 // one-time link to the hosted rewards page and the session it opens, the emailed code, bank
-// details and withdrawals. The rules (balance, thresholds, when a household may withdraw) are
-// internal/household's; this package applies them to what is stored. It speaks no HTTP: the
-// REST API and the rewards page translate what it answers.
+// details and withdrawals. The balance is the database's sum (internal/rewardstore), which
+// every use case here reads; the rules on it (thresholds, when a household may withdraw) are
+// internal/household's. It speaks no HTTP: the REST API and the rewards page translate what it
+// answers.
 package rewards
 
 import (
