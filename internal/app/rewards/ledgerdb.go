@@ -124,9 +124,9 @@ func (s *Service) balanceOf(ctx context.Context, key rewardstore.Site, epoch uin
 
 // summaryBalance is a site's balance from its RewardLedger's summary (the manager's cache):
 // the ledger controller copies it there from the database's sum (rewardstore.Store.Summary),
-// so /info costs no SQL and answers while the database is away. A summary that does not show this replica's own latest write to the
-// site yet gives way to the database (unless it is away), so that a client reads its writes.
-// A site without a ledger has no history yet.
+// so /info costs no SQL and answers while the database is away. A summary that does not show
+// this replica's own latest write to the site yet gives way to the database (unless it is
+// away), so that a client reads its writes. A site without a ledger has no history yet.
 func (s *Service) summaryBalance(ctx context.Context, site *flexv1.Site) (household.Balance, error) {
 	summary := &flexv1.RewardLedger{}
 	err := s.Cache.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}, summary)
