@@ -64,7 +64,7 @@ type DeviceConnectionReconciler struct {
 	// Holder names this replica in refresh claims.
 	Holder string
 	// DB is Flexsite's PostgreSQL: refreshed tokens are handed over through it until the
-	// Secret holds them (deviceconnection_handover.go). nil: no hand-over.
+	// Secret holds them (deviceconnection_handover.go). Required.
 	DB *pgxpool.Pool
 
 	written statusWrites
@@ -443,6 +443,9 @@ func (r *DeviceConnectionReconciler) revoke(ctx context.Context, conn *flexv1.De
 // SetupWithManager watches DeviceConnections (every change: the use cases write their
 // status when they store tokens).
 func (r *DeviceConnectionReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.DB == nil {
+		return errNoDatabase
+	}
 	// One HTTP client per provider for every refresh and revocation (connections reused).
 	r.Dialer = r.Dialer.Pooled()
 	if opts.RateLimiter == nil {

@@ -21,11 +21,11 @@ const handoverTimeout = 3 * time.Second
 // before they are stored in the Secret: if the API server fails that store and the process
 // dies before a retry succeeds, the next refresh of the connection finds them there instead
 // of using a refresh token the provider has rotated away. Best effort: the Secret is the
-// store; without a database, or when it fails, only the hand-over is missing.
+// store; when the database fails, only the hand-over is missing.
 func (r *DeviceConnectionReconciler) handOver(ctx context.Context, conn *flexv1.DeviceConnection, claimed *corev1.Secret,
 	t deviceauth.Tokens) {
 	key := claimed.Data[deviceauth.KeyHandoverKey]
-	if r.DB == nil || key == nil {
+	if key == nil {
 		return
 	}
 	sealed, err := deviceauth.SealTokens(key, string(conn.UID), string(claimed.Data[deviceauth.KeyRefreshToken]), t)
@@ -47,7 +47,7 @@ func (r *DeviceConnectionReconciler) handOver(ctx context.Context, conn *flexv1.
 func (r *DeviceConnectionReconciler) handedOver(ctx context.Context, conn *flexv1.DeviceConnection,
 	sec *corev1.Secret) (deviceauth.Tokens, bool) {
 	key := sec.Data[deviceauth.KeyHandoverKey]
-	if r.DB == nil || key == nil {
+	if key == nil {
 		return deviceauth.Tokens{}, false
 	}
 	hctx, cancel := context.WithTimeout(ctx, handoverTimeout)
@@ -73,9 +73,6 @@ func (r *DeviceConnectionReconciler) handedOver(ctx context.Context, conn *flexv
 // goes). Best effort: a row left behind no longer opens (its key left the Secret with the
 // claim) and the next refresh replaces it.
 func (r *DeviceConnectionReconciler) forgetHandover(ctx context.Context, conn *flexv1.DeviceConnection) {
-	if r.DB == nil {
-		return
-	}
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handoverTimeout)
 	defer cancel()
 	_, _ = r.DB.Exec(hctx, `DELETE FROM device_token_handovers WHERE connection_uid = $1`, string(conn.UID))

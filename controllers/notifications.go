@@ -20,8 +20,7 @@ import (
 // PostgreSQL (internal/outboxstore) before the status write that shows the change: this file
 // is their glue. See internal/events's package comment for who writes which event.
 
-// notifier writes a reconciler's events to the outbox. Without a database (Store nil) nothing
-// is told.
+// notifier writes a reconciler's events to the outbox.
 type notifier struct {
 	// Subscriptions are read from here (the cache): events no subscription of the
 	// organisation wants are not written.
@@ -40,7 +39,7 @@ func subscriptionsIn(ctx context.Context, c client.Reader, namespace string) ([]
 
 // wanted keeps the changes a subscription of the namespace wants.
 func (n notifier) wanted(ctx context.Context, namespace string, changes []events.Change) ([]events.Change, error) {
-	if n.Store == nil || len(changes) == 0 {
+	if len(changes) == 0 {
 		return nil, nil
 	}
 	subs, err := subscriptionsIn(ctx, n.Subscriptions, namespace)

@@ -29,8 +29,7 @@ type RewardLedgerReconciler struct {
 	APIReader client.Reader
 	// Now is the clock (tests may replace it).
 	Now func() time.Time
-	// Store is the reward ledger in PostgreSQL. Without it (no database) there is no history
-	// to ingest into, and ledgers are left as they are.
+	// Store is the reward ledger in PostgreSQL (required).
 	Store *rewardstore.Store
 	// Recorder tells, as Warning Events, what a ledger's spec asked that was refused (nil: not told).
 	Recorder recorder.EventRecorder
@@ -41,29 +40,27 @@ type RewardLedgerReconciler struct {
 
 // Reconcile ingests the ledger's transactions and writes the summary of the site's history.
 func (r *RewardLedgerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	if r.Store == nil {
-		return ctrl.Result{}, nil
-	}
 	return r.reconcileWithStore(ctx, req)
 }
 
 // SetupWithManager watches RewardLedgers' spec.
 func (r *RewardLedgerReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.Store == nil {
+		return errNoDatabase
+	}
 	if r.Now == nil {
 		r.Now = time.Now
 	}
-	b := ctrl.NewControllerManagedBy(mgr).
+	// Commits that change a site's history (REST, withdrawals, settlement) are told by
+	// PostgreSQL's NOTIFY.
+	changes := make(chan event.GenericEvent, 1024)
+	if err := mgr.Add(leaderRunnable(r.listenChanges(changes))); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
 		For(&flexv1.RewardLedger{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("rewardledger").
-		WithOptions(opts)
-	if r.Store != nil {
-		// Commits that change a site's history (REST, withdrawals, settlement) are told by
-		// PostgreSQL's NOTIFY.
-		changes := make(chan event.GenericEvent, 1024)
-		if err := mgr.Add(leaderRunnable(r.listenChanges(changes))); err != nil {
-			return err
-		}
-		b = b.WatchesRawSource(source.Channel(changes, &handler.EnqueueRequestForObject{}))
-	}
-	return b.Complete(r)
+		WithOptions(opts).
+		WatchesRawSource(source.Channel(changes, &handler.EnqueueRequestForObject{})).
+		Complete(r)
 }

@@ -61,16 +61,13 @@ func (r *RewardLedgerReconciler) reconcileWithStore(ctx context.Context, req ctr
 		status.ObservedGeneration = ledger.Generation
 	}
 
-	// The revision first: the history read after it holds at least what it counts.
-	revision, err := r.Store.Revision(ctx, key)
+	// The summary is a copy of the database's figures (its balance is the one SQL sum), read
+	// in one snapshot with the revision they hold.
+	summary, err := r.Store.Summary(ctx, key, recentTransactions)
 	if err != nil {
 		return r.unavailable(ctx, ledger, base, err)
 	}
-	history, err := r.Store.All(ctx, key)
-	if err != nil {
-		return r.unavailable(ctx, ledger, base, err)
-	}
-	summarise(status, history, revision)
+	summarise(status, summary)
 
 	if !equality.Semantic.DeepEqual(base.Status, ledger.Status) {
 		err := r.Status().Patch(ctx, ledger, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
@@ -188,36 +185,31 @@ func sameBut(a, b flexv1.RewardTransaction) bool {
 	return equality.Semantic.DeepEqual(record.TransactionOf(&a), record.TransactionOf(&b))
 }
 
-// summarise writes the summary of a site's history, read at revision (or later), into a
-// ledger's status.
-func summarise(status *flexv1.RewardLedgerStatus, history []flexv1.RewardTransaction, revision int64) {
-	b := household.BalanceOf(history)
+// summarise copies the database's summary of a site's history into a ledger's status.
+func summarise(status *flexv1.RewardLedgerStatus, summary rewardstore.Summary) {
+	b := summary.Balance
 	status.BalancePence, status.TotalEarnedPence = ptr.To(b.Current), ptr.To(b.Earnings)
-	status.FirstRewardedAt = nil
-	if b.FirstReward != nil {
-		// Whole seconds, as the API server keeps a time: the summary read back compares equal.
-		status.FirstRewardedAt = &metav1.Time{Time: b.FirstReward.UTC().Truncate(time.Second)}
-	}
-	status.HistoryRevision = ptr.To(revision)
-	status.TransactionCount = ptr.To(int64(len(history)))
-	ordered := household.NewestFirst(history)
+	status.FirstRewardedAt = wholeSeconds(b.FirstReward)
+	status.HistoryRevision = ptr.To(summary.Revision)
+	status.TransactionCount = ptr.To(summary.Count)
 	status.RecentTransactions = nil
-	for _, tx := range ordered[:min(recentTransactions, len(ordered))] {
+	for _, tx := range summary.Recent {
 		brief := flexv1.RecentTransaction{ID: tx.ID, Type: tx.Type, CreditPence: tx.CreditPence, PaymentStatus: tx.PaymentStatus}
-		if at := household.TransactionTime(*tx); !at.IsZero() {
+		if at := household.TransactionTime(tx); !at.IsZero() {
 			brief.At = &metav1.Time{Time: at}
 		}
 		status.RecentTransactions = append(status.RecentTransactions, brief)
 	}
-	status.LastCredited = nil
-	for _, tx := range ordered {
-		if tx.Type != household.TransactionWithdrawal && tx.CreditPence > 0 {
-			if at := household.TransactionTime(*tx); !at.IsZero() {
-				status.LastCredited = &metav1.Time{Time: at}
-			}
-			break
-		}
+	status.LastCredited = wholeSeconds(summary.LastCredited)
+}
+
+// wholeSeconds is t as the API server keeps a time, to the second (nil: none), so that the
+// summary read back compares equal.
+func wholeSeconds(t *time.Time) *metav1.Time {
+	if t == nil {
+		return nil
 	}
+	return &metav1.Time{Time: t.UTC().Truncate(time.Second)}
 }
 
 // createForHistory creates the RewardLedger of a site that has history in the database but no

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -32,7 +33,8 @@ type Options struct {
 	// Background, when set, is shared with the REST API: the sites a catalogue change
 	// re-evaluates yield to the requests it serves (internal/priority).
 	Background *priority.Gate
-	// DB is Flexsite's PostgreSQL (internal/db): the reward history and the outbox.
+	// DB is Flexsite's PostgreSQL (internal/db): the reward history, the outbox, settlements,
+	// bank details and token hand-overs. Required: there is no mode without a database.
 	DB *pgxpool.Pool
 	// Devices says which providers the DeviceConnection controller may call (zero value: only
 	// public addresses), and where their client secrets are.
@@ -46,6 +48,11 @@ type Options struct {
 	OrganisationAccess bootstrap.OrganisationAccess
 }
 
+// errNoDatabase refuses to set up a reconciler without Flexsite's PostgreSQL: every part of
+// Flexsite needs it (cmd/manager refuses to start without one), so a missing pool is a wiring
+// mistake, refused at setup rather than met by a reconcile.
+var errNoDatabase = errors.New("controllers: no database (Options.DB): Flexsite's controllers need its PostgreSQL")
+
 // DefaultConcurrency is the reconcilers' default worker count.
 const DefaultConcurrency = 4
 
@@ -54,6 +61,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	var o Options
 	if len(opts) > 0 {
 		o = opts[0]
+	}
+	if o.DB == nil {
+		return errNoDatabase
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
@@ -76,15 +86,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 			return err
 		}
 	}
-	var bankDetails *pagestore.Store
-	if o.DB != nil {
-		bankDetails = &pagestore.Store{Pool: o.DB}
-	}
-	// The events the controllers observe go to the outbox in PostgreSQL (none without one).
-	notify := notifier{Subscriptions: cl}
-	if o.DB != nil {
-		notify.Store = &outboxstore.Store{Pool: o.DB}
-	}
+	bankDetails := &pagestore.Store{Pool: o.DB}
+	// The events the controllers observe go to the outbox in PostgreSQL.
+	notify := notifier{Subscriptions: cl, Store: &outboxstore.Store{Pool: o.DB}}
 	if err := (&SiteReconciler{
 		Client: cl, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("site-controller"), Now: time.Now,
 		Background: o.Background, BankDetails: bankDetails, Notifier: notify,
@@ -109,17 +113,12 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		Dialer: o.Devices, Now: time.Now, Holder: o.Holder, DB: o.DB}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
-	if o.DB != nil {
-		if err := (&FlexEventReconciler{Client: cl, Recorder: mgr.GetEventRecorder("flexevent-controller"),
-			Store: &settlementstore.Store{Pool: o.DB}, Now: time.Now}).SetupWithManager(mgr, workers); err != nil {
-			return err
-		}
+	if err := (&FlexEventReconciler{Client: cl, Recorder: mgr.GetEventRecorder("flexevent-controller"),
+		Store: &settlementstore.Store{Pool: o.DB}, Now: time.Now}).SetupWithManager(mgr, workers); err != nil {
+		return err
 	}
-	// Ingests RewardLedgers' transactions and summarises the history (with a database).
-	ledgers := &RewardLedgerReconciler{Client: cl, APIReader: mgr.GetAPIReader(), Now: time.Now,
-		Recorder: mgr.GetEventRecorder("rewardledger-controller")}
-	if o.DB != nil {
-		ledgers.Store = &rewardstore.Store{Pool: o.DB}
-	}
-	return ledgers.SetupWithManager(mgr, workers)
+	// Ingests RewardLedgers' transactions and copies the database's summary of the history.
+	return (&RewardLedgerReconciler{Client: cl, APIReader: mgr.GetAPIReader(), Now: time.Now,
+		Recorder: mgr.GetEventRecorder("rewardledger-controller"), Store: &rewardstore.Store{Pool: o.DB}}).
+		SetupWithManager(mgr, workers)
 }

@@ -56,7 +56,7 @@ type SiteReconciler struct {
 	fanout sync.Map
 	// written: this reconciler's status writes the cache has yet to show.
 	written statusWrites
-	// BankDetails, when set, forgets a deleted site's bank details (kept in PostgreSQL).
+	// BankDetails forgets a deleted site's bank details (kept in PostgreSQL). Required.
 	BankDetails *pagestore.Store
 }
 
@@ -206,16 +206,17 @@ func (r *SiteReconciler) finalize(ctx context.Context, site *flexv1.Site) error 
 		return err
 	}
 	// The bank details go with the site (as their Secret did with its owner reference).
-	if r.BankDetails != nil {
-		if err := r.BankDetails.ForgetSite(ctx, site.Namespace, site.Labels[flexv1.IDLabel]); err != nil {
-			return err
-		}
+	if err := r.BankDetails.ForgetSite(ctx, site.Namespace, site.Labels[flexv1.IDLabel]); err != nil {
+		return err
 	}
 	return removeFinalizer(ctx, r.Client, site)
 }
 
 // SetupWithManager watches Sites and everything their eligibility depends on.
 func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.BankDetails == nil {
+		return errNoDatabase
+	}
 	if r.Now == nil {
 		r.Now = time.Now
 	}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
@@ -36,9 +37,14 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
 
+	// The controllers' PostgreSQL: reward history, outbox, settlements (there is no mode
+	// without one).
+	testDB, err := dbtest.ForSuite(suiteCtx, Fail, Skip)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
 	mgr, err := env.NewManager()
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controllers.SetupWithManager(suiteCtx, mgr)).To(Succeed())
+	Expect(controllers.SetupWithManager(suiteCtx, mgr, controllers.Options{DB: testDB.Pool})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(suiteCtx)).To(Succeed())

@@ -1,68 +1,61 @@
 package controllers
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 )
 
+// The ledger's status is a copy of the database's summary (rewardstore's TestSummary holds the
+// figures themselves): nothing is summed here, times are kept to the second as the API server
+// keeps them, and a recent transaction is dated as the household core dates it.
 func TestSummarise(t *testing.T) {
-	day := func(d int) *metav1.Time { return &metav1.Time{Time: time.Date(2026, 1, d, 12, 0, 0, 0, time.UTC)} }
-	tx := func(id string, typ flexv1.TransactionType, pence int64, at *metav1.Time, status flexv1.PaymentStatus) flexv1.RewardTransaction {
-		return flexv1.RewardTransaction{ID: id, Type: typ, CreditPence: pence, StartTime: at, PaymentStatus: status}
-	}
-	var many []flexv1.RewardTransaction
-	for d := 1; d <= 12; d++ {
-		many = append(many, tx(fmt.Sprintf("id-%02d", d), "flex period", 100, day(d), ""))
-	}
+	first := time.Date(2026, 1, 1, 12, 0, 0, 500_000_000, time.UTC)
+	last := time.Date(2026, 1, 3, 9, 30, 0, 0, time.UTC)
 	for _, c := range []struct {
-		name                   string
-		history                []flexv1.RewardTransaction
-		balance, earned, count int64
-		recent                 []string
-		lastCredited           *metav1.Time
-		firstRewarded          *metav1.Time
+		name    string
+		summary rewardstore.Summary
 	}{
-		{name: "none", count: 0},
-		{name: "a credit and a withdrawal that paid out", history: []flexv1.RewardTransaction{
-			tx("a", "flex event", 500, day(1), ""), tx("b", "withdrawal", -500, day(3), "posted")},
-			balance: 0, earned: 500, count: 2, recent: []string{"b", "a"}, lastCredited: day(1), firstRewarded: day(1)},
-		{name: "a failed withdrawal counts for nothing", history: []flexv1.RewardTransaction{
-			tx("a", "flex event", 500, day(1), ""), tx("b", "withdrawal", -500, day(3), "failed")},
-			balance: 500, earned: 500, count: 2, recent: []string{"b", "a"}, lastCredited: day(1), firstRewarded: day(1)},
-		{name: "a correction takes back, earns nothing", history: []flexv1.RewardTransaction{
-			tx("a", "flex event", 500, day(1), ""), tx("c", "correction", -100, day(2), "")},
-			balance: 400, earned: 500, count: 2, recent: []string{"c", "a"}, lastCredited: day(1), firstRewarded: day(1)},
-		{name: "the latest ten of twelve", history: many, balance: 1200, earned: 1200, count: 12,
-			recent:       []string{"id-12", "id-11", "id-10", "id-09", "id-08", "id-07", "id-06", "id-05", "id-04", "id-03"},
-			lastCredited: day(12), firstRewarded: day(1)},
+		{name: "no history"},
+		{name: "a history", summary: rewardstore.Summary{
+			Balance: household.Balance{Current: 400, Earnings: 1500, FirstReward: &first}, Revision: 7, Count: 3,
+			LastCredited: &last, Recent: []flexv1.RewardTransaction{
+				{ID: "c", Type: "correction", CreditPence: -100, SettlementDate: "2026-01-04"},
+				{ID: "b", Type: "flex event", CreditPence: 500, StartTime: &metav1.Time{Time: last}},
+				{ID: "w", Type: household.TransactionWithdrawal, CreditPence: -1000, PaymentStatus: "posted"},
+			}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var s flexv1.RewardLedgerStatus
-			summarise(&s, c.history, int64(len(c.history))+3)
-			if *s.HistoryRevision != int64(len(c.history))+3 {
-				t.Errorf("history revision %d, want the one read, %d", *s.HistoryRevision, len(c.history)+3)
+			summarise(&s, c.summary)
+			b := c.summary.Balance
+			if *s.BalancePence != b.Current || *s.TotalEarnedPence != b.Earnings || *s.TransactionCount != c.summary.Count ||
+				*s.HistoryRevision != c.summary.Revision {
+				t.Errorf("status %+v, want the summary's figures %+v", s, c.summary)
 			}
-			if (s.FirstRewardedAt == nil) != (c.firstRewarded == nil) || s.FirstRewardedAt != nil && !s.FirstRewardedAt.Equal(c.firstRewarded) {
-				t.Errorf("first rewarded %v, want %v", s.FirstRewardedAt, c.firstRewarded)
+			if (s.FirstRewardedAt == nil) != (b.FirstReward == nil) ||
+				s.FirstRewardedAt != nil && !s.FirstRewardedAt.Time.Equal(b.FirstReward.Truncate(time.Second)) {
+				t.Errorf("first rewarded %v, want %v to the second", s.FirstRewardedAt, b.FirstReward)
 			}
-			if *s.BalancePence != c.balance || *s.TotalEarnedPence != c.earned || *s.TransactionCount != c.count {
-				t.Errorf("balance %d, earned %d, count %d; want %d, %d, %d", *s.BalancePence, *s.TotalEarnedPence,
-					*s.TransactionCount, c.balance, c.earned, c.count)
+			if (s.LastCredited == nil) != (c.summary.LastCredited == nil) ||
+				s.LastCredited != nil && !s.LastCredited.Time.Equal(*c.summary.LastCredited) {
+				t.Errorf("last credited %v, want %v", s.LastCredited, c.summary.LastCredited)
 			}
-			ids := make([]string, 0, len(s.RecentTransactions))
-			for _, r := range s.RecentTransactions {
-				ids = append(ids, r.ID)
+			if len(s.RecentTransactions) != len(c.summary.Recent) {
+				t.Fatalf("recent %+v, want %d", s.RecentTransactions, len(c.summary.Recent))
 			}
-			if fmt.Sprint(ids) != fmt.Sprint(c.recent) {
-				t.Errorf("recent %v, want %v", ids, c.recent)
-			}
-			if (s.LastCredited == nil) != (c.lastCredited == nil) || s.LastCredited != nil && !s.LastCredited.Equal(c.lastCredited) {
-				t.Errorf("last credited %v, want %v", s.LastCredited, c.lastCredited)
+			for i, r := range s.RecentTransactions {
+				tx := c.summary.Recent[i]
+				at := household.TransactionTime(tx)
+				if r.ID != tx.ID || r.CreditPence != tx.CreditPence || r.PaymentStatus != tx.PaymentStatus ||
+					(r.At == nil) != at.IsZero() || r.At != nil && !r.At.Time.Equal(at) {
+					t.Errorf("recent %d: %+v, want %+v at %v", i, r, tx, at)
+				}
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/admission"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
@@ -40,9 +41,12 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	mgrCtx, cancel := context.WithCancel(context.Background())
 	DeferCleanup(cancel)
 
+	testDB, err := dbtest.ForSuite(ctx, Fail, Skip)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
 	mgr, err := env.NewManager()
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controllers.SetupWithManager(mgrCtx, mgr)).To(Succeed())
+	Expect(controllers.SetupWithManager(mgrCtx, mgr, controllers.Options{DB: testDB.Pool})).To(Succeed())
 	Expect(admission.Setup(mgr)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()

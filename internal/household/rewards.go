@@ -19,30 +19,13 @@ type RewardPolicy struct {
 	WithdrawalMinWaitDays int
 }
 
-// Balance sums a ledger: the balance is every credit and debit; earnings are the credits
-// that are not withdrawals; the first reward starts the withdrawal wait.
+// Balance is a site's ledger summed: the balance is every credit and debit (withdrawals that
+// paid nothing out, PaymentUndone, not counted); earnings are the credits that are not
+// withdrawals; the first reward starts the withdrawal wait. The sum itself is the database's
+// (rewardstore.Store.Balance, one SQL query): every reader and the withdrawal read it there.
 type Balance struct {
 	Current, Earnings int64
 	FirstReward       *time.Time
-}
-
-// BalanceOf sums a site's reward transactions.
-func BalanceOf(txs []flexv1.RewardTransaction) Balance {
-	var b Balance
-	for _, tx := range txs {
-		if PaymentUndone(tx.PaymentStatus) {
-			continue // the money never left (or came back): it is still the household's
-		}
-		b.Current += tx.CreditPence
-		if tx.Type == TransactionWithdrawal || tx.CreditPence <= 0 {
-			continue
-		}
-		b.Earnings += tx.CreditPence
-		if at := TransactionTime(tx); !at.IsZero() && (b.FirstReward == nil || at.Before(*b.FirstReward)) {
-			b.FirstReward = &at
-		}
-	}
-	return b
 }
 
 // TransactionWithdrawal is the type of a withdrawal transaction.
@@ -94,10 +77,11 @@ func (p RewardPolicy) CanWithdraw(b Balance, now time.Time) bool {
 // ErrCannotWithdraw is a withdrawal request while can_withdraw does not hold.
 var ErrCannotWithdraw = errors.New("the balance cannot be withdrawn now")
 
-// Withdrawal is the transaction that withdraws the whole balance of txs now, waiting for the
-// platform team's approval; ErrCannotWithdraw when the policy does not allow it.
-func (p RewardPolicy) Withdrawal(txs []flexv1.RewardTransaction, now time.Time, id string) (flexv1.RewardTransaction, error) {
-	b := BalanceOf(txs)
+// Withdrawal is the transaction that withdraws the whole balance b now, waiting for the
+// platform team's approval; ErrCannotWithdraw when the policy does not allow it. b is the
+// site's balance as the database sums it, read under the lock that serialises the site's
+// withdrawals (rewardstore.Store.Withdraw).
+func (p RewardPolicy) Withdrawal(b Balance, now time.Time, id string) (flexv1.RewardTransaction, error) {
 	if !p.CanWithdraw(b, now) {
 		return flexv1.RewardTransaction{}, ErrCannotWithdraw
 	}

@@ -4,56 +4,48 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 )
 
+// The policy's verdicts on a balance (summed by the database: rewardstore's tests hold the sum
+// itself), and the withdrawal it makes.
 func TestWithdrawal(t *testing.T) {
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	at := func(daysAgo int) *metav1.Time { t := metav1.NewTime(now.AddDate(0, 0, -daysAgo)); return &t }
-	reward := func(id string, pence int64, daysAgo int) flexv1.RewardTransaction {
-		return flexv1.RewardTransaction{ID: id, Type: "flex event", CreditPence: pence, StartTime: at(daysAgo)}
-	}
-	withdrawal := func(id string, pence int64, status flexv1.PaymentStatus) flexv1.RewardTransaction {
-		return flexv1.RewardTransaction{ID: id, Type: TransactionWithdrawal, CreditPence: pence, StartTime: at(1), PaymentStatus: status}
-	}
+	daysAgo := func(n int) *time.Time { at := now.AddDate(0, 0, -n); return &at }
 	policy := RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30}
 	tests := []struct {
 		name     string
-		txs      []flexv1.RewardTransaction
+		balance  Balance
 		want     int64 // the withdrawal's credit; 0: refused
 		daysLeft int
 	}{
-		{"nothing earned", nil, 0, 30},
-		{"below the minimum", []flexv1.RewardTransaction{reward("a", 999, 40)}, 0, 0},
-		{"wait not over", []flexv1.RewardTransaction{reward("a", 5000, 29)}, 0, 1},
-		{"the whole balance", []flexv1.RewardTransaction{reward("a", 1500, 40), reward("b", 200, 2)}, -1700, 0},
-		{"already withdrawn, pending", []flexv1.RewardTransaction{reward("a", 1500, 40), withdrawal("w", -1500, PaymentPendingApproval)}, 0, 0},
-		{"a failed withdrawal gives the money back", []flexv1.RewardTransaction{reward("a", 1500, 40), withdrawal("w", -1500, "failed")}, -1500, 0},
+		{"nothing earned", Balance{}, 0, 30},
+		{"below the minimum", Balance{Current: 999, Earnings: 999, FirstReward: daysAgo(40)}, 0, 0},
+		{"wait not over", Balance{Current: 5000, Earnings: 5000, FirstReward: daysAgo(29)}, 0, 1},
+		{"the whole balance", Balance{Current: 1700, Earnings: 1700, FirstReward: daysAgo(40)}, -1700, 0},
+		{"already withdrawn, pending", Balance{Current: 0, Earnings: 1500, FirstReward: daysAgo(40)}, 0, 0},
+		{"in debt after a correction", Balance{Current: -5, Earnings: 0, FirstReward: daysAgo(40)}, 0, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b := BalanceOf(tc.txs)
-			if got := policy.DaysUntilWaitMet(b, now); got != tc.daysLeft {
+			if got := policy.DaysUntilWaitMet(tc.balance, now); got != tc.daysLeft {
 				t.Errorf("days until wait met = %d, want %d", got, tc.daysLeft)
 			}
-			tx, err := policy.Withdrawal(tc.txs, now, "id-1")
+			tx, err := policy.Withdrawal(tc.balance, now, "id-1")
 			if tc.want == 0 {
-				if !errors.Is(err, ErrCannotWithdraw) || policy.CanWithdraw(b, now) {
+				if !errors.Is(err, ErrCannotWithdraw) || policy.CanWithdraw(tc.balance, now) {
 					t.Fatalf("want refused, got %+v, %v", tx, err)
 				}
 				return
 			}
-			if err != nil || !policy.CanWithdraw(b, now) {
+			if err != nil || !policy.CanWithdraw(tc.balance, now) {
 				t.Fatal(err)
 			}
 			if tx.CreditPence != tc.want || tx.Type != TransactionWithdrawal || tx.PaymentStatus != PaymentPendingApproval ||
 				tx.ID != "id-1" || !tx.StartTime.Time.Equal(now) || tx.SettlementDate != "2026-06-01" {
 				t.Errorf("withdrawal %+v", tx)
 			}
-			if after := BalanceOf(append(tc.txs, tx)); after.Current != 0 || policy.CanWithdraw(after, now) {
+			after := Balance{Current: tc.balance.Current + tx.CreditPence, Earnings: tc.balance.Earnings, FirstReward: tc.balance.FirstReward}
+			if after.Current != 0 || policy.CanWithdraw(after, now) {
 				t.Errorf("after the withdrawal the balance is %d", after.Current)
 			}
 		})

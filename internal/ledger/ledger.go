@@ -1,14 +1,12 @@
-// Package ledger holds a site's reward history in the compact form the read path keeps in
-// memory, and the rules that read it: the balance (what counts, when the withdrawal wait
-// starts) and the statement order (newest first).
+// Package ledger holds a page of a site's reward history in the compact form the doors encode
+// (the REST API's transactions, the rewards page's statement): the transactions in statement
+// order (newest first), each unpacked on demand. The history and its balance are the
+// database's (internal/rewardstore); this package holds no sum.
 //
-// A RewardLedger with a year of weekly rewards is about 16 KB as a decoded object (every
-// transaction is a struct of strings and pointers, each its own allocation). Here a
-// transaction is one fixed-size value with no pointers: the id as its 16 bytes,
-// times as Unix seconds (the API server keeps them to the second), the date as a day number,
-// the type and payment status as indexes into their enumerations. A ledger stores them packed
-// (48 bytes: the times as 32-bit seconds, the date as a 16-bit day), one slice already in
-// statement order, with its balance worked out once; At unpacks one.
+// A transaction is one fixed-size value with no pointers: the id as its 16 bytes, times as
+// Unix seconds, the date as a day number, the type and payment status as indexes into their
+// enumerations. A ledger stores them packed (48 bytes: the times as 32-bit seconds, the date
+// as a 16-bit day), one slice already in statement order; At unpacks one.
 package ledger
 
 import (
@@ -40,15 +38,12 @@ type Transaction struct {
 	oddID, oddDate bool
 }
 
-// Ledger is a site's reward history: transactions newest first, and its balance.
+// Ledger is part of a site's reward history: transactions newest first.
 type Ledger struct {
-	// ResourceVersion of the RewardLedger this was built from.
-	ResourceVersion string
-	txs             []packed
+	txs []packed
 	// odd holds what does not fit the packed form, by transaction index: ids and dates
 	// that are not in canonical form, times outside 1970-2106.
-	odd     map[int]oddText
-	Balance Balance
+	odd map[int]oddText
 }
 
 type oddText struct {
@@ -80,10 +75,6 @@ const (
 )
 
 const packedNoDate = uint16(1<<16 - 1)
-
-// Balance is the household core's sum of a ledger (household.BalanceOf), worked out once
-// when the ledger is built.
-type Balance = household.Balance
 
 // Len is the number of transactions.
 func (l *Ledger) Len() int {
@@ -204,9 +195,9 @@ func (t *Transaction) FlexWh() (int64, bool) { return t.flexWh, t.flex }
 // noDate marks a transaction without a settlement date.
 const noDate = int32(-1 << 31)
 
-// New builds a site's compact ledger from its RewardLedger's transactions.
-func New(resourceVersion string, txs []flexv1.RewardTransaction) *Ledger {
-	l := &Ledger{ResourceVersion: resourceVersion, Balance: BalanceOf(txs)}
+// New builds the compact form of transactions of a site's history (in any order).
+func New(txs []flexv1.RewardTransaction) *Ledger {
+	l := &Ledger{}
 	type keyed struct {
 		at time.Time
 		tx *flexv1.RewardTransaction
@@ -270,9 +261,6 @@ func New(resourceVersion string, txs []flexv1.RewardTransaction) *Ledger {
 }
 
 func fitsUint32(v int64) bool { return v >= 0 && v <= 1<<32-1 }
-
-// BalanceOf sums transactions: the household core's rule.
-func BalanceOf(txs []flexv1.RewardTransaction) Balance { return household.BalanceOf(txs) }
 
 // transactionTime is when a transaction happened, as the household core says.
 func transactionTime(tx *flexv1.RewardTransaction) time.Time { return household.TransactionTime(*tx) }

@@ -36,9 +36,9 @@ func TestNewKeepsEveryField(t *testing.T) {
 		{ID: "00000000-0000-0000-0000-00000000000b", EndTime: at("2106-02-07T06:28:15Z"), SettlementDate: "2149-06-04"},
 		{ID: "00000000-0000-0000-0000-00000000000c", StartTime: at("1970-01-01T00:00:00Z"), SettlementDate: "1970-01-01"},
 	}
-	l := New("42", txs)
-	if l.Len() != len(txs) || l.ResourceVersion != "42" {
-		t.Fatalf("ledger of %d transactions at %q", l.Len(), l.ResourceVersion)
+	l := New(txs)
+	if l.Len() != len(txs) {
+		t.Fatalf("ledger of %d transactions", l.Len())
 	}
 	seen := map[string]bool{}
 	for i := range l.Len() {
@@ -84,7 +84,7 @@ func TestNewKeepsEveryField(t *testing.T) {
 
 // Statement order: newest first (start time, else settlement date), ties by id.
 func TestNewOrdersNewestFirst(t *testing.T) {
-	l := New("1", []flexv1.RewardTransaction{
+	l := New([]flexv1.RewardTransaction{
 		{ID: "00000000-0000-0000-0000-000000000002", StartTime: at("2025-01-01T00:00:00Z")},
 		{ID: "00000000-0000-0000-0000-000000000004"},
 		{ID: "00000000-0000-0000-0000-000000000001", StartTime: at("2025-01-01T00:00:00Z")},
@@ -96,44 +96,6 @@ func TestNewOrdersNewestFirst(t *testing.T) {
 		if got := l.ID(i); got[len(got)-1:] != w {
 			t.Errorf("position %d: %s, want …%s", i, got, w)
 		}
-	}
-}
-
-func TestBalanceOf(t *testing.T) {
-	cases := []struct {
-		name              string
-		txs               []flexv1.RewardTransaction
-		current, earnings int64
-		firstReward       string
-	}{
-		{name: "none"},
-		{name: "rewards and a withdrawal", txs: []flexv1.RewardTransaction{
-			{CreditPence: 100, StartTime: at("2025-02-01T00:00:00Z")},
-			{CreditPence: 50, SettlementDate: "2025-01-15"},
-			{Type: "withdrawal", CreditPence: -120, StartTime: at("2024-01-01T00:00:00Z"), PaymentStatus: "posted"},
-		}, current: 30, earnings: 150, firstReward: "2025-01-15T00:00:00Z"},
-		{name: "a failed withdrawal pays nothing out", txs: []flexv1.RewardTransaction{
-			{CreditPence: 100, StartTime: at("2025-02-01T00:00:00Z")},
-			{Type: "withdrawal", CreditPence: -100, PaymentStatus: "failed"},
-			{Type: "withdrawal", CreditPence: -10, PaymentStatus: "returned"},
-		}, current: 100, earnings: 100, firstReward: "2025-02-01T00:00:00Z"},
-		{name: "a correction debits without earning", txs: []flexv1.RewardTransaction{
-			{Type: "correction", CreditPence: -5, StartTime: at("2020-01-01T00:00:00Z")},
-		}, current: -5},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			b := New("1", c.txs).Balance
-			if b.Current != c.current || b.Earnings != c.earnings {
-				t.Errorf("balance %d, earnings %d; want %d, %d", b.Current, b.Earnings, c.current, c.earnings)
-			}
-			switch {
-			case c.firstReward == "" && b.FirstReward != nil:
-				t.Errorf("first reward %v, want none", *b.FirstReward)
-			case c.firstReward != "" && (b.FirstReward == nil || !b.FirstReward.Equal(at(c.firstReward).Time)):
-				t.Errorf("first reward %v, want %s", b.FirstReward, c.firstReward)
-			}
-		})
 	}
 }
 
@@ -172,7 +134,7 @@ func TestTimeIsTheHouseholdsTransactionTime(t *testing.T) {
 		{ID: "00000000-0000-0000-0000-000000000003"},
 		{ID: "not-a-uuid", SettlementDate: "2025-01-05"},
 	}
-	l := New("1", txs)
+	l := New(txs)
 	for i := range l.Len() {
 		var want time.Time
 		for _, tx := range txs {

@@ -62,7 +62,7 @@ type Config struct {
 	Subscriptions *subscriptions.Service
 	// Devices are the device-connection use cases.
 	Devices *devices.Service
-	// Readings takes the assets' readings (nil: the route answers 503, no database).
+	// Readings takes the assets' readings.
 	Readings *readings.Service
 	// FlexEvents are the flex events' use cases.
 	FlexEvents *flexevents.Service

@@ -101,7 +101,7 @@ func TestTransactionRecordsKeepEveryField(t *testing.T) {
 	for i := range txs {
 		byID[txs[i].ID] = &txs[i]
 	}
-	l := ledger.New("1", txs)
+	l := ledger.New(txs)
 	got := rewards.TransactionRecords(l, 0, l.Len())
 	if len(got) != len(txs) {
 		t.Fatalf("%d records for %d transactions", len(got), len(txs))
@@ -145,7 +145,7 @@ func TestTransactionsPageMatchesResponse(t *testing.T) {
 		{ID: "00000000-0000-0000-0000-000000000000", SettlementDate: "2024-02-29", FlexWh: wh(0), CreditPence: math.MaxInt64},
 		{ID: "11111111-1111-1111-1111-111111111111", StartTime: at("1969-07-20T20:17:40Z"), SettlementDate: "bad\ndate"},
 	}
-	l := ledger.New("7", txs)
+	l := ledger.New(txs)
 	// A year of weekly rewards across two year ends, each settled five days after its week:
 	// start and end times and settlement dates cross months at different transactions.
 	year := make([]flexv1.RewardTransaction, 0, 60)
@@ -157,7 +157,7 @@ func TestTransactionsPageMatchesResponse(t *testing.T) {
 			EndTime:        &metav1.Time{Time: from.AddDate(0, 0, 7).Add(-time.Second)},
 			SettlementDate: from.AddDate(0, 0, 12).Format(time.DateOnly), FlexWh: wh(int64(1000 + 37*i))})
 	}
-	weekly := ledger.New("8", year)
+	weekly := ledger.New(year)
 	for _, page := range []*rewards.TransactionsPage{
 		{SiteID: "weekly", Ledger: weekly, From: 0, To: weekly.Len()},
 		{SiteID: "weekly", Ledger: weekly, From: 7, To: 40},

@@ -34,7 +34,7 @@ func FuzzReadingsBody(f *testing.F) {
 	}
 	a := fuzzAPI()
 	store := webtest.UnreachableStore{}
-	a.Readings = readings.New(readings.Config{Log: logr.Discard(), Cache: store, Now: a.Now})
+	a.Readings = readings.New(readings.Config{Log: logr.Discard(), Cache: store, DB: webtest.DownDatabase(), Now: a.Now})
 	f.Fuzz(func(t *testing.T, body []byte, compressed bool) {
 		r := httptest.NewRequest(http.MethodPost, "/data/readings", bytes.NewReader(body))
 		if compressed {

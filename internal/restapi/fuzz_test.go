@@ -49,6 +49,8 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/pagestore"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/internal/web"
 	"github.com/flexsite/flexsite/internal/web/webtest"
@@ -62,10 +64,13 @@ func fuzzAPI() *API {
 	store := webtest.UnreachableStore{}
 	now := func() time.Time { return fuzzNow }
 	households := app.New(app.Config{Log: logr.Discard(), Cache: store, APIReader: store, Now: now})
+	down := webtest.DownDatabase()
+	rewardsSvc := rewards.New(rewards.Config{Log: logr.Discard(), Sites: households, APIReader: store, Cache: store, Now: now,
+		Store: &rewardstore.Store{Pool: down}, Private: &pagestore.Store{Pool: down}})
 	return New(Config{
 		Log:           logr.Discard(),
 		Households:    households,
-		Rewards:       rewards.New(rewards.Config{Log: logr.Discard(), Sites: households, APIReader: store, Cache: store, Now: now}),
+		Rewards:       rewardsSvc,
 		Guard:         &web.Authenticator{Log: logr.Discard(), Limits: web.NewLimiters(web.Limits{})},
 		Authenticator: auth.NewAuthenticator(store, store),
 		Now:           now,

@@ -89,9 +89,6 @@ func (r ReadingsResponse) AppendJSON(b []byte) []byte {
 // a body that is not that schema is a 422 and stores nothing; otherwise each reading is
 // accepted or rejected on its own (readings.Service.Ingest) and the answer says which.
 func (a *API) postReadings(r *http.Request, p *auth.Principal) (any, error) {
-	if a.Readings == nil {
-		return nil, readings.ErrDatabaseUnavailable
-	}
 	in, echo, err := readReadings(r)
 	if err != nil {
 		return nil, err

@@ -13,13 +13,15 @@ import (
 
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/rewards"
+	"github.com/flexsite/flexsite/internal/pagestore"
+	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/web"
 	"github.com/flexsite/flexsite/internal/web/webtest"
 )
 
 // lookups is a store that holds nothing and fails every read with webtest.ErrStoreReached
-// (the sites and API clients); the links' database is absent, so a link lookup that gets as
-// far as the database answers Unavailable.
+// (the sites and API clients); the links' database is away (webtest.DownDatabase), so a link
+// lookup that gets as far as the database answers Unavailable.
 type lookups struct {
 	webtest.UnreachableStore
 }
@@ -28,14 +30,16 @@ func (s *lookups) Get(context.Context, client.ObjectKey, client.Object, ...clien
 	return webtest.ErrStoreReached
 }
 
-// fuzzDoor is a rewards page whose use cases read from store, with no links' database.
+// fuzzDoor is a rewards page whose use cases read from store, with the links' database away.
 func fuzzDoor(store *lookups) *Door {
+	down := webtest.DownDatabase()
 	return &Door{Log: logr.Discard(), Limits: web.NewLimiters(web.Limits{}),
 		Rewards: rewards.New(rewards.Config{Log: logr.Discard(), APIReader: store, Cache: store,
-			Sites: app.New(app.Config{Log: logr.Discard(), Cache: store, APIReader: store})})}
+			Sites: app.New(app.Config{Log: logr.Discard(), Cache: store, APIReader: store}),
+			Store: &rewardstore.Store{Pool: down}, Private: &pagestore.Store{Pool: down}})}
 }
 
-// reachedDatabase reports whether err is the links' database being asked (and absent).
+// reachedDatabase reports whether err is the links' database being asked (and away).
 func reachedDatabase(err error) bool {
 	e := app.As(err)
 	return e != nil && e.Kind == app.Unavailable
@@ -43,7 +47,7 @@ func reachedDatabase(err error) bool {
 
 // FuzzRewardsCookie fuzzes the rewards page's session cookie: a value that cannot name a
 // link is refused without reading anything (the page answers 401); one that can is looked up
-// in the links' database (absent here: the page answers 503).
+// in the links' database (away here: the page answers 503).
 func FuzzRewardsCookie(f *testing.F) {
 	for _, seed := range []string{
 		"", ".", "0123456789abcdef0123456789abcdef01234567.SESSION", "0123456789ABCDEF0123456789ABCDEF01234567.s",
@@ -94,7 +98,7 @@ func FuzzRewardsCookie(f *testing.F) {
 }
 
 // FuzzRewardsLinkCode fuzzes the one-time code of GET /hosted/rewards/link/{code}: any code is
-// looked up by its hash (whatever it holds, it reaches the links' database, absent here: 503),
+// looked up by its hash (whatever it holds, it reaches the links' database, away here: 503),
 // and the page answered is HTML, never a panic, and starts no session.
 func FuzzRewardsLinkCode(f *testing.F) {
 	for _, seed := range []string{"", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "../..", "%00", strings.Repeat("A", 4096), "a/b", "\xff"} {

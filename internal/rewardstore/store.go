@@ -3,8 +3,9 @@
 // and when, and the `rewards.transaction_credited` event written to the outbox in the same SQL
 // transaction as its credit. Every query names the organisation (the namespace) and the site
 // (its API id). The REST API's use cases (internal/app/rewards) and the RewardLedger controller
-// (the spec's inbox, the status summary) both use it; the rules (what the balance is, when a
-// household may withdraw) stay internal/household's.
+// (the spec's inbox, the status summary) both use it. The balance is summed here, in SQL
+// alone (Balance), and every reader takes it from here; the rules around it (which payment
+// statuses paid nothing out, when a household may withdraw) stay internal/household's.
 package rewardstore
 
 import (
@@ -345,25 +346,31 @@ func (s *Store) Page(ctx context.Context, site Site, p Page) ([]flexv1.RewardTra
 	if !p.Until.IsZero() {
 		until = &p.Until
 	}
-	rows, err := s.Pool.Query(ctx, selectTransactions+` WHERE t.organisation = $1 AND t.site_id = $2
-		AND ($3::timestamptz IS NULL OR t.occurred_at >= $3) AND ($4::timestamptz IS NULL OR t.occurred_at < $4)
-		ORDER BY t.occurred_at DESC NULLS LAST, t.transaction_id LIMIT $5 OFFSET $6`,
-		site.Namespace, site.ID, since, until, p.Limit, p.Offset)
-	if err != nil {
-		return nil, s.classify(err)
-	}
-	defer rows.Close()
-	txs, err := scanTransactions(rows)
+	txs, err := page(ctx, s.Pool, site, since, until, p.Limit, p.Offset)
 	return txs, s.classify(err)
 }
 
-// Withdraw appends the withdrawal decide makes of the site's whole history, with the site's
-// row locked from reading the history to the commit: two withdrawals of one site are
-// serialised, so the balance never goes below zero. The lock is FOR NO KEY UPDATE, the one
-// every change of the history takes (the revision's trigger, migration 00011): a writer that
-// holds the key-share lock of its foreign key and waits for it never deadlocks with this one.
+func page(ctx context.Context, q querier, site Site, since, until *time.Time, limit, offset int) (
+	[]flexv1.RewardTransaction, error) {
+	rows, err := q.Query(ctx, selectTransactions+` WHERE t.organisation = $1 AND t.site_id = $2
+		AND ($3::timestamptz IS NULL OR t.occurred_at >= $3) AND ($4::timestamptz IS NULL OR t.occurred_at < $4)
+		ORDER BY t.occurred_at DESC NULLS LAST, t.transaction_id LIMIT $5 OFFSET $6`,
+		site.Namespace, site.ID, since, until, limit, offset)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return scanTransactions(rows)
+}
+
+// Withdraw appends the withdrawal decide makes of the site's balance (Balance, read in the
+// same SQL transaction), with the site's row locked from reading the balance to the commit:
+// two withdrawals of one site are serialised, so the balance never goes below zero. The lock
+// is FOR NO KEY UPDATE, the one every change of the history takes (the revision's trigger,
+// migration 00011): a writer that holds the key-share lock of its foreign key and waits for it
+// never deadlocks with this one.
 func (s *Store) Withdraw(ctx context.Context, site Site,
-	decide func([]flexv1.RewardTransaction) (flexv1.RewardTransaction, error)) (flexv1.RewardTransaction, error) {
+	decide func(household.Balance) (flexv1.RewardTransaction, error)) (flexv1.RewardTransaction, error) {
 	var out flexv1.RewardTransaction
 	err := s.inTx(ctx, func(q pgx.Tx) error {
 		if _, err := q.Exec(ctx, `INSERT INTO reward_sites (organisation, site_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
@@ -374,11 +381,11 @@ func (s *Store) Withdraw(ctx context.Context, site Site,
 			site.Namespace, site.ID); err != nil {
 			return err
 		}
-		txs, err := s.all(ctx, q, site)
+		b, err := balance(ctx, q, site)
 		if err != nil {
 			return err
 		}
-		if out, err = decide(txs); err != nil {
+		if out, err = decide(b); err != nil {
 			return err
 		}
 		_, _, err = s.append(ctx, q, site, out, SourceWithdrawal, true)
@@ -477,13 +484,25 @@ func inBigint(sum string) string {
 	return `least(greatest(` + sum + `, -9223372036854775808), 9223372036854775807)::bigint`
 }
 
-// Balance is household.BalanceOf of a site's whole history, summed by the database (the same
-// rule: withdrawals that paid nothing out are not counted; earnings are the positive
-// transactions that are not withdrawals; the first reward is the earliest of those).
+// Balance is a site's balance, summed by the database from its whole history: the one place
+// the sum is written (the REST API, /info, the rewards page, the RewardLedger summary and
+// withdrawals all read it here). Withdrawals that paid nothing out (household.PaymentUndone)
+// are not counted; earnings are the positive transactions that are not withdrawals; the first
+// reward is the earliest of those.
 func (s *Store) Balance(ctx context.Context, site Site) (household.Balance, error) {
+	b, err := balance(ctx, s.Pool, site)
+	return b, s.classify(err)
+}
+
+// rowQuerier is a pool or an SQL transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func balance(ctx context.Context, q rowQuerier, site Site) (household.Balance, error) {
 	var b household.Balance
 	var first *time.Time
-	err := s.Pool.QueryRow(ctx, `WITH t AS (
+	err := q.QueryRow(ctx, `WITH t AS (
 			SELECT t.transaction_type, t.credit_pence, t.occurred_at,
 				coalesce((SELECT c.to_status FROM withdrawal_status_changes c
 					WHERE c.organisation = t.organisation AND c.site_id = t.site_id AND c.transaction_id = t.transaction_id
@@ -495,11 +514,54 @@ func (s *Store) Balance(ctx context.Context, site Site) (household.Balance, erro
 			min(occurred_at) FILTER (WHERE transaction_type <> 'withdrawal' AND credit_pence > 0)
 		FROM counted`, site.Namespace, site.ID, undoneStatuses()).Scan(&b.Current, &b.Earnings, &first)
 	if err != nil {
-		return b, s.classify(err)
+		return b, err
 	}
 	if first != nil {
 		t := first.UTC()
 		b.FirstReward = &t
 	}
 	return b, nil
+}
+
+// Summary is what a RewardLedger's status shows of a site's history, read in one snapshot.
+type Summary struct {
+	// Balance is Balance's sum.
+	Balance household.Balance
+	// Revision is Revision's count: the summary holds exactly the changes it counts.
+	Revision int64
+	// Count is how many transactions the history holds.
+	Count int64
+	// LastCredited is when the newest credit (not a withdrawal) happened (nil: none).
+	LastCredited *time.Time
+	// Recent are the newest transactions, newest first (Page's order).
+	Recent []flexv1.RewardTransaction
+}
+
+// Summary is the site's Summary with its recent newest transactions, every figure read in one
+// snapshot of the database (a read-only, repeatable-read SQL transaction).
+func (s *Store) Summary(ctx context.Context, site Site, recent int) (Summary, error) {
+	var out Summary
+	err := pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(q pgx.Tx) error {
+			var last *time.Time
+			if err := q.QueryRow(ctx, `SELECT
+					coalesce((SELECT revision FROM reward_sites WHERE organisation = $1 AND site_id = $2), 0),
+					(SELECT count(*) FROM reward_transactions WHERE organisation = $1 AND site_id = $2),
+					(SELECT max(occurred_at) FROM reward_transactions WHERE organisation = $1 AND site_id = $2
+						AND transaction_type <> 'withdrawal' AND credit_pence > 0)`,
+				site.Namespace, site.ID).Scan(&out.Revision, &out.Count, &last); err != nil {
+				return err
+			}
+			if last != nil {
+				t := last.UTC()
+				out.LastCredited = &t
+			}
+			var err error
+			if out.Balance, err = balance(ctx, q, site); err != nil {
+				return err
+			}
+			out.Recent, err = page(ctx, q, site, nil, nil, recent, 0)
+			return err
+		})
+	return out, s.classify(err)
 }

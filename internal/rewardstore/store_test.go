@@ -152,8 +152,8 @@ func TestRevisionCountsEveryChangeOnce(t *testing.T) {
 	}
 	wg.Wait()
 	policy := household.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30}
-	w, err := store.Withdraw(ctx, site, func(txs []flexv1.RewardTransaction) (flexv1.RewardTransaction, error) {
-		return policy.Withdrawal(txs, time.Now(), uuid.NewString())
+	w, err := store.Withdraw(ctx, site, func(b household.Balance) (flexv1.RewardTransaction, error) {
+		return policy.Withdrawal(b, time.Now(), uuid.NewString())
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -181,8 +181,8 @@ func TestConcurrentWithdrawals(t *testing.T) {
 	errs := make([]error, attempts)
 	for i := range attempts {
 		wg.Go(func() {
-			_, errs[i] = store.Withdraw(ctx, site, func(txs []flexv1.RewardTransaction) (flexv1.RewardTransaction, error) {
-				return policy.Withdrawal(txs, time.Now(), uuid.NewString())
+			_, errs[i] = store.Withdraw(ctx, site, func(b household.Balance) (flexv1.RewardTransaction, error) {
+				return policy.Withdrawal(b, time.Now(), uuid.NewString())
 			})
 		})
 	}
@@ -212,8 +212,8 @@ func TestPaymentStatusChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	policy := household.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30}
-	w, err := store.Withdraw(ctx, site, func(txs []flexv1.RewardTransaction) (flexv1.RewardTransaction, error) {
-		return policy.Withdrawal(txs, time.Now(), uuid.NewString())
+	w, err := store.Withdraw(ctx, site, func(b household.Balance) (flexv1.RewardTransaction, error) {
+		return policy.Withdrawal(b, time.Now(), uuid.NewString())
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -269,30 +269,111 @@ func TestPaymentStatusChanges(t *testing.T) {
 	}
 }
 
-// The database's sum is the household core's: the same history, the same balance.
-func TestBalanceIsHouseholdBalanceOf(t *testing.T) {
+// The balance is summed in SQL alone: what counts (a withdrawal that paid nothing out does
+// not), what earns (positive transactions that are not withdrawals) and when the wait starts
+// (the earliest of those, by start time, else settlement date). The expected figures are
+// worked out by hand.
+func TestBalance(t *testing.T) {
+	day := func(n int) time.Time { return time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, n) }
+	at := func(n int) *metav1.Time { return &metav1.Time{Time: day(n)} }
+	id := func() string { return uuid.NewString() }
+	cases := []struct {
+		name              string
+		txs               []flexv1.RewardTransaction
+		current, earnings int64
+		first             *time.Time
+	}{
+		{name: "no history"},
+		{name: "rewards and a posted withdrawal", txs: []flexv1.RewardTransaction{
+			{ID: id(), Type: "flex event", CreditPence: 100, StartTime: at(31)},
+			{ID: id(), Type: "flex event", CreditPence: 50, SettlementDate: day(14).Format(time.DateOnly)},
+			{ID: id(), Type: household.TransactionWithdrawal, CreditPence: -120, StartTime: at(-365), PaymentStatus: "posted"},
+		}, current: 30, earnings: 150, first: ptr.To(day(14))},
+		{name: "withdrawals that paid nothing out do not count", txs: []flexv1.RewardTransaction{
+			{ID: id(), Type: "flex event", CreditPence: 100, StartTime: at(31)},
+			{ID: id(), Type: household.TransactionWithdrawal, CreditPence: -100, StartTime: at(40), PaymentStatus: "failed"},
+			{ID: id(), Type: household.TransactionWithdrawal, CreditPence: -10, StartTime: at(41), PaymentStatus: "returned"},
+			{ID: id(), Type: household.TransactionWithdrawal, CreditPence: -20, StartTime: at(42), PaymentStatus: "rejected"},
+			{ID: id(), Type: household.TransactionWithdrawal, CreditPence: -30, StartTime: at(43), PaymentStatus: "cancelled"},
+			{ID: id(), Type: household.TransactionWithdrawal, CreditPence: -40, StartTime: at(44), PaymentStatus: "pending_approval"},
+		}, current: 60, earnings: 100, first: ptr.To(day(31))},
+		{name: "a correction debits without earning", txs: []flexv1.RewardTransaction{
+			{ID: id(), Type: "correction", CreditPence: -5, StartTime: at(-1000)},
+		}, current: -5},
+		{name: "a sign-up bonus by settlement date starts the wait", txs: []flexv1.RewardTransaction{
+			{ID: id(), Type: "flex event", CreditPence: 500, StartTime: at(10)},
+			{ID: id(), Type: "signup bonus", CreditPence: 300, SettlementDate: day(9).Format(time.DateOnly)},
+		}, current: 800, earnings: 800, first: ptr.To(day(9))},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			site := newSite()
+			if err := store.AppendMany(ctx, site, c.txs, rewardstore.SourceLedgerSpec); err != nil {
+				t.Fatal(err)
+			}
+			b, err := store.Balance(ctx, site)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Current != c.current || b.Earnings != c.earnings {
+				t.Errorf("balance %d, earnings %d; want %d, %d", b.Current, b.Earnings, c.current, c.earnings)
+			}
+			switch {
+			case c.first == nil && b.FirstReward != nil:
+				t.Errorf("first reward %v, want none", *b.FirstReward)
+			case c.first != nil && (b.FirstReward == nil || !b.FirstReward.Equal(*c.first)):
+				t.Errorf("first reward %v, want %v", b.FirstReward, *c.first)
+			}
+		})
+	}
+}
+
+// Summary reads every figure of a ledger's status from one snapshot: the balance is
+// Balance's, the recent transactions Page's, the count and the last credit the history's.
+func TestSummary(t *testing.T) {
 	ctx := context.Background()
 	site := newSite()
-	base := time.Now().Add(-100 * 24 * time.Hour)
-	txs := []flexv1.RewardTransaction{
-		credit(500, base),
-		credit(-100, base.Add(24*time.Hour)), // a correction
-		{ID: uuid.NewString(), Type: "signup bonus", CreditPence: 300, SettlementDate: base.Add(-24 * time.Hour).Format(time.DateOnly)},
-		{ID: uuid.NewString(), Type: household.TransactionWithdrawal, CreditPence: -200, StartTime: &metav1.Time{Time: base.Add(48 * time.Hour).UTC().Truncate(time.Second)}, PaymentStatus: "rejected"},
-		{ID: uuid.NewString(), Type: household.TransactionWithdrawal, CreditPence: -150, StartTime: &metav1.Time{Time: base.Add(72 * time.Hour).UTC().Truncate(time.Second)}, PaymentStatus: "posted"},
+	empty, err := store.Summary(ctx, site, 2)
+	if err != nil || empty.Revision != 0 || empty.Count != 0 || empty.LastCredited != nil || len(empty.Recent) != 0 ||
+		empty.Balance.Current != 0 {
+		t.Fatalf("summary of no history: %+v, %v", empty, err)
 	}
-	for _, tx := range txs {
-		if _, _, err := store.Append(ctx, site, tx, rewardstore.SourceLedgerSpec); err != nil {
+	base := time.Now().Add(-40 * 24 * time.Hour).UTC().Truncate(time.Second)
+	older, newer := credit(1500, base), credit(700, base.Add(24*time.Hour))
+	for _, tx := range []flexv1.RewardTransaction{older, newer} {
+		if _, _, err := store.Append(ctx, site, tx, rewardstore.SourceAPI); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := store.Balance(ctx, site)
+	policy := household.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30}
+	w, err := store.Withdraw(ctx, site, func(b household.Balance) (flexv1.RewardTransaction, error) {
+		return policy.Withdrawal(b, time.Now(), uuid.NewString())
+	})
+	if err != nil || w.CreditPence != -2200 {
+		t.Fatalf("withdrawal %+v, %v", w, err)
+	}
+	got, err := store.Summary(ctx, site, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := household.BalanceOf(txs)
-	if got.Current != want.Current || got.Earnings != want.Earnings || !got.FirstReward.Equal(*want.FirstReward) {
-		t.Errorf("Balance = %+v (first %v), household.BalanceOf = %+v (first %v)", got, got.FirstReward, want, want.FirstReward)
+	b, err := store.Balance(ctx, site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := store.Revision(ctx, site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Balance.Current != b.Current || got.Balance.Earnings != 2200 || got.Balance.Current != 0 ||
+		!got.Balance.FirstReward.Equal(base) {
+		t.Errorf("summary balance %+v, Balance %+v", got.Balance, b)
+	}
+	if got.Revision != rev || got.Count != 3 || got.LastCredited == nil || !got.LastCredited.Equal(newer.StartTime.Time) {
+		t.Errorf("summary revision %d (want %d), count %d, last credited %v", got.Revision, rev, got.Count, got.LastCredited)
+	}
+	if len(got.Recent) != 2 || got.Recent[0].ID != w.ID || got.Recent[1].ID != newer.ID {
+		t.Errorf("recent %+v, want the withdrawal then the newer credit", got.Recent)
 	}
 }
 

@@ -654,7 +654,7 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect((&controllers.DeviceConnectionReconciler{Client: index.CachedClient{Client: mgr.GetClient(), Cache: mgr.GetCache()},
 			Recorder: mgr.GetEventRecorder("second"),
-			Dialer:   providerDialer, Holder: "second-replica"}).SetupWithManager(mgr,
+			Dialer:   providerDialer, Holder: "second-replica", DB: database.Pool}).SetupWithManager(mgr,
 			controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 4})).To(Succeed())
 		mctx, cancel := context.WithCancel(context.Background())
 		DeferCleanup(cancel)

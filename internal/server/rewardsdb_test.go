@@ -222,8 +222,8 @@ var _ = Describe("Rewards in the database", func() {
 		status, resp := call("POST", txPath(), tok, creditBody(identity.NewID(), 2000))
 		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
 		withdraw := func() string {
-			tx, err := store.Withdraw(ctx, site, func(txs []flexv1.RewardTransaction) (flexv1.RewardTransaction, error) {
-				return hh.RewardPolicy{}.Withdrawal(txs, time.Now(), identity.NewID())
+			tx, err := store.Withdraw(ctx, site, func(b hh.Balance) (flexv1.RewardTransaction, error) {
+				return hh.RewardPolicy{}.Withdrawal(b, time.Now(), identity.NewID())
 			})
 			Expect(err).NotTo(HaveOccurred())
 			return tx.ID

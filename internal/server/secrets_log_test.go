@@ -25,7 +25,6 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/index"
-	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/server"
 )
 
@@ -66,13 +65,6 @@ func (c failingLedgerReads) FindIndexed(ctx context.Context, sample client.Objec
 	return index.Lookup(ctx, c.Reader, sample, index.ListFor(sample), field, ns, value)
 }
 
-// failingLedgers is the reward ledgers' store, failing every read as failingLedgerReads does.
-type failingLedgers struct{}
-
-func (failingLedgers) Get(string, string) (*ledger.Ledger, bool, error) {
-	return nil, false, errInjected
-}
-
 // answer is a full response: status, headers, body.
 type answer struct {
 	status int
@@ -111,11 +103,9 @@ var _ = Describe("Secrets in the logs", func() {
 		logger := zap.New(zap.WriteTo(&logs), zap.UseDevMode(true))
 		cfg := apiSrv.Config
 		cfg.Log = logger
+		// /info reads the site's RewardLedger summary from the cache: the injected failure is
+		// what it meets, a 500, logged.
 		cfg.Cache = failingLedgerReads{Reader: apiSrv.Cache}
-		cfg.Ledgers = failingLedgers{}
-		// Rewards read from the ledgers here (no database), so that the injected failure is
-		// what the rewards endpoints meet: a 500, logged.
-		cfg.DB = nil
 		srv := server.NewServer(cfg)
 		// The authenticator logs through the request's context (controller-runtime's
 		// logf.FromContext): give every request the buffer's logger too.

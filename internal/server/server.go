@@ -45,8 +45,6 @@ type (
 	// Limits bound what one caller may ask; Limit is one token bucket.
 	Limits = web.Limits
 	Limit  = web.Limit
-	// LedgerReader finds a site's reward history in compact form (without a database).
-	LedgerReader = rewards.LedgerReader
 )
 
 // Names of the doors' headers, objects and bounds.
@@ -80,9 +78,7 @@ type Config struct {
 	// the returned end when it is answered): background work of the controllers yields to
 	// them (internal/priority's Gate).
 	Interactive interface{ Begin() (end func()) }
-	// Ledgers holds the reward ledgers in compact form, read when there is no database (DB
-	// nil; the manager always has one); nil reads each from the API server instead.
-	Ledgers       LedgerReader
+
 	Issuer        *auth.Issuer
 	Authenticator *auth.Authenticator
 	Rewards       RewardPolicy
@@ -109,7 +105,9 @@ type Config struct {
 	// NotificationPolicy decides which addresses subscriptions may be delivered to: the
 	// deliverer's (a subscription to a refused address literal is refused at once).
 	NotificationPolicy events.AddressPolicy
-	// DB is Flexsite's PostgreSQL (internal/db): reward history, withdrawals, readings.
+	// DB is Flexsite's PostgreSQL (internal/db): reward history, withdrawals, readings,
+	// settlements, the outbox and the rewards page's links and bank details. Required:
+	// NewServer refuses a Config without it.
 	DB *pgxpool.Pool
 	// ProviderPolicy decides which addresses calls to device providers may reach (the same
 	// allow-list as notifications'; zero: the NotificationPolicy).
@@ -133,6 +131,9 @@ func NewServer(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.DB == nil {
+		panic("server.NewServer: Config.DB is required (Flexsite has no mode without its database)")
+	}
 	appCfg := app.Config{Log: cfg.Log, Cache: cfg.Cache, APIReader: cfg.APIReader, Client: cfg.Client,
 		Issuer: cfg.Issuer, Now: cfg.Now, InFlightTimeout: cfg.InFlightTimeout}
 	// The gate the controllers share (internal/priority) also takes the sites a read waits on.
@@ -140,40 +141,34 @@ func NewServer(cfg Config) *Server {
 		appCfg.EvaluateFirst = first.Awaited
 	}
 	households := app.New(appCfg)
-	rewardsSvc := rewards.New(rewards.Config{Log: cfg.Log, Sites: households, APIReader: cfg.APIReader,
-		Client: households.Client, Cache: cfg.Cache, Ledgers: cfg.Ledgers, Policy: cfg.Rewards, Mailer: cfg.Mailer,
-		HostedNamespace: cfg.HostedNamespace, Now: cfg.Now})
 	hostedNS := cfg.HostedNamespace
 	if hostedNS == "" {
 		hostedNS = rewards.DefaultHostedNamespace
 	}
-	if cfg.DB != nil {
-		rewardsSvc.Store = &rewardstore.Store{Pool: cfg.DB, Now: cfg.Now}
-		keys := cfg.BankKeys
-		if keys == nil {
-			keys = pagestore.NewKeyRing(cfg.APIReader, cfg.Client, hostedNS, pagestore.DefaultKeysSecret)
-		}
-		rewardsSvc.Private = &pagestore.Store{Pool: cfg.DB, Keys: keys}
+	keys := cfg.BankKeys
+	if keys == nil {
+		keys = pagestore.NewKeyRing(cfg.APIReader, cfg.Client, hostedNS, pagestore.DefaultKeysSecret)
 	}
+	rewardsSvc := rewards.New(rewards.Config{Log: cfg.Log, Sites: households, APIReader: cfg.APIReader,
+		Client: households.Client, Cache: cfg.Cache, Policy: cfg.Rewards, Mailer: cfg.Mailer,
+		HostedNamespace: cfg.HostedNamespace, Now: cfg.Now,
+		Store: &rewardstore.Store{Pool: cfg.DB, Now: cfg.Now}, Private: &pagestore.Store{Pool: cfg.DB, Keys: keys}})
 	providerPolicy := cfg.NotificationPolicy
 	if cfg.ProviderPolicy != nil {
 		providerPolicy = *cfg.ProviderPolicy
 	}
 	devicesSvc := devices.New(devices.Config{Log: cfg.Log.WithName("devices"), Households: households, Now: cfg.Now,
 		Dialer: deviceauth.Dialer{Policy: providerPolicy, SecretNamespace: hostedNS}})
-	var settlements *settlementstore.Store
-	var outbox *outboxstore.Store
-	if cfg.DB != nil {
-		settlements = &settlementstore.Store{Pool: cfg.DB}
-		outbox = &outboxstore.Store{Pool: cfg.DB}
-	}
+	settlements := &settlementstore.Store{Pool: cfg.DB}
+	outbox := &outboxstore.Store{Pool: cfg.DB}
 	limits := web.NewLimiters(cfg.Limits)
 	guard := &web.Authenticator{Log: cfg.Log, Issuer: cfg.Issuer, Authenticator: cfg.Authenticator, Limits: limits,
 		TrustedProxies: cfg.TrustedProxies}
 
 	flexEvents := flexevents.New(households, settlements)
+	readingsSvc := readings.New(readings.Config{Log: cfg.Log.WithName("readings"), Cache: cfg.Cache, DB: cfg.DB, Now: cfg.Now})
 	rest := restapi.New(restapi.Config{Log: cfg.Log, Ready: cfg.Ready, Households: households, Rewards: rewardsSvc,
-		Subscriptions: subscriptions.New(households, outbox), Devices: devicesSvc, Readings: readingsService(cfg),
+		Subscriptions: subscriptions.New(households, outbox), Devices: devicesSvc, Readings: readingsSvc,
 		FlexEvents: flexEvents, Guard: guard, Authenticator: cfg.Authenticator,
 		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
 	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Devices: devicesSvc,
@@ -201,15 +196,6 @@ func NewServer(cfg Config) *Server {
 		s.handler = web.MarkInteractive(cfg.Interactive, s.handler)
 	}
 	return s
-}
-
-// readingsService is the readings use case on the database (nil without one: the route
-// answers 503).
-func readingsService(cfg Config) *readings.Service {
-	if cfg.DB == nil {
-		return nil
-	}
-	return readings.New(readings.Config{Log: cfg.Log.WithName("readings"), Cache: cfg.Cache, DB: cfg.DB, Now: cfg.Now})
 }
 
 // Routes returns every route the server serves.

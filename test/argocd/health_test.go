@@ -26,6 +26,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -67,9 +68,12 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(env.Stop()).To(Succeed()) })
 	DeferCleanup(cancel) // runs first: the manager stops before the API server
+	testDB, err := dbtest.ForSuite(ctx, Fail, Skip)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
 	mgr, err := env.NewManager()
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controllers.SetupWithManager(suiteCtx, mgr)).To(Succeed())
+	Expect(controllers.SetupWithManager(suiteCtx, mgr, controllers.Options{DB: testDB.Pool})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(suiteCtx)).To(Succeed())

@@ -27,6 +27,7 @@ import (
 	"github.com/flexsite/flexsite/internal/admission"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -72,9 +73,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// dry-runs its namespaced objects into it.
 	Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keysNamespace}})).To(Succeed())
 
+	// Flexsite's PostgreSQL, as the manager has it (there is no mode without one).
+	testDB, err := dbtest.ForSuite(ctx, Fail, Skip)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
 	mgr, err := env.NewManager()
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controllers.SetupWithManager(suiteCtx, mgr)).To(Succeed())
+	Expect(controllers.SetupWithManager(suiteCtx, mgr, controllers.Options{DB: testDB.Pool})).To(Succeed())
 	Expect(admission.Setup(mgr)).To(Succeed())
 
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
@@ -88,6 +93,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
 		Rewards:       server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
 		Now:           time.Now,
+		DB:            testDB.Pool,
 	})
 	apiServer = httptest.NewServer(srv)
 	DeferCleanup(apiServer.Close)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
@@ -46,7 +47,11 @@ const (
 	retryPeriod   = 500 * time.Millisecond
 )
 
-var env *testenv.Env
+var (
+	env *testenv.Env
+	// testDB is the replicas' one PostgreSQL, as the Deployment's replicas share theirs.
+	testDB *dbtest.Database
+)
 
 func TestFailover(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -60,6 +65,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(env.Stop()).To(Succeed()) })
 	Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}})).To(Succeed())
+	testDB, err = dbtest.ForSuite(ctx, Fail, Skip)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
 
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
@@ -98,7 +106,7 @@ func startReplica(ctx context.Context, name string, releaseOnCancel bool) *repli
 	})
 	Expect(err).NotTo(HaveOccurred())
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	Expect(controllers.SetupWithManager(runCtx, mgr, controllers.Options{Devices: providerDialer, Holder: name})).To(Succeed())
+	Expect(controllers.SetupWithManager(runCtx, mgr, controllers.Options{DB: testDB.Pool, Devices: providerDialer, Holder: name})).To(Succeed())
 
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), managerNamespace, keysSecret)
 	Expect(keys.Ensure(ctx)).To(Succeed())
@@ -113,6 +121,7 @@ func startReplica(ctx context.Context, name string, releaseOnCancel bool) *repli
 		Now:           time.Now,
 		// Device providers on loopback: devices_test.go's authorisation server.
 		ProviderPolicy: &providerDialer.Policy,
+		DB:             testDB.Pool,
 	})
 	r := &replica{name: name, mgr: mgr, api: httptest.NewServer(srv), cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- mgr.Start(runCtx) }()

@@ -30,6 +30,7 @@ import (
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -142,6 +143,24 @@ func start(t *testing.T) *testenv.Env {
 	return env
 }
 
+// database is a fresh PostgreSQL for the manager: it has no mode without one.
+func database(t *testing.T) *dbtest.Database {
+	t.Helper()
+	if err := dbtest.Available(); err != nil {
+		fail, msg := dbtest.MissingVerdict(err)
+		if fail {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	d, err := dbtest.New(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close(context.Background()) })
+	return d
+}
+
 func TestManagerReachesOnlyItsOwnAndOrganisationsSecrets(t *testing.T) {
 	ctx := t.Context()
 	env := start(t)
@@ -228,7 +247,7 @@ func TestManagerRunsOnItsOwnRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	access := bootstrap.OrganisationAccess{ServiceAccountNamespace: managerNamespace, ServiceAccountName: serviceAccount}
-	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{OrganisationAccess: access}); err != nil {
+	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{DB: database(t).Pool, OrganisationAccess: access}); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()

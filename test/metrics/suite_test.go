@@ -23,6 +23,7 @@ import (
 
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
@@ -73,7 +74,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	metricsURL = "http://" + plainAddr + "/metrics"
 	mgr, err := env.NewManager(func(o *ctrl.Options) { o.Metrics = metrics.ServerOptions(plainAddr, false, "") })
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controllers.SetupWithManager(suiteCtx, mgr)).To(Succeed())
+	testDB, err := dbtest.ForSuite(ctx, Fail, Skip)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
+	Expect(controllers.SetupWithManager(suiteCtx, mgr, controllers.Options{DB: testDB.Pool})).To(Succeed())
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
 	Expect(keys.Ensure(ctx)).To(Succeed())
 	api := httptest.NewServer(server.NewServer(server.Config{
@@ -84,6 +88,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Issuer:        auth.NewIssuer(keys, time.Now),
 		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
 		Rewards:       server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
+		DB:            testDB.Pool,
 	}))
 	DeferCleanup(api.Close)
 	apiURL = api.URL

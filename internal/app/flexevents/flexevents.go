@@ -36,12 +36,16 @@ type Service struct {
 	Sites            *app.Service
 	Cache, APIReader client.Reader
 	Client           client.Client
-	// Store is the settlements' database; nil: no site has any settled event to show.
+	// Store is the settlements' database (required).
 	Store *settlementstore.Store
 }
 
-// New builds the flex event use cases on the household ones' clients.
+// New builds the flex event use cases on the household ones' clients and the settlements'
+// database.
 func New(households *app.Service, store *settlementstore.Store) *Service {
+	if store == nil {
+		panic("flexevents.New: the settlements' store is required")
+	}
 	return &Service{Sites: households, Cache: households.Cache, APIReader: households.APIReader,
 		Client: households.Client, Store: store}
 }
@@ -302,9 +306,6 @@ func (s *Service) OfSite(ctx context.Context, site *flexv1.Site, now time.Time) 
 		id = site.Name
 	}
 	out := SiteEvents{SiteID: id, Events: []SiteEvent{}}
-	if s.Store == nil || s.Store.Pool == nil {
-		return out, nil
-	}
 	settled, err := s.Store.OfSite(ctx, site.Namespace, id)
 	if err != nil {
 		return SiteEvents{}, err

@@ -76,7 +76,7 @@ type Config struct {
 	// Cache is the manager's cache (with the internal/index indexes): assets and sites are
 	// found there.
 	Cache client.Reader
-	// DB is Flexsite's PostgreSQL.
+	// DB is Flexsite's PostgreSQL (required).
 	DB *pgxpool.Pool
 	// Now is the clock (tests replace it).
 	Now func() time.Time
@@ -89,6 +89,9 @@ type Service struct {
 
 // New builds the readings use case.
 func New(cfg Config) *Service {
+	if cfg.DB == nil {
+		panic("readings.New: Config.DB is required (the readings are the database's)")
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -220,9 +223,6 @@ DO UPDATE SET value = EXCLUDED.value, received_at = EXCLUDED.received_at`
 func (s *Service) store(ctx context.Context, org string, rows []row) error {
 	if len(rows) == 0 {
 		return nil
-	}
-	if s.DB == nil {
-		return ErrDatabaseUnavailable
 	}
 	rows = keyed(rows)
 	_, err := s.DB.CopyFrom(ctx, readingsTable, readingsColumns, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {

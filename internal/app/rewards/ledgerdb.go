@@ -47,9 +47,6 @@ func storeErr(err error) error {
 	return err
 }
 
-// noDatabase is the answer of a use case that needs the reward database when none is configured.
-var noDatabase = &app.Error{Kind: app.Unavailable, Detail: "The rewards database is not configured", RetryAfter: db.RetryAfterSeconds}
-
 func siteKey(site *flexv1.Site) rewardstore.Site {
 	return rewardstore.Site{Namespace: site.Namespace, ID: site.Labels[flexv1.IDLabel]}
 }
@@ -61,12 +58,8 @@ type TransactionsQuery struct {
 	Since, Until time.Time
 }
 
-// TransactionsIn is a page of the caller's site's reward history, from the database (with
-// Store) or the ledger's spec.
+// TransactionsIn is a page of the caller's site's reward history, from the database.
 func (s *Service) TransactionsIn(ctx context.Context, p *auth.Principal, siteID string, q TransactionsQuery) (*TransactionsPage, error) {
-	if s.Store == nil {
-		return s.Transactions(ctx, p, siteID, q.Paging)
-	}
 	site, err := s.Sites.SiteToRead(ctx, p, siteID)
 	if err != nil {
 		return nil, err
@@ -76,7 +69,14 @@ func (s *Service) TransactionsIn(ctx context.Context, p *auth.Principal, siteID 
 
 // transactionsOf is a page of a site's history from the database, or kept (pageCache).
 func (s *Service) transactionsOf(ctx context.Context, key rewardstore.Site, q TransactionsQuery) (*TransactionsPage, error) {
-	cacheable := q.Since.IsZero() && q.Until.IsZero()
+	return s.readPage(ctx, key, q, true)
+}
+
+// readPage is a page of a site's history with the policy's verdicts on its balance, both from
+// the database (the balance kept in pageCache). With encoded, a page kept encoded may answer,
+// and the page read may be kept.
+func (s *Service) readPage(ctx context.Context, key rewardstore.Site, q TransactionsQuery, encoded bool) (*TransactionsPage, error) {
+	cacheable := encoded && q.Since.IsZero() && q.Until.IsZero()
 	pk := pageKey{limit: q.Limit, offset: q.Offset}
 	if cacheable {
 		if body, b := s.pages.page(key, pk); body != nil {
@@ -89,17 +89,12 @@ func (s *Service) transactionsOf(ctx context.Context, key rewardstore.Site, q Tr
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	var b household.Balance
-	if kept := s.pages.balance(key); kept != nil {
-		b = *kept
-	} else {
-		if b, err = s.Store.Balance(ctx, key); err != nil {
-			return nil, storeErr(err)
-		}
-		s.pages.keepBalance(key, epoch, b)
+	b, err := s.balanceOf(ctx, key, epoch)
+	if err != nil {
+		return nil, err
 	}
 	// The page in the compact form the door encodes (already in statement order).
-	l := ledger.New("", txs)
+	l := ledger.New(txs)
 	page := &TransactionsPage{SiteID: key.ID, Ledger: l, From: 0, To: l.Len(),
 		BelowMinimum: s.Policy.BelowMinimum(b), DaysUntilWaitMet: s.Policy.DaysUntilWaitMet(b, s.Now())}
 	if cacheable && epoch != 0 {
@@ -108,13 +103,17 @@ func (s *Service) transactionsOf(ctx context.Context, key rewardstore.Site, q Tr
 	return page, nil
 }
 
-// keptBalanceOf is the site's balance: kept (pageCache), else from the database (and kept).
-func (s *Service) keptBalanceOf(ctx context.Context, site *flexv1.Site) (household.Balance, error) {
-	key := siteKey(site)
+// keptBalance is the site's balance: kept (pageCache), else from the database (and kept).
+func (s *Service) keptBalance(ctx context.Context, site *flexv1.Site) (household.Balance, error) {
+	return s.balanceOf(ctx, siteKey(site), s.pages.begin())
+}
+
+// balanceOf is the site's balance (rewardstore's SQL sum, the only one): kept (pageCache),
+// else from the database, kept when nothing was invalidated since epoch.
+func (s *Service) balanceOf(ctx context.Context, key rewardstore.Site, epoch uint64) (household.Balance, error) {
 	if b := s.pages.balance(key); b != nil {
 		return *b, nil
 	}
-	epoch := s.pages.begin()
 	b, err := s.Store.Balance(ctx, key)
 	if err != nil {
 		return b, storeErr(err)
@@ -123,11 +122,11 @@ func (s *Service) keptBalanceOf(ctx context.Context, site *flexv1.Site) (househo
 	return b, nil
 }
 
-// summaryBalance is a site's balance from its RewardLedger's summary (the manager's cache),
-// which the ledger controller keeps from the database: /info costs no SQL and answers while
-// the database is away. A summary that does not show this replica's own latest write to the
-// site yet gives way to the database (unless it is away), so that a client reads its writes.
-// A site without a ledger has no history yet.
+// summaryBalance is a site's balance from its RewardLedger's summary (the manager's cache):
+// the ledger controller copies it there from the database's sum (rewardstore.Store.Summary),
+// so /info costs no SQL and answers while the database is away. A summary that does not show
+// this replica's own latest write to the site yet gives way to the database (unless it is
+// away), so that a client reads its writes. A site without a ledger has no history yet.
 func (s *Service) summaryBalance(ctx context.Context, site *flexv1.Site) (household.Balance, error) {
 	summary := &flexv1.RewardLedger{}
 	err := s.Cache.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}, summary)
@@ -136,7 +135,7 @@ func (s *Service) summaryBalance(ctx context.Context, site *flexv1.Site) (househ
 	}
 	key := siteKey(site)
 	if s.written.ahead(key, ptr.Deref(summary.Status.HistoryRevision, 0)) {
-		b, err := s.keptBalanceOf(ctx, site)
+		b, err := s.keptBalance(ctx, site)
 		if e := app.As(err); e == nil || e.Kind != app.Unavailable {
 			return b, err
 		}
@@ -163,9 +162,6 @@ type CreditInput = flexv1.RewardTransaction
 // the same id with other fields is a Conflict. A credit and its rewards.transaction_credited
 // event are written in one SQL transaction.
 func (s *Service) Credit(ctx context.Context, p *auth.Principal, siteID string, in CreditInput) (TransactionRecord, bool, error) {
-	if s.Store == nil {
-		return TransactionRecord{}, false, noDatabase
-	}
 	site, err := s.Sites.SiteToRead(ctx, p, siteID)
 	if err != nil {
 		return TransactionRecord{}, false, err
@@ -193,9 +189,6 @@ var PaymentStatuses = household.PaymentTargets
 // current status (the same status included) is a Conflict and records nothing.
 func (s *Service) SetPaymentStatus(ctx context.Context, p *auth.Principal, siteID, transactionID string,
 	status flexv1.PaymentStatus) (TransactionRecord, error) {
-	if s.Store == nil {
-		return TransactionRecord{}, noDatabase
-	}
 	site, err := s.Sites.SiteToRead(ctx, p, siteID)
 	if err != nil {
 		return TransactionRecord{}, err
@@ -209,11 +202,11 @@ func (s *Service) SetPaymentStatus(ctx context.Context, p *auth.Principal, siteI
 	return record.TransactionOf(&tx), nil
 }
 
-// withdrawInDB records a withdrawal of the whole balance in the database, the site's row
-// locked while the balance is read and the withdrawal written.
-func (s *Service) withdrawInDB(ctx context.Context, site *flexv1.Site) error {
-	_, err := s.Store.Withdraw(ctx, siteKey(site), func(txs []flexv1.RewardTransaction) (flexv1.RewardTransaction, error) {
-		return s.Policy.Withdrawal(txs, s.Now(), newID())
+// withdraw records a withdrawal of the whole balance in the database, the site's row locked
+// while the balance is summed and the withdrawal written.
+func (s *Service) withdraw(ctx context.Context, site *flexv1.Site) error {
+	_, err := s.Store.Withdraw(ctx, siteKey(site), func(b household.Balance) (flexv1.RewardTransaction, error) {
+		return s.Policy.Withdrawal(b, s.Now(), newID())
 	})
 	if err != nil {
 		s.pages.invalidate(siteKey(site))

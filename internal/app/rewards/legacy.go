@@ -57,9 +57,6 @@ func (im *LegacyImporter) Start(ctx context.Context) error {
 // the household has entered details since) and deletes the Secret; it answers true once all
 // are moved, after which it does nothing. One namespaced GET per site, once per installation.
 func (s *Service) ImportLegacyBankDetails(ctx context.Context) (bool, error) {
-	if s.Private == nil {
-		return true, nil
-	}
 	if done, err := s.Private.Imported(ctx, legacyBankImport); err != nil || done {
 		return done, err
 	}

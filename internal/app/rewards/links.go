@@ -14,15 +14,12 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	kretry "k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/household"
-	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/pagestore"
@@ -42,7 +39,6 @@ import (
 // Bank details are in PostgreSQL too, sealed (pagestore.KeyRing): the manager keeps nothing of
 // the rewards page in Secrets, and may read no Secret outside its own namespace and the
 // organisations' (docs/platform.md).
-// +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers,verbs=get;update
 
 // Rewards link lifetimes and bounds.
 const (
@@ -180,9 +176,6 @@ func (s *Service) IssueLink(ctx context.Context, p *auth.Principal, siteID strin
 		SiteID: site.Labels[flexv1.IDLabel], RedirectURI: in.RedirectURI, TwoFactor: *twoFactor,
 		HideTransactions: in.HideTransactions, AutoSetup: in.AutoSetup, Expires: now.Add(LinkTTL),
 	}
-	if s.Private == nil {
-		return Link{}, noDatabase
-	}
 	data, err := json.Marshal(link)
 	if err != nil {
 		return Link{}, err
@@ -216,9 +209,6 @@ type storedLink struct {
 func (s *Service) loadLink(ctx context.Context, key string) (*storedLink, *linkState, error) {
 	if len(key) != 40 || strings.Trim(key, "0123456789abcdef") != "" {
 		return nil, nil, ErrNoLink
-	}
-	if s.Private == nil {
-		return nil, nil, noDatabase
 	}
 	row, err := s.Private.Link(ctx, key)
 	if errors.Is(err, db.ErrNotFound) {
@@ -364,17 +354,21 @@ func (s *Service) View(ctx context.Context, sess *Session) (PageView, error) {
 	if err != nil {
 		return PageView{}, err
 	}
-	history, err := s.ledgerOf(ctx, site)
+	var history *ledger.Ledger
+	if !link.HideTransactions {
+		txs, err := s.Store.All(ctx, siteKey(site))
+		if err != nil {
+			return PageView{}, storeErr(err)
+		}
+		history = ledger.New(txs)
+	}
+	b, err := s.keptBalance(ctx, site)
 	if err != nil {
 		return PageView{}, err
 	}
 	bank, err := s.bankDetails(ctx, site)
 	if err != nil {
 		return PageView{}, err
-	}
-	var b household.Balance
-	if history != nil {
-		b = history.Balance
 	}
 	now := s.Now()
 	return PageView{Site: site, History: history, Bank: bank, Balance: b,
@@ -487,11 +481,6 @@ func (s *Service) SaveBankDetails(ctx context.Context, sess *Session, d BankDeta
 	return s.saveLink(ctx, sess.stored, link)
 }
 
-// owner is the field manager of the page's writes: the API client that issued the link.
-func (s *Service) owner(sess *Session) client.FieldOwner {
-	return client.FieldOwner(app.FieldManagerPrefix + sess.link.ClientName + "/rewards-page")
-}
-
 // Withdraw records a withdrawal of the whole balance (household.RewardPolicy.Withdrawal) and
 // ends the session.
 func (s *Service) Withdraw(ctx context.Context, sess *Session) error {
@@ -506,11 +495,7 @@ func (s *Service) Withdraw(ctx context.Context, sess *Session) error {
 	if bank == nil {
 		return ErrNoBankDetails
 	}
-	if s.Store != nil {
-		err = s.withdrawInDB(ctx, site)
-	} else {
-		err = s.withdrawInLedger(ctx, sess, site)
-	}
+	err = s.withdraw(ctx, site)
 	switch {
 	case errors.Is(err, household.ErrCannotWithdraw):
 		return ErrCannotWithdraw
@@ -523,26 +508,6 @@ func (s *Service) Withdraw(ctx context.Context, sess *Session) error {
 	return s.Finish(ctx, sess)
 }
 
-// withdrawInLedger records a withdrawal in the RewardLedger's spec (no database configured).
-func (s *Service) withdrawInLedger(ctx context.Context, sess *Session, site *flexv1.Site) error {
-	return kretry.RetryOnConflict(kretry.DefaultRetry, func() error {
-		l := &flexv1.RewardLedger{}
-		key := client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}
-		if err := s.APIReader.Get(ctx, key, l); err != nil {
-			if apierrors.IsNotFound(err) {
-				return household.ErrCannotWithdraw // nothing earned yet
-			}
-			return err
-		}
-		tx, err := s.Policy.Withdrawal(l.Spec.Transactions, s.Now(), newID())
-		if err != nil {
-			return err
-		}
-		l.Spec.Transactions = append(l.Spec.Transactions, tx)
-		return s.Client.Update(ctx, l, s.owner(sess))
-	})
-}
-
 // Finish ends the session.
 func (s *Service) Finish(ctx context.Context, sess *Session) error {
 	sess.link.Finished = true
@@ -551,9 +516,6 @@ func (s *Service) Finish(ctx context.Context, sess *Session) error {
 
 // bankDetails are the site's bank details, or nil.
 func (s *Service) bankDetails(ctx context.Context, site *flexv1.Site) (*BankDetails, error) {
-	if s.Private == nil {
-		return nil, noDatabase
-	}
 	plaintext, err := s.Private.BankDetails(ctx, site.Namespace, site.Labels[flexv1.IDLabel])
 	if err != nil || plaintext == nil {
 		return nil, storeErr(err)
@@ -571,9 +533,6 @@ func (s *Service) bankDetails(ctx context.Context, site *flexv1.Site) (*BankDeta
 // storeBankDetails creates or replaces the site's bank details (sealed; the site controller
 // forgets them when the site is deleted).
 func (s *Service) storeBankDetails(ctx context.Context, site *flexv1.Site, d BankDetails) error {
-	if s.Private == nil {
-		return noDatabase
-	}
 	plaintext, err := json.Marshal(d)
 	if err != nil {
 		return err

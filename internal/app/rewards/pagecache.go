@@ -198,9 +198,6 @@ func (c *pageCache) report() { metrics.KeptRewardPageBytes.Set(float64(c.bytes))
 // listens to PostgreSQL's notifications of ledger changes, until ctx ends. Without it (or
 // while its connection is lost) every read asks the database.
 func (s *Service) Listen(ctx context.Context) error {
-	if s.Store == nil {
-		return nil
-	}
 	defer s.pages.reset(false)
 	return rewardstore.Watch(ctx, s.Store.Pool, func(namespace, siteID string) {
 		s.pages.invalidate(rewardstore.Site{Namespace: namespace, ID: siteID})

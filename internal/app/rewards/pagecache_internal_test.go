@@ -13,6 +13,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
+	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 )
 
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 // listening is a Service on the test database whose kept pages are in use (Listen runs).
 func listening(t *testing.T) *Service {
 	t.Helper()
-	s := New(Config{Store: &rewardstore.Store{Pool: testDB.Pool}})
+	s := New(Config{Store: &rewardstore.Store{Pool: testDB.Pool}, Private: &pagestore.Store{Pool: testDB.Pool}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = s.Listen(ctx); close(done) }()
@@ -109,7 +110,7 @@ func TestKeptPageDroppedByOwnWrite(t *testing.T) {
 	if body, _ := read(t, s, key); !strings.HasPrefix(body, tx.ID) {
 		t.Fatalf("after this replica's write the page is %q, want %s first", body, tx.ID)
 	}
-	if b, err := s.keptBalanceOf(context.Background(), &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace,
+	if b, err := s.keptBalance(context.Background(), &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace,
 		Labels: map[string]string{flexv1.IDLabel: key.ID}}}); err != nil || b.Current != 150 {
 		t.Fatalf("balance %+v, %v; want 150", b, err)
 	}

@@ -1,8 +1,9 @@
 // Package rewards holds the use cases of a household's rewards: its history and balance, the
 // one-time link to the hosted rewards page and the session it opens, the emailed code, bank
-// details and withdrawals. The rules (balance, thresholds, when a household may withdraw) are
-// internal/household's; this package applies them to what is stored. It speaks no HTTP: the
-// REST API and the rewards page translate what it answers.
+// details and withdrawals. The balance is the database's sum (internal/rewardstore), which
+// every use case here reads; the rules on it (thresholds, when a household may withdraw) are
+// internal/household's. It speaks no HTTP: the REST API and the rewards page translate what it
+// answers.
 package rewards
 
 import (
@@ -10,14 +11,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/household"
-	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/pagestore"
@@ -28,11 +26,6 @@ import (
 
 // Policy holds the configurable withdrawal thresholds (the rules are the household core's).
 type Policy = household.RewardPolicy
-
-// LedgerReader finds a site's reward history in compact form (without a database: Store nil).
-type LedgerReader interface {
-	Get(namespace, name string) (*ledger.Ledger, bool, error)
-}
 
 // DefaultHostedNamespace is the manager's namespace unless Config.HostedNamespace says: the
 // bank details key Secret lives there.
@@ -48,14 +41,10 @@ type Config struct {
 	Client    client.Client
 	// Cache reads API clients (their rewards two-factor default).
 	Cache client.Reader
-	// Ledgers holds the reward ledgers in compact form; nil reads each from the API server.
-	// Not used when Store is set.
-	Ledgers LedgerReader
-	// Store is the reward ledger in PostgreSQL: with it, every read and write of the history
-	// is the database's (RewardLedgers hold a summary and an inbox).
+	// Store is the reward ledger in PostgreSQL (required): every read and write of the history,
+	// and the balance, are the database's (RewardLedgers hold a summary and an inbox).
 	Store *rewardstore.Store
-	// Private holds the rewards links, their sessions and sites' bank details (nil: no
-	// database, and no rewards page).
+	// Private holds the rewards links, their sessions and sites' bank details (required).
 	Private *pagestore.Store
 	Policy  Policy
 	// Mailer sends the emailed codes (nil: none can be sent).
@@ -75,8 +64,13 @@ type Service struct {
 	written *writtenRevisions
 }
 
-// New builds the rewards use cases.
+// New builds the rewards use cases. The database is required: Flexsite has no mode without
+// one (cmd/manager refuses to start without it), so a Config without Store or Private is a
+// wiring mistake, refused here rather than met by a request.
 func New(cfg Config) *Service {
+	if cfg.Store == nil || cfg.Private == nil {
+		panic("rewards.New: Config.Store and Config.Private are required (the reward database)")
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -131,50 +125,15 @@ func (p *TransactionsPage) Response() TransactionsResponse {
 		IsBelowWithdrawalMinimum: p.BelowMinimum, DaysUntilMinimumWaitTimeMet: p.DaysUntilWaitMet}
 }
 
-// ledgerOf is the site's reward history: from Config.Ledgers (the manager's), or else read
-// from the API server (the cache keeps ledgers without their transactions) and compacted for
-// this request. nil when the site has no ledger.
-func (s *Service) ledgerOf(ctx context.Context, site *flexv1.Site) (*ledger.Ledger, error) {
-	if s.Store != nil {
-		txs, err := s.Store.All(ctx, siteKey(site))
-		if err != nil {
-			return nil, storeErr(err)
-		}
-		return ledger.New("", txs), nil
-	}
-	name := identity.RewardLedgerName(site.Name)
-	if s.Ledgers != nil {
-		l, _, err := s.Ledgers.Get(site.Namespace, name)
-		return l, err
-	}
-	obj := &flexv1.RewardLedger{}
-	err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: name}, obj)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return ledger.New(obj.ResourceVersion, obj.Spec.Transactions), nil
-}
-
-// Transactions is a page of the caller's site's reward history, newest first.
+// Transactions is the newest page of the caller's site's reward history as records (the
+// hosted flow's), read from the database as TransactionsIn reads it, never from a kept page:
+// a door that builds records needs the ledger, not an encoded body.
 func (s *Service) Transactions(ctx context.Context, p *auth.Principal, siteID string, pg app.Paging) (*TransactionsPage, error) {
 	site, err := s.Sites.SiteToRead(ctx, p, siteID)
 	if err != nil {
 		return nil, err
 	}
-	l, err := s.ledgerOf(ctx, site)
-	if err != nil {
-		return nil, err
-	}
-	var b household.Balance
-	if l != nil {
-		b = l.Balance
-	}
-	return &TransactionsPage{SiteID: site.Labels[flexv1.IDLabel], Ledger: l,
-		From: min(pg.Offset, l.Len()), To: min(l.Len(), pg.Offset+pg.Limit),
-		BelowMinimum: s.Policy.BelowMinimum(b), DaysUntilWaitMet: s.Policy.DaysUntilWaitMet(b, s.Now())}, nil
+	return s.readPage(ctx, siteKey(site), TransactionsQuery{Paging: pg}, false)
 }
 
 // Info is the caller's site's balance, earnings and whether the household may withdraw.
@@ -183,19 +142,9 @@ func (s *Service) Info(ctx context.Context, p *auth.Principal, siteID string) (B
 	if err != nil {
 		return BalanceInfo{}, err
 	}
-	var b household.Balance
-	if s.Store != nil {
-		if b, err = s.summaryBalance(ctx, site); err != nil {
-			return BalanceInfo{}, err
-		}
-	} else {
-		l, err := s.ledgerOf(ctx, site)
-		if err != nil {
-			return BalanceInfo{}, err
-		}
-		if l != nil {
-			b = l.Balance
-		}
+	b, err := s.summaryBalance(ctx, site)
+	if err != nil {
+		return BalanceInfo{}, err
 	}
 	return BalanceInfo{
 		CurrentBalancePence:             b.Current,

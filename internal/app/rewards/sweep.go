@@ -48,9 +48,6 @@ func (sw *Sweeper) Start(ctx context.Context) error {
 // sealed with a key other than the active one (best effort: a failure is logged, and the next
 // sweep tries again).
 func (s *Service) SweepLinks(ctx context.Context) {
-	if s.Private == nil {
-		return
-	}
 	if _, err := s.Private.SweepLinks(ctx, s.Now()); err != nil {
 		s.Log.Error(err, "deleting spent rewards links")
 	}

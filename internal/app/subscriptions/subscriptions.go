@@ -34,18 +34,18 @@ import (
 type Service struct {
 	Cache, APIReader client.Reader
 	Client           client.Client
-	// Outbox is the notification outbox (nil without a database: pings and the delivery log
-	// answer unavailable).
+	// Outbox is the notification outbox (required).
 	Outbox *outboxstore.Store
 }
 
-// New builds the subscription use cases on the household ones' clients and the outbox.
+// New builds the subscription use cases on the household ones' clients and the outbox
+// (required: events, pings and the delivery log are the database's).
 func New(households *app.Service, outbox *outboxstore.Store) *Service {
+	if outbox == nil {
+		panic("subscriptions.New: the outbox is required")
+	}
 	return &Service{Cache: households.Cache, APIReader: households.APIReader, Client: households.Client, Outbox: outbox}
 }
-
-// errNoOutbox answers what needs the outbox when there is no database.
-var errNoOutbox = &app.Error{Kind: app.Unavailable, Detail: "The notification outbox is unavailable; retry", RetryAfter: "5"}
 
 // SubscriptionCreated is a new subscription: the one answer that carries the signing secret.
 type SubscriptionCreated struct {
@@ -229,9 +229,6 @@ func (s *Service) Delete(ctx context.Context, p *auth.Principal, id string) erro
 // Test writes a ping to the outbox, addressed to the subscription alone (delivered like any
 // event, and listed in its deliveries).
 func (s *Service) Test(ctx context.Context, p *auth.Principal, id string) (TestAccepted, error) {
-	if s.Outbox == nil {
-		return TestAccepted{}, errNoOutbox
-	}
 	sub, err := s.subscriptionOf(ctx, p, id, true)
 	if err != nil {
 		return TestAccepted{}, err
@@ -249,9 +246,6 @@ func (s *Service) Deliveries(ctx context.Context, p *auth.Principal, id string, 
 	sub, err := s.subscriptionOf(ctx, p, id, false)
 	if err != nil {
 		return DeliveryList{}, err
-	}
-	if s.Outbox == nil {
-		return DeliveryList{}, errNoOutbox
 	}
 	recent, err := s.Outbox.Attempts(ctx, string(sub.UID), limit)
 	if err != nil {

@@ -230,3 +230,18 @@ func Main(m *testing.M, into **Database, then ...func(*Database)) {
 	d.Close(ctx)
 	os.Exit(code)
 }
+
+// ForSuite is New for a Ginkgo suite's BeforeSuite, given Ginkgo's Fail and Skip: with no
+// PostgreSQL here it skips the suite, or fails it in CI (MissingVerdict). Every suite that runs
+// Flexsite's controllers or doors needs one: there is no mode without a database.
+func ForSuite(ctx context.Context, fail, skip func(message string, callerSkip ...int)) (*Database, error) {
+	if err := Available(); err != nil {
+		if failIt, msg := MissingVerdict(err); failIt {
+			fail(msg, 1)
+		} else {
+			skip(msg, 1)
+		}
+		return nil, err
+	}
+	return New(ctx)
+}
