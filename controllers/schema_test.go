@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -170,11 +171,16 @@ var _ = Describe("CRD schema", func() {
 			s.RatePencePerKWh = "12.5"
 		})
 		Expect(k8sClient.Create(ctx, ev)).To(Succeed())
+		// The FlexEvent controller writes the event (its finalizer, its status) while this spec
+		// does, and the API server answers a stale version with a conflict before it judges the
+		// change: a lost race is read again, a refusal is the answer.
 		update := func(mutate func(*flexv1.FlexEventSpec)) error {
-			current := &flexv1.FlexEvent{}
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ev), current)).To(Succeed())
-			mutate(&current.Spec)
-			return k8sClient.Update(ctx, current)
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				current := &flexv1.FlexEvent{}
+				Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ev), current)).To(Succeed())
+				mutate(&current.Spec)
+				return k8sClient.Update(ctx, current)
+			})
 		}
 		for what, mutate := range map[string]func(*flexv1.FlexEventSpec){
 			"rate":      func(s *flexv1.FlexEventSpec) { s.RatePencePerKWh = "50" },
