@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -221,22 +220,20 @@ func (r *AssetReconciler) assetsOfModel(ctx context.Context, obj client.Object) 
 }
 
 func (r *AssetReconciler) assetsOfSite(ctx context.Context, site client.Object) []reconcile.Request {
-	return childrenOf(ctx, r.Client, &flexv1.AssetList{}, site)
+	return childrenOf(ctx, index.NewLookup(r.Client).AssetsOfSite, site)
 }
 
-// childrenOf lists (from the cache) the objects whose spec.siteName names the site.
-func childrenOf(ctx context.Context, c client.Reader, list client.ObjectList, site client.Object) []reconcile.Request {
-	if err := index.List(ctx, c, list, index.SiteName, site.GetNamespace(), site.GetName(), true); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing children of a site", "site", site.GetName())
-		return nil
-	}
-	items, err := meta.ExtractList(list)
+// childrenOf finds (in the cache: a Lookup's ...OfSite) the objects of the site.
+func childrenOf[T client.Object](ctx context.Context, find func(ctx context.Context, ns, siteName string) ([]T, error),
+	site client.Object) []reconcile.Request {
+	items, err := find(ctx, site.GetNamespace(), site.GetName())
 	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing children of a site", "site", site.GetName())
 		return nil
 	}
 	reqs := make([]reconcile.Request, len(items))
 	for i, item := range items {
-		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(item.(client.Object))}
+		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(item)}
 	}
 	return reqs
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/householdstore"
+	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
 )
 
@@ -190,7 +191,7 @@ func (r *EnrolmentReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 }
 
 func (r *EnrolmentReconciler) enrolmentsOfSite(ctx context.Context, site client.Object) []reconcile.Request {
-	return childrenOf(ctx, r.Client, &flexv1.EnrolmentList{}, site)
+	return childrenOf(ctx, index.NewLookup(r.Client).EnrolmentsOfSite, site)
 }
 
 func (r *EnrolmentReconciler) enrolmentsOfProposition(ctx context.Context, obj client.Object) []reconcile.Request {

@@ -135,9 +135,13 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 		}
 		return errAbandoned
 	}
-	assets := &flexv1.AssetList{}
-	if err := index.List(ctx, r.Client, assets, index.SiteName, site.Namespace, site.Name, false); err != nil {
+	found, err := index.NewLookup(r.Client).AssetsOfSite(ctx, site.Namespace, site.Name)
+	if err != nil {
 		return err
+	}
+	assets := &flexv1.AssetList{Items: make([]flexv1.Asset, len(found))}
+	for i, a := range found {
+		a.DeepCopyInto(&assets.Items[i])
 	}
 	rules, err := householdstore.LoadRules(ctx, r.Client)
 	if err != nil {

@@ -83,12 +83,12 @@ func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enr
 // evaluatedWithStoredAssets reports whether the site's status was evaluated with exactly the
 // live assets the API server holds for it now.
 func (v *enrolmentValidator) evaluatedWithStoredAssets(ctx context.Context, site *flexv1.Site) (bool, error) {
-	assets := &flexv1.AssetList{}
-	if err := index.List(ctx, v.api, assets, index.SiteName, site.Namespace, site.Name, false); err != nil {
+	assets, err := index.NewAPIServerLookup(v.api).AssetsOfSite(ctx, site.Namespace, site.Name)
+	if err != nil {
 		return false, err
 	}
 	stored := map[string]bool{}
-	for _, a := range assets.Items {
+	for _, a := range assets {
 		if a.DeletionTimestamp.IsZero() {
 			stored[a.Name] = true
 		}
@@ -106,11 +106,11 @@ func (v *enrolmentValidator) evaluatedWithStoredAssets(ctx context.Context, site
 
 // otherEnrolment names another live Enrolment of the same site in the same proposition.
 func (v *enrolmentValidator) otherEnrolment(ctx context.Context, enr *flexv1.Enrolment) (string, error) {
-	list := &flexv1.EnrolmentList{}
-	if err := index.List(ctx, v.cache, list, index.SiteName, enr.Namespace, enr.Spec.SiteName, false); err != nil {
+	others, err := index.NewLookup(v.cache).EnrolmentsOfSite(ctx, enr.Namespace, enr.Spec.SiteName)
+	if err != nil {
 		return "", err
 	}
-	for _, other := range list.Items {
+	for _, other := range others {
 		if other.Name != enr.Name && other.Spec.Proposition == enr.Spec.Proposition && other.DeletionTimestamp.IsZero() {
 			return other.Name, nil
 		}

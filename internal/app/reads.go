@@ -25,7 +25,7 @@ import (
 // CPU and most of its garbage. What they return are the cached objects themselves, shared:
 // read-only, like any UnsafeDisableDeepCopy read.
 type readIndexes struct {
-	sites, assets toolscache.Indexer
+	lookup index.Lookup
 	// answers keeps encoded eligibility answers by what they were computed from
 	// (below).
 	answers *eligibilityAnswers
@@ -34,17 +34,17 @@ type readIndexes struct {
 // newReadIndexes finds the indexers of the cache's Site and Asset informers (nil when the
 // cache is not informer-backed: reads then List as before).
 func newReadIndexes(c client.Reader) *readIndexes {
-	ri := &readIndexes{sites: index.StoreOf(c, &flexv1.Site{}), assets: index.StoreOf(c, &flexv1.Asset{}),
-		answers: newEligibilityAnswers(maxEligibilityAnswerBytes)}
-	if ri.sites == nil || ri.assets == nil {
+	sites, assets := index.StoreOf(c, &flexv1.Site{}), index.StoreOf(c, &flexv1.Asset{})
+	if sites == nil || assets == nil {
 		return nil
 	}
-	return ri
+	return &readIndexes{lookup: index.NewStoreLookup(map[client.Object]toolscache.Indexer{&flexv1.Site{}: sites, &flexv1.Asset{}: assets}),
+		answers: newEligibilityAnswers(maxEligibilityAnswerBytes)}
 }
 
 // site is the live Site of namespace ns with API id id (nil when none).
 func (ri *readIndexes) site(ns, id string) (*flexv1.Site, error) {
-	sites, err := index.FindIn(ri.sites, &flexv1.Site{}, index.ID, ns, id)
+	sites, err := ri.lookup.SitesByID(context.Background(), ns, id) // the stores at hand: no wait
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (ri *readIndexes) site(ns, id string) (*flexv1.Site, error) {
 // random order, and a kept eligibility answer matches its assets in order (with two assets,
 // every other read missed its kept answer and evaluated again).
 func (ri *readIndexes) assetsOf(site *flexv1.Site) ([]*flexv1.Asset, error) {
-	out, err := index.FindIn(ri.assets, &flexv1.Asset{}, index.SiteName, site.Namespace, site.Name)
+	out, err := ri.lookup.AssetsOfSite(context.Background(), site.Namespace, site.Name)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/index"
@@ -120,7 +121,7 @@ func TestKeptAnswerFoundWhateverTheIndexOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ri := &readIndexes{assets: assets, answers: newEligibilityAnswers(1 << 20)}
+	ri := &readIndexes{lookup: index.NewStoreLookup(map[client.Object]toolscache.Indexer{&flexv1.Asset{}: assets}), answers: newEligibilityAnswers(1 << 20)}
 	first, err := ri.assetsOf(site)
 	if err != nil {
 		t.Fatal(err)
