@@ -207,14 +207,14 @@ func (r *AssetReconciler) assetsOfModel(ctx context.Context, obj client.Object) 
 	if !ok {
 		return nil
 	}
-	list := &flexv1.AssetList{}
-	if err := r.List(ctx, list, client.MatchingFields{index.AssetModel: model.Spec.ModelName}); err != nil {
+	assets, err := index.NewLookup(r.Client).AssetsOfModel(ctx, model.Spec.ModelName)
+	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing the assets of a model", "model", model.Spec.ModelName)
 		return nil
 	}
-	reqs := make([]reconcile.Request, len(list.Items))
-	for i := range list.Items {
-		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+	reqs := make([]reconcile.Request, len(assets))
+	for i, a := range assets {
+		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)}
 	}
 	return reqs
 }

@@ -332,16 +332,15 @@ func (r *SiteReconciler) sitesUsingModel(ctx context.Context, obj client.Object)
 	if !ok {
 		return nil
 	}
-	assets := &flexv1.AssetList{}
-	if err := r.List(ctx, assets, client.MatchingFields{index.AssetModel: model.Spec.ModelName},
-		client.UnsafeDisableDeepCopy); err != nil {
+	assets, err := index.NewLookup(r.Client).AssetsOfModel(ctx, model.Spec.ModelName)
+	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing assets for an asset model change")
 		return nil
 	}
 	seen := map[types.NamespacedName]bool{}
 	var reqs []reconcile.Request
-	for i := range assets.Items {
-		key := types.NamespacedName{Namespace: assets.Items[i].Namespace, Name: assets.Items[i].Spec.SiteName}
+	for _, a := range assets {
+		key := types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.SiteName}
 		if !seen[key] {
 			seen[key] = true
 			reqs = append(reqs, reconcile.Request{NamespacedName: key})

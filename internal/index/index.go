@@ -10,8 +10,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 )
 
 // Index names. Each is a field of the indexed kind (or the flexsite.io/id label).
@@ -20,8 +18,8 @@ import (
 // cache has no field index by their value, so a client.MatchingFields on them would fail at
 // run time. Their names are therefore unexported: such a selector cannot be written outside
 // this package, and every reader finds by them through a Lookup (lookup.go), whose methods
-// name what they find. AssetModel and Username are plain field indexes (and selectable fields
-// of the CRDs): a MatchingFields on them works on the cache and on the API server alike.
+// name what they find. AssetModel and Username are plain field indexes: a MatchingFields on
+// them works on the cache (and, for Username, a selectable field, on the API server too).
 const (
 	// idKey indexes Sites and Assets by their API id (the flexsite.io/id label).
 	idKey = "metadata.labels.id"
@@ -38,7 +36,8 @@ const (
 	// the authorisation in progress (flexv1.OAuthStateAnnotation).
 	oauthStateKey = "metadata.annotations.oauthState"
 
-	// AssetModel indexes Assets by the asset model they name (a plain field index).
+	// AssetModel indexes Assets by the asset model they name (a plain field index; the API
+	// server cannot select by it).
 	AssetModel = "spec.model"
 	// Username indexes APIClients by login name (a plain field index).
 	Username = "spec.username"
@@ -60,15 +59,14 @@ func OfSiteOnAPIServer(ns, siteName string) client.ListOption {
 // client-go's index keeps a set per value, ~360 bytes for a set of one. AssetModel and
 // Username are looked up across namespaces, with few values each: plain field indexes.
 func Register(ctx context.Context, indexer client.FieldIndexer) error {
-	plain := []struct {
+	for _, ix := range []struct {
 		obj     client.Object
 		field   string
 		extract client.IndexerFunc
 	}{
-		{&flexv1.Asset{}, AssetModel, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.Model) }},
-		{&flexv1.APIClient{}, Username, func(o client.Object) []string { return one(o.(*flexv1.APIClient).Spec.Username) }},
-	}
-	for _, ix := range plain {
+		{assetsByModel.sample, AssetModel, assetsByModel.index().extract},
+		{apiClientsByUsername.sample, Username, apiClientsByUsername.index().extract},
+	} {
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
 			return err
 		}

@@ -40,6 +40,10 @@ type Lookup interface {
 	// DeviceConnectionsByOAuthState finds, in every namespace, the DeviceConnections whose
 	// authorisation in progress has the state of this hash (flexv1.OAuthStateAnnotation).
 	DeviceConnectionsByOAuthState(ctx context.Context, stateHash string) ([]*flexv1.DeviceConnection, error)
+	// AssetsOfModel finds, in every namespace, the Assets that name the asset model.
+	AssetsOfModel(ctx context.Context, model string) ([]*flexv1.Asset, error)
+	// APIClientsByUsername finds, in every namespace, the APIClients with this login name.
+	APIClientsByUsername(ctx context.Context, username string) ([]*flexv1.APIClient, error)
 }
 
 // NewLookup is the Lookup of r, a reader of the manager's cache, whose indexes Register added:
@@ -113,7 +117,15 @@ func (l *lookup) DeviceConnectionsByOAuthState(ctx context.Context, stateHash st
 	return find(ctx, l, deviceConnectionsByOAuthState, &flexv1.DeviceConnectionList{}, "", stateHash)
 }
 
-// key is a bucketed key of kind T: the field it indexes, and how the API server selects by it.
+func (l *lookup) AssetsOfModel(ctx context.Context, model string) ([]*flexv1.Asset, error) {
+	return find(ctx, l, assetsByModel, &flexv1.AssetList{}, "", model)
+}
+
+func (l *lookup) APIClientsByUsername(ctx context.Context, username string) ([]*flexv1.APIClient, error) {
+	return find(ctx, l, apiClientsByUsername, &flexv1.APIClientList{}, "", username)
+}
+
+// key is a key of kind T (bucketed, unless plain): the field it indexes, and how the API server selects by it.
 type key[T client.Object] struct {
 	sample T
 	field  string
@@ -123,6 +135,8 @@ type key[T client.Object] struct {
 	// selector is the API server's selector of value (nil: it has none; the lookup lists the
 	// namespace and keeps what has the value).
 	selector func(value string) client.ListOption
+	// plain: a plain field index of the cache (looked up across namespaces, few values each).
+	plain bool
 }
 
 func (k key[T]) index() bucketedIndex {
@@ -160,6 +174,11 @@ var (
 	deviceConnectionsByOAuthState = key[*flexv1.DeviceConnection]{sample: &flexv1.DeviceConnection{}, field: oauthStateKey,
 		acrossNamespaces: true,
 		value:            func(c *flexv1.DeviceConnection) string { return c.GetAnnotations()[flexv1.OAuthStateAnnotation] }}
+	// spec.model is no selectable field of the CRD: on the API server the lookup lists and keeps.
+	assetsByModel = key[*flexv1.Asset]{sample: &flexv1.Asset{}, field: AssetModel, plain: true, acrossNamespaces: true,
+		value: func(a *flexv1.Asset) string { return a.Spec.Model }}
+	apiClientsByUsername = key[*flexv1.APIClient]{sample: &flexv1.APIClient{}, field: Username, plain: true, acrossNamespaces: true,
+		value: func(c *flexv1.APIClient) string { return c.Spec.Username }, selector: fieldSelector(Username)}
 	mpanClaimsBySite = key[*flexv1.MPANClaim]{sample: &flexv1.MPANClaim{}, field: siteNameKey,
 		value: func(c *flexv1.MPANClaim) string { return c.Spec.SiteName }, selector: fieldSelector(siteNameKey)}
 )
@@ -185,12 +204,17 @@ func find[T client.Object](ctx context.Context, l *lookup, k key[T], list client
 		opts = append(opts, client.InNamespace(ns))
 	}
 	switch {
+	case l.cached && !k.plain:
+		// A reader that wraps the cache: its List reads the bucket.
+		opts = append(opts, client.MatchingFields{bucketField(k.field): bucket(value)})
 	case l.cached:
-		// A reader that wraps the cache: its List reads the bucket (the cached objects
-		// themselves; the list holds shallow copies of them).
-		opts = append(opts, client.MatchingFields{bucketField(k.field): bucket(value)}, client.UnsafeDisableDeepCopy)
+		opts = append(opts, client.MatchingFields{k.field: value}) // the cache's plain index
 	case k.selector != nil:
 		opts = append(opts, k.selector(value))
+	}
+	if l.cached {
+		// The cached objects themselves (the list holds shallow copies of them).
+		opts = append(opts, client.UnsafeDisableDeepCopy)
 	}
 	if err := l.r.List(ctx, list, opts...); err != nil {
 		return nil, err
@@ -209,13 +233,17 @@ func find[T client.Object](ctx context.Context, l *lookup, k key[T], list client
 }
 
 // findInStore answers find from an informer's store: the bucket's objects whose key is the
-// value (10 in a namespace of 10,000 sites), the cached objects themselves.
+// value (10 in a namespace of 10,000 sites; a plain index's, its value's), the cached objects
+// themselves.
 func findInStore[T client.Object](store toolscache.Indexer, k key[T], ns, value string) ([]T, error) {
-	bucketKey := NamespacedKey(ns, bucket(value))
-	if ns == "" {
-		bucketKey = allNamespacesKey(bucket(value))
+	indexName, indexed := BucketIndexName(k.field), bucket(value)
+	if k.plain {
+		indexName, indexed = FieldIndexName(k.field), value
 	}
-	objs, err := store.ByIndex(BucketIndexName(k.field), bucketKey)
+	if ns == "" {
+		ns = allNamespaces
+	}
+	objs, err := store.ByIndex(indexName, NamespacedKey(ns, indexed))
 	if err != nil {
 		return nil, err
 	}

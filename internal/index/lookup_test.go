@@ -87,7 +87,10 @@ func TestLookupsAgree(t *testing.T) {
 			&flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: site, Labels: map[string]string{flexv1.IDLabel: fmt.Sprintf("site-id-%d", i)}},
 				Spec: flexv1.SiteSpec{MPAN: fmt.Sprintf("120000000001%d", i), ExternalUserID: fmt.Sprintf("user-%d", i)}},
 			&flexv1.Asset{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: site + "-charger", Labels: map[string]string{flexv1.IDLabel: fmt.Sprintf("asset-id-%d", i)}},
-				Spec: flexv1.AssetSpec{SiteName: site, Type: flexv1.AssetTypeCharger, ExternalID: fmt.Sprintf("ext-%d", i)}},
+				Spec: flexv1.AssetSpec{SiteName: site, Type: flexv1.AssetTypeCharger, ExternalID: fmt.Sprintf("ext-%d", i),
+					Model: fmt.Sprintf("%s-model-%d", ns, i)}},
+			&flexv1.APIClient{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("client-%d", i)},
+				Spec: flexv1.APIClientSpec{Username: fmt.Sprintf("%s-user-%d", ns, i), PasswordHashSecretRef: flexv1.SecretKeyRef{Name: "credentials"}}},
 			&flexv1.Enrolment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: site + "-enrolment"},
 				Spec: flexv1.EnrolmentSpec{SiteName: site, Proposition: "limited_pause"}},
 			&flexv1.MPANClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("claim-%d", i)},
@@ -142,6 +145,10 @@ func TestLookupsAgree(t *testing.T) {
 			for _, o := range v {
 				out = append(out, o)
 			}
+		case []*flexv1.APIClient:
+			for _, o := range v {
+				out = append(out, o)
+			}
 		}
 		return out, nil
 	}
@@ -164,6 +171,11 @@ func TestLookupsAgree(t *testing.T) {
 		{"connection by state", func(l index.Lookup) ([]client.Object, error) {
 			return as(l.DeviceConnectionsByOAuthState(ctx, ns+"-state-1"))
 		}, in("site-1-connection")},
+		{"assets of a model", func(l index.Lookup) ([]client.Object, error) { return as(l.AssetsOfModel(ctx, ns+"-model-1")) },
+			in("site-1-charger")},
+		{"API client by username", func(l index.Lookup) ([]client.Object, error) {
+			return as(l.APIClientsByUsername(ctx, ns+"-user-0"))
+		}, in("client-0")},
 		{"nobody's id", func(l index.Lookup) ([]client.Object, error) { return as(l.SitesByID(ctx, ns, "none")) }, nil},
 		{"an empty key", func(l index.Lookup) ([]client.Object, error) { return as(l.AssetsByExternalID(ctx, ns, "")) }, nil},
 	}
