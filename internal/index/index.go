@@ -1,6 +1,8 @@
-// Package index sets up the manager's cache: what it holds (CacheOptions), and the field
-// indexes that the controllers and the REST API look objects up by, so that a lookup by
-// natural key or API id is an index hit, not a scan.
+// Package index sets up the manager's cache: what it holds (CacheOptions), and the indexes
+// that the controllers and the REST API look objects up by (Register), so that a lookup by
+// natural key or API id is an index hit, not a scan. Every reader finds by those keys through
+// a Lookup (NewLookup for the cache, NewAPIServerLookup for a fresh read), whose methods name
+// what they find.
 package index
 
 import (

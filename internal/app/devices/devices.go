@@ -134,7 +134,7 @@ func (s *Service) markState(ctx context.Context, conn *flexv1.DeviceConnection, 
 	for {
 		found, err := index.NewLookup(s.cache).DeviceConnectionsByOAuthState(wait, hash)
 		if err != nil || len(found) > 0 {
-			return nil // found; or a reader that is not a cache, which the callback cannot use either
+			return nil // found; or the cache cannot answer, and the callback will fail the same way
 		}
 		select {
 		case <-wait.Done():
