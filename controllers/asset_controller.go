@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -208,35 +207,33 @@ func (r *AssetReconciler) assetsOfModel(ctx context.Context, obj client.Object) 
 	if !ok {
 		return nil
 	}
-	list := &flexv1.AssetList{}
-	if err := r.List(ctx, list, client.MatchingFields{index.AssetModel: model.Spec.ModelName}); err != nil {
+	assets, err := index.NewLookup(r.Client).AssetsOfModel(ctx, model.Spec.ModelName)
+	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing the assets of a model", "model", model.Spec.ModelName)
 		return nil
 	}
-	reqs := make([]reconcile.Request, len(list.Items))
-	for i := range list.Items {
-		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+	reqs := make([]reconcile.Request, len(assets))
+	for i, a := range assets {
+		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)}
 	}
 	return reqs
 }
 
 func (r *AssetReconciler) assetsOfSite(ctx context.Context, site client.Object) []reconcile.Request {
-	return childrenOf(ctx, r.Client, &flexv1.AssetList{}, site)
+	return childrenOf(ctx, index.NewLookup(r.Client).AssetsOfSite, site)
 }
 
-// childrenOf lists (from the cache) the objects whose spec.siteName names the site.
-func childrenOf(ctx context.Context, c client.Reader, list client.ObjectList, site client.Object) []reconcile.Request {
-	if err := index.List(ctx, c, list, index.SiteName, site.GetNamespace(), site.GetName(), true); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing children of a site", "site", site.GetName())
-		return nil
-	}
-	items, err := meta.ExtractList(list)
+// childrenOf finds (in the cache: a Lookup's ...OfSite) the objects of the site.
+func childrenOf[T client.Object](ctx context.Context, find func(ctx context.Context, ns, siteName string) ([]T, error),
+	site client.Object) []reconcile.Request {
+	items, err := find(ctx, site.GetNamespace(), site.GetName())
 	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing children of a site", "site", site.GetName())
 		return nil
 	}
 	reqs := make([]reconcile.Request, len(items))
 	for i, item := range items {
-		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(item.(client.Object))}
+		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(item)}
 	}
 	return reqs
 }

@@ -26,6 +26,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/deviceauth"
+	"github.com/flexsite/flexsite/internal/index"
 )
 
 // DeviceConnectionReconciler keeps a device connection's authorisation alive: it refreshes
@@ -467,6 +468,6 @@ func assetsOfConnection(c client.Reader) handler.MapFunc {
 		}
 		site := &flexv1.Site{}
 		site.Namespace, site.Name = conn.Namespace, conn.Spec.SiteName
-		return childrenOf(ctx, c, &flexv1.AssetList{}, site)
+		return childrenOf(ctx, index.NewLookup(c).AssetsOfSite, site)
 	}
 }

@@ -174,24 +174,16 @@ func decided(enr *flexv1.Enrolment) bool {
 
 // assetsOf are the site's Assets in the cache, read-only.
 func (r *EnrolmentReconciler) assetsOf(ctx context.Context, site *flexv1.Site) ([]*flexv1.Asset, error) {
-	list := &flexv1.AssetList{}
-	if err := index.List(ctx, r.Client, list, index.SiteName, site.Namespace, site.Name, true); err != nil {
-		return nil, err
-	}
-	out := make([]*flexv1.Asset, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
-	}
-	return out, nil
+	return index.NewLookup(r.Client).AssetsOfSite(ctx, site.Namespace, site.Name)
 }
 
 // storesAssets reports whether the API server holds a live Asset of the site.
 func (r *EnrolmentReconciler) storesAssets(ctx context.Context, site *flexv1.Site) (bool, error) {
-	list := &flexv1.AssetList{}
-	if err := index.List(ctx, r.APIReader, list, index.SiteName, site.Namespace, site.Name, false); err != nil {
+	assets, err := index.NewAPIServerLookup(r.APIReader).AssetsOfSite(ctx, site.Namespace, site.Name)
+	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(list.Items, func(a flexv1.Asset) bool { return a.DeletionTimestamp.IsZero() }), nil
+	return slices.ContainsFunc(assets, func(a *flexv1.Asset) bool { return a.DeletionTimestamp.IsZero() }), nil
 }
 
 // finalize records the household's withdrawal when the deletion is one
@@ -241,7 +233,7 @@ func (r *EnrolmentReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 }
 
 func (r *EnrolmentReconciler) enrolmentsOfSite(ctx context.Context, site client.Object) []reconcile.Request {
-	return childrenOf(ctx, r.Client, &flexv1.EnrolmentList{}, site)
+	return childrenOf(ctx, index.NewLookup(r.Client).EnrolmentsOfSite, site)
 }
 
 func (r *EnrolmentReconciler) enrolmentsOfProposition(ctx context.Context, obj client.Object) []reconcile.Request {

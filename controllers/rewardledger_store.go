@@ -241,7 +241,7 @@ func (r *RewardLedgerReconciler) listenChanges(ch chan<- event.GenericEvent) fun
 	}
 	// The ledger of a site is named after the site (identity.RewardLedgerName).
 	bySiteID := func(ctx context.Context, namespace, siteID string) {
-		sites, err := index.Lookup(ctx, r.Client, &flexv1.Site{}, &flexv1.SiteList{}, index.ID, namespace, siteID)
+		sites, err := index.NewLookup(r.Client).SitesByID(ctx, namespace, siteID)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "finding the site of a ledger change", "namespace", namespace, "site", siteID)
 			return

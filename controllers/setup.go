@@ -78,7 +78,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	if _, err := mgr.GetCache().GetInformer(ctx, &flexv1.Subscription{}, cache.BlockUntilSynced(false)); err != nil {
 		return fmt.Errorf("watching Subscriptions: %w", err)
 	}
-	// The controllers' client finds by bucketed key in the cache (index.Lookup, index.List).
+	// The controllers' client: an index.NewLookup of it finds in the cache's stores.
 	cl := index.CachedClient{Client: mgr.GetClient(), Cache: mgr.GetCache()}
 	if o.OrganisationAccess.ServiceAccountName != "" {
 		if err := (&OrganisationReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),

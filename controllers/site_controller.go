@@ -136,9 +136,13 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 		}
 		return errAbandoned
 	}
-	assets := &flexv1.AssetList{}
-	if err := index.List(ctx, r.Client, assets, index.SiteName, site.Namespace, site.Name, false); err != nil {
+	found, err := index.NewLookup(r.Client).AssetsOfSite(ctx, site.Namespace, site.Name)
+	if err != nil {
 		return err
+	}
+	assets := &flexv1.AssetList{Items: make([]flexv1.Asset, len(found))}
+	for i, a := range found {
+		a.DeepCopyInto(&assets.Items[i])
 	}
 	rules, err := householdstore.LoadRules(ctx, r.Client)
 	if err != nil {
@@ -362,16 +366,15 @@ func (r *SiteReconciler) sitesUsingModel(ctx context.Context, obj client.Object)
 	if !ok {
 		return nil
 	}
-	assets := &flexv1.AssetList{}
-	if err := r.List(ctx, assets, client.MatchingFields{index.AssetModel: model.Spec.ModelName},
-		client.UnsafeDisableDeepCopy); err != nil {
+	assets, err := index.NewLookup(r.Client).AssetsOfModel(ctx, model.Spec.ModelName)
+	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing assets for an asset model change")
 		return nil
 	}
 	seen := map[types.NamespacedName]bool{}
 	var reqs []reconcile.Request
-	for i := range assets.Items {
-		key := types.NamespacedName{Namespace: assets.Items[i].Namespace, Name: assets.Items[i].Spec.SiteName}
+	for _, a := range assets {
+		key := types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.SiteName}
 		if !seen[key] {
 			seen[key] = true
 			reqs = append(reqs, reconcile.Request{NamespacedName: key})

@@ -102,8 +102,7 @@ func (v *assetValidator) warnings(ctx context.Context, asset *flexv1.Asset) (adm
 }
 
 func (v *assetValidator) externalIDTaken(ctx context.Context, asset *flexv1.Asset) (string, error) {
-	others, err := index.Lookup(ctx, v.cache, &flexv1.Asset{}, &flexv1.AssetList{}, index.ExternalID, asset.Namespace,
-		asset.Spec.ExternalID)
+	others, err := index.NewLookup(v.cache).AssetsByExternalID(ctx, asset.Namespace, asset.Spec.ExternalID)
 	if err != nil {
 		return "", err
 	}

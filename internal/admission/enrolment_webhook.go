@@ -78,24 +78,16 @@ func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enr
 
 // storedAssets are the site's Assets as the API server holds them now.
 func (v *enrolmentValidator) storedAssets(ctx context.Context, site *flexv1.Site) ([]*flexv1.Asset, error) {
-	list := &flexv1.AssetList{}
-	if err := index.List(ctx, v.api, list, index.SiteName, site.Namespace, site.Name, false); err != nil {
-		return nil, err
-	}
-	out := make([]*flexv1.Asset, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
-	}
-	return out, nil
+	return index.NewAPIServerLookup(v.api).AssetsOfSite(ctx, site.Namespace, site.Name)
 }
 
 // otherEnrolment names another live Enrolment of the same site in the same proposition.
 func (v *enrolmentValidator) otherEnrolment(ctx context.Context, enr *flexv1.Enrolment) (string, error) {
-	list := &flexv1.EnrolmentList{}
-	if err := index.List(ctx, v.cache, list, index.SiteName, enr.Namespace, enr.Spec.SiteName, false); err != nil {
+	others, err := index.NewLookup(v.cache).EnrolmentsOfSite(ctx, enr.Namespace, enr.Spec.SiteName)
+	if err != nil {
 		return "", err
 	}
-	for _, other := range list.Items {
+	for _, other := range others {
 		if other.Name != enr.Name && other.Spec.Proposition == enr.Spec.Proposition && other.DeletionTimestamp.IsZero() {
 			return other.Name, nil
 		}

@@ -67,7 +67,7 @@ func (v *siteValidator) validate(ctx context.Context, site *flexv1.Site, old *fl
 		errs = append(errs, v.claimErrors(ctx, site, oldMPAN, spec.Child("mpan"))...)
 	}
 	if site.Spec.MPAN != "" && len(errs) == 0 {
-		others, err := v.sitesWith(ctx, site, index.MPAN, site.Spec.MPAN)
+		others, err := v.sitesWith(ctx, site, index.NewLookup(v.cache).SitesByMPAN, site.Spec.MPAN)
 		if err != nil {
 			return err
 		}
@@ -158,9 +158,10 @@ func SiteSpecErrors(spec, old *flexv1.SiteSpec, path *field.Path, now time.Time)
 	return errs
 }
 
-// sitesWith names the other live Sites of the namespace whose indexed field has value.
-func (v *siteValidator) sitesWith(ctx context.Context, site *flexv1.Site, indexName, value string) ([]string, error) {
-	others, err := index.Lookup(ctx, v.cache, &flexv1.Site{}, &flexv1.SiteList{}, indexName, site.Namespace, value)
+// sitesWith names the other live Sites of the namespace that find finds by value.
+func (v *siteValidator) sitesWith(ctx context.Context, site *flexv1.Site,
+	find func(ctx context.Context, ns, value string) ([]*flexv1.Site, error), value string) ([]string, error) {
+	others, err := find(ctx, site.Namespace, value)
 	if err != nil {
 		return nil, err
 	}

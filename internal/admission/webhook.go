@@ -25,7 +25,7 @@ import (
 
 // Setup registers the webhooks of every Flexsite kind with the manager's webhook server.
 func Setup(mgr ctrl.Manager) error {
-	// The cache itself, not the client: its unique keys are looked up by bucket (index.Find).
+	// The cache itself, not the client: its unique keys are looked up by bucket (index.NewLookup).
 	lookups := &lookups{cache: mgr.GetCache(), api: mgr.GetAPIReader()}
 	now := time.Now
 	if err := ctrl.NewWebhookManagedBy(mgr, &flexv1.Site{}).

@@ -21,7 +21,7 @@ import (
 // read-only, like any UnsafeDisableDeepCopy read. Every index lookup of this package's hot
 // reads is one of the two methods below.
 type readIndexes struct {
-	sites, assets toolscache.Indexer
+	lookup index.Lookup
 	// changes wakes the reads that wait for a site's next status (eligibility.go).
 	changes *cacheChanges
 }
@@ -29,11 +29,12 @@ type readIndexes struct {
 // newReadIndexes finds the indexers of the cache's Site and Asset informers (nil when the
 // cache is not informer-backed: reads then List as before).
 func newReadIndexes(c client.Reader) *readIndexes {
-	ri := &readIndexes{sites: index.StoreOf(c, &flexv1.Site{}), assets: index.StoreOf(c, &flexv1.Asset{}),
-		changes: &cacheChanges{}}
-	if ri.sites == nil || ri.assets == nil {
+	sites, assets := index.StoreOf(c, &flexv1.Site{}), index.StoreOf(c, &flexv1.Asset{})
+	if sites == nil || assets == nil {
 		return nil
 	}
+	ri := &readIndexes{lookup: index.NewStoreLookup(map[client.Object]toolscache.Indexer{&flexv1.Site{}: sites, &flexv1.Asset{}: assets}),
+		changes: &cacheChanges{}}
 	if informers, ok := c.(index.InformerSource); ok {
 		ri.changes.follow(informers, &flexv1.Site{}, &flexv1.Asset{})
 	}
@@ -42,7 +43,7 @@ func newReadIndexes(c client.Reader) *readIndexes {
 
 // site is the live Site of namespace ns with API id id (nil when none).
 func (ri *readIndexes) site(ns, id string) (*flexv1.Site, error) {
-	sites, err := index.FindIn(ri.sites, &flexv1.Site{}, index.ID, ns, id)
+	sites, err := ri.lookup.SitesByID(context.Background(), ns, id) // the stores at hand: no wait
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +59,7 @@ func (ri *readIndexes) site(ns, id string) (*flexv1.Site, error) {
 // and household.EligibilityInputsOf leave them out), in the index's order (any: an
 // evaluation orders its assets, and EligibilityInputsOf digests them in any order).
 func (ri *readIndexes) assetsOf(site *flexv1.Site) ([]*flexv1.Asset, error) {
-	return index.FindIn(ri.assets, &flexv1.Asset{}, index.SiteName, site.Namespace, site.Name)
+	return ri.lookup.AssetsOfSite(context.Background(), site.Namespace, site.Name) // the stores at hand: no wait
 }
 
 // cacheChanges tells the reads waiting for the cache to change (a site's next status, an

@@ -169,8 +169,7 @@ func (s *Service) ListSites(ctx context.Context, p *auth.Principal, filter SiteF
 	list := &flexv1.SiteList{}
 	if filter.MPAN != "" {
 		// The sites with that MPAN (read-only: the cached objects, shared), through its index.
-		found, err := index.Lookup(ctx, s.Cache, &flexv1.Site{}, &flexv1.SiteList{}, index.MPAN, p.Namespace,
-			strings.ReplaceAll(filter.MPAN, " ", ""))
+		found, err := index.NewLookup(s.Cache).SitesByMPAN(ctx, p.Namespace, strings.ReplaceAll(filter.MPAN, " ", ""))
 		if err != nil {
 			return SitePage{}, err
 		}
@@ -404,7 +403,7 @@ func (s *Service) deleteIfEmpty(ctx context.Context, ns, id string) (*flexv1.Sit
 		return nil, err
 	}
 	// The in-flight deadline is on the wall clock (inFlightDeadline), not the settable Now.
-	inFlight, _, err := householdstore.CheckInFlight(ctx, householdstore.Readers{Cached: s.APIReader, Fresh: s.APIReader}, site, time.Now())
+	inFlight, _, err := householdstore.CheckInFlight(ctx, householdstore.Readers{Fresh: s.APIReader}, site, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -506,7 +505,7 @@ func (s *Service) ChangeDispatch(ctx context.Context, p *auth.Principal, siteID 
 // token, so it is answered from that record. fresh asks the API server instead of the cache
 // (which may not have seen a token issued a moment ago).
 func (s *Service) OriginAllowed(ctx context.Context, siteID, origin string, fresh bool) bool {
-	sites, err := index.Lookup(ctx, s.store(fresh).r, &flexv1.Site{}, &flexv1.SiteList{}, index.ID, "", siteID)
+	sites, err := s.store(fresh).lookup.SitesByID(ctx, "", siteID)
 	if err != nil {
 		return false
 	}

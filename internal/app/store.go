@@ -16,22 +16,21 @@ import (
 // a write conflict, which says the cache was behind.
 type store struct {
 	r      client.Reader
+	lookup index.Lookup
 	cached bool
 }
 
 func (s *Service) store(fresh bool) store {
 	if fresh {
-		return store{r: s.APIReader}
+		return store{r: s.APIReader, lookup: index.NewAPIServerLookup(s.APIReader)}
 	}
-	return store{r: s.Cache, cached: true}
+	return store{r: s.Cache, lookup: index.NewLookup(s.Cache), cached: true}
 }
 
-// site is the live Site of namespace ns whose field (index.ID, MPAN, ExternalUserID) is value
-// (nil when none): from the cache through its bucketed index, a copy unless readOnly (then
-// the cached object itself, which must not be changed); from the API server through its
-// selectors.
-func (st store) site(ctx context.Context, ns, field, value string, readOnly bool) (*flexv1.Site, error) {
-	found, err := index.Lookup(ctx, st.r, &flexv1.Site{}, &flexv1.SiteList{}, field, ns, value)
+// site is the live Site of the Sites found (nil when none): from the cache through its
+// bucketed index, a copy unless readOnly (then the cached object itself, which must not be
+// changed); from the API server through its selectors.
+func (st store) site(found []*flexv1.Site, err error, readOnly bool) (*flexv1.Site, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -46,9 +45,8 @@ func (st store) site(ctx context.Context, ns, field, value string, readOnly bool
 	return nil, nil
 }
 
-// asset is site's counterpart for Assets (index.ID, ExternalID), always a copy.
-func (st store) asset(ctx context.Context, ns, field, value string) (*flexv1.Asset, error) {
-	found, err := index.Lookup(ctx, st.r, &flexv1.Asset{}, &flexv1.AssetList{}, field, ns, value)
+// asset is site's counterpart for Assets, always a copy.
+func (st store) asset(found []*flexv1.Asset, err error) (*flexv1.Asset, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -64,21 +62,25 @@ func (st store) asset(ctx context.Context, ns, field, value string) (*flexv1.Ass
 }
 
 func (st store) siteByID(ctx context.Context, ns, id string) (*flexv1.Site, error) {
-	return st.site(ctx, ns, index.ID, id, false)
+	found, err := st.lookup.SitesByID(ctx, ns, id)
+	return st.site(found, err, false)
 }
 
 // siteToRead is siteByID for a caller that only reads the site: from the cache it is the
 // cached object itself, not a deep copy, and must not be changed.
 func (st store) siteToRead(ctx context.Context, ns, id string) (*flexv1.Site, error) {
-	return st.site(ctx, ns, index.ID, id, true)
+	found, err := st.lookup.SitesByID(ctx, ns, id)
+	return st.site(found, err, true)
 }
 
 func (st store) siteByMPAN(ctx context.Context, ns, mpan string) (*flexv1.Site, error) {
-	return st.site(ctx, ns, index.MPAN, mpan, false)
+	found, err := st.lookup.SitesByMPAN(ctx, ns, mpan)
+	return st.site(found, err, false)
 }
 
 func (st store) siteByExternalUser(ctx context.Context, ns, externalUserID string) (*flexv1.Site, error) {
-	return st.site(ctx, ns, index.ExternalUserID, externalUserID, false)
+	found, err := st.lookup.SitesByExternalUserID(ctx, ns, externalUserID)
+	return st.site(found, err, false)
 }
 
 func (st store) siteByName(ctx context.Context, ns, name string) (*flexv1.Site, error) {
@@ -93,40 +95,48 @@ func (st store) siteByName(ctx context.Context, ns, name string) (*flexv1.Site, 
 }
 
 func (st store) assetByID(ctx context.Context, ns, id string) (*flexv1.Asset, error) {
-	return st.asset(ctx, ns, index.ID, id)
+	return st.asset(st.lookup.AssetsByID(ctx, ns, id))
 }
 
 func (st store) assetByExternalID(ctx context.Context, ns, externalID string) (*flexv1.Asset, error) {
-	return st.asset(ctx, ns, index.ExternalID, externalID)
+	return st.asset(st.lookup.AssetsByExternalID(ctx, ns, externalID))
 }
 
 // assetsOf lists a site's live assets. The result is read-only: from the cache it shares the
 // cached objects (no deep copy: reads are the hot path); the slice itself is the caller's.
 func (st store) assetsOf(ctx context.Context, site *flexv1.Site) ([]flexv1.Asset, error) {
-	list := &flexv1.AssetList{}
-	if err := index.List(ctx, st.r, list, index.SiteName, site.Namespace, site.Name, true); err != nil {
+	found, err := st.lookup.AssetsOfSite(ctx, site.Namespace, site.Name)
+	if err != nil {
 		return nil, err
 	}
-	live := list.Items[:0]
-	for _, a := range list.Items {
+	live := make([]flexv1.Asset, 0, len(found))
+	for _, a := range found {
 		if a.DeletionTimestamp.IsZero() {
-			live = append(live, a)
+			live = append(live, *a)
 		}
 	}
 	return live, nil
 }
 
 func (st store) enrolmentsOf(ctx context.Context, site *flexv1.Site) ([]flexv1.Enrolment, error) {
-	list := &flexv1.EnrolmentList{}
-	if err := index.List(ctx, st.r, list, index.SiteName, site.Namespace, site.Name, false); err != nil {
+	found, err := st.lookup.EnrolmentsOfSite(ctx, site.Namespace, site.Name)
+	if err != nil {
 		return nil, err
 	}
-	return list.Items, nil
+	out := make([]flexv1.Enrolment, len(found))
+	for i, e := range found {
+		if st.cached {
+			e.DeepCopyInto(&out[i])
+		} else {
+			out[i] = *e
+		}
+	}
+	return out, nil
 }
 
 func (st store) ledgersOf(ctx context.Context, site *flexv1.Site) ([]flexv1.RewardLedger, error) {
 	list := &flexv1.RewardLedgerList{}
-	if err := st.r.List(ctx, list, client.InNamespace(site.Namespace), client.MatchingFields{index.SiteName: site.Name}); err != nil {
+	if err := st.r.List(ctx, list, index.OfSiteOnAPIServer(site.Namespace, site.Name)); err != nil {
 		return nil, err
 	}
 	return list.Items, nil

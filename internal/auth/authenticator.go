@@ -59,11 +59,15 @@ func NewAuthenticator(cache, api client.Reader) *Authenticator {
 // alike, and ErrClientDisabled for a disabled client, but only once the password was right:
 // without the password nobody learns that a client exists, let alone that it is disabled.
 func (a *Authenticator) Login(ctx context.Context, username, password string) (*Principal, error) {
-	var clients flexv1.APIClientList
-	if err := a.cache.List(ctx, &clients, client.MatchingFields{index.Username: username}); err != nil {
+	found, err := index.NewLookup(a.cache).APIClientsByUsername(ctx, username)
+	if err != nil {
 		return nil, fmt.Errorf("looking up API client: %w", err)
 	}
-	apiClient, holders := tenancy.Owner(clients.Items, username)
+	clients := make([]flexv1.APIClient, len(found))
+	for i, c := range found {
+		clients[i] = *c // shallow: read only
+	}
+	apiClient, holders := tenancy.Owner(clients, username)
 	if apiClient == nil {
 		if holders > 1 {
 			// Stored before the admission webhook existed, or while it was not installed: an

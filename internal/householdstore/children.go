@@ -22,7 +22,7 @@ func DeleteChildren(ctx context.Context, c client.Client, r client.Reader, site 
 		// A device connection's finalizer revokes its tokens at the provider and deletes them.
 		&flexv1.DeviceConnectionList{}}
 	for _, list := range children {
-		if err := index.List(ctx, r, list, index.SiteName, site.Namespace, site.Name, false); err != nil {
+		if err := r.List(ctx, list, index.OfSiteOnAPIServer(site.Namespace, site.Name)); err != nil {
 			return nil, err
 		}
 		items, err := meta.ExtractList(list)

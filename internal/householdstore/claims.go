@@ -90,11 +90,11 @@ func Unclaimed(ctx context.Context, fresh client.Reader, site *flexv1.Site, now 
 
 // holderOtherThan reports, as an MPANTakenError, a live site other than site that holds mpan.
 func holderOtherThan(ctx context.Context, fresh client.Reader, site *flexv1.Site, mpan string) error {
-	sites := &flexv1.SiteList{}
-	if err := fresh.List(ctx, sites, client.InNamespace(site.Namespace), client.MatchingFields{index.MPAN: mpan}); err != nil {
+	sites, err := index.NewAPIServerLookup(fresh).SitesByMPAN(ctx, site.Namespace, mpan)
+	if err != nil {
 		return err
 	}
-	for _, other := range sites.Items {
+	for _, other := range sites {
 		if other.Name != site.Name && other.DeletionTimestamp.IsZero() {
 			return &household.MPANTakenError{MPAN: mpan, Holder: other.Name}
 		}
@@ -130,13 +130,13 @@ func ReleaseClaim(ctx context.Context, c client.Client, fresh client.Reader, sit
 // long until the next of the others turns stale (zero: none left pending), for the Site
 // controller to look again then.
 func ReleaseClaims(ctx context.Context, c client.Client, r client.Reader, site *flexv1.Site, now time.Time) (time.Duration, error) {
-	claims := &flexv1.MPANClaimList{}
-	if err := index.List(ctx, r, claims, index.SiteName, site.Namespace, site.Name, false); err != nil {
+	claims, err := index.NewLookup(r).MPANClaimsOfSite(ctx, site.Namespace, site.Name)
+	if err != nil {
 		return 0, err
 	}
 	var next time.Duration
-	for i := range claims.Items {
-		claim := &claims.Items[i]
+	for _, cached := range claims {
+		claim := cached.DeepCopy() // deleted with preconditions: not the cache's object
 		switch household.Standing(claim, site, now) {
 		case claimrule.Held:
 			if !household.HoldsByName(site) {

@@ -14,7 +14,8 @@ import (
 )
 
 // Readers are where a use reads objects from: Cached first (a cache that may be behind), and
-// Fresh (the API server) before a verdict a stale read could make wrong.
+// Fresh (the API server) before a verdict a stale read could make wrong. A use that reads
+// the API server only leaves Cached nil.
 type Readers struct{ Cached, Fresh client.Reader }
 
 // CheckInFlight tells where a marked site stands and, while Writing, how long to wait. It
@@ -26,21 +27,25 @@ func CheckInFlight(ctx context.Context, r Readers, site *flexv1.Site, now time.T
 	if !ok {
 		return household.NotInFlight, 0, nil
 	}
-	complete, err := written(ctx, m, r.Cached, site)
+	cached, cachedLookup := r.Cached, index.NewLookup(r.Cached)
+	if cached == nil {
+		cached, cachedLookup = r.Fresh, index.NewAPIServerLookup(r.Fresh)
+	}
+	complete, err := written(ctx, m, cached, cachedLookup, site)
 	if err != nil || complete {
 		return household.Written, 0, err
 	}
 	if now.Before(m.Until) {
 		return household.Writing, m.Until.Sub(now), nil
 	}
-	if complete, err = written(ctx, m, r.Fresh, site); err != nil || complete {
+	if complete, err = written(ctx, m, r.Fresh, index.NewAPIServerLookup(r.Fresh), site); err != nil || complete {
 		return household.Written, 0, err
 	}
 	return household.Abandoned, 0, nil
 }
 
 // written reports whether every object the marker m names exists.
-func written(ctx context.Context, m household.InFlight, r client.Reader, site *flexv1.Site) (bool, error) {
+func written(ctx context.Context, m household.InFlight, r client.Reader, lookup index.Lookup, site *flexv1.Site) (bool, error) {
 	for _, name := range m.Assets {
 		err := r.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: name}, &flexv1.Asset{})
 		if apierrors.IsNotFound(err) {
@@ -53,12 +58,12 @@ func written(ctx context.Context, m household.InFlight, r client.Reader, site *f
 	if len(m.Enrolments) == 0 {
 		return true, nil
 	}
-	enrolments := &flexv1.EnrolmentList{}
-	if err := index.List(ctx, r, enrolments, index.SiteName, site.Namespace, site.Name, false); err != nil {
+	enrolments, err := lookup.EnrolmentsOfSite(ctx, site.Namespace, site.Name)
+	if err != nil {
 		return false, err
 	}
 	for _, p := range m.Enrolments {
-		if !slices.ContainsFunc(enrolments.Items, func(e flexv1.Enrolment) bool { return e.Spec.Proposition == p }) {
+		if !slices.ContainsFunc(enrolments, func(e *flexv1.Enrolment) bool { return e.Spec.Proposition == p }) {
 			return false, nil
 		}
 	}

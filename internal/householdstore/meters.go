@@ -14,13 +14,12 @@ import (
 // BoundaryMeterIDs are the API ids of a site's boundary meters, sorted: whose readings are the
 // site's energy when it has any (rewards-engine.md, "Actual").
 func BoundaryMeterIDs(ctx context.Context, r client.Reader, namespace, siteName string) ([]string, error) {
-	assets := &flexv1.AssetList{}
-	if err := index.List(ctx, r, assets, index.SiteName, namespace, siteName, false); err != nil {
+	assets, err := index.NewLookup(r).AssetsOfSite(ctx, namespace, siteName)
+	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for i := range assets.Items {
-		a := &assets.Items[i]
+	for _, a := range assets {
 		if a.Spec.Type != flexv1.AssetTypeBoundaryMeter {
 			continue
 		}
@@ -38,13 +37,12 @@ func BoundaryMeterIDs(ctx context.Context, r client.Reader, namespace, siteName 
 // what settlement.PlausiblePowerW bounds the site's readings and credits by. Zero when none
 // declares a rating. The sum is held at MaxInt64 rather than wrapped.
 func RatedPowerW(ctx context.Context, r client.Reader, namespace, siteName string) (int64, error) {
-	assets := &flexv1.AssetList{}
-	if err := index.List(ctx, r, assets, index.SiteName, namespace, siteName, true); err != nil {
+	assets, err := index.NewLookup(r).AssetsOfSite(ctx, namespace, siteName)
+	if err != nil {
 		return 0, err
 	}
 	var sum int64
-	for i := range assets.Items {
-		a := &assets.Items[i]
+	for _, a := range assets {
 		if !a.DeletionTimestamp.IsZero() || a.Spec.PowerW == nil || *a.Spec.PowerW <= 0 {
 			continue
 		}

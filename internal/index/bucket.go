@@ -7,13 +7,9 @@ import (
 	"reflect"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 )
 
 // Unique keys (API ids, meter points, external ids) are indexed in the cache by bucket, not by
@@ -44,31 +40,31 @@ func bucket(value string) string {
 	return bucketNames[h%bucketCount]
 }
 
+// bucketField is the field under which the buckets of field are indexed. An informer keeps
+// the index as controller-runtime keeps a field index (FieldIndexName, keys namespace/bucket
+// and allNamespaces/bucket), so that a reader that wraps the cache finds a bucket with an
+// ordinary List (client.MatchingFields{bucketField(field): bucket}).
+func bucketField(field string) string { return "bucket:" + field }
+
 // BucketIndexName is the name under which a bucketed index is kept in an informer's indexer.
-func BucketIndexName(field string) string { return "bucket:" + field }
+func BucketIndexName(field string) string { return FieldIndexName(bucketField(field)) }
 
-// bucketedKey names a bucketed index of a kind.
-type bucketedKey struct {
-	kind  reflect.Type
-	field string
+// bucketedIndex is a bucketed index of a kind: its field and what an object's values of it are.
+type bucketedIndex struct {
+	sample  client.Object
+	field   string
+	extract client.IndexerFunc
+	// acrossNamespaces: the index also answers a value in every namespace.
+	acrossNamespaces bool
 }
 
-// bucketed are the bucketed indexes' extractors, by kind and field (Register adds them; Find
-// keeps the bucket's objects whose key is the value).
-var bucketed = map[bucketedKey]client.IndexerFunc{}
-
-func bucketedKeyOf(obj client.Object, field string) bucketedKey {
-	return bucketedKey{kind: reflect.TypeOf(obj), field: field}
-}
-
-// indexBuckets adds the bucketed index of obj's kind by field.
-func indexBuckets(ctx context.Context, informers InformerSource, obj client.Object, field string, extract client.IndexerFunc,
-	acrossNamespaces bool) error {
-	inf, err := informers.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+// indexBuckets adds a bucketed index to its kind's informer.
+func indexBuckets(ctx context.Context, informers InformerSource, k bucketedIndex) error {
+	inf, err := informers.GetInformer(ctx, k.sample, cache.BlockUntilSynced(false))
 	if err != nil {
 		return err
 	}
-	return inf.AddIndexers(toolscache.Indexers{BucketIndexName(field): bucketIndexFunc(extract, acrossNamespaces)})
+	return inf.AddIndexers(toolscache.Indexers{BucketIndexName(k.field): bucketIndexFunc(k.extract, k.acrossNamespaces)})
 }
 
 // bucketIndexFunc is an informer's index function of the buckets of what extract answers.
@@ -93,185 +89,23 @@ func bucketIndexFunc(extract client.IndexerFunc, acrossNamespaces bool) toolscac
 	}
 }
 
-// allNamespacesKey is a bucket's key across namespaces (a namespace name has no "*").
-func allNamespacesKey(bucket string) string { return "*/" + bucket }
+// allNamespaces is the namespace under which controller-runtime keeps a field index's keys
+// across namespaces (a namespace name has no underscore).
+const allNamespaces = "__all_namespaces"
 
-// ErrNotCached is Find's answer for a reader that is not an informer-backed cache: the caller
-// lists with client.MatchingFields (the API server's field and label selectors) instead.
-var ErrNotCached = errors.New("not an informer-backed cache")
+// allNamespacesKey is a bucket's key across namespaces.
+func allNamespacesKey(bucket string) string { return NamespacedKey(allNamespaces, bucket) }
 
-// Find answers the objects of sample's kind in namespace ns whose field (a bucketed index:
-// ID, MPAN, ExternalID, ExternalUserID) is value, from c's informer store; with ns "", in
-// every namespace (Sites by ID and DeviceConnections by OAuthState only). They are the cached
-// objects themselves, shared: read-only (DeepCopy one to change it).
-func Find[T client.Object](c client.Reader, sample T, field, ns, value string) ([]T, error) {
-	store := StoreOf(c, sample)
-	if store == nil {
-		return nil, ErrNotCached
-	}
-	return FindIn(store, sample, field, ns, value)
-}
-
-// FindIn is Find in an informer's store already at hand (StoreOf), for the hot reads.
-func FindIn[T client.Object](store toolscache.Indexer, sample T, field, ns, value string) ([]T, error) {
-	extract, ok := bucketed[bucketedKeyOf(sample, field)]
-	if !ok {
-		return nil, fmt.Errorf("no bucketed index %s of %T", field, sample)
-	}
-	key := NamespacedKey(ns, bucket(value))
-	if ns == "" {
-		key = allNamespacesKey(bucket(value))
-	}
-	objs, err := store.ByIndex(BucketIndexName(field), key)
-	if err != nil {
-		return nil, err
-	}
-	var found []T
-	for _, raw := range objs {
-		o, ok := raw.(T)
-		if ok && (ns == "" || o.GetNamespace() == ns) && slices.Contains(extract(o), value) {
-			found = append(found, o)
-		}
-	}
-	return found, nil
-}
-
-// Finder is a reader that wraps a cache and finds by bucketed key itself (Lookup asks it): a
-// wrapper that counts reads or injects faults into them answers index.Find of its cache.
-type Finder interface {
-	FindIndexed(ctx context.Context, sample client.Object, field, ns, value string) ([]client.Object, error)
-}
-
-// Lookup is Find on an informer-backed cache (or a Finder); on any other reader (the API server) it lists
-// with the selectors the API server has for the same keys (the id label, the CRDs' selectable
-// fields), into list. What it answers from a cache is shared and read-only.
-func Lookup[T client.Object](ctx context.Context, c client.Reader, sample T, list client.ObjectList, field, ns, value string) ([]T, error) {
-	if f, ok := c.(Finder); ok {
-		objs, err := f.FindIndexed(ctx, sample, field, ns, value)
-		if err != nil {
-			return nil, err
-		}
-		found := make([]T, 0, len(objs))
-		for _, o := range objs {
-			if t, ok := o.(T); ok {
-				found = append(found, t)
-			}
-		}
-		return found, nil
-	}
-	found, err := Find(c, sample, field, ns, value)
-	if !errors.Is(err, ErrNotCached) {
-		return found, err
-	}
-	selector := client.ListOption(client.MatchingFields{field: value})
-	if field == ID {
-		selector = client.MatchingLabels{flexv1.IDLabel: value}
-	}
-	opts := []client.ListOption{selector}
-	if ns != "" {
-		opts = append(opts, client.InNamespace(ns))
-	}
-	if err := c.List(ctx, list, opts...); err != nil {
-		return nil, err
-	}
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return nil, err
-	}
-	found = make([]T, 0, len(items))
-	for _, item := range items {
-		if o, ok := item.(T); ok {
-			found = append(found, o)
-		}
-	}
-	return found, nil
-}
-
-// uniqueKeys are the bucketed indexes (see bucketCount).
+// bucketedIndexes are the bucketed indexes (see bucketCount). They are fixed: what a Lookup
+// finds by each is named by its methods (lookup.go), not registered at run time.
 // A Site is also found by ID across namespaces: a CORS preflight carries no token, so no
 // organisation (restapi's preflightGranted). A site's children are found by its name the same
 // way (a site has a few: a set each cost as much as a unique key's).
-var uniqueKeys = []struct {
-	obj              client.Object
-	field            string
-	extract          client.IndexerFunc
-	acrossNamespaces bool
-}{
-	{&flexv1.Site{}, ID, func(o client.Object) []string { return one(o.GetLabels()[flexv1.IDLabel]) }, true},
-	{&flexv1.Site{}, MPAN, func(o client.Object) []string { return one(o.(*flexv1.Site).Spec.MPAN) }, false},
-	{&flexv1.Site{}, ExternalUserID, func(o client.Object) []string { return one(o.(*flexv1.Site).Spec.ExternalUserID) }, false},
-	{&flexv1.Asset{}, ID, func(o client.Object) []string { return one(o.GetLabels()[flexv1.IDLabel]) }, false},
-	{&flexv1.Asset{}, ExternalID, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.ExternalID) }, false},
-	{&flexv1.Asset{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.SiteName) }, false},
-	{&flexv1.Enrolment{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.Enrolment).Spec.SiteName) }, false},
-	{&flexv1.DeviceConnection{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.DeviceConnection).Spec.SiteName) }, false},
-	{&flexv1.DeviceConnection{}, OAuthState,
-		func(o client.Object) []string { return one(o.GetAnnotations()[flexv1.OAuthStateAnnotation]) }, true},
-	{&flexv1.MPANClaim{}, SiteName, func(o client.Object) []string { return one(o.(*flexv1.MPANClaim).Spec.SiteName) }, false},
-}
-
-// ListFor answers a new list of obj's kind, for a kind that has bucketed indexes (nil for
-// another): what a Finder that wraps a reader lists into when it asks Lookup.
-func ListFor(obj client.Object) client.ObjectList {
-	switch obj.(type) {
-	case *flexv1.Site:
-		return &flexv1.SiteList{}
-	case *flexv1.Asset:
-		return &flexv1.AssetList{}
-	case *flexv1.Enrolment:
-		return &flexv1.EnrolmentList{}
-	case *flexv1.DeviceConnection:
-		return &flexv1.DeviceConnectionList{}
-	case *flexv1.MPANClaim:
-		return &flexv1.MPANClaimList{}
-	}
-	return nil
-}
-
-// itemOf answers a new item of a list kind that has bucketed indexes (nil for another).
-func itemOf(list client.ObjectList) client.Object {
-	switch list.(type) {
-	case *flexv1.SiteList:
-		return &flexv1.Site{}
-	case *flexv1.AssetList:
-		return &flexv1.Asset{}
-	case *flexv1.EnrolmentList:
-		return &flexv1.Enrolment{}
-	case *flexv1.DeviceConnectionList:
-		return &flexv1.DeviceConnection{}
-	case *flexv1.MPANClaimList:
-		return &flexv1.MPANClaim{}
-	}
-	return nil
-}
-
-// List fills list with the objects of namespace ns whose field is value, as c.List with
-// client.MatchingFields would: on a cache (or a Finder) through the bucketed index, each a
-// copy, or with readOnly the cached object itself (shallow: its maps and slices are the
-// cache's, as client.UnsafeDisableDeepCopy gives); on the API server through its selectors.
-func List(ctx context.Context, c client.Reader, list client.ObjectList, field, ns, value string, readOnly bool) error {
-	sample := itemOf(list)
-	if sample == nil {
-		return c.List(ctx, list, client.InNamespace(ns), client.MatchingFields{field: value})
-	}
-	found, err := Lookup(ctx, c, sample, list, field, ns, value)
-	if err != nil {
-		return err
-	}
-	items := make([]runtime.Object, len(found))
-	for i, o := range found {
-		if !readOnly {
-			o = o.DeepCopyObject().(client.Object)
-		}
-		items[i] = o
-	}
-	return meta.SetList(list, items)
-}
-
-func init() {
-	for _, k := range uniqueKeys {
-		bucketed[bucketedKeyOf(k.obj, k.field)] = k.extract
-	}
+var bucketedIndexes = []bucketedIndex{
+	sitesByID.index(), sitesByMPAN.index(), sitesByExternalUserID.index(),
+	assetsByID.index(), assetsByExternalID.index(), assetsBySite.index(),
+	enrolmentsBySite.index(), deviceConnectionsBySite.index(), deviceConnectionsByOAuthState.index(),
+	mpanClaimsBySite.index(),
 }
 
 // one is v as an index's values (none when empty).
@@ -282,24 +116,28 @@ func one(v string) []string {
 	return []string{v}
 }
 
-// CachedClient is a manager's client whose lookups by bucketed key (Lookup, List) go to the
-// manager's cache: what a controller reads with.
+// CachedClient is a manager's client whose Lookup (NewLookup) finds in the manager's cache's
+// stores: what a controller reads with.
 type CachedClient struct {
 	client.Client
 	// Cache is the manager's cache (informer-backed).
 	Cache client.Reader
 }
 
-// FindIndexed is Find in the cache.
-func (c CachedClient) FindIndexed(_ context.Context, sample client.Object, field, ns, value string) ([]client.Object, error) {
-	return Find(c.Cache, sample, field, ns, value)
+// GetInformer is the cache's: a Lookup of the client finds in the informers' stores.
+func (c CachedClient) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	informers, ok := c.Cache.(InformerSource)
+	if !ok {
+		return nil, errors.New("the client's cache is not informer-backed")
+	}
+	return informers.GetInformer(ctx, obj, opts...)
 }
 
 // BucketIndexers are the bucketed indexes of obj's kind, for an indexer built by hand (tests).
 func BucketIndexers(obj client.Object) toolscache.Indexers {
 	out := toolscache.Indexers{}
-	for _, k := range uniqueKeys {
-		if reflect.TypeOf(k.obj) == reflect.TypeOf(obj) {
+	for _, k := range bucketedIndexes {
+		if reflect.TypeOf(k.sample) == reflect.TypeOf(obj) {
 			out[BucketIndexName(k.field)] = bucketIndexFunc(k.extract, k.acrossNamespaces)
 		}
 	}

@@ -1,12 +1,14 @@
 package index
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 )
@@ -40,19 +42,22 @@ func TestFindInBuckets(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
+	lookup := NewStoreLookup(map[client.Object]toolscache.Indexer{&flexv1.Site{}: store})
 	for _, c := range []struct {
-		name, field, ns, value string
-		want                   []string
+		name      string
+		find      func(ctx context.Context, ns, value string) ([]*flexv1.Site, error)
+		ns, value string
+		want      []string
 	}{
-		{"a site by id", ID, "org-a", "id-7", []string{"org-a/site-7"}},
-		{"a site by MPAN", MPAN, "org-b", fmt.Sprintf("%013d", 42), []string{"org-b/site-42"}},
-		{"an id of another organisation only", ID, "org-b", fmt.Sprintf("id-%d", n-1), nil},
-		{"an id nobody has", ID, "org-a", "id-none", nil},
-		{"a site by id across organisations", ID, "", "id-3", []string{"org-a/site-3", "org-b/site-3"}},
-		{"no end user id is indexed when empty", ExternalUserID, "org-a", "", nil},
+		{"a site by id", lookup.SitesByID, "org-a", "id-7", []string{"org-a/site-7"}},
+		{"a site by MPAN", lookup.SitesByMPAN, "org-b", fmt.Sprintf("%013d", 42), []string{"org-b/site-42"}},
+		{"an id of another organisation only", lookup.SitesByID, "org-b", fmt.Sprintf("id-%d", n-1), nil},
+		{"an id nobody has", lookup.SitesByID, "org-a", "id-none", nil},
+		{"a site by id across organisations", lookup.SitesByID, "", "id-3", []string{"org-a/site-3", "org-b/site-3"}},
+		{"no end user id is indexed when empty", lookup.SitesByExternalUserID, "org-a", "", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := FindIn(store, &flexv1.Site{}, c.field, c.ns, c.value)
+			got, err := c.find(t.Context(), c.ns, c.value)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,12 +67,12 @@ func TestFindInBuckets(t *testing.T) {
 		})
 	}
 	// A bucket holds a few of a namespace's sites, not all of them.
-	keys := store.ListIndexFuncValues(BucketIndexName(ID))
+	keys := store.ListIndexFuncValues(BucketIndexName(idKey))
 	if len(keys) < bucketCount {
 		t.Errorf("%d buckets in use for %d sites, want all %d", len(keys), n, bucketCount)
 	}
-	if _, err := FindIn(store, &flexv1.Site{}, AssetModel, "org-a", "site-1"); err == nil {
-		t.Error("a field that is not bucketed must be refused, not answered empty")
+	if _, err := lookup.SitesByMPAN(t.Context(), "", "0000000000001"); err == nil {
+		t.Error("a key found within a namespace must refuse every namespace, not answer empty")
 	}
 }
 
@@ -84,7 +89,8 @@ func TestFindChildrenBySiteName(t *testing.T) {
 			}
 		}
 	}
-	got, err := FindIn(store, &flexv1.Asset{}, SiteName, "org", "site-17")
+	lookup := NewStoreLookup(map[client.Object]toolscache.Indexer{&flexv1.Asset{}: store})
+	got, err := lookup.AssetsOfSite(t.Context(), "org", "site-17")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,20 +101,6 @@ func TestFindChildrenBySiteName(t *testing.T) {
 	slices.Sort(names)
 	if want := []string{"asset-battery-17", "asset-charger-17"}; !slices.Equal(names, want) {
 		t.Errorf("children %v, want %v", names, want)
-	}
-}
-
-// Every kind with a bucketed index has its list kind both ways (List and the wrappers that
-// find for Lookup depend on it).
-func TestListForEveryBucketedKind(t *testing.T) {
-	for _, k := range uniqueKeys {
-		list := ListFor(k.obj)
-		if list == nil {
-			t.Fatalf("no list kind for %T", k.obj)
-		}
-		if item := itemOf(list); fmt.Sprintf("%T", item) != fmt.Sprintf("%T", k.obj) {
-			t.Errorf("%T lists as %T, whose items are %T", k.obj, list, item)
-		}
 	}
 }
 
@@ -126,8 +118,9 @@ func TestFindConnectionByOAuthState(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	lookup := NewStoreLookup(map[client.Object]toolscache.Indexer{&flexv1.DeviceConnection{}: store})
 	for value, want := range map[string][]string{"hash-10": {"org-3/conn-10"}, "hash-11": nil, "": nil, "hash-none": nil} {
-		got, err := FindIn(store, &flexv1.DeviceConnection{}, OAuthState, "", value)
+		got, err := lookup.DeviceConnectionsByOAuthState(t.Context(), value)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,70 +1,93 @@
-// Package index sets up the manager's cache: what it holds (CacheOptions), and the field
-// indexes that the controllers and the REST API look objects up by, so that a lookup by
-// natural key or API id is an index hit, not a scan.
+// Package index sets up the manager's cache: what it holds (CacheOptions), and the indexes
+// that the controllers and the REST API look objects up by (Register), so that a lookup by
+// natural key or API id is an index hit, not a scan. Every reader finds by those keys through
+// a Lookup (NewLookup for the cache, NewAPIServerLookup for a fresh read), whose methods name
+// what they find.
 package index
 
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/fields"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 )
 
 // Index names. Each is a field of the indexed kind (or the flexsite.io/id label).
+//
+// The keys an object is looked up by within its namespace are bucketed (bucket.go): the
+// cache has no field index by their value, so a client.MatchingFields on them would fail at
+// run time. Their names are therefore unexported: such a selector cannot be written outside
+// this package, and every reader finds by them through a Lookup (lookup.go), whose methods
+// name what they find. AssetModel and Username are plain field indexes: a MatchingFields on
+// them works on the cache (and, for Username, a selectable field, on the API server too).
 const (
-	// ID indexes Sites and Assets by their API id (the flexsite.io/id label).
-	ID = "metadata.labels.id"
-	// SiteName indexes Assets, Enrolments, DeviceConnections and MPANClaims by the site they
-	// belong to (and selects RewardLedgers on the API server; the cache has no such index of
-	// them).
-	SiteName = "spec.siteName"
-	// AssetModel indexes Assets by the asset model they name.
-	AssetModel = "spec.model"
-	// ExternalID indexes Assets by the API client's external id.
-	ExternalID = "spec.externalID"
-	// MPAN indexes Sites by meter point.
-	MPAN = "spec.mpan"
-	// ExternalUserID indexes Sites by the end user of the component-token flow.
-	ExternalUserID = "spec.externalUserID"
-	// Username indexes APIClients by login name.
-	Username = "spec.username"
-	// OAuthState indexes DeviceConnections, across namespaces, by the hash of the state of
+	// idKey indexes Sites and Assets by their API id (the flexsite.io/id label).
+	idKey = "metadata.labels.id"
+	// siteNameKey indexes Assets, Enrolments, DeviceConnections and MPANClaims by the site
+	// they belong to.
+	siteNameKey = "spec.siteName"
+	// externalIDKey indexes Assets by the API client's external id.
+	externalIDKey = "spec.externalID"
+	// mpanKey indexes Sites by meter point.
+	mpanKey = "spec.mpan"
+	// externalUserIDKey indexes Sites by the end user of the component-token flow.
+	externalUserIDKey = "spec.externalUserID"
+	// oauthStateKey indexes DeviceConnections, across namespaces, by the hash of the state of
 	// the authorisation in progress (flexv1.OAuthStateAnnotation).
-	OAuthState = "metadata.annotations.oauthState"
+	oauthStateKey = "metadata.annotations.oauthState"
+
+	// AssetModel indexes Assets by the asset model they name (a plain field index; the API
+	// server cannot select by it).
+	AssetModel = "spec.model"
+	// Username indexes APIClients by login name (a plain field index).
+	Username = "spec.username"
 )
+
+// OfSiteOnAPIServer selects, in a List from the API server, the objects of namespace ns that
+// belong to the Site named siteName: spec.siteName is a selectable field of every kind a site
+// owns (RewardLedgers included, which a Lookup does not find). The cache has no such index
+// (a Lookup finds a site's children there): it is for a reader of the API server only.
+func OfSiteOnAPIServer(ns, siteName string) client.ListOption {
+	return &client.ListOptions{Namespace: ns, FieldSelector: fields.OneTermEqualSelector(siteNameKey, siteName)}
+}
 
 // Register adds every Flexsite index to the indexer (a manager's or a cache's).
 //
 // The keys an object is looked up by within its namespace (an organisation's sites by id,
 // MPAN and end user; assets by id and external id; a site's children by its name) are
-// bucketed on a cache (bucket.go: look them up with Find, Lookup or List): a fleet holds one
-// of each per object, and client-go's index keeps a set per value, ~360 bytes for a set of
-// one. On another indexer they are plain field indexes. AssetModel and Username are looked
-// up across namespaces, with few values each: plain field indexes everywhere.
+// bucketed (bucket.go; find by them with a Lookup): a fleet holds one of each per object, and
+// client-go's index keeps a set per value, ~360 bytes for a set of one. AssetModel and
+// Username are looked up across namespaces, with few values each: plain field indexes.
 func Register(ctx context.Context, indexer client.FieldIndexer) error {
-	plain := []struct {
+	for _, ix := range []struct {
 		obj     client.Object
 		field   string
 		extract client.IndexerFunc
 	}{
-		{&flexv1.Asset{}, AssetModel, func(o client.Object) []string { return one(o.(*flexv1.Asset).Spec.Model) }},
-		{&flexv1.APIClient{}, Username, func(o client.Object) []string { return one(o.(*flexv1.APIClient).Spec.Username) }},
-	}
-	for _, ix := range plain {
+		{assetsByModel.sample, AssetModel, assetsByModel.index().extract},
+		{apiClientsByUsername.sample, Username, apiClientsByUsername.index().extract},
+	} {
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
 			return err
 		}
 	}
 	informers, isCache := indexer.(InformerSource)
-	for _, k := range uniqueKeys {
+	for _, k := range bucketedIndexes {
 		var err error
 		if isCache {
-			err = indexBuckets(ctx, informers, k.obj, k.field, k.extract, k.acrossNamespaces)
+			err = indexBuckets(ctx, informers, k)
 		} else {
-			err = indexer.IndexField(ctx, k.obj, k.field, k.extract)
+			// controller-runtime keeps the same keys (namespace/bucket and the all-namespaces
+			// one) under the same name: a List through a reader of it finds the buckets too.
+			err = indexer.IndexField(ctx, k.sample, bucketField(k.field), func(o client.Object) []string {
+				vals := k.extract(o)
+				for i, v := range vals {
+					vals[i] = bucket(v)
+				}
+				return vals
+			})
 		}
 		if err != nil {
 			return err

@@ -22,7 +22,6 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/identity"
-	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/server"
 )
 
@@ -190,14 +189,6 @@ func (r faultReader) List(ctx context.Context, list client.ObjectList, opts ...c
 		return err
 	}
 	return r.Reader.List(ctx, list, opts...)
-}
-
-// FindIndexed is a lookup by a bucketed key (index.Lookup): a read like any other.
-func (r faultReader) FindIndexed(ctx context.Context, sample client.Object, field, ns, value string) ([]client.Object, error) {
-	if err := r.fail("Find " + faultKindOf(sample)); err != nil {
-		return nil, err
-	}
-	return index.Lookup(ctx, r.Reader, sample, index.ListFor(sample), field, ns, value)
 }
 
 func (f *faultReads) state() (reads int, fired string, writesAtFire int) {

@@ -19,6 +19,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	householdcore "github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/index"
 )
 
 // Reliability under concurrency: requests racing for the same natural keys (an asset's
@@ -159,7 +160,7 @@ func relList(ctx context.Context, g Gomega, ns string, opts ...client.ListOption
 
 // relOfSite lists the stored objects of one site: the site (if stored) and its children.
 func relOfSite(ctx context.Context, g Gomega, ns, siteName string) relStored {
-	st := relList(ctx, g, ns, client.MatchingFields{"spec.siteName": siteName})
+	st := relList(ctx, g, ns, index.OfSiteOnAPIServer(ns, siteName))
 	var site []flexv1.Site
 	for _, s := range st.sites {
 		if s.Name == siteName {

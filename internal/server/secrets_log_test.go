@@ -24,7 +24,6 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/bootstrap"
-	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/server"
 )
 
@@ -58,11 +57,6 @@ func (c failingLedgerReads) Get(ctx context.Context, key client.ObjectKey, obj c
 		return errInjected
 	}
 	return c.Reader.Get(ctx, key, obj, opts...)
-}
-
-// FindIndexed finds in the suite's cache (index.Lookup), as it is.
-func (c failingLedgerReads) FindIndexed(ctx context.Context, sample client.Object, field, ns, value string) ([]client.Object, error) {
-	return index.Lookup(ctx, c.Reader, sample, index.ListFor(sample), field, ns, value)
 }
 
 // answer is a full response: status, headers, body.

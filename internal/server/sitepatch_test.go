@@ -11,6 +11,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	householdcore "github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/index"
 )
 
 // Specs of PATCH /entities/site/{site_id} (api-reference.md "The asset and site lifecycle"):
@@ -30,10 +31,10 @@ func storedSite(ctx SpecContext, ns, name string) *flexv1.Site {
 // holdersOf names the live sites of ns whose spec holds mpan, read from the API server.
 func holdersOf(ctx SpecContext, ns, mpan string) []string {
 	GinkgoHelper()
-	list := &flexv1.SiteList{}
-	Expect(k8sClient.List(ctx, list, client.InNamespace(ns), client.MatchingFields{"spec.mpan": mpan})).To(Succeed())
+	sites, err := index.NewAPIServerLookup(k8sClient).SitesByMPAN(ctx, ns, mpan)
+	Expect(err).NotTo(HaveOccurred())
 	var names []string
-	for _, s := range list.Items {
+	for _, s := range sites {
 		if s.DeletionTimestamp.IsZero() {
 			names = append(names, s.Name)
 		}

@@ -8,7 +8,6 @@ package devices
 
 import (
 	"context"
-	"slices"
 	"sort"
 	"time"
 
@@ -122,7 +121,7 @@ func (s *Service) Initiate(ctx context.Context, p *auth.Principal, in InitiateIn
 }
 
 // markState puts the state's hash on the connection, where the callback finds it in the cache
-// (index.OAuthState), and waits (briefly) for the cache to see it: the household's browser
+// (Lookup.DeviceConnectionsByOAuthState), and waits (briefly) for the cache to see it: the household's browser
 // may come back at once.
 func (s *Service) markState(ctx context.Context, conn *flexv1.DeviceConnection, hash string) error {
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+flexv1.OAuthStateAnnotation+`":"`+
@@ -135,10 +134,9 @@ func (s *Service) markState(ctx context.Context, conn *flexv1.DeviceConnection, 
 	tick := time.NewTicker(cachePoll)
 	defer tick.Stop()
 	for {
-		found, err := index.Lookup(wait, s.cache, &flexv1.DeviceConnection{}, &flexv1.DeviceConnectionList{},
-			index.OAuthState, "", hash)
+		found, err := index.NewLookup(s.cache).DeviceConnectionsByOAuthState(wait, hash)
 		if err != nil || len(found) > 0 {
-			return nil // found; or a reader that is not a cache, which the callback cannot use either
+			return nil // found; or the cache cannot answer, and the callback will fail the same way
 		}
 		select {
 		case <-wait.Done():
@@ -321,7 +319,7 @@ func (s *Service) Callback(ctx context.Context, in CallbackInput) (CallbackResul
 	// The connection by its state's hash from the cache (an unknown state costs no API-server
 	// call), then its one Secret, whose label is the proof.
 	hash := deviceauth.HashState(in.State)
-	conns, err := index.Lookup(ctx, s.cache, &flexv1.DeviceConnection{}, &flexv1.DeviceConnectionList{}, index.OAuthState, "", hash)
+	conns, err := index.NewLookup(s.cache).DeviceConnectionsByOAuthState(ctx, hash)
 	if err != nil {
 		return CallbackResult{}, err
 	}
@@ -544,11 +542,16 @@ func (s *Service) displayName(ctx context.Context, provider string) string {
 }
 
 func (s *Service) connectionsOf(ctx context.Context, r client.Reader, site *flexv1.Site) ([]flexv1.DeviceConnection, error) {
-	list := &flexv1.DeviceConnectionList{}
-	if err := index.List(ctx, r, list, index.SiteName, site.Namespace, site.Name, false); err != nil {
+	found, err := index.NewAPIServerLookup(r).DeviceConnectionsOfSite(ctx, site.Namespace, site.Name)
+	if err != nil {
 		return nil, err
 	}
-	out := slices.DeleteFunc(list.Items, func(c flexv1.DeviceConnection) bool { return !c.DeletionTimestamp.IsZero() })
+	var out []flexv1.DeviceConnection
+	for _, c := range found {
+		if c.DeletionTimestamp.IsZero() {
+			out = append(out, *c)
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Spec.Provider < out[j].Spec.Provider })
 	return out, nil
 }
@@ -556,8 +559,8 @@ func (s *Service) connectionsOf(ctx context.Context, r client.Reader, site *flex
 // assetsByProvider maps each provider to the API ids of the site's assets whose model it
 // controls ("" for the assets with no provider).
 func (s *Service) assetsByProvider(ctx context.Context, site *flexv1.Site) (map[string][]string, error) {
-	assets := &flexv1.AssetList{}
-	if err := index.List(ctx, s.cache, assets, index.SiteName, site.Namespace, site.Name, false); err != nil {
+	assets, err := index.NewLookup(s.cache).AssetsOfSite(ctx, site.Namespace, site.Name)
+	if err != nil {
 		return nil, err
 	}
 	models := &flexv1.AssetModelList{}
@@ -565,7 +568,7 @@ func (s *Service) assetsByProvider(ctx context.Context, site *flexv1.Site) (map[
 		return nil, err
 	}
 	out := map[string][]string{}
-	for _, a := range assets.Items {
+	for _, a := range assets {
 		prov := deviceauth.ProviderOfModel(models.Items, a.Spec.Model)
 		out[prov] = append(out[prov], a.Labels[flexv1.IDLabel])
 	}

@@ -160,7 +160,7 @@ func (s *Service) owner(ctx context.Context, ns, id string) (owner, error) {
 	if err != nil {
 		return owner{reason: ErrUnknownAsset}, nil
 	}
-	assets, err := index.Lookup(ctx, s.Cache, &flexv1.Asset{}, &flexv1.AssetList{}, index.ID, ns, id)
+	assets, err := index.NewLookup(s.Cache).AssetsByID(ctx, ns, id)
 	if err != nil {
 		return owner{}, err
 	}
