@@ -18,7 +18,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/deviceauth"
 	"github.com/flexsite/flexsite/internal/events"
-	"github.com/flexsite/flexsite/internal/testing/oauthprovider"
+	"github.com/flexsite/flexsite/test/browser/oauthprovider"
 )
 
 // The Connect step (device-connection.md, "The household's side") against a real OAuth 2.0
