@@ -189,3 +189,20 @@ func TestProjectFile(t *testing.T) {
 		}
 	}
 }
+
+// The manager's module carries no test-only dependency: the browser suite's chromedp and the
+// OAuth provider's fosite belong to the test module (test/browser/go.mod). go mod tidy
+// writes every module the build needs into go.mod, so one listed there is one the manager's
+// module graph holds.
+func TestManagerModuleHasNoTestOnlyDependencies(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"github.com/ory/fosite", "github.com/chromedp/", "github.com/ory/"} {
+		if strings.Contains(string(data), m) {
+			t.Errorf("go.mod requires %s: it belongs to the test module (test/browser/go.mod)", m)
+		}
+	}
+}
