@@ -22,7 +22,7 @@ import (
 )
 
 // The Connect step (device-connection.md, "The household's side") against a real OAuth 2.0
-// authorisation server on loopback (internal/testing/oauthprovider), whose consent page the
+// authorisation server on loopback (test/browser/oauthprovider, in process), whose consent page the
 // browser clicks through in the window the flow opens.
 
 const deviceModel = "example_charger"
