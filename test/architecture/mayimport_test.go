@@ -121,8 +121,12 @@ func (r row) allowed(key, local string) bool {
 	if under(local, key) {
 		return true
 	}
+	// An entry with a trailing slash excepts only the packages strictly below it.
 	if slices.ContainsFunc(r.except, func(e string) bool {
-		return under(local, strings.TrimSuffix(e, "/")) && !(strings.HasSuffix(e, "/") && local == strings.TrimSuffix(e, "/"))
+		if strings.HasSuffix(e, "/") {
+			return strings.HasPrefix(local, e)
+		}
+		return under(local, e)
 	}) {
 		return false
 	}

@@ -39,7 +39,8 @@ func main() {
 	scopes := flag.String("scopes", "devices", "Comma-separated scopes the client may ask for.")
 	life := flag.Duration("access-token-lifetime", 2*time.Minute, "Lifetime of the access tokens it issues (short: watch them refreshed).")
 	name := flag.String("display-name", "myenergi (on your machine)", "Name shown on the consent page.")
-	control := flag.Bool("control", false, "Serve "+oauthprovider.ControlPath+" (counters, revoke everything) for the process that started it.")
+	control := flag.Bool("control", false,
+		"Serve "+oauthprovider.ControlPath+" (counters, revoke everything) for the process that started it.")
 	exitOnEOF := flag.Bool("exit-on-stdin-eof", false, "Exit when standard input closes (the process that started it is gone).")
 	flag.Parse()
 	if len(callbacks) == 0 {
