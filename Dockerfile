@@ -7,6 +7,7 @@ COPY api/ api/
 COPY cmd/ cmd/
 COPY controllers/ controllers/
 COPY internal/ internal/
+COPY webhook/ webhook/
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w" -o /manager ./cmd/manager
 
 FROM gcr.io/distroless/static:nonroot

@@ -21,6 +21,10 @@ KUSTOMIZE      := $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 # hack/tools/kal, whose go.mod pins both (KAL has no releases: a pseudo-version).
 KAL_VERSION       := $(shell sed -n 's/^[[:space:]]*sigs.k8s.io\/kube-api-linter //p' hack/tools/kal/go.mod)
 GOLANGCI_LINT_KAL := $(LOCALBIN)/golangci-lint-kal-$(GOLANGCI_LINT_VERSION)-$(KAL_VERSION)
+# The test module: the suites and tools whose dependencies the manager must not carry (chromedp
+# for the browser suite, ory/fosite for the OAuth provider). Every Go target covers it too.
+TEST_MODULE    := test/browser
+OAUTH_PROVIDER := $(LOCALBIN)/flexsite-oauth-provider
 K8S_ASSETS      = $(shell K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/ensure-k8s-binaries.sh)
 IMG            ?= flexsite-manager:latest
 
@@ -48,16 +52,24 @@ generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
 
 .PHONY: fmt
-fmt: ## go fmt.
+fmt: ## go fmt (both modules).
 	go fmt ./...
+	go -C $(TEST_MODULE) fmt ./...
 
 .PHONY: vet
-vet: ## go vet.
+vet: ## go vet (both modules).
 	go vet ./...
+	go -C $(TEST_MODULE) vet ./...
+
+.PHONY: tidy
+tidy: ## go mod tidy (both modules).
+	go mod tidy
+	go -C $(TEST_MODULE) mod tidy
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint, then the Kube API Linter on the API types (lint-api).
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (both modules), then the Kube API Linter on the API types (lint-api).
 	$(GOLANGCI_LINT) run ./...
+	cd $(TEST_MODULE) && $(GOLANGCI_LINT) run ./...
 	@$(MAKE) --no-print-directory lint-api
 
 .PHONY: lint-api
@@ -81,12 +93,21 @@ k8s-binaries: ## Build (or reuse) etcd, kube-apiserver and kubectl; print their 
 	@echo $(K8S_ASSETS)
 
 .PHONY: test
-test: ## Run every test: unit, fuzz seeds, envtest suites (real kube-apiserver + etcd, real PostgreSQL), the chart's dry run (helm), the browser tests (Chromium).
+test: oauth-provider ## Run every test of both modules: unit, fuzz seeds, envtest suites (real kube-apiserver + etcd, real PostgreSQL), the chart's dry run (helm), the browser tests (Chromium).
 	@assets="$(K8S_ASSETS)"; test -n "$$assets" || { echo "could not get the control-plane binaries" >&2; exit 1; }; \
 	helm="$$(hack/ensure-helm.sh)" || echo "helm is not available: test/chart fails in CI and is skipped elsewhere" >&2; \
 	chromium="$$(hack/ensure-chromium.sh)" || echo "Chromium is not available: test/browser fails in CI and is skipped elsewhere" >&2; \
 	postgres="$$(hack/ensure-postgres.sh)" || echo "PostgreSQL is not available: the database tests fail in CI and are skipped elsewhere" >&2; \
-	KUBEBUILDER_ASSETS="$$assets" HELM="$$helm" FLEXSITE_CHROMIUM="$$chromium" FLEXSITE_POSTGRES_BIN="$$postgres" go test ./... -coverprofile cover.out $(TEST_ARGS)
+	export KUBEBUILDER_ASSETS="$$assets" HELM="$$helm" FLEXSITE_CHROMIUM="$$chromium" FLEXSITE_POSTGRES_BIN="$$postgres" \
+	  FLEXSITE_OAUTH_PROVIDER="$(OAUTH_PROVIDER)"; status=0; \
+	go test ./... -coverprofile cover.out $(TEST_ARGS) || status=$$?; \
+	echo "--- the test module ($(TEST_MODULE))"; \
+	go -C $(TEST_MODULE) test ./... $(TEST_ARGS) || status=$$?; \
+	exit $$status
+
+.PHONY: oauth-provider
+oauth-provider: ## Build the test module's OAuth 2.0 provider (bin/flexsite-oauth-provider), which the device suites run.
+	go -C $(TEST_MODULE) build -o $(OAUTH_PROVIDER) ./cmd/flexsite-oauth-provider
 
 .PHONY: bench
 bench: build ## Measure bin/manager against the API server's own write path: a table, and bench/results.json (BENCH_QUICK=1: under 5 min).

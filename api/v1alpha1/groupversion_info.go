@@ -19,6 +19,10 @@ var (
 	// GroupVersion is group version used to register these objects.
 	GroupVersion = schema.GroupVersion{Group: "flexsite.io", Version: "v1alpha1"}
 
+	// SchemeGroupVersion is GroupVersion under the name the types that kubebuilder create api
+	// scaffolds register themselves with (SchemeBuilder.Register).
+	SchemeGroupVersion = GroupVersion
+
 	// SchemeBuilder is used to add go types to the GroupVersionKind scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 

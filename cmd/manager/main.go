@@ -35,7 +35,6 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
-	"github.com/flexsite/flexsite/internal/admission"
 	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
@@ -50,6 +49,7 @@ import (
 	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/priority"
 	"github.com/flexsite/flexsite/internal/server"
+	admission "github.com/flexsite/flexsite/webhook"
 )
 
 // defaultDemoPassword is the embedded demo client's password when FLEXSITE_DEMO_PASSWORD is

@@ -19,13 +19,13 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
-	"github.com/flexsite/flexsite/internal/admission"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/settlement"
 	"github.com/flexsite/flexsite/internal/testenv"
+	admission "github.com/flexsite/flexsite/webhook"
 )
 
 // flexREST is the real thing for the flex event routes: envtest with the admission webhooks,

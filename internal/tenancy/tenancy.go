@@ -3,7 +3,7 @@
 // namespace (organisation) the clients live in; otherwise one organisation could create a
 // client with another's username and lock it out (a login never picks one of two clients).
 //
-// Two doors apply the rule. Admission (internal/admission/apiclient_webhook.go) refuses a client whose
+// Two doors apply the rule. Admission (webhook/apiclient_webhook.go) refuses a client whose
 // username another client holds, and closes the race between two clients created at the same
 // moment with a cluster-scoped UsernameClaim named after the username: the API server lets
 // only one of them create it. Login (internal/auth) logs in only a username's sole holder, so

@@ -18,11 +18,11 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/deviceauth"
 	"github.com/flexsite/flexsite/internal/events"
-	"github.com/flexsite/flexsite/internal/testing/oauthprovider"
+	"github.com/flexsite/flexsite/test/browser/oauthprovider"
 )
 
 // The Connect step (device-connection.md, "The household's side") against a real OAuth 2.0
-// authorisation server on loopback (internal/testing/oauthprovider), whose consent page the
+// authorisation server on loopback (test/browser/oauthprovider, in process), whose consent page the
 // browser clicks through in the window the flow opens.
 
 const deviceModel = "example_charger"

@@ -24,12 +24,12 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
-	"github.com/flexsite/flexsite/internal/admission"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
+	admission "github.com/flexsite/flexsite/webhook"
 )
 
 // The end-to-end suite drives Flexsite the way its users do: platform teams with the

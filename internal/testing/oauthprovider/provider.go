@@ -1,32 +1,40 @@
-// Package oauthprovider is a real OAuth 2.0 authorisation server for tests and for the
-// `make run` walk-through: ory/fosite's authorisation code grant with PKCE (S256 enforced),
-// refresh-token rotation (a rotated refresh token used again is invalid_grant, and revokes
-// the whole grant, as fosite does), RFC 7009 revocation, and a consent page that a person or
-// a headless browser clicks through. It stores everything in memory.
+// Package oauthprovider runs a real OAuth 2.0 authorisation server for the suites: ory/fosite's
+// authorisation code grant with PKCE (S256 enforced), refresh-token rotation (a rotated refresh
+// token used again is invalid_grant, and revokes the whole grant), RFC 7009 revocation, and a
+// consent page.
+//
+// fosite is a dependency of the test module only (test/browser: the server itself,
+// test/browser/oauthprovider), so the manager's go.mod does not carry it and its ~40 modules.
+// Start builds that module's cmd/flexsite-oauth-provider once per test process (or takes
+// $FLEXSITE_OAUTH_PROVIDER, which `make test` builds), runs it on a loopback port, and serves
+// in front of it: the token endpoint's faults (SetFault) are this process's functions, and the
+// counters and RevokeEverything ask the server's control endpoint.
 package oauthprovider
 
 import (
+	"bufio"
+	"bytes"
 	"context"
-	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/ory/fosite"
-	"github.com/ory/fosite/compose"
-	"github.com/ory/fosite/storage"
-	"golang.org/x/crypto/bcrypt"
 )
 
 // Options configure a provider.
 type Options struct {
-	// ClientID and ClientSecret of the one registered client (Flexsite).
+	// ClientID and ClientSecret of the one registered client (Flexsite); no secret: a public
+	// client.
 	ClientID, ClientSecret string
 	// RedirectURIs registered for the client. A loopback http URI matches any port (RFC 8252),
 	// so "http://127.0.0.1/oauth/callback" admits a test server on any port.
@@ -41,40 +49,31 @@ type Options struct {
 
 // Provider is a running authorisation server.
 type Provider struct {
-	opts   Options
-	store  *storage.MemoryStore
-	oauth2 fosite.OAuth2Provider
-	srv    *http.Server
-	ln     net.Listener
 	// URL is the provider's base URL (http://127.0.0.1:port).
 	URL string
 
+	server   *exec.Cmd
+	stdin    io.Closer
+	exited   chan struct{}
+	upstream *url.URL
+	srv      *http.Server
+	proxy    *httputil.ReverseProxy
+	client   *http.Client
+
 	mu    sync.Mutex
 	fault func(w http.ResponseWriter, r *http.Request) bool
-
-	// Counters.
-	codeGrants, refreshGrants, refused, revocations atomic.Int64
 }
+
+// controlPath is test/browser/oauthprovider.ControlPath: counters (GET) and revoke-everything
+// (POST), served by a server started with -control.
+const controlPath = "/_control"
 
 // Start runs a provider on addr ("127.0.0.1:0" for any free port).
 func Start(addr string, o Options) (*Provider, error) {
-	ln, err := net.Listen("tcp", addr)
+	bin, err := serverBinary()
 	if err != nil {
 		return nil, err
 	}
-	p, err := newProvider(o)
-	if err != nil {
-		_ = ln.Close()
-		return nil, err
-	}
-	p.ln = ln
-	p.URL = "http://" + ln.Addr().String()
-	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = p.srv.Serve(ln) }()
-	return p, nil
-}
-
-func newProvider(o Options) (*Provider, error) {
 	if o.ClientID == "" {
 		o.ClientID = "flexsite"
 	}
@@ -87,50 +86,84 @@ func newProvider(o Options) (*Provider, error) {
 	if o.DisplayName == "" {
 		o.DisplayName = "Example Energy"
 	}
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
+	args := []string{"-addr", "127.0.0.1:0", "-control", "-exit-on-stdin-eof", "-client-id", o.ClientID,
+		"-client-secret=" + o.ClientSecret, "-scopes", strings.Join(o.Scopes, ","),
+		"-access-token-lifetime", o.AccessTokenLifespan.String(), "-display-name", o.DisplayName}
+	for _, uri := range o.RedirectURIs {
+		args = append(args, "-redirect-uri", uri)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe() // closed when this process ends: the server exits with it
+	if err != nil {
 		return nil, err
 	}
-	cfg := &fosite.Config{
-		GlobalSecret:        secret,
-		AccessTokenLifespan: o.AccessTokenLifespan,
-		// Every authorisation gets a refresh token (no "offline" scope needed).
-		RefreshTokenScopes:             []string{},
-		EnforcePKCE:                    true,
-		EnablePKCEPlainChallengeMethod: false,
-		ScopeStrategy:                  fosite.ExactScopeStrategy,
-		AudienceMatchingStrategy:       fosite.DefaultAudienceMatchingStrategy,
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
 	}
-	store := storage.NewMemoryStore()
-	client := &fosite.DefaultClient{
-		ID:            o.ClientID,
-		RedirectURIs:  o.RedirectURIs,
-		ResponseTypes: []string{"code"},
-		GrantTypes:    []string{"authorization_code", "refresh_token"},
-		Scopes:        o.Scopes,
-		Public:        o.ClientSecret == "",
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	if o.ClientSecret != "" {
-		hash, err := bcrypt.GenerateFromPassword([]byte(o.ClientSecret), bcrypt.MinCost)
-		if err != nil {
-			return nil, err
+	p := &Provider{server: cmd, stdin: stdin, exited: make(chan struct{}),
+		client: &http.Client{Timeout: 10 * time.Second}}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	lines := bufio.NewReader(stdout)
+	first, err := lines.ReadString('\n')
+	upstream, found := strings.CutPrefix(strings.TrimSpace(first), "OAuth 2.0 provider on ")
+	if err != nil || !found {
+		p.stopServer()
+		return nil, fmt.Errorf("%s did not say where it listens (%q): %v", bin, first, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, lines) }()
+	if p.upstream, err = url.Parse(upstream); err != nil {
+		p.stopServer()
+		return nil, err
+	}
+	p.proxy = httputil.NewSingleHostReverseProxy(p.upstream)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		p.stopServer()
+		return nil, err
+	}
+	p.URL = "http://" + ln.Addr().String()
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = p.srv.Serve(ln) }()
+	return p, nil
+}
+
+// ServeHTTP serves the provider's endpoints: the token endpoint's fault first, if one is set.
+func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/token" {
+		p.mu.Lock()
+		fault := p.fault
+		p.mu.Unlock()
+		if fault != nil && fault(w, r) {
+			return
 		}
-		client.Secret = hash
 	}
-	store.Clients[o.ClientID] = client
-	provider := compose.Compose(cfg, store, &compose.CommonStrategy{CoreStrategy: compose.NewOAuth2HMACStrategy(cfg)},
-		compose.OAuth2AuthorizeExplicitFactory,
-		compose.OAuth2RefreshTokenGrantFactory,
-		compose.OAuth2TokenRevocationFactory,
-		compose.OAuth2PKCEFactory,
-	)
-	return &Provider{opts: o, store: store, oauth2: provider}, nil
+	if strings.HasPrefix(r.URL.Path, controlPath) {
+		http.NotFound(w, r) // the control endpoint is this process's, not the household's
+		return
+	}
+	p.proxy.ServeHTTP(w, r)
 }
 
 // Close stops the provider.
 func (p *Provider) Close() {
 	if p.srv != nil {
 		_ = p.srv.Close()
+	}
+	p.stopServer()
+}
+
+func (p *Provider) stopServer() {
+	_ = p.stdin.Close()
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		_ = p.server.Process.Kill()
+		<-p.exited
 	}
 }
 
@@ -139,13 +172,40 @@ func (p *Provider) AuthorizationURL() string { return p.URL + "/authorize" }
 func (p *Provider) TokenURL() string         { return p.URL + "/token" }
 func (p *Provider) RevocationURL() string    { return p.URL + "/revoke" }
 
+// counters is what the server's control endpoint answers.
+type counters struct {
+	CodeGrants         int64 `json:"code_grants"`
+	RefreshGrants      int64 `json:"refresh_grants"`
+	Refused            int64 `json:"refused"`
+	Revocations        int64 `json:"revocations"`
+	ActiveAccessTokens int   `json:"active_access_tokens"`
+}
+
+// counters reads the server's counters. The server runs on loopback beside the test: an
+// error here is a broken test setup, so it panics (a failed spec under Ginkgo).
+func (p *Provider) counters() counters {
+	resp, err := p.client.Get(p.upstream.JoinPath(controlPath).String())
+	if err != nil {
+		panic(fmt.Sprintf("oauthprovider: reading the counters: %v", err))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var c counters
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || resp.StatusCode != http.StatusOK {
+		panic(fmt.Sprintf("oauthprovider: reading the counters: HTTP %d, %v", resp.StatusCode, err))
+	}
+	return c
+}
+
 // CodeGrants counts authorisation codes exchanged, RefreshGrants refresh tokens exchanged,
 // Refused the token requests refused (invalid_grant and the like), Revocations the
-// revocation requests answered.
-func (p *Provider) CodeGrants() int64    { return p.codeGrants.Load() }
-func (p *Provider) RefreshGrants() int64 { return p.refreshGrants.Load() }
-func (p *Provider) Refused() int64       { return p.refused.Load() }
-func (p *Provider) Revocations() int64   { return p.revocations.Load() }
+// revocation requests answered. A faulted request (SetFault) counts in none.
+func (p *Provider) CodeGrants() int64    { return p.counters().CodeGrants }
+func (p *Provider) RefreshGrants() int64 { return p.counters().RefreshGrants }
+func (p *Provider) Refused() int64       { return p.counters().Refused }
+func (p *Provider) Revocations() int64   { return p.counters().Revocations }
+
+// ActiveAccessTokens counts the access tokens the provider would accept now.
+func (p *Provider) ActiveAccessTokens() int { return p.counters().ActiveAccessTokens }
 
 // SetFault makes the token endpoint call f first: when f answers true it has written the
 // response itself (a 503, garbage, a slow answer...). nil removes the fault.
@@ -156,131 +216,17 @@ func (p *Provider) SetFault(f func(w http.ResponseWriter, r *http.Request) bool)
 }
 
 // RevokeEverything revokes every refresh and access token issued so far, as a household that
-// withdraws Flexsite's access at the maker's site: the next refresh is invalid_grant.
+// withdraws Flexsite's access at the maker's site: the next refresh is invalid_grant. It
+// returns once the server has revoked them.
 func (p *Provider) RevokeEverything() {
-	ctx := context.Background()
-	ids := make([]string, 0, len(p.store.RefreshTokenRequestIDs))
-	for id := range p.store.RefreshTokenRequestIDs {
-		ids = append(ids, id)
-	}
-	for _, id := range ids {
-		_ = p.store.RevokeRefreshToken(ctx, id)
-		_ = p.store.RevokeAccessToken(ctx, id)
-	}
-}
-
-// ActiveAccessTokens counts the access tokens the provider would accept now.
-func (p *Provider) ActiveAccessTokens() int {
-	n := 0
-	for _, req := range p.store.AccessTokens {
-		if req.GetSession().GetExpiresAt(fosite.AccessToken).After(time.Now()) {
-			n++
-		}
-	}
-	return n
-}
-
-// ServeHTTP serves the provider's endpoints.
-func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case r.URL.Path == "/authorize" && r.Method == http.MethodGet:
-		p.consentPage(w, r)
-	case r.URL.Path == "/authorize" && r.Method == http.MethodPost:
-		p.authorize(w, r)
-	case r.URL.Path == "/token" && r.Method == http.MethodPost:
-		p.token(w, r)
-	case r.URL.Path == "/revoke" && r.Method == http.MethodPost:
-		p.revoke(w, r)
-	default:
-		http.NotFound(w, r)
-	}
-}
-
-var consent = template.Must(template.New("consent").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{.Name}}: allow Flexsite?</title>
-<style>body{font-family:sans-serif;max-width:32rem;margin:3rem auto}button{font-size:1rem;margin-right:1rem;padding:.5rem 1rem}</style>
-</head><body><main>
-<h1>{{.Name}}</h1>
-<p>Flexsite asks to control your devices ({{.Scopes}}) so that you can earn rewards.</p>
-<form method="post" action="/authorize?{{.Query}}">
-<button type="submit" name="consent" value="allow" id="allow">Allow</button>
-<button type="submit" name="consent" value="deny" id="deny">Deny</button>
-</form></main></body></html>`))
-
-// consentPage checks the authorisation request (client, redirect URI, PKCE) and asks.
-func (p *Provider) consentPage(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	ar, err := p.oauth2.NewAuthorizeRequest(ctx, r)
+	resp, err := p.client.Post(p.upstream.JoinPath(controlPath, "revoke-everything").String(), "", nil)
 	if err != nil {
-		p.oauth2.WriteAuthorizeError(ctx, w, ar, err)
-		return
+		panic(fmt.Sprintf("oauthprovider: revoking: %v", err))
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = consent.Execute(w, map[string]any{"Name": p.opts.DisplayName, "Scopes": ar.GetRequestedScopes(),
-		"Query": template.URL(r.URL.RawQuery)})
-}
-
-// authorize answers the consent form: a code to the redirect URI, or access_denied.
-func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	ar, err := p.oauth2.NewAuthorizeRequest(ctx, r)
-	if err != nil {
-		p.oauth2.WriteAuthorizeError(ctx, w, ar, err)
-		return
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		panic(fmt.Sprintf("oauthprovider: revoking: HTTP %d", resp.StatusCode))
 	}
-	if r.PostForm.Get("consent") != "allow" {
-		p.oauth2.WriteAuthorizeError(ctx, w, ar, fosite.ErrAccessDenied)
-		return
-	}
-	for _, s := range ar.GetRequestedScopes() {
-		ar.GrantScope(s)
-	}
-	resp, err := p.oauth2.NewAuthorizeResponse(ctx, ar, &fosite.DefaultSession{Subject: "household"})
-	if err != nil {
-		p.oauth2.WriteAuthorizeError(ctx, w, ar, err)
-		return
-	}
-	p.oauth2.WriteAuthorizeResponse(ctx, w, ar, resp)
-}
-
-func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
-	p.mu.Lock()
-	fault := p.fault
-	p.mu.Unlock()
-	if fault != nil && fault(w, r) {
-		return
-	}
-	ctx := r.Context()
-	req, err := p.oauth2.NewAccessRequest(ctx, r, &fosite.DefaultSession{})
-	if err != nil {
-		p.refused.Add(1)
-		p.oauth2.WriteAccessError(ctx, w, req, err)
-		return
-	}
-	for _, s := range req.GetRequestedScopes() {
-		req.GrantScope(s)
-	}
-	resp, err := p.oauth2.NewAccessResponse(ctx, req)
-	if err != nil {
-		p.refused.Add(1)
-		p.oauth2.WriteAccessError(ctx, w, req, err)
-		return
-	}
-	if req.GetGrantTypes().ExactOne("refresh_token") {
-		p.refreshGrants.Add(1)
-	} else {
-		p.codeGrants.Add(1)
-	}
-	p.oauth2.WriteAccessResponse(ctx, w, req, resp)
-}
-
-func (p *Provider) revoke(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	err := p.oauth2.NewRevocationRequest(ctx, r)
-	if err == nil || errors.Is(err, fosite.ErrNotFound) {
-		p.revocations.Add(1)
-	}
-	p.oauth2.WriteRevocationResponse(ctx, w, err)
 }
 
 // Consent plays the household's browser at the provider: it opens the consent page of
@@ -315,4 +261,74 @@ func Consent(authorizationURL string, allow bool) (string, error) {
 		return "", fmt.Errorf("the provider answered the consent with HTTP %d and no redirect", resp.StatusCode)
 	}
 	return loc, nil
+}
+
+// BinaryEnv names a prebuilt cmd/flexsite-oauth-provider of the test module; without it,
+// Start builds one (once per test process) with the go command.
+const BinaryEnv = "FLEXSITE_OAUTH_PROVIDER"
+
+var built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// serverBinary answers $FLEXSITE_OAUTH_PROVIDER, or builds the test module's
+// cmd/flexsite-oauth-provider into the user's cache directory. Test processes may build at
+// the same time: each writes its own file and renames it into place.
+func serverBinary() (string, error) {
+	if bin := os.Getenv(BinaryEnv); bin != "" {
+		return bin, nil
+	}
+	built.once.Do(func() { built.path, built.err = build() })
+	return built.path, built.err
+}
+
+func build() (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	dir := filepath.Join(cache, "flexsite")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "flexsite-oauth-provider")
+	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, "./cmd/flexsite-oauth-provider")
+	cmd.Dir = filepath.Join(root, "test", "browser")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building the OAuth provider (go build -C test/browser ./cmd/flexsite-oauth-provider): %w\n%s",
+			err, out.String())
+	}
+	return bin, os.Rename(tmp, bin)
+}
+
+// moduleRoot finds the main module's directory above the working directory (a test runs in
+// its package's directory).
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.HasPrefix(data, []byte("module github.com/flexsite/flexsite\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("oauthprovider: no github.com/flexsite/flexsite go.mod above the working directory; set " + BinaryEnv)
+		}
+		dir = parent
+	}
 }

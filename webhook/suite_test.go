@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/flexsite/flexsite/controllers"
-	"github.com/flexsite/flexsite/internal/admission"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/testenv"
+	admission "github.com/flexsite/flexsite/webhook"
 )
 
 // The webhooks are tested as the API server calls them: envtest installs the generated
