@@ -70,6 +70,8 @@ var CRDMaxLength = map[string]int{
 	"Site.status.conditions[*].reason":                 1024,
 	"Site.status.conditions[*].type":                   316,
 	"Site.status.enrolmentHistory[*].enrolmentUID":     64,
+	"Site.status.evaluatedFrom.assets":                 64,
+	"Site.status.evaluatedFrom.catalogue":              64,
 	"Subscription.spec.secretRef.key":                  253,
 	"Subscription.spec.secretRef.name":                 253,
 	"Subscription.spec.url":                            2048,
