@@ -64,9 +64,11 @@ type Provider struct {
 	fault func(w http.ResponseWriter, r *http.Request) bool
 }
 
-// controlPath is test/browser/oauthprovider.ControlPath: counters (GET) and revoke-everything
-// (POST), served by a server started with -control.
-const controlPath = "/_control"
+// ControlPath is where the provider process, started with -control, answers its Counters
+// (GET) and revokes everything (POST ControlPath/revoke-everything). This package holds the
+// wire contract between the proxy and the process (Options, ControlPath, Counters): the
+// process, in the test module, names these.
+const ControlPath = "/_control"
 
 // Start runs a provider on addr ("127.0.0.1:0" for any free port).
 func Start(addr string, o Options) (*Provider, error) {
@@ -142,7 +144,7 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if strings.HasPrefix(r.URL.Path, controlPath) {
+	if strings.HasPrefix(r.URL.Path, ControlPath) {
 		http.NotFound(w, r) // the control endpoint is this process's, not the household's
 		return
 	}
@@ -172,8 +174,8 @@ func (p *Provider) AuthorizationURL() string { return p.URL + "/authorize" }
 func (p *Provider) TokenURL() string         { return p.URL + "/token" }
 func (p *Provider) RevocationURL() string    { return p.URL + "/revoke" }
 
-// counters is what the server's control endpoint answers.
-type counters struct {
+// Counters is what ControlPath answers.
+type Counters struct {
 	CodeGrants         int64 `json:"code_grants"`
 	RefreshGrants      int64 `json:"refresh_grants"`
 	Refused            int64 `json:"refused"`
@@ -183,13 +185,13 @@ type counters struct {
 
 // counters reads the server's counters. The server runs on loopback beside the test: an
 // error here is a broken test setup, so it panics (a failed spec under Ginkgo).
-func (p *Provider) counters() counters {
-	resp, err := p.client.Get(p.upstream.JoinPath(controlPath).String())
+func (p *Provider) counters() Counters {
+	resp, err := p.client.Get(p.upstream.JoinPath(ControlPath).String())
 	if err != nil {
 		panic(fmt.Sprintf("oauthprovider: reading the counters: %v", err))
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var c counters
+	var c Counters
 	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || resp.StatusCode != http.StatusOK {
 		panic(fmt.Sprintf("oauthprovider: reading the counters: HTTP %d, %v", resp.StatusCode, err))
 	}
@@ -219,7 +221,7 @@ func (p *Provider) SetFault(f func(w http.ResponseWriter, r *http.Request) bool)
 // withdraws Flexsite's access at the maker's site: the next refresh is invalid_grant. It
 // returns once the server has revoked them.
 func (p *Provider) RevokeEverything() {
-	resp, err := p.client.Post(p.upstream.JoinPath(controlPath, "revoke-everything").String(), "", nil)
+	resp, err := p.client.Post(p.upstream.JoinPath(ControlPath, "revoke-everything").String(), "", nil)
 	if err != nil {
 		panic(fmt.Sprintf("oauthprovider: revoking: %v", err))
 	}

@@ -25,22 +25,13 @@ import (
 	"github.com/ory/fosite/compose"
 	"github.com/ory/fosite/storage"
 	"golang.org/x/crypto/bcrypt"
+
+	contract "github.com/flexsite/flexsite/internal/testing/oauthprovider"
 )
 
-// Options configure a provider.
-type Options struct {
-	// ClientID and ClientSecret of the one registered client (Flexsite).
-	ClientID, ClientSecret string
-	// RedirectURIs registered for the client. A loopback http URI matches any port (RFC 8252),
-	// so "http://127.0.0.1/oauth/callback" admits a test server on any port.
-	RedirectURIs []string
-	// AccessTokenLifespan (default one hour).
-	AccessTokenLifespan time.Duration
-	// Scopes the client may ask for (default "devices").
-	Scopes []string
-	// DisplayName shown on the consent page (default "Example Energy").
-	DisplayName string
-}
+// Options configure a provider: the proxy's (internal/testing/oauthprovider), which starts
+// this server as a process with them as flags.
+type Options = contract.Options
 
 // Provider is a running authorisation server.
 type Provider struct {
@@ -171,17 +162,11 @@ func (p *Provider) RevokeEverything() {
 }
 
 // ControlPath is where a provider started with StartControlled answers its Counters (GET)
-// and revokes everything (POST ControlPath/revoke-everything).
-const ControlPath = "/_control"
+// and revokes everything (POST ControlPath/revoke-everything): the proxy's contract.
+const ControlPath = contract.ControlPath
 
 // Counters is what ControlPath answers.
-type Counters struct {
-	CodeGrants         int64 `json:"code_grants"`
-	RefreshGrants      int64 `json:"refresh_grants"`
-	Refused            int64 `json:"refused"`
-	Revocations        int64 `json:"revocations"`
-	ActiveAccessTokens int   `json:"active_access_tokens"`
-}
+type Counters = contract.Counters
 
 // Counters reads every counter at once.
 func (p *Provider) Counters() Counters {
