@@ -70,12 +70,9 @@ type Provider struct {
 // process, in the test module, names these.
 const ControlPath = "/_control"
 
-// Start runs a provider on addr ("127.0.0.1:0" for any free port).
-func Start(addr string, o Options) (*Provider, error) {
-	bin, err := serverBinary()
-	if err != nil {
-		return nil, err
-	}
+// WithDefaults is o with every option left empty set to its default (the proxy and the
+// provider process both apply them, so either may be started alone).
+func (o Options) WithDefaults() Options {
 	if o.ClientID == "" {
 		o.ClientID = "flexsite"
 	}
@@ -88,6 +85,16 @@ func Start(addr string, o Options) (*Provider, error) {
 	if o.DisplayName == "" {
 		o.DisplayName = "Example Energy"
 	}
+	return o
+}
+
+// Start runs a provider on addr ("127.0.0.1:0" for any free port).
+func Start(addr string, o Options) (*Provider, error) {
+	bin, err := serverBinary()
+	if err != nil {
+		return nil, err
+	}
+	o = o.WithDefaults()
 	args := []string{"-addr", "127.0.0.1:0", "-control", "-exit-on-stdin-eof", "-client-id", o.ClientID,
 		"-client-secret=" + o.ClientSecret, "-scopes", strings.Join(o.Scopes, ","),
 		"-access-token-lifetime", o.AccessTokenLifespan.String(), "-display-name", o.DisplayName}

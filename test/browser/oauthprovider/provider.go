@@ -75,18 +75,7 @@ func start(addr string, o Options, control bool) (*Provider, error) {
 }
 
 func newProvider(o Options) (*Provider, error) {
-	if o.ClientID == "" {
-		o.ClientID = "flexsite"
-	}
-	if o.AccessTokenLifespan == 0 {
-		o.AccessTokenLifespan = time.Hour
-	}
-	if len(o.Scopes) == 0 {
-		o.Scopes = []string{"devices"}
-	}
-	if o.DisplayName == "" {
-		o.DisplayName = "Example Energy"
-	}
+	o = o.WithDefaults()
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
