@@ -104,6 +104,58 @@ func (s *FlexEventSpec) DeadlineOrDefault() time.Time {
 	return s.EndAt.Add(DefaultFlexEventDeadline)
 }
 
+// FlexDispatchSkipReason says why an asset of a target site was not asked to flex.
+// +kubebuilder:validation:Enum=not_plugged_in;charge_now;no_dispatch_consent;no_power_rating
+type FlexDispatchSkipReason string
+
+// FlexSkippedAssets counts the assets of an event's target sites skipped for one reason.
+type FlexSkippedAssets struct {
+	// reason the assets were skipped for.
+	// +required
+	Reason FlexDispatchSkipReason `json:"reason,omitempty"`
+
+	// assets is how many were skipped for it.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Assets int32 `json:"assets,omitempty"`
+}
+
+// FlexDispatches counts a flex event's dispatches: issued in all, and by current state.
+type FlexDispatches struct {
+	// issued is how many dispatches were issued (one per asset asked), whatever their state.
+	// +optional
+	Issued int32 `json:"issued,omitempty"`
+	// requested: issued, and no status reported back yet.
+	// +optional
+	Requested int32 `json:"requested,omitempty"`
+	// received, accepted, rejected, executed and failed: the status the asset controller
+	// reported last.
+	// +optional
+	Received int32 `json:"received,omitempty"`
+	// +optional
+	Accepted int32 `json:"accepted,omitempty"`
+	// +optional
+	Rejected int32 `json:"rejected,omitempty"`
+	// +optional
+	Executed int32 `json:"executed,omitempty"`
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+	// cancelled: open when the event was deleted before its end.
+	// +optional
+	Cancelled int32 `json:"cancelled,omitempty"`
+	// skipped counts the assets not asked, by reason.
+	// +optional
+	// +listType=map
+	// +listMapKey=reason
+	// +kubebuilder:validation:MaxItems=4
+	Skipped []FlexSkippedAssets `json:"skipped,omitempty"`
+	// summary says the above in a few words, for kubectl get -o wide ("12 asked: 3 accepted,
+	// 8 executed, 1 failed; 2 skipped").
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Summary string `json:"summary,omitempty"`
+}
+
 // FlexSkippedSites counts the sites of an event skipped for one reason.
 type FlexSkippedSites struct {
 	// reason the sites were skipped for.
@@ -158,6 +210,12 @@ type FlexEventStatus struct {
 	// +optional
 	FlexWh int64 `json:"flexWh,omitempty"`
 
+	// dispatches counts the event's dispatches (spec/dispatch.md) by state, and the assets of
+	// its target sites that were not asked, by reason. Copied from PostgreSQL, where every
+	// dispatch and each change of its status is kept.
+	// +optional
+	Dispatches *FlexDispatches `json:"dispatches,omitempty"`
+
 	// creditPence is the settled sites' credits, summed, in pence.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
@@ -180,6 +238,9 @@ type FlexEventStatus struct {
 // +kubebuilder:printcolumn:name="Rate (p/kWh)",type=string,JSONPath=`.spec.ratePencePerKWh`
 // +kubebuilder:printcolumn:name="Settled",type=integer,JSONPath=`.status.sitesSettled`
 // +kubebuilder:printcolumn:name="Flex (Wh)",type=integer,JSONPath=`.status.flexWh`,priority=1
+// +kubebuilder:printcolumn:name="Dispatched",type=integer,JSONPath=`.status.dispatches.issued`
+// +kubebuilder:printcolumn:name="Executed",type=integer,JSONPath=`.status.dispatches.executed`
+// +kubebuilder:printcolumn:name="Dispatch",type=string,JSONPath=`.status.dispatches.summary`,priority=1
 // +kubebuilder:printcolumn:name="Credit (p)",type=integer,JSONPath=`.status.creditPence`
 // +kubebuilder:printcolumn:name="Late readings",type=integer,JSONPath=`.status.lateReadings`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -5,7 +5,7 @@ import (
 )
 
 // EventType names a notification event, exactly as the webhook body's `type` spells it.
-// +kubebuilder:validation:Enum="site.eligibility_changed";"enrolment.changed";"asset.changed";"site.offboarded";"rewards.transaction_credited";"ping"
+// +kubebuilder:validation:Enum="site.eligibility_changed";"enrolment.changed";"asset.changed";"site.offboarded";"rewards.transaction_credited";"dispatch.requested";"dispatch.cancelled";"ping"
 type EventType string
 
 // The event types of notifications.md.
@@ -15,12 +15,14 @@ const (
 	EventAssetChanged               EventType = "asset.changed"
 	EventSiteOffboarded             EventType = "site.offboarded"
 	EventRewardsTransactionCredited EventType = "rewards.transaction_credited"
+	EventDispatchRequested          EventType = "dispatch.requested"
+	EventDispatchCancelled          EventType = "dispatch.cancelled"
 	EventPing                       EventType = "ping"
 )
 
 // AllEventTypes lists every event type a subscription may ask for.
 var AllEventTypes = []EventType{EventSiteEligibilityChanged, EventEnrolmentChanged, EventAssetChanged,
-	EventSiteOffboarded, EventRewardsTransactionCredited, EventPing}
+	EventSiteOffboarded, EventRewardsTransactionCredited, EventDispatchRequested, EventDispatchCancelled, EventPing}
 
 // SecretKeyReference names a Secret of the subscription's namespace and a key in it.
 type SecretKeyReference struct {
@@ -49,7 +51,7 @@ type SubscriptionSpec struct {
 	// events lists the event types delivered; empty means all.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=6
+	// +kubebuilder:validation:MaxItems=8
 	Events []EventType `json:"events,omitempty"`
 
 	// secretRef names the Secret holding the signing secret. The secret is never copied into

@@ -45,6 +45,7 @@ var CRDMaxLength = map[string]int{
 	"FlexEvent.status.conditions[*].message":           32768,
 	"FlexEvent.status.conditions[*].reason":            1024,
 	"FlexEvent.status.conditions[*].type":              316,
+	"FlexEvent.status.dispatches.summary":              256,
 	"MPANClaim.spec.mpan":                              13,
 	"MPANClaim.spec.siteName":                          253,
 	"Proposition.spec.description":                     1024,

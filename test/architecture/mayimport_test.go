@@ -23,7 +23,7 @@ type row struct {
 var (
 	apiTypes  = []string{"api/v1alpha1"}
 	pureRules = []string{"internal/eligibility", "internal/validation", "internal/claim", "internal/units",
-		"internal/identity", "internal/settlement"}
+		"internal/identity", "internal/settlement", "internal/dispatch"}
 	// helpers: the map's "the rest" that sit below the use cases: tokens, cache keys, compact
 	// ledgers, metrics, mail, bootstrap, the local control plane and the suites' envtest.
 	helpers = []string{"internal/auth", "internal/index", "internal/ledger", "internal/priority", "internal/metrics",
@@ -47,8 +47,12 @@ var packageMap = []row{
 	{pkgs: []string{"internal/app/rewards", "internal/app/subscriptions", "internal/app/flexevents"},
 		may: join(apiTypes, pureRules, []string{"internal/app", "internal/auth", "internal/household", "internal/householdstore",
 			"internal/record", "internal/metrics", "internal/mail", "internal/ledger", "internal/events", "internal/db",
-			"internal/rewardstore", "internal/pagestore", "internal/settlementstore", "internal/outboxstore"}),
-		except: []string{"internal/app/devices", "internal/app/readings"}},
+			"internal/rewardstore", "internal/pagestore", "internal/settlementstore", "internal/outboxstore",
+			"internal/dispatchstore"}),
+		except: []string{"internal/app/devices", "internal/app/readings", "internal/app/dispatches", "internal/app/assetevents"}},
+	{pkgs: []string{"internal/app/dispatches", "internal/app/assetevents"}, may: join(apiTypes, pureRules, []string{"internal/app",
+		"internal/auth", "internal/index", "internal/householdstore", "internal/db", "internal/dispatchstore",
+		"internal/asseteventstore"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/app/devices"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/auth",
 		"internal/deviceauth", "internal/index"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/deviceauth"}, may: join(apiTypes, pureRules, []string{"internal/events"})},
@@ -69,7 +73,7 @@ var packageMap = []row{
 	{pkgs: []string{"internal/devicecallback"}, may: []string{"internal/app/devices", "internal/web"}},
 	{pkgs: []string{"controllers"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/householdstore",
 		"internal/settlementstore", "internal/pagestore", "internal/rewardstore", "internal/outboxstore", "internal/db",
-		"internal/bootstrap", "internal/deviceauth", "internal/events", "internal/index", "internal/metrics",
+		"internal/dispatchstore", "internal/asseteventstore", "internal/bootstrap", "internal/deviceauth", "internal/events", "internal/index", "internal/metrics",
 		"internal/priority", "internal/record", "internal/resourceversion"})},
 	{pkgs: []string{"webhook"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/householdstore",
 		"internal/index", "internal/tenancy"})},
@@ -80,6 +84,8 @@ var packageMap = []row{
 	{pkgs: []string{"internal/pagestore"}, may: []string{"internal/db"}},
 	{pkgs: []string{"internal/settlementstore"}, may: join(apiTypes, []string{"internal/db", "internal/settlement",
 		"internal/events", "internal/rewardstore"})},
+	{pkgs: []string{"internal/dispatchstore"}, may: join(apiTypes, pureRules, []string{"internal/db", "internal/events"})},
+	{pkgs: []string{"internal/asseteventstore"}, may: join(apiTypes, pureRules, []string{"internal/db"})},
 	{pkgs: []string{"internal/delivery"}, may: join(apiTypes, []string{"internal/events", "internal/outboxstore",
 		"internal/metrics"})},
 	{pkgs: []string{"internal/server"}, may: join(apiTypes, []string{"internal"}),
@@ -92,7 +98,8 @@ var packageMap = []row{
 	{pkgs: []string{"cmd/flexsite-admin"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/db",
 		"internal/index", "internal/rewardstore"}), except: []string{"internal/db/dbtest"}},
 	{pkgs: []string{"cmd/flexsite-bench"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/bootstrap",
-		"internal/db", "internal/embedded", "internal/rewardstore", "internal/settlementstore", "internal/server"})},
+		"internal/db", "internal/embedded", "internal/rewardstore", "internal/settlementstore", "internal/dispatchstore",
+		"internal/asseteventstore", "internal/server"})},
 	// cmd/main.go: kubebuilder's placeholder, never built (docs/development.md, "Scaffolding").
 	{pkgs: []string{"cmd"}},
 }
