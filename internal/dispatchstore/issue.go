@@ -1,0 +1,259 @@
+package dispatchstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/dispatch"
+)
+
+// Issuer is who Flexsite's own changes of a dispatch (issued, cancelled) are recorded as.
+const Issuer = "flexsite"
+
+// Dispatch is one dispatch to issue: a flex event asking an asset of a target site for a level.
+type Dispatch struct {
+	FlexEvent, SiteID, AssetID string
+	// MarketID is the FlexEvent's market (its proposition by default).
+	MarketID string
+	LevelKW  float64
+	// From and To are the event's window; EventTimestamp when the flex event was created.
+	From, To, EventTimestamp time.Time
+}
+
+// Skip is an asset of a target site not asked, and why.
+type Skip struct {
+	FlexEvent, SiteID, AssetID string
+	Reason                     dispatch.SkipReason
+}
+
+// batch bounds one SQL transaction's dispatches: a flex event over 10,000 sites is issued in
+// ten transactions, each complete (dispatches, their first status, their outbox events).
+const batch = 1000
+
+// Issue issues dispatches of an organisation, each exactly once: a dispatch already issued
+// (by this replica before a crash, or by another racing it) is left as it is and notified no
+// more. Each new dispatch is written with its first status change and its dispatch.requested
+// outbox event in one SQL transaction, so a manager that dies after the commit delivers it
+// after its restart, and one that dies before it issues it again then. callbackBase is
+// Flexsite's public address (scheme and host): the status callback's URL starts with it. It
+// records the skipped assets too (once each; an asset dispatched since is no longer skipped)
+// and answers how many dispatches this call issued.
+func (s *Store) Issue(ctx context.Context, organisation, callbackBase string, ds []Dispatch, skips []Skip, now time.Time) (int, error) {
+	issued := 0
+	for len(ds) > 0 || len(skips) > 0 {
+		d, k := ds[:min(batch, len(ds))], skips[:min(batch, len(skips))]
+		ds, skips = ds[len(d):], skips[len(k):]
+		n, err := s.issueBatch(ctx, organisation, callbackBase, d, k, now)
+		if err != nil {
+			return issued, err
+		}
+		issued += n
+	}
+	return issued, nil
+}
+
+func (s *Store) issueBatch(ctx context.Context, organisation, callbackBase string, ds []Dispatch, skips []Skip, now time.Time) (int, error) {
+	n := len(ds)
+	ids := make([]uuid.UUID, n)
+	flexEvents, sites, assets, markets := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	levels := make([]float64, n)
+	froms, tos, created := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+	eventIDs, payloads := make([]string, n), make([]string, n)
+	for i, d := range ds {
+		id := dispatch.EventID(organisation, d.FlexEvent, d.AssetID)
+		ids[i], flexEvents[i], sites[i], assets[i], markets[i] = id, d.FlexEvent, d.SiteID, d.AssetID, d.MarketID
+		levels[i], froms[i], tos[i], created[i] = d.LevelKW, d.From.UTC(), d.To.UTC(), d.EventTimestamp.UTC()
+		data, err := json.Marshal(dispatch.Event{EventID: id.String(), AssetID: d.AssetID,
+			IssuedTimestamp: dispatch.Stamp(now), EventTimestamp: dispatch.Stamp(d.EventTimestamp),
+			MarketID: d.MarketID, LevelKW: d.LevelKW, FromTime: dispatch.Stamp(d.From), ToTime: dispatch.Stamp(d.To),
+			UpdateStatusCallback: callbackBase + dispatch.CallbackPath(d.AssetID, id)})
+		if err != nil {
+			return 0, err
+		}
+		eventIDs[i], payloads[i] = RequestedEventID(id), string(data)
+	}
+	kEvents, kSites, kAssets, kReasons := make([]string, len(skips)), make([]string, len(skips)),
+		make([]string, len(skips)), make([]string, len(skips))
+	for i, k := range skips {
+		kEvents[i], kSites[i], kAssets[i], kReasons[i] = k.FlexEvent, k.SiteID, k.AssetID, string(k.Reason)
+	}
+	issued := 0
+	err := pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
+		// One statement: the dispatches new to the table, their first status, their events.
+		// ON CONFLICT DO NOTHING makes the racer that commits second insert nothing (it waits
+		// for the first's commit on the primary key), so nothing is notified twice.
+		err := q.QueryRow(ctx, `
+WITH input AS (
+	SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
+		$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::text[]) WITH ORDINALITY
+		AS i(event_id, flex_event, site_id, asset_id, market_id, level_kw, from_time, to_time, event_timestamp,
+			outbox_id, payload, n)),
+d AS (
+	INSERT INTO dispatches (organisation, event_id, flex_event, site_id, asset_id, market_id, level_kw, from_time,
+		to_time, event_timestamp, issued_at, updated_at)
+	SELECT $1, event_id, flex_event, site_id, asset_id, market_id, level_kw, from_time, to_time, event_timestamp,
+		$13, $13 FROM input ORDER BY n
+	ON CONFLICT DO NOTHING
+	RETURNING event_id),
+c AS (
+	INSERT INTO dispatch_status_changes (organisation, event_id, status, recorded_at, recorded_by)
+	SELECT $1, event_id, 'requested', $13, $14 FROM d),
+o AS (
+	INSERT INTO outbox (organisation, site_id, event_type, event_id, payload, created_at)
+	SELECT $1, i.site_id, $15, i.outbox_id, i.payload::jsonb, $13 FROM input i JOIN d USING (event_id) ORDER BY i.n
+	ON CONFLICT (organisation, event_id) DO NOTHING),
+k AS (
+	DELETE FROM dispatch_skips s USING d JOIN input i USING (event_id)
+	WHERE s.organisation = $1 AND s.flex_event = i.flex_event AND s.asset_id = i.asset_id)
+SELECT count(*) FROM d`,
+			organisation, ids, flexEvents, sites, assets, markets, levels, froms, tos, created, eventIDs, payloads,
+			now.UTC(), Issuer, string(flexv1.EventDispatchRequested)).Scan(&issued)
+		if err != nil {
+			return err
+		}
+		if len(skips) > 0 {
+			// An asset dispatched already stays dispatched: its skip is not recorded.
+			if _, err := q.Exec(ctx, `INSERT INTO dispatch_skips (organisation, flex_event, site_id, asset_id, reason, recorded_at)
+				SELECT $1, flex_event, site_id, asset_id, reason, $6
+				FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS k(flex_event, site_id, asset_id, reason)
+				WHERE NOT EXISTS (SELECT 1 FROM dispatches x WHERE x.organisation = $1 AND x.flex_event = k.flex_event
+					AND x.asset_id = k.asset_id)
+				ON CONFLICT DO NOTHING`, organisation, kEvents, kSites, kAssets, kReasons, now.UTC()); err != nil {
+				return err
+			}
+		}
+		return notify(ctx, q, organisation, append(flexEvents, kEvents...))
+	})
+	if err != nil {
+		return 0, s.classify(err)
+	}
+	return issued, nil
+}
+
+// notify tells every replica's FlexEvent controller that these events' dispatches changed.
+func notify(ctx context.Context, q pgx.Tx, organisation string, flexEvents []string) error {
+	_, err := q.Exec(ctx, `SELECT pg_notify($1, $2 || '/' || e) FROM (SELECT DISTINCT unnest($3::text[]) AS e) x`,
+		Channel, organisation, flexEvents)
+	return err
+}
+
+// RequestedEventID is the outbox id (the webhook-id) of a dispatch's dispatch.requested
+// event, and CancelledEventID of its dispatch.cancelled: derived from the dispatch, so that
+// each is written and delivered once.
+func RequestedEventID(id uuid.UUID) string { return "evt_" + id.String() }
+
+// CancelledEventID: see RequestedEventID.
+func CancelledEventID(id uuid.UUID) string {
+	return "evt_" + uuid.NewSHA1(id, []byte("cancelled")).String()
+}
+
+// Cancel cancels a flex event's open dispatches (requested, received or accepted), each with
+// its status change and its dispatch.cancelled outbox event, in one SQL transaction. A
+// callback racing it waits for the dispatch's row lock and then finds it cancelled (409).
+// Cancelling again cancels nothing. It answers how many it cancelled.
+func (s *Store) Cancel(ctx context.Context, organisation, flexEvent string, now time.Time) (int, error) {
+	cancelled := 0
+	err := pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
+		rows, err := q.Query(ctx, `UPDATE dispatches SET status = 'cancelled', updated_at = $3
+			WHERE organisation = $1 AND flex_event = $2 AND status IN ('requested', 'received', 'accepted')
+			RETURNING event_id, site_id, asset_id`, organisation, flexEvent, now.UTC())
+		if err != nil {
+			return err
+		}
+		ids, evIDs, sites, payloads := []uuid.UUID{}, []string{}, []string{}, []string{}
+		for rows.Next() {
+			var id uuid.UUID
+			var site, asset string
+			if err := rows.Scan(&id, &site, &asset); err != nil {
+				return err
+			}
+			data, err := json.Marshal(dispatch.CancelledEvent{EventID: id.String(), AssetID: asset})
+			if err != nil {
+				return err
+			}
+			ids, evIDs, sites, payloads = append(ids, id), append(evIDs, CancelledEventID(id)), append(sites, site),
+				append(payloads, string(data))
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		cancelled = len(ids)
+		if cancelled == 0 {
+			return nil
+		}
+		if _, err := q.Exec(ctx, `
+WITH c AS (
+	INSERT INTO dispatch_status_changes (organisation, event_id, status, recorded_at, recorded_by)
+	SELECT $1, id, 'cancelled', $6, $7 FROM unnest($2::uuid[]) AS id)
+INSERT INTO outbox (organisation, site_id, event_type, event_id, payload, created_at)
+SELECT $1, site_id, $8, event_id, payload::jsonb, $6
+FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS e(event_id, site_id, payload, n) ORDER BY n
+ON CONFLICT (organisation, event_id) DO NOTHING`,
+			organisation, ids, evIDs, sites, payloads, now.UTC(), Issuer, string(flexv1.EventDispatchCancelled)); err != nil {
+			return err
+		}
+		return notify(ctx, q, organisation, []string{flexEvent})
+	})
+	if err != nil {
+		return 0, s.classify(err)
+	}
+	return cancelled, nil
+}
+
+// ErrNotFound: the organisation has no such dispatch of that asset.
+var ErrNotFound = errors.New("no such dispatch")
+
+// Report is what an asset controller reported of a dispatch.
+type Report struct {
+	AssetID string
+	EventID uuid.UUID
+	Status  dispatch.Status
+	// At is the report's own timestamp; By the API client that sent it.
+	At time.Time
+	By string
+}
+
+// Record records a reported status of an organisation's dispatch of an asset, judged by
+// dispatch.Step under the dispatch's row lock: changed is false when it is the same status
+// again (nothing written); a refusal is dispatch.ErrStepBack or dispatch.ErrFinal (a
+// cancellation that came first included); ErrNotFound when the organisation has no such
+// dispatch of that asset. The change and its history row commit together, with a NOTIFY.
+func (s *Store) Record(ctx context.Context, organisation string, r Report, now time.Time) (changed bool, err error) {
+	err = pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
+		var from, flexEvent string
+		err := q.QueryRow(ctx, `SELECT status, flex_event FROM dispatches
+			WHERE organisation = $1 AND event_id = $2 AND asset_id = $3 FOR UPDATE`,
+			organisation, r.EventID, r.AssetID).Scan(&from, &flexEvent)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if changed, err = dispatch.Step(dispatch.Status(from), r.Status); err != nil || !changed {
+			return err
+		}
+		if _, err := q.Exec(ctx, `WITH u AS (UPDATE dispatches SET status = $3, updated_at = $5
+				WHERE organisation = $1 AND event_id = $2)
+			INSERT INTO dispatch_status_changes (organisation, event_id, status, reported_at, recorded_at, recorded_by)
+			VALUES ($1, $2, $3, $4, $5, $6)`,
+			organisation, r.EventID, string(r.Status), r.At.UTC(), now.UTC(), r.By); err != nil {
+			return err
+		}
+		return notify(ctx, q, organisation, []string{flexEvent})
+	})
+	if errors.Is(err, ErrNotFound) || errors.Is(err, dispatch.ErrStepBack) || errors.Is(err, dispatch.ErrFinal) {
+		return false, err
+	}
+	if err != nil {
+		return false, fmt.Errorf("recording a dispatch's status: %w", s.classify(err))
+	}
+	return changed, nil
+}
