@@ -75,11 +75,11 @@ func TestSkip(t *testing.T) {
 		state dispatch.DeviceState
 		want  dispatch.SkipReason
 	}{
-		"asked: never reported a plug event":    {rated, dispatch.DeviceState{}, ""},
-		"plugged out":                           {rated, dispatch.DeviceState{PluggedOut: true}, dispatch.NotPluggedIn},
-		"charge now over the start":             {rated, dispatch.DeviceState{ChargeNowUntil: start.Add(time.Minute)}, dispatch.ChargeNow},
-		"charge now ended at the start":         {rated, dispatch.DeviceState{ChargeNowUntil: start}, ""},
-		"no rating":                             {flexv1.AssetSpec{}, dispatch.DeviceState{}, dispatch.NoPowerRating},
+		"asked: never reported a plug event":   {rated, dispatch.DeviceState{}, ""},
+		"plugged out":                          {rated, dispatch.DeviceState{PluggedOut: true}, dispatch.NotPluggedIn},
+		"charge now over the start":            {rated, dispatch.DeviceState{ChargeNowUntil: start.Add(time.Minute)}, dispatch.ChargeNow},
+		"charge now ended at the start":        {rated, dispatch.DeviceState{ChargeNowUntil: start}, ""},
+		"no rating":                            {flexv1.AssetSpec{}, dispatch.DeviceState{}, dispatch.NoPowerRating},
 		"custom dispatch power without rating": {flexv1.AssetSpec{CustomDispatchPowerW: w(3000)}, dispatch.DeviceState{}, ""},
 	} {
 		got, skipped := dispatch.Skip(tc.spec, tc.state, start)

@@ -165,4 +165,3 @@ func TestIssueSkipRecordCancel(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
