@@ -22,6 +22,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/identity"
@@ -36,8 +37,10 @@ type Service struct {
 	Sites            *app.Service
 	Cache, APIReader client.Reader
 	Client           client.Client
-	// Store is the settlements' database (required).
-	Store *settlementstore.Store
+	// Store is the settlements' database (required), and Dispatches the dispatches' (the same
+	// database).
+	Store      *settlementstore.Store
+	Dispatches *dispatchstore.Store
 }
 
 // New builds the flex event use cases on the household ones' clients and the settlements'
@@ -47,7 +50,7 @@ func New(households *app.Service, store *settlementstore.Store) *Service {
 		panic("flexevents.New: the settlements' store is required")
 	}
 	return &Service{Sites: households, Cache: households.Cache, APIReader: households.APIReader,
-		Client: households.Client, Store: store}
+		Client: households.Client, Store: store, Dispatches: &dispatchstore.Store{Pool: store.Pool}}
 }
 
 // ErrEventNotFound answers an event that does not exist for this caller.
