@@ -1,8 +1,11 @@
 package household
 
 import (
+	"fmt"
+	"math"
 	"time"
 
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/settlement"
 )
 
@@ -64,3 +67,52 @@ func TransactionDay(startTime *string, settlementDate string) string {
 	}
 	return settlementDate
 }
+
+// DeviceWords names an asset type as a household calls its device, in a sentence: "charger",
+// "electric vehicle", "heat pump", "hot water tank", "battery"; "device" for any other type,
+// or none (an asset deleted since).
+func DeviceWords(t flexv1.AssetType) string {
+	switch t {
+	case flexv1.AssetTypeCharger:
+		return "charger"
+	case flexv1.AssetTypeElectricVehicle:
+		return "electric vehicle"
+	case flexv1.AssetTypeHeatPump:
+		return "heat pump"
+	case flexv1.AssetTypeHotWaterTank:
+		return "hot water tank"
+	case flexv1.AssetTypeBattery:
+		return "battery"
+	}
+	return "device"
+}
+
+// DispatchWords says what a device of type t did when it executed a dispatch at levelKW (its
+// power output: positive giving power to the home, negative drawing it, as the DispatchEvent
+// spells it) from from to to: "Your charger was paused from 17:30 to 18:30", in UK local time
+// (the event's day is written beside it, with Day). A load asked for 0 kW was paused; a load
+// asked to draw power charged (a charger, an electric vehicle) or was turned up (a heat pump, a
+// hot water tank); a battery giving power was discharged, one drawing power was charged. A
+// device of unknown type is worded from its level alone.
+func DispatchWords(t flexv1.AssetType, levelKW float64, from, to time.Time) string {
+	const watt = 0.001 // the smallest level a dispatch carries: below it is 0 kW
+	var did string
+	switch {
+	case math.Abs(levelKW) < watt:
+		did = "was paused"
+	case t == flexv1.AssetTypeBattery && levelKW > 0:
+		did = "was discharged"
+	case t == flexv1.AssetTypeBattery:
+		did = "was charged"
+	case levelKW > 0:
+		did = "gave power to your home"
+	case t == flexv1.AssetTypeCharger || t == flexv1.AssetTypeElectricVehicle:
+		did = "charged"
+	default:
+		did = "was turned up"
+	}
+	return fmt.Sprintf("Your %s %s from %s to %s", DeviceWords(t), did, clock(from), clock(to))
+}
+
+// clock writes the UK local time of day of t, "17:30".
+func clock(t time.Time) string { return t.In(settlement.London).Format("15:04") }

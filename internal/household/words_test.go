@@ -75,3 +75,45 @@ func TestTransactionDay(t *testing.T) {
 		}
 	}
 }
+
+func TestDispatchWords(t *testing.T) {
+	winter := time.Date(2026, 11, 17, 17, 30, 0, 0, time.UTC) // GMT: 17:30 in the UK
+	summer := time.Date(2026, 6, 16, 16, 30, 0, 0, time.UTC)  // BST: 17:30 in the UK
+	for _, tc := range []struct {
+		typ     flexv1.AssetType
+		levelKW float64
+		from    time.Time
+		want    string
+	}{
+		// Turn-down: a load pauses, a battery discharges.
+		{flexv1.AssetTypeCharger, 0, winter, "Your charger was paused from 17:30 to 18:30"},
+		{flexv1.AssetTypeCharger, 0, summer, "Your charger was paused from 17:30 to 18:30"},
+		{flexv1.AssetTypeElectricVehicle, 0, winter, "Your electric vehicle was paused from 17:30 to 18:30"},
+		{flexv1.AssetTypeHeatPump, 0, winter, "Your heat pump was paused from 17:30 to 18:30"},
+		{flexv1.AssetTypeHotWaterTank, 0, winter, "Your hot water tank was paused from 17:30 to 18:30"},
+		{flexv1.AssetTypeBattery, 5, winter, "Your battery was discharged from 17:30 to 18:30"},
+		// Turn-up: a load draws its power, a battery charges.
+		{flexv1.AssetTypeCharger, -7.4, winter, "Your charger charged from 17:30 to 18:30"},
+		{flexv1.AssetTypeElectricVehicle, -11, summer, "Your electric vehicle charged from 17:30 to 18:30"},
+		{flexv1.AssetTypeHeatPump, -3, winter, "Your heat pump was turned up from 17:30 to 18:30"},
+		{flexv1.AssetTypeHotWaterTank, -3, winter, "Your hot water tank was turned up from 17:30 to 18:30"},
+		{flexv1.AssetTypeBattery, -5, winter, "Your battery was charged from 17:30 to 18:30"},
+		// Less than a watt is 0 kW.
+		{flexv1.AssetTypeCharger, 0.0004, winter, "Your charger was paused from 17:30 to 18:30"},
+		// An asset deleted since (no type), or of a type not dispatched: worded by its level.
+		{"", 0, winter, "Your device was paused from 17:30 to 18:30"},
+		{"", 5, winter, "Your device gave power to your home from 17:30 to 18:30"},
+		{"", -5, winter, "Your device was turned up from 17:30 to 18:30"},
+		{flexv1.AssetTypeBoundaryMeter, 0, winter, "Your device was paused from 17:30 to 18:30"},
+	} {
+		if got := household.DispatchWords(tc.typ, tc.levelKW, tc.from, tc.from.Add(time.Hour)); got != tc.want {
+			t.Errorf("DispatchWords(%q, %v, %v) = %q, want %q", tc.typ, tc.levelKW, tc.from, got, tc.want)
+		}
+	}
+	// A window across UK midnight in summer: the times are the UK's, not UTC's.
+	late := time.Date(2026, 6, 30, 22, 30, 0, 0, time.UTC)
+	if got, want := household.DispatchWords(flexv1.AssetTypeCharger, 0, late, late.Add(time.Hour)),
+		"Your charger was paused from 23:30 to 00:30"; got != want {
+		t.Errorf("across midnight: %q, want %q", got, want)
+	}
+}
