@@ -475,16 +475,20 @@ type Rewards struct {
 	DaysUntilMinimumWaitTimeMet int                 `json:"days_until_minimum_wait_time_met"`
 	Transactions                []Transaction       `json:"transactions"`
 	// FlexEvents are the settled flex events, newest first: a sentence, a chart (SVG
-	// markup, escaped and drawn by the server) and its figures.
+	// markup, escaped and drawn by the server) and its figures; and what the household's
+	// devices did in them, also in events not settled yet (no sentence, no chart then).
 	FlexEvents []FlexEvent `json:"flex_events"`
 }
 
-// FlexEvent is one settled flex event of the household, drawn (internal/web/flexchart).
+// FlexEvent is one flex event of the household, drawn (internal/web/flexchart).
 type FlexEvent struct {
 	Day      string          `json:"day"`
 	Sentence string          `json:"sentence"`
 	ChartSVG string          `json:"chart_svg"`
 	Rows     []flexchart.Row `json:"rows"`
+	// Devices say what its devices did, from their executed dispatches ("Your charger was
+	// paused from 17:30 to 18:30"); [] when none.
+	Devices []string `json:"devices"`
 }
 
 // Transaction is one line of the household's history.
@@ -523,7 +527,7 @@ func (d *Door) rewards(r *http.Request, p *auth.Principal) (any, error) {
 		}
 		for _, ev := range flexchart.Of(evs.Events) {
 			out.FlexEvents = append(out.FlexEvents, FlexEvent{Day: ev.Day, Sentence: ev.Sentence,
-				ChartSVG: string(ev.Chart), Rows: ev.Rows})
+				ChartSVG: string(ev.Chart), Rows: ev.Rows, Devices: append([]string{}, ev.Devices...)})
 		}
 	}
 	return out, nil

@@ -61,7 +61,7 @@ var packageMap = []row{
 	{pkgs: []string{"internal/web"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/auth", "internal/metrics"}),
 		except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/web/flexchart"}, may: join(apiTypes, pureRules, []string{"internal/app/flexevents",
-		"internal/settlementstore"})},
+		"internal/settlementstore", "internal/household"})},
 	{pkgs: []string{"internal/web/webtest"}, may: []string{"internal/app", "internal/web"}, except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/restapi"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/web", "internal/auth",
 		"internal/events", "internal/household", "internal/metrics"})},

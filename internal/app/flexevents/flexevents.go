@@ -283,7 +283,25 @@ type SiteEvent struct {
 	// Start, End and HalfHours are the settlement's, for the rewards page (not in the API).
 	Start, End time.Time                  `json:"-"`
 	HalfHours  []settlementstore.HalfHour `json:"-"`
+	// Executed are the event's dispatches to the site's devices that their controller reported
+	// executed, for the rewards page (not in the API). Only executed ones: what a device was
+	// asked and did. Settlement stays measured, so they change nothing in money.
+	Executed []ExecutedDispatch `json:"-"`
 }
+
+// ExecutedDispatch is an executed dispatch of a flex event to one of the site's devices.
+type ExecutedDispatch struct {
+	AssetID string
+	// AssetType is the asset's type; "" for an asset deleted since.
+	AssetType flexv1.AssetType
+	// LevelKW is the power output it was asked for (the DispatchEvent's level_kw), over From–To.
+	LevelKW  float64
+	From, To time.Time
+}
+
+// maxExecutedShown bounds the executed dispatches read for a site's events: a household has a
+// few devices, and the newest windows are read first.
+const maxExecutedShown = 1000
 
 // SiteEvents answers GET /entities/site/{site_id}/flex-events: prod's SiteFlexEventsResponse.
 type SiteEvents struct {
@@ -324,7 +342,39 @@ func (s *Service) OfSite(ctx context.Context, site *flexv1.Site, now time.Time) 
 	}
 	out.Events = append(out.Events, pending...)
 	slices.SortStableFunc(out.Events, func(a, b SiteEvent) int { return b.Start.Compare(a.Start) })
+	if err := s.withExecuted(ctx, site.Namespace, id, out.Events); err != nil {
+		return SiteEvents{}, err
+	}
 	return out, nil
+}
+
+// withExecuted gives each of the site's events its executed dispatches, each with its asset's
+// type from the cache (one index lookup per asset).
+func (s *Service) withExecuted(ctx context.Context, organisation, siteID string, events []SiteEvent) error {
+	if s.Dispatches == nil || len(events) == 0 {
+		return nil
+	}
+	executed, err := s.Dispatches.ExecutedOfSite(ctx, organisation, siteID, maxExecutedShown)
+	if err != nil || len(executed) == 0 {
+		return err
+	}
+	ids := make([]string, 0, len(executed))
+	for _, e := range executed {
+		ids = append(ids, e.AssetID)
+	}
+	types, err := householdstore.AssetTypes(ctx, s.Cache, organisation, ids)
+	if err != nil {
+		return err
+	}
+	byEvent := map[string][]ExecutedDispatch{}
+	for _, e := range executed {
+		byEvent[e.FlexEvent] = append(byEvent[e.FlexEvent], ExecutedDispatch{AssetID: e.AssetID,
+			AssetType: types[e.AssetID], LevelKW: e.LevelKW, From: e.From, To: e.To})
+	}
+	for i := range events {
+		events[i].Executed = byEvent[events[i].ID]
+	}
+	return nil
 }
 
 func settledEvent(st settlementstore.Settlement) SiteEvent {

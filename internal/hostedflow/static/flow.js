@@ -408,15 +408,26 @@
     }
   }
 
-  // Each settled flex event: its sentence, the server's chart (SVG markup the server drew and
-  // escaped, parsed as SVG, never as HTML), and the same figures as a table.
+  // Each flex event: its sentence, what the household's devices did, the server's chart (SVG
+  // markup the server drew and escaped, parsed as SVG, never as HTML), and the same figures as
+  // a table. An event not settled yet has only what its devices did.
   function showFlexEvents(events) {
     const list = $("#rewards-events-list");
     list.replaceChildren();
     $("#rewards-events").hidden = events.length === 0;
     for (const ev of events) {
       const article = el("article", {"class": "flex-event"});
-      article.append(el("h4", {}, ev.day), el("p", {"class": "flex-sentence"}, ev.sentence));
+      article.append(el("h4", {}, ev.day));
+      if (ev.sentence) article.append(el("p", {"class": "flex-sentence"}, ev.sentence));
+      if (ev.devices && ev.devices.length > 0) {
+        const ul = el("ul", {"class": "flex-devices"});
+        for (const d of ev.devices) ul.append(el("li", {}, d));
+        article.append(ul);
+      }
+      if (!ev.chart_svg) {
+        list.append(article);
+        continue;
+      }
       const svg = new DOMParser().parseFromString(ev.chart_svg, "image/svg+xml").documentElement;
       if (svg && svg.localName === "svg") article.append(document.importNode(svg, true));
       const table = el("table");

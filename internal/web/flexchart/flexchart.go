@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/flexsite/flexsite/internal/app/flexevents"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/settlement"
 	"github.com/flexsite/flexsite/internal/settlementstore"
 )
@@ -24,12 +26,16 @@ type Event struct {
 	ID string
 	// Day is the event's UK local date ("Tuesday 17 November 2026").
 	Day string
-	// Sentence says what the household did and earned.
+	// Sentence says what the household did and earned; "" (and no Chart, no Rows) for an
+	// event not settled yet, shown for its Devices alone.
 	Sentence string
 	// Chart is the SVG (role="img", titled and described).
 	Chart template.HTML
 	// Rows are the chart's figures, for the table beside it.
 	Rows []Row
+	// Devices say what the household's devices did, one sentence per executed dispatch
+	// ("Your charger was paused from 17:30 to 18:30"), the same sentence once.
+	Devices []string
 }
 
 // Row is one half-hour's figures.
@@ -39,22 +45,41 @@ type Row struct {
 	Actual string `json:"actual"`
 }
 
-// Of are the settled events among a site's events, newest first, drawn.
+// Of are the events among a site's events the household is shown, newest first: the settled
+// ones, drawn, and those its devices executed a dispatch of (settled or not yet).
 func Of(events []flexevents.SiteEvent) []Event {
 	var out []Event
 	for i, ev := range events {
-		if ev.Status != string(settlement.Settled) || len(ev.HalfHours) == 0 {
-			continue
+		id := fmt.Sprintf("flex-event-%d", i+1)
+		switch {
+		case ev.Status == string(settlement.Settled) && len(ev.HalfHours) > 0:
+			out = append(out, Draw(id, ev))
+		case len(ev.Executed) > 0:
+			out = append(out, Event{ID: id, Day: day(ev.Start), Devices: Devices(ev)})
 		}
-		out = append(out, Draw(fmt.Sprintf("flex-event-%d", i+1), ev))
 	}
 	return out
 }
 
+// Devices are the sentences of what the event's executed dispatches did, in the order given,
+// each different sentence once (two chargers paused alike read as one).
+func Devices(ev flexevents.SiteEvent) []string {
+	var out []string
+	for _, d := range ev.Executed {
+		if s := household.DispatchWords(d.AssetType, d.LevelKW, d.From, d.To); !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// day is the UK local date an event is headed by ("Tuesday 17 November 2026").
+func day(start time.Time) string { return start.In(settlement.London).Format("Monday 2 January 2006") }
+
 // Draw draws one settled event; id prefixes its elements' ids.
 func Draw(id string, ev flexevents.SiteEvent) Event {
 	start, end := ev.Start.In(settlement.London), ev.End.In(settlement.London)
-	out := Event{ID: id, Day: start.Format("Monday 2 January 2006"), Sentence: Sentence(ev)}
+	out := Event{ID: id, Day: day(ev.Start), Sentence: Sentence(ev), Devices: Devices(ev)}
 	for _, h := range ev.HalfHours {
 		out.Rows = append(out.Rows, Row{Time: h.Start.In(settlement.London).Format("15:04"),
 			Usual: kwh(baseline(h)), Actual: kwh(h.ActualMilliWh)})
