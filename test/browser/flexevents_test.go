@@ -11,6 +11,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/flexsite/flexsite/internal/dispatch"
+	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/settlement"
 	"github.com/flexsite/flexsite/internal/testenv"
 	"github.com/flexsite/flexsite/test/browser"
@@ -33,6 +35,7 @@ var _ = Describe("A settled flex event on the rewards page in Chromium", func() 
 		})
 		Expect(status).To(Equal(http.StatusOK), "%v", onboarded)
 		siteID := onboarded["site"].(map[string]any)["site_id"].(string)
+		chargerID := onboarded["assets"].([]any)[0].(map[string]any)["asset_id"].(string)
 
 		By("the site's readings (the spec's first worked example) and a flex event over them, settled")
 		start := testenv.SettledWorkingDay(time.Now())
@@ -56,6 +59,24 @@ var _ = Describe("A settled flex event on the rewards page in Chromium", func() 
 			"start_at": start.Format(time.RFC3339), "end_at": start.Add(time.Hour).Format(time.RFC3339),
 			"direction": "turn_down", "rate_pence_per_kwh": 25, "site_ids": []any{siteID}})
 		Expect(status).To(Equal(http.StatusCreated), "%v", created)
+		By("the charger's dispatch reported executed, another asset's only accepted (as their controllers would)")
+		eventName := created["id"].(string)
+		dispatches := &dispatchstore.Store{Pool: testDB.Pool}
+		_, err := dispatches.Issue(ctx, o.Namespace, serverURL, []dispatchstore.Dispatch{
+			{FlexEvent: eventName, SiteID: siteID, AssetID: chargerID, MarketID: "limited_pause", LevelKW: 0,
+				From: start, To: start.Add(time.Hour), EventTimestamp: start.Add(-time.Hour)},
+			{FlexEvent: eventName, SiteID: siteID, AssetID: "another-asset", MarketID: "limited_pause", LevelKW: 0,
+				From: start, To: start.Add(time.Hour), EventTimestamp: start.Add(-time.Hour)},
+		}, nil, start.Add(-time.Hour))
+		Expect(err).NotTo(HaveOccurred())
+		for _, r := range []struct {
+			asset  string
+			status dispatch.Status
+		}{{chargerID, dispatch.Accepted}, {chargerID, dispatch.Executed}, {"another-asset", dispatch.Accepted}} {
+			_, err := dispatches.Record(ctx, o.Namespace, dispatchstore.Report{AssetID: r.asset,
+				EventID: dispatch.EventID(o.Namespace, eventName, r.asset), Status: r.status, At: start, By: o.Username}, time.Now())
+			Expect(err).NotTo(HaveOccurred())
+		}
 		Eventually(func() any {
 			_, ev := call("GET", "/flex-events/"+created["id"].(string), tok, nil)
 			return ev["status"]
@@ -86,6 +107,8 @@ var _ = Describe("A settled flex event on the rewards page in Chromium", func() 
 		}
 		Expect(text(".flex-sentence")).To(Equal("You used 1.1 kWh less than usual between 17:30 and 18:30: £0.35"))
 		Expect(text(".flex-event h3")).To(Equal(start.Format("Monday 2 January 2006")))
+		// What the devices did: the executed dispatch only (the accepted one says nothing).
+		Expect(text(".flex-event .flex-devices")).To(Equal("Your charger was paused from 17:30 to 18:30"))
 		role, err := browser.Run(b, step, chromedp.Evaluate[string](`document.querySelector("svg.flex-chart").getAttribute("role")`))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(role).To(Equal("img"))
