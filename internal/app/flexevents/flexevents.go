@@ -362,14 +362,14 @@ func (s *Service) withExecuted(ctx context.Context, organisation, siteID string,
 	for _, e := range executed {
 		ids = append(ids, e.AssetID)
 	}
-	types, err := householdstore.AssetTypes(ctx, s.Cache, organisation, ids)
+	assetTypes, err := householdstore.AssetTypes(ctx, s.Cache, organisation, ids)
 	if err != nil {
 		return err
 	}
 	byEvent := map[string][]ExecutedDispatch{}
 	for _, e := range executed {
 		byEvent[e.FlexEvent] = append(byEvent[e.FlexEvent], ExecutedDispatch{AssetID: e.AssetID,
-			AssetType: types[e.AssetID], LevelKW: e.LevelKW, From: e.From, To: e.To})
+			AssetType: assetTypes[e.AssetID], LevelKW: e.LevelKW, From: e.From, To: e.To})
 	}
 	for i := range events {
 		events[i].Executed = byEvent[events[i].ID]
