@@ -15,7 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/dispatch"
+	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/settlement"
 	"github.com/flexsite/flexsite/internal/testenv"
 	"github.com/flexsite/flexsite/test/browser"
 )
@@ -122,6 +125,7 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		o := newOrg(ctx)
 		orgToken := o.token()
 		siteID, token := o.componentToken(orgToken, "household-1", embedder.Origin())
+		var devicesDid string // what the rewards step says the charger did (with PostgreSQL)
 		b := newBrowser()
 		f := embed(b, token, "")
 
@@ -197,11 +201,52 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		f.do(chromedp.Click(chromedp.CSS("#proposition-limited_pause"), f.in()),
 			chromedp.Click(chromedp.CSS("#form-enrol button[type=submit]"), f.in()))
 
+		By("(a flex event over the home started an hour ago: the charger's dispatch executed, not settled yet)")
+		if testDB != nil {
+			assets := &flexv1.AssetList{}
+			Expect(k8sClient.List(ctx, assets, client.InNamespace(o.Namespace))).To(Succeed())
+			var chargerID string
+			for _, a := range assets.Items {
+				if a.Spec.Type == flexv1.AssetTypeCharger {
+					chargerID = a.Labels[flexv1.IDLabel]
+				}
+			}
+			Expect(chargerID).NotTo(BeEmpty())
+			start := now.Truncate(30 * time.Minute).Add(-time.Hour)
+			ev := &flexv1.FlexEvent{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: "dispatched"},
+				Spec: flexv1.FlexEventSpec{Proposition: flexv1.PropositionLimitedPause, StartAt: metav1.NewTime(start),
+					EndAt: metav1.NewTime(start.Add(time.Hour)), Direction: flexv1.FlexTurnDown, RatePencePerKWh: "25",
+					SiteNames: []string{owned.Items[0].Name}}}
+			Expect(k8sClient.Create(ctx, ev)).To(Succeed())
+			dispatches := &dispatchstore.Store{Pool: testDB.Pool}
+			_, err := dispatches.Issue(ctx, o.Namespace, serverURL, []dispatchstore.Dispatch{{FlexEvent: ev.Name, SiteID: siteID,
+				AssetID: chargerID, MarketID: "limited_pause", LevelKW: 0, From: start, To: start.Add(time.Hour),
+				EventTimestamp: start.Add(-time.Hour)}}, nil, start.Add(-time.Hour))
+			Expect(err).NotTo(HaveOccurred())
+			_, err = dispatches.Record(ctx, o.Namespace, dispatchstore.Report{AssetID: chargerID,
+				EventID: dispatch.EventID(o.Namespace, ev.Name, chargerID), Status: dispatch.Executed, At: start, By: o.Username}, now)
+			Expect(err).NotTo(HaveOccurred())
+			devicesDid = fmt.Sprintf("Your charger was paused from %s to %s", start.In(settlement.London).Format("15:04"),
+				start.Add(time.Hour).In(settlement.London).Format("15:04"))
+		}
+
 		By("rewards: balance, when it can withdraw, and the history newest first")
 		Eventually(func() string {
 			f.do(chromedp.Click(chromedp.CSS("#form-rewards button[type=submit]"), f.in()))
 			return f.text("#rewards-summary")
 		}).Should(ContainSubstring("£11.70"))
+		if devicesDid != "" {
+			By("rewards: what the household's devices did in the flex event, without a chart before it is settled")
+			Eventually(func() string {
+				f.do(chromedp.Click(chromedp.CSS("#form-rewards button[type=submit]"), f.in()))
+				var said string // "" until the list shows it (no wait for an element that may not come)
+				f.eval(`(document.querySelector("#rewards-events-list .flex-devices") || {}).textContent || ""`, &said)
+				return said
+			}).Should(Equal(devicesDid))
+			var charts float64
+			f.eval(`document.querySelectorAll("#rewards-events-list svg, #rewards-events-list table, #rewards-events-list .flex-sentence").length`, &charts)
+			Expect(charts).To(BeZero())
+		}
 		var rows []string
 		f.eval(`Array.from(document.querySelectorAll("#rewards-history tbody tr")).map((tr) => tr.innerText.replace(/\s+/g, " ").trim())`, &rows)
 		Expect(rows).To(HaveLen(3))
