@@ -45,7 +45,8 @@ type Door struct {
 	Rewards    *rewards.Service
 	// Devices are the device-connection use cases (the Connect step).
 	Devices *devices.Service
-	// FlexEvents finds the household's settled flex events for the rewards step (nil: none).
+	// FlexEvents finds the household's settled flex events and what its devices did in them, for
+	// the rewards step (nil: none).
 	FlexEvents *flexevents.Service
 	Guard      *web.Authenticator
 	// PublicURL is the scheme and host of Flexsite (empty: the request's).

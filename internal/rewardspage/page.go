@@ -3,7 +3,7 @@
 // Its routes:
 //
 //	GET  /hosted/rewards/link/{code}  redeem the one-time link: start a session, 303 to the page
-//	GET  /hosted/rewards              the page: balance, thresholds, history, bank details, forms
+//	GET  /hosted/rewards              the page: balance, thresholds, flex events, history, bank details, forms
 //	POST /hosted/rewards/code         email a six-digit code (where 2FA is enforced)
 //	POST /hosted/rewards/verify       confirm the code (field code)
 //	POST /hosted/rewards/bank         enter or change bank details
@@ -75,7 +75,8 @@ type Door struct {
 	// PublicURL is the scheme and host the page is served at (empty: the request's); a
 	// session cookie over https is Secure.
 	PublicURL string
-	// FlexEvents finds the household's settled flex events (nil: none are shown).
+	// FlexEvents finds the household's settled flex events and what its devices did in them
+	// (nil: none are shown).
 	FlexEvents *flexevents.Service
 }
 
