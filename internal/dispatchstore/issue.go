@@ -88,7 +88,8 @@ func (s *Store) issueBatch(ctx context.Context, organisation, callbackBase strin
 	err := pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
 		// One statement: the dispatches new to the table, their first status, their events.
 		// ON CONFLICT DO NOTHING makes the racer that commits second insert nothing (it waits
-		// for the first's commit on the primary key), so nothing is notified twice.
+		// for the first's commit on the primary key), so nothing is notified twice. The rows go
+		// in in event_id order: racers that wait on each other's keys in one order never deadlock.
 		err := q.QueryRow(ctx, `
 WITH input AS (
 	SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
@@ -99,7 +100,7 @@ d AS (
 	INSERT INTO dispatches (organisation, event_id, flex_event, site_id, asset_id, market_id, level_kw, from_time,
 		to_time, event_timestamp, issued_at, updated_at)
 	SELECT $1, event_id, flex_event, site_id, asset_id, market_id, level_kw, from_time, to_time, event_timestamp,
-		$13, $13 FROM input ORDER BY n
+		$13, $13 FROM input ORDER BY event_id
 	ON CONFLICT DO NOTHING
 	RETURNING event_id),
 c AS (
