@@ -12,6 +12,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/assetevents"
 	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/readings"
@@ -66,6 +67,8 @@ type Config struct {
 	Readings *readings.Service
 	// FlexEvents are the flex events' use cases.
 	FlexEvents *flexevents.Service
+	// AssetEvents keeps what the devices tell Flexsite.
+	AssetEvents *assetevents.Service
 	// Guard authenticates the routes; Authenticator and Issuer log API clients in.
 	Guard         *web.Authenticator
 	Authenticator *auth.Authenticator
@@ -147,6 +150,15 @@ func (a *API) Routes() []web.Route {
 		{Method: "PATCH", Path: assetByID, Handler: org(a.updateAsset, write)},
 		{Method: "DELETE", Path: assetByID, Handler: org(a.deleteAsset, write)},
 		{Method: "GET", Path: "/entities/asset/external-id/{external_id}", Handler: org(a.getAssetByExternalID, read)},
+		// What the devices tell Flexsite (spec/dispatch.md).
+		{Method: "POST", Path: assetEventRoute, Handler: org(a.postAssetEvent, write)},
+		{Method: "POST", Path: assetEventRoute + "/plug-in", Handler: org(a.assetEvent(assetevents.PlugIn, readPlugIn), write)},
+		{Method: "POST", Path: assetEventRoute + "/plug-out", Handler: org(a.assetEvent(assetevents.PlugOut, nil), write)},
+		{Method: "POST", Path: assetEventRoute + "/intent", Handler: org(a.assetEvent(assetevents.IntentUpdate, readIntentEvent), write)},
+		{Method: "POST", Path: assetEventRoute + "/charge-now", Handler: org(a.assetEvent(assetevents.ChargeNow, readChargeNow), write)},
+		{Method: "POST", Path: assetEventRoute + "/charge-now-deleted", Handler: org(a.assetEvent(assetevents.ChargeNowDeleted, nil), write)},
+		{Method: "POST", Path: assetEventRoute + "/tariff-update", Handler: org(a.assetEvent(assetevents.TariffUpdate, readTariffUpdate), write)},
+		{Method: "GET", Path: assetByID + "/intent", Handler: org(a.latestIntent, read)},
 
 		{Method: "POST", Path: "/validation/mpan", Handler: org(validateMPAN)},
 
