@@ -111,6 +111,7 @@ func (a *API) Routes() []web.Route {
 	docs := apidocs.Handler()
 	read, write := flexv1.RoleEntityRead, flexv1.RoleEntityWrite
 	const assetByID = "/entities/asset/{asset_id}"
+	assetPair := assetPairHandler(org(a.getAssetByExternalID, read), org(a.latestIntent, read))
 	return []web.Route{
 		{Method: "GET", Path: "/healthz", Handler: http.HandlerFunc(healthz)},
 		{Method: "GET", Path: "/readyz", Handler: http.HandlerFunc(a.readyz)},
@@ -149,7 +150,7 @@ func (a *API) Routes() []web.Route {
 		{Method: "GET", Path: assetByID, Handler: org(a.getAsset, read)},
 		{Method: "PATCH", Path: assetByID, Handler: org(a.updateAsset, write)},
 		{Method: "DELETE", Path: assetByID, Handler: org(a.deleteAsset, write)},
-		{Method: "GET", Path: "/entities/asset/external-id/{external_id}", Handler: org(a.getAssetByExternalID, read)},
+		{Method: "GET", Path: "/entities/asset/external-id/{external_id}", Handler: assetPair, Pattern: assetPairPattern},
 		// What the devices tell Flexsite (spec/dispatch.md).
 		{Method: "POST", Path: assetEventRoute, Handler: org(a.postAssetEvent, write)},
 		{Method: "POST", Path: assetEventRoute + "/plug-in", Handler: org(a.assetEvent(assetevents.PlugIn, readPlugIn), write)},
@@ -158,7 +159,7 @@ func (a *API) Routes() []web.Route {
 		{Method: "POST", Path: assetEventRoute + "/charge-now", Handler: org(a.assetEvent(assetevents.ChargeNow, readChargeNow), write)},
 		{Method: "POST", Path: assetEventRoute + "/charge-now-deleted", Handler: org(a.assetEvent(assetevents.ChargeNowDeleted, nil), write)},
 		{Method: "POST", Path: assetEventRoute + "/tariff-update", Handler: org(a.assetEvent(assetevents.TariffUpdate, readTariffUpdate), write)},
-		{Method: "GET", Path: assetByID + "/intent", Handler: org(a.latestIntent, read)},
+		{Method: "GET", Path: assetByID + "/intent", Handler: assetPair, Pattern: assetPairPattern},
 
 		{Method: "POST", Path: "/validation/mpan", Handler: org(validateMPAN)},
 

@@ -18,6 +18,33 @@ import (
 // assetEventRoute is the asset events' path under an asset.
 const assetEventRoute = "/entities/asset/{asset_id}/event"
 
+// assetPairPattern serves GET /entities/asset/external-id/{external_id} and GET
+// /entities/asset/{asset_id}/intent: Go's ServeMux refuses the two side by side (both match
+// /entities/asset/external-id/intent), so they share this one (web.Route.Pattern).
+const assetPairPattern = "/entities/asset/{asset_ref}/{asset_sub}"
+
+// assetPairHandler tells the two paths of assetPairPattern apart: the literal external-id
+// segment wins, as it did when the external-id route was alone (an asset id is a UUID, never
+// "external-id"). The request's Pattern is set to the documented path, which the access log
+// and the metrics name.
+func assetPairHandler(byExternalID, intent http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ref, sub := r.PathValue("asset_ref"), r.PathValue("asset_sub")
+		switch {
+		case ref == "external-id":
+			r.SetPathValue("external_id", sub)
+			r.Pattern = "GET /entities/asset/external-id/{external_id}"
+			byExternalID.ServeHTTP(w, r)
+		case sub == "intent":
+			r.SetPathValue("asset_id", ref)
+			r.Pattern = "GET /entities/asset/{asset_id}/intent"
+			intent.ServeHTTP(w, r)
+		default:
+			notFound(w, r)
+		}
+	})
+}
+
 // assetEvent handles a named route: t is its event type; parse reads what its schema carries.
 func (a *API) assetEvent(t assetevents.Type, parse func(f *fields, body map[string]any, ev *assetevents.Event)) web.Handler {
 	return func(r *http.Request, p *auth.Principal) (any, error) {

@@ -6,6 +6,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net"
@@ -186,8 +187,13 @@ func NewServer(cfg Config) *Server {
 	// One mux for every door, so that the access log and the metrics name each route's own
 	// pattern whichever door serves it.
 	s.routes = append(append(append(rest.Routes(), hosted.Routes()...), page.Routes()...), callback.Routes()...)
+	mounted := map[string]bool{}
 	for _, e := range s.routes {
-		mux.Handle(e.Method+" "+e.Path, e.Handler)
+		pattern := e.Method + " " + cmp.Or(e.Pattern, e.Path)
+		if !mounted[pattern] {
+			mux.Handle(pattern, e.Handler)
+			mounted[pattern] = true
+		}
 	}
 	for _, extra := range []map[string]http.Handler{rest.Extra(), page.Extra()} {
 		for pattern, h := range extra {
