@@ -159,7 +159,9 @@ func (s *Service) Record(ctx context.Context, p *auth.Principal, assetID string,
 			return Recorded{}, err
 		}
 	}
-	stored := asseteventstore.Event{AssetID: assetID, Type: ev.Type, ReceivedAt: s.Now().UTC(),
+	// To the microsecond, as PostgreSQL keeps it: the answer's received_at is the one GET
+	// …/intent tells later.
+	stored := asseteventstore.Event{AssetID: assetID, Type: ev.Type, ReceivedAt: s.Now().UTC().Truncate(time.Microsecond),
 		RecordedBy: p.ClientName, EndAt: ev.EndAt}
 	if stored.Intent, err = marshalIf(ev.Intent); err == nil {
 		if stored.Vehicle, err = marshalIf(ev.Vehicle); err == nil {
