@@ -81,6 +81,28 @@ func (a *API) postAssetEvent(r *http.Request, p *auth.Principal) (any, error) {
 	return a.AssetEvents.Record(r.Context(), p, id, ev)
 }
 
+// assetEventHandler is the handler of the event route under /event (route "" is the generic
+// one).
+func (a *API) assetEventHandler(route string) web.Handler {
+	switch route {
+	case "":
+		return a.postAssetEvent
+	case "/plug-in":
+		return a.assetEvent(assetevents.PlugIn, readPlugIn)
+	case "/plug-out":
+		return a.assetEvent(assetevents.PlugOut, nil)
+	case "/intent":
+		return a.assetEvent(assetevents.IntentUpdate, readIntentEvent)
+	case "/charge-now":
+		return a.assetEvent(assetevents.ChargeNow, readChargeNow)
+	case "/charge-now-deleted":
+		return a.assetEvent(assetevents.ChargeNowDeleted, nil)
+	case "/tariff-update":
+		return a.assetEvent(assetevents.TariffUpdate, readTariffUpdate)
+	}
+	panic("restapi: no asset event route " + route)
+}
+
 func (a *API) latestIntent(r *http.Request, p *auth.Principal) (any, error) {
 	id, err := pathID(r.PathValue("asset_id"), "asset_id")
 	if err != nil {
