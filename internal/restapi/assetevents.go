@@ -160,16 +160,17 @@ func readIntent(f *fields, body map[string]any, loc []any, required bool) *asset
 		}
 	}
 	if raw, ok := f.Str(obj, loc, "ready_by", true); ok {
-		if _, err := validation.ParseTimestamp(raw); err != nil {
+		if _, err := validation.ParseAwareTimestamp(raw); err != nil {
 			f.AddValidation(err, at(loc, "ready_by"))
 		}
 		in.ReadyBy = raw
 	}
 	if raw, ok := f.Str(obj, loc, "ready_by_local_time", false); ok {
-		if _, err := validation.ParseWallTime(raw); err != nil {
+		if wall, err := validation.ParseWallTime(raw); err != nil {
 			f.AddValidation(err, at(loc, "ready_by_local_time"))
+		} else {
+			in.ReadyByLocalTime = validation.FormatWallTime(wall)
 		}
-		in.ReadyByLocalTime = raw
 	}
 	if _, ok := f.Lookup(obj, loc, "energy_estimated", false); ok {
 		estimated := f.Boolean(obj, loc, "energy_estimated")

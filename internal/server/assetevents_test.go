@@ -101,7 +101,7 @@ var _ = Describe("Asset events", func() {
 	It("takes each event type on the generic route, with prod's AssetEventRequest", func(ctx SpecContext) {
 		for _, body := range []map[string]any{
 			{"event_type": "plug_in", "intent": intentBody(12)["intent"], "vehicle": map[string]any{"charging_rate_kw": 11}},
-			{"event_type": "intent_update", "intent": map[string]any{"energy_required_kwh": 30, "ready_by": "2026-11-28T06:00:00",
+			{"event_type": "intent_update", "intent": map[string]any{"energy_required_kwh": 30, "ready_by": "2026-11-28T06:00:00+00:00",
 				"ready_by_local_time": "06:30", "energy_estimated": true, "may_charge_peak": true, "charging_mode": "minimise_charging_time"}},
 			{"event_type": "charge_now", "end_at": "2026-11-28T09:00:00+01:00"},
 			{"event_type": "charge_now_deleted"},
@@ -134,7 +134,7 @@ var _ = Describe("Asset events", func() {
 
 		mustCall("POST", eventPath(chargerID, "/intent"), tok, intentBody(10))
 		second := map[string]any{"intent": map[string]any{"energy_required_kwh": 25.5, "ready_by": "2026-11-28T08:00:00Z",
-			"ready_by_local_time": "08:00:00", "charging_mode": "minimise_charging_time"}}
+			"ready_by_local_time": "08:00", "charging_mode": "minimise_charging_time"}}
 		recorded := mustCall("POST", eventPath(chargerID, "/intent"), tok, second)
 		// A plug-out after it carries no intent: the latest intent stays the second.
 		mustCall("POST", eventPath(chargerID, "/plug-out"), tok, map[string]any{})
@@ -244,6 +244,8 @@ var _ = Describe("Asset events", func() {
 			{"/intent", map[string]any{"intent": map[string]any{"energy_required_kwh": "five", "ready_by": "2026-11-28T07:30:00Z"}},
 				[]any{"body", "intent", "energy_required_kwh"}},
 			{"/intent", map[string]any{"intent": map[string]any{"energy_required_kwh": 5, "ready_by": "tomorrow"}},
+				[]any{"body", "intent", "ready_by"}},
+			{"/intent", map[string]any{"intent": map[string]any{"energy_required_kwh": 5, "ready_by": "2026-11-28T07:30:00"}},
 				[]any{"body", "intent", "ready_by"}},
 			{"/intent", map[string]any{"intent": map[string]any{"energy_required_kwh": 5, "ready_by": "2026-11-28T07:30:00Z",
 				"ready_by_local_time": "7.30pm"}}, []any{"body", "intent", "ready_by_local_time"}},

@@ -154,16 +154,9 @@ func ParseWallTime(s string) (time.Duration, error) {
 	return time.Duration(h)*time.Hour + time.Duration(mi)*time.Minute + time.Duration(sec)*time.Second, nil
 }
 
-// ParseTimestamp reads a date-time that may lack its zone (an intent's deprecated ready_by,
-// of which only the wall time is used, as prod reads it): ParseAwareTimestamp's rules, a
-// naive time read as UTC.
-func ParseTimestamp(s string) (time.Time, error) {
-	t, err := ParseAwareTimestamp(s)
-	if ve, ok := err.(*Error); ok && ve.Type == "timezone_aware" { //nolint:errorlint // this package's own error, unwrapped
-		t, err = ParseAwareTimestamp(s + "Z")
-		if err != nil && len(s) == len("YYYY-MM-DD") {
-			t, err = ParseAwareTimestamp(s + "T00:00:00Z")
-		}
-	}
-	return t, err
+// FormatWallTime writes a time of day as ParseWallTime read it, HH:MM:SS (the seconds' fraction
+// and any zone dropped: a wall time is kept as the household's clock shows it).
+func FormatWallTime(d time.Duration) string {
+	s := int(d / time.Second)
+	return fmt.Sprintf("%02d:%02d:%02d", s/3600, s/60%60, s%60)
 }

@@ -97,26 +97,12 @@ func TestParseWallTime(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%q: %v, %v; want %v", tc.in, got, err, tc.want)
 		}
-	}
-}
-
-func TestParseTimestampNaiveOrAware(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want time.Time
-		ok   bool
-	}{
-		{"2026-07-01T07:30:00Z", time.Date(2026, 7, 1, 7, 30, 0, 0, time.UTC), true},
-		{"2026-07-01T07:30:00", time.Date(2026, 7, 1, 7, 30, 0, 0, time.UTC), true},
-		{"2026-07-01", time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC), true},
-		{"2026-07-01T08:30:00+01:00", time.Date(2026, 7, 1, 7, 30, 0, 0, time.UTC), true},
-		{"2026-13-01T07:30:00", time.Time{}, false},
-		{"tomorrow", time.Time{}, false},
-	} {
-		got, err := ParseTimestamp(tc.in)
-		if (err == nil) != tc.ok || (tc.ok && !got.Equal(tc.want)) {
-			t.Errorf("%q: %v, %v", tc.in, got, err)
+		if again, err := ParseWallTime(FormatWallTime(got)); err != nil || again != got.Truncate(time.Second) {
+			t.Errorf("%q: written as %q, read back as %v, %v", tc.in, FormatWallTime(got), again, err)
 		}
+	}
+	if got := FormatWallTime(7*time.Hour + 5*time.Minute + 9*time.Second + time.Millisecond); got != "07:05:09" {
+		t.Errorf("FormatWallTime: %q", got)
 	}
 }
 

@@ -59,11 +59,12 @@ const (
 // own route).
 var EventTypes = []Type{PlugIn, PlugOut, IntentUpdate, ChargeNow, ChargeNowDeleted}
 
-// Intent is prod's Intent, as stored and answered: the times as the client wrote them, the
-// defaults filled in.
+// Intent is prod's Intent, as stored and answered: ready_by as the client wrote it,
+// ready_by_local_time as HH:MM:SS, the defaults filled in.
 type Intent struct {
 	EnergyRequiredKWh float64 `json:"energy_required_kwh"`
-	// ReadyBy is prod's deprecated date-time (only its wall time is used).
+	// ReadyBy is prod's deprecated date-time, with its zone as every date-time the API takes
+	// (only its wall time is used).
 	ReadyBy          string       `json:"ready_by"`
 	ReadyByLocalTime string       `json:"ready_by_local_time,omitempty"`
 	EnergyEstimated  *bool        `json:"energy_estimated,omitempty"`
