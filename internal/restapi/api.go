@@ -12,6 +12,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/assetevents"
 	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/readings"
@@ -66,6 +67,8 @@ type Config struct {
 	Readings *readings.Service
 	// FlexEvents are the flex events' use cases.
 	FlexEvents *flexevents.Service
+	// AssetEvents keeps what the devices tell Flexsite.
+	AssetEvents *assetevents.Service
 	// Guard authenticates the routes; Authenticator and Issuer log API clients in.
 	Guard         *web.Authenticator
 	Authenticator *auth.Authenticator
@@ -108,6 +111,7 @@ func (a *API) Routes() []web.Route {
 	docs := apidocs.Handler()
 	read, write := flexv1.RoleEntityRead, flexv1.RoleEntityWrite
 	const assetByID = "/entities/asset/{asset_id}"
+	assetPair := assetPairHandler(org(a.getAssetByExternalID, read), org(a.latestIntent, read))
 	return []web.Route{
 		{Method: "GET", Path: "/healthz", Handler: http.HandlerFunc(healthz)},
 		{Method: "GET", Path: "/readyz", Handler: http.HandlerFunc(a.readyz)},
@@ -146,7 +150,16 @@ func (a *API) Routes() []web.Route {
 		{Method: "GET", Path: assetByID, Handler: org(a.getAsset, read)},
 		{Method: "PATCH", Path: assetByID, Handler: org(a.updateAsset, write)},
 		{Method: "DELETE", Path: assetByID, Handler: org(a.deleteAsset, write)},
-		{Method: "GET", Path: "/entities/asset/external-id/{external_id}", Handler: org(a.getAssetByExternalID, read)},
+		{Method: "GET", Path: "/entities/asset/external-id/{external_id}", Handler: assetPair, Pattern: assetPairPattern},
+		// What the devices tell Flexsite (spec/dispatch.md).
+		{Method: "POST", Path: assetEventRoute, Handler: org(a.assetEventHandler(""), write)},
+		{Method: "POST", Path: assetEventRoute + "/plug-in", Handler: org(a.assetEventHandler("/plug-in"), write)},
+		{Method: "POST", Path: assetEventRoute + "/plug-out", Handler: org(a.assetEventHandler("/plug-out"), write)},
+		{Method: "POST", Path: assetEventRoute + "/intent", Handler: org(a.assetEventHandler("/intent"), write)},
+		{Method: "POST", Path: assetEventRoute + "/charge-now", Handler: org(a.assetEventHandler("/charge-now"), write)},
+		{Method: "POST", Path: assetEventRoute + "/charge-now-deleted", Handler: org(a.assetEventHandler("/charge-now-deleted"), write)},
+		{Method: "POST", Path: assetEventRoute + "/tariff-update", Handler: org(a.assetEventHandler("/tariff-update"), write)},
+		{Method: "GET", Path: assetByID + "/intent", Handler: assetPair, Pattern: assetPairPattern},
 
 		{Method: "POST", Path: "/validation/mpan", Handler: org(validateMPAN)},
 

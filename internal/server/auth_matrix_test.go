@@ -296,6 +296,21 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"GET /notifications/subscriptions/{subscription_id}/deliveries": {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
 			"DELETE /notifications/subscriptions/{subscription_id}":         {role: flexv1.RoleEntityWrite, scoped: true, body: noBody, success: http.StatusNoContent},
 			"POST /notifications/subscriptions/{subscription_id}/test":      {role: flexv1.RoleEntityWrite, scoped: true, body: noBody, success: http.StatusAccepted},
+
+			// What the devices tell Flexsite, about A's charger: another organisation's is not found.
+			// The intent is posted before it is read (the routes' order).
+			"POST /entities/asset/{asset_id}/event": {role: flexv1.RoleEntityWrite, scoped: true,
+				body: jsonBody(map[string]any{"event_type": "plug_in"})},
+			"POST /entities/asset/{asset_id}/event/plug-in":  {role: flexv1.RoleEntityWrite, scoped: true, body: jsonBody(map[string]any{})},
+			"POST /entities/asset/{asset_id}/event/plug-out": {role: flexv1.RoleEntityWrite, scoped: true, body: jsonBody(map[string]any{})},
+			"POST /entities/asset/{asset_id}/event/intent": {role: flexv1.RoleEntityWrite, scoped: true,
+				body: jsonBody(map[string]any{"intent": map[string]any{"energy_required_kwh": 20, "ready_by": "2026-11-28T07:00:00Z"}})},
+			"POST /entities/asset/{asset_id}/event/charge-now": {role: flexv1.RoleEntityWrite, scoped: true,
+				body: jsonBody(map[string]any{"end_at": "2026-11-28T07:00:00Z"})},
+			"POST /entities/asset/{asset_id}/event/charge-now-deleted": {role: flexv1.RoleEntityWrite, scoped: true, body: jsonBody(map[string]any{})},
+			"POST /entities/asset/{asset_id}/event/tariff-update": {role: flexv1.RoleEntityWrite, scoped: true,
+				body: jsonBody(map[string]any{"tariff": map[string]any{"off_peak_times": "00:00-07:00", "timezone": "Europe/London"}})},
+			"GET /entities/asset/{asset_id}/intent": {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
 		}
 		public := map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /openapi.json": true, "GET /docs": true,
 			"POST /auth/token-form": true, "GET /hosted/flow": true, "GET /hosted/flow.js": true, "GET /hosted/flow.css": true,

@@ -298,6 +298,26 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		Expect(rs[1]).To(HaveKeyWithValue("error", "solar_power_kw must not be negative"))
 	})
 
+	It("answers the asset events and the latest intent as documented", func() {
+		needDatabase()
+		charger := c.call("GET", "/entities/asset/external-id/charger-"+home.mpan, tok, nil)["id"].(string)
+		event := "/entities/asset/" + charger + "/event"
+		intent := map[string]any{"energy_required_kwh": 20, "ready_by": "2026-11-28T07:30:00Z", "ready_by_local_time": "07:30",
+			"energy_estimated": false, "charging_mode": "minimise_charging_time"}
+		tariff := map[string]any{"off_peak_times": "00:00-05:30, 23:30-24:00", "timezone": "Europe/London", "tariff_type": "dual_rate"}
+		c.call("POST", event, tok, map[string]any{"event_type": "plug_in", "intent": intent})
+		c.call("POST", event+"/plug-in", tok, map[string]any{"intent": intent, "vehicle": map[string]any{"charging_rate_kw": 7.4},
+			"tariff": tariff})
+		c.call("POST", event+"/intent", tok, map[string]any{"intent": map[string]any{"energy_required_kwh": 12.5,
+			"ready_by": "2026-11-28T06:00:00+01:00", "ready_by_local_time": "06:30"}})
+		c.call("POST", event+"/charge-now", tok, map[string]any{"end_at": "2026-11-28T09:00:00Z"})
+		c.call("POST", event+"/charge-now-deleted", tok, map[string]any{})
+		c.call("POST", event+"/tariff-update", tok, map[string]any{"tariff": tariff})
+		c.call("POST", event+"/plug-out", tok, map[string]any{})
+		Expect(c.call("GET", "/entities/asset/"+charger+"/intent", tok, nil)["intent"]).
+			To(HaveKeyWithValue("energy_required_kwh", 12.5))
+	})
+
 	It("answers the rewards endpoints as documented, with and without optional transaction fields", func(ctx SpecContext) {
 		Expect(c.call("GET", "/rewards/"+home.id+"/transactions", tok, nil)["transactions"]).To(BeEmpty())
 		c.call("GET", "/rewards/"+home.id+"/info", tok, nil)

@@ -6,6 +6,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net"
@@ -18,11 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/assetevents"
 	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/app/subscriptions"
+	"github.com/flexsite/flexsite/internal/asseteventstore"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/deviceauth"
 	"github.com/flexsite/flexsite/internal/devicecallback"
@@ -167,9 +170,10 @@ func NewServer(cfg Config) *Server {
 
 	flexEvents := flexevents.New(households, settlements)
 	readingsSvc := readings.New(readings.Config{Log: cfg.Log.WithName("readings"), Cache: cfg.Cache, DB: cfg.DB, Now: cfg.Now})
+	assetEvents := assetevents.New(households, &asseteventstore.Store{Pool: cfg.DB})
 	rest := restapi.New(restapi.Config{Log: cfg.Log, Ready: cfg.Ready, Households: households, Rewards: rewardsSvc,
 		Subscriptions: subscriptions.New(households, outbox), Devices: devicesSvc, Readings: readingsSvc,
-		FlexEvents: flexEvents, Guard: guard, Authenticator: cfg.Authenticator,
+		FlexEvents: flexEvents, Guard: guard, Authenticator: cfg.Authenticator, AssetEvents: assetEvents,
 		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
 	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Devices: devicesSvc,
 		FlexEvents: flexEvents, Guard: guard, Now: cfg.Now, PublicURL: cfg.PublicURL}
@@ -183,8 +187,13 @@ func NewServer(cfg Config) *Server {
 	// One mux for every door, so that the access log and the metrics name each route's own
 	// pattern whichever door serves it.
 	s.routes = append(append(append(rest.Routes(), hosted.Routes()...), page.Routes()...), callback.Routes()...)
+	mounted := map[string]bool{}
 	for _, e := range s.routes {
-		mux.Handle(e.Method+" "+e.Path, e.Handler)
+		pattern := e.Method + " " + cmp.Or(e.Pattern, e.Path)
+		if !mounted[pattern] {
+			mux.Handle(pattern, e.Handler)
+			mounted[pattern] = true
+		}
 	}
 	for _, extra := range []map[string]http.Handler{rest.Extra(), page.Extra()} {
 		for pattern, h := range extra {

@@ -81,6 +81,11 @@ func PageHeaders(w http.ResponseWriter) {
 type Route struct {
 	Method, Path string
 	Handler      http.Handler
+	// Pattern, when set, is the mux pattern that serves Path instead of Path itself: two
+	// documented paths Go's ServeMux refuses side by side (GET /entities/asset/external-id/{x}
+	// and GET /entities/asset/{asset_id}/intent both match /entities/asset/external-id/intent)
+	// share one pattern, mounted once, whose handler tells them apart.
+	Pattern string
 }
 
 // EndUserRoute marks, in a route table, a route an end-user token may call.
