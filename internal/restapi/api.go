@@ -13,6 +13,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/devices"
+	"github.com/flexsite/flexsite/internal/app/dispatches"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/app/rewards"
@@ -66,6 +67,8 @@ type Config struct {
 	Readings *readings.Service
 	// FlexEvents are the flex events' use cases.
 	FlexEvents *flexevents.Service
+	// Dispatches take the asset controllers' status callbacks.
+	Dispatches *dispatches.Service
 	// Guard authenticates the routes; Authenticator and Issuer log API clients in.
 	Guard         *web.Authenticator
 	Authenticator *auth.Authenticator
@@ -147,6 +150,8 @@ func (a *API) Routes() []web.Route {
 		{Method: "PATCH", Path: assetByID, Handler: org(a.updateAsset, write)},
 		{Method: "DELETE", Path: assetByID, Handler: org(a.deleteAsset, write)},
 		{Method: "GET", Path: "/entities/asset/external-id/{external_id}", Handler: org(a.getAssetByExternalID, read)},
+		{Method: "POST", Path: assetByID + "/callback/{event_id}", Handler: org(a.dispatchCallback, write)},
+		{Method: "GET", Path: "/examples/dispatch-event", Handler: http.HandlerFunc(a.exampleDispatchEvent)},
 
 		{Method: "POST", Path: "/validation/mpan", Handler: org(validateMPAN)},
 
