@@ -2,6 +2,7 @@ package dispatchstore_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -64,5 +65,72 @@ func TestCountsOfAndOfSite(t *testing.T) {
 	}
 	if site9, err := s.CountsOfSite(ctx, org, "site-9"); err != nil || len(site9) != 0 {
 		t.Errorf("CountsOfSite(site-9) = %+v, %v; want none", site9, err)
+	}
+}
+
+// Reports racing each other, and a cancellation, are decided one after the other: of eight
+// identical reports one changes the dispatch and one history row is written; the NOTIFY of
+// the change reaches a listener; a report that loses to Cancel is refused (ErrFinal).
+func TestRecordRaces(t *testing.T) {
+	ctx := context.Background()
+	s := &dispatchstore.Store{Pool: testDB.Pool}
+	const org = "org-races"
+	if _, err := s.Issue(ctx, org, "https://flexsite.example", dispatches("race", 2), nil, start.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	listener, err := testDB.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Release()
+	if _, err := listener.Exec(ctx, "LISTEN "+dispatchstore.Channel); err != nil {
+		t.Fatal(err)
+	}
+	report := func(asset string, st dispatch.Status) (bool, error) {
+		return s.Record(ctx, org, dispatchstore.Report{AssetID: asset, EventID: dispatch.EventID(org, "race", asset),
+			Status: st, At: start, By: "client"}, start)
+	}
+	results := make(chan bool, 8)
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			changed, err := report("asset-0", dispatch.Executed)
+			results <- changed
+			errs <- err
+		}()
+	}
+	changes := 0
+	for range 8 {
+		if <-results {
+			changes++
+		}
+		if err := <-errs; err != nil {
+			t.Errorf("a racing report: %v", err)
+		}
+	}
+	if changes != 1 {
+		t.Errorf("%d of 8 identical reports changed the dispatch, want 1", changes)
+	}
+	if n := count(t, `SELECT count(*) FROM dispatch_status_changes WHERE organisation = $1 AND status = 'executed'`, org); n != 1 {
+		t.Errorf("%d executed history rows, want 1", n)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// Other tests' events may be notified too: wait for this one's.
+	for {
+		n, err := listener.Conn().WaitForNotification(waitCtx)
+		if err != nil {
+			t.Fatalf("no notification of %s/race: %v", org, err)
+		}
+		if n.Payload == org+"/race" {
+			break
+		}
+	}
+
+	if _, err := s.Cancel(ctx, org, "race", start); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := report("asset-1", dispatch.Accepted); !errors.Is(err, dispatch.ErrFinal) {
+		t.Errorf("a report after the cancellation: %v, want ErrFinal", err)
 	}
 }

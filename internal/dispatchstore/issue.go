@@ -1,10 +1,13 @@
 package dispatchstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,6 +49,17 @@ const batch = 1000
 // records the skipped assets too (once each; an asset dispatched since is no longer skipped)
 // and answers how many dispatches this call issued.
 func (s *Store) Issue(ctx context.Context, organisation, callbackBase string, ds []Dispatch, skips []Skip, now time.Time) (int, error) {
+	// Every replica writes in one order, (flex event, asset)'s: replicas racing over the same
+	// assets in their own orders would otherwise each hold rows the other waits for (a
+	// deadlock, which PostgreSQL breaks by failing one of them).
+	ds = slices.Clone(ds)
+	slices.SortFunc(ds, func(a, b Dispatch) int {
+		return cmp.Or(strings.Compare(a.FlexEvent, b.FlexEvent), strings.Compare(a.AssetID, b.AssetID))
+	})
+	skips = slices.Clone(skips)
+	slices.SortFunc(skips, func(a, b Skip) int {
+		return cmp.Or(strings.Compare(a.FlexEvent, b.FlexEvent), strings.Compare(a.AssetID, b.AssetID))
+	})
 	issued := 0
 	for len(ds) > 0 || len(skips) > 0 {
 		d, k := ds[:min(batch, len(ds))], skips[:min(batch, len(skips))]
@@ -221,39 +235,73 @@ type Report struct {
 }
 
 // Record records a reported status of an organisation's dispatch of an asset, judged by
-// dispatch.Step under the dispatch's row lock: changed is false when it is the same status
-// again (nothing written); a refusal is dispatch.ErrStepBack or dispatch.ErrFinal (a
-// cancellation that came first included); ErrNotFound when the organisation has no such
-// dispatch of that asset. The change and its history row commit together, with a NOTIFY.
+// dispatch.Step: changed is false when it is the same status again (nothing written); a
+// refusal is dispatch.ErrStepBack or dispatch.ErrFinal (a cancellation that came first
+// included); ErrNotFound when the organisation has no such dispatch of that asset.
+//
+// The status is read, judged, then written only if it is still the one judged (a compare
+// and set), with its history row in the same statement, so one report costs two round trips
+// and no explicit transaction. A report that loses a race (another report, or Cancel, which
+// holds the row until it commits) reads the new status and is judged again. The NOTIFY
+// follows the commit, coalesced per flex event (notifySoon).
 func (s *Store) Record(ctx context.Context, organisation string, r Report, now time.Time) (changed bool, err error) {
-	err = pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
+	for range recordAttempts {
 		var from, flexEvent string
-		err := q.QueryRow(ctx, `SELECT status, flex_event FROM dispatches
-			WHERE organisation = $1 AND event_id = $2 AND asset_id = $3 FOR UPDATE`,
-			organisation, r.EventID, r.AssetID).Scan(&from, &flexEvent)
+		err := s.Pool.QueryRow(ctx, `SELECT status FROM dispatches WHERE organisation = $1 AND event_id = $2 AND asset_id = $3`,
+			organisation, r.EventID, r.AssetID).Scan(&from)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
+			return false, ErrNotFound
 		}
 		if err != nil {
-			return err
+			return false, fmt.Errorf("recording a dispatch's status: %w", s.classify(err))
 		}
-		if changed, err = dispatch.Step(dispatch.Status(from), r.Status); err != nil || !changed {
-			return err
+		if changed, err := dispatch.Step(dispatch.Status(from), r.Status); err != nil || !changed {
+			return false, err
 		}
-		if _, err := q.Exec(ctx, `WITH u AS (UPDATE dispatches SET status = $3, updated_at = $5
-				WHERE organisation = $1 AND event_id = $2)
-			INSERT INTO dispatch_status_changes (organisation, event_id, status, reported_at, recorded_at, recorded_by)
-			VALUES ($1, $2, $3, $4, $5, $6)`,
-			organisation, r.EventID, string(r.Status), r.At.UTC(), now.UTC(), r.By); err != nil {
-			return err
+		var written int
+		if err := s.Pool.QueryRow(ctx, `
+WITH u AS (
+	UPDATE dispatches SET status = $3, updated_at = $5
+	WHERE organisation = $1 AND event_id = $2 AND status = $7
+	RETURNING flex_event),
+c AS (
+	INSERT INTO dispatch_status_changes (organisation, event_id, status, reported_at, recorded_at, recorded_by)
+	SELECT $1, $2, $3, $4, $5, $6 FROM u)
+SELECT count(*), coalesce(max(flex_event), '') FROM u`,
+			organisation, r.EventID, string(r.Status), r.At.UTC(), now.UTC(), r.By, from).Scan(&written, &flexEvent); err != nil {
+			return false, fmt.Errorf("recording a dispatch's status: %w", s.classify(err))
 		}
-		return notify(ctx, q, organisation, []string{flexEvent})
+		if written == 1 {
+			s.notifySoon(organisation, flexEvent)
+			return true, nil
+		}
+	}
+	return false, fmt.Errorf("recording a dispatch's status: it kept changing under %d attempts", recordAttempts)
+}
+
+// recordAttempts bounds the reads and writes of one report: each lost race means another
+// change was recorded, and a dispatch has at most four changes.
+const recordAttempts = 6
+
+// notifyDelay is how long the reports of one flex event are gathered into one NOTIFY.
+const notifyDelay = 50 * time.Millisecond
+
+// notifySoon tells every replica's FlexEvent controller, once within notifyDelay, that a flex
+// event's dispatches changed. A NOTIFY inside the reporting transaction would serialise every
+// report's commit: PostgreSQL holds one lock per database across the commit of every
+// notifying transaction, WAL flush included, which capped the callbacks at one per fsync. The
+// change itself is committed already, and the REST answers read the counts from the tables;
+// a NOTIFY lost with its replica (or with the database away) only delays the FlexEvent
+// status's copy until the controller's next reconcile of the event.
+func (s *Store) notifySoon(organisation, flexEvent string) {
+	key := organisation + "/" + flexEvent
+	if _, pending := s.pending.LoadOrStore(key, struct{}{}); pending {
+		return
+	}
+	time.AfterFunc(notifyDelay, func() {
+		s.pending.Delete(key)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = s.Pool.Exec(ctx, `SELECT pg_notify($1, $2)`, Channel, key)
 	})
-	if errors.Is(err, ErrNotFound) || errors.Is(err, dispatch.ErrStepBack) || errors.Is(err, dispatch.ErrFinal) {
-		return false, err
-	}
-	if err != nil {
-		return false, fmt.Errorf("recording a dispatch's status: %w", s.classify(err))
-	}
-	return changed, nil
 }

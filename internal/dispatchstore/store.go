@@ -5,11 +5,13 @@
 // and the counts a FlexEvent's status, GET /flex-events/{id} and a site's flex events show.
 //
 // Every change NOTIFYs Channel with "<organisation>/<flex event>", so the FlexEvent
-// controller of any replica copies the new counts into the event's status at once.
+// controller of any replica copies the new counts into the event's status at once (a
+// reported status's NOTIFY follows its commit, coalesced per flex event: Record).
 package dispatchstore
 
 import (
 	"context"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -24,6 +26,8 @@ const Channel = "flexsite_dispatches"
 // Store reads and writes dispatches.
 type Store struct {
 	Pool *pgxpool.Pool
+	// pending are the flex events whose NOTIFY is on its way (notifySoon).
+	pending sync.Map
 }
 
 func (s *Store) classify(err error) error { return db.ClassifyOn(s.Pool, err) }
