@@ -239,42 +239,49 @@ type Report struct {
 // refusal is dispatch.ErrStepBack or dispatch.ErrFinal (a cancellation that came first
 // included); ErrNotFound when the organisation has no such dispatch of that asset.
 //
-// The status is read, judged, then written only if it is still the one judged (a compare
-// and set), with its history row in the same statement, so one report costs two round trips
-// and no explicit transaction. A report that loses a race (another report, or Cancel, which
-// holds the row until it commits) reads the new status and is judged again. The NOTIFY
-// follows the commit, coalesced per flex event (notifySoon).
+// One statement reads the status and writes the new one, with its history row, only if the
+// status it read is one dispatch.Step lets the report follow and is still the row's when the
+// write takes its lock (a compare and set): one round trip, no explicit transaction. A report
+// that loses a race (another report, or Cancel, which holds the row until it commits) is
+// judged again on the status it lost to. The NOTIFY follows the commit, coalesced per flex
+// event (notifySoon).
 func (s *Store) Record(ctx context.Context, organisation string, r Report, now time.Time) (changed bool, err error) {
+	var follows []string // the statuses this report may follow
+	for _, from := range dispatch.Statuses {
+		if ok, err := dispatch.Step(from, r.Status); ok && err == nil {
+			follows = append(follows, string(from))
+		}
+	}
 	for range recordAttempts {
 		var from, flexEvent string
-		err := s.Pool.QueryRow(ctx, `SELECT status FROM dispatches WHERE organisation = $1 AND event_id = $2 AND asset_id = $3`,
-			organisation, r.EventID, r.AssetID).Scan(&from)
+		var written int
+		err := s.Pool.QueryRow(ctx, `
+WITH cur AS (
+	SELECT status, flex_event FROM dispatches WHERE organisation = $1 AND event_id = $2 AND asset_id = $3),
+u AS (
+	UPDATE dispatches d SET status = $4, updated_at = $6 FROM cur
+	WHERE d.organisation = $1 AND d.event_id = $2 AND d.status = cur.status AND cur.status = ANY($8)
+	RETURNING d.event_id),
+c AS (
+	INSERT INTO dispatch_status_changes (organisation, event_id, status, reported_at, recorded_at, recorded_by)
+	SELECT $1, $2, $4, $5, $6, $7 FROM u)
+SELECT cur.status, cur.flex_event, (SELECT count(*) FROM u) FROM cur`,
+			organisation, r.EventID, r.AssetID, string(r.Status), r.At.UTC(), now.UTC(), r.By, follows).
+			Scan(&from, &flexEvent, &written)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return false, ErrNotFound
 		}
 		if err != nil {
 			return false, fmt.Errorf("recording a dispatch's status: %w", s.classify(err))
 		}
-		if changed, err := dispatch.Step(dispatch.Status(from), r.Status); err != nil || !changed {
-			return false, err
-		}
-		var written int
-		if err := s.Pool.QueryRow(ctx, `
-WITH u AS (
-	UPDATE dispatches SET status = $3, updated_at = $5
-	WHERE organisation = $1 AND event_id = $2 AND status = $7
-	RETURNING flex_event),
-c AS (
-	INSERT INTO dispatch_status_changes (organisation, event_id, status, reported_at, recorded_at, recorded_by)
-	SELECT $1, $2, $3, $4, $5, $6 FROM u)
-SELECT count(*), coalesce(max(flex_event), '') FROM u`,
-			organisation, r.EventID, string(r.Status), r.At.UTC(), now.UTC(), r.By, from).Scan(&written, &flexEvent); err != nil {
-			return false, fmt.Errorf("recording a dispatch's status: %w", s.classify(err))
-		}
 		if written == 1 {
 			s.notifySoon(organisation, flexEvent)
 			return true, nil
 		}
+		if changed, err := dispatch.Step(dispatch.Status(from), r.Status); err != nil || !changed {
+			return false, err
+		}
+		// The status changed between the read and the write: judge the report again.
 	}
 	return false, fmt.Errorf("recording a dispatch's status: it kept changing under %d attempts", recordAttempts)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/dispatch"
 	"github.com/flexsite/flexsite/internal/dispatchstore"
+	"github.com/flexsite/flexsite/internal/index"
 )
 
 // Service runs the dispatch callback use cases.
@@ -79,13 +80,7 @@ func (s *Service) Callback(ctx context.Context, p *auth.Principal, in CallbackIn
 		return CallbackResult{}, app.InvalidFields(app.Field("Input should be 'RECEIVED', 'ACCEPTED', 'REJECTED', 'FAILED' or 'EXECUTED'",
 			"enum", "body", "status"))
 	}
-	var asset app.AssetRecord
-	var err error
-	if in.External {
-		asset, err = s.Households.GetAssetByExternalID(ctx, p, in.Asset)
-	} else {
-		asset, err = s.Households.GetAsset(ctx, p, in.Asset)
-	}
+	assetID, err := s.assetID(ctx, p, in)
 	if err != nil {
 		return CallbackResult{}, err
 	}
@@ -93,7 +88,7 @@ func (s *Service) Callback(ctx context.Context, p *auth.Principal, in CallbackIn
 	if err != nil {
 		return CallbackResult{}, ErrDispatchNotFound
 	}
-	changed, err := s.Store.Record(ctx, p.Namespace, dispatchstore.Report{AssetID: asset.ID, EventID: eventID,
+	changed, err := s.Store.Record(ctx, p.Namespace, dispatchstore.Report{AssetID: assetID, EventID: eventID,
 		Status: in.Status, At: in.At, By: p.Username}, s.now())
 	switch {
 	case errors.Is(err, dispatchstore.ErrNotFound):
@@ -106,7 +101,36 @@ func (s *Service) Callback(ctx context.Context, p *auth.Principal, in CallbackIn
 	case err != nil:
 		return CallbackResult{}, err
 	}
-	return CallbackResult{EventID: eventID.String(), AssetID: asset.ID, Status: EventStatus(in.Status), Changed: changed}, nil
+	return CallbackResult{EventID: eventID.String(), AssetID: assetID, Status: EventStatus(in.Status), Changed: changed}, nil
+}
+
+// assetID is the API id of the caller's live asset the input names: from the cache's index
+// (the hot path: nothing copied), else as GET /entities/asset answers it (past the cache, for
+// an asset created a moment ago; ErrAssetNotFound for none).
+func (s *Service) assetID(ctx context.Context, p *auth.Principal, in CallbackInput) (string, error) {
+	lookup := index.NewLookup(s.Households.Cache)
+	var found []*flexv1.Asset
+	var err error
+	if in.External {
+		found, err = lookup.AssetsByExternalID(ctx, p.Namespace, in.Asset)
+	} else {
+		found, err = lookup.AssetsByID(ctx, p.Namespace, in.Asset)
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, a := range found {
+		if a.DeletionTimestamp.IsZero() && a.Labels[flexv1.IDLabel] != "" {
+			return a.Labels[flexv1.IDLabel], nil
+		}
+	}
+	var asset app.AssetRecord
+	if in.External {
+		asset, err = s.Households.GetAssetByExternalID(ctx, p, in.Asset)
+	} else {
+		asset, err = s.Households.GetAsset(ctx, p, in.Asset)
+	}
+	return asset.ID, err
 }
 
 // EventStatus is a reported status as prod's EventStatus spells it (RECEIVED, ...).
