@@ -80,16 +80,31 @@ func runCallbacks(ctx context.Context, b *bench, rep *report) error {
 	if _, err := (&dispatchstore.Store{Pool: b.db}).Issue(ctx, callbacksNamespace, "https://flexsite.bench", ds, nil, time.Now()); err != nil {
 		return err
 	}
-	report := map[string]any{"timestamp": time.Now().UTC().Format(time.RFC3339), "status": "EXECUTED"}
+	// prod's EventResponse.
+	report := struct {
+		Timestamp string `json:"timestamp"`
+		Status    string `json:"status"`
+	}{time.Now().UTC().Format(time.RFC3339), "EXECUTED"}
 	// One reading a request, every key new: a minute of asset k mod assets, k div assets
 	// minutes after the origin.
 	origin := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -10)
-	readings := make([]map[string]any, n)
+	// prod's ReadingsDataPoints, of one ReadingDataPoint.
+	type reading struct {
+		AssetID string  `json:"asset_id"`
+		Label   string  `json:"label"`
+		Value   float64 `json:"value"`
+		Start   string  `json:"start_timestamp"`
+		End     string  `json:"end_timestamp"`
+	}
+	type readingsBody struct {
+		Readings []reading `json:"readings"`
+	}
+	readings := make([]readingsBody, n)
 	for k := range readings {
 		a := assets[k%len(assets)]
 		s := origin.Add(time.Duration(k/len(assets)) * time.Minute)
-		readings[k] = map[string]any{"readings": []any{map[string]any{"asset_id": a.assetID, "label": "boundary_import_kw",
-			"value": 1.5, "start_timestamp": s.Format(time.RFC3339), "end_timestamp": s.Add(time.Minute).Format(time.RFC3339)}}}
+		readings[k] = readingsBody{[]reading{{AssetID: a.assetID, Label: readingLabel, Value: 1.5,
+			Start: s.Format(time.RFC3339), End: s.Add(time.Minute).Format(time.RFC3339)}}}
 	}
 
 	nextCallback, nextReading := 0, 0
