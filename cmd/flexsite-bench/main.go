@@ -10,7 +10,8 @@
 //  4. memory, onboard latency and cold start at two fleet sizes;
 //  5. API writes per onboard, and writes during an idle resync (a manager restart);
 //  6. notifications;
-//  7. readings through POST /data/readings against a raw COPY of the same rows.
+//  7. readings through POST /data/readings against a raw COPY of the same rows;
+//     dispatch status callbacks against the readings route's requests.
 //
 // The machines this runs on are shared and noisy, so every target is a ratio of two figures
 // measured in the same run, and nothing here passes or fails on a timing: the run prints a
@@ -130,6 +131,7 @@ func runScenarios(ctx context.Context, b *bench, rep *report, only string) error
 		{"idle resync", runResync},
 		{"notifications", runNotifications},
 		{readingsScenario, runReadings},
+		{callbacksScenario, runCallbacks},
 		{scenarioSettlement, runSettlement},
 		{hostileScenario, runHostile},
 	}

@@ -21,6 +21,8 @@ const (
 	readingsRawOrganisation = "bench-readings-raw"
 	// readingsConcurrency is how many batches each side sends at once.
 	readingsConcurrency = 4
+	// readingLabel is the label of every reading the bench sends.
+	readingLabel = "boundary_import_kw"
 )
 
 // readingsParams size the readings scenario.
@@ -90,7 +92,7 @@ func runReadings(ctx context.Context, b *bench, rep *report) error {
 			s := first.Add(time.Duration(i) * time.Minute)
 			v := float64((k*7+i)%4000)/1000 - 1
 			rows[i] = readingRow{siteID: a.siteID, assetID: a.assetID, start: s, end: s.Add(time.Minute), value: v}
-			wire[i] = map[string]any{"asset_id": a.assetID, "label": "boundary_import_kw", "value": v,
+			wire[i] = map[string]any{"asset_id": a.assetID, "label": readingLabel, "value": v,
 				"start_timestamp": s.Format(time.RFC3339), "end_timestamp": s.Add(time.Minute).Format(time.RFC3339)}
 		}
 		batches[k] = rows
@@ -199,7 +201,7 @@ func (b *bench) copyReadings(ctx context.Context, rows []readingRow) error {
 		[]string{"organisation", "site_id", "asset_id", "label", "start_at", "end_at", "value"},
 		pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
 			r := rows[i]
-			return []any{readingsRawOrganisation, r.siteID, r.assetID, "boundary_import_kw", r.start, r.end, r.value}, nil
+			return []any{readingsRawOrganisation, r.siteID, r.assetID, readingLabel, r.start, r.end, r.value}, nil
 		}))
 	return err
 }

@@ -1,10 +1,13 @@
 package dispatchstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,6 +49,17 @@ const batch = 1000
 // records the skipped assets too (once each; an asset dispatched since is no longer skipped)
 // and answers how many dispatches this call issued.
 func (s *Store) Issue(ctx context.Context, organisation, callbackBase string, ds []Dispatch, skips []Skip, now time.Time) (int, error) {
+	// Every replica writes in one order, (flex event, asset)'s: replicas racing over the same
+	// assets in their own orders would otherwise each hold rows the other waits for (a
+	// deadlock, which PostgreSQL breaks by failing one of them).
+	ds = slices.Clone(ds)
+	slices.SortFunc(ds, func(a, b Dispatch) int {
+		return cmp.Or(strings.Compare(a.FlexEvent, b.FlexEvent), strings.Compare(a.AssetID, b.AssetID))
+	})
+	skips = slices.Clone(skips)
+	slices.SortFunc(skips, func(a, b Skip) int {
+		return cmp.Or(strings.Compare(a.FlexEvent, b.FlexEvent), strings.Compare(a.AssetID, b.AssetID))
+	})
 	issued := 0
 	for len(ds) > 0 || len(skips) > 0 {
 		d, k := ds[:min(batch, len(ds))], skips[:min(batch, len(skips))]
@@ -222,39 +236,80 @@ type Report struct {
 }
 
 // Record records a reported status of an organisation's dispatch of an asset, judged by
-// dispatch.Step under the dispatch's row lock: changed is false when it is the same status
-// again (nothing written); a refusal is dispatch.ErrStepBack or dispatch.ErrFinal (a
-// cancellation that came first included); ErrNotFound when the organisation has no such
-// dispatch of that asset. The change and its history row commit together, with a NOTIFY.
+// dispatch.Step: changed is false when it is the same status again (nothing written); a
+// refusal is dispatch.ErrStepBack or dispatch.ErrFinal (a cancellation that came first
+// included); ErrNotFound when the organisation has no such dispatch of that asset.
+//
+// One statement reads the status and writes the new one, with its history row, only if the
+// status it read is one dispatch.Step lets the report follow and is still the row's when the
+// write takes its lock (a compare and set): one round trip, no explicit transaction. A report
+// that loses a race (another report, or Cancel, which holds the row until it commits) is
+// judged again on the status it lost to. The NOTIFY follows the commit, coalesced per flex
+// event (notifySoon).
 func (s *Store) Record(ctx context.Context, organisation string, r Report, now time.Time) (changed bool, err error) {
-	err = pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
+	var follows []string // the statuses this report may follow
+	for _, from := range dispatch.Statuses {
+		if ok, err := dispatch.Step(from, r.Status); ok && err == nil {
+			follows = append(follows, string(from))
+		}
+	}
+	for range recordAttempts {
 		var from, flexEvent string
-		err := q.QueryRow(ctx, `SELECT status, flex_event FROM dispatches
-			WHERE organisation = $1 AND event_id = $2 AND asset_id = $3 FOR UPDATE`,
-			organisation, r.EventID, r.AssetID).Scan(&from, &flexEvent)
+		var written int
+		err := s.Pool.QueryRow(ctx, `
+WITH cur AS (
+	SELECT status, flex_event FROM dispatches WHERE organisation = $1 AND event_id = $2 AND asset_id = $3),
+u AS (
+	UPDATE dispatches d SET status = $4, updated_at = $6 FROM cur
+	WHERE d.organisation = $1 AND d.event_id = $2 AND d.status = cur.status AND cur.status = ANY($8)
+	RETURNING d.event_id),
+c AS (
+	INSERT INTO dispatch_status_changes (organisation, event_id, status, reported_at, recorded_at, recorded_by)
+	SELECT $1, $2, $4, $5, $6, $7 FROM u)
+SELECT cur.status, cur.flex_event, (SELECT count(*) FROM u) FROM cur`,
+			organisation, r.EventID, r.AssetID, string(r.Status), r.At.UTC(), now.UTC(), r.By, follows).
+			Scan(&from, &flexEvent, &written)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
+			return false, ErrNotFound
 		}
 		if err != nil {
-			return err
+			return false, fmt.Errorf("recording a dispatch's status: %w", s.classify(err))
 		}
-		if changed, err = dispatch.Step(dispatch.Status(from), r.Status); err != nil || !changed {
-			return err
+		if written == 1 {
+			s.notifySoon(organisation, flexEvent)
+			return true, nil
 		}
-		if _, err := q.Exec(ctx, `WITH u AS (UPDATE dispatches SET status = $3, updated_at = $5
-				WHERE organisation = $1 AND event_id = $2)
-			INSERT INTO dispatch_status_changes (organisation, event_id, status, reported_at, recorded_at, recorded_by)
-			VALUES ($1, $2, $3, $4, $5, $6)`,
-			organisation, r.EventID, string(r.Status), r.At.UTC(), now.UTC(), r.By); err != nil {
-			return err
+		if changed, err := dispatch.Step(dispatch.Status(from), r.Status); err != nil || !changed {
+			return false, err
 		}
-		return notify(ctx, q, organisation, []string{flexEvent})
+		// The status changed between the read and the write: judge the report again.
+	}
+	return false, fmt.Errorf("recording a dispatch's status: it kept changing under %d attempts", recordAttempts)
+}
+
+// recordAttempts bounds the reads and writes of one report: each lost race means another
+// change was recorded, and a dispatch has at most four changes.
+const recordAttempts = 6
+
+// notifyDelay is how long the reports of one flex event are gathered into one NOTIFY.
+const notifyDelay = 50 * time.Millisecond
+
+// notifySoon tells every replica's FlexEvent controller, once within notifyDelay, that a flex
+// event's dispatches changed. A NOTIFY inside the reporting transaction would serialise every
+// report's commit: PostgreSQL holds one lock per database across the commit of every
+// notifying transaction, WAL flush included, which capped the callbacks at one per fsync. The
+// change itself is committed already, and the REST answers read the counts from the tables;
+// a NOTIFY lost with its replica (or with the database away) only delays the FlexEvent
+// status's copy until the controller's next reconcile of the event.
+func (s *Store) notifySoon(organisation, flexEvent string) {
+	key := organisation + "/" + flexEvent
+	if _, pending := s.pending.LoadOrStore(key, struct{}{}); pending {
+		return
+	}
+	time.AfterFunc(notifyDelay, func() {
+		s.pending.Delete(key)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = s.Pool.Exec(ctx, `SELECT pg_notify($1, $2)`, Channel, key)
 	})
-	if errors.Is(err, ErrNotFound) || errors.Is(err, dispatch.ErrStepBack) || errors.Is(err, dispatch.ErrFinal) {
-		return false, err
-	}
-	if err != nil {
-		return false, fmt.Errorf("recording a dispatch's status: %w", s.classify(err))
-	}
-	return changed, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/assetevents"
 	"github.com/flexsite/flexsite/internal/app/devices"
+	"github.com/flexsite/flexsite/internal/app/dispatches"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/app/rewards"
@@ -69,6 +70,8 @@ type Config struct {
 	FlexEvents *flexevents.Service
 	// AssetEvents keeps what the devices tell Flexsite.
 	AssetEvents *assetevents.Service
+	// Dispatches take the asset controllers' status callbacks.
+	Dispatches *dispatches.Service
 	// Guard authenticates the routes; Authenticator and Issuer log API clients in.
 	Guard         *web.Authenticator
 	Authenticator *auth.Authenticator
@@ -160,6 +163,8 @@ func (a *API) Routes() []web.Route {
 		{Method: "POST", Path: assetEventRoute + "/charge-now-deleted", Handler: org(a.assetEventHandler("/charge-now-deleted"), write)},
 		{Method: "POST", Path: assetEventRoute + "/tariff-update", Handler: org(a.assetEventHandler("/tariff-update"), write)},
 		{Method: "GET", Path: assetByID + "/intent", Handler: assetPair, Pattern: assetPairPattern},
+		{Method: "POST", Path: assetByID + "/callback/{event_id}", Handler: org(a.dispatchCallback, write)},
+		{Method: "GET", Path: "/examples/dispatch-event", Handler: http.HandlerFunc(a.exampleDispatchEvent)},
 
 		{Method: "POST", Path: "/validation/mpan", Handler: org(validateMPAN)},
 

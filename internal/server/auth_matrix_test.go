@@ -15,6 +15,8 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/bootstrap"
+	"github.com/flexsite/flexsite/internal/dispatch"
+	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/server"
@@ -85,6 +87,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		subID              string
 		withdrawalID       string
 		flexEventID        string
+		dispatchID         string
 		secretsOfA         []string // what another organisation must never see
 	)
 
@@ -128,6 +131,14 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		status, created = call("POST", "/flex-events", tokA, flexEventBody)
 		Expect(status).To(Equal(http.StatusCreated), "%s", created)
 		flexEventID = created.Map()["id"].(string)
+		// A dispatch of it to A's charger, whose status the matrix reports (issued straight into
+		// the database: the issuing controller is not what the matrix is about).
+		start := time.Now().UTC().Truncate(30 * time.Minute).Add(24 * time.Hour)
+		_, err = (&dispatchstore.Store{Pool: testDB.Pool}).Issue(ctx, a.Namespace, "https://flexsite.test",
+			[]dispatchstore.Dispatch{{FlexEvent: flexEventID, SiteID: siteID, AssetID: assetID, MarketID: "limited_pause",
+				From: start, To: start.Add(time.Hour), EventTimestamp: time.Now()}}, nil, time.Now())
+		Expect(err).NotTo(HaveOccurred())
+		dispatchID = dispatch.EventID(a.Namespace, flexEventID, assetID).String()
 		mpanAssets := mustCall("GET", "/entities/site/"+mpanSiteID, tokA, nil)["asset_ids"].([]any)
 		secretsOfA = make([]string, 0, 8+len(mpanAssets))
 		secretsOfA = append(secretsOfA, siteID, otherUserSiteID, mpanSiteID, assetID, extID, "1200000000011", "charger-1200000000011", subID)
@@ -311,6 +322,9 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"POST /entities/asset/{asset_id}/event/tariff-update": {role: flexv1.RoleEntityWrite, scoped: true,
 				body: jsonBody(map[string]any{"tariff": map[string]any{"off_peak_times": "00:00-07:00", "timezone": "Europe/London"}})},
 			"GET /entities/asset/{asset_id}/intent": {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
+			// The dispatch callback: the same status again is 200, so every allowed cell may send it.
+			"POST /entities/asset/{asset_id}/callback/{event_id}": {role: flexv1.RoleEntityWrite, scoped: true,
+				body: jsonBody(map[string]any{"timestamp": "2026-11-27T12:00:00Z", "status": "EXECUTED"})},
 		}
 		public := map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /openapi.json": true, "GET /docs": true,
 			"POST /auth/token-form": true, "GET /hosted/flow": true, "GET /hosted/flow.js": true, "GET /hosted/flow.css": true,
@@ -320,9 +334,12 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"POST /hosted/rewards/verify": true, "POST /hosted/rewards/bank": true, "POST /hosted/rewards/withdraw": true,
 			"POST /hosted/rewards/finish": true,
 			// The provider sends the household's browser back: the state is the proof, no token.
-			"GET /oauth/callback": true}
+			"GET /oauth/callback": true,
+			// An example reveals nothing: prod's examples need no token.
+			"GET /examples/dispatch-event": true}
 		concrete := strings.NewReplacer("{site_id}", siteID, "{asset_id}", assetID, "{external_id}", extID,
-			"{subscription_id}", subID, "{provider}", deviceProviderName, "{transaction_id}", withdrawalID, "{id}", flexEventID)
+			"{subscription_id}", subID, "{provider}", deviceProviderName, "{transaction_id}", withdrawalID, "{id}", flexEventID,
+			"{event_id}", dispatchID)
 
 		var wrong []string
 		cells, covered := 0, map[string]bool{}

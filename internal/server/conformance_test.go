@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/dispatch"
+	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/outboxstore"
@@ -449,6 +451,21 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		c.call("GET", "/flex-events/"+created.Map()["id"].(string), tok, nil)
 		site := mustCall("POST", "/entities/site/onboard", tok, household("1012345678903"))["site"].(map[string]any)
 		c.call("GET", "/entities/site/"+site["site_id"].(string)+"/flex-events", tok, nil)
+	})
+
+	It("answers the dispatch endpoints as documented", func(ctx SpecContext) {
+		mpan := validMPAN(7035)
+		site := mustCall("POST", "/entities/site/onboard", tok, household(mpan))["site"].(map[string]any)["site_id"].(string)
+		charger := mustCall("GET", "/entities/asset/external-id/charger-"+mpan, tok, nil)["id"].(string)
+		start := time.Now().UTC().Truncate(30 * time.Minute).Add(24 * time.Hour)
+		_, err := (&dispatchstore.Store{Pool: testDB.Pool}).Issue(ctx, o.Namespace, "https://flexsite.test",
+			[]dispatchstore.Dispatch{{FlexEvent: "conformance-event", SiteID: site, AssetID: charger, MarketID: "limited_pause",
+				From: start, To: start.Add(time.Hour), EventTimestamp: time.Now()}}, nil, time.Now())
+		Expect(err).NotTo(HaveOccurred())
+		id := dispatch.EventID(o.Namespace, "conformance-event", charger).String()
+		c.call("POST", "/entities/asset/"+charger+"/callback/"+id, tok, map[string]any{"timestamp": "2026-11-27T12:00:00Z",
+			"status": "ACCEPTED"})
+		c.call("GET", "/examples/dispatch-event", "", nil)
 	})
 
 	It("has checked an answer of every documented operation", func() {

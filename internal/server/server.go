@@ -21,6 +21,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/assetevents"
 	"github.com/flexsite/flexsite/internal/app/devices"
+	"github.com/flexsite/flexsite/internal/app/dispatches"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/app/rewards"
@@ -174,7 +175,8 @@ func NewServer(cfg Config) *Server {
 	rest := restapi.New(restapi.Config{Log: cfg.Log, Ready: cfg.Ready, Households: households, Rewards: rewardsSvc,
 		Subscriptions: subscriptions.New(households, outbox), Devices: devicesSvc, Readings: readingsSvc,
 		FlexEvents: flexEvents, Guard: guard, Authenticator: cfg.Authenticator, AssetEvents: assetEvents,
-		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
+		Dispatches: dispatches.New(households, flexEvents.Dispatches),
+		Issuer:     cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
 	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Devices: devicesSvc,
 		FlexEvents: flexEvents, Guard: guard, Now: cfg.Now, PublicURL: cfg.PublicURL}
 	callback := &devicecallback.Door{Log: cfg.Log, Devices: devicesSvc, PublicURL: cfg.PublicURL, Limits: limits,

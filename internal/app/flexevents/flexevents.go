@@ -23,6 +23,8 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/dispatch"
 	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/householdstore"
@@ -86,6 +88,50 @@ type EventRecord struct {
 	FlexKWh      float64          `json:"flex_kwh"`
 	CreditPence  int64            `json:"credit_pence"`
 	LateReadings int64            `json:"late_readings"`
+	// Dispatches are the event's dispatches by state and its skipped assets by reason.
+	Dispatches DispatchCounts `json:"dispatches"`
+}
+
+// DispatchCounts are dispatches by state and skipped assets by reason, as the REST API
+// answers them: every state always present, skipped an object ({} when none).
+type DispatchCounts struct {
+	Issued    int32            `json:"issued"`
+	Requested int32            `json:"requested"`
+	Received  int32            `json:"received"`
+	Accepted  int32            `json:"accepted"`
+	Rejected  int32            `json:"rejected"`
+	Executed  int32            `json:"executed"`
+	Failed    int32            `json:"failed"`
+	Cancelled int32            `json:"cancelled"`
+	Skipped   map[string]int32 `json:"skipped"`
+}
+
+// dispatchCounts are c as answered.
+func dispatchCounts(c dispatch.Counts) DispatchCounts {
+	out := DispatchCounts{Issued: c.Issued(), Requested: c.ByStatus[dispatch.Requested], Received: c.ByStatus[dispatch.Received],
+		Accepted: c.ByStatus[dispatch.Accepted], Rejected: c.ByStatus[dispatch.Rejected], Executed: c.ByStatus[dispatch.Executed],
+		Failed: c.ByStatus[dispatch.Failed], Cancelled: c.ByStatus[dispatch.Cancelled], Skipped: map[string]int32{}}
+	for reason, n := range c.Skipped {
+		out.Skipped[string(reason)] = n
+	}
+	return out
+}
+
+// ErrDispatchesUnavailable answers a read whose dispatch counts the database could not give now.
+var ErrDispatchesUnavailable = &app.Error{Kind: app.Unavailable,
+	Detail: "The dispatch store is unavailable; try again shortly", RetryAfter: db.RetryAfterSeconds}
+
+// countsOf are the dispatch counts of an organisation's events, in one query.
+func (s *Service) countsOf(ctx context.Context, organisation string, events []string) (map[string]dispatch.Counts, error) {
+	counts, err := s.Dispatches.CountsOf(ctx, organisation, events)
+	return counts, dispatchesErr(err)
+}
+
+func dispatchesErr(err error) error {
+	if db.Unavailable(err) {
+		return ErrDispatchesUnavailable
+	}
+	return err
 }
 
 // EventList is the organisation's events, newest first.
@@ -166,7 +212,9 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, in CreateInput)
 	if err := s.Client.Create(ctx, ev); err != nil {
 		return EventRecord{}, err
 	}
-	return s.record(ctx, ev)
+	rec, err := s.record(ctx, ev)
+	rec.Dispatches = dispatchCounts(dispatch.Counts{}) // none issued before the controller sees it
+	return rec, err
 }
 
 // List is the organisation's events, newest start first.
@@ -181,12 +229,21 @@ func (s *Service) List(ctx context.Context, p *auth.Principal) (EventList, error
 		}
 		return compareStrings(a.Name, b.Name)
 	})
+	names := make([]string, len(list.Items))
+	for i := range list.Items {
+		names[i] = list.Items[i].Name
+	}
+	counts, err := s.countsOf(ctx, p.Namespace, names)
+	if err != nil {
+		return EventList{}, err
+	}
 	out := EventList{Events: make([]EventRecord, 0, len(list.Items))}
 	for i := range list.Items {
 		rec, err := s.record(ctx, &list.Items[i])
 		if err != nil {
 			return EventList{}, err
 		}
+		rec.Dispatches = dispatchCounts(counts[rec.ID])
 		out.Events = append(out.Events, rec)
 	}
 	return out, nil
@@ -216,7 +273,13 @@ func (s *Service) Get(ctx context.Context, p *auth.Principal, id string) (EventR
 	if err != nil {
 		return EventRecord{}, err
 	}
-	return s.record(ctx, ev)
+	counts, err := s.countsOf(ctx, p.Namespace, []string{ev.Name})
+	if err != nil {
+		return EventRecord{}, err
+	}
+	rec, err := s.record(ctx, ev)
+	rec.Dispatches = dispatchCounts(counts[ev.Name])
+	return rec, err
 }
 
 func (s *Service) event(ctx context.Context, p *auth.Principal, id string) (*flexv1.FlexEvent, error) {
@@ -280,6 +343,8 @@ type SiteEvent struct {
 	// Status is pending, settled or skipped; Reason why it was skipped.
 	Status string  `json:"status"`
 	Reason *string `json:"reason"`
+	// Dispatches are this site's share of the event's dispatches and skipped assets.
+	Dispatches DispatchCounts `json:"dispatches"`
 
 	// Start, End and HalfHours are the settlement's, for the rewards page (not in the API).
 	Start, End time.Time                  `json:"-"`
@@ -342,6 +407,13 @@ func (s *Service) OfSite(ctx context.Context, site *flexv1.Site, now time.Time) 
 		return SiteEvents{}, err
 	}
 	out.Events = append(out.Events, pending...)
+	counts, err := s.Dispatches.CountsOfSite(ctx, site.Namespace, id)
+	if err != nil {
+		return SiteEvents{}, dispatchesErr(err)
+	}
+	for i := range out.Events {
+		out.Events[i].Dispatches = dispatchCounts(counts[out.Events[i].ID])
+	}
 	slices.SortStableFunc(out.Events, func(a, b SiteEvent) int { return b.Start.Compare(a.Start) })
 	if err := s.withExecuted(ctx, site.Namespace, id, out.Events); err != nil {
 		return SiteEvents{}, err

@@ -91,6 +91,8 @@ var wantRoutes = []Route{
 	{"GET", "/flex-events"},
 	{"GET", "/flex-events/{id}"},
 	{"GET", "/entities/site/{site_id}/flex-events"},
+	{"POST", "/entities/asset/{asset_id}/callback/{event_id}"},
+	{"GET", "/examples/dispatch-event"},
 }
 
 type operation struct {
@@ -186,7 +188,7 @@ func TestOperationResponses(t *testing.T) {
 				t.Errorf("%s needs auth but documents no 401", name)
 			}
 			public := p == "/auth/token-form" || p == "/healthz" || p == "/readyz" || p == "/openapi.json" || p == "/docs" ||
-				strings.HasPrefix(p, "/hosted/flow") || p == "/oauth/callback"
+				strings.HasPrefix(p, "/hosted/flow") || p == "/oauth/callback" || strings.HasPrefix(p, "/examples/")
 			// The hosted rewards page takes no bearer token: its one-time link and session
 			// cookie are its authentication, and it answers HTML (a bad code is a 404 page).
 			if strings.HasPrefix(p, "/hosted/rewards") {

@@ -1,0 +1,175 @@
+// Package dispatches holds the use cases of a dispatch's status callback (spec/dispatch.md,
+// "Status back from the asset controller"): an asset controller reports what became of a
+// dispatch of one of the organisation's assets, judged by internal/dispatch's state machine
+// under the dispatch's row lock (internal/dispatchstore), and the example DispatchEvent that
+// GET /examples/dispatch-event answers. It speaks no HTTP.
+package dispatches
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/dispatch"
+	"github.com/flexsite/flexsite/internal/dispatchstore"
+	"github.com/flexsite/flexsite/internal/index"
+)
+
+// Service runs the dispatch callback use cases.
+type Service struct {
+	// Households finds the caller's assets (the cache first, past it on a miss).
+	Households *app.Service
+	Store      *dispatchstore.Store
+}
+
+// New builds the use cases on the household ones and the dispatches' database.
+func New(households *app.Service, store *dispatchstore.Store) *Service {
+	if store == nil {
+		panic("dispatches.New: the dispatches' store is required")
+	}
+	return &Service{Households: households, Store: store}
+}
+
+// The refusals of a callback.
+var (
+	// ErrDispatchNotFound answers an event id that is no dispatch of the asset in the caller's
+	// organisation (another organisation's included: told alike, so its ids reveal nothing).
+	ErrDispatchNotFound = app.Fail(app.NotFound, "Dispatch event not found or not authorized")
+	// ErrUnavailable answers a report the database could not take now: nothing was recorded.
+	ErrUnavailable = &app.Error{Kind: app.Unavailable,
+		Detail: "The dispatch store is unavailable; nothing was recorded, retry", RetryAfter: db.RetryAfterSeconds}
+)
+
+// CallbackInput is a status report of an asset controller, read by the door.
+type CallbackInput struct {
+	// Asset is the asset's API id, or its external id when External.
+	Asset    string
+	External bool
+	// EventID is the dispatch's event id as the path spells it (not necessarily a UUID).
+	EventID string
+	// Status is the reported status (a dispatch.Reported one) and At the report's timestamp.
+	Status dispatch.Status
+	At     time.Time
+}
+
+// CallbackResult answers a recorded report: the dispatch's status now (prod's EventStatus
+// spelling) and whether this report changed it (false: the same status again).
+type CallbackResult struct {
+	EventID string `json:"event_id"`
+	AssetID string `json:"asset_id"`
+	Status  string `json:"status"`
+	Changed bool   `json:"changed"`
+}
+
+// Callback records a reported status of a dispatch of the caller's asset: the asset must be
+// the organisation's (404 otherwise), the event one of its dispatches (404); the same status
+// again changes nothing; a step back, or anything after a final status (a cancellation that
+// came first included), is a conflict (409); the database away is Unavailable (503).
+func (s *Service) Callback(ctx context.Context, p *auth.Principal, in CallbackInput) (CallbackResult, error) {
+	if p.Kind == auth.KindEndUser {
+		return CallbackResult{}, app.Fail(app.Forbidden, "An end-user token cannot report a dispatch's status")
+	}
+	if !dispatch.Reported(in.Status) {
+		return CallbackResult{}, app.InvalidFields(app.Field("Input should be 'RECEIVED', 'ACCEPTED', 'REJECTED', 'FAILED' or 'EXECUTED'",
+			"enum", "body", "status"))
+	}
+	assetID, err := s.assetID(ctx, p, in)
+	if err != nil {
+		return CallbackResult{}, err
+	}
+	eventID, err := uuid.Parse(in.EventID)
+	if err != nil {
+		return CallbackResult{}, ErrDispatchNotFound
+	}
+	changed, err := s.Store.Record(ctx, p.Namespace, dispatchstore.Report{AssetID: assetID, EventID: eventID,
+		Status: in.Status, At: in.At, By: p.Username}, s.now())
+	switch {
+	case errors.Is(err, dispatchstore.ErrNotFound):
+		return CallbackResult{}, ErrDispatchNotFound
+	case errors.Is(err, dispatch.ErrStepBack), errors.Is(err, dispatch.ErrFinal):
+		msg := err.Error()
+		return CallbackResult{}, app.Fail(app.Conflict, "Refused: %s%s", strings.ToUpper(msg[:1]), msg[1:])
+	case db.Unavailable(err):
+		return CallbackResult{}, ErrUnavailable
+	case err != nil:
+		return CallbackResult{}, err
+	}
+	return CallbackResult{EventID: eventID.String(), AssetID: assetID, Status: EventStatus(in.Status), Changed: changed}, nil
+}
+
+// assetID is the API id of the caller's live asset the input names: from the cache's index
+// (the hot path: nothing copied), else as GET /entities/asset answers it (past the cache, for
+// an asset created a moment ago; ErrAssetNotFound for none).
+func (s *Service) assetID(ctx context.Context, p *auth.Principal, in CallbackInput) (string, error) {
+	lookup := index.NewLookup(s.Households.Cache)
+	var found []*flexv1.Asset
+	var err error
+	if in.External {
+		found, err = lookup.AssetsByExternalID(ctx, p.Namespace, in.Asset)
+	} else {
+		found, err = lookup.AssetsByID(ctx, p.Namespace, in.Asset)
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, a := range found {
+		if a.DeletionTimestamp.IsZero() && a.Labels[flexv1.IDLabel] != "" {
+			return a.Labels[flexv1.IDLabel], nil
+		}
+	}
+	var asset app.AssetRecord
+	if in.External {
+		asset, err = s.Households.GetAssetByExternalID(ctx, p, in.Asset)
+	} else {
+		asset, err = s.Households.GetAsset(ctx, p, in.Asset)
+	}
+	return asset.ID, err
+}
+
+// EventStatus is a reported status as prod's EventStatus spells it (RECEIVED, ...).
+func EventStatus(s dispatch.Status) string { return strings.ToUpper(string(s)) }
+
+// ReportedStatus reads prod's EventStatus spelling; ok is false for anything else.
+func ReportedStatus(s string) (dispatch.Status, bool) {
+	st := dispatch.Status(strings.ToLower(s))
+	return st, s == strings.ToUpper(s) && dispatch.Reported(st)
+}
+
+// EventStatuses are the statuses an asset controller reports, as prod's EventStatus enum
+// lists them.
+var EventStatuses = []string{"RECEIVED", "ACCEPTED", "REJECTED", "FAILED", "EXECUTED"}
+
+func (s *Service) now() time.Time {
+	if s.Households != nil && s.Households.Now != nil {
+		return s.Households.Now()
+	}
+	return time.Now()
+}
+
+// The example's ids: fixed, so the example reads the same on every call.
+const (
+	exampleOrganisation = "example-organisation"
+	exampleFlexEvent    = "4f0c2f8e-7d0b-4c5e-9a51-3b8d6e2a1c07"
+	exampleAssetID      = "9b2e6c1d-3f4a-4e8b-a7c5-0d1f2e3a4b5c"
+)
+
+// Example is a filled-in DispatchEvent, as one is delivered: a 5 kW battery asked to turn
+// down (discharge) over the hour starting at the next whole hour after now plus Lead, issued
+// now. base is Flexsite's public address (scheme and host).
+func Example(now time.Time, base string) dispatch.Event {
+	now = now.UTC().Truncate(time.Second)
+	from := now.Add(dispatch.Lead).Truncate(time.Hour).Add(time.Hour)
+	id := dispatch.EventID(exampleOrganisation, exampleFlexEvent, exampleAssetID)
+	return dispatch.Event{EventID: id.String(), AssetID: exampleAssetID, IssuedTimestamp: dispatch.Stamp(now),
+		EventTimestamp: dispatch.Stamp(now), MarketID: string(flexv1.PropositionName("limited_pause")),
+		LevelKW:  dispatch.LevelKW(flexv1.AssetTypeBattery, flexv1.FlexTurnDown, 5000),
+		FromTime: dispatch.Stamp(from), ToTime: dispatch.Stamp(from.Add(time.Hour)),
+		UpdateStatusCallback: base + dispatch.CallbackPath(exampleAssetID, id)}
+}

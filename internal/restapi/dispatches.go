@@ -1,0 +1,64 @@
+package restapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/flexsite/flexsite/internal/app/dispatches"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/dispatch"
+	"github.com/flexsite/flexsite/internal/validation"
+	"github.com/flexsite/flexsite/internal/web"
+)
+
+// The dispatch endpoints (spec/dispatch.md): an asset controller's status callback, and the
+// example DispatchEvent. The door reads prod's EventResponse; the use case judges the report
+// (internal/dispatch's state machine).
+
+// dispatchCallback is POST /entities/asset/{asset_id}/callback/{event_id}: the path's, the
+// query's and the body's problems are answered together (422).
+func (a *API) dispatchCallback(r *http.Request, p *auth.Principal) (any, error) {
+	f := &fields{}
+	in := dispatches.CallbackInput{EventID: r.PathValue("event_id")}
+	if external := queryBool(f, r.URL.Query(), "asset_id_is_external"); external != nil {
+		in.External = *external
+	}
+	if in.External {
+		in.Asset = r.PathValue("asset_id")
+	} else {
+		in.Asset = f.UUIDParam(r, "asset_id")
+	}
+	body, err := web.DecodeJSON(r)
+	if err != nil {
+		return nil, f.Join(err)
+	}
+	in.Status, in.At = parseEventResponse(f, body)
+	if err := f.Err(); err != nil {
+		return nil, err
+	}
+	return a.Dispatches.Callback(r.Context(), p, in)
+}
+
+// parseEventResponse reads prod's EventResponse {timestamp*: date-time with a zone, status*:
+// EventStatus}.
+func parseEventResponse(f *fields, body map[string]any) (st dispatch.Status, at time.Time) {
+	loc := []any{"body"}
+	if s, ok := f.Str(body, loc, "timestamp", true); ok {
+		t, err := validation.ParseAwareTimestamp(s)
+		if err != nil {
+			f.AddValidation(err, []any{"body", "timestamp"})
+		}
+		at = t
+	}
+	if s, ok := web.Enum(f, body, loc, "status", true, dispatches.EventStatuses); ok {
+		st, _ = dispatches.ReportedStatus(s)
+	}
+	return st, at
+}
+
+// exampleDispatchEvent is GET /examples/dispatch-event: a filled-in DispatchEvent whose
+// callback URL is on Flexsite's public address. It needs no token (an example reveals
+// nothing).
+func (a *API) exampleDispatchEvent(w http.ResponseWriter, r *http.Request) {
+	web.WriteJSON(w, http.StatusOK, dispatches.Example(a.Now(), web.PublicBase(a.PublicURL, r)))
+}
