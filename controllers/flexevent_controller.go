@@ -71,15 +71,18 @@ func (r *FlexEventReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !ev.DeletionTimestamp.IsZero() {
 		return r.release(ctx, ev)
 	}
-	if err := r.ensureDispatchFinalizer(ctx, ev, r.Now()); err != nil {
-		if apierrors.IsConflict(err) {
-			return ctrl.Result{RequeueAfter: conflictRetryDelay}, nil
-		}
+	patched, err := r.ensureDispatchFinalizer(ctx, ev, r.Now())
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: conflictRetryDelay}, nil
+	}
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.written.wrote(ev)
+	if patched {
+		r.written.wrote(ev) // the next reconcile waits for the cache to show the finalizer
+	}
 	base := ev.DeepCopy()
-	err := r.reconcile(ctx, ev)
+	err = r.reconcile(ctx, ev)
 	res, perr := summary{client: r.Client, recorder: r.Recorder, written: &r.written}.patch(ctx, base, ev,
 		fmt.Sprintf("%d sites settled, %d skipped%s", ev.Status.SitesSettled, skippedSites(ev.Status),
 			dispatchMessage(ev.Status.Dispatches)), err)

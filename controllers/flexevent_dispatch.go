@@ -29,15 +29,15 @@ import (
 const dispatchBatch = 1000
 
 // ensureDispatchFinalizer adds the dispatch finalizer to an event that has not ended, so
-// that deleting it cancels its open dispatches first. done: the object changed, and the
-// reconcile goes on with the patched copy.
-func (r *FlexEventReconciler) ensureDispatchFinalizer(ctx context.Context, ev *flexv1.FlexEvent, now time.Time) error {
+// that deleting it cancels its open dispatches first; patched: it did, and ev is the patched
+// copy the reconcile goes on with.
+func (r *FlexEventReconciler) ensureDispatchFinalizer(ctx context.Context, ev *flexv1.FlexEvent, now time.Time) (patched bool, err error) {
 	if !now.Before(ev.Spec.EndAt.Time) || controllerutil.ContainsFinalizer(ev, flexv1.DispatchFinalizer) {
-		return nil
+		return false, nil
 	}
 	base := ev.DeepCopy()
 	controllerutil.AddFinalizer(ev, flexv1.DispatchFinalizer)
-	return r.Patch(ctx, ev, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	return true, r.Patch(ctx, ev, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
 // release lets a deleted event go: before its end, its open dispatches are cancelled first
