@@ -25,6 +25,7 @@ const (
 	labelReadings    = "7 readings"
 	labelSettlement  = "8 settlement"
 	labelHostile     = "9 hostile input"
+	labelDispatch    = "10 dispatch"
 )
 
 // scenarioLabels maps the JSON report's scenario keys to the table's sections.
@@ -40,6 +41,7 @@ var scenarioLabels = map[string]string{
 	readingsScenario:   labelReadings,
 	scenarioSettlement: labelSettlement,
 	hostileScenario:    labelHostile,
+	dispatchScenario:   labelDispatch,
 }
 
 // Units of figures; the table formats values by unit.
@@ -143,7 +145,7 @@ func (r *report) printTable(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tFIGURE\tVALUE\tTARGET\tMET?")
 	for _, label := range []string{labelOnboard, labelConvergence, labelReads, labelScale, labelWrites, labelNotify,
-		labelReadings, labelSettlement, labelHostile} {
+		labelReadings, labelSettlement, labelHostile, labelDispatch} {
 		for _, rw := range r.rows {
 			if scenarioLabels[rw.scenario] != label {
 				continue
