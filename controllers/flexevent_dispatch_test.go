@@ -189,7 +189,18 @@ func TestFlexEventIssuesCountsAndCancelsDispatches(t *testing.T) {
 		}
 	}
 	ev := f.dispatchEvent(ns, "ahead", start, flexv1.FlexTurnDown, "consenting", "unconsenting")
+	due := f.checkIssuedAtLead(ns, ev, created, start, events)
+	f.checkReportsAndCancellation(ns, ev, due, start)
+	f.checkTurnUpAndBackdated(ns, created)
+}
 
+// checkIssuedAtLead: nothing issued three days ahead; at T−24 h, on two replicas, each asked
+// asset once at its level, every skip counted, prod's DispatchEvent in the outbox; later
+// reconciles (an asset plugged back in meanwhile) issue nothing. It answers when they were issued.
+func (f *flexFixture) checkIssuedAtLead(ns string, ev *flexv1.FlexEvent, created, start time.Time,
+	events *asseteventstore.Store) time.Time {
+	t := f.t
+	t.Helper()
 	// Three days ahead: nothing issued yet, the event is looked at again when they fall due.
 	early := f.reconciler(created)
 	res, err := f.reconcile(early, ev)
@@ -261,6 +272,15 @@ func TestFlexEventIssuesCountsAndCancelsDispatches(t *testing.T) {
 	if n := len(f.outboxOf(ns, flexv1.EventDispatchRequested)); n != 6 || len(f.dispatchRows(ns, ev.Name)) != 6 {
 		t.Fatalf("reconciling again issued more: %d events, %v", n, f.dispatchRows(ns, ev.Name))
 	}
+	return due
+}
+
+// checkReportsAndCancellation: reported statuses reach the counts with no spec change; the
+// event deleted before its end cancels the open dispatches and goes.
+func (f *flexFixture) checkReportsAndCancellation(ns string, ev *flexv1.FlexEvent, due, start time.Time) {
+	t := f.t
+	t.Helper()
+	later := f.reconciler(due.Add(time.Hour))
 
 	// The asset controller reports back: the counts follow, with no change of the spec.
 	store := &dispatchstore.Store{Pool: f.db.Pool}
@@ -273,8 +293,8 @@ func TestFlexEventIssuesCountsAndCancelsDispatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got = f.reconcileUntil(later, ev, "counting the reports", func(e *flexv1.FlexEvent) bool { return e.Status.Dispatches.Executed == 1 })
-	d = got.Status.Dispatches
+	got := f.reconcileUntil(later, ev, "counting the reports", func(e *flexv1.FlexEvent) bool { return e.Status.Dispatches.Executed == 1 })
+	d := got.Status.Dispatches
 	if d.Issued != 6 || d.Requested != 3 || d.Accepted != 1 || d.Rejected != 1 || d.Executed != 1 ||
 		d.Summary != "6 asked: 1 accepted, 1 rejected, 1 executed; 4 skipped" {
 		t.Fatalf("after the reports: %+v", d)
@@ -311,6 +331,13 @@ func TestFlexEventIssuesCountsAndCancelsDispatches(t *testing.T) {
 	if counts.ByStatus[dispatch.Cancelled] != 4 || counts.ByStatus[dispatch.Executed] != 1 || counts.ByStatus[dispatch.Rejected] != 1 {
 		t.Fatalf("after the deletion: %+v", counts.ByStatus)
 	}
+}
+
+// checkTurnUpAndBackdated: a turn-up event within 24 h of its start is issued at once at -P;
+// a backdated one is never dispatched and carries no finalizer.
+func (f *flexFixture) checkTurnUpAndBackdated(ns string, created time.Time) {
+	t := f.t
+	t.Helper()
 
 	// Turning up, within 24 h of its start: issued at once, a charger at -P, a battery at -P.
 	soon := f.dispatchEvent(ns, "soon", created.Truncate(30*time.Minute).Add(2*time.Hour), flexv1.FlexTurnUp, "consenting")
@@ -324,7 +351,7 @@ func TestFlexEventIssuesCountsAndCancelsDispatches(t *testing.T) {
 
 	// Backdated: settled, never dispatched, and no finalizer once it has ended.
 	past := f.dispatchEvent(ns, "backdated", created.Truncate(30*time.Minute).Add(-2*time.Hour), flexv1.FlexTurnDown, "consenting")
-	got = f.reconcileUntil(f.reconciler(created), past, "counted", func(e *flexv1.FlexEvent) bool { return e.Status.Dispatches != nil })
+	got := f.reconcileUntil(f.reconciler(created), past, "counted", func(e *flexv1.FlexEvent) bool { return e.Status.Dispatches != nil })
 	if got.Status.Dispatches.IssuedAt != nil || len(f.dispatchRows(ns, past.Name)) != 0 ||
 		controllerutil.ContainsFinalizer(got, flexv1.DispatchFinalizer) {
 		t.Fatalf("a backdated event: %+v, %v, finalizers %v", got.Status.Dispatches, f.dispatchRows(ns, past.Name), got.Finalizers)
