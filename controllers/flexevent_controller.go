@@ -6,15 +6,21 @@ import (
 	"slices"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/asseteventstore"
+	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/settlement"
@@ -26,12 +32,23 @@ import (
 // exactly once through internal/settlementstore) and summarises them in its status: sites
 // settled, skipped by reason, total flex energy and credit, late readings. A site is settled
 // as soon as the event has ended and its readings cover the window, the rest at the event's
-// deadline; until then the event is requeued. No finalizer: the settlements live in the
-// database and outlive the object.
+// deadline; until then the event is requeued. The settlements live in the database and
+// outlive the object.
+//
+// It also dispatches the event (spec/dispatch.md, flexevent_dispatch.go): it issues the
+// dispatches once when they are due, cancels the open ones when the event is deleted before
+// its end (the flexsite.io/dispatches finalizer), and counts them in the status.
 type FlexEventReconciler struct {
 	client.Client
 	Recorder recorder.EventRecorder
 	Store    *settlementstore.Store
+	// Dispatches are the dispatches' store and AssetEvents what the devices told (the same
+	// database; both required).
+	Dispatches  *dispatchstore.Store
+	AssetEvents *asseteventstore.Store
+	// PublicURL is the scheme and host the dispatches' status callbacks point at (empty:
+	// DefaultPublicURL).
+	PublicURL string
 	// Now is the clock (tests may replace it).
 	Now func() time.Time
 	// Poll is how often an event waiting for readings looks again (default 1 minute), and
@@ -41,7 +58,8 @@ type FlexEventReconciler struct {
 	written         statusWrites
 }
 
-// +kubebuilder:rbac:groups=flexsite.io,resources=flexevents,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flexsite.io,resources=flexevents,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=flexsite.io,resources=flexevents/finalizers,verbs=update
 // +kubebuilder:rbac:groups=flexsite.io,resources=flexevents/status,verbs=get;update;patch
 
 // Reconcile fetches the event, settles what can be settled, and patches its status once.
@@ -51,12 +69,23 @@ func (r *FlexEventReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return res, err
 	}
 	if !ev.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		return r.release(ctx, ev)
+	}
+	patched, err := r.ensureDispatchFinalizer(ctx, ev, r.Now())
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: conflictRetryDelay}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if patched {
+		r.written.wrote(ev) // the next reconcile waits for the cache to show the finalizer
 	}
 	base := ev.DeepCopy()
-	err := r.reconcile(ctx, ev)
+	err = r.reconcile(ctx, ev)
 	res, perr := summary{client: r.Client, recorder: r.Recorder, written: &r.written}.patch(ctx, base, ev,
-		fmt.Sprintf("%d sites settled, %d skipped", ev.Status.SitesSettled, skippedSites(ev.Status)), err)
+		fmt.Sprintf("%d sites settled, %d skipped%s", ev.Status.SitesSettled, skippedSites(ev.Status),
+			dispatchMessage(ev.Status.Dispatches)), err)
 	if err == nil && perr == nil && res.IsZero() && r.Now().Before(ev.Spec.DeadlineOrDefault().Add(r.lateWatch())) {
 		res.RequeueAfter = 10 * r.poll() // late readings keep being counted for a while
 	}
@@ -97,8 +126,16 @@ func (r *FlexEventReconciler) reconcile(ctx context.Context, ev *flexv1.FlexEven
 	if err := settlement.CheckEvent(rules); err != nil {
 		return stalled("InvalidWindow", err.Error())
 	}
+	due, err := r.dispatch(ctx, ev, now)
+	if err != nil {
+		return err
+	}
 	if now.Before(rules.Start) {
-		return waiting(rules.Start.Sub(now), flexv1.ReasonEventNotEnded, "The event has not started")
+		after := rules.Start.Sub(now)
+		if !due.IsZero() {
+			after = min(after, due.Sub(now)) // its dispatches fall due first
+		}
+		return waiting(after, flexv1.ReasonEventNotEnded, "The event has not started"+dispatchMessage(ev.Status.Dispatches))
 	}
 	org, eventID := ev.Namespace, ev.Name
 	sites, err := r.targets(ctx, ev)
@@ -166,12 +203,9 @@ func setTotals(st *flexv1.FlexEventStatus, t settlementstore.Totals) {
 // enrolment in the proposition at the event's start; each with its boundary meters and the
 // days of the other events that name it.
 func (r *FlexEventReconciler) targets(ctx context.Context, ev *flexv1.FlexEvent) (map[string]settlementstore.Site, error) {
-	names := ev.Spec.SiteNames
-	if len(names) == 0 {
-		var err error
-		if names, err = enrolledAt(ctx, r.Client, ev.Namespace, ev.Spec.Proposition, ev.Spec.StartAt.Time); err != nil {
-			return nil, err
-		}
+	names, err := r.targetNames(ctx, ev)
+	if err != nil {
+		return nil, err
 	}
 	others := &flexv1.FlexEventList{}
 	if err := r.List(ctx, others, client.InNamespace(ev.Namespace)); err != nil {
@@ -212,6 +246,16 @@ func (r *FlexEventReconciler) targets(ctx context.Context, ev *flexv1.FlexEvent)
 	return out, nil
 }
 
+// targetNames are the names of the event's sites: spec.siteNames, else every site with an
+// active enrolment in the proposition at the event's start. Settlement and dispatch both
+// read them.
+func (r *FlexEventReconciler) targetNames(ctx context.Context, ev *flexv1.FlexEvent) ([]string, error) {
+	if len(ev.Spec.SiteNames) > 0 {
+		return ev.Spec.SiteNames, nil
+	}
+	return enrolledAt(ctx, r.Client, ev.Namespace, ev.Spec.Proposition, ev.Spec.StartAt.Time)
+}
+
 // enrolledAt are the names of the sites with an active enrolment in the proposition at t.
 func enrolledAt(ctx context.Context, c client.Reader, namespace string, p flexv1.PropositionName, t time.Time) ([]string, error) {
 	list := &flexv1.EnrolmentList{}
@@ -230,15 +274,27 @@ func enrolledAt(ctx context.Context, c client.Reader, namespace string, p flexv1
 	return slices.Compact(out), nil
 }
 
-// SetupWithManager watches FlexEvents' spec; time (the event's end, its deadline, readings
-// arriving) brings the rest through requeues.
+// SetupWithManager watches FlexEvents' spec and deletion, and the dispatches' changes in
+// PostgreSQL (a status reported back, on any replica); time (the dispatches falling due, the
+// event's end, its deadline, readings arriving) brings the rest through requeues.
 func (r *FlexEventReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.Store == nil || r.Dispatches == nil || r.AssetEvents == nil {
+		return errNoDatabase
+	}
 	if r.Now == nil {
 		r.Now = time.Now
 	}
+	changed := make(chan event.GenericEvent, 1024)
+	if err := mgr.Add(leaderRunnable(r.listenDispatches(changed))); err != nil {
+		return err
+	}
+	deleted := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+	}}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&flexv1.FlexEvent{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&flexv1.FlexEvent{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleted))).
 		Named("flexevent").
 		WithOptions(opts).
+		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }

@@ -20,8 +20,10 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/asseteventstore"
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
+	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/settlementstore"
@@ -116,7 +118,8 @@ func (f *flexFixture) crashingReconciler(now time.Time, crash func()) (*controll
 func (f *flexFixture) reconcilerOn(pool *pgxpool.Pool, now time.Time) *controllers.FlexEventReconciler {
 	f.t.Cleanup(pool.Close)
 	return &controllers.FlexEventReconciler{Client: index.CachedClient{Client: f.client, Cache: f.cache}, Recorder: f.recorder,
-		Store: &settlementstore.Store{Pool: pool}, Now: func() time.Time { return now }}
+		Store: &settlementstore.Store{Pool: pool}, Dispatches: &dispatchstore.Store{Pool: pool},
+		AssetEvents: &asseteventstore.Store{Pool: pool}, PublicURL: "https://flexsite.test", Now: func() time.Time { return now }}
 }
 
 // crashPoint is a pgx tracer that injects a fault where a crash hurts most: once the statement

@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -51,6 +52,13 @@ var flexEventRuleCases = []struct {
 	{"a deadline before the end", func(s *flexv1.FlexEventSpec) { s.Deadline = &metav1.Time{Time: s.EndAt.Add(-time.Hour)} }, false},
 }
 
+// flexEventMarketCases are the CRD's bounds on spec.market (the REST API reads the same bound
+// from the CRD: validation.CRDMaxLength).
+var flexEventMarketCases = []struct {
+	market string
+	ok     bool
+}{{"uk_flex_market", true}, {strings.Repeat("m", 64), true}, {strings.Repeat("m", 65), false}}
+
 func ruleAt(h, m, s int) metav1.Time {
 	return metav1.NewTime(time.Date(2026, 1, 13, h, m, s, 0, time.UTC))
 }
@@ -88,6 +96,25 @@ var _ = Describe("A flex event's rules", func() {
 			} else {
 				Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s: the API server answered %v, want Invalid", c.name, err)
 			}
+		}
+	})
+
+	It("bound the market, and keep it as declared", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		for _, c := range flexEventMarketCases {
+			spec := ruleCaseSpec(func(s *flexv1.FlexEventSpec) { s.Market = c.market })
+			err := k8sClient.Create(ctx, &flexv1.FlexEvent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "market-"}, Spec: spec},
+				client.DryRunAll)
+			Expect(err == nil).To(Equal(c.ok), "market of %d characters: %v", len(c.market), err)
+		}
+		for _, change := range []struct{ from, to string }{{"", "uk_flex_market"}, {"uk_flex_market", "other"}, {"uk_flex_market", ""}} {
+			ev := &flexv1.FlexEvent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "market-"},
+				Spec: ruleCaseSpec(func(s *flexv1.FlexEventSpec) { s.Market = change.from })}
+			Expect(k8sClient.Create(ctx, ev)).To(Succeed())
+			ev.Spec.Market = change.to
+			err := k8sClient.Update(ctx, ev)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "market %q → %q: %v, want Invalid", change.from, change.to, err)
+			Expect(err.Error()).To(ContainSubstring("market is immutable"))
 		}
 	})
 })

@@ -13,8 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/asseteventstore"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/deviceauth"
+	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/outboxstore"
@@ -46,6 +48,9 @@ type Options struct {
 	// Organisation controller makes in every organisation's namespace (unset: no such
 	// controller, as where the manager runs with an administrator's credentials).
 	OrganisationAccess bootstrap.OrganisationAccess
+	// PublicURL is the scheme and host of Flexsite's REST API as asset controllers reach it:
+	// the dispatches' status callbacks point at it (empty: DefaultPublicURL).
+	PublicURL string
 }
 
 // errNoDatabase refuses to set up a reconciler without Flexsite's PostgreSQL: every part of
@@ -114,7 +119,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		return err
 	}
 	if err := (&FlexEventReconciler{Client: cl, Recorder: mgr.GetEventRecorder("flexevent-controller"),
-		Store: &settlementstore.Store{Pool: o.DB}, Now: time.Now}).SetupWithManager(mgr, workers); err != nil {
+		Store: &settlementstore.Store{Pool: o.DB}, Dispatches: &dispatchstore.Store{Pool: o.DB},
+		AssetEvents: &asseteventstore.Store{Pool: o.DB}, PublicURL: o.PublicURL, Now: time.Now}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
 	// Ingests RewardLedgers' transactions and copies the database's summary of the history.

@@ -21,6 +21,8 @@ var (
 	k8sClient client.Client
 	suiteCtx  context.Context
 	cancel    context.CancelFunc
+	// suiteDB is the controllers' PostgreSQL.
+	suiteDB *dbtest.Database
 )
 
 func TestControllers(t *testing.T) {
@@ -42,6 +44,7 @@ var _ = BeforeSuite(func() {
 	testDB, err := dbtest.ForSuite(suiteCtx, Fail, Skip)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
+	suiteDB = testDB
 	mgr, err := env.NewManager()
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupWithManager(suiteCtx, mgr, controllers.Options{DB: testDB.Pool})).To(Succeed())

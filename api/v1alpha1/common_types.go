@@ -93,6 +93,10 @@ const (
 // Finalizer guards the cleanup of a Site's children and an Enrolment's withdrawal record.
 const Finalizer = "flexsite.io/finalizer"
 
+// DispatchFinalizer, on a FlexEvent that has not ended, makes its deletion cancel its open
+// dispatches (dispatch.cancelled to the asset controllers) before the object goes.
+const DispatchFinalizer = "flexsite.io/dispatches"
+
 // Condition types. Every Flexsite kind reports the same three kstatus conditions with the same
 // meaning, each carrying the observedGeneration it was computed from:
 //   - Ready: True when the object is in effect as declared (a Site evaluated, an Asset counted

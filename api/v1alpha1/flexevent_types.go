@@ -33,6 +33,14 @@ const (
 	FlexTransactionIDTaken FlexSkipReason = "transaction_id_taken"
 )
 
+// MarketOrDefault is spec.market, or the proposition when it is unset.
+func (s *FlexEventSpec) MarketOrDefault() string {
+	if s.Market != "" {
+		return s.Market
+	}
+	return string(s.Proposition)
+}
+
 // DefaultFlexEventDeadline is how long after its end an event waits for late sites'
 // readings when spec.deadline is not set.
 const DefaultFlexEventDeadline = 48 * time.Hour
@@ -42,6 +50,7 @@ const DefaultFlexEventDeadline = 48 * time.Hour
 // credit once paid must still match the event that paid it.
 // +kubebuilder:validation:XValidation:rule="self.proposition == oldSelf.proposition && self.startAt == oldSelf.startAt && self.endAt == oldSelf.endAt && self.direction == oldSelf.direction && self.ratePencePerKWh == oldSelf.ratePencePerKWh",message="proposition, startAt, endAt, direction and ratePencePerKWh are immutable: delete the event and create another"
 // +kubebuilder:validation:XValidation:rule="has(self.siteNames) == has(oldSelf.siteNames) && (!has(self.siteNames) || self.siteNames == oldSelf.siteNames)",message="siteNames is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.market) == has(oldSelf.market) && (!has(self.market) || self.market == oldSelf.market)",message="market is immutable"
 // +kubebuilder:validation:XValidation:rule="self.endAt > self.startAt",message="endAt must be after startAt"
 // +kubebuilder:validation:XValidation:rule="self.endAt - self.startAt <= duration('24h')",message="a flex event must last at most 24 hours"
 // +kubebuilder:validation:XValidation:rule="!has(self.deadline) || self.deadline >= self.endAt",message="deadline must not be before endAt"
@@ -89,6 +98,13 @@ type FlexEventSpec struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
 	SiteNames []string `json:"siteNames,omitempty"`
+
+	// market is the market the event's dispatches name (the DispatchEvent's market_id);
+	// default: the proposition.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Market string `json:"market,omitempty"`
 
 	// deadline is when sites whose readings do not yet cover the event are settled with what
 	// there is (or skipped); default endAt + 48 h. Not before endAt.
@@ -149,6 +165,11 @@ type FlexDispatches struct {
 	// +listMapKey=reason
 	// +kubebuilder:validation:MaxItems=4
 	Skipped []FlexSkippedAssets `json:"skipped,omitempty"`
+	// issuedAt is when the controller issued the event's dispatches (at its creation, or 24 h
+	// before its start when declared further ahead): they are not computed again, so an asset
+	// that plugs in afterwards is not asked.
+	// +optional
+	IssuedAt *metav1.Time `json:"issuedAt,omitempty"`
 	// summary says the above in a few words, for kubectl get -o wide ("12 asked: 3 accepted,
 	// 8 executed, 1 failed; 2 skipped").
 	// +optional

@@ -130,6 +130,7 @@ func runScenarios(ctx context.Context, b *bench, rep *report, only string) error
 		{"read path", runReads},
 		{"idle resync", runResync},
 		{"notifications", runNotifications},
+		{dispatchScenario, runDispatch},
 		{readingsScenario, runReadings},
 		{callbacksScenario, runCallbacks},
 		{scenarioSettlement, runSettlement},

@@ -25,7 +25,8 @@ const (
 	labelReadings    = "7 readings"
 	labelSettlement  = "8 settlement"
 	labelHostile     = "9 hostile input"
-	labelCallbacks   = "10 callbacks"
+	labelDispatch    = "10 dispatch"
+	labelCallbacks   = "11 callbacks"
 )
 
 // scenarioLabels maps the JSON report's scenario keys to the table's sections.
@@ -41,6 +42,7 @@ var scenarioLabels = map[string]string{
 	readingsScenario:   labelReadings,
 	scenarioSettlement: labelSettlement,
 	hostileScenario:    labelHostile,
+	dispatchScenario:   labelDispatch,
 	callbacksScenario:  labelCallbacks,
 }
 
@@ -145,7 +147,7 @@ func (r *report) printTable(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tFIGURE\tVALUE\tTARGET\tMET?")
 	for _, label := range []string{labelOnboard, labelConvergence, labelReads, labelScale, labelWrites, labelNotify,
-		labelReadings, labelSettlement, labelHostile, labelCallbacks} {
+		labelReadings, labelSettlement, labelHostile, labelDispatch, labelCallbacks} {
 		for _, rw := range r.rows {
 			if scenarioLabels[rw.scenario] != label {
 				continue

@@ -31,7 +31,8 @@ func (m *mailOptions) bind(fs *flag.FlagSet) {
 		"Deliver mail to households into this Maildir instead of SMTP (one RFC 5322 message per file in new/). "+
 			"With --embedded and no --smtp-host the default is bin/embedded/mail.")
 	fs.StringVar(&m.publicURL, "public-url", "",
-		"Scheme and host the rewards links point at, e.g. https://api.flexsite.example (default: the request's host).")
+		"Scheme and host the rewards links and the dispatches' status callbacks point at, e.g. https://api.flexsite.example "+
+			"(default: the request's host; for the callbacks, http:// and --api-addr).")
 }
 
 // mailer builds the configured Mailer (nil when mail is not configured).

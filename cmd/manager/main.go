@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -278,7 +279,8 @@ func run(ctx context.Context, o options) error {
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency, Background: background,
 		DB: pool, Devices: deviceauth.Dialer{Policy: o.providerPolicy(), SecretNamespace: keysNS},
 		OrganisationAccess: bootstrap.OrganisationAccess{ClusterRole: o.organisationSecretsRole,
-			ServiceAccountNamespace: keysNS, ServiceAccountName: o.serviceAccount}}); err != nil {
+			ServiceAccountNamespace: keysNS, ServiceAccountName: o.serviceAccount},
+		PublicURL: callbackURL(o.mail.publicURL, o.apiAddr)}); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
 	if err := setupNotifier(ctx, mgr, o, pool); err != nil {
@@ -512,4 +514,22 @@ func notificationRoots(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("--notification-ca-file %s holds no PEM certificate", file)
 	}
 	return pool, nil
+}
+
+// callbackURL is where asset controllers reach the REST API for the dispatches' status
+// callbacks: --public-url, else the REST API's own address over http (a wildcard host as the
+// loopback), which only an asset controller on the same machine reaches: set --public-url
+// wherever they run elsewhere.
+func callbackURL(publicURL, apiAddr string) string {
+	if publicURL != "" {
+		return publicURL
+	}
+	host, port, err := net.SplitHostPort(apiAddr)
+	if err != nil {
+		return ""
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }

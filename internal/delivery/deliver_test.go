@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	. "github.com/onsi/ginkgo/v2"
@@ -17,6 +18,8 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/delivery"
+	"github.com/flexsite/flexsite/internal/dispatch"
+	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 )
@@ -609,5 +612,50 @@ var _ = Describe("One outbox: nothing capped, nothing dropped", func() {
 		startManager()
 		Eventually(func() []string { return creditedIDs(r, siteID) }).Should(Equal(ids))
 		Expect(r.delivered()[0].ID).To(Equal(posted), "the same webhook-id")
+	})
+})
+
+var _ = Describe("Dispatch notifications", func() {
+	It("delivers a dispatch issued while no manager ran, signed, in prod's DispatchEvent shape, once one starts", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		sub := subscribe(ctx, ns, r, flexv1.EventDispatchRequested)
+		ready(ctx, sub)
+		s, a := household(ctx, ns, "1200000000011", "zappi")
+		Eventually(func() []string {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
+			return []string{s.Labels[flexv1.IDLabel], a.Labels[flexv1.IDLabel]}
+		}).ShouldNot(ContainElement(BeEmpty()))
+
+		By("the manager killed once the dispatch was issued (the dispatch and its event committed together), before delivering it")
+		stopManager()
+		start := time.Now().UTC().Truncate(30 * time.Minute).Add(2 * time.Hour)
+		ev := &flexv1.FlexEvent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ev-dispatch"},
+			Spec: flexv1.FlexEventSpec{Proposition: lp, StartAt: metav1.NewTime(start), EndAt: metav1.NewTime(start.Add(time.Hour)),
+				Direction: flexv1.FlexTurnDown, RatePencePerKWh: "25", SiteNames: []string{s.Name}}}
+		Expect(k8sClient.Create(ctx, ev)).To(Succeed())
+		assetID := a.Labels[flexv1.IDLabel]
+		store := &dispatchstore.Store{Pool: testDB.Pool}
+		issued, err := store.Issue(ctx, ns, "https://flexsite.test", []dispatchstore.Dispatch{{FlexEvent: ev.Name,
+			SiteID: s.Labels[flexv1.IDLabel], AssetID: assetID, MarketID: string(lp), LevelKW: 0,
+			From: start, To: start.Add(time.Hour), EventTimestamp: ev.CreationTimestamp.Time}}, nil, time.Now())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(issued).To(Equal(1))
+
+		By("a manager started again: the dispatch is delivered from the outbox, once")
+		startManager()
+		Eventually(r.kinds).Should(Equal([]string{"dispatch.requested"}))
+		got := r.delivered()[0]
+		Expect(got.Verified).To(BeTrue())
+		id := dispatch.EventID(ns, ev.Name, assetID).String()
+		Expect(got.ID).To(Equal(dispatchstore.RequestedEventID(dispatch.EventID(ns, ev.Name, assetID))))
+		Expect(got.Data).To(Equal(map[string]any{"event_id": id, "asset_id": assetID,
+			"issued_timestamp": got.Data["issued_timestamp"], "event_timestamp": dispatch.Stamp(ev.CreationTimestamp.Time),
+			"market_id": string(lp), "level_kw": float64(0), "from_time": dispatch.Stamp(start),
+			"to_time":                dispatch.Stamp(start.Add(time.Hour)),
+			"update_status_callback": "https://flexsite.test/entities/asset/" + assetID + "/callback/" + id}))
+		Expect(got.Data["issued_timestamp"]).To(MatchRegexp(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`))
+		Consistently(r.kinds, "1s").Should(HaveLen(1))
 	})
 })

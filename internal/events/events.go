@@ -20,6 +20,11 @@
 //   - enrolment.changed: the Enrolment controller, before the status write that changes the
 //     phase; "removed" by its finalizer, with an id derived from its uid.
 //   - site.offboarded: the Site's finalizer, with an id derived from its uid.
+//   - dispatch.requested: in the SQL transaction that issues the dispatch
+//     (internal/dispatchstore.Issue, called by the FlexEvent controller when the event's
+//     dispatches fall due), with an id derived from the dispatch's, so a retry or a racing
+//     replica writes nothing new; dispatch.cancelled: in the SQL transaction that cancels it
+//     (dispatchstore.Cancel, the FlexEvent's finalizer when it is deleted before its end).
 //   - ping: the test endpoint, addressed to its subscription alone.
 //
 // A controller writes its events in one SQL transaction with a digest of them (Digest) kept

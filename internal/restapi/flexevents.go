@@ -33,7 +33,7 @@ func (a *API) createFlexEvent(r *http.Request, p *auth.Principal) (any, error) {
 }
 
 // parseFlexEvent reads {proposition*, start_at*, end_at*, direction*, rate_pence_per_kwh*,
-// site_ids}, every problem as one 422.
+// site_ids, market}, every problem as one 422.
 func parseFlexEvent(f *fields, body map[string]any) flexevents.CreateInput {
 	loc := []any{"body"}
 	var in flexevents.CreateInput
@@ -50,6 +50,10 @@ func parseFlexEvent(f *fields, body map[string]any) flexevents.CreateInput {
 		return t
 	}
 	in.Start, in.End = instant("start_at"), instant("end_at")
+	if _, present := body["market"]; present {
+		// Optional, but not empty: absent is the default (the proposition).
+		in.Market, _ = f.Str(body, loc, "market", true)
+	}
 	if v, ok := f.Lookup(body, loc, "direction", true); ok {
 		d, _ := v.(string) // not a string: "", which the rules refuse as not a direction
 		in.Direction = flexv1.FlexDirection(d)

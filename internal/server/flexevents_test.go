@@ -184,7 +184,8 @@ func TestFlexEventRoutes(t *testing.T) {
 	}
 	id, _ := created["id"].(string)
 	for k, want := range map[string]any{"status": "pending", "direction": "turn_down", "rate_pence_per_kwh": 25.0,
-		"start_at": start.UTC().Format(time.RFC3339), "sites_settled": 0.0, "credit_pence": 0.0} {
+		"start_at": start.UTC().Format(time.RFC3339), "sites_settled": 0.0, "credit_pence": 0.0,
+		"market": "limited_pause"} { // no market declared: the proposition's
 		if fmt.Sprint(created[k]) != fmt.Sprint(want) {
 			t.Errorf("created %s = %v, want %v (%v)", k, created[k], want, created)
 		}
@@ -376,6 +377,10 @@ func refusedAlike(t *testing.T, f *flexREST, ns, tok string, event map[string]an
 			b["end_at"] = start.AddDate(0, 0, -8).Add(time.Hour).Format(time.RFC3339)
 			s.StartAt = metav1.NewTime(start.AddDate(0, 0, -8))
 			s.EndAt = metav1.NewTime(start.AddDate(0, 0, -8).Add(time.Hour))
+		}},
+		{"market longer than 64 characters", "market", func(b map[string]any, s *flexv1.FlexEventSpec) {
+			b["market"] = strings.Repeat("m", 65)
+			s.Market = strings.Repeat("m", 65)
 		}},
 		// The organisation's maximum (none declared: 1,000 p/kWh).
 		{"rate above the organisation's maximum", "rate_pence_per_kwh", func(b map[string]any, s *flexv1.FlexEventSpec) {

@@ -318,6 +318,7 @@ var storedAs = map[string]string{
 	"external_id": "Asset.spec.externalID", "external_user_id": "Site.spec.externalUserID",
 	"serial_number": "Asset.spec.serialNumber", "asset_model": "Asset.spec.model",
 	"username": "APIClient.spec.username", "provider": "DeviceConnection.spec.provider",
+	"market": "FlexEvent.spec.market",
 }
 
 // ownMaxLengths bounds the REST fields no CRD stores as sent: read into another form first

@@ -69,12 +69,16 @@ type CreateInput struct {
 	// SiteIDs are the API ids of the caller's sites the event is for; none: every site
 	// actively enrolled in the proposition at the start.
 	SiteIDs []string
+	// Market is the market its dispatches name (the DispatchEvent's market_id); "": the
+	// proposition.
+	Market string
 }
 
 // EventRecord is a flex event as the REST API answers it.
 type EventRecord struct {
 	ID              string                 `json:"id"`
 	Proposition     flexv1.PropositionName `json:"proposition"`
+	Market          string                 `json:"market"` // the declared one, or the proposition
 	StartAt         string                 `json:"start_at"`
 	EndAt           string                 `json:"end_at"`
 	Direction       flexv1.FlexDirection   `json:"direction"`
@@ -207,7 +211,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, in CreateInput)
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: uuid.NewString()},
 		Spec: flexv1.FlexEventSpec{Proposition: in.Proposition, StartAt: metav1.NewTime(in.Start.UTC()),
 			EndAt: metav1.NewTime(in.End.UTC()), Direction: in.Direction,
-			RatePencePerKWh: validation.FormatFlexRate(in.RateCentipence), SiteNames: names},
+			RatePencePerKWh: validation.FormatFlexRate(in.RateCentipence), SiteNames: names, Market: in.Market},
 	}
 	if err := s.Client.Create(ctx, ev); err != nil {
 		return EventRecord{}, err
@@ -300,7 +304,7 @@ func (s *Service) event(ctx context.Context, p *auth.Principal, id string) (*fle
 // record is an event as answered: its spec, and its totals from its status.
 func (s *Service) record(ctx context.Context, ev *flexv1.FlexEvent) (EventRecord, error) {
 	rate, _ := validation.ParseFlexRate(ev.Spec.RatePencePerKWh)
-	rec := EventRecord{ID: ev.Name, Proposition: ev.Spec.Proposition, StartAt: stamp(ev.Spec.StartAt.Time),
+	rec := EventRecord{ID: ev.Name, Proposition: ev.Spec.Proposition, Market: ev.Spec.MarketOrDefault(), StartAt: stamp(ev.Spec.StartAt.Time),
 		EndAt: stamp(ev.Spec.EndAt.Time), Direction: ev.Spec.Direction, RatePencePerKWh: float64(rate) / 100,
 		SiteIDs: []string{}, Deadline: stamp(ev.Spec.DeadlineOrDefault()), Status: "pending",
 		SitesSettled: ev.Status.SitesSettled, SitesSkipped: map[string]int32{},

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+)
+
+// Dispatch (issue 35): a flex event over S enrolled sites with one charger each, every site
+// consenting to dispatch, timed from the FlexEvent's creation to each of its S
+// dispatch.requested notifications reaching a local receiver; against the notification
+// latency of the same run (an asset write → its site.eligibility_changed at a receiver, the
+// notifications scenario's measure). Rounds alternate A B B A A B B A (docs/performance.md):
+// A a new flex event over the S sites (each round its own market, which its DispatchEvents
+// name), B a batch of notification samples on fresh households. Target: the dispatches' p99 ≤
+// 2 × the notifications' p99.
+
+const dispatchScenario = "dispatch"
+
+const dispatchNamespace = "bench-dispatch"
+
+func dispatchSites(quick bool) int {
+	if quick {
+		return 1000
+	}
+	return 10000
+}
+
+// dispatchReceiver records when each dispatch.requested arrived, by the market its
+// DispatchEvent names (one per round).
+type dispatchReceiver struct {
+	*httptest.Server
+	secret string
+	mu     sync.Mutex
+	at     map[string][]time.Time
+}
+
+func newDispatchReceiver() *dispatchReceiver {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	r := &dispatchReceiver{secret: "whsec_" + base64.StdEncoding.EncodeToString(key), at: map[string][]time.Time{}}
+	r.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		now := time.Now()
+		body, _ := io.ReadAll(req.Body)
+		var ev struct {
+			Type string `json:"type"`
+			Data struct {
+				MarketID string `json:"market_id"`
+			} `json:"data"`
+		}
+		_ = json.Unmarshal(body, &ev)
+		if ev.Type == string(flexv1.EventDispatchRequested) {
+			r.mu.Lock()
+			r.at[ev.Data.MarketID] = append(r.at[ev.Data.MarketID], now)
+			r.mu.Unlock()
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	return r
+}
+
+func (r *dispatchReceiver) arrivals(market string) []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.at[market])
+}
+
+func runDispatch(ctx context.Context, b *bench, rep *report) error {
+	sites := dispatchSites(b.p.Mode == modeQuick)
+	ns := dispatchNamespace
+	if err := b.namespace(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
+		return err
+	}
+	h := newHouseholds(ns, 31)
+	spec := householdSpec()
+	spec.DispatchMethods = []flexv1.DispatchMethod{flexv1.DispatchMethod(flexv1.PropositionLimitedPause)}
+	created := time.Now()
+	mpans := make([]string, sites)
+	for i := range mpans {
+		mpans[i] = h.mpan()
+	}
+	if _, err := runConcurrent(ctx, sites, b.p.Concurrency, func(ctx context.Context, i int) error {
+		site := newSite(ns, mpans[i], spec)
+		if err := b.c.Create(ctx, site); err != nil {
+			return err
+		}
+		if err := b.c.Create(ctx, newAsset(ns, site.Name, chargerID(mpans[i]), chargerSpec())); err != nil {
+			return err
+		}
+		return b.c.Create(ctx, newEnrolment(ns, site.Name))
+	}); err != nil {
+		return err
+	}
+	if err := retry(ctx, b.p.Settle, func() error {
+		list := &flexv1.EnrolmentList{}
+		if err := b.c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		active := 0
+		for i := range list.Items {
+			if list.Items[i].Status.Phase == flexv1.EnrolmentActive {
+				active++
+			}
+		}
+		if active < sites {
+			time.Sleep(2 * time.Second)
+			return fmt.Errorf("%d of %d enrolments active", active, sites)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	logf("dispatch: %d enrolled households with a consenting charger in %s", sites, time.Since(created).Round(time.Second))
+
+	rcv := newDispatchReceiver()
+	defer rcv.Close()
+	if err := b.subscribeTo(ctx, ns, "bench-dispatch", rcv.URL, rcv.secret,
+		[]flexv1.EventType{flexv1.EventDispatchRequested}); err != nil {
+		return err
+	}
+	// The notification side: fresh households in the namespace the bench watches, a receiver
+	// of their eligibility changes.
+	const rounds = 4
+	k := max(b.p.ConvergenceSamples/4, 10)
+	notifyNS := convergenceNamespace
+	if err := b.namespace(ctx, notifyNS); client.IgnoreAlreadyExists(err) != nil {
+		return err
+	}
+	nh := newHouseholds(notifyNS, 37)
+	batches := make([][]string, rounds)
+	var all []string
+	for i := range batches {
+		for range k {
+			batches[i] = append(batches[i], nh.mpan())
+		}
+		all = append(all, batches[i]...)
+	}
+	if _, err := runConcurrent(ctx, len(all), b.p.Concurrency, func(ctx context.Context, i int) error {
+		site := newSite(notifyNS, all[i], householdSpec())
+		if err := b.c.Create(ctx, site); err != nil {
+			return err
+		}
+		return b.c.Create(ctx, newAsset(notifyNS, site.Name, chargerID(all[i]), chargerSpec()))
+	}); err != nil {
+		return err
+	}
+	if _, err := b.mgr.waitIdle(ctx, b.p.Settle); err != nil {
+		return err
+	}
+	healthy := newBenchReceiver(false)
+	defer healthy.Close()
+	if err := b.subscribe(ctx, notifyNS, "bench-dispatch-notify", healthy); err != nil {
+		return err
+	}
+
+	var dispatched, notified []time.Duration
+	var perRound, issuedIn []time.Duration // each round's last dispatch delivered; all issued
+	dispatchRound, notifyRound := 0, 0
+	for _, side := range []byte("ABBAABBA") {
+		if side == 'B' {
+			ph, err := b.notifyPhase(ctx, notifyNS, batches[notifyRound], healthy)
+			if err != nil {
+				return fmt.Errorf("notification round %d: %w", notifyRound+1, err)
+			}
+			notifyRound++
+			notified = append(notified, ph.deliver...)
+			continue
+		}
+		dispatchRound++
+		lat, issued, err := b.dispatchRound(ctx, ns, dispatchRound, sites, rcv)
+		if err != nil {
+			return fmt.Errorf("dispatch round %d: %w", dispatchRound, err)
+		}
+		issuedIn = append(issuedIn, issued)
+		dispatched = append(dispatched, lat...)
+		perRound = append(perRound, slices.Max(lat))
+	}
+	d99, n99 := ms(percentile(dispatched, 99)), ms(percentile(notified, 99))
+	logf("dispatch: %d sites, creation -> all issued %v; -> dispatch.requested delivered p50 %.1f ms, p99 %.1f ms (all delivered: %v); "+
+		"notification p99 %.1f ms (%d samples); ratio %.2f",
+		sites, issuedIn, ms(percentile(dispatched, 50)), d99, perRound, n99, len(notified), ratio(d99, n99))
+	rep.add(dispatchScenario, "sites", float64(sites), unitCount)
+	rep.add(dispatchScenario, "creation_to_dispatch_delivered_p50_ms", ms(percentile(dispatched, 50)), unitMS)
+	rep.add(dispatchScenario, "creation_to_dispatch_delivered_p99_ms", d99, unitMS)
+	rep.add(dispatchScenario, "creation_to_all_delivered_max_ms", ms(slices.Max(perRound)), unitMS)
+	rep.add(dispatchScenario, "creation_to_all_issued_max_ms", ms(slices.Max(issuedIn)), unitMS)
+	rep.add(dispatchScenario, "notification_p99_ms", n99, unitMS)
+	rep.addTarget(dispatchScenario, "dispatch_vs_notification_p99_ratio", ratio(d99, n99), unitRatio, target{"<=", 2})
+	return nil
+}
+
+// dispatchRound creates a flex event over the namespace's enrolled sites, starting within
+// the next hours (its dispatches are issued at once), and times each of its dispatches from
+// the creation to its arrival at the receiver; issued is how long until the FlexEvent's status
+// counted them all issued.
+func (b *bench) dispatchRound(ctx context.Context, ns string, round, sites int, rcv *dispatchReceiver) (
+	latencies []time.Duration, issued time.Duration, err error) {
+	market := fmt.Sprintf("bench-round-%d", round)
+	start := time.Now().UTC().Truncate(30 * time.Minute).Add(2 * time.Hour)
+	ev := &flexv1.FlexEvent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("bench-dispatch-%d", round)},
+		Spec: flexv1.FlexEventSpec{Proposition: flexv1.PropositionLimitedPause, StartAt: metav1.NewTime(start),
+			EndAt: metav1.NewTime(start.Add(time.Hour)), Direction: flexv1.FlexTurnDown, RatePencePerKWh: "10", Market: market}}
+	t0 := time.Now()
+	if err := b.c.Create(ctx, ev); err != nil {
+		return nil, 0, err
+	}
+	// When the status first counts every dispatch issued: issuance's share of the latency
+	// (the status is written in the reconcile that issued them, after their commit).
+	if err := func() error {
+		for {
+			if err := b.c.Get(ctx, client.ObjectKeyFromObject(ev), ev); err != nil {
+				return err
+			}
+			if d := ev.Status.Dispatches; d != nil && d.Issued >= int32(sites) {
+				issued = time.Since(t0)
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}(); err != nil {
+		return nil, 0, err
+	}
+	var got []time.Time
+	if err := retry(ctx, b.p.Settle, func() error {
+		if got = rcv.arrivals(market); len(got) < sites {
+			return fmt.Errorf("%d of %d dispatch.requested delivered", len(got), sites)
+		}
+		return nil
+	}); err != nil {
+		return nil, 0, err
+	}
+	latencies = make([]time.Duration, len(got))
+	for i, at := range got {
+		latencies[i] = at.Sub(t0)
+	}
+	return latencies, issued, nil
+}
