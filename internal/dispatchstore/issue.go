@@ -73,7 +73,8 @@ func (s *Store) Issue(ctx context.Context, organisation, callbackBase string, ds
 	return issued, nil
 }
 
-func (s *Store) issueBatch(ctx context.Context, organisation, callbackBase string, ds []Dispatch, skips []Skip, now time.Time) (int, error) {
+func (s *Store) issueBatch(ctx context.Context, organisation, callbackBase string, ds []Dispatch, skips []Skip,
+	now time.Time) (int, error) {
 	n := len(ds)
 	ids := make([]uuid.UUID, n)
 	flexEvents, sites, assets, markets := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
