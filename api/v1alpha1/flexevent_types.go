@@ -140,24 +140,35 @@ type FlexSkippedAssets struct {
 type FlexDispatches struct {
 	// issued is how many dispatches were issued (one per asset asked), whatever their state.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
 	Issued int32 `json:"issued,omitempty"`
-	// requested: issued, and no status reported back yet.
+	// requested is how many were issued and have no status reported back yet.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
 	Requested int32 `json:"requested,omitempty"`
-	// received, accepted, rejected, executed and failed: the status the asset controller
-	// reported last.
+	// received is how many the asset controller reported RECEIVED last.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
 	Received int32 `json:"received,omitempty"`
+	// accepted is how many the asset controller reported ACCEPTED last.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
 	Accepted int32 `json:"accepted,omitempty"`
+	// rejected is how many the asset controller REJECTED.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
 	Rejected int32 `json:"rejected,omitempty"`
+	// executed is how many the asset controller reported EXECUTED.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
 	Executed int32 `json:"executed,omitempty"`
+	// failed is how many the asset controller reported FAILED.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
 	Failed int32 `json:"failed,omitempty"`
-	// cancelled: open when the event was deleted before its end.
+	// cancelled is how many were still open when the event was deleted before its end.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
 	Cancelled int32 `json:"cancelled,omitempty"`
 	// skipped counts the assets not asked, by reason.
 	// +optional
@@ -173,6 +184,7 @@ type FlexDispatches struct {
 	// summary says the above in a few words, for kubectl get -o wide ("12 asked: 3 accepted,
 	// 8 executed, 1 failed; 2 skipped").
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	Summary string `json:"summary,omitempty"`
 }
