@@ -71,6 +71,10 @@ const DefaultRetention = 7 * 24 * time.Hour
 // DefaultSecretKey is the key of a subscription's Secret holding the signing secret.
 const DefaultSecretKey = "secret"
 
+// DefaultWorkers is the default Workers: how many of a subscription's deliveries are in flight
+// at once, at most (posted, or waiting for their outcome to be recorded).
+const DefaultWorkers = 16
+
 // fanOutBatch is how many events one fan-out transaction takes.
 const fanOutBatch = 500
 
@@ -91,7 +95,7 @@ type Deliverer struct {
 	Policy events.AddressPolicy
 	// RootCAs trusted for the receivers' certificates (nil: the system's).
 	RootCAs *x509.CertPool
-	// Workers per subscription (2 when 0).
+	// Workers per subscription (DefaultWorkers when 0).
 	Workers int
 	// Interval between passes when nothing wakes the deliverer (1 s when 0).
 	Interval time.Duration
@@ -147,7 +151,7 @@ func (d *Deliverer) defaults() {
 		d.Schedule = events.DefaultSchedule
 	}
 	if d.Workers <= 0 {
-		d.Workers = 2
+		d.Workers = DefaultWorkers
 	}
 	if d.Interval <= 0 {
 		d.Interval = time.Second
@@ -181,7 +185,8 @@ func (d *Deliverer) newHTTPClient() *http.Client {
 		DialContext:         dialer.DialContext,
 		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: d.RootCAs},
 		TLSHandshakeTimeout: Timeout,
-		MaxIdleConnsPerHost: 4,
+		// A subscription's workers post at once: each keeps its connection between deliveries.
+		MaxIdleConnsPerHost: d.Workers,
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   true,
 	}
