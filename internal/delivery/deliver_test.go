@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -587,6 +588,33 @@ var _ = Describe("One outbox: nothing capped, nothing dropped", func() {
 		Eventually(func() []string { return creditedIDs(r, idA) }).Should(Equal(credited[idA]))
 		Eventually(func() []string { return creditedIDs(r, idB) }).Should(Equal(credited[idB]))
 		Consistently(func() int { return len(r.all()) }, "1s").Should(Equal(80), "each event posted once")
+	})
+
+	// A burst to one subscription: the workers' outcomes are recorded in batches (one SQL
+	// transaction for all those waiting), and each batch frees its sites' next events.
+	It("delivers a burst over many sites to one subscription once each, in order per site, and counts it exactly", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		sub := subscribe(ctx, ns, r, flexv1.EventRewardsTransactionCredited)
+		ready(ctx, sub)
+		credited := map[string][]string{}
+		for round := range 4 {
+			for i := range 24 {
+				siteID := fmt.Sprintf("burst-site-%02d", i)
+				credited[siteID] = append(credited[siteID], credit(ctx, ns, siteID, 1+round%2)...)
+			}
+		}
+		total := 0
+		for siteID, ids := range credited {
+			total += len(ids)
+			Eventually(func() []string { return creditedIDs(r, siteID) }).Should(Equal(ids), "site %s in order", siteID)
+		}
+		Consistently(func() int { return len(r.all()) }, "1s").Should(Equal(total), "each event posted once")
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+			g.Expect(sub.Status.Delivered).To(BeEquivalentTo(total))
+			g.Expect(sub.Status.FailedAttempts).To(BeZero())
+		}).Should(Succeed())
 	})
 
 	It("delivers again, with the same webhook-id, an event posted by a deliverer that stopped before recording it", func(ctx SpecContext) {
