@@ -2,6 +2,8 @@ package delivery_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"slices"
@@ -615,6 +617,39 @@ var _ = Describe("One outbox: nothing capped, nothing dropped", func() {
 			g.Expect(sub.Status.Delivered).To(BeEquivalentTo(total))
 			g.Expect(sub.Status.FailedAttempts).To(BeZero())
 		}).Should(Succeed())
+	})
+
+	// The signing secret is read once a second, not once a delivery: a rotation still takes.
+	It("signs with a rotated signing secret once the Secret holds it", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		sub := subscribe(ctx, ns, r, flexv1.EventRewardsTransactionCredited)
+		ready(ctx, sub)
+		first := credit(ctx, ns, "rotating-site", 1)
+		Eventually(func() []string { return creditedIDs(r, "rotating-site") }).Should(Equal(first))
+
+		By("a new secret in the Secret, and the receiver verifying with it alone")
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		rotated := "whsec_" + base64.StdEncoding.EncodeToString(key)
+		secret := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: sub.Spec.SecretRef.Name}, secret)).To(Succeed())
+		secret.Data[delivery.DefaultSecretKey] = []byte(rotated)
+		Expect(k8sClient.Update(ctx, secret)).To(Succeed())
+		r.setSecret(rotated)
+
+		// A credit each poll: those signed within a second of the last read carry the old
+		// signature; a later one carries the new.
+		Eventually(func() bool {
+			credit(ctx, ns, "rotating-site", 1)
+			for _, g := range r.delivered() {
+				if g.Type == string(flexv1.EventRewardsTransactionCredited) && g.Verified &&
+					g.Data["transaction_id"] != first[0] {
+					return true
+				}
+			}
+			return false
+		}).WithPolling(300 * time.Millisecond).Should(BeTrue())
 	})
 
 	It("delivers again, with the same webhook-id, an event posted by a deliverer that stopped before recording it", func(ctx SpecContext) {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -50,6 +51,39 @@ type subState struct {
 	inflight int
 	// secretWaits counts, per event, the waits for a new subscription's signing Secret.
 	secretWaits map[string]int
+	// signing is the signer last read from the subscription's Secret, at signingRead, from
+	// signingRef (signerOf).
+	signing     *standardwebhooks.Webhook
+	signingRef  flexv1.SecretKeyReference
+	signingRead time.Time
+}
+
+// signingFresh is how long a signing secret read is used before it is read again: a burst's
+// deliveries read the Secret from the API server once a second instead of once each (a
+// quorum read apiece), and a rotated secret signs within a second.
+const signingFresh = time.Second
+
+// signerOf answers the subscription's signer, read again once signingFresh has passed or the
+// subscription names another Secret. A failed read is not kept: the next delivery reads again.
+func (st *subState) signerOf(ctx context.Context, sub *flexv1.Subscription) (*standardwebhooks.Webhook, error) {
+	now := st.d.Now()
+	st.mu.Lock()
+	wh := st.signing
+	if wh != nil && (st.signingRef != sub.Spec.SecretRef || now.Sub(st.signingRead) >= signingFresh) {
+		wh = nil
+	}
+	st.mu.Unlock()
+	if wh != nil {
+		return wh, nil
+	}
+	wh, err := st.d.signer(ctx, sub)
+	if err != nil {
+		return nil, err
+	}
+	st.mu.Lock()
+	st.signing, st.signingRef, st.signingRead = wh, sub.Spec.SecretRef, now
+	st.mu.Unlock()
+	return wh, nil
 }
 
 // syncSubscriptions starts workers for new subscriptions and stops those of subscriptions
@@ -219,7 +253,7 @@ func (st *subState) deliver(ctx context.Context, c outboxstore.Delivery) (outbox
 
 	start := d.Now()
 	code := 0
-	wh, err := d.signer(ctx, sub)
+	wh, err := st.signerOf(ctx, sub)
 	if apierrors.IsNotFound(err) {
 		if wait, ok := st.awaitSecret(c.Event.ID, start); ok {
 			// Not made yet: no attempt; the delivery is claimed again in a moment.
