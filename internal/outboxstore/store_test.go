@@ -284,7 +284,7 @@ func TestRecordAllKeepsCountsAndOrder(t *testing.T) {
 	if err != nil || len(attempts) != 5 {
 		t.Fatalf("attempts %+v, %v", attempts, err)
 	}
-	var codes []int
+	codes := make([]int, 0, len(attempts))
 	for _, a := range attempts {
 		codes = append(codes, a.StatusCode)
 	}
