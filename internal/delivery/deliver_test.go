@@ -2,6 +2,9 @@ package delivery_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -587,6 +590,66 @@ var _ = Describe("One outbox: nothing capped, nothing dropped", func() {
 		Eventually(func() []string { return creditedIDs(r, idA) }).Should(Equal(credited[idA]))
 		Eventually(func() []string { return creditedIDs(r, idB) }).Should(Equal(credited[idB]))
 		Consistently(func() int { return len(r.all()) }, "1s").Should(Equal(80), "each event posted once")
+	})
+
+	// A burst to one subscription: the workers' outcomes are recorded in batches (one SQL
+	// transaction for all those waiting), and each batch frees its sites' next events.
+	It("delivers a burst over many sites to one subscription once each, in order per site, and counts it exactly", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		sub := subscribe(ctx, ns, r, flexv1.EventRewardsTransactionCredited)
+		ready(ctx, sub)
+		credited := map[string][]string{}
+		for round := range 4 {
+			for i := range 24 {
+				siteID := fmt.Sprintf("burst-site-%02d", i)
+				credited[siteID] = append(credited[siteID], credit(ctx, ns, siteID, 1+round%2)...)
+			}
+		}
+		total := 0
+		for siteID, ids := range credited {
+			total += len(ids)
+			Eventually(func() []string { return creditedIDs(r, siteID) }).Should(Equal(ids), "site %s in order", siteID)
+		}
+		Consistently(func() int { return len(r.all()) }, "1s").Should(Equal(total), "each event posted once")
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+			g.Expect(sub.Status.Delivered).To(BeEquivalentTo(total))
+			g.Expect(sub.Status.FailedAttempts).To(BeZero())
+		}).Should(Succeed())
+	})
+
+	// The signing secret is read once a second, not once a delivery: a rotation still takes.
+	It("signs with a rotated signing secret once the Secret holds it", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		r := newReceiver()
+		sub := subscribe(ctx, ns, r, flexv1.EventRewardsTransactionCredited)
+		ready(ctx, sub)
+		first := credit(ctx, ns, "rotating-site", 1)
+		Eventually(func() []string { return creditedIDs(r, "rotating-site") }).Should(Equal(first))
+
+		By("a new secret in the Secret, and the receiver verifying with it alone")
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		rotated := "whsec_" + base64.StdEncoding.EncodeToString(key)
+		secret := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: sub.Spec.SecretRef.Name}, secret)).To(Succeed())
+		secret.Data[delivery.DefaultSecretKey] = []byte(rotated)
+		Expect(k8sClient.Update(ctx, secret)).To(Succeed())
+		r.setSecret(rotated)
+
+		// A credit each poll: those signed within a second of the last read carry the old
+		// signature; a later one carries the new.
+		Eventually(func() bool {
+			credit(ctx, ns, "rotating-site", 1)
+			for _, g := range r.delivered() {
+				if g.Type == string(flexv1.EventRewardsTransactionCredited) && g.Verified &&
+					g.Data["transaction_id"] != first[0] {
+					return true
+				}
+			}
+			return false
+		}).WithPolling(300 * time.Millisecond).Should(BeTrue())
 	})
 
 	It("delivers again, with the same webhook-id, an event posted by a deliverer that stopped before recording it", func(ctx SpecContext) {

@@ -9,16 +9,19 @@
 // them), in one SQL transaction, events another replica is fanning out skipped (FOR UPDATE
 // SKIP LOCKED). It then asks which subscriptions have a delivery due and, for each with a free
 // worker, claims that many due deliveries, each the head of its site: a lease (claimed_until)
-// in one short transaction. A worker posts the event outside any transaction and records the
-// outcome in another: delivered; failed (the next attempt's time, with backoff and jitter, is
-// in the row); given up once the retry horizon has passed (kept, marked, counted); 410 Gone
-// pauses the subscription. A replica that dies between its POST and its outcome lets the
-// lease expire: the event is delivered again, with the same webhook-id (at least once).
+// in one short transaction. A worker posts the event outside any transaction; the
+// subscription's settler records the outcomes in another, all those ready together in one (a
+// burst to one subscription costs a commit per batch, not per event), then claims as many
+// deliveries as it freed workers: delivered; failed (the next attempt's time, with backoff and
+// jitter, is in the row); given up once the retry horizon has passed (kept, marked, counted);
+// 410 Gone pauses the subscription. A replica that dies between its POST and its outcome lets
+// the lease expire: the event is delivered again, with the same webhook-id (at least once).
 //
-// Isolation: each subscription has its own Workers goroutines and claims at most as many
-// deliveries as it has free workers, so a slow or dead receiver only keeps its own workers
-// busy, and reconcilers never wait on delivery. Nothing is capped and nothing dropped: the
-// outbox holds what is pending for as long as it takes.
+// Isolation: each subscription has its own Workers goroutines (DefaultWorkers) and claims at
+// most as many deliveries as it has free workers (a worker is free once its outcome is
+// recorded), so a slow or dead receiver only keeps its own workers busy, and reconcilers never
+// wait on delivery. Nothing is capped and nothing dropped: the outbox holds what is pending for
+// as long as it takes.
 package delivery
 
 import (
@@ -71,6 +74,10 @@ const DefaultRetention = 7 * 24 * time.Hour
 // DefaultSecretKey is the key of a subscription's Secret holding the signing secret.
 const DefaultSecretKey = "secret"
 
+// DefaultWorkers is the default Workers: how many of a subscription's deliveries are in flight
+// at once, at most (posted, or waiting for their outcome to be recorded).
+const DefaultWorkers = 16
+
 // fanOutBatch is how many events one fan-out transaction takes.
 const fanOutBatch = 500
 
@@ -91,7 +98,7 @@ type Deliverer struct {
 	Policy events.AddressPolicy
 	// RootCAs trusted for the receivers' certificates (nil: the system's).
 	RootCAs *x509.CertPool
-	// Workers per subscription (2 when 0).
+	// Workers per subscription (DefaultWorkers when 0).
 	Workers int
 	// Interval between passes when nothing wakes the deliverer (1 s when 0).
 	Interval time.Duration
@@ -147,7 +154,7 @@ func (d *Deliverer) defaults() {
 		d.Schedule = events.DefaultSchedule
 	}
 	if d.Workers <= 0 {
-		d.Workers = 2
+		d.Workers = DefaultWorkers
 	}
 	if d.Interval <= 0 {
 		d.Interval = time.Second
@@ -181,7 +188,8 @@ func (d *Deliverer) newHTTPClient() *http.Client {
 		DialContext:         dialer.DialContext,
 		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: d.RootCAs},
 		TLSHandshakeTimeout: Timeout,
-		MaxIdleConnsPerHost: 4,
+		// A subscription's workers post at once: each keeps its connection between deliveries.
+		MaxIdleConnsPerHost: d.Workers,
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   true,
 	}

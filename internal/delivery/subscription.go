@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -38,6 +39,8 @@ type subState struct {
 	uid    string
 	cancel context.CancelFunc
 	queue  chan outboxstore.Delivery
+	// settled are the attempted deliveries whose outcomes wait to be recorded (settle).
+	settled chan outboxstore.Settled
 	// dirty asks the status writer to write the subscription's status.
 	dirty chan struct{}
 	// seen is when this deliverer first saw the subscription.
@@ -48,6 +51,39 @@ type subState struct {
 	inflight int
 	// secretWaits counts, per event, the waits for a new subscription's signing Secret.
 	secretWaits map[string]int
+	// signing is the signer last read from the subscription's Secret, at signingRead, from
+	// signingRef (signerOf).
+	signing     *standardwebhooks.Webhook
+	signingRef  flexv1.SecretKeyReference
+	signingRead time.Time
+}
+
+// signingFresh is how long a signing secret read is used before it is read again: a burst's
+// deliveries read the Secret from the API server once a second instead of once each (a
+// quorum read apiece), and a rotated secret signs within a second.
+const signingFresh = time.Second
+
+// signerOf answers the subscription's signer, read again once signingFresh has passed or the
+// subscription names another Secret. A failed read is not kept: the next delivery reads again.
+func (st *subState) signerOf(ctx context.Context, sub *flexv1.Subscription) (*standardwebhooks.Webhook, error) {
+	now := st.d.Now()
+	st.mu.Lock()
+	wh := st.signing
+	if wh != nil && (st.signingRef != sub.Spec.SecretRef || now.Sub(st.signingRead) >= signingFresh) {
+		wh = nil
+	}
+	st.mu.Unlock()
+	if wh != nil {
+		return wh, nil
+	}
+	wh, err := st.d.signer(ctx, sub)
+	if err != nil {
+		return nil, err
+	}
+	st.mu.Lock()
+	st.signing, st.signingRef, st.signingRead = wh, sub.Spec.SecretRef, now
+	st.mu.Unlock()
+	return wh, nil
 }
 
 // syncSubscriptions starts workers for new subscriptions and stops those of subscriptions
@@ -63,8 +99,8 @@ func (d *Deliverer) syncSubscriptions(ctx context.Context, subs []flexv1.Subscri
 		if !ok {
 			wctx, cancel := context.WithCancel(ctx)
 			st = &subState{d: d, key: client.ObjectKeyFromObject(s), uid: string(s.UID), cancel: cancel, seen: d.Now(),
-				queue: make(chan outboxstore.Delivery, d.Workers), dirty: make(chan struct{}, 1),
-				secretWaits: map[string]int{}}
+				queue: make(chan outboxstore.Delivery, d.Workers), settled: make(chan outboxstore.Settled, d.Workers),
+				dirty: make(chan struct{}, 1), secretWaits: map[string]int{}}
 			d.subs[s.UID] = st
 			for range d.Workers {
 				d.wg.Add(1)
@@ -73,6 +109,11 @@ func (d *Deliverer) syncSubscriptions(ctx context.Context, subs []flexv1.Subscri
 					st.work(wctx)
 				}()
 			}
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				st.settle(wctx)
+			}()
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
@@ -118,9 +159,9 @@ func (st *subState) markDirty() {
 }
 
 // claim leases as many due deliveries as the subscription has free workers and queues them.
-// The free workers are reserved before the claim, so that claims made at once (a pass, a
-// worker done) never queue more than there are workers: the queue never blocks. It answers
-// how many it claimed.
+// A worker is free once its delivery's outcome is recorded. The free workers are reserved
+// before the claim, so that claims made at once (a pass, a batch recorded) never queue more
+// than there are workers: the queue never blocks. It answers how many it claimed.
 func (st *subState) claim(ctx context.Context) (int, error) {
 	st.mu.Lock()
 	free := st.d.Workers - st.inflight
@@ -140,52 +181,90 @@ func (st *subState) claim(ctx context.Context) (int, error) {
 	return len(claimed), err
 }
 
-// work attempts the deliveries of one subscription until ctx ends.
+// work attempts the deliveries of one subscription until ctx ends, and hands their outcomes
+// to settle (never blocking: there are never more outcomes waiting than workers).
 func (st *subState) work(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case c := <-st.queue:
-			st.deliver(ctx, c)
-			st.mu.Lock()
-			st.inflight--
-			st.mu.Unlock()
-			// The site's next event (or another site's) is claimed at once; a pass is asked
-			// for only when there is none, to learn when the next falls due.
-			if n, err := st.claim(ctx); err != nil || n == 0 {
-				st.d.Kick()
+			if o, ok := st.deliver(ctx, c); ok {
+				st.settled <- outboxstore.Settled{Delivery: c, Outcome: o}
 			}
 		}
 	}
 }
 
-// deliver attempts one delivery and records the outcome.
-func (st *subState) deliver(ctx context.Context, c outboxstore.Delivery) {
+// settle records the outcomes the workers hand it until ctx ends: all those waiting at once in
+// one SQL transaction (while one batch commits, the next gathers), then claims as many
+// deliveries as it freed workers. A site's next event becomes claimable only when its
+// previous one's outcome is recorded, so a site never has two events in flight.
+func (st *subState) settle(ctx context.Context) {
+	batch := make([]outboxstore.Settled, 0, st.d.Workers)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s := <-st.settled:
+			batch = append(batch[:0], s)
+		}
+	gather:
+		for len(batch) < cap(batch) {
+			select {
+			case s := <-st.settled:
+				batch = append(batch, s)
+			default:
+				break gather
+			}
+		}
+		if err := st.d.Store.RecordAll(ctx, batch); err != nil && ctx.Err() == nil {
+			// Not recorded: the leases expire and the events are attempted again (at least once).
+			ctrl.LoggerFrom(ctx).Error(err, "recording deliveries' outcomes", "subscription", st.key, "outcomes", len(batch))
+		}
+		gone := false
+		for _, s := range batch {
+			gone = gone || s.Outcome.Result == outboxstore.Gone
+		}
+		if gone {
+			if err := st.pause(ctx); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "pausing the subscription after 410 Gone", "subscription", st.key)
+			}
+		}
+		st.markDirty()
+		st.mu.Lock()
+		st.inflight -= len(batch)
+		st.mu.Unlock()
+		// The sites' next events (or other sites') are claimed at once; a pass is asked for
+		// only when there is none, to learn when the next falls due.
+		if n, err := st.claim(ctx); err != nil || n == 0 {
+			st.d.Kick()
+		}
+	}
+}
+
+// deliver attempts one delivery and answers its outcome, and whether to record it (not when
+// stopping: the lease expires, and the event is delivered again).
+func (st *subState) deliver(ctx context.Context, c outboxstore.Delivery) (outboxstore.Outcome, bool) {
 	d := st.d
-	log := ctrl.LoggerFrom(ctx).WithValues("subscription", st.key, "event", c.Event.ID, "type", c.Event.Type)
 	st.mu.Lock()
 	sub := st.sub.DeepCopy()
 	st.mu.Unlock()
 
 	start := d.Now()
 	code := 0
-	wh, err := d.signer(ctx, sub)
+	wh, err := st.signerOf(ctx, sub)
 	if apierrors.IsNotFound(err) {
 		if wait, ok := st.awaitSecret(c.Event.ID, start); ok {
 			// Not made yet: no attempt; the delivery is claimed again in a moment.
-			if rerr := d.Store.Record(ctx, c, outboxstore.Outcome{Result: outboxstore.NotAttempted, Retry: wait}); rerr != nil &&
-				ctx.Err() == nil {
-				log.Error(rerr, "releasing a delivery that waits for its signing Secret")
-			}
-			return
+			return outboxstore.Outcome{Result: outboxstore.NotAttempted, Retry: wait}, ctx.Err() == nil
 		}
 	}
 	if err == nil {
 		code, err = d.attempt(ctx, sub, wh, &c.Event)
 	}
 	if ctx.Err() != nil {
-		return // stopping: the lease expires, and the event is delivered again
+		return outboxstore.Outcome{}, false
 	}
 	o := outboxstore.Outcome{At: start, StatusCode: code, Latency: d.Now().Sub(start)}
 	switch {
@@ -207,16 +286,7 @@ func (st *subState) deliver(ctx context.Context, c outboxstore.Delivery) {
 	st.mu.Lock()
 	delete(st.secretWaits, c.Event.ID)
 	st.mu.Unlock()
-	if rerr := d.Store.Record(ctx, c, o); rerr != nil && ctx.Err() == nil {
-		// Not recorded: the lease expires and the event is attempted again (at least once).
-		log.Error(rerr, "recording a delivery's outcome")
-	}
-	if o.Result == outboxstore.Gone {
-		if perr := st.pause(ctx); perr != nil {
-			log.Error(perr, "pausing the subscription after 410 Gone")
-		}
-	}
-	st.markDirty()
+	return o, true
 }
 
 // awaitSecret: a subscription's signing Secret may be made a moment after the Subscription

@@ -14,6 +14,7 @@ package outboxstore
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -277,71 +278,164 @@ type Outcome struct {
 }
 
 // Record settles a claimed delivery with its outcome, logs the attempt and counts it, in one
-// SQL transaction. A delivery settled already (its lease expired and another worker delivered
-// it) is left as it is; the attempt is logged all the same.
+// SQL transaction (RecordAll of one).
 func (s *Store) Record(ctx context.Context, d Delivery, o Outcome) error {
-	return s.classify(pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
-		retry := o.Retry.Milliseconds()
+	return s.RecordAll(ctx, []Settled{{Delivery: d, Outcome: o}})
+}
+
+// Settled is a claimed delivery and its outcome.
+type Settled struct {
+	Delivery Delivery
+	Outcome  Outcome
+}
+
+// RecordAll settles claimed deliveries with their outcomes (in the order they were attempted),
+// logs the attempts and counts them, in one SQL transaction: a burst to one subscription costs
+// one commit, one write of the subscription's counts and one trim of its log per batch, not
+// per delivery (each commit waits for the previous one's flush, and every worker's commit
+// would queue on the subscription's one counts row). A delivery settled already (its lease
+// expired and another worker delivered it) is left as it is; the attempt is logged all the same.
+func (s *Store) RecordAll(ctx context.Context, batch []Settled) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	n := len(batch)
+	subs, seqs, states := make([]string, 0, n), make([]int64, 0, n), make([]string, 0, n)
+	attempted, retries := make([]int32, 0, n), make([]int64, 0, n)
+	var logged []Settled
+	stats := map[string]*statsDelta{}
+	var uids []string
+	for _, r := range batch {
+		d, o := r.Delivery, r.Outcome
+		state, tried := "pending", int32(1)
 		switch o.Result {
 		case NotAttempted:
-			_, err := q.Exec(ctx, `UPDATE notification_deliveries SET claimed_until = NULL,
-				next_attempt_at = now() + $3::bigint * interval '1 millisecond'
-				WHERE subscription_uid = $1 AND event_seq = $2 AND state = 'pending'`, d.SubscriptionUID, d.Seq, retry)
-			return err
+			tried = 0
 		case Failed, SecretMissing:
-			if _, err := q.Exec(ctx, `UPDATE notification_deliveries SET claimed_until = NULL, attempts = attempts + 1,
-				next_attempt_at = now() + $3::bigint * interval '1 millisecond'
-				WHERE subscription_uid = $1 AND event_seq = $2 AND state = 'pending'`, d.SubscriptionUID, d.Seq, retry); err != nil {
-				return err
-			}
-		default:
-			state := "delivered"
-			if o.Result != Delivered {
-				state = "given_up"
-			}
-			if _, err := q.Exec(ctx, `UPDATE notification_deliveries SET claimed_until = NULL, attempts = attempts + 1,
-				state = $3, done_at = now() WHERE subscription_uid = $1 AND event_seq = $2 AND state = 'pending'`,
-				d.SubscriptionUID, d.Seq, state); err != nil {
-				return err
-			}
-		}
-		var code *int
-		if o.StatusCode != 0 {
-			code = &o.StatusCode
-		}
-		var msg *string
-		if o.Error != "" {
-			msg = &o.Error
-		}
-		if _, err := q.Exec(ctx, `INSERT INTO notification_attempts (subscription_uid, organisation, event_id, event_type,
-			attempt, status_code, error, at, latency_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-			d.SubscriptionUID, d.Organisation, d.Event.ID, string(d.Event.Type), d.Attempts+1, code, msg, o.At.UTC(),
-			o.Latency.Milliseconds()); err != nil {
-			return err
-		}
-		if _, err := q.Exec(ctx, `DELETE FROM notification_attempts WHERE subscription_uid = $1 AND id <= (
-			SELECT id FROM notification_attempts WHERE subscription_uid = $1 ORDER BY id DESC OFFSET $2 LIMIT 1)`,
-			d.SubscriptionUID, keptAttempts); err != nil {
-			return err
-		}
-		delivered, failed, givenUp := 0, 1, 0
-		switch o.Result {
 		case Delivered:
-			delivered, failed = 1, 0
-		case GivenUp:
-			givenUp = 1
+			state = "delivered"
+		default:
+			state = "given_up"
 		}
-		_, err := q.Exec(ctx, `INSERT INTO notification_subscriptions AS s (subscription_uid, organisation, delivered,
-				failed_attempts, given_up, consecutive_failures, last_outcome, last_at, last_status, last_latency_ms, last_error)
-			VALUES ($1, $2, $3::bigint, $4::bigint, $5::bigint, $4::integer, $6, $7, $8, $9, $10)
-			ON CONFLICT (subscription_uid) DO UPDATE SET delivered = s.delivered + $3::bigint,
-				failed_attempts = s.failed_attempts + $4::bigint, given_up = s.given_up + $5::bigint,
-				consecutive_failures = CASE WHEN $3::bigint = 1 THEN 0 ELSE s.consecutive_failures + $4::integer END,
-				last_outcome = $6, last_at = $7, last_status = $8, last_latency_ms = $9, last_error = $10`,
-			d.SubscriptionUID, d.Organisation, delivered, failed, givenUp, string(o.Result), o.At.UTC(), code,
-			o.Latency.Milliseconds(), msg)
-		return err
+		subs, seqs, states = append(subs, d.SubscriptionUID), append(seqs, d.Seq), append(states, state)
+		attempted, retries = append(attempted, tried), append(retries, o.Retry.Milliseconds())
+		if o.Result == NotAttempted {
+			continue // nothing was sent: no attempt to log or count
+		}
+		logged = append(logged, r)
+		st := stats[d.SubscriptionUID]
+		if st == nil {
+			st = &statsDelta{organisation: d.Organisation}
+			stats[d.SubscriptionUID] = st
+			uids = append(uids, d.SubscriptionUID)
+		}
+		st.add(o)
+	}
+	// The counts rows in one order, so that two replicas' batches never wait on each other
+	// crosswise.
+	slices.Sort(uids)
+	return s.classify(pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
+		if _, err := q.Exec(ctx, `UPDATE notification_deliveries d SET claimed_until = NULL,
+				attempts = d.attempts + u.attempted, state = u.state,
+				next_attempt_at = CASE WHEN u.state = 'pending' THEN now() + u.retry_ms * interval '1 millisecond'
+					ELSE d.next_attempt_at END,
+				done_at = CASE WHEN u.state = 'pending' THEN NULL ELSE now() END
+			FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[], $5::bigint[])
+				AS u(subscription_uid, event_seq, state, attempted, retry_ms)
+			WHERE d.subscription_uid = u.subscription_uid AND d.event_seq = u.event_seq AND d.state = 'pending'`,
+			subs, seqs, states, attempted, retries); err != nil {
+			return err
+		}
+		if len(logged) == 0 {
+			return nil
+		}
+		if err := logAttempts(ctx, q, logged); err != nil {
+			return err
+		}
+		for _, uid := range uids {
+			if _, err := q.Exec(ctx, `DELETE FROM notification_attempts WHERE subscription_uid = $1 AND id <= (
+				SELECT id FROM notification_attempts WHERE subscription_uid = $1 ORDER BY id DESC OFFSET $2 LIMIT 1)`,
+				uid, keptAttempts); err != nil {
+				return err
+			}
+			st := stats[uid]
+			last := st.last
+			var code *int
+			if last.StatusCode != 0 {
+				code = &last.StatusCode
+			}
+			var msg *string
+			if last.Error != "" {
+				msg = &last.Error
+			}
+			if _, err := q.Exec(ctx, `INSERT INTO notification_subscriptions AS s (subscription_uid, organisation, delivered,
+					failed_attempts, given_up, consecutive_failures, last_outcome, last_at, last_status, last_latency_ms, last_error)
+				VALUES ($1, $2, $3, $4, $5, $6, $8, $9, $10, $11, $12)
+				ON CONFLICT (subscription_uid) DO UPDATE SET delivered = s.delivered + $3,
+					failed_attempts = s.failed_attempts + $4, given_up = s.given_up + $5,
+					consecutive_failures = CASE WHEN $7 THEN 0 ELSE s.consecutive_failures END + $6,
+					last_outcome = $8, last_at = $9, last_status = $10, last_latency_ms = $11, last_error = $12`,
+				uid, st.organisation, st.delivered, st.failed, st.givenUp, st.failuresSinceDelivered, st.delivered > 0,
+				string(last.Result), last.At.UTC(), code, last.Latency.Milliseconds(), msg); err != nil {
+				return err
+			}
+		}
+		return nil
 	}))
+}
+
+// statsDelta is what a batch adds to one subscription's counts.
+type statsDelta struct {
+	organisation               string
+	delivered, failed, givenUp int64
+	// failuresSinceDelivered are the failures after the batch's last delivery (all of them
+	// when none was delivered): the consecutive failures start again from them.
+	failuresSinceDelivered int32
+	last                   Outcome
+}
+
+// add counts an attempt: every attempt not delivered is a failed one (given up and 410 Gone
+// too); given up is counted besides.
+func (st *statsDelta) add(o Outcome) {
+	st.last = o
+	if o.Result == Delivered {
+		st.delivered++
+		st.failuresSinceDelivered = 0
+		return
+	}
+	st.failed++
+	st.failuresSinceDelivered++
+	if o.Result == GivenUp {
+		st.givenUp++
+	}
+}
+
+// logAttempts inserts the attempts in one statement, in the batch's order (their ids follow it).
+func logAttempts(ctx context.Context, q pgx.Tx, logged []Settled) error {
+	n := len(logged)
+	subs, orgs, ids, types := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	attempts, latencies, ats := make([]int32, n), make([]int64, n), make([]time.Time, n)
+	codes, msgs := make([]*int32, n), make([]*string, n)
+	for i, r := range logged {
+		d, o := r.Delivery, r.Outcome
+		subs[i], orgs[i], ids[i], types[i] = d.SubscriptionUID, d.Organisation, d.Event.ID, string(d.Event.Type)
+		attempts[i], latencies[i], ats[i] = int32(min(d.Attempts+1, 1<<30)), o.Latency.Milliseconds(), o.At.UTC() //nolint:gosec // bounded
+		if o.StatusCode != 0 {
+			code := int32(o.StatusCode) //nolint:gosec // an HTTP status
+			codes[i] = &code
+		}
+		if o.Error != "" {
+			msgs[i] = &o.Error
+		}
+	}
+	_, err := q.Exec(ctx, `INSERT INTO notification_attempts (subscription_uid, organisation, event_id, event_type, attempt,
+			status_code, error, at, latency_ms)
+		SELECT subscription_uid, organisation, event_id, event_type, attempt, status_code, error, at, latency_ms
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::integer[], $6::integer[], $7::text[],
+			$8::timestamptz[], $9::bigint[]) WITH ORDINALITY
+			AS a(subscription_uid, organisation, event_id, event_type, attempt, status_code, error, at, latency_ms, n)
+		ORDER BY n`, subs, orgs, ids, types, attempts, codes, msgs, ats, latencies)
+	return err
 }
 
 // Attempt is one logged attempt.

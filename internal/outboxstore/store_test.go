@@ -2,6 +2,7 @@ package outboxstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -218,5 +219,76 @@ func TestForgetUnknown(t *testing.T) {
 	}
 	if pending(known) != 2 || pending(unknown) != 1 {
 		t.Errorf("pending: known %d (want 2), unknown %d (want 1: the fresh one)", pending(known), pending(unknown))
+	}
+}
+
+// TestRecordAllKeepsCountsAndOrder: outcomes recorded in one batch count exactly as recorded
+// one by one (the consecutive failures restart after the batch's last delivery), log their
+// attempts in the order they were made, leave a delivery settled by another worker as it is,
+// and release each site's next event only once its head's outcome is recorded.
+func TestRecordAllKeepsCountsAndOrder(t *testing.T) {
+	ctx := context.Background()
+	o, sub := org(), uuid.NewString()
+	if err := store.Add(ctx, o, stamp(change("a", events.EnrolmentActive), change("b", events.EnrolmentActive),
+		change("c", events.EnrolmentActive), change("d", events.EnrolmentActive), change("a", events.EnrolmentWithdrawn),
+		change("b", events.EnrolmentWithdrawn))); err != nil {
+		t.Fatal(err)
+	}
+	fanOut(t, o, sub)
+	heads, err := store.Claim(ctx, sub, 10, time.Minute, 0)
+	if err != nil || sites(heads) != "abcd" {
+		t.Fatalf("claimed %q, %v (want each site's head)", sites(heads), err)
+	}
+	// Another worker settled d already (its lease had expired): its row stays as it is.
+	if err := store.Record(ctx, heads[3], outboxstore.Outcome{Result: outboxstore.Delivered, At: time.Now(), StatusCode: 200}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	batch := []outboxstore.Settled{
+		{Delivery: heads[0], Outcome: outboxstore.Outcome{Result: outboxstore.Failed, At: now, StatusCode: 500,
+			Error: "receiver answered 500", Retry: time.Hour}},
+		{Delivery: heads[1], Outcome: outboxstore.Outcome{Result: outboxstore.Delivered, At: now, StatusCode: 204}},
+		{Delivery: heads[2], Outcome: outboxstore.Outcome{Result: outboxstore.GivenUp, At: now, StatusCode: 503,
+			Error: "receiver answered 503"}},
+		{Delivery: heads[3], Outcome: outboxstore.Outcome{Result: outboxstore.Failed, At: now, StatusCode: 502,
+			Error: "receiver answered 502", Retry: time.Hour}},
+	}
+	if err := store.RecordAll(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	// b's head delivered: b's next is claimable; a's head waits for its retry, so a's next waits too.
+	next, err := store.Claim(ctx, sub, 10, time.Minute, 0)
+	if err != nil || sites(next) != "b" || next[0].Seq <= heads[1].Seq {
+		t.Fatalf("after the batch: %q, %v (want b's second event alone)", sites(next), err)
+	}
+	state := func(seq int64) (s string, attempts int) {
+		if err := testDB.Pool.QueryRow(ctx, `SELECT state, attempts FROM notification_deliveries WHERE subscription_uid = $1
+			AND event_seq = $2`, sub, seq).Scan(&s, &attempts); err != nil {
+			t.Fatal(err)
+		}
+		return s, attempts
+	}
+	for i, want := range []string{"pending", "delivered", "given_up", "delivered"} {
+		if s, n := state(heads[i].Seq); s != want || n != 1 {
+			t.Errorf("%s: %s after %d attempts, want %s after 1", heads[i].Event.SiteID, s, n, want)
+		}
+	}
+	// Counts: d's first delivery, then the batch's four attempts (b delivered, a, c and the
+	// stale d failed), two of them after b's delivery.
+	stats, err := store.StatsOf(ctx, sub)
+	if err != nil || stats.Delivered != 2 || stats.FailedAttempts != 3 || stats.GivenUp != 1 ||
+		stats.ConsecutiveFailures != 2 || stats.Last != outboxstore.Failed || stats.LastStatus != 502 {
+		t.Errorf("stats %+v, %v", stats, err)
+	}
+	attempts, err := store.Attempts(ctx, sub, 10)
+	if err != nil || len(attempts) != 5 {
+		t.Fatalf("attempts %+v, %v", attempts, err)
+	}
+	codes := make([]int, 0, len(attempts))
+	for _, a := range attempts {
+		codes = append(codes, a.StatusCode)
+	}
+	if fmt.Sprint(codes) != "[502 503 204 500 200]" {
+		t.Errorf("attempts newest first: status codes %v, want [502 503 204 500 200]", codes)
 	}
 }
