@@ -111,10 +111,17 @@ var _ = Describe("A flex event's rules", func() {
 			ev := &flexv1.FlexEvent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "market-"},
 				Spec: ruleCaseSpec(func(s *flexv1.FlexEventSpec) { s.Market = change.from })}
 			Expect(k8sClient.Create(ctx, ev)).To(Succeed())
-			ev.Spec.Market = change.to
-			err := k8sClient.Update(ctx, ev)
-			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "market %q → %q: %v, want Invalid", change.from, change.to, err)
-			Expect(err.Error()).To(ContainSubstring("market is immutable"))
+			// The FlexEvent controller writes the new event at once (its finalizer, its
+			// status): an update from the copy created may conflict, so each try starts from
+			// the object as it is now, until the API server judges the change itself.
+			Eventually(func(g Gomega) {
+				fresh := &flexv1.FlexEvent{}
+				g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ev), fresh)).To(Succeed())
+				fresh.Spec.Market = change.to
+				err := k8sClient.Update(ctx, fresh)
+				g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "market %q → %q: %v, want Invalid", change.from, change.to, err)
+				g.Expect(err.Error()).To(ContainSubstring("market is immutable"))
+			}).Should(Succeed())
 		}
 	})
 })
