@@ -215,15 +215,21 @@ func (f *flexFixture) event(ns, name string, sites []string, deadline *time.Time
 	return ev
 }
 
+// until waits for done to hold (looked at every 20 ms, for at most 30 s: a loaded CI
+// machine's cache and API server may lag), and fails the test with what it waited for.
+func (f *flexFixture) until(what string, done func() bool) {
+	f.t.Helper()
+	if err := wait.PollUntilContextTimeout(f.ctx, 20*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) { return done(), nil }); err != nil {
+		f.t.Fatalf("waiting until %s: %v", what, err)
+	}
+}
+
 func (f *flexFixture) waitCached(obj client.Object) {
 	f.t.Helper()
-	for range 200 {
-		if f.client.Get(f.ctx, client.ObjectKeyFromObject(obj), obj) == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	f.t.Fatalf("%s not in the cache", obj.GetName())
+	f.until(obj.GetName()+" is in the cache", func() bool {
+		return f.client.Get(f.ctx, client.ObjectKeyFromObject(obj), obj) == nil
+	})
 }
 
 func (f *flexFixture) reconcile(r *controllers.FlexEventReconciler, ev *flexv1.FlexEvent) (ctrl.Result, error) {

@@ -54,14 +54,10 @@ func (f *flexFixture) dispatchSite(ns, name string, consent bool, assets map[str
 	if err := f.env.Client.Status().Update(f.ctx, s); err != nil {
 		f.t.Fatal(err)
 	}
-	for range 200 {
+	f.until("site "+name+"'s status is in the cache", func() bool {
 		got := &flexv1.Site{}
-		if f.client.Get(f.ctx, client.ObjectKeyFromObject(s), got) == nil && len(got.Status.Assets) == len(assets) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	f.t.Fatalf("site %s's status not in the cache", name)
+		return f.client.Get(f.ctx, client.ObjectKeyFromObject(s), got) == nil && len(got.Status.Assets) == len(assets)
+	})
 }
 
 func (f *flexFixture) dispatchEvent(ns, name string, start time.Time, d flexv1.FlexDirection, sites ...string) *flexv1.FlexEvent {
@@ -82,33 +78,25 @@ func (f *flexFixture) reconcileUntil(r *controllers.FlexEventReconciler, ev *fle
 	ok func(*flexv1.FlexEvent) bool) *flexv1.FlexEvent {
 	f.t.Helper()
 	got := &flexv1.FlexEvent{}
-	for range 200 {
+	f.until(ev.Name+" is "+what, func() bool {
 		if _, err := f.reconcile(r, ev); err != nil {
 			f.t.Fatalf("reconciling %s: %v", ev.Name, err)
 		}
 		if err := f.env.Client.Get(f.ctx, client.ObjectKeyFromObject(ev), got); err != nil {
 			f.t.Fatal(err)
 		}
-		if ok(got) {
-			f.waitCachedVersion(got)
-			return got
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	f.t.Fatalf("%s: never %s: %+v", ev.Name, what, got.Status.Dispatches)
-	return nil
+		return ok(got)
+	})
+	f.waitCachedVersion(got)
+	return got
 }
 
 func (f *flexFixture) waitCachedVersion(obj *flexv1.FlexEvent) {
 	f.t.Helper()
-	for range 200 {
+	f.until(obj.Name+"'s version "+obj.ResourceVersion+" is in the cache", func() bool {
 		got := &flexv1.FlexEvent{}
-		if f.client.Get(f.ctx, client.ObjectKeyFromObject(obj), got) == nil && got.ResourceVersion == obj.ResourceVersion {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	f.t.Fatalf("%s's version %s not in the cache", obj.Name, obj.ResourceVersion)
+		return f.client.Get(f.ctx, client.ObjectKeyFromObject(obj), got) == nil && got.ResourceVersion == obj.ResourceVersion
+	})
 }
 
 // dispatchRows are an event's dispatches in the database: asset → "status level".
@@ -308,18 +296,13 @@ func (f *flexFixture) checkReportsAndCancellation(ns string, ev *flexv1.FlexEven
 		t.Fatal(err)
 	}
 	deleting := f.reconciler(start.Add(-time.Hour))
-	for i := 0; ; i++ {
+	f.until("the deleted event is gone", func() bool {
 		if _, err := f.reconcile(deleting, ev); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.env.Client.Get(f.ctx, client.ObjectKeyFromObject(ev), &flexv1.FlexEvent{}); client.IgnoreNotFound(err) == nil && err != nil {
-			break
-		}
-		if i == 200 {
-			t.Fatal("the deleted event never went")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		err := f.env.Client.Get(f.ctx, client.ObjectKeyFromObject(ev), &flexv1.FlexEvent{})
+		return err != nil && client.IgnoreNotFound(err) == nil
+	})
 	cancelled := f.outboxOf(ns, flexv1.EventDispatchCancelled)
 	if len(cancelled) != 4 || !strings.Contains(strings.Join(cancelled, " "), `"asset_id": "custom"`) {
 		t.Fatalf("dispatch.cancelled events %v, want the 4 open ones (custom's among them)", cancelled)
