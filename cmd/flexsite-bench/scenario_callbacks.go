@@ -45,21 +45,9 @@ func runCallbacks(ctx context.Context, b *bench, rep *report) error {
 	if _, _, err := b.onboardREST(ctx, o, cp.households); err != nil {
 		return err
 	}
-	type assetOf struct{ siteID, assetID string }
-	var assets []assetOf
-	for _, id := range o.siteIDs {
-		var site struct {
-			AssetIDs []string `json:"asset_ids"`
-		}
-		if err := o.api.call(ctx, "GET", "/entities/site/"+id, nil, &site); err != nil {
-			return err
-		}
-		for _, a := range site.AssetIDs {
-			assets = append(assets, assetOf{id, a})
-		}
-	}
-	if len(assets) == 0 {
-		return fmt.Errorf("the onboarded households have no assets")
+	assets, err := o.onboardedAssets(ctx)
+	if err != nil {
+		return err
 	}
 
 	parts := 4 * cp.rounds

@@ -57,21 +57,9 @@ func runReadings(ctx context.Context, b *bench, rep *report) error {
 	if _, _, err := b.onboardREST(ctx, o, rp.households); err != nil {
 		return err
 	}
-	type assetOf struct{ siteID, assetID string }
-	var assets []assetOf
-	for _, id := range o.siteIDs {
-		var site struct {
-			AssetIDs []string `json:"asset_ids"`
-		}
-		if err := o.api.call(ctx, "GET", "/entities/site/"+id, nil, &site); err != nil {
-			return err
-		}
-		for _, a := range site.AssetIDs {
-			assets = append(assets, assetOf{id, a})
-		}
-	}
-	if len(assets) == 0 {
-		return fmt.Errorf("the onboarded households have no assets")
+	assets, err := o.onboardedAssets(ctx)
+	if err != nil {
+		return err
 	}
 
 	// Every batch's rows, made ahead: each batch is a run of one-minute kW readings of one
@@ -224,4 +212,28 @@ func (b *bench) countReadings(ctx context.Context) (map[string]int64, error) {
 		out[org] = n
 	}
 	return out, rows.Err()
+}
+
+// siteAsset is an onboarded household's asset, by API ids.
+type siteAsset struct{ siteID, assetID string }
+
+// onboardedAssets are the assets of the organisation's onboarded households, as the REST API
+// lists them (the readings and callbacks scenarios write about them).
+func (o *org) onboardedAssets(ctx context.Context) ([]siteAsset, error) {
+	var assets []siteAsset
+	for _, id := range o.siteIDs {
+		var site struct {
+			AssetIDs []string `json:"asset_ids"`
+		}
+		if err := o.api.call(ctx, "GET", "/entities/site/"+id, nil, &site); err != nil {
+			return nil, err
+		}
+		for _, a := range site.AssetIDs {
+			assets = append(assets, siteAsset{id, a})
+		}
+	}
+	if len(assets) == 0 {
+		return nil, fmt.Errorf("the onboarded households have no assets")
+	}
+	return assets, nil
 }
