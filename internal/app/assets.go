@@ -69,20 +69,35 @@ func (s *Service) CreateAsset(ctx context.Context, p *auth.Principal, siteID str
 
 // GetAsset is the organisation's asset with API id id.
 func (s *Service) GetAsset(ctx context.Context, p *auth.Principal, id string) (AssetRecord, error) {
-	asset, err := s.store(false).assetByID(ctx, p.Namespace, id)
-	if err == nil && asset == nil {
-		asset, err = s.store(true).assetByID(ctx, p.Namespace, id)
-	}
+	asset, err := s.FindAsset(ctx, p, id, false)
 	return s.assetAnswer(ctx, asset, err)
 }
 
 // GetAssetByExternalID is the organisation's asset with the external id.
 func (s *Service) GetAssetByExternalID(ctx context.Context, p *auth.Principal, externalID string) (AssetRecord, error) {
-	asset, err := s.store(false).assetByExternalID(ctx, p.Namespace, externalID)
-	if err == nil && asset == nil {
-		asset, err = s.store(true).assetByExternalID(ctx, p.Namespace, externalID)
-	}
+	asset, err := s.FindAsset(ctx, p, externalID, true)
 	return s.assetAnswer(ctx, asset, err)
+}
+
+// FindAsset is the organisation's live asset with API id ref (its external id when external):
+// from the cache through its index, else from the API server (an asset created a moment ago
+// that the cache has not seen); ErrAssetNotFound when the organisation has none. Every use
+// case that acts on one asset finds it here (dispatch callbacks, asset events).
+func (s *Service) FindAsset(ctx context.Context, p *auth.Principal, ref string, external bool) (*flexv1.Asset, error) {
+	find := func(st store) (*flexv1.Asset, error) {
+		if external {
+			return st.assetByExternalID(ctx, p.Namespace, ref)
+		}
+		return st.assetByID(ctx, p.Namespace, ref)
+	}
+	asset, err := find(s.store(false))
+	if err == nil && asset == nil {
+		asset, err = find(s.store(true))
+	}
+	if err == nil && asset == nil {
+		return nil, ErrAssetNotFound
+	}
+	return asset, err
 }
 
 // assetAnswer maps a found asset onto its record, naming its site's API id.

@@ -20,7 +20,6 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/dispatch"
-	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
@@ -210,24 +209,13 @@ func (s *Service) LatestIntent(ctx context.Context, p *auth.Principal, assetID s
 	return IntentResponse{Intent: l.Intent, ReceivedAt: l.IntentAt.UTC()}, nil
 }
 
-// asset finds the organisation's live asset with API id id: in the cache through its index,
-// and from the API server when the cache has not seen it (an asset created a moment ago).
+// asset finds the organisation's live asset with API id id (app.Service.FindAsset: the
+// cache, else the API server).
 func (s *Service) asset(ctx context.Context, p *auth.Principal, id string) (*flexv1.Asset, error) {
 	if p == nil || p.Kind != auth.KindOrganisation {
 		return nil, app.Fail(app.Forbidden, "Asset events are sent with an organisation's token")
 	}
-	for _, lookup := range []index.Lookup{index.NewLookup(s.Households.Cache), index.NewAPIServerLookup(s.Households.APIReader)} {
-		found, err := lookup.AssetsByID(ctx, p.Namespace, id)
-		if err != nil {
-			return nil, err
-		}
-		for _, a := range found {
-			if a.DeletionTimestamp.IsZero() {
-				return a, nil
-			}
-		}
-	}
-	return nil, app.ErrAssetNotFound
+	return s.Households.FindAsset(ctx, p, id, false)
 }
 
 // failed is a database error as the caller is told it: unavailable (try again), or internal.

@@ -19,7 +19,6 @@ import (
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/dispatch"
 	"github.com/flexsite/flexsite/internal/dispatchstore"
-	"github.com/flexsite/flexsite/internal/index"
 )
 
 // Service runs the dispatch callback use cases.
@@ -104,33 +103,14 @@ func (s *Service) Callback(ctx context.Context, p *auth.Principal, in CallbackIn
 	return CallbackResult{EventID: eventID.String(), AssetID: assetID, Status: EventStatus(in.Status), Changed: changed}, nil
 }
 
-// assetID is the API id of the caller's live asset the input names: from the cache's index
-// (the hot path: nothing copied), else as GET /entities/asset answers it (past the cache, for
-// an asset created a moment ago; ErrAssetNotFound for none).
+// assetID is the API id of the caller organisation's asset the callback names, by API or
+// external id (app.Service.FindAsset).
 func (s *Service) assetID(ctx context.Context, p *auth.Principal, in CallbackInput) (string, error) {
-	lookup := index.NewLookup(s.Households.Cache)
-	var found []*flexv1.Asset
-	var err error
-	if in.External {
-		found, err = lookup.AssetsByExternalID(ctx, p.Namespace, in.Asset)
-	} else {
-		found, err = lookup.AssetsByID(ctx, p.Namespace, in.Asset)
-	}
+	asset, err := s.Households.FindAsset(ctx, p, in.Asset, in.External)
 	if err != nil {
 		return "", err
 	}
-	for _, a := range found {
-		if a.DeletionTimestamp.IsZero() && a.Labels[flexv1.IDLabel] != "" {
-			return a.Labels[flexv1.IDLabel], nil
-		}
-	}
-	var asset app.AssetRecord
-	if in.External {
-		asset, err = s.Households.GetAssetByExternalID(ctx, p, in.Asset)
-	} else {
-		asset, err = s.Households.GetAsset(ctx, p, in.Asset)
-	}
-	return asset.ID, err
+	return asset.Labels[flexv1.IDLabel], nil
 }
 
 // EventStatus is a reported status as prod's EventStatus spells it (RECEIVED, ...).
