@@ -25,6 +25,7 @@ import (
 	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/resourceversion"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/settlementstore"
 	"github.com/flexsite/flexsite/internal/testenv"
@@ -225,10 +226,16 @@ func (f *flexFixture) until(what string, done func() bool) {
 	}
 }
 
+// waitCached waits until the manager's cache holds obj at its resource version or a later one.
+// obj is left as it is: copying the cache's version into it could hand the caller an object
+// older than the one the API server just returned.
 func (f *flexFixture) waitCached(obj client.Object) {
 	f.t.Helper()
-	f.until(obj.GetName()+" is in the cache", func() bool {
-		return f.client.Get(f.ctx, client.ObjectKeyFromObject(obj), obj) == nil
+	want := obj.GetResourceVersion()
+	f.until(obj.GetName()+"'s version "+want+" is in the cache", func() bool {
+		got, ok := obj.DeepCopyObject().(client.Object)
+		return ok && f.client.Get(f.ctx, client.ObjectKeyFromObject(obj), got) == nil &&
+			resourceversion.NotOlder(got.GetResourceVersion(), want)
 	})
 }
 
@@ -240,8 +247,11 @@ func (f *flexFixture) reconcile(r *controllers.FlexEventReconciler, ev *flexv1.F
 func (f *flexFixture) settleUntilDone(r *controllers.FlexEventReconciler, ev *flexv1.FlexEvent, total int32) *flexv1.FlexEvent {
 	f.t.Helper()
 	got := &flexv1.FlexEvent{}
+	var lastErr error
 	for range 100 {
-		_, _ = f.reconcile(r, ev)
+		if _, err := f.reconcile(r, ev); err != nil {
+			lastErr = err
+		}
 		if err := f.env.Client.Get(f.ctx, client.ObjectKeyFromObject(ev), got); err != nil {
 			f.t.Fatal(err)
 		}
@@ -255,7 +265,7 @@ func (f *flexFixture) settleUntilDone(r *controllers.FlexEventReconciler, ev *fl
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	f.t.Fatalf("event %s not settled: %+v", ev.Name, got.Status)
+	f.t.Fatalf("event %s not settled (last reconcile error: %v): %+v", ev.Name, lastErr, got.Status)
 	return nil
 }
 

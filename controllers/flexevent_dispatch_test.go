@@ -87,16 +87,8 @@ func (f *flexFixture) reconcileUntil(r *controllers.FlexEventReconciler, ev *fle
 		}
 		return ok(got)
 	})
-	f.waitCachedVersion(got)
+	f.waitCached(got)
 	return got
-}
-
-func (f *flexFixture) waitCachedVersion(obj *flexv1.FlexEvent) {
-	f.t.Helper()
-	f.until(obj.Name+"'s version "+obj.ResourceVersion+" is in the cache", func() bool {
-		got := &flexv1.FlexEvent{}
-		return f.client.Get(f.ctx, client.ObjectKeyFromObject(obj), got) == nil && got.ResourceVersion == obj.ResourceVersion
-	})
 }
 
 // dispatchRows are an event's dispatches in the database: asset → "status level".
