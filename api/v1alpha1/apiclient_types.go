@@ -5,7 +5,7 @@ import (
 )
 
 // Role is a permission an API client holds.
-// +kubebuilder:validation:Enum=entity_read;entity_write;rewards;components;rewards_write;rewards_admin;flex_events_write
+// +kubebuilder:validation:Enum=entity_read;entity_write;rewards;components;rewards_write;rewards_admin;flex_events_write;prices_write
 type Role string
 
 const (
@@ -20,7 +20,25 @@ const (
 	// RoleFlexEventsWrite declares flex events (POST /flex-events): an event is a cause of
 	// credits, so it is a role of its own rather than part of entity_write.
 	RoleFlexEventsWrite Role = "flex_events_write"
+	// RolePricesWrite declares an organisation's half-hourly market prices
+	// (PUT /market-prices/{market}/{date}): the prices steer every schedule, so they are a
+	// role of their own rather than part of entity_write.
+	RolePricesWrite Role = "prices_write"
 )
+
+// Roles are every role, in the order the CRD's enum and the tools list them.
+var Roles = []Role{RoleEntityRead, RoleEntityWrite, RoleRewards, RoleComponents,
+	RoleRewardsWrite, RoleRewardsAdmin, RoleFlexEventsWrite, RolePricesWrite}
+
+// Known tells whether r is one of Roles.
+func (r Role) Known() bool {
+	for _, k := range Roles {
+		if r == k {
+			return true
+		}
+	}
+	return false
+}
 
 // SecretKeyRef names a key of a Secret in the object's own namespace.
 type SecretKeyRef struct {

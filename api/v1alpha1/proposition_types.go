@@ -35,6 +35,22 @@ type PropositionSpec struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=8
 	AssetTypes []AssetType `json:"assetTypes,omitempty"`
+
+	// market is the market whose half-hourly prices (PUT /market-prices/{market}/{date}) steer
+	// the schedules of sites enrolled in this proposition. Absent: the proposition's name.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9_.-]*$`
+	Market string `json:"market,omitempty"`
+}
+
+// MarketOrDefault is spec.market, or the proposition's name when it is unset.
+func (s *PropositionSpec) MarketOrDefault() string {
+	if s.Market != "" {
+		return s.Market
+	}
+	return string(s.Proposition)
 }
 
 // +kubebuilder:object:root=true
@@ -42,6 +58,7 @@ type PropositionSpec struct {
 // +kubebuilder:printcolumn:name="Proposition",type=string,JSONPath=`.spec.proposition`
 // +kubebuilder:printcolumn:name="Needs consent",type=boolean,JSONPath=`.spec.requiresBoundaryMeterConsent`
 // +kubebuilder:printcolumn:name="Boundary meter qualifies",type=boolean,JSONPath=`.spec.boundaryMeterQualifies`
+// +kubebuilder:printcolumn:name="Market",type=string,JSONPath=`.spec.market`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name == self.spec.proposition.replace('_', '-')",message="metadata.name must be spec.proposition with '_' replaced by '-'"
 

@@ -49,14 +49,14 @@ func run(args []string, password string, stdout, stderr io.Writer) error {
 	}
 	if len(args) == 0 || args[0] != "organisation" {
 		return errors.New("usage: flexsite-admin organisation --name NAMESPACE --username USER " +
-			"[--roles entity_read,entity_write,rewards,components,rewards_write,rewards_admin,flex_events_write] [--consent-exempt]\n" +
+			"[--roles " + knownRoles() + "] [--consent-exempt]\n" +
 			"   or: " + strings.TrimPrefix(paymentUsage, "usage: "))
 	}
 	fs := flag.NewFlagSet("organisation", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	name := fs.String("name", "", "Organisation name: the namespace its objects live in.")
 	username := fs.String("username", "", "Login name of the organisation's API client (unique across organisations).")
-	roles := fs.String("roles", "entity_read,entity_write,rewards,components,flex_events_write",
+	roles := fs.String("roles", "entity_read,entity_write,rewards,components,flex_events_write,prices_write",
 		"Comma-separated roles of the API client.")
 	exempt := fs.Bool("consent-exempt", false, "Exempt the client from sending boundary meter consent for new end users.")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -87,18 +87,14 @@ func run(args []string, password string, stdout, stderr io.Writer) error {
 }
 
 func parseRoles(s string) ([]flexv1.Role, error) {
-	known := map[flexv1.Role]bool{flexv1.RoleEntityRead: true, flexv1.RoleEntityWrite: true,
-		flexv1.RoleRewards: true, flexv1.RoleComponents: true,
-		flexv1.RoleRewardsWrite: true, flexv1.RoleRewardsAdmin: true, flexv1.RoleFlexEventsWrite: true}
 	var out []flexv1.Role
 	for _, r := range strings.Split(s, ",") {
 		role := flexv1.Role(strings.TrimSpace(r))
 		if role == "" {
 			continue
 		}
-		if !known[role] {
-			return nil, fmt.Errorf("unknown role %q (known: entity_read, entity_write, rewards, components, "+
-				"rewards_write, rewards_admin, flex_events_write)", role)
+		if !role.Known() {
+			return nil, fmt.Errorf("unknown role %q (known: %s)", role, knownRoles())
 		}
 		out = append(out, role)
 	}
@@ -156,4 +152,13 @@ func organisationYAML(name, username, password string, roles []flexv1.Role, exem
 		b.Write(data)
 	}
 	return b.String(), nil
+}
+
+// knownRoles lists every role, comma-separated, as --roles takes them.
+func knownRoles() string {
+	names := make([]string, len(flexv1.Roles))
+	for i, r := range flexv1.Roles {
+		names[i] = string(r)
+	}
+	return strings.Join(names, ",")
 }

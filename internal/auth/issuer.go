@@ -247,11 +247,4 @@ func validate(p *Principal) error {
 	return nil
 }
 
-func knownRole(r flexv1.Role) bool {
-	switch r {
-	case flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents,
-		flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin, flexv1.RoleFlexEventsWrite:
-		return true
-	}
-	return false
-}
+func knownRole(r flexv1.Role) bool { return r.Known() }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -131,8 +132,7 @@ const DemoNamespace = "demo"
 func DemoOrganisation(password string) Organisation {
 	return Organisation{
 		Namespace: DemoNamespace, Username: "demo", Password: password,
-		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents,
-			flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin, flexv1.RoleFlexEventsWrite},
+		Roles: slices.Clone(flexv1.Roles),
 	}
 }
 

@@ -50,6 +50,7 @@ var CRDMaxLength = map[string]int{
 	"MPANClaim.spec.mpan":                              13,
 	"MPANClaim.spec.siteName":                          253,
 	"Proposition.spec.description":                     1024,
+	"Proposition.spec.market":                          64,
 	"RewardLedger.spec.siteName":                       253,
 	"RewardLedger.spec.transactions[*].id":             36,
 	"RewardLedger.spec.transactions[*].settlementDate": 10,

@@ -23,7 +23,8 @@ type row struct {
 var (
 	apiTypes  = []string{"api/v1alpha1"}
 	pureRules = []string{"internal/eligibility", "internal/validation", "internal/claim", "internal/units",
-		"internal/identity", "internal/settlement", "internal/dispatch"}
+		"internal/identity", "internal/settlement", "internal/dispatch", "internal/prices", "internal/evschedule",
+		"internal/batteryschedule", "internal/ocpp"}
 	// helpers: the map's "the rest" that sit below the use cases: tokens, cache keys, compact
 	// ledgers, metrics, mail, bootstrap, the local control plane and the suites' envtest.
 	helpers = []string{"internal/auth", "internal/index", "internal/ledger", "internal/priority", "internal/metrics",
@@ -53,6 +54,9 @@ var packageMap = []row{
 	{pkgs: []string{"internal/app/dispatches", "internal/app/assetevents"}, may: join(apiTypes, pureRules, []string{"internal/app",
 		"internal/auth", "internal/index", "internal/householdstore", "internal/db", "internal/dispatchstore",
 		"internal/asseteventstore"}), except: []string{"internal/app/"}},
+	{pkgs: []string{"internal/app/pricing"}, may: join(apiTypes, pureRules, []string{"internal/app",
+		"internal/auth", "internal/index", "internal/householdstore", "internal/db", "internal/pricestore",
+		"internal/schedulestore", "internal/dispatchstore", "internal/asseteventstore"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/app/devices"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/auth",
 		"internal/deviceauth", "internal/index"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/deviceauth"}, may: join(apiTypes, pureRules, []string{"internal/events"})},
@@ -86,6 +90,8 @@ var packageMap = []row{
 		"internal/events", "internal/rewardstore"})},
 	{pkgs: []string{"internal/dispatchstore"}, may: join(apiTypes, pureRules, []string{"internal/db", "internal/events"})},
 	{pkgs: []string{"internal/asseteventstore"}, may: join(apiTypes, pureRules, []string{"internal/db"})},
+	{pkgs: []string{"internal/pricestore"}, may: join(apiTypes, pureRules, []string{"internal/db"})},
+	{pkgs: []string{"internal/schedulestore"}, may: []string{"internal/db"}},
 	{pkgs: []string{"internal/delivery"}, may: join(apiTypes, []string{"internal/events", "internal/outboxstore",
 		"internal/metrics"})},
 	{pkgs: []string{"internal/server"}, may: join(apiTypes, []string{"internal"}),
@@ -99,7 +105,7 @@ var packageMap = []row{
 		"internal/index", "internal/rewardstore"}), except: []string{"internal/db/dbtest"}},
 	{pkgs: []string{"cmd/flexsite-bench"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/bootstrap",
 		"internal/db", "internal/embedded", "internal/rewardstore", "internal/settlementstore", "internal/dispatchstore",
-		"internal/asseteventstore", "internal/server"})},
+		"internal/asseteventstore", "internal/pricestore", "internal/server"})},
 	// cmd/main.go: kubebuilder's placeholder, never built (docs/development.md, "Scaffolding").
 	{pkgs: []string{"cmd"}},
 }
