@@ -16,6 +16,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
+	"github.com/flexsite/flexsite/internal/app/pricing"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/household"
@@ -48,7 +49,10 @@ type Door struct {
 	// FlexEvents finds the household's settled flex events and what its devices did in them, for
 	// the rewards step (nil: none).
 	FlexEvents *flexevents.Service
-	Guard      *web.Authenticator
+	// Pricing tells the household its next charging window and its battery's plan (nil: none
+	// are shown).
+	Pricing *pricing.Service
+	Guard   *web.Authenticator
 	// PublicURL is the scheme and host of Flexsite (empty: the request's).
 	PublicURL string
 	// Now is the clock (tests replace it): consent times and installation dates are judged by it.

@@ -16,6 +16,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/app/dispatches"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
+	"github.com/flexsite/flexsite/internal/app/pricing"
 	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/app/subscriptions"
@@ -70,6 +71,8 @@ type Config struct {
 	FlexEvents *flexevents.Service
 	// AssetEvents keeps what the devices tell Flexsite.
 	AssetEvents *assetevents.Service
+	// Pricing declares and reads market prices, and answers the price curves and schedules.
+	Pricing *pricing.Service
 	// Dispatches take the asset controllers' status callbacks.
 	Dispatches *dispatches.Service
 	// Guard authenticates the routes; Authenticator and Issuer log API clients in.

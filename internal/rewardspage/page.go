@@ -32,6 +32,7 @@ import (
 
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
+	"github.com/flexsite/flexsite/internal/app/pricing"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/ledger"
@@ -78,6 +79,9 @@ type Door struct {
 	// FlexEvents finds the household's settled flex events and what its devices did in them
 	// (nil: none are shown).
 	FlexEvents *flexevents.Service
+	// Pricing tells the household its next charging window and its battery's plan (nil: none
+	// are shown).
+	Pricing *pricing.Service
 }
 
 // Routes are the page's routes.

@@ -23,6 +23,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/app/dispatches"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
+	"github.com/flexsite/flexsite/internal/app/pricing"
 	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/app/subscriptions"
@@ -35,9 +36,11 @@ import (
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/pagestore"
+	"github.com/flexsite/flexsite/internal/pricestore"
 	"github.com/flexsite/flexsite/internal/restapi"
 	"github.com/flexsite/flexsite/internal/rewardspage"
 	"github.com/flexsite/flexsite/internal/rewardstore"
+	"github.com/flexsite/flexsite/internal/schedulestore"
 	"github.com/flexsite/flexsite/internal/settlementstore"
 	"github.com/flexsite/flexsite/internal/web"
 )
@@ -171,18 +174,21 @@ func NewServer(cfg Config) *Server {
 
 	flexEvents := flexevents.New(households, settlements)
 	readingsSvc := readings.New(readings.Config{Log: cfg.Log.WithName("readings"), Cache: cfg.Cache, DB: cfg.DB, Now: cfg.Now})
-	assetEvents := assetevents.New(households, &asseteventstore.Store{Pool: cfg.DB})
+	assetEventStore := &asseteventstore.Store{Pool: cfg.DB}
+	assetEvents := assetevents.New(households, assetEventStore)
+	pricingSvc := pricing.New(households, pricing.Stores{Prices: &pricestore.Store{Pool: cfg.DB},
+		Schedules: &schedulestore.Store{Pool: cfg.DB}, Dispatches: flexEvents.Dispatches, AssetEvents: assetEventStore})
 	rest := restapi.New(restapi.Config{Log: cfg.Log, Ready: cfg.Ready, Households: households, Rewards: rewardsSvc,
 		Subscriptions: subscriptions.New(households, outbox), Devices: devicesSvc, Readings: readingsSvc,
 		FlexEvents: flexEvents, Guard: guard, Authenticator: cfg.Authenticator, AssetEvents: assetEvents,
-		Dispatches: dispatches.New(households, flexEvents.Dispatches),
-		Issuer:     cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
+		Dispatches: dispatches.New(households, flexEvents.Dispatches), Pricing: pricingSvc,
+		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
 	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Devices: devicesSvc,
-		FlexEvents: flexEvents, Guard: guard, Now: cfg.Now, PublicURL: cfg.PublicURL}
+		FlexEvents: flexEvents, Pricing: pricingSvc, Guard: guard, Now: cfg.Now, PublicURL: cfg.PublicURL}
 	callback := &devicecallback.Door{Log: cfg.Log, Devices: devicesSvc, PublicURL: cfg.PublicURL, Limits: limits,
 		TrustedProxies: cfg.TrustedProxies}
 	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,
-		PublicURL: cfg.PublicURL, FlexEvents: flexEvents}
+		PublicURL: cfg.PublicURL, FlexEvents: flexEvents, Pricing: pricingSvc}
 
 	s := &Server{Config: cfg, rewards: rewardsSvc}
 	mux := http.NewServeMux()
