@@ -117,7 +117,11 @@ func (a *API) Routes() []web.Route {
 	docs := apidocs.Handler()
 	read, write := flexv1.RoleEntityRead, flexv1.RoleEntityWrite
 	const assetByID = "/entities/asset/{asset_id}"
-	assetPair := assetPairHandler(org(a.getAssetByExternalID, read), org(a.latestIntent, read))
+	// Every GET /entities/asset/{asset_id}/<word> shares one mux pattern with the external-id
+	// read (assetPairPattern): add its word here and its route below with that Pattern.
+	assetPair := assetPairHandler(org(a.getAssetByExternalID, read), map[string]http.Handler{
+		"intent": org(a.latestIntent, read),
+	})
 	return []web.Route{
 		{Method: "GET", Path: "/healthz", Handler: http.HandlerFunc(healthz)},
 		{Method: "GET", Path: "/readyz", Handler: http.HandlerFunc(a.readyz)},

@@ -23,25 +23,28 @@ const assetEventRoute = "/entities/asset/{asset_id}/event"
 // /entities/asset/external-id/intent), so they share this one (web.Route.Pattern).
 const assetPairPattern = "/entities/asset/{asset_ref}/{asset_sub}"
 
-// assetPairHandler tells the two paths of assetPairPattern apart: the literal external-id
-// segment wins, as it did when the external-id route was alone (an asset id is a UUID, never
-// "external-id"). The request's Pattern is set to the documented path, which the access log
-// and the metrics name.
-func assetPairHandler(byExternalID, intent http.Handler) http.Handler {
+// assetPairHandler tells the paths of assetPairPattern apart: the literal external-id segment
+// wins, as it did when the external-id route was alone (an asset id is a UUID, never
+// "external-id"); otherwise the last segment names the asset's read (bySub: "intent",
+// "price-curve", ...). The request's Pattern is set to the documented path, which the access
+// log and the metrics name.
+func assetPairHandler(byExternalID http.Handler, bySub map[string]http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ref, sub := r.PathValue("asset_ref"), r.PathValue("asset_sub")
-		switch {
-		case ref == "external-id":
+		if ref == "external-id" {
 			r.SetPathValue("external_id", sub)
 			r.Pattern = "GET /entities/asset/external-id/{external_id}"
 			byExternalID.ServeHTTP(w, r)
-		case sub == "intent":
-			r.SetPathValue("asset_id", ref)
-			r.Pattern = "GET /entities/asset/{asset_id}/intent"
-			intent.ServeHTTP(w, r)
-		default:
-			notFound(w, r)
+			return
 		}
+		h, ok := bySub[sub]
+		if !ok {
+			notFound(w, r)
+			return
+		}
+		r.SetPathValue("asset_id", ref)
+		r.Pattern = "GET /entities/asset/{asset_id}/" + sub
+		h.ServeHTTP(w, r)
 	})
 }
 
