@@ -16,7 +16,7 @@ func TestAssetPairPattern(t *testing.T) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET "+assetPairPattern, assetPairHandler(named("external", "external_id"),
-		map[string]http.Handler{"intent": named("intent", "asset_id"), "price-curve": named("price-curve", "asset_id")})))
+		map[string]http.Handler{"intent": named("intent", "asset_id"), "price-curve": named("price-curve", "asset_id")}))
 	const id = "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e"
 	for _, tc := range []struct{ path, want, pattern string }{
 		{"/entities/asset/external-id/charger-1", "external external_id=charger-1", "GET /entities/asset/external-id/{external_id}"},
