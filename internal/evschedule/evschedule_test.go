@@ -205,6 +205,20 @@ func TestPlanWorkedExamples(t *testing.T) {
 			window: [2]string{"2026-03-28T22:00:00Z", "2026-03-29T06:00:00Z"}, n: 2, cands: 16,
 		},
 		{
+			// No intent: may_charge_peak is prod's default, false, so the tariff's off-peak
+			// still breaks the tie. The deadline is the last block's end, 23:30: a window of
+			// three half-hours, all £20, n = 2. 23:00 is off-peak and wins; then the earliest,
+			// 22:00 (without the preference the answer would be 22:00–23:00).
+			name: "no intent: may_charge_peak defaults to false",
+			in: evschedule.Input{Requested: []evschedule.Block{block("2026-11-27T22:00:00Z", "2026-11-27T22:30:00Z"),
+				block("2026-11-27T23:00:00Z", "2026-11-27T23:30:00Z")},
+				Prices: curve("2026-11-27T22:00:00Z", "2026-11-28T08:00:00Z", 2000, nil),
+				Tariff: tariff(t, "23:00-24:00", "Europe/London")},
+			want: []evschedule.Block{block("2026-11-27T22:00:00Z", "2026-11-27T22:30:00Z"),
+				block("2026-11-27T23:00:00Z", "2026-11-27T23:30:00Z")}, changed: true,
+			window: [2]string{"2026-11-27T22:00:00Z", "2026-11-27T23:30:00Z"}, n: 2, cands: 3,
+		},
+		{
 			// The tariff's zone reads the wall time: ready by 07:00 in Paris (CET, UTC+1) is
 			// 06:00Z. Off-peak 01:00–03:00 Paris is 00:00Z–02:00Z, so with may_charge_peak false
 			// the £20 at 00:30Z beats the earlier £20 at 23:30Z.
