@@ -34,8 +34,11 @@ func evScheduleInput() evschedule.Input {
 	from := day.At(18, 0)
 	ready := 18 * time.Hour
 	in := evschedule.Input{
-		Requested: []evschedule.Block{{Start: from, End: from.Add(3 * time.Hour)}, {Start: from.Add(5 * time.Hour), End: from.Add(6 * time.Hour)}},
-		Intent:    &evschedule.Intent{ReadyBy: &ready, MayChargePeak: false},
+		Requested: []evschedule.Block{
+			{Start: from, End: from.Add(3 * time.Hour)},
+			{Start: from.Add(5 * time.Hour), End: from.Add(6 * time.Hour)},
+		},
+		Intent: &evschedule.Intent{ReadyBy: &ready, MayChargePeak: false},
 		Tariff: &evschedule.Tariff{Zone: prices.London,
 			OffPeak: []validation.MinuteRange{{Start: 0, End: 5*60 + 30}, {Start: 23*60 + 30, End: 24 * 60}}},
 		TurnDown: []evschedule.Block{{Start: from.Add(8 * time.Hour), End: from.Add(9 * time.Hour)}},

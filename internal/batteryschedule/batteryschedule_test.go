@@ -264,6 +264,51 @@ func naive(in bs.Input) ([]bs.Action, []bool) {
 	return actions, allow
 }
 
+// halfHours checks the steps cover the horizon's half-hours exactly once, in order, equal
+// neighbours merged, and answers each half-hour's action and whether it may deviate.
+func halfHours(t *testing.T, c int, got []bs.Step, in bs.Input) ([]bs.Action, []bool) {
+	t.Helper()
+	var actions []bs.Action
+	var allow []bool
+	next := in.From
+	for i, s := range got {
+		if !s.Start.Equal(next) || !s.End.After(s.Start) || s.End.Sub(s.Start)%hh != 0 {
+			t.Fatalf("case %d: step %d does not follow on:%s", c, i, show(got))
+		}
+		if i > 0 && got[i-1].Action == s.Action && got[i-1].AllowDeviation == s.AllowDeviation {
+			t.Fatalf("case %d: equal neighbours not merged:%s", c, show(got))
+		}
+		for t0 := s.Start; t0.Before(s.End); t0 = t0.Add(hh) {
+			actions, allow = append(actions, s.Action), append(allow, s.AllowDeviation)
+		}
+		next = s.End
+	}
+	if !next.Equal(in.To) {
+		t.Fatalf("case %d: the steps end at %s, the horizon at %s", c, next, in.To)
+	}
+	return actions, allow
+}
+
+// valueOf is the value of half-hours' actions, as Value counts it: −10 × price for a charge,
+// 9 × price for a discharge, those that may deviate only.
+func valueOf(actions []bs.Action, allow []bool, in bs.Input) int64 {
+	price := map[int64]prices.Centi{}
+	for _, p := range in.Prices {
+		price[p.Start.Unix()] = p.Centi
+	}
+	var v int64
+	for i := range actions {
+		p := int64(price[in.From.Add(time.Duration(i)*hh).Unix()])
+		if allow[i] && actions[i] == bs.ChargeMax {
+			v -= 10 * p
+		}
+		if allow[i] && actions[i] == bs.DischargeMax {
+			v += 9 * p
+		}
+	}
+	return v
+}
+
 // Random small horizons: the schedule covers every half-hour exactly once, never holds more
 // than k half-hours of charge nor discharges below empty, matches the naive greedy rule half-
 // hour by half-hour, and so has its value.
@@ -290,24 +335,7 @@ func TestPlanAgainstNaiveGreedy(t *testing.T) {
 		wantActions, wantAllow := naive(in)
 
 		// (c) every half-hour covered exactly once, in order; equal neighbours merged.
-		var actions []bs.Action
-		var allow []bool
-		next := in.From
-		for i, s := range got {
-			if !s.Start.Equal(next) || !s.End.After(s.Start) || s.End.Sub(s.Start)%hh != 0 {
-				t.Fatalf("case %d: step %d does not follow on:%s", c, i, show(got))
-			}
-			if i > 0 && got[i-1].Action == s.Action && got[i-1].AllowDeviation == s.AllowDeviation {
-				t.Fatalf("case %d: equal neighbours not merged:%s", c, show(got))
-			}
-			for t0 := s.Start; t0.Before(s.End); t0 = t0.Add(hh) {
-				actions, allow = append(actions, s.Action), append(allow, s.AllowDeviation)
-			}
-			next = s.End
-		}
-		if !next.Equal(in.To) {
-			t.Fatalf("case %d: the steps end at %s, the horizon at %s", c, next, in.To)
-		}
+		actions, allow := halfHours(t, c, got, in)
 		// (a) charge held, in half-hours, within [0, k] at every step.
 		held := 0
 		for i := range actions {
@@ -331,20 +359,7 @@ func TestPlanAgainstNaiveGreedy(t *testing.T) {
 					wantActions[i], wantAllow[i], show(got))
 			}
 		}
-		var naiveValue int64
-		price := map[int64]prices.Centi{}
-		for _, p := range in.Prices {
-			price[p.Start.Unix()] = p.Centi
-		}
-		for i := range wantActions {
-			p := int64(price[in.From.Add(time.Duration(i)*hh).Unix()])
-			if wantAllow[i] && wantActions[i] == bs.ChargeMax {
-				naiveValue -= 10 * p
-			}
-			if wantAllow[i] && wantActions[i] == bs.DischargeMax {
-				naiveValue += 9 * p
-			}
-		}
+		naiveValue := valueOf(wantActions, wantAllow, in)
 		if v := bs.Value(got, in.Prices); v != naiveValue {
 			t.Fatalf("case %d: value %d, the naive rule's %d", c, v, naiveValue)
 		}

@@ -378,54 +378,87 @@ func bruteForce(cands []cand, n int) (best []cand, cost int64, maxOffPeak int) {
 	return best, cost, maxOffPeak
 }
 
+// randomInput is a small random case: a request from one of a few evenings (ordinary and
+// clock-change), maybe an intent, maybe a tariff in one of a few zones, turn-downs, and prices
+// from a small set (ties) with gaps, shuffled. first is the request's first start.
+func randomInput(rng *rand.Rand) (evschedule.Input, time.Time) {
+	bases := []string{"2026-11-27T21:00:00Z", "2026-10-24T23:00:00Z", "2026-10-25T00:00:00Z", "2026-03-29T00:00:00Z", "2026-07-01T20:30:00Z"}
+	zones := []string{"Europe/London", "Europe/Paris", "America/New_York"}
+	base := utc(bases[rng.IntN(len(bases))])
+	first := base.Add(time.Duration(rng.IntN(4)) * 10 * time.Minute)
+	req := make([]evschedule.Block, 0, 3)
+	at := first
+	for range 1 + rng.IntN(3) {
+		length := time.Duration(1+rng.IntN(60)) * time.Minute
+		req = append(req, evschedule.Block{Start: at, End: at.Add(length)})
+		at = at.Add(length + time.Duration(rng.IntN(60))*time.Minute)
+	}
+	in := evschedule.Input{Requested: req}
+	if rng.IntN(4) > 0 {
+		// A ready-by at most 6 hours on from the window start: ≤ 12 half-hours.
+		l := first.Truncate(hh).Add(time.Duration(1+rng.IntN(12)) * hh).In(prices.London)
+		in.Intent = &evschedule.Intent{ReadyBy: wall(l.Hour(), l.Minute()), MayChargePeak: rng.IntN(2) == 0}
+	}
+	if rng.IntN(2) == 0 {
+		loc, _ := time.LoadLocation(zones[rng.IntN(len(zones))])
+		var ranges []validation.MinuteRange
+		for s := rng.IntN(8) * 15; s < 1440; {
+			e := min(1440, s+15*(1+rng.IntN(12)))
+			ranges = append(ranges, validation.MinuteRange{Start: s, End: e})
+			s = e + 15*(1+rng.IntN(30))
+		}
+		in.Tariff = &evschedule.Tariff{OffPeak: ranges, Zone: loc}
+		if in.Tariff.Zone.String() != "Europe/London" && in.Intent != nil && rng.IntN(2) == 0 {
+			in.Intent.ReadyBy = nil // the deadline from the blocks, in another zone
+		}
+	}
+	for range rng.IntN(3) {
+		s := first.Add(time.Duration(rng.IntN(14*30)) * time.Minute)
+		in.TurnDown = append(in.TurnDown, evschedule.Block{Start: s, End: s.Add(time.Duration(1+rng.IntN(90)) * time.Minute)})
+	}
+	for t := first.Truncate(hh).Add(-2 * hh); t.Before(first.Add(16 * hh)); t = t.Add(hh) {
+		if rng.IntN(6) > 0 {
+			in.Prices = append(in.Prices, prices.Price{Start: t, Centi: prices.Centi((rng.IntN(7) - 2) * 100)})
+		}
+	}
+	rng.Shuffle(len(in.Prices), func(i, j int) { in.Prices[i], in.Prices[j] = in.Prices[j], in.Prices[i] })
+	return in, first
+}
+
+// wellFormed checks the blocks are sorted, disjoint, merged, half-hour aligned, inside the window
+// and clear of the turn-downs, and answers their half-hours.
+func wellFormed(t *testing.T, c int, bs []evschedule.Block, start, deadline time.Time, turnDown []evschedule.Block) []time.Time {
+	t.Helper()
+	var chosen []time.Time
+	for i, b := range bs {
+		if !b.Start.Before(b.End) || b.Start.Truncate(hh) != b.Start || b.End.Truncate(hh) != b.End {
+			t.Fatalf("case %d: block %d malformed: %s", c, i, blocks(bs))
+		}
+		if i > 0 && !bs[i-1].End.Before(b.Start) {
+			t.Fatalf("case %d: blocks overlap, touch or are out of order: %s", c, blocks(bs))
+		}
+		if b.Start.Before(start) || b.End.After(deadline) {
+			t.Fatalf("case %d: %s outside [%s, %s)", c, blocks(bs), start, deadline)
+		}
+		for t0 := b.Start; t0.Before(b.End); t0 = t0.Add(hh) {
+			if overlaps(t0, turnDown) {
+				t.Fatalf("case %d: %s under a turn-down", c, t0)
+			}
+			chosen = append(chosen, t0)
+		}
+	}
+	return chosen
+}
+
 // Random small horizons (≤ 12 half-hours in the window, on ordinary and clock-change nights),
 // prices from a small set (ties), gaps, requests, turn-downs and tariffs: the rule's answer is
 // the brute-force optimum the tie rules select, and its blocks are well formed.
 func TestPlanAgainstBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(36, 2026))
-	bases := []string{"2026-11-27T21:00:00Z", "2026-10-24T23:00:00Z", "2026-10-25T00:00:00Z", "2026-03-29T00:00:00Z", "2026-07-01T20:30:00Z"}
-	zones := []string{"Europe/London", "Europe/Paris", "America/New_York"}
 	checked, changed := 0, 0
 	for c := 0; c < 2000; c++ {
-		base := utc(bases[rng.IntN(len(bases))])
-		first := base.Add(time.Duration(rng.IntN(4)) * 10 * time.Minute)
-		var req []evschedule.Block
-		at := first
-		for range 1 + rng.IntN(3) {
-			length := time.Duration(1+rng.IntN(60)) * time.Minute
-			req = append(req, evschedule.Block{Start: at, End: at.Add(length)})
-			at = at.Add(length + time.Duration(rng.IntN(60))*time.Minute)
-		}
-		in := evschedule.Input{Requested: req}
-		if rng.IntN(4) > 0 {
-			// A ready-by at most 6 hours on from the window start: ≤ 12 half-hours.
-			l := first.Truncate(hh).Add(time.Duration(1+rng.IntN(12)) * hh).In(prices.London)
-			in.Intent = &evschedule.Intent{ReadyBy: wall(l.Hour(), l.Minute()), MayChargePeak: rng.IntN(2) == 0}
-		}
-		if rng.IntN(2) == 0 {
-			loc, _ := time.LoadLocation(zones[rng.IntN(len(zones))])
-			var ranges []validation.MinuteRange
-			for s := rng.IntN(8) * 15; s < 1440; {
-				e := min(1440, s+15*(1+rng.IntN(12)))
-				ranges = append(ranges, validation.MinuteRange{Start: s, End: e})
-				s = e + 15*(1+rng.IntN(30))
-			}
-			in.Tariff = &evschedule.Tariff{OffPeak: ranges, Zone: loc}
-			if in.Tariff.Zone.String() != "Europe/London" && in.Intent != nil && rng.IntN(2) == 0 {
-				in.Intent.ReadyBy = nil // the deadline from the blocks, in another zone
-			}
-		}
-		for range rng.IntN(3) {
-			s := first.Add(time.Duration(rng.IntN(14*30)) * time.Minute)
-			in.TurnDown = append(in.TurnDown, evschedule.Block{Start: s, End: s.Add(time.Duration(1+rng.IntN(90)) * time.Minute)})
-		}
-		for t := first.Truncate(hh).Add(-2 * hh); t.Before(first.Add(16 * hh)); t = t.Add(hh) {
-			if rng.IntN(6) > 0 {
-				in.Prices = append(in.Prices, prices.Price{Start: t, Centi: prices.Centi((rng.IntN(7) - 2) * 100)})
-			}
-		}
-		rng.Shuffle(len(in.Prices), func(i, j int) { in.Prices[i], in.Prices[j] = in.Prices[j], in.Prices[i] })
-
+		in, first := randomInput(rng)
+		req := in.Requested
 		start, deadline, _ := evschedule.Window(in)
 		if !start.Equal(first.Truncate(hh)) {
 			t.Fatalf("case %d: window start %s, want %s", c, start, first.Truncate(hh))
@@ -462,26 +495,8 @@ func TestPlanAgainstBruteForce(t *testing.T) {
 		if !got.Changed {
 			t.Fatalf("case %d: not changed with %d candidates for n = %d", c, len(cands), n)
 		}
-		// (c) well formed: sorted, disjoint, merged, half-hour aligned, inside the window,
-		// clear of the turn-downs, n half-hours in all.
-		var chosen []time.Time
-		for i, b := range got.Blocks {
-			if !b.Start.Before(b.End) || b.Start.Truncate(hh) != b.Start || b.End.Truncate(hh) != b.End {
-				t.Fatalf("case %d: block %d malformed: %s", c, i, blocks(got.Blocks))
-			}
-			if i > 0 && !got.Blocks[i-1].End.Before(b.Start) {
-				t.Fatalf("case %d: blocks overlap, touch or are out of order: %s", c, blocks(got.Blocks))
-			}
-			if b.Start.Before(start) || b.End.After(deadline) {
-				t.Fatalf("case %d: %s outside [%s, %s)", c, blocks(got.Blocks), start, deadline)
-			}
-			for t0 := b.Start; t0.Before(b.End); t0 = t0.Add(hh) {
-				if overlaps(t0, in.TurnDown) {
-					t.Fatalf("case %d: %s under a turn-down", c, t0)
-				}
-				chosen = append(chosen, t0)
-			}
-		}
+		// (c) well formed, n half-hours in all.
+		chosen := wellFormed(t, c, got.Blocks, start, deadline, in.TurnDown)
 		if len(chosen) != n {
 			t.Fatalf("case %d: %d half-hours chosen, want %d", c, len(chosen), n)
 		}

@@ -27,7 +27,7 @@ func schema(t *testing.T) *jsonschema.Schema {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	doc, err := jsonschema.UnmarshalJSON(f)
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +108,13 @@ func checkSemantics(t *testing.T, name string, req ocpp.SetChargingProfileReques
 	if cs.Duration == nil || *cs.Duration != int(end.Sub(start)/time.Second) || p.ValidTo == nil || !p.ValidTo.Equal(end) {
 		t.Fatalf("%s: duration %v (valid to %v), want %s to %s", name, cs.Duration, p.ValidTo, start, end)
 	}
+	checkPeriods(t, name, cs, s, start, end, powerW)
+}
+
+// checkPeriods checks the periods: from 0, strictly increasing, each changing the limit, one
+// decimal at most, and the limit in force at each minute powerW inside a block, 0 outside.
+func checkPeriods(t *testing.T, name string, cs ocpp.ChargingSchedule, s evschedule.Schedule, start, end time.Time, powerW int64) {
+	t.Helper()
 	ps := cs.ChargingSchedulePeriod
 	if len(ps) == 0 || ps[0].StartPeriod != 0 {
 		t.Fatalf("%s: the first period does not start at 0: %+v", name, ps)

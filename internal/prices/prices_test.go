@@ -82,8 +82,9 @@ func TestDay(t *testing.T) {
 
 // pricesOf prices every period of the day at 10.00 + its index.
 func pricesOf(d prices.Day) []prices.Price {
-	var out []prices.Price
-	for i, t := range d.Periods() {
+	periods := d.Periods()
+	out := make([]prices.Price, 0, len(periods))
+	for i, t := range periods {
 		out = append(out, prices.Price{Start: t, Centi: prices.Centi(1000 + i)})
 	}
 	return out

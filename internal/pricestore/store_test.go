@@ -32,8 +32,9 @@ func day(s string) prices.Day {
 // declared is a checked day: every period priced at base + its index (hundredths).
 func declared(t *testing.T, d prices.Day, base int) []prices.Price {
 	t.Helper()
-	var in []prices.Price
-	for i, start := range d.Periods() {
+	periods := d.Periods()
+	in := make([]prices.Price, 0, len(periods))
+	for i, start := range periods {
 		in = append(in, prices.Price{Start: start, Centi: prices.Centi(base + i)})
 	}
 	out, problems := prices.CheckDay(d, in)
