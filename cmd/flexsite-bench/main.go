@@ -87,8 +87,9 @@ func run(ctx context.Context, o options) error {
 	rep := newReport(p)
 	var b *bench
 	var err error
-	if o.only == scenarioSettlement {
-		// Settlement needs no control plane and no manager: its own PostgreSQL only.
+	if o.only == scenarioSettlement || o.only == scenarioEVSchedule {
+		// Settlement needs no control plane and no manager: its own PostgreSQL only. The EV
+		// schedule is a pure function: nothing at all.
 		b = &bench{p: p}
 	} else {
 		if b, err = newBench(ctx, o, p); err != nil {
@@ -135,6 +136,7 @@ func runScenarios(ctx context.Context, b *bench, rep *report, only string) error
 		{callbacksScenario, runCallbacks},
 		{scenarioSettlement, runSettlement},
 		{hostileScenario, runHostile},
+		{scenarioEVSchedule, runEVSchedule},
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {

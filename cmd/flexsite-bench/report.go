@@ -147,7 +147,8 @@ func (r *report) printTable(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tFIGURE\tVALUE\tTARGET\tMET?")
 	for _, label := range []string{labelOnboard, labelConvergence, labelReads, labelScale, labelWrites, labelNotify,
-		labelReadings, labelSettlement, labelHostile, labelDispatch, labelCallbacks} {
+		labelReadings, labelSettlement, labelHostile, labelDispatch, labelCallbacks,
+		labelEVSchedule} {
 		for _, rw := range r.rows {
 			if scenarioLabels[rw.scenario] != label {
 				continue

@@ -15,7 +15,8 @@
 //     turn-down dispatch of this asset (a half-hour that overlaps the dispatch's window).
 //   - The answer is the n candidates with the lowest price, ties to the earliest, adjacent
 //     half-hours merged into one block, in time order.
-//   - When the intent's may_charge_peak is false and a tariff is known, a half-hour wholly
+//   - When the intent's may_charge_peak is false (prod's default, so also without an intent)
+//     and a tariff is known, a half-hour wholly
 //     inside one of the tariff's off-peak ranges (in its timezone) wins a price tie over one
 //     that is not, ahead of time order.
 //   - With fewer than n candidates, or an empty request, the request comes back unchanged

@@ -2,7 +2,9 @@
 // SetChargingProfile), pure: prod's SetChargingProfileRequest, a TxProfile of kind Absolute in
 // watts, which a charge point's central system can send as it is.
 //
-// The profile starts at the schedule's window start and lasts to its end. Its periods follow
+// The profile starts at the schedule's window start and lasts to its end, or to its last
+// block's end when that is later (a request handed back unchanged may run past the ready-by).
+// Its blocks are taken in time order, overlapping or touching ones as one. Its periods follow
 // the blocks: the charger's power inside a block, 0 W outside it, each period starting where the
 // previous one ends (the first at 0 s, as OCPP requires). Limits are whole watts, within the
 // schema's one decimal. The profile id is derived from the asset and the window start, so the
@@ -11,6 +13,7 @@ package ocpp
 
 import (
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/flexsite/flexsite/internal/evschedule"
@@ -63,9 +66,16 @@ const (
 // Profile builds the charging profile of an EV schedule for the asset, charging at powerW inside
 // its blocks and not at all outside them, over [windowStart, windowEnd).
 func Profile(assetID string, s evschedule.Schedule, powerW int64) SetChargingProfileRequest {
+	blocks := normalise(s.Blocks)
 	start, end := s.WindowStart.UTC(), s.WindowEnd.UTC()
-	if start.IsZero() && len(s.Blocks) > 0 {
-		start, end = s.Blocks[0].Start.UTC(), s.Blocks[len(s.Blocks)-1].End.UTC()
+	if start.IsZero() && len(blocks) > 0 {
+		start, end = blocks[0].Start, blocks[len(blocks)-1].End
+	}
+	// A schedule handed back unchanged is the device's own request, which may run past the
+	// window's deadline (a ready-by earlier than its last block): the profile carries it whole,
+	// or the car would charge less than it was answered.
+	if k := len(blocks) - 1; k >= 0 && blocks[k].End.After(end) {
+		end = blocks[k].End
 	}
 	var periods []ChargingSchedulePeriod
 	add := func(at time.Time, limit float64) {
@@ -80,7 +90,7 @@ func Profile(assetID string, s evschedule.Schedule, powerW int64) SetChargingPro
 		periods = append(periods, ChargingSchedulePeriod{StartPeriod: off, Limit: limit})
 	}
 	add(start, 0)
-	for _, b := range s.Blocks {
+	for _, b := range blocks {
 		bs, be := maxTime(b.Start, start), minTime(b.End, end)
 		if !bs.Before(be) {
 			continue
@@ -110,12 +120,34 @@ func Profile(assetID string, s evschedule.Schedule, powerW int64) SetChargingPro
 	}
 }
 
+// normalise sorts blocks and merges those that overlap or touch, in UTC: a schedule handed back
+// unchanged is the device's request as it sent it, and the periods must follow one another.
+func normalise(in []evschedule.Block) []evschedule.Block {
+	out := make([]evschedule.Block, 0, len(in))
+	for _, b := range in {
+		if b.End.After(b.Start) {
+			out = append(out, evschedule.Block{Start: b.Start.UTC(), End: b.End.UTC()})
+		}
+	}
+	slices.SortFunc(out, func(a, b evschedule.Block) int { return a.Start.Compare(b.Start) })
+	merged := out[:0]
+	for _, b := range out {
+		if k := len(merged) - 1; k >= 0 && !b.Start.After(merged[k].End) {
+			merged[k].End = maxTime(merged[k].End, b.End)
+			continue
+		}
+		merged = append(merged, b)
+	}
+	return merged
+}
+
 // profileID is a positive 31-bit id from the asset and the window start.
 func profileID(assetID string, start time.Time) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(assetID))
 	_, _ = h.Write([]byte(start.UTC().Format(time.RFC3339)))
-	return int(h.Sum32()&0x7fffffff) + 1
+	// In [1, 2³¹−1]: OCPP's integers are 32-bit signed (masking then adding 1 could reach 2³¹).
+	return int(h.Sum32()%0x7fffffff) + 1
 }
 
 func maxTime(a, b time.Time) time.Time {

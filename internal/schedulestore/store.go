@@ -61,13 +61,15 @@ func nonNil(b []Block) []Block {
 	return b
 }
 
-// LatestOfSite is the latest answer for each of the site's assets whose window has not ended
-// by now, one per asset in asset order: what the household's pages show.
+// LatestOfSite is the latest answer for each of the site's assets, when its window has not
+// ended by now, one per asset in asset order: what the household's pages show. An answer
+// replaced by a newer one is never shown, even when the newer one's window ends sooner.
 func (s *Store) LatestOfSite(ctx context.Context, organisation, siteID string, now time.Time) ([]EVSchedule, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT DISTINCT ON (asset_id) asset_id, requested, blocks, changed, window_end,
-			answered_at, answered_by
-		FROM ev_schedules WHERE organisation = $1 AND site_id = $2 AND window_end > $3
-		ORDER BY asset_id, id DESC`, organisation, siteID, now)
+	rows, err := s.Pool.Query(ctx, `SELECT asset_id, requested, blocks, changed, window_end, answered_at, answered_by
+		FROM (SELECT DISTINCT ON (asset_id) asset_id, requested, blocks, changed, window_end, answered_at, answered_by
+			FROM ev_schedules WHERE organisation = $1 AND site_id = $2
+			ORDER BY asset_id, id DESC) AS latest
+		WHERE window_end > $3 ORDER BY asset_id`, organisation, siteID, now)
 	if err != nil {
 		return nil, s.classify(err)
 	}
