@@ -36,7 +36,9 @@ func (s *Service) BatteryPlansOfSite(ctx context.Context, site *flexv1.Site) ([]
 	assets = slices.DeleteFunc(slices.Clone(assets), func(a *flexv1.Asset) bool {
 		return a.Spec.Type != flexv1.AssetTypeBattery || !a.DeletionTimestamp.IsZero() || a.Labels[flexv1.IDLabel] == ""
 	})
-	slices.SortFunc(assets, func(a, b *flexv1.Asset) int { return strings.Compare(a.Labels[flexv1.IDLabel], b.Labels[flexv1.IDLabel]) })
+	slices.SortFunc(assets, func(a, b *flexv1.Asset) int {
+		return strings.Compare(a.Labels[flexv1.IDLabel], b.Labels[flexv1.IDLabel])
+	})
 	now := s.Now()
 	out := make([]BatteryPlan, 0, len(assets))
 	for _, a := range assets {
@@ -48,4 +50,3 @@ func (s *Service) BatteryPlansOfSite(ctx context.Context, site *flexv1.Site) ([]
 	}
 	return out, nil
 }
-
