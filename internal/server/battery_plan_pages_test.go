@@ -28,10 +28,10 @@ var _ = Describe("The battery's plan on the household's pages", func() {
 		userTok, siteID := user["access_token"].(string), user["id"].(string)
 		mpan := batteryMPAN(2)
 		mustCall("PATCH", "/entities/site/"+siteID, tok, map[string]any{"mpan": mpan, "postcode": "SW1A 1AA", "address": "1 Battery Road"})
-		asset := func(body map[string]any) string {
+		asset := func(body map[string]any) {
 			GinkgoHelper()
 			body["site_id"] = siteID
-			return mustCall("POST", "/entities/asset", tok, body)["id"].(string)
+			mustCall("POST", "/entities/asset", tok, body)
 		}
 		asset(map[string]any{"external_id": "charger-b", "type": "charger", "asset_model": "zappi",
 			"installation_date": "2025-06-15", "properties": map[string]any{"power_kw": 7.4}})
@@ -39,18 +39,7 @@ var _ = Describe("The battery's plan on the household's pages", func() {
 
 		// Tomorrow's prices: 50.00, but 10.00 from 01:00 to 02:00 and 100.00 from 17:00 to 18:00.
 		tomorrow := prices.Tomorrow(time.Now())
-		var ps []prices.Price
-		for _, t := range tomorrow.Periods() {
-			c := prices.Centi(5000)
-			switch t.In(prices.London).Hour() {
-			case 1:
-				c = 1000
-			case 17:
-				c = 10000
-			}
-			ps = append(ps, prices.Price{Start: t, Centi: c})
-		}
-		_, err := (&pricestore.Store{Pool: database.Pool}).Put(ctx, o.Namespace, "full_asset_schedule_control", tomorrow, ps,
+		_, err := (&pricestore.Store{Pool: database.Pool}).Put(ctx, o.Namespace, "full_asset_schedule_control", tomorrow, batteryDayPrices(tomorrow),
 			"battery-pages-spec", time.Now())
 		Expect(err).NotTo(HaveOccurred())
 		const sentence = "Your battery will charge 01:00–02:00, when energy is cheapest, and power your home 17:00–18:00, when energy is dearest"

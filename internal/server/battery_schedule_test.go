@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -40,6 +39,24 @@ func (s batteryStep) json() map[string]any {
 		"end_timestamp": s.to.UTC().Format(time.RFC3339), "action": s.action, "allow_deviation": s.deviation}
 }
 
+// batteryDayPrices are a day's prices for these specs: 50.00 every half-hour, 10.00 from 01:00
+// to 02:00 and 100.00 from 17:00 to 18:00 (UK local times), whatever the day's length.
+func batteryDayPrices(day prices.Day) []prices.Price {
+	periods := day.Periods()
+	out := make([]prices.Price, 0, len(periods))
+	for _, t := range periods {
+		c := prices.Centi(5000)
+		switch t.In(prices.London).Hour() {
+		case 1:
+			c = 1000
+		case 17:
+			c = 10000
+		}
+		out = append(out, prices.Price{Start: t, Centi: c})
+	}
+	return out
+}
+
 var _ = Describe("Battery schedule", func() {
 	var (
 		o                  org
@@ -49,7 +66,7 @@ var _ = Describe("Battery schedule", func() {
 		tomorrow           prices.Day
 		declaredAt         time.Time
 		schedulePath       = func(id string) string { return "/entities/asset/" + id + "/battery-schedule" }
-		onboardFASC        = func(ctx context.Context, tok, mpan string) map[string]any {
+		onboardFASC        = func(tok, mpan string) map[string]any {
 			return mustCall("POST", "/entities/site/onboard", tok, household(mpan, func(b map[string]any) {
 				b["proposition"] = "full_asset_schedule_control"
 				// 5 kWh at 5 kW: k = ceil(5 / (5 × 0.5)) = 2 pairs.
@@ -62,7 +79,7 @@ var _ = Describe("Battery schedule", func() {
 		o = newOrg(ctx)
 		tok = o.token()
 		mpan := batteryMPAN(CurrentSpecReport().LeafNodeLocation.LineNumber)
-		answer := onboardFASC(ctx, tok, mpan)
+		answer := onboardFASC(tok, mpan)
 		siteID = entitySiteID(answer)
 		ids := entityAssetIDs(answer)
 		chargerID, battery = ids[0].(string), ids[1].(string)
@@ -73,17 +90,7 @@ var _ = Describe("Battery schedule", func() {
 		// Tomorrow's prices: 50.00 every half-hour, 10.00 from 01:00 to 02:00, 100.00 from 17:00
 		// to 18:00. Today is left undeclared: its half-hours are unpriced.
 		tomorrow = prices.Tomorrow(time.Now())
-		var ps []prices.Price
-		for _, t := range tomorrow.Periods() {
-			c := prices.Centi(5000)
-			switch h := t.In(prices.London).Hour(); h {
-			case 1:
-				c = 1000
-			case 17:
-				c = 10000
-			}
-			ps = append(ps, prices.Price{Start: t, Centi: c})
-		}
+		ps := batteryDayPrices(tomorrow)
 		declaredAt = time.Now().UTC().Truncate(time.Second)
 		_, err := (&pricestore.Store{Pool: database.Pool}).Put(ctx, o.Namespace, "full_asset_schedule_control", tomorrow,
 			ps, "battery-spec", declaredAt)
@@ -106,7 +113,8 @@ var _ = Describe("Battery schedule", func() {
 		first := got["schedule_steps"].([]any)[0].(map[string]any)["start_timestamp"].(string)
 		start, err := time.Parse(time.RFC3339, first)
 		Expect(err).NotTo(HaveOccurred())
-		out := []any{batteryStep{start, tomorrow.At(1, 0), "avoid_export", true}.json()}
+		out := make([]any, 0, 1+len(steps))
+		out = append(out, batteryStep{start, tomorrow.At(1, 0), "avoid_export", true}.json())
 		for _, s := range steps {
 			out = append(out, s.json())
 		}

@@ -55,8 +55,9 @@ var _ = Describe("A battery's plan on the rewards page and in the hosted flow in
 
 		By("tomorrow's prices: 50.00, but 10.00 from 01:00 to 02:00 and 100.00 from 17:00 to 18:00")
 		tomorrow := prices.Tomorrow(time.Now())
-		var ps []prices.Price
-		for _, t := range tomorrow.Periods() {
+		periods := tomorrow.Periods()
+		ps := make([]prices.Price, 0, len(periods))
+		for _, t := range periods {
 			c := prices.Centi(5000)
 			switch t.In(prices.London).Hour() {
 			case 1:

@@ -14,8 +14,9 @@ import (
 func TestDraw(t *testing.T) {
 	// 28 November 2026, winter: UK local time is UTC. Four hours from 00:00.
 	at := func(hh, mm int) time.Time { return time.Date(2026, 11, 28, hh, mm, 0, 0, time.UTC) }
-	var ps []prices.Price
-	for i, c := range []prices.Centi{5000, 5000, 1000, 1000, 5000, 5000, 10000, 10000} {
+	centis := []prices.Centi{5000, 5000, 1000, 1000, 5000, 5000, 10000, 10000}
+	ps := make([]prices.Price, 0, len(centis))
+	for i, c := range centis {
 		ps = append(ps, prices.Price{Start: at(0, 0).Add(time.Duration(i) * 30 * time.Minute), Centi: c})
 	}
 	steps := batteryschedule.Plan(batteryschedule.Input{From: at(0, 0), To: at(4, 0), Prices: ps, CapacityWh: 5000, PowerW: 5000})
