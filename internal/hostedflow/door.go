@@ -24,6 +24,7 @@ import (
 	"github.com/flexsite/flexsite/internal/units"
 	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/internal/web"
+	"github.com/flexsite/flexsite/internal/web/batterychart"
 	"github.com/flexsite/flexsite/internal/web/flexchart"
 )
 
@@ -483,6 +484,17 @@ type Rewards struct {
 	// markup, escaped and drawn by the server) and its figures; and what the household's
 	// devices did in them, also in events not settled yet (no sentence, no chart then).
 	FlexEvents []FlexEvent `json:"flex_events"`
+	// BatteryPlans are the plans of the household's batteries while its site is actively
+	// enrolled in full_asset_schedule_control: a sentence, a chart (SVG markup, escaped and
+	// drawn by the server) and its steps; [] otherwise.
+	BatteryPlans []BatteryPlan `json:"battery_plans"`
+}
+
+// BatteryPlan is one battery's plan, drawn (internal/web/batterychart).
+type BatteryPlan struct {
+	Sentence string             `json:"sentence"`
+	ChartSVG string             `json:"chart_svg"`
+	Rows     []batterychart.Row `json:"rows"`
 }
 
 // FlexEvent is one flex event of the household, drawn (internal/web/flexchart).
@@ -533,6 +545,18 @@ func (d *Door) rewards(r *http.Request, p *auth.Principal) (any, error) {
 		for _, ev := range flexchart.Of(evs.Events) {
 			out.FlexEvents = append(out.FlexEvents, FlexEvent{Day: ev.Day, Sentence: ev.Sentence,
 				ChartSVG: string(ev.Chart), Rows: ev.Rows, Devices: append([]string{}, ev.Devices...)})
+		}
+	}
+	out.BatteryPlans = []BatteryPlan{}
+	if d.Pricing != nil {
+		plans, err := d.Pricing.HouseholdBatteryPlans(ctx, p, id)
+		if err != nil {
+			return nil, err
+		}
+		for i, plan := range plans {
+			drawn := batterychart.Draw("battery-plan-"+strconv.Itoa(i+1), plan.Steps, plan.Prices)
+			out.BatteryPlans = append(out.BatteryPlans, BatteryPlan{Sentence: drawn.Sentence, ChartSVG: string(drawn.Chart),
+				Rows: drawn.Rows})
 		}
 	}
 	return out, nil

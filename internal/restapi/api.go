@@ -120,7 +120,8 @@ func (a *API) Routes() []web.Route {
 	// Every GET /entities/asset/{asset_id}/<word> shares one mux pattern with the external-id
 	// read (assetPairPattern): add its word here and its route below with that Pattern.
 	assetPair := assetPairHandler(org(a.getAssetByExternalID, read), map[string]http.Handler{
-		"intent": org(a.latestIntent, read),
+		"intent":           org(a.latestIntent, read),
+		"battery-schedule": org(a.batterySchedule, read),
 	})
 	return []web.Route{
 		{Method: "GET", Path: "/healthz", Handler: http.HandlerFunc(healthz)},
@@ -170,6 +171,7 @@ func (a *API) Routes() []web.Route {
 		{Method: "POST", Path: assetEventRoute + "/charge-now-deleted", Handler: org(a.assetEventHandler("/charge-now-deleted"), write)},
 		{Method: "POST", Path: assetEventRoute + "/tariff-update", Handler: org(a.assetEventHandler("/tariff-update"), write)},
 		{Method: "GET", Path: assetByID + "/intent", Handler: assetPair, Pattern: assetPairPattern},
+		{Method: "GET", Path: assetByID + "/battery-schedule", Handler: assetPair, Pattern: assetPairPattern},
 		{Method: "POST", Path: assetByID + "/callback/{event_id}", Handler: org(a.dispatchCallback, write)},
 		{Method: "GET", Path: "/examples/dispatch-event", Handler: http.HandlerFunc(a.exampleDispatchEvent)},
 

@@ -38,6 +38,7 @@ import (
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/internal/web"
+	"github.com/flexsite/flexsite/internal/web/batterychart"
 	"github.com/flexsite/flexsite/internal/web/flexchart"
 )
 
@@ -116,6 +117,7 @@ type view struct {
 	HideTransactions bool
 	Transactions     []transactionView
 	FlexEvents       []flexchart.Event
+	BatteryPlans     []batterychart.Plan
 	SetupFirst       bool
 	TwoFactor        bool
 	Verified         bool
@@ -333,6 +335,15 @@ func (d *Door) show(w http.ResponseWriter, r *http.Request, sess *rewards.Sessio
 			d.Log.Error(err, "reading the household's flex events")
 		} else {
 			v.FlexEvents = flexchart.Of(evs.Events)
+		}
+	}
+	if d.Pricing != nil {
+		// The battery's plan is a view of the prices and dispatches: a database that does not
+		// answer leaves it out rather than the page.
+		if plans, err := d.Pricing.BatteryPlansOfSite(r.Context(), pv.Site); err != nil {
+			d.Log.Error(err, "reading the household's battery plans")
+		} else {
+			v.BatteryPlans = batteryPlans(plans)
 		}
 	}
 	v.SetupFirst = pv.SetupFirst

@@ -322,6 +322,10 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"POST /entities/asset/{asset_id}/event/tariff-update": {role: flexv1.RoleEntityWrite, scoped: true,
 				body: jsonBody(map[string]any{"tariff": map[string]any{"off_peak_times": "00:00-07:00", "timezone": "Europe/London"}})},
 			"GET /entities/asset/{asset_id}/intent": {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
+			// A's asset is a charger: the battery schedule tells an allowed caller 404 as it tells
+			// a battery of a site not enrolled (the schedule itself: battery_schedule_test.go).
+			"GET /entities/asset/{asset_id}/battery-schedule": {role: flexv1.RoleEntityRead, scoped: true, body: noBody,
+				success: http.StatusNotFound},
 			// The dispatch callback: the same status again is 200, so every allowed cell may send it.
 			"POST /entities/asset/{asset_id}/callback/{event_id}": {role: flexv1.RoleEntityWrite, scoped: true,
 				body: jsonBody(map[string]any{"timestamp": "2026-11-27T12:00:00Z", "status": "EXECUTED"})},

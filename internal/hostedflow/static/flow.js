@@ -394,6 +394,7 @@
       : r.days_until_minimum_wait_time_met > 0 ? "You can withdraw in " + r.days_until_minimum_wait_time_met + " days, once your balance is at least " + pounds(r.info.minimum_withdrawal_threshold_pence) + "."
       : "You can withdraw once your balance is at least " + pounds(r.info.minimum_withdrawal_threshold_pence) + ".";
     showFlexEvents(r.flex_events || []);
+    showBatteryPlans(r.battery_plans || []);
     const tbody = $("#rewards-history tbody");
     tbody.replaceChildren();
     for (const t of r.transactions) {
@@ -441,6 +442,35 @@
       for (const row of ev.rows) {
         const tr = el("tr");
         tr.append(el("td", {}, row.time), el("td", {"class": "amount"}, row.usual), el("td", {"class": "amount"}, row.actual));
+        body.append(tr);
+      }
+      table.append(body);
+      article.append(table);
+      list.append(article);
+    }
+  }
+
+  // Each battery's plan: its sentence, the server's chart (SVG markup the server drew and
+  // escaped, parsed as SVG, never as HTML), and the same steps as a table.
+  function showBatteryPlans(plans) {
+    const list = $("#rewards-battery-list");
+    list.replaceChildren();
+    $("#rewards-battery").hidden = plans.length === 0;
+    for (const plan of plans) {
+      const article = el("article", {"class": "battery-plan"});
+      article.append(el("p", {"class": "battery-sentence"}, plan.sentence));
+      const svg = new DOMParser().parseFromString(plan.chart_svg, "image/svg+xml").documentElement;
+      if (svg && svg.localName === "svg") article.append(document.importNode(svg, true));
+      const table = el("table");
+      table.append(el("caption", {}, "What your battery will do, and when"));
+      const head = el("tr");
+      head.append(el("th", {scope: "col"}, "When"), el("th", {scope: "col"}, "What"));
+      table.append(el("thead"));
+      table.tHead.append(head);
+      const body = el("tbody");
+      for (const row of plan.rows) {
+        const tr = el("tr");
+        tr.append(el("td", {}, row.time), el("td", {}, row.action));
         body.append(tr);
       }
       table.append(body);

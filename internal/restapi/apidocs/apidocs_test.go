@@ -46,6 +46,7 @@ var wantRoutes = []Route{
 	{"POST", "/entities/asset/{asset_id}/event/charge-now-deleted"},
 	{"POST", "/entities/asset/{asset_id}/event/tariff-update"},
 	{"GET", "/entities/asset/{asset_id}/intent"},
+	{"GET", "/entities/asset/{asset_id}/battery-schedule"},
 	{"GET", "/entities/site"},
 	{"GET", "/entities/site/{site_id}"},
 	{"POST", "/entities/site/{site_id}/offboard-site-and-assets"},
