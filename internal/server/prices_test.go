@@ -354,6 +354,36 @@ var _ = Describe("Market prices", func() {
 			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(curve))
 		})
 
+		It("reads the market the price_curve Proposition names", Serial, func(ctx SpecContext) {
+			atClock(startOfTheTwelfth.Add(22 * time.Hour))
+			putDay("2027-01-12", 48)
+			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))[0]).To(Equal([2]string{"2027-01-12T22:00:00Z", "144.25"}))
+
+			key := client.ObjectKey{Name: identity.PropositionObjectName(flexv1.PropositionPriceCurve)}
+			pc := &flexv1.Proposition{}
+			Expect(k8sClient.Get(ctx, key, pc)).To(Succeed())
+			previous := pc.Spec.Market
+			pc.Spec.Market = "uk_day_ahead"
+			Expect(k8sClient.Update(ctx, pc)).To(Succeed())
+			DeferCleanup(func(ctx SpecContext) {
+				Eventually(func() error {
+					pc := &flexv1.Proposition{}
+					if err := k8sClient.Get(ctx, key, pc); err != nil {
+						return err
+					}
+					pc.Spec.Market = previous
+					return k8sClient.Update(ctx, pc)
+				}).Should(Succeed())
+			})
+			By("the curve is the named market's: nothing declared there yet")
+			Eventually(func() [][2]string { return curvePrices(mustCall("GET", curveOf(siteID), tok, nil)) }).
+				Should(Equal([][2]string{{"2027-01-12T22:00:00Z", "null"}, {"2027-01-12T22:30:00Z", "null"}}))
+			status, resp := call("PUT", "/market-prices/uk_day_ahead/2027-01-12", tok, dayPrices("2027-01-12", 48, pence))
+			Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+			Expect(curvePrices(mustCall("GET", assetCurveOf(chargerID), tok, nil))).
+				To(Equal([][2]string{{"2027-01-12T22:00:00Z", "44.44"}, {"2027-01-12T22:30:00Z", "45.45"}}))
+		})
+
 		It("is not found for a site not enrolled in price_curve, an unknown or another organisation's site or asset", func(ctx SpecContext) {
 			atClock(tenth)
 			for _, p := range []string{curveOf(otherSiteID), assetCurveOf(otherAsset), curveOf(uuid.NewString()), assetCurveOf(uuid.NewString())} {
