@@ -165,3 +165,15 @@ func TestDemoNamespaceAsTheSampleDeclaresIt(t *testing.T) {
 		t.Errorf("demo namespace's last-applied: %q, want %q", got, want)
 	}
 }
+
+// An API client may hold every role: the demo organisation's does. The CRD once bounded roles
+// at 7 when prices_write made them 8, and the API server refused the demo's client.
+func TestAnAPIClientHoldsEveryRole(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t)
+	org := bootstrap.DemoOrganisation("every-role-password")
+	org.Namespace, org.Username = "every-role", "every-role"
+	if err := bootstrap.EnsureOrganisation(ctx, c, org); err != nil {
+		t.Fatalf("an API client with all %d roles: %v", len(flexv1.Roles), err)
+	}
+}

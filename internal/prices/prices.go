@@ -32,6 +32,10 @@ import (
 // HalfHour is a settlement period's length.
 const HalfHour = 30 * time.Minute
 
+// MaxPeriods is the most settlement periods a day has (the day the clocks go back): a
+// declaration longer than that is refused before any of it is read.
+const MaxPeriods = 50
+
 // London is UK local time, the zone of the days and of the curve's 23:00.
 var London = settlement.London
 

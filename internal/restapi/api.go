@@ -122,6 +122,7 @@ func (a *API) Routes() []web.Route {
 	assetPair := assetPairHandler(org(a.getAssetByExternalID, read), map[string]http.Handler{
 		"intent":           org(a.latestIntent, read),
 		"battery-schedule": org(a.batterySchedule, read),
+		"price-curve":      org(a.assetPriceCurve, read),
 	})
 	return []web.Route{
 		{Method: "GET", Path: "/healthz", Handler: http.HandlerFunc(healthz)},
@@ -142,6 +143,7 @@ func (a *API) Routes() []web.Route {
 		{Method: "POST", Path: "/entities/site/{site_id}/offboard-site-and-assets", Handler: org(a.offboard, write)},
 		{Method: "GET", Path: "/entities/site/{site_id}/eligibility", Handler: orgOrUser(a.eligibility, read)},
 		{Method: "GET", Path: "/entities/site/{site_id}/flex-events", Handler: org(a.siteFlexEvents, read)},
+		{Method: "GET", Path: "/entities/site/{site_id}/price-curve", Handler: org(a.sitePriceCurve, read)},
 		{Method: "POST", Path: "/entities/site/{site_id}/enrol", Handler: orgOrUser(a.enrol, write)},
 		{Method: "POST", Path: "/entities/site/{site_id}/unenrol", Handler: orgOrUser(a.unenrol, write)},
 		{Method: "POST", Path: "/entities/site/{site_id}/meter-consent", Handler: orgOrUser(a.meterConsent, write)},
@@ -172,8 +174,12 @@ func (a *API) Routes() []web.Route {
 		{Method: "POST", Path: assetEventRoute + "/tariff-update", Handler: org(a.assetEventHandler("/tariff-update"), write)},
 		{Method: "GET", Path: assetByID + "/intent", Handler: assetPair, Pattern: assetPairPattern},
 		{Method: "GET", Path: assetByID + "/battery-schedule", Handler: assetPair, Pattern: assetPairPattern},
+		{Method: "GET", Path: assetByID + "/price-curve", Handler: assetPair, Pattern: assetPairPattern},
 		{Method: "POST", Path: assetByID + "/callback/{event_id}", Handler: org(a.dispatchCallback, write)},
 		{Method: "GET", Path: "/examples/dispatch-event", Handler: http.HandlerFunc(a.exampleDispatchEvent)},
+		// Market prices (spec/dispatch.md, "Prices").
+		{Method: "PUT", Path: marketPricesRoute, Handler: org(a.putMarketPrices, flexv1.RolePricesWrite)},
+		{Method: "GET", Path: marketPricesRoute, Handler: org(a.getMarketPrices, read)},
 
 		{Method: "POST", Path: "/validation/mpan", Handler: org(validateMPAN)},
 

@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/bootstrap"
@@ -88,12 +89,13 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		withdrawalID       string
 		flexEventID        string
 		dispatchID         string
+		pricesCharger      string   // the MPAN site's charger, whose site is on price_curve
 		secretsOfA         []string // what another organisation must never see
 	)
 
 	BeforeAll(func(ctx SpecContext) {
 		every := []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents,
-			flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin, flexv1.RoleFlexEventsWrite}
+			flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin, flexv1.RoleFlexEventsWrite, flexv1.RolePricesWrite}
 		a, b = newOrg(ctx, every...), newOrg(ctx, every...)
 		tokA, tokB = a.token(), b.token()
 
@@ -140,6 +142,16 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		dispatchID = dispatch.EventID(a.Namespace, flexEventID, assetID).String()
 		mpanAssets := mustCall("GET", "/entities/site/"+mpanSiteID, tokA, nil)["asset_ids"].([]any)
+		// The MPAN site is on price_curve too, so that its price curves exist for A (another
+		// organisation's 404 is then the organisation's, not the enrolment's), and A has
+		// declared a day of the matrix's market.
+		mustCall("POST", "/entities/site/"+mpanSiteID+"/enrol", tokA, map[string]any{"proposition": "price_curve"})
+		entityWaitActive(ctx, client.ObjectKey{Namespace: a.Namespace,
+			Name: identity.EnrolmentName(identity.SiteNameForMPAN("1200000000011"), flexv1.PropositionPriceCurve)})
+		pricesCharger = mustCall("GET", "/entities/asset/external-id/charger-1200000000011", tokA, nil)["id"].(string)
+		Expect(mustCall("GET", "/entities/site/"+mpanSiteID+"/price-curve", tokA, nil)).To(HaveKey("half_hourly_traded_prices"))
+		status, declared := call("PUT", "/market-prices/matrix/2027-01-10", tokA, dayPrices("2027-01-10", 48, pence))
+		Expect(status).To(Equal(http.StatusCreated), "%s", declared)
 		secretsOfA = make([]string, 0, 8+len(mpanAssets))
 		secretsOfA = append(secretsOfA, siteID, otherUserSiteID, mpanSiteID, assetID, extID, "1200000000011", "charger-1200000000011", subID)
 		for _, id := range mpanAssets {
@@ -329,6 +341,17 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			// The dispatch callback: the same status again is 200, so every allowed cell may send it.
 			"POST /entities/asset/{asset_id}/callback/{event_id}": {role: flexv1.RoleEntityWrite, scoped: true,
 				body: jsonBody(map[string]any{"timestamp": "2026-11-27T12:00:00Z", "status": "EXECUTED"})},
+
+			// Market prices: another organisation declares a day of its own (once: 201) and does
+			// not find A's; the price curves of A's site on price_curve, and of its charger.
+			"PUT /market-prices/{market}/{date}": {role: flexv1.RolePricesWrite, success: http.StatusCreated,
+				path: "/market-prices/matrix/2027-01-11", body: jsonBody(dayPrices("2027-01-11", 48, pence))},
+			"GET /market-prices/{market}/{date}": {role: flexv1.RoleEntityRead, scoped: true,
+				path: "/market-prices/matrix/2027-01-10", body: noBody},
+			"GET /entities/site/{site_id}/price-curve": {role: flexv1.RoleEntityRead, scoped: true,
+				path: "/entities/site/" + mpanSiteID + "/price-curve", body: noBody},
+			"GET /entities/asset/{asset_id}/price-curve": {role: flexv1.RoleEntityRead, scoped: true,
+				path: "/entities/asset/" + pricesCharger + "/price-curve", body: noBody},
 		}
 		public := map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /openapi.json": true, "GET /docs": true,
 			"POST /auth/token-form": true, "GET /hosted/flow": true, "GET /hosted/flow.js": true, "GET /hosted/flow.css": true,

@@ -155,7 +155,7 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 	BeforeAll(func(ctx SpecContext) {
 		c = servedContract()
 		o = newOrg(ctx, flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents,
-			flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin, flexv1.RoleFlexEventsWrite)
+			flexv1.RoleRewardsWrite, flexv1.RoleRewardsAdmin, flexv1.RoleFlexEventsWrite, flexv1.RolePricesWrite)
 		tok = o.token()
 		home.mpan, legacy.mpan = validMPAN(7001), validMPAN(7002)
 	})
@@ -466,6 +466,22 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		c.call("POST", "/entities/asset/"+charger+"/callback/"+id, tok, map[string]any{"timestamp": "2026-11-27T12:00:00Z",
 			"status": "ACCEPTED"})
 		c.call("GET", "/examples/dispatch-event", "", nil)
+	})
+
+	It("answers the market prices and the price curves as documented", func(ctx SpecContext) {
+		needDatabase()
+		status, created := call("PUT", "/market-prices/conformance/2027-01-12", tok, dayPrices("2027-01-12", 48, pence))
+		Expect(status).To(Equal(http.StatusCreated), "%s", created)
+		c.call("PUT", "/market-prices/conformance/2027-01-12", tok, dayPrices("2027-01-12", 48, pence))
+		c.call("GET", "/market-prices/conformance/2027-01-12", tok, nil)
+		// A site on price_curve: its curve's periods are null (nothing declared for its market
+		// today), which the document must allow.
+		mpan := validMPAN(7036)
+		answer := mustCall("POST", "/entities/site/onboard", tok, household(mpan, func(b map[string]any) { b["proposition"] = "price_curve" }))
+		entityWaitActive(ctx, client.ObjectKey{Namespace: o.Namespace,
+			Name: identity.EnrolmentName(identity.SiteNameForMPAN(mpan), flexv1.PropositionPriceCurve)})
+		c.call("GET", "/entities/site/"+entitySiteID(answer)+"/price-curve", tok, nil)
+		c.call("GET", "/entities/asset/"+entityAssetIDs(answer)[0].(string)+"/price-curve", tok, nil)
 	})
 
 	It("has checked an answer of every documented operation", func() {

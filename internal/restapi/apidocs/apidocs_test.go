@@ -94,6 +94,10 @@ var wantRoutes = []Route{
 	{"GET", "/entities/site/{site_id}/flex-events"},
 	{"POST", "/entities/asset/{asset_id}/callback/{event_id}"},
 	{"GET", "/examples/dispatch-event"},
+	{"GET", "/entities/site/{site_id}/price-curve"},
+	{"GET", "/entities/asset/{asset_id}/price-curve"},
+	{"PUT", "/market-prices/{market}/{date}"},
+	{"GET", "/market-prices/{market}/{date}"},
 }
 
 type operation struct {
