@@ -169,9 +169,11 @@ func (a *API) Routes() []web.Route {
 		{Method: "POST", Path: assetEventRoute + "/charge-now", Handler: org(a.assetEventHandler("/charge-now"), write)},
 		{Method: "POST", Path: assetEventRoute + "/charge-now-deleted", Handler: org(a.assetEventHandler("/charge-now-deleted"), write)},
 		{Method: "POST", Path: assetEventRoute + "/tariff-update", Handler: org(a.assetEventHandler("/tariff-update"), write)},
+		{Method: "POST", Path: assetEventRoute + "/plug-in-schedule", Handler: org(a.plugInSchedule, write)},
 		{Method: "GET", Path: assetByID + "/intent", Handler: assetPair, Pattern: assetPairPattern},
 		{Method: "POST", Path: assetByID + "/callback/{event_id}", Handler: org(a.dispatchCallback, write)},
-		{Method: "GET", Path: "/examples/dispatch-event", Handler: http.HandlerFunc(a.exampleDispatchEvent)},
+		{Method: "GET", Path: "/examples/dispatch-event", Handler: org(a.exampleDispatchEvent)},
+		{Method: "GET", Path: "/examples/ocpp-charging-profile", Handler: org(a.exampleChargingProfile)},
 
 		{Method: "POST", Path: "/validation/mpan", Handler: org(validateMPAN)},
 

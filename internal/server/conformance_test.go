@@ -465,7 +465,7 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		id := dispatch.EventID(o.Namespace, "conformance-event", charger).String()
 		c.call("POST", "/entities/asset/"+charger+"/callback/"+id, tok, map[string]any{"timestamp": "2026-11-27T12:00:00Z",
 			"status": "ACCEPTED"})
-		c.call("GET", "/examples/dispatch-event", "", nil)
+		c.call("GET", "/examples/dispatch-event", tok, nil)
 	})
 
 	It("has checked an answer of every documented operation", func() {
