@@ -116,17 +116,19 @@ type view struct {
 	HideTransactions bool
 	Transactions     []transactionView
 	FlexEvents       []flexchart.Event
-	SetupFirst       bool
-	TwoFactor        bool
-	Verified         bool
-	CodeSent         bool
-	Email            string // masked
-	CannotSendCode   string
-	Bank             *bankView
-	Values           map[string]string
-	Errors           map[string]string
-	Alert            string
-	Flash            string
+	// ChargingWindows say when the household's car will charge (price_curve households).
+	ChargingWindows []string
+	SetupFirst      bool
+	TwoFactor       bool
+	Verified        bool
+	CodeSent        bool
+	Email           string // masked
+	CannotSendCode  string
+	Bank            *bankView
+	Values          map[string]string
+	Errors          map[string]string
+	Alert           string
+	Flash           string
 	// Message is the whole page when there is no session (a used or expired link).
 	Message string
 }
@@ -333,6 +335,14 @@ func (d *Door) show(w http.ResponseWriter, r *http.Request, sess *rewards.Sessio
 			d.Log.Error(err, "reading the household's flex events")
 		} else {
 			v.FlexEvents = flexchart.Of(evs.Events)
+		}
+	}
+	if d.Pricing != nil {
+		// A view of the kept schedules: a database that does not answer leaves it out.
+		if windows, err := d.Pricing.ChargingWindows(r.Context(), pv.Site); err != nil {
+			d.Log.Error(err, "reading the household's charging windows")
+		} else {
+			v.ChargingWindows = windows
 		}
 	}
 	v.SetupFirst = pv.SetupFirst

@@ -17,6 +17,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/dispatch"
 	"github.com/flexsite/flexsite/internal/evschedule"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/ocpp"
 	"github.com/flexsite/flexsite/internal/prices"
 	"github.com/flexsite/flexsite/internal/schedulestore"
@@ -300,4 +301,41 @@ func scheduleOf(e schedulestore.EVSchedule) evschedule.Schedule {
 		out.Blocks[i] = evschedule.Block{Start: b.Start, End: b.End}
 	}
 	return out
+}
+
+// ChargingWindows are the sentences the household's pages show of its car's next charging
+// window (household.ChargingWindowSentence), one per charger or EV with an answered plug-in
+// schedule still to come, for a site (already found for its caller) actively enrolled in
+// price_curve; none otherwise.
+func (s *Service) ChargingWindows(ctx context.Context, site *flexv1.Site) ([]string, error) {
+	ok, err := s.activelyEnrolled(ctx, site, flexv1.PropositionPriceCurve)
+	if err != nil || !ok {
+		return nil, err
+	}
+	now := s.Now()
+	answers, err := s.Schedules.LatestOfSite(ctx, site.Namespace, site.Labels[flexv1.IDLabel], now)
+	if err != nil {
+		return nil, s.failed(err)
+	}
+	var out []string
+	for _, a := range answers {
+		blocks := make([]household.ChargingBlock, len(a.Blocks))
+		for i, b := range a.Blocks {
+			blocks[i] = household.ChargingBlock{Start: b.Start, End: b.End}
+		}
+		if sentence := household.ChargingWindowSentence(blocks, a.Changed, now); sentence != "" {
+			out = append(out, sentence)
+		}
+	}
+	return out, nil
+}
+
+// ChargingWindowsForSite is ChargingWindows for the caller's site with API id siteID (an end
+// user's own site, as the hosted flow asks).
+func (s *Service) ChargingWindowsForSite(ctx context.Context, p *auth.Principal, siteID string) ([]string, error) {
+	site, err := s.Households.SiteToRead(ctx, p, siteID)
+	if err != nil {
+		return nil, err
+	}
+	return s.ChargingWindows(ctx, site)
 }
