@@ -14,7 +14,7 @@ type ChargingBlock struct{ Start, End time.Time }
 // latest plug-in schedule answer still to come at now (a block under way counts; ended ones do
 // not): "Your car will charge 01:00–04:30, when energy is cheapest". Times are UK local; several
 // blocks are joined with commas and "and"; the first block of a later day than now's says
-// "tomorrow" (or "on Monday" beyond). cheapest is whether Flexsite chose the blocks (false when
+// "tomorrow" (within the week "on Monday", beyond "on 2 January"). cheapest is whether Flexsite chose the blocks (false when
 // the request came back unchanged: then the sentence makes no claim about price). "" when no
 // block is still to come.
 func ChargingWindowSentence(blocks []ChargingBlock, cheapest bool, now time.Time) string {
@@ -32,8 +32,10 @@ func ChargingWindowSentence(blocks []ChargingBlock, cheapest bool, now time.Time
 			switch {
 			case d.Equal(today.AddDate(0, 0, 1)):
 				text = "tomorrow " + text
-			default:
+			case d.Before(today.AddDate(0, 0, 7)):
 				text = "on " + s.Format("Monday") + " " + text
+			default: // a weekday alone would name a nearer day
+				text = "on " + s.Format("2 January") + " " + text
 			}
 			lastDay = d
 		}
@@ -52,4 +54,6 @@ func ChargingWindowSentence(blocks []ChargingBlock, cheapest bool, now time.Time
 	return "Your car will charge " + joined
 }
 
-func dayOf(t time.Time) time.Time { return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC) }
+func dayOf(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}

@@ -38,6 +38,8 @@ func TestChargingWindowSentence(t *testing.T) {
 			"Your car will charge tomorrow 01:00–04:30, when energy is cheapest"},
 		{"two days on", []ChargingBlock{b("2027-01-16T01:00:00Z", "2027-01-16T02:00:00Z")}, true, evening,
 			"Your car will charge on Saturday 01:00–02:00, when energy is cheapest"},
+		{"beyond the week", []ChargingBlock{b("2027-01-22T01:00:00Z", "2027-01-22T02:00:00Z")}, true, evening,
+			"Your car will charge on 22 January 01:00–02:00, when energy is cheapest"},
 	}
 	for _, c := range cases {
 		if got := ChargingWindowSentence(c.blocks, c.cheapest, c.now); got != c.want {
