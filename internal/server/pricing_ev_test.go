@@ -60,7 +60,7 @@ var _ = Describe("The EV plug-in schedule", Ordered, func() {
 		// cheapest are 01:00 and 01:30 (£10), then 03:00 (£10, later), then 23:30 (£70).
 		ps := &pricestore.Store{Pool: testDB.Pool}
 		evening := []prices.Price{priced(day1, 22, 0, 100), priced(day1, 22, 30, 90), priced(day1, 23, 0, 80), priced(day1, 23, 30, 70)}
-		var night []prices.Price
+		night := make([]prices.Price, 0, 14)
 		for h := range 7 {
 			for _, m := range []int{0, 30} {
 				pounds := int64(50)

@@ -115,7 +115,8 @@ func CheckRequested(blocks []Block) error {
 // price_curve, or that is no charger or EV, 403 when the site's dispatch methods do not name
 // price_curve, 503 when the database cannot read the inputs or keep the answer (then nothing
 // is answered).
-func (s *Service) PlugInSchedule(ctx context.Context, p *auth.Principal, assetID string, requested []Block) (PlugInScheduleResponse, error) {
+func (s *Service) PlugInSchedule(ctx context.Context, p *auth.Principal, assetID string,
+	requested []Block) (PlugInScheduleResponse, error) {
 	if err := CheckRequested(requested); err != nil {
 		return PlugInScheduleResponse{}, err
 	}
