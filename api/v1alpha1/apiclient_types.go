@@ -77,7 +77,7 @@ type APIClientSpec struct {
 	// taking every role away suspends a client without deleting it.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=7
+	// +kubebuilder:validation:MaxItems=8
 	Roles []Role `json:"roles,omitempty"`
 
 	// consentExempt exempts the client from sending gave_boundary_meter_consent_at on the
