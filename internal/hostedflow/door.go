@@ -484,6 +484,9 @@ type Rewards struct {
 	// markup, escaped and drawn by the server) and its figures; and what the household's
 	// devices did in them, also in events not settled yet (no sentence, no chart then).
 	FlexEvents []FlexEvent `json:"flex_events"`
+	// ChargingWindows say when the household's car will charge (price_curve households); []
+	// when none.
+	ChargingWindows []string `json:"charging_windows"`
 	// BatteryPlans are the plans of the household's batteries while its site is actively
 	// enrolled in full_asset_schedule_control: a sentence, a chart (SVG markup, escaped and
 	// drawn by the server) and its steps; [] otherwise.
@@ -535,6 +538,14 @@ func (d *Door) rewards(r *http.Request, p *auth.Principal) (any, error) {
 	for _, t := range history.Transactions { // newest first, as the REST API orders them
 		out.Transactions = append(out.Transactions, Transaction{Date: household.TransactionDay(t.StartTime, t.SettlementDate),
 			CreditPence: t.CreditPence, Description: household.TransactionWords(string(t.TransactionType), string(t.PaymentStatus))})
+	}
+	out.ChargingWindows = []string{}
+	if d.Pricing != nil {
+		windows, err := d.Pricing.ChargingWindowsForSite(ctx, p, id)
+		if err != nil {
+			return nil, err
+		}
+		out.ChargingWindows = append(out.ChargingWindows, windows...)
 	}
 	out.FlexEvents = []FlexEvent{}
 	if d.FlexEvents != nil {

@@ -57,8 +57,8 @@ func parseEventResponse(f *fields, body map[string]any) (st dispatch.Status, at 
 }
 
 // exampleDispatchEvent is GET /examples/dispatch-event: a filled-in DispatchEvent whose
-// callback URL is on Flexsite's public address. It needs no token (an example reveals
-// nothing).
-func (a *API) exampleDispatchEvent(w http.ResponseWriter, r *http.Request) {
-	web.WriteJSON(w, http.StatusOK, dispatches.Example(a.Now(), web.PublicBase(a.PublicURL, r)))
+// callback URL is on Flexsite's public address. It needs an organisation's token of any role,
+// as prod's (OAuth2PasswordBearer) and as every route but the log-in.
+func (a *API) exampleDispatchEvent(r *http.Request, _ *auth.Principal) (any, error) {
+	return dispatches.Example(a.Now(), web.PublicBase(a.PublicURL, r)), nil
 }

@@ -117,18 +117,20 @@ type view struct {
 	HideTransactions bool
 	Transactions     []transactionView
 	FlexEvents       []flexchart.Event
-	BatteryPlans     []batterychart.Plan
-	SetupFirst       bool
-	TwoFactor        bool
-	Verified         bool
-	CodeSent         bool
-	Email            string // masked
-	CannotSendCode   string
-	Bank             *bankView
-	Values           map[string]string
-	Errors           map[string]string
-	Alert            string
-	Flash            string
+	// ChargingWindows say when the household's car will charge (price_curve households).
+	ChargingWindows []string
+	BatteryPlans    []batterychart.Plan
+	SetupFirst      bool
+	TwoFactor       bool
+	Verified        bool
+	CodeSent        bool
+	Email           string // masked
+	CannotSendCode  string
+	Bank            *bankView
+	Values          map[string]string
+	Errors          map[string]string
+	Alert           string
+	Flash           string
 	// Message is the whole page when there is no session (a used or expired link).
 	Message string
 }
@@ -344,6 +346,12 @@ func (d *Door) show(w http.ResponseWriter, r *http.Request, sess *rewards.Sessio
 			d.Log.Error(err, "reading the household's battery plans")
 		} else {
 			v.BatteryPlans = batteryPlans(plans)
+		}
+		// A view of the kept schedules: a database that does not answer leaves it out.
+		if windows, err := d.Pricing.ChargingWindows(r.Context(), pv.Site); err != nil {
+			d.Log.Error(err, "reading the household's charging windows")
+		} else {
+			v.ChargingWindows = windows
 		}
 	}
 	v.SetupFirst = pv.SetupFirst

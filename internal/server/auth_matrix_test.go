@@ -352,6 +352,15 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 				path: "/entities/site/" + mpanSiteID + "/price-curve", body: noBody},
 			"GET /entities/asset/{asset_id}/price-curve": {role: flexv1.RoleEntityRead, scoped: true,
 				path: "/entities/asset/" + pricesCharger + "/price-curve", body: noBody},
+			// The matrix's site is not on price_curve: an allowed caller passes authorisation and
+			// meets the 404 of a charger not on the proposition (pricing_ev_test.go answers
+			// schedules); another organisation meets the same 404, never a 403.
+			"POST /entities/asset/{asset_id}/event/plug-in-schedule": {role: flexv1.RoleEntityWrite, scoped: true,
+				success: http.StatusNotFound, body: jsonBody(map[string]any{"charging_schedule": []any{map[string]any{
+					"start_timestamp": "2026-11-28T01:00:00Z", "end_timestamp": "2026-11-28T02:00:00Z"}}})},
+			// Prod's examples need an organisation's token of any role (OAuth2PasswordBearer).
+			"GET /examples/dispatch-event":        {body: noBody},
+			"GET /examples/ocpp-charging-profile": {body: noBody},
 		}
 		public := map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /openapi.json": true, "GET /docs": true,
 			"POST /auth/token-form": true, "GET /hosted/flow": true, "GET /hosted/flow.js": true, "GET /hosted/flow.css": true,
@@ -361,9 +370,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"POST /hosted/rewards/verify": true, "POST /hosted/rewards/bank": true, "POST /hosted/rewards/withdraw": true,
 			"POST /hosted/rewards/finish": true,
 			// The provider sends the household's browser back: the state is the proof, no token.
-			"GET /oauth/callback": true,
-			// An example reveals nothing: prod's examples need no token.
-			"GET /examples/dispatch-event": true}
+			"GET /oauth/callback": true}
 		concrete := strings.NewReplacer("{site_id}", siteID, "{asset_id}", assetID, "{external_id}", extID,
 			"{subscription_id}", subID, "{provider}", deviceProviderName, "{transaction_id}", withdrawalID, "{id}", flexEventID,
 			"{event_id}", dispatchID)

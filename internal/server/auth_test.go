@@ -374,9 +374,6 @@ var _ = Describe("Authentication: bearer tokens", func() {
 		"POST /hosted/rewards/finish": true,
 		// The OAuth callback: the provider sends the household's browser back; the state is the proof.
 		"GET /oauth/callback": true,
-		// A filled-in DispatchEvent, for asset controllers' developers: no token, as prod
-		// (spec/dispatch.md); it reads and names nothing of any organisation.
-		"GET /examples/dispatch-event": true,
 	}
 	concrete := strings.NewReplacer("{site_id}", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e",
 		"{asset_id}", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e", "{external_id}", "charger-1")

@@ -465,7 +465,24 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		id := dispatch.EventID(o.Namespace, "conformance-event", charger).String()
 		c.call("POST", "/entities/asset/"+charger+"/callback/"+id, tok, map[string]any{"timestamp": "2026-11-27T12:00:00Z",
 			"status": "ACCEPTED"})
-		c.call("GET", "/examples/dispatch-event", "", nil)
+		c.call("GET", "/examples/dispatch-event", tok, nil)
+	})
+
+	It("answers the EV schedule endpoints as documented", func(ctx SpecContext) {
+		mpan := validMPAN(7036)
+		site := mustCall("POST", "/entities/site/onboard", tok, household(mpan, func(b map[string]any) {
+			b["proposition"] = "price_curve"
+		}))["site"].(map[string]any)["site_id"].(string)
+		mustCall("POST", "/entities/site/"+site+"/dispatch-consent", tok, map[string]any{"dispatch_methods": []any{"limited_pause"}})
+		charger := mustCall("GET", "/entities/asset/external-id/charger-"+mpan, tok, nil)["id"].(string)
+		body := map[string]any{"charging_schedule": []any{map[string]any{
+			"start_timestamp": "2027-03-01T01:00:00Z", "end_timestamp": "2027-03-01T02:00:00Z"}}}
+		path := "/entities/asset/" + charger + "/event/plug-in-schedule"
+		// The enrolment becomes active and the consent reaches the cache: then it is answered.
+		Eventually(func() int { status, _ := call("POST", path, tok, body); return status }).Should(Equal(http.StatusOK))
+		c.call("POST", path, tok, body)
+		c.call("GET", "/examples/ocpp-charging-profile", tok, nil)
+		c.call("GET", "/examples/ocpp-charging-profile?asset_id="+charger, tok, nil)
 	})
 
 	It("answers the market prices and the price curves as documented", func(ctx SpecContext) {

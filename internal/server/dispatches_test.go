@@ -256,8 +256,11 @@ var _ = Describe("Dispatch callbacks", Ordered, func() {
 		}
 	})
 
-	It("answers the example DispatchEvent without a token, valid against prod's DispatchEvent schema", func() {
+	It("answers the example DispatchEvent to an organisation's token (401 without), valid against prod's DispatchEvent schema", func() {
 		status, body, err := testenv.Call(apiServer.URL, "GET", "/examples/dispatch-event", "", nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(status).To(Equal(http.StatusUnauthorized), "%s", body)
+		status, body, err = testenv.Call(apiServer.URL, "GET", "/examples/dispatch-event", readOnly, nil)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusOK), "%s", body)
 		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(apidocs.Document()))

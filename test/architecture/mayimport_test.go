@@ -55,7 +55,7 @@ var packageMap = []row{
 		"internal/auth", "internal/index", "internal/householdstore", "internal/db", "internal/dispatchstore",
 		"internal/asseteventstore"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/app/pricing"}, may: join(apiTypes, pureRules, []string{"internal/app",
-		"internal/auth", "internal/index", "internal/householdstore", "internal/db", "internal/pricestore",
+		"internal/auth", "internal/index", "internal/household", "internal/householdstore", "internal/db", "internal/pricestore",
 		"internal/schedulestore", "internal/dispatchstore", "internal/asseteventstore"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/app/devices"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/auth",
 		"internal/deviceauth", "internal/index"}), except: []string{"internal/app/"}},

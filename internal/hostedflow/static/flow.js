@@ -393,6 +393,7 @@
     $("#rewards-withdraw").textContent = r.info.can_withdraw ? "You can withdraw your balance now."
       : r.days_until_minimum_wait_time_met > 0 ? "You can withdraw in " + r.days_until_minimum_wait_time_met + " days, once your balance is at least " + pounds(r.info.minimum_withdrawal_threshold_pence) + "."
       : "You can withdraw once your balance is at least " + pounds(r.info.minimum_withdrawal_threshold_pence) + ".";
+    showChargingWindows(r.charging_windows || []);
     showFlexEvents(r.flex_events || []);
     showBatteryPlans(r.battery_plans || []);
     const tbody = $("#rewards-history tbody");
@@ -407,6 +408,14 @@
       tr.append(el("td", {colspan: "3"}, "No rewards yet."));
       tbody.append(tr);
     }
+  }
+
+  // When the household's car will charge: one sentence per car, the server's words.
+  function showChargingWindows(windows) {
+    const list = $("#rewards-charging");
+    list.replaceChildren();
+    list.hidden = windows.length === 0;
+    for (const w of windows) list.append(el("p", {"class": "charging-window"}, w));
   }
 
   // Each flex event: its sentence, what the household's devices did, the server's chart (SVG

@@ -98,6 +98,8 @@ var wantRoutes = []Route{
 	{"GET", "/entities/asset/{asset_id}/price-curve"},
 	{"PUT", "/market-prices/{market}/{date}"},
 	{"GET", "/market-prices/{market}/{date}"},
+	{"POST", "/entities/asset/{asset_id}/event/plug-in-schedule"},
+	{"GET", "/examples/ocpp-charging-profile"},
 }
 
 type operation struct {
@@ -193,7 +195,7 @@ func TestOperationResponses(t *testing.T) {
 				t.Errorf("%s needs auth but documents no 401", name)
 			}
 			public := p == "/auth/token-form" || p == "/healthz" || p == "/readyz" || p == "/openapi.json" || p == "/docs" ||
-				strings.HasPrefix(p, "/hosted/flow") || p == "/oauth/callback" || strings.HasPrefix(p, "/examples/")
+				strings.HasPrefix(p, "/hosted/flow") || p == "/oauth/callback"
 			// The hosted rewards page takes no bearer token: its one-time link and session
 			// cookie are its authentication, and it answers HTML (a bad code is a 404 page).
 			if strings.HasPrefix(p, "/hosted/rewards") {

@@ -1,0 +1,73 @@
+package restapi
+
+import (
+	"net/http"
+
+	"github.com/flexsite/flexsite/internal/app/pricing"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/validation"
+)
+
+// plugInSchedule is POST /entities/asset/{asset_id}/event/plug-in-schedule (prod's
+// PlugInScheduleEventRequest): each block's timestamps are read as instants (RFC 3339 with a
+// zone, 422 at the field otherwise); the use case checks the schedule's shape and answers it.
+func (a *API) plugInSchedule(r *http.Request, p *auth.Principal) (any, error) {
+	var id string
+	var blocks []pricing.Block
+	err := readBody(r, func(f *fields, body map[string]any) {
+		id = f.UUIDParam(r, "asset_id")
+		items, ok := f.Array(body, []any{"body"}, "charging_schedule", true)
+		if !ok {
+			return
+		}
+		if len(items) > pricing.MaxScheduleBlocks {
+			blocks = make([]pricing.Block, len(items)) // the use case refuses the count
+			return
+		}
+		for i, item := range items {
+			loc := []any{"body", "charging_schedule", i}
+			obj, ok := item.(map[string]any)
+			if !ok {
+				f.Add("Input should be a valid dictionary or object to extract fields from", "model_attributes_type", loc)
+				continue
+			}
+			var b pricing.Block
+			if raw, ok := f.Str(obj, loc, "start_timestamp", true); ok {
+				if t, err := validation.ParseAwareTimestamp(raw); err != nil {
+					f.AddValidation(err, at(loc, "start_timestamp"))
+				} else {
+					b.Start = t
+				}
+			}
+			if raw, ok := f.Str(obj, loc, "end_timestamp", true); ok {
+				if t, err := validation.ParseAwareTimestamp(raw); err != nil {
+					f.AddValidation(err, at(loc, "end_timestamp"))
+				} else {
+					b.End = t
+				}
+			}
+			blocks = append(blocks, b)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a.Pricing.PlugInSchedule(r.Context(), p, id, blocks)
+}
+
+// exampleChargingProfile is GET /examples/ocpp-charging-profile: prod's example
+// SetChargingProfileRequest, or with ?asset_id= (Flexsite's extension) the profile of that
+// asset's latest answered plug-in schedule.
+func (a *API) exampleChargingProfile(r *http.Request, p *auth.Principal) (any, error) {
+	var assetID string
+	if raw := r.URL.Query().Get("asset_id"); raw != "" {
+		id, err := validation.ParseUUID(raw)
+		if err != nil {
+			f := &fields{}
+			f.AddValidation(err, []any{"query", "asset_id"})
+			return nil, f.Err()
+		}
+		assetID = id
+	}
+	return a.Pricing.ChargingProfile(r.Context(), p, assetID)
+}
