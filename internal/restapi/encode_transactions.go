@@ -2,13 +2,12 @@ package restapi
 
 import (
 	"bytes"
-	"encoding/json"
-	"math"
 	"strconv"
 
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/web"
+	"github.com/flexsite/flexsite/internal/web/jsonappend"
 )
 
 // transactionsPage answers GET /rewards/{site_id}/transactions straight from the compact
@@ -51,9 +50,9 @@ func (p transactionsPage) appendTransactionsArray(b []byte) []byte {
 	// Start and end times walk the weeks of the statement; settlement dates walk their own
 	// (a later month): one memo each, so neither makes the other work its date out again
 	// (with one memo, working dates out was a fifth of encoding a page at 10,000 sites).
-	var times, settlements dayMemo
+	var times, settlements jsonappend.DayMemo
 	b = append(b, `{"site_id":`...)
-	b = appendJSONString(b, p.SiteID)
+	b = jsonappend.String(b, p.SiteID)
 	b = append(b, `,"transactions":[`...)
 	for i := p.From; i < p.To; i++ {
 		if i > p.From {
@@ -64,31 +63,31 @@ func (p transactionsPage) appendTransactionsArray(b []byte) []byte {
 		if plain {
 			b = append(l.AppendID(append(b, '"'), i), '"')
 		} else {
-			b = appendJSONString(b, l.ID(i))
+			b = jsonappend.String(b, l.ID(i))
 		}
 		b = append(b, `,"credit_pence":`...)
 		b = strconv.AppendInt(b, tx.CreditPence(), 10)
 		if typ := tx.Type(); typ != "" {
 			b = append(b, `,"transaction_type":`...)
-			b = appendJSONString(b, string(typ))
+			b = jsonappend.String(b, string(typ))
 		}
 		if sec, ok := tx.StartUnix(); ok {
-			b = append(times.appendRFC3339(append(b, `,"start_time":"`...), sec), '"')
+			b = append(times.RFC3339(append(b, `,"start_time":"`...), sec), '"')
 		}
 		if sec, ok := tx.EndUnix(); ok {
-			b = append(times.appendRFC3339(append(b, `,"end_time":"`...), sec), '"')
+			b = append(times.RFC3339(append(b, `,"end_time":"`...), sec), '"')
 		}
 		if day, ok := tx.SettlementDay(); ok {
-			b = append(settlements.appendDay(append(b, `,"settlement_date":"`...), day), '"')
+			b = append(settlements.Day(append(b, `,"settlement_date":"`...), day), '"')
 		} else if d := l.SettlementDate(i); d != "" {
-			b = appendJSONString(append(b, `,"settlement_date":`...), d)
+			b = jsonappend.String(append(b, `,"settlement_date":`...), d)
 		}
 		if wh, ok := tx.FlexWh(); ok {
-			b = appendKilo(append(b, `,"flex_kwh":`...), wh)
+			b = jsonappend.Kilo(append(b, `,"flex_kwh":`...), wh)
 		}
 		if ps := tx.PaymentStatus(); ps != "" {
 			b = append(b, `,"payment_status":`...)
-			b = appendJSONString(b, string(ps))
+			b = jsonappend.String(b, string(ps))
 		}
 		b = append(b, '}')
 	}
@@ -102,7 +101,7 @@ func (p transactionsPage) appendTransactionsArray(b []byte) []byte {
 // holds it to encoding/json byte for byte.
 func appendTransactions(b []byte, r *TransactionsResponse) []byte {
 	b = append(b, `{"site_id":`...)
-	b = appendJSONString(b, r.SiteID)
+	b = jsonappend.String(b, r.SiteID)
 	b = append(b, `,"transactions":`...)
 	if r.Transactions == nil {
 		b = append(b, "null"...)
@@ -125,80 +124,34 @@ func appendTransactions(b []byte, r *TransactionsResponse) []byte {
 
 func appendTransactionRecord(b []byte, t *TransactionRecord) []byte {
 	b = append(b, `{"transaction_id":`...)
-	b = appendJSONString(b, t.TransactionID)
+	b = jsonappend.String(b, t.TransactionID)
 	b = append(b, `,"credit_pence":`...)
 	b = strconv.AppendInt(b, t.CreditPence, 10)
 	if t.TransactionType != "" {
 		b = append(b, `,"transaction_type":`...)
-		b = appendJSONString(b, string(t.TransactionType))
+		b = jsonappend.String(b, string(t.TransactionType))
 	}
 	if t.StartTime != nil {
 		b = append(b, `,"start_time":`...)
-		b = appendJSONString(b, *t.StartTime)
+		b = jsonappend.String(b, *t.StartTime)
 	}
 	if t.EndTime != nil {
 		b = append(b, `,"end_time":`...)
-		b = appendJSONString(b, *t.EndTime)
+		b = jsonappend.String(b, *t.EndTime)
 	}
 	if t.SettlementDate != "" {
 		b = append(b, `,"settlement_date":`...)
-		b = appendJSONString(b, t.SettlementDate)
+		b = jsonappend.String(b, t.SettlementDate)
 	}
 	if t.FlexKWh != nil {
 		b = append(b, `,"flex_kwh":`...)
-		b = appendJSONFloat(b, *t.FlexKWh)
+		b = jsonappend.Float(b, *t.FlexKWh)
 	}
 	if t.PaymentStatus != "" {
 		b = append(b, `,"payment_status":`...)
-		b = appendJSONString(b, string(t.PaymentStatus))
+		b = jsonappend.String(b, string(t.PaymentStatus))
 	}
 	return append(b, '}')
-}
-
-// appendJSONString quotes s; anything but printable ASCII that needs no escaping (quotes,
-// backslashes, the HTML characters <, > and &, control and non-ASCII bytes) goes through
-// encoding/json, which escapes and repairs it as the Encoder does.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if !plainJSON[s[i]] {
-			quoted, _ := json.Marshal(s) // a string always encodes
-			return append(b, quoted...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-// plainJSON marks the bytes a JSON string holds as they are (HTML-safe, as the Encoder).
-var plainJSON = func() (t [256]bool) {
-	for c := 0x20; c < 0x7f; c++ {
-		t[c] = true
-	}
-	for _, c := range `"\<>&` {
-		t[c] = false
-	}
-	return t
-}()
-
-// appendJSONFloat writes a float64 as encoding/json does (ES6 number formatting).
-func appendJSONFloat(b []byte, f float64) []byte {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return append(b, "null"...) // encoding/json fails here; a ledger cannot hold either
-	}
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		// clean up e-09 to e-9
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b
 }
 
 // transactionsAnswer is a TransactionsResponse written by appendTransactions (web.Appender).

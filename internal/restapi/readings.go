@@ -16,6 +16,7 @@ import (
 	"github.com/flexsite/flexsite/internal/settlement"
 	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/internal/web"
+	"github.com/flexsite/flexsite/internal/web/jsonappend"
 )
 
 // MaxReadingsBodyBytes bounds the body of POST /data/readings, as decompressed. A larger
@@ -62,18 +63,18 @@ func (r ReadingsResponse) AppendJSON(b []byte) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"asset_id":`...)
-		b = appendJSONString(b, x.AssetID)
+		b = jsonappend.String(b, x.AssetID)
 		b = append(b, `,"start_timestamp":`...)
-		b = appendJSONString(b, x.StartTimestamp)
+		b = jsonappend.String(b, x.StartTimestamp)
 		b = append(b, `,"end_timestamp":`...)
-		b = appendJSONString(b, x.EndTimestamp)
+		b = jsonappend.String(b, x.EndTimestamp)
 		b = append(b, `,"label":`...)
-		b = appendJSONString(b, x.Label)
+		b = jsonappend.String(b, x.Label)
 		b = append(b, `,"accepted":`...)
 		b = strconv.AppendBool(b, x.Accepted)
 		if x.Error != "" {
 			b = append(b, `,"error":`...)
-			b = appendJSONString(b, x.Error)
+			b = jsonappend.String(b, x.Error)
 		}
 		b = append(b, '}')
 	}

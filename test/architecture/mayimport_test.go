@@ -67,6 +67,7 @@ var packageMap = []row{
 	{pkgs: []string{"internal/web/flexchart"}, may: join(apiTypes, pureRules, []string{"internal/app/flexevents",
 		"internal/settlementstore", "internal/household"})},
 	{pkgs: []string{"internal/web/batterychart"}, may: join(apiTypes, pureRules, []string{"internal/household"})},
+	{pkgs: []string{"internal/web/jsonappend"}},
 	{pkgs: []string{"internal/web/webtest"}, may: []string{"internal/app", "internal/web"}, except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/restapi"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/web", "internal/auth",
 		"internal/events", "internal/household", "internal/metrics"})},

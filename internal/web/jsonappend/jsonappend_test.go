@@ -1,4 +1,4 @@
-package restapi
+package jsonappend
 
 import (
 	"math"
@@ -17,33 +17,33 @@ func TestFastFormatsMatchTheStandardLibrary(t *testing.T) {
 		secs = append(secs, r.Int64N(2*253402300800)-253402300800)
 	}
 	for _, s := range secs {
-		if got, want := string(appendRFC3339(nil, s)), time.Unix(s, 0).UTC().Format(time.RFC3339); got != want {
-			t.Fatalf("appendRFC3339(%d) = %s, want %s", s, got, want)
+		if got, want := string(RFC3339(nil, s)), time.Unix(s, 0).UTC().Format(time.RFC3339); got != want {
+			t.Fatalf("RFC3339(%d) = %s, want %s", s, got, want)
 		}
 		day := s / 86400
-		if got, want := string(appendDay(nil, day)), time.Unix(day*86400, 0).UTC().Format(time.DateOnly); got != want {
-			t.Fatalf("appendDay(%d) = %s, want %s", day, got, want)
+		if got, want := string(Day(nil, day)), time.Unix(day*86400, 0).UTC().Format(time.DateOnly); got != want {
+			t.Fatalf("Day(%d) = %s, want %s", day, got, want)
 		}
 	}
 	// The memo, fed runs of the same day and jumps between days (and years out of range).
-	var memo dayMemo
+	var memo DayMemo
 	for i, s := range secs {
 		for _, sec := range []int64{s, s + 3600*int64(i%3), s - 1, secs[(i*7)%len(secs)]} {
-			if got, want := string(memo.appendRFC3339(nil, sec)), time.Unix(sec, 0).UTC().Format(time.RFC3339); got != want {
-				t.Fatalf("dayMemo.appendRFC3339(%d) = %s, want %s", sec, got, want)
+			if got, want := string(memo.RFC3339(nil, sec)), time.Unix(sec, 0).UTC().Format(time.RFC3339); got != want {
+				t.Fatalf("DayMemo.RFC3339(%d) = %s, want %s", sec, got, want)
 			}
 			day := sec / 86400
-			if got, want := string(memo.appendDay(nil, day)), time.Unix(day*86400, 0).UTC().Format(time.DateOnly); got != want {
-				t.Fatalf("dayMemo.appendDay(%d) = %s, want %s", day, got, want)
+			if got, want := string(memo.Day(nil, day)), time.Unix(day*86400, 0).UTC().Format(time.DateOnly); got != want {
+				t.Fatalf("DayMemo.Day(%d) = %s, want %s", day, got, want)
 			}
 		}
 	}
 	// Walks of a few days at a time, across months, leap days and years.
-	memo = dayMemo{}
+	memo = DayMemo{}
 	for day := int64(-800); day < 800*365; day += 1 + (day%9+9)%9 {
 		for _, d := range []int64{day, day + 1, day - 3, day + 27} {
-			if got, want := string(memo.appendDay(nil, d)), time.Unix(d*86400, 0).UTC().Format(time.DateOnly); got != want {
-				t.Fatalf("dayMemo.appendDay(%d) = %s, want %s", d, got, want)
+			if got, want := string(memo.Day(nil, d)), time.Unix(d*86400, 0).UTC().Format(time.DateOnly); got != want {
+				t.Fatalf("DayMemo.Day(%d) = %s, want %s", d, got, want)
 			}
 		}
 	}
@@ -54,8 +54,8 @@ func TestFastFormatsMatchTheStandardLibrary(t *testing.T) {
 		whs = append(whs, r.Int64N(2e13)-1e13, r.Int64N(20000)-10000)
 	}
 	for _, wh := range whs {
-		if got, want := string(appendKilo(nil, wh)), string(appendJSONFloat(nil, float64(wh)/1000)); got != want {
-			t.Fatalf("appendKilo(%d) = %s, want %s", wh, got, want)
+		if got, want := string(Kilo(nil, wh)), string(Float(nil, float64(wh)/1000)); got != want {
+			t.Fatalf("Kilo(%d) = %s, want %s", wh, got, want)
 		}
 	}
 }

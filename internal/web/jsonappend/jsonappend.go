@@ -1,14 +1,20 @@
-package restapi
+// Package jsonappend writes the JSON of the hot reads by appending to a byte slice, exactly as
+// encoding/json and time.Format would write it, without their reflection and layout parsing: a
+// page of reward transactions, the readings' verdicts. The tests hold each function to the
+// standard library's output.
+package jsonappend
 
 import (
+	"encoding/json"
+	"math"
 	"strconv"
 	"time"
 )
 
-// appendRFC3339 appends Unix second sec as time.RFC3339 in UTC ("2006-01-02T15:04:05Z"),
+// RFC3339 appends Unix second sec as time.RFC3339 in UTC ("2006-01-02T15:04:05Z"),
 // as t.UTC().AppendFormat(b, time.RFC3339) does, without parsing the layout: a page of
 // transactions writes two per record. Years outside 0000..9999 go through AppendFormat.
-func appendRFC3339(b []byte, sec int64) []byte {
+func RFC3339(b []byte, sec int64) []byte {
 	days, rem := sec/86400, sec%86400
 	if rem < 0 {
 		days, rem = days-1, rem+86400
@@ -27,10 +33,10 @@ func appendClock(b []byte, rem int64) []byte {
 		byte('0'+s/10), byte('0'+s%10), 'Z')
 }
 
-// dayMemo writes what appendRFC3339 and appendDay write, remembering the date of the last
+// DayMemo writes what RFC3339 and Day write, remembering the date of the last
 // day it wrote: a day of the same month is that date moved by the difference, without the
 // calendar arithmetic (civil), which was a tenth of a transactions read's CPU.
-type dayMemo struct {
+type DayMemo struct {
 	day              int64
 	dayOfMonth, days int64 // the last day's day of month, and its month's length
 	text             [len(time.DateOnly)]byte
@@ -38,7 +44,7 @@ type dayMemo struct {
 }
 
 // date is the memo's text for day number day (false outside years 0000..9999).
-func (m *dayMemo) date(day int64) ([]byte, bool) {
+func (m *DayMemo) date(day int64) ([]byte, bool) {
 	if m.set && day != m.day {
 		if d := m.dayOfMonth + day - m.day; d >= 1 && d <= m.days {
 			m.text[8], m.text[9] = byte('0'+d/10), byte('0'+d%10)
@@ -70,28 +76,28 @@ func monthDays(y, mo int64) int64 {
 	return 31
 }
 
-func (m *dayMemo) appendRFC3339(b []byte, sec int64) []byte {
+func (m *DayMemo) RFC3339(b []byte, sec int64) []byte {
 	days, rem := sec/86400, sec%86400
 	if rem < 0 {
 		days, rem = days-1, rem+86400
 	}
 	text, ok := m.date(days)
 	if !ok {
-		return appendRFC3339(b, sec)
+		return RFC3339(b, sec)
 	}
 	return appendClock(append(b, text...), rem)
 }
 
-func (m *dayMemo) appendDay(b []byte, day int64) []byte {
+func (m *DayMemo) Day(b []byte, day int64) []byte {
 	text, ok := m.date(day)
 	if !ok {
-		return appendDay(b, day)
+		return Day(b, day)
 	}
 	return append(b, text...)
 }
 
-// appendDay appends day number day (days since 1970-01-01) as time.DateOnly.
-func appendDay(b []byte, day int64) []byte {
+// Day appends day number day (days since 1970-01-01) as time.DateOnly.
+func Day(b []byte, day int64) []byte {
 	y, m, d := civil(day)
 	if y < 0 || y > 9999 {
 		return time.Unix(day*86400, 0).UTC().AppendFormat(b, time.DateOnly)
@@ -129,13 +135,13 @@ func civil(days int64) (y, m, d int64) {
 	return y, m, d
 }
 
-// appendKilo appends thousandths (Wh as kWh) as encoding/json writes float64(v)/1000: the
+// Kilo appends thousandths (Wh as kWh) as encoding/json writes float64(v)/1000: the
 // decimal itself, trailing zeros dropped. Below 10^12 in magnitude that decimal is the
 // shortest that reads back as the same float64 (floats there are far closer together than
 // 0.001); beyond, strconv decides.
-func appendKilo(b []byte, v int64) []byte {
+func Kilo(b []byte, v int64) []byte {
 	if v <= -1e12 || v >= 1e12 {
-		return appendJSONFloat(b, float64(v)/1000)
+		return Float(b, float64(v)/1000)
 	}
 	if v < 0 {
 		b = append(b, '-')
@@ -152,4 +158,50 @@ func appendKilo(b []byte, v int64) []byte {
 		n--
 	}
 	return append(append(b, '.'), digits[:n]...)
+}
+
+// String quotes s; anything but printable ASCII that needs no escaping (quotes,
+// backslashes, the HTML characters <, > and &, control and non-ASCII bytes) goes through
+// encoding/json, which escapes and repairs it as the Encoder does.
+func String(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if !plainJSON[s[i]] {
+			quoted, _ := json.Marshal(s) // a string always encodes
+			return append(b, quoted...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// plainJSON marks the bytes a JSON string holds as they are (HTML-safe, as the Encoder).
+var plainJSON = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = true
+	}
+	for _, c := range `"\<>&` {
+		t[c] = false
+	}
+	return t
+}()
+
+// Float writes a float64 as encoding/json does (ES6 number formatting).
+func Float(b []byte, f float64) []byte {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return append(b, "null"...) // encoding/json fails here; a ledger cannot hold either
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// clean up e-09 to e-9
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
 }
