@@ -113,8 +113,8 @@ func CheckRequested(blocks []Block) error {
 // internal/evschedule's rule chooses, and keeps the answer: 422 for a request outside
 // CheckRequested, 404 for an asset the caller has not, whose site is not actively enrolled in
 // price_curve, or that is no charger or EV, 403 when the site's dispatch methods do not name
-// price_curve, 503 when the database cannot read the inputs or keep the answer (then nothing
-// is answered).
+// limited_pause (ScheduleConsent), 503 when the database cannot read the inputs or keep the
+// answer (then nothing is answered).
 func (s *Service) PlugInSchedule(ctx context.Context, p *auth.Principal, assetID string,
 	requested []Block) (PlugInScheduleResponse, error) {
 	if err := CheckRequested(requested); err != nil {
