@@ -22,6 +22,7 @@ import (
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/outboxstore"
+	"github.com/flexsite/flexsite/internal/prices"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -493,12 +494,29 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		c.call("GET", "/market-prices/conformance/2027-01-12", tok, nil)
 		// A site on price_curve: its curve's periods are null (nothing declared for its market
 		// today), which the document must allow.
-		mpan := validMPAN(7036)
+		mpan := validMPAN(7037)
 		answer := mustCall("POST", "/entities/site/onboard", tok, household(mpan, func(b map[string]any) { b["proposition"] = "price_curve" }))
 		entityWaitActive(ctx, client.ObjectKey{Namespace: o.Namespace,
 			Name: identity.EnrolmentName(identity.SiteNameForMPAN(mpan), flexv1.PropositionPriceCurve)})
 		c.call("GET", "/entities/site/"+entitySiteID(answer)+"/price-curve", tok, nil)
 		c.call("GET", "/entities/asset/"+entityAssetIDs(answer)[0].(string)+"/price-curve", tok, nil)
+	})
+
+	It("answers the battery schedule as documented", func(ctx SpecContext) {
+		needDatabase()
+		mpan := validMPAN(7038)
+		answer := mustCall("POST", "/entities/site/onboard", tok, household(mpan, func(b map[string]any) {
+			b["proposition"] = "full_asset_schedule_control"
+			b["assets"].([]any)[1].(map[string]any)["properties"] = map[string]any{"power_kw": 5, "capacity_kwh": 5}
+		}))
+		entityWaitActive(ctx, client.ObjectKey{Namespace: o.Namespace,
+			Name: identity.EnrolmentName(identity.SiteNameForMPAN(mpan), flexv1.PropositionFullAssetScheduleControl)})
+		// Tomorrow declared: the horizon runs to tomorrow's 23:00, with priced pairs to plan.
+		tomorrow := prices.Tomorrow(time.Now())
+		status, declared := call("PUT", "/market-prices/full_asset_schedule_control/"+tomorrow.String(), tok,
+			dayPrices(tomorrow.String(), len(tomorrow.Periods()), pence))
+		Expect(status).To(BeElementOf(http.StatusCreated, http.StatusOK), "%s", declared)
+		c.call("GET", "/entities/asset/"+entityAssetIDs(answer)[1].(string)+"/battery-schedule", tok, nil)
 	})
 
 	It("has checked an answer of every documented operation", func() {
