@@ -78,6 +78,25 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 		sized := fmt.Sprintf("%sbytes/%d", trivialURL, n)
 		targets = append(targets, readTarget{sameSizeName(e.name), func(int) string { return sized }, roleTrivial}, e)
 	}
+	results, err := b.measureMirrored(ctx, targets, token)
+	if err != nil {
+		return err
+	}
+	reportReads(rep, endpoints, sizes, results)
+	// Then a CPU profile of the manager under each read load, outside the measured windows
+	// (profiling costs the process some CPU): what a change to the read path starts from.
+	for _, t := range endpoints {
+		if err := b.profileReads(ctx, t, token); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// measureMirrored loads each target in turn for ReadSeconds in all, split over readPasses
+// mirrored passes, and returns each target's timings and the CPU time every process used
+// meanwhile.
+func (b *bench) measureMirrored(ctx context.Context, targets []readTarget, token string) (map[string]*readResult, error) {
 	results := map[string]*readResult{}
 	slot := time.Duration(b.p.ReadSeconds / readPasses * float64(time.Second))
 	for pass := range readPasses {
@@ -89,7 +108,7 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 			cpu0 := b.readCPU()
 			got, err := b.loadReads(ctx, t, token, slot)
 			if err != nil {
-				return fmt.Errorf("%s: %w", t.name, err)
+				return nil, fmt.Errorf("%s: %w", t.name, err)
 			}
 			if results[t.name] == nil {
 				results[t.name] = &readResult{cpu: cpuTimes{}}
@@ -98,15 +117,7 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 			results[t.name].cpu.add(b.readCPU().since(cpu0))
 		}
 	}
-	reportReads(rep, endpoints, sizes, results)
-	// Then a CPU profile of the manager under each read load, outside the measured windows
-	// (profiling costs the process some CPU): what a change to the read path starts from.
-	for _, t := range endpoints {
-		if err := b.profileReads(ctx, t, token); err != nil {
-			return err
-		}
-	}
-	return nil
+	return results, nil
 }
 
 // profileSeconds is how long each read target's CPU profile runs.
