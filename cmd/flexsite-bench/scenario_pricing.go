@@ -365,8 +365,13 @@ func reportPricing(rep *report, endpoints []readTarget, sizes map[string]int, re
 		rep.add(pricingFigures, name+"_server_cpu_us_per_request", cpu, unitCount)
 		rep.add(pricingFigures, sameName+"_server_cpu_us_per_request", sameCPU, unitCount)
 		rep.add(pricingFigures, name+"_vs_same_size_trivial_server_cpu_ratio", ratio(cpu, sameCPU), unitRatio)
-		logf("pricing %s: %.0f/s (p99 %.2f ms, %.0f µs server CPU each) against the trivial handler answering its %d bytes "+
-			"%.0f/s (p99 %.2f ms, %.0f µs)", name, t.rate(), t.percentileMS(99), cpu, sizes[name], same.rate(),
-			same.percentileMS(99), sameCPU)
+		// The database's share: PostgreSQL's CPU time per request (its own processes, not
+		// the manager's), on the same two cores as everything else.
+		rep.add(pricingFigures, name+"_postgres_cpu_us_per_request", serverCPU(name, rolePostgres), unitCount)
+		rep.add(pricingFigures, name+"_bench_client_cpu_us_per_request", serverCPU(name, roleBench), unitCount)
+		rep.add(pricingFigures, sameName+"_bench_client_cpu_us_per_request", serverCPU(sameName, roleBench), unitCount)
+		logf("pricing %s: %.0f/s (p99 %.2f ms, %.0f µs server CPU each, PostgreSQL %.0f µs) against the trivial handler "+
+			"answering its %d bytes %.0f/s (p99 %.2f ms, %.0f µs)", name, t.rate(), t.percentileMS(99), cpu,
+			serverCPU(name, rolePostgres), sizes[name], same.rate(), same.percentileMS(99), sameCPU)
 	}
 }

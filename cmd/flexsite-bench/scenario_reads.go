@@ -95,7 +95,7 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 
 // measureMirrored loads each target in turn for ReadSeconds in all, split over readPasses
 // mirrored passes, and returns each target's timings and the CPU time every process used
-// meanwhile.
+// meanwhile (PostgreSQL's server processes too, as rolePostgres).
 func (b *bench) measureMirrored(ctx context.Context, targets []readTarget, token string) (map[string]*readResult, error) {
 	results := map[string]*readResult{}
 	slot := time.Duration(b.p.ReadSeconds / readPasses * float64(time.Second))
@@ -105,7 +105,7 @@ func (b *bench) measureMirrored(ctx context.Context, targets []readTarget, token
 			if pass%2 == 1 {
 				t = targets[len(targets)-1-j]
 			}
-			cpu0 := b.readCPU()
+			cpu0, pg0 := b.readCPU(), postgresCPU()
 			got, err := b.loadReads(ctx, t, token, slot)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", t.name, err)
@@ -114,7 +114,9 @@ func (b *bench) measureMirrored(ctx context.Context, targets []readTarget, token
 				results[t.name] = &readResult{cpu: cpuTimes{}}
 			}
 			results[t.name].t.merge(got)
-			results[t.name].cpu.add(b.readCPU().since(cpu0))
+			used := b.readCPU().since(cpu0)
+			used[rolePostgres] = postgresCPU() - pg0
+			results[t.name].cpu.add(used)
 		}
 	}
 	return results, nil
