@@ -298,7 +298,7 @@ func (b *bench) organisation(ctx context.Context, ns string, mpanPrefix int) (*o
 	if err := bootstrap.EnsureOrganisation(ctx, b.c, bootstrap.Organisation{
 		Namespace: ns, Username: o.username, Password: o.password,
 		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents,
-			flexv1.RoleFlexEventsWrite},
+			flexv1.RoleFlexEventsWrite, flexv1.RolePricesWrite},
 	}); err != nil {
 		return nil, err
 	}

@@ -20,6 +20,9 @@ const (
 	roleEtcd      = "etcd"
 	roleTrivial   = "trivial"
 	roleBench     = "bench"
+	// rolePostgres is the bench's PostgreSQL: its server's processes, children of the
+	// postmaster (itself the bench's child, "postgres"), which readCPU does not count.
+	rolePostgres = "postgres"
 )
 
 // cpuTimes are CPU time (user + system) by process role: "manager", "kube-apiserver",
@@ -114,4 +117,35 @@ func (c cpuTimes) total() time.Duration {
 		t += d
 	}
 	return t
+}
+
+// postgresCPU is the CPU time of the bench's PostgreSQL's server processes (its connections'
+// backends, the checkpointer, the WAL writer ...): the children of the bench's "postgres"
+// child. A backend that exited meanwhile takes its time with it: the pools keep theirs open.
+func postgresCPU() time.Duration {
+	self := strconv.Itoa(os.Getpid())
+	type proc struct {
+		ppid string
+		comm string
+		cpu  time.Duration
+	}
+	procs := map[string]proc{}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, path := range stats {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		comm, fields, ok := parseStat(string(data))
+		if ok {
+			procs[filepath.Base(filepath.Dir(path))] = proc{ppid: fields[1], comm: comm, cpu: statCPU(fields)}
+		}
+	}
+	var total time.Duration
+	for _, p := range procs {
+		if parent, ok := procs[p.ppid]; ok && parent.ppid == self && parent.comm == "postgres" {
+			total += p.cpu
+		}
+	}
+	return total
 }

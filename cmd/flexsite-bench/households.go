@@ -122,10 +122,15 @@ func batterySpec() flexv1.AssetSpec {
 
 // newEnrolment is an Enrolment in limited_pause as the REST API creates it, with its finalizer.
 func newEnrolment(ns, siteName string) *flexv1.Enrolment {
+	return newEnrolmentIn(ns, siteName, flexv1.PropositionLimitedPause)
+}
+
+// newEnrolmentIn is an Enrolment in prop as the REST API creates it, with its finalizer.
+func newEnrolmentIn(ns, siteName string, prop flexv1.PropositionName) *flexv1.Enrolment {
 	return &flexv1.Enrolment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.EnrolmentName(siteName, flexv1.PropositionLimitedPause),
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.EnrolmentName(siteName, prop),
 			Finalizers: []string{flexv1.Finalizer}},
-		Spec: flexv1.EnrolmentSpec{SiteName: siteName, Proposition: flexv1.PropositionLimitedPause},
+		Spec: flexv1.EnrolmentSpec{SiteName: siteName, Proposition: prop},
 	}
 }
 

@@ -137,6 +137,7 @@ func runScenarios(ctx context.Context, b *bench, rep *report, only string) error
 		{scenarioSettlement, runSettlement},
 		{hostileScenario, runHostile},
 		{scenarioEVSchedule, runEVSchedule},
+		{scenarioPricing, runPricing},
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {

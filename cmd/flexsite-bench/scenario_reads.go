@@ -78,25 +78,9 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 		sized := fmt.Sprintf("%sbytes/%d", trivialURL, n)
 		targets = append(targets, readTarget{sameSizeName(e.name), func(int) string { return sized }, roleTrivial}, e)
 	}
-	results := map[string]*readResult{}
-	slot := time.Duration(b.p.ReadSeconds / readPasses * float64(time.Second))
-	for pass := range readPasses {
-		for j := range targets {
-			t := targets[j]
-			if pass%2 == 1 {
-				t = targets[len(targets)-1-j]
-			}
-			cpu0 := b.readCPU()
-			got, err := b.loadReads(ctx, t, token, slot)
-			if err != nil {
-				return fmt.Errorf("%s: %w", t.name, err)
-			}
-			if results[t.name] == nil {
-				results[t.name] = &readResult{cpu: cpuTimes{}}
-			}
-			results[t.name].t.merge(got)
-			results[t.name].cpu.add(b.readCPU().since(cpu0))
-		}
+	results, err := b.measureMirrored(ctx, targets, token)
+	if err != nil {
+		return err
 	}
 	reportReads(rep, endpoints, sizes, results)
 	// Then a CPU profile of the manager under each read load, outside the measured windows
@@ -107,6 +91,35 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 		}
 	}
 	return nil
+}
+
+// measureMirrored loads each target in turn for ReadSeconds in all, split over readPasses
+// mirrored passes, and returns each target's timings and the CPU time every process used
+// meanwhile (PostgreSQL's server processes too, as rolePostgres).
+func (b *bench) measureMirrored(ctx context.Context, targets []readTarget, token string) (map[string]*readResult, error) {
+	results := map[string]*readResult{}
+	slot := time.Duration(b.p.ReadSeconds / readPasses * float64(time.Second))
+	for pass := range readPasses {
+		for j := range targets {
+			t := targets[j]
+			if pass%2 == 1 {
+				t = targets[len(targets)-1-j]
+			}
+			cpu0, pg0 := b.readCPU(), postgresCPU()
+			got, err := b.loadReads(ctx, t, token, slot)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", t.name, err)
+			}
+			if results[t.name] == nil {
+				results[t.name] = &readResult{cpu: cpuTimes{}}
+			}
+			results[t.name].t.merge(got)
+			used := b.readCPU().since(cpu0)
+			used[rolePostgres] = postgresCPU() - pg0
+			results[t.name].cpu.add(used)
+		}
+	}
+	return results, nil
 }
 
 // profileSeconds is how long each read target's CPU profile runs.
