@@ -81,6 +81,14 @@ var (
 			"until PostgreSQL notifies their site's ledger changed (bounded).",
 	})
 
+	// KeptPriceBytes is the memory the kept market prices and encoded price curves are
+	// counted for (bounded; see internal/app/pricing's pricecache.go).
+	KeptPriceBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "flexsite_pricing_kept_bytes",
+		Help: "Bytes of market prices and encoded price curves the REST API keeps until PostgreSQL " +
+			"notifies their market's prices were declared (bounded).",
+	})
+
 	// TokensIssued counts access tokens issued, by kind.
 	TokensIssued = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "flexsite_tokens_issued_total",
@@ -108,7 +116,7 @@ const (
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(HTTPRequests, HTTPDuration, RateLimited,
-		Onboards, Enrolments, Withdrawals, EligibilityChanges, KeptRewardPageBytes, TokensIssued, LoginFailures)
+		Onboards, Enrolments, Withdrawals, EligibilityChanges, KeptRewardPageBytes, KeptPriceBytes, TokensIssued, LoginFailures)
 	// The series whose label values are known up front start at 0, so that rate() and
 	// increase() see their first event, and a dashboard shows 0 rather than "no data".
 	for _, outcome := range []string{OutcomeEnrolled, OutcomeAlreadyEnrolled} {

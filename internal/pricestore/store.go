@@ -55,7 +55,10 @@ func (s *Store) Put(ctx context.Context, organisation, market string, day prices
 		_, err = tx.Exec(ctx, `INSERT INTO market_prices (organisation, market, day, start_at, price_centi, updated_at, updated_by)
 			SELECT $1, $2, $3::date, s, c, $6, $7 FROM unnest($4::timestamptz[], $5::bigint[]) AS u(s, c)`,
 			organisation, market, day.String(), starts, centis, now, by)
-		return err
+		if err != nil {
+			return err
+		}
+		return notifyChanged(ctx, tx, organisation, market)
 	})
 	return replaced, s.classify(err)
 }

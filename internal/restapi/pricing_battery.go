@@ -13,5 +13,9 @@ func (a *API) batterySchedule(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.Pricing.BatterySchedule(r.Context(), p, id)
+	answer, err := a.Pricing.BatterySchedule(r.Context(), p, id)
+	if err != nil {
+		return nil, err
+	}
+	return batteryScheduleAnswer(answer), nil
 }

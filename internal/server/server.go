@@ -131,6 +131,7 @@ type Server struct {
 	routes  []web.Route
 	handler http.Handler
 	rewards *rewards.Service
+	pricing *pricing.Service
 }
 
 // NewServer builds the use cases and mounts the doors.
@@ -190,7 +191,7 @@ func NewServer(cfg Config) *Server {
 	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,
 		PublicURL: cfg.PublicURL, FlexEvents: flexEvents, Pricing: pricingSvc}
 
-	s := &Server{Config: cfg, rewards: rewardsSvc}
+	s := &Server{Config: cfg, rewards: rewardsSvc, pricing: pricingSvc}
 	mux := http.NewServeMux()
 	// One mux for every door, so that the access log and the metrics name each route's own
 	// pattern whichever door serves it.
@@ -246,6 +247,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // it every page is read from the database).
 func (s *Server) ListenRewardChanges(ctx context.Context) error { return s.rewards.Listen(ctx) }
 
+// ListenPriceChanges keeps the horizon's market prices and encoded price curves the REST API
+// reads while it hears PostgreSQL's notifications of declarations, until ctx ends (Start runs
+// it; without it every read asks the database).
+func (s *Server) ListenPriceChanges(ctx context.Context) { s.pricing.Listen(ctx) }
+
+// KeepsPrices tells whether the kept prices are in use (ListenPriceChanges listens): tests
+// wait for it.
+func (s *Server) KeepsPrices() bool { return s.pricing.KeepsPrices() }
+
 // NeedLeaderElection tells the manager to run the server in every replica.
 func (s *Server) NeedLeaderElection() bool { return false }
 
@@ -270,6 +280,7 @@ func (s *Server) Start(ctx context.Context) error {
 	listenCtx, stopListening := context.WithCancel(ctx)
 	defer stopListening()
 	go func() { _ = s.ListenRewardChanges(listenCtx) }()
+	go s.ListenPriceChanges(listenCtx)
 	select {
 	case err := <-errc:
 		return err

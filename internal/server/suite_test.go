@@ -130,6 +130,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	DeferCleanup(apiServer.Close)
 	// The kept transactions pages are in use, as in a manager (Server.Start runs the same).
 	go func() { _ = apiSrv.ListenRewardChanges(suiteCtx) }()
+	// The kept prices likewise.
+	go apiSrv.ListenPriceChanges(suiteCtx)
 
 	go func() {
 		defer GinkgoRecover()

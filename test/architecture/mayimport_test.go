@@ -56,7 +56,7 @@ var packageMap = []row{
 		"internal/asseteventstore"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/app/pricing"}, may: join(apiTypes, pureRules, []string{"internal/app",
 		"internal/auth", "internal/index", "internal/household", "internal/householdstore", "internal/db", "internal/pricestore",
-		"internal/schedulestore", "internal/dispatchstore", "internal/asseteventstore"}), except: []string{"internal/app/"}},
+		"internal/schedulestore", "internal/dispatchstore", "internal/asseteventstore", "internal/metrics"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/app/devices"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/auth",
 		"internal/deviceauth", "internal/index"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/deviceauth"}, may: join(apiTypes, pureRules, []string{"internal/events"})},

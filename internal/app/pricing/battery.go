@@ -58,7 +58,8 @@ func (s *Service) BatterySchedule(ctx context.Context, p *auth.Principal, assetI
 	if asset.Spec.Type != flexv1.AssetTypeBattery {
 		return BatteryScheduleResponse{}, app.ErrAssetNotFound
 	}
-	plan, err := s.batteryPlan(ctx, p.Namespace, assetID, asset, s.Now())
+	// The REST answer has no chart: the horizon's curve is not built.
+	plan, err := s.batteryPlan(ctx, p.Namespace, assetID, asset, s.Now(), false)
 	if err != nil {
 		return BatteryScheduleResponse{}, err
 	}
@@ -69,21 +70,24 @@ func (s *Service) BatterySchedule(ctx context.Context, p *auth.Principal, assetI
 // proposition (full_asset_schedule_control's spec.market, else "full_asset_schedule_control"),
 // over the price curve's horizon; its dispatches are those that stand over that horizon.
 //
+// The horizon's prices are the kept ones when kept (priceCache); the curve for a chart
+// (Prices) is built only withCurve.
+//
 // LastUpdated is when the plan's inputs last changed: the latest of the horizon's prices'
 // declaration, the dispatches' last change, and the asset's creation. The asset's later spec
 // edits are not counted: the cache strips managedFields, the only record of when a spec
 // changed, and an Asset keeps no such time of its own.
 func (s *Service) batteryPlan(ctx context.Context, organisation, assetID string, asset *flexv1.Asset,
-	now time.Time) (BatteryPlan, error) {
+	now time.Time, withCurve bool) (BatteryPlan, error) {
 	market, err := s.marketOf(ctx, flexv1.PropositionFullAssetScheduleControl)
 	if err != nil {
 		return BatteryPlan{}, err
 	}
-	tomorrow := prices.Tomorrow(now)
-	span, err := s.Prices.Range(ctx, organisation, market, prices.PeriodStart(now), tomorrow.At(23, 0), tomorrow)
+	kept, _, err := s.horizonPrices(ctx, organisation, market, now)
 	if err != nil {
-		return BatteryPlan{}, s.failed(err)
+		return BatteryPlan{}, err
 	}
+	span := kept.span
 	from, to := prices.Horizon(now, span.DayDeclared)
 	windows, err := s.Dispatches.WindowsOfAsset(ctx, organisation, assetID, from, to)
 	if err != nil {
@@ -104,8 +108,11 @@ func (s *Service) batteryPlan(ctx context.Context, organisation, assetID string,
 			last = w.Changed
 		}
 	}
-	return BatteryPlan{AssetID: assetID, Steps: batteryschedule.Plan(in), Prices: prices.Curve(from, to, in.Prices),
-		LastUpdated: last.UTC()}, nil
+	plan := BatteryPlan{AssetID: assetID, Steps: batteryschedule.Plan(in), LastUpdated: last.UTC()}
+	if withCurve {
+		plan.Prices = prices.Curve(from, to, in.Prices)
+	}
+	return plan, nil
 }
 
 // pricesIn are the prices of ps (in period order) that start in [from, to).

@@ -42,7 +42,7 @@ func (s *Service) BatteryPlansOfSite(ctx context.Context, site *flexv1.Site) ([]
 	now := s.Now()
 	out := make([]BatteryPlan, 0, len(assets))
 	for _, a := range assets {
-		plan, err := s.batteryPlan(ctx, site.Namespace, a.Labels[flexv1.IDLabel], a, now)
+		plan, err := s.batteryPlan(ctx, site.Namespace, a.Labels[flexv1.IDLabel], a, now, true)
 		if err != nil {
 			return nil, err
 		}

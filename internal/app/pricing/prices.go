@@ -1,7 +1,9 @@
 package pricing
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"time"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -78,6 +80,9 @@ func (s *Service) DeclarePrices(ctx context.Context, p *auth.Principal, d Declar
 	// PostgreSQL keeps microseconds: the answer says what a later GET reads.
 	now := s.Now().UTC().Truncate(time.Microsecond)
 	replaced, err := s.Prices.Put(ctx, p.Namespace, d.Market, d.Day, sorted, p.Username, now)
+	// Whatever happened (a commit whose answer was lost included), this replica's next read
+	// asks the database: read-your-writes here without waiting for the notification.
+	s.kept.invalidate(marketKey{p.Namespace, d.Market})
 	if err != nil {
 		return MarketPricesResponse{}, false, s.failed(err)
 	}
@@ -110,38 +115,43 @@ func marketPrices(market string, day prices.Day, ps []prices.Price, at time.Time
 }
 
 // SitePriceCurve is the price curve of the caller's site actively enrolled in price_curve
-// (app.ErrSiteNotFound otherwise).
-func (s *Service) SitePriceCurve(ctx context.Context, p *auth.Principal, siteID string) (PriceCurveResponse, error) {
+// (app.ErrSiteNotFound otherwise), encoded as prod's PriceCurveResponse.
+func (s *Service) SitePriceCurve(ctx context.Context, p *auth.Principal, siteID string) (app.EncodedJSON, error) {
 	if _, err := s.siteEnrolledIn(ctx, p, siteID, flexv1.PropositionPriceCurve); err != nil {
-		return PriceCurveResponse{}, err
+		return nil, err
 	}
 	return s.priceCurve(ctx, p.Namespace)
 }
 
 // AssetPriceCurve is the price curve of the caller's asset whose site is actively enrolled in
-// price_curve (app.ErrAssetNotFound otherwise): its site's.
-func (s *Service) AssetPriceCurve(ctx context.Context, p *auth.Principal, assetID string) (PriceCurveResponse, error) {
+// price_curve (app.ErrAssetNotFound otherwise): its site's, encoded as prod's
+// PriceCurveResponse.
+func (s *Service) AssetPriceCurve(ctx context.Context, p *auth.Principal, assetID string) (app.EncodedJSON, error) {
 	if _, _, err := s.assetEnrolledIn(ctx, p, assetID, flexv1.PropositionPriceCurve); err != nil {
-		return PriceCurveResponse{}, err
+		return nil, err
 	}
 	return s.priceCurve(ctx, p.Namespace)
 }
 
-// priceCurve reads the price_curve market's prices over the horizon at now in one query: up
-// to tomorrow's 23:00 and whether tomorrow is declared, which decides where the horizon ends.
-func (s *Service) priceCurve(ctx context.Context, organisation string) (PriceCurveResponse, error) {
+// priceCurve is the price_curve market's curve over the horizon at now, encoded. It is the
+// same answer for every site of the organisation at a given moment: kept with the horizon's
+// prices (priceCache) while they are unchanged, else read in one query (up to tomorrow's 23:00
+// and whether tomorrow is declared, which decides where the horizon ends) and encoded.
+func (s *Service) priceCurve(ctx context.Context, organisation string) (app.EncodedJSON, error) {
 	market, err := s.marketOf(ctx, flexv1.PropositionPriceCurve)
 	if err != nil {
-		return PriceCurveResponse{}, err
+		return nil, err
 	}
 	now := s.Now()
-	tomorrow := prices.Tomorrow(now)
-	span, err := s.Prices.Range(ctx, organisation, market, prices.PeriodStart(now), tomorrow.At(23, 0), tomorrow)
+	kept, epoch, err := s.horizonPrices(ctx, organisation, market, now)
 	if err != nil {
-		return PriceCurveResponse{}, s.failed(err)
+		return nil, err
 	}
-	from, to := prices.Horizon(now, span.DayDeclared)
-	curve := prices.Curve(from, to, span.Prices)
+	if kept.curve != nil {
+		return kept.curve, nil
+	}
+	from, to := prices.Horizon(now, kept.span.DayDeclared)
+	curve := prices.Curve(from, to, kept.span.Prices)
 	out := PriceCurveResponse{HalfHourlyTradedPrices: make([]HalfHourlyPrice, len(curve))}
 	for i, period := range curve {
 		out.HalfHourlyTradedPrices[i].StartTimestamp = period.Start
@@ -150,7 +160,37 @@ func (s *Service) priceCurve(ctx context.Context, organisation string) (PriceCur
 			out.HalfHourlyTradedPrices[i].PriceGBPPerMWh = &v
 		}
 	}
-	return out, nil
+	// Encoded as the REST API's encoder would (HTML-safe, a trailing newline): the kept bytes
+	// are the answer.
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(out); err != nil {
+		return nil, err
+	}
+	encoded := app.EncodedJSON(buf.Bytes())
+	s.kept.keep(marketKey{organisation, market}, epoch, kept.periodStart, kept.span, encoded)
+	return encoded, nil
+}
+
+// horizonPrices are the market's prices over the horizon at now (from the current settlement
+// period's start to tomorrow's 23:00, and whether tomorrow is declared): kept, else read in
+// one query and kept when nothing was declared meanwhile. epoch is the token of the read, for
+// keeping what it derives from them (the encoded curve). The entry is read-only.
+func (s *Service) horizonPrices(ctx context.Context, organisation, market string, now time.Time) (*keptPrices, uint64, error) {
+	k := marketKey{organisation, market}
+	start := prices.PeriodStart(now)
+	// The token is taken before the entry is looked up: an invalidation after it makes
+	// whatever this read derives unkeepable.
+	epoch := s.kept.begin()
+	if e := s.kept.get(k, start); e != nil {
+		return e, epoch, nil
+	}
+	tomorrow := prices.Tomorrow(now)
+	span, err := s.Prices.Range(ctx, organisation, market, start, tomorrow.At(23, 0), tomorrow)
+	if err != nil {
+		return nil, 0, s.failed(err)
+	}
+	s.kept.keep(k, epoch, start, span, nil)
+	return &keptPrices{periodStart: start, span: span}, epoch, nil
 }
 
 // organisationOnly refuses a caller that is not an organisation's API client: prices are an

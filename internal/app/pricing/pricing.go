@@ -31,6 +31,9 @@ type Service struct {
 	Dispatches  *dispatchstore.Store
 	AssetEvents *asseteventstore.Store
 	Now         func() time.Time
+
+	// kept holds the prices of the current horizon while Listen hears their declarations.
+	kept *priceCache
 }
 
 // Stores are the PostgreSQL stores the use cases read and write.
@@ -52,7 +55,8 @@ func New(households *app.Service, st Stores) *Service {
 		now = time.Now
 	}
 	return &Service{Log: households.Log.WithName("pricing"), Households: households, Prices: st.Prices,
-		Schedules: st.Schedules, Dispatches: st.Dispatches, AssetEvents: st.AssetEvents, Now: now}
+		Schedules: st.Schedules, Dispatches: st.Dispatches, AssetEvents: st.AssetEvents, Now: now,
+		kept: newPriceCache(maxKeptPriceBytes)}
 }
 
 // ErrDatabaseUnavailable answers a request the database cannot serve now: nothing is kept; the

@@ -1,0 +1,216 @@
+package pricing
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
+	"github.com/flexsite/flexsite/internal/prices"
+	"github.com/flexsite/flexsite/internal/pricestore"
+)
+
+var testDB *dbtest.Database
+
+func TestMain(m *testing.M) {
+	dbtest.Main(m, &testDB)
+}
+
+// A read that began before an invalidation does not keep what it read: its epoch is stale.
+func TestPriceCacheEpoch(t *testing.T) {
+	c := newPriceCache(maxKeptPriceBytes)
+	k := marketKey{"org", "price_curve"}
+	start := time.Date(2026, 11, 27, 17, 30, 0, 0, time.UTC)
+	stale := pricestore.Span{Prices: []prices.Price{{Start: start, Centi: 100}}}
+
+	if epoch := c.begin(); epoch != 0 {
+		t.Fatalf("a cache that does not listen gave token %d", epoch)
+	}
+	c.keep(k, c.begin(), start, stale, nil)
+	c.reset(true) // listening
+	if c.get(k, start) != nil {
+		t.Fatal("a cache that did not listen kept a read")
+	}
+
+	// The read begins, a declaration invalidates the market, then the read tries to keep
+	// what it saw before: nothing is kept.
+	epoch := c.begin()
+	c.invalidate(k)
+	c.keep(k, epoch, start, stale, []byte("stale"))
+	if e := c.get(k, start); e != nil {
+		t.Fatalf("a read racing an invalidation kept %+v", e)
+	}
+	// An invalidation of another market makes the read unkeepable too (one epoch for all).
+	epoch = c.begin()
+	c.invalidate(marketKey{"other", "price_curve"})
+	c.keep(k, epoch, start, stale, nil)
+	if c.get(k, start) != nil {
+		t.Fatal("a read racing another market's invalidation was kept")
+	}
+
+	// A read with nothing in between is kept, for its horizon only.
+	c.keep(k, c.begin(), start, stale, []byte("curve"))
+	if e := c.get(k, start); e == nil || string(e.curve) != "curve" {
+		t.Fatalf("an undisturbed read was not kept: %+v", e)
+	}
+	if c.get(k, start.Add(prices.HalfHour)) != nil {
+		t.Fatal("the next period's horizon was served the kept one")
+	}
+	// Losing the listening connection drops everything and stops keeping.
+	epoch = c.begin()
+	c.reset(false)
+	if c.get(k, start) != nil {
+		t.Fatal("kept prices served while not listening")
+	}
+	c.reset(true)
+	c.keep(k, epoch, start, stale, nil)
+	if c.get(k, start) != nil {
+		t.Fatal("a read begun before the connection was lost was kept after it")
+	}
+}
+
+// The kept prices are bounded by their bytes: past the bound, other markets make room.
+func TestPriceCacheBound(t *testing.T) {
+	c := newPriceCache(3 * (keptBookkeeping + 100))
+	c.reset(true)
+	start := time.Date(2026, 11, 27, 17, 30, 0, 0, time.UTC)
+	for i := range 10 {
+		c.keep(marketKey{"org", string(rune('a' + i))}, c.begin(), start, pricestore.Span{}, make([]byte, 100))
+		if c.bytes > c.maxBytes {
+			t.Fatalf("after %d markets %d bytes kept, bound %d", i+1, c.bytes, c.maxBytes)
+		}
+	}
+	if len(c.markets) != 3 {
+		t.Errorf("%d markets kept, want 3", len(c.markets))
+	}
+	c.keep(marketKey{"org", "huge"}, c.begin(), start, pricestore.Span{}, make([]byte, c.maxBytes))
+	if c.get(marketKey{"org", "huge"}, start) != nil || c.bytes > c.maxBytes {
+		t.Error("an entry larger than the bound was kept")
+	}
+}
+
+// wholeDay is a checked day: every period priced at base hundredths.
+func wholeDay(t *testing.T, d prices.Day, base prices.Centi) []prices.Price {
+	t.Helper()
+	var in []prices.Price
+	for _, start := range d.Periods() {
+		in = append(in, prices.Price{Start: start, Centi: base})
+	}
+	out, problems := prices.CheckDay(d, in)
+	if problems != nil {
+		t.Fatal(problems)
+	}
+	return out
+}
+
+// waitFor polls cond until it holds (the notification's delivery is asynchronous).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A replica keeps the prices it read while it listens; a declaration committed through another
+// pool (another replica) reaches it by PostgreSQL's notification, and its next read sees the new
+// prices. Losing the listening connection stops the kept prices being served until it listens
+// again.
+func TestKeptPricesFollowNotifications(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	now := time.Date(2027, 2, 3, 10, 7, 0, 0, time.UTC)
+	org, market := "org-kept", "price_curve"
+	today := prices.DayOf(now)
+	replica := &Service{Log: logr.Discard(), Prices: &pricestore.Store{Pool: testDB.Pool},
+		Now: func() time.Time { return now }, kept: newPriceCache(maxKeptPriceBytes)}
+	otherPool, err := db.Open(ctx, testDB.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer otherPool.Close()
+	other := &pricestore.Store{Pool: otherPool}
+
+	if _, err := other.Put(ctx, org, market, today, wholeDay(t, today, 1000), "p", now); err != nil {
+		t.Fatal(err)
+	}
+	listened := make(chan struct{})
+	go func() { defer close(listened); replica.Listen(ctx) }()
+	waitFor(t, "the replica listens", replica.KeepsPrices)
+
+	first := func() prices.Centi {
+		t.Helper()
+		e, _, err := replica.horizonPrices(ctx, org, market, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.span.Prices[0].Centi
+	}
+	k, start := marketKey{org, market}, prices.PeriodStart(now)
+	if got := first(); got != 1000 {
+		t.Fatalf("first read: %v", got)
+	}
+	if replica.kept.get(k, start) == nil {
+		t.Fatal("the read was not kept while listening")
+	}
+
+	// Another replica declares the day again: the notification drops the entry, and the next
+	// read has the new prices.
+	if _, err := other.Put(ctx, org, market, today, wholeDay(t, today, 2000), "p", now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the notification drops the kept prices", func() bool { return replica.kept.get(k, start) == nil })
+	if got := first(); got != 2000 {
+		t.Fatalf("after another replica's declaration: %v, want 2000", got)
+	}
+
+	// This replica's own declaration drops its entry at once (read-your-writes, no waiting).
+	if got := first(); got != 2000 || replica.kept.get(k, start) == nil {
+		t.Fatal("the read after the notification was not kept")
+	}
+	if _, err := replica.Prices.Put(ctx, org, market, today, wholeDay(t, today, 2500), "p", now); err != nil {
+		t.Fatal(err)
+	}
+	replica.kept.invalidate(k) // as DeclarePrices does after Put
+	if got := first(); got != 2500 {
+		t.Fatalf("after this replica's declaration: %v, want 2500", got)
+	}
+
+	// The listening connection is lost: nothing kept is served any more (the fault first) ...
+	var terminated int
+	if err := otherPool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND query = 'LISTEN '||$1`, pricestore.ChangedChannel).Scan(&terminated); err != nil {
+		t.Fatal(err)
+	}
+	if terminated != 1 {
+		t.Fatalf("%d listening connections terminated, want 1", terminated)
+	}
+	waitFor(t, "the lost connection is noticed", func() bool { return !replica.KeepsPrices() })
+	if replica.kept.get(k, start) != nil {
+		t.Fatal("kept prices served after the listening connection was lost")
+	}
+	// ... and what is declared meanwhile is read from the database ...
+	if _, err := other.Put(ctx, org, market, today, wholeDay(t, today, 3000), "p", now); err != nil {
+		t.Fatal(err)
+	}
+	// ... until it listens again, from when reads are kept again (the recovery).
+	waitFor(t, "the replica listens again", replica.KeepsPrices)
+	if got := first(); got != 3000 {
+		t.Fatalf("after the reconnection: %v, want 3000", got)
+	}
+	if replica.kept.get(k, start) == nil {
+		t.Fatal("reads are not kept after listening again")
+	}
+	cancel()
+	<-listened
+	if replica.KeepsPrices() {
+		t.Error("still keeping prices after Listen returned")
+	}
+}
+
