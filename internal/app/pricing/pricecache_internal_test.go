@@ -213,4 +213,3 @@ func TestKeptPricesFollowNotifications(t *testing.T) {
 		t.Error("still keeping prices after Listen returned")
 	}
 }
-
