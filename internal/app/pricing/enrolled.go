@@ -3,21 +3,18 @@ package pricing
 import (
 	"context"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/identity"
-	"github.com/flexsite/flexsite/internal/index"
 )
 
 // activelyEnrolled tells whether the site's enrolment in prop is active (its Enrolment's phase
 // Active, not being deleted): the prices and schedules serve only such sites. It reads the
 // cache, as every read of a site's children does.
 func (s *Service) activelyEnrolled(ctx context.Context, site *flexv1.Site, prop flexv1.PropositionName) (bool, error) {
-	enrolments, err := index.NewLookup(s.Households.Cache).EnrolmentsOfSite(ctx, site.Namespace, site.Name)
+	enrolments, err := s.enrolmentsOfSite(ctx, site.Namespace, site.Name)
 	if err != nil {
 		return false, err
 	}
@@ -50,21 +47,19 @@ func (s *Service) siteEnrolledIn(ctx context.Context, p *auth.Principal, siteID 
 
 // assetEnrolledIn is the caller's asset with API id assetID and its site, when the site is
 // actively enrolled in prop; app.ErrAssetNotFound otherwise (an unknown asset, another
-// organisation's, or one whose site is not on the proposition are told alike).
+// organisation's, or one whose site is not on the proposition are told alike). The site is the
+// cached object itself: read-only.
 func (s *Service) assetEnrolledIn(ctx context.Context, p *auth.Principal, assetID string,
 	prop flexv1.PropositionName) (*flexv1.Asset, *flexv1.Site, error) {
 	asset, err := s.Households.FindAsset(ctx, p, assetID, false)
 	if err != nil {
 		return nil, nil, err
 	}
-	site := &flexv1.Site{}
-	if err := s.Households.Cache.Get(ctx, client.ObjectKey{Namespace: asset.Namespace, Name: asset.Spec.SiteName}, site); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil, app.ErrAssetNotFound
-		}
+	site, err := s.siteByName(ctx, asset.Namespace, asset.Spec.SiteName)
+	if err != nil {
 		return nil, nil, err
 	}
-	if !site.DeletionTimestamp.IsZero() {
+	if site == nil || !site.DeletionTimestamp.IsZero() {
 		return nil, nil, app.ErrAssetNotFound
 	}
 	ok, err := s.activelyEnrolled(ctx, site, prop)
@@ -81,12 +76,12 @@ func (s *Service) assetEnrolledIn(ctx context.Context, p *auth.Principal, assetI
 // spec.market, else its name (a proposition with no Proposition object is not offered, but
 // its name is still its market).
 func (s *Service) marketOf(ctx context.Context, prop flexv1.PropositionName) (string, error) {
-	obj := &flexv1.Proposition{}
-	if err := s.Households.Cache.Get(ctx, client.ObjectKey{Name: identity.PropositionObjectName(prop)}, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return string(prop), nil
-		}
+	obj, err := s.proposition(ctx, identity.PropositionObjectName(prop))
+	if err != nil {
 		return "", err
+	}
+	if obj == nil {
+		return string(prop), nil
 	}
 	return obj.Spec.MarketOrDefault(), nil
 }

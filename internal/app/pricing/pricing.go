@@ -34,6 +34,8 @@ type Service struct {
 
 	// kept holds the prices of the current horizon while Listen hears their declarations.
 	kept *priceCache
+	// reads are the cache's stores the hot reads look objects up in.
+	reads cacheReads
 }
 
 // Stores are the PostgreSQL stores the use cases read and write.
