@@ -3,7 +3,6 @@ package pricing
 import (
 	"context"
 
-
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
