@@ -195,6 +195,10 @@ var _ = Describe("Battery schedule", func() {
 
 		Expect(database.Start(ctx)).To(Succeed())
 		stopped = false
+		// The suite's own pool holds connections the stop ended: the next spec's queries
+		// must not meet them.
+		database.Pool.Reset()
+		Eventually(func() error { _, err := database.Pool.Exec(ctx, "SELECT 1"); return err }).Should(Succeed())
 		Expect(schedule(battery)["schedule_steps"]).NotTo(BeEmpty())
 	})
 })
