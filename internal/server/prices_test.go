@@ -14,8 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/prices"
+	"github.com/flexsite/flexsite/internal/pricestore"
 )
 
 // Specs of market prices and price curves (spec/dispatch.md, "Prices") against the real API
@@ -410,6 +412,53 @@ var _ = Describe("Market prices", func() {
 			}).Should(Equal(http.StatusNotFound))
 			status, _ := call("GET", assetCurveOf(chargerID), tok, nil)
 			Expect(status).To(Equal(http.StatusNotFound))
+		})
+
+		It("keeps the curve until PostgreSQL notifies a declaration, any replica's, and keeps nothing while it cannot hear", Serial, func(ctx SpecContext) {
+			atClock(startOfTheTwelfth.Add(14*time.Hour + 10*time.Minute))
+			Eventually(apiSrv.KeepsPrices).Should(BeTrue())
+			putDay("2027-01-12", 48)
+			first := func() string {
+				GinkgoHelper()
+				return curvePrices(mustCall("GET", curveOf(siteID), tok, nil))[0][1]
+			}
+			Expect(first()).To(Equal("128.25"))
+			// A row changed behind the store's back notifies nobody: the kept curve is served.
+			rewrite := func(centi int) {
+				GinkgoHelper()
+				_, err := database.Pool.Exec(ctx, `UPDATE market_prices SET price_centi = $1
+					WHERE organisation = $2 AND market = $3 AND start_at = $4`, centi, o.Namespace, market,
+					startOfTheTwelfth.Add(14*time.Hour))
+				Expect(err).NotTo(HaveOccurred())
+			}
+			rewrite(11)
+			Expect(first()).To(Equal("128.25"), "kept")
+
+			By("another replica declares the day: its commit's notification reaches this one")
+			other, err := db.Open(ctx, database.URL)
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(other.Close)
+			day := prices.DayOf(startOfTheTwelfth)
+			var declaredElsewhere []prices.Price
+			for _, start := range day.Periods() {
+				declaredElsewhere = append(declaredElsewhere, prices.Price{Start: start, Centi: 99999})
+			}
+			_, err = (&pricestore.Store{Pool: other}).Put(ctx, o.Namespace, market, day, declaredElsewhere, "another-replica", time.Now())
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(first).Should(Equal("999.99"))
+
+			By("the listening connection is lost: nothing kept is served until it listens again")
+			var ended int
+			Expect(other.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+				WHERE datname = current_database() AND query = 'LISTEN '||$1`, pricestore.ChangedChannel).Scan(&ended)).To(Succeed())
+			Expect(ended).To(Equal(1))
+			Eventually(apiSrv.KeepsPrices).Should(BeFalse(), "the fault happened")
+			rewrite(22)
+			Eventually(first).Should(Equal("0.22"), "read from the database")
+			Eventually(apiSrv.KeepsPrices).Should(BeTrue(), "listening again")
+			Expect(first()).To(Equal("0.22"))
+			rewrite(33)
+			Expect(first()).To(Equal("0.22"), "kept again")
 		})
 
 		It("answers 503 with Retry-After while the database is down, storing nothing", Serial, func(ctx SpecContext) {

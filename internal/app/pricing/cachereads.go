@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 )
 
@@ -20,6 +21,7 @@ type cacheReads struct {
 	once         sync.Once
 	sites        toolscache.Indexer
 	propositions toolscache.Indexer
+	enrolmentSt  toolscache.Indexer
 	enrolments   index.Lookup
 }
 
@@ -30,6 +32,7 @@ func (s *Service) cacheReads() *cacheReads {
 		r.sites = index.StoreOf(c, &flexv1.Site{})
 		r.propositions = index.StoreOf(c, &flexv1.Proposition{})
 		if st := index.StoreOf(c, &flexv1.Enrolment{}); st != nil {
+			r.enrolmentSt = st
 			r.enrolments = index.NewStoreLookup(map[client.Object]toolscache.Indexer{&flexv1.Enrolment{}: st})
 		} else {
 			r.enrolments = index.NewLookup(c)
@@ -41,6 +44,22 @@ func (s *Service) cacheReads() *cacheReads {
 // enrolmentsOfSite are the site's cached Enrolments (read-only).
 func (s *Service) enrolmentsOfSite(ctx context.Context, ns, siteName string) ([]*flexv1.Enrolment, error) {
 	return s.cacheReads().enrolments.EnrolmentsOfSite(ctx, ns, siteName)
+}
+
+// namedEnrolment is the cached Enrolment the API names for the site's enrolment in prop
+// (identity.EnrolmentName), read-only; nil when the store has none (another name may still
+// enrol the site: the caller then looks the site's Enrolments up).
+func (s *Service) namedEnrolment(site *flexv1.Site, prop flexv1.PropositionName) *flexv1.Enrolment {
+	st := s.cacheReads().enrolmentSt
+	if st == nil {
+		return nil
+	}
+	obj, ok, err := st.GetByKey(site.Namespace + "/" + identity.EnrolmentName(site.Name, prop))
+	if err != nil || !ok {
+		return nil
+	}
+	e, _ := obj.(*flexv1.Enrolment)
+	return e
 }
 
 // siteByName is the cached Site ns/name, read-only (nil when the cache has none).
