@@ -95,7 +95,11 @@ type slot struct {
 // Plan applies the rule.
 func Plan(in Input) []Step {
 	from := in.From.Truncate(HalfHour)
+	// Sized for the horizon at once: grown by append, the slots were most of a read's garbage.
 	var slots []slot
+	if in.To.After(from) {
+		slots = make([]slot, 0, int((in.To.Sub(from)+HalfHour-1)/HalfHour))
+	}
 	priced := make(map[int64]prices.Centi, len(in.Prices))
 	for _, p := range in.Prices {
 		priced[p.Start.Unix()] = p.Centi

@@ -115,13 +115,17 @@ func (s *Service) batteryPlan(ctx context.Context, organisation, assetID string,
 	return plan, nil
 }
 
-// pricesIn are the prices of ps (in period order) that start in [from, to).
+// pricesIn are the prices of ps (in period order) that start in [from, to): a window of ps
+// itself, without a copy (ps may be the kept prices: read-only; the window's capacity ends
+// with it, so an append copies).
 func pricesIn(ps []prices.Price, from, to time.Time) []prices.Price {
-	out := make([]prices.Price, 0, len(ps))
-	for _, p := range ps {
-		if !p.Start.Before(from) && p.Start.Before(to) {
-			out = append(out, p)
-		}
+	i := 0
+	for i < len(ps) && ps[i].Start.Before(from) {
+		i++
 	}
-	return out
+	j := i
+	for j < len(ps) && ps[j].Start.Before(to) {
+		j++
+	}
+	return ps[i:j:j]
 }

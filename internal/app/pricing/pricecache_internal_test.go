@@ -213,3 +213,43 @@ func TestKeptPricesFollowNotifications(t *testing.T) {
 		t.Error("still keeping prices after Listen returned")
 	}
 }
+
+// pricesIn is the window of the (sorted) prices in [from, to), and appending to it never
+// writes into the prices it was cut from (they may be the kept ones).
+func TestPricesInIsAReadOnlyWindow(t *testing.T) {
+	at := time.Date(2026, 11, 27, 22, 0, 0, 0, time.UTC)
+	var ps []prices.Price
+	for i := range 6 {
+		ps = append(ps, prices.Price{Start: at.Add(time.Duration(i) * prices.HalfHour), Centi: prices.Centi(i)})
+	}
+	cases := []struct {
+		from, to   time.Time
+		first, len int
+	}{
+		{at, at.Add(3 * time.Hour), 0, 6},
+		{at.Add(prices.HalfHour), at.Add(time.Hour), 1, 1},
+		{at.Add(time.Hour), at.Add(10 * time.Hour), 2, 4},
+		{at.Add(-time.Hour), at, 0, 0},
+		{at.Add(5 * time.Hour), at.Add(6 * time.Hour), 0, 0},
+	}
+	for _, c := range cases {
+		got := pricesIn(ps, c.from, c.to)
+		if len(got) != c.len || (c.len > 0 && got[0].Centi != prices.Centi(c.first)) {
+			t.Errorf("[%s, %s): %v", c.from, c.to, got)
+		}
+		for _, p := range got {
+			if p.Start.Before(c.from) || !p.Start.Before(c.to) {
+				t.Errorf("[%s, %s): %s is outside", c.from, c.to, p.Start)
+			}
+		}
+		_ = append(got, prices.Price{Centi: 999})
+	}
+	for i, p := range ps {
+		if p.Centi != prices.Centi(i) {
+			t.Fatalf("the prices cut from were written: %v", ps)
+		}
+	}
+	if got := pricesIn(nil, at, at.Add(time.Hour)); len(got) != 0 {
+		t.Errorf("no prices: %v", got)
+	}
+}
