@@ -235,3 +235,30 @@ func TestUnavailable(t *testing.T) {
 		t.Errorf("after the database came back: %d prices, %v, %v", len(got.Prices), ok, err)
 	}
 }
+
+// A declaration notifies ChangedChannel with its organisation and market at its commit.
+func TestPutNotifiesAtCommit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := testDB.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+pricestore.ChangedChannel); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = conn.Exec(context.Background(), "UNLISTEN *") }()
+	s := &pricestore.Store{Pool: testDB.Pool}
+	d := day("2026-12-01")
+	if _, err := s.Put(ctx, "org-notify", "n2ex", d, declared(t, d, 100), "p", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	n, err := conn.Conn().WaitForNotification(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Channel != pricestore.ChangedChannel || n.Payload != "org-notify/n2ex" {
+		t.Errorf("notified %q on %q, want org-notify/n2ex on %q", n.Payload, n.Channel, pricestore.ChangedChannel)
+	}
+}
