@@ -423,7 +423,6 @@ var _ = Describe("Market prices", func() {
 				return curvePrices(mustCall("GET", curveOf(siteID), tok, nil))[0][1]
 			}
 			Expect(first()).To(Equal("128.25"))
-			// A row changed behind the store's back notifies nobody: the kept curve is served.
 			rewrite := func(centi int) {
 				GinkgoHelper()
 				_, err := database.Pool.Exec(ctx, `UPDATE market_prices SET price_centi = $1
@@ -431,8 +430,17 @@ var _ = Describe("Market prices", func() {
 					startOfTheTwelfth.Add(14*time.Hour))
 				Expect(err).NotTo(HaveOccurred())
 			}
-			rewrite(11)
-			Expect(first()).To(Equal("128.25"), "kept")
+			// A row changed behind the store's back notifies nobody: the kept curve is served.
+			// (The PUT's own notification may still be on its way and drop the first kept
+			// curve, as may any notification racing a fill: hence the retries.)
+			rewritten := 10
+			kept := func(g Gomega) {
+				before := first()
+				rewritten++
+				rewrite(rewritten)
+				g.Expect(first()).To(Equal(before), "kept, not the database's %d", rewritten)
+			}
+			Eventually(kept).Should(Succeed())
 
 			By("another replica declares the day: its commit's notification reaches this one")
 			other, err := db.Open(ctx, database.URL)
@@ -456,9 +464,7 @@ var _ = Describe("Market prices", func() {
 			rewrite(22)
 			Eventually(first).Should(Equal("0.22"), "read from the database")
 			Eventually(apiSrv.KeepsPrices).Should(BeTrue(), "listening again")
-			Expect(first()).To(Equal("0.22"))
-			rewrite(33)
-			Expect(first()).To(Equal("0.22"), "kept again")
+			Eventually(kept).Should(Succeed(), "kept again")
 		})
 
 		It("answers 503 with Retry-After while the database is down, storing nothing", Serial, func(ctx SpecContext) {
