@@ -447,8 +447,9 @@ var _ = Describe("Market prices", func() {
 			Expect(err).NotTo(HaveOccurred())
 			DeferCleanup(other.Close)
 			day := prices.DayOf(startOfTheTwelfth)
-			var declaredElsewhere []prices.Price
-			for _, start := range day.Periods() {
+			periods := day.Periods()
+			declaredElsewhere := make([]prices.Price, 0, len(periods))
+			for _, start := range periods {
 				declaredElsewhere = append(declaredElsewhere, prices.Price{Start: start, Centi: 99999})
 			}
 			_, err = (&pricestore.Store{Pool: other}).Put(ctx, o.Namespace, market, day, declaredElsewhere, "another-replica", time.Now())

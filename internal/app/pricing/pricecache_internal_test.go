@@ -95,8 +95,9 @@ func TestPriceCacheBound(t *testing.T) {
 // wholeDay is a checked day: every period priced at base hundredths.
 func wholeDay(t *testing.T, d prices.Day, base prices.Centi) []prices.Price {
 	t.Helper()
-	var in []prices.Price
-	for _, start := range d.Periods() {
+	periods := d.Periods()
+	in := make([]prices.Price, 0, len(periods))
+	for _, start := range periods {
 		in = append(in, prices.Price{Start: start, Centi: base})
 	}
 	out, problems := prices.CheckDay(d, in)
@@ -218,7 +219,7 @@ func TestKeptPricesFollowNotifications(t *testing.T) {
 // writes into the prices it was cut from (they may be the kept ones).
 func TestPricesInIsAReadOnlyWindow(t *testing.T) {
 	at := time.Date(2026, 11, 27, 22, 0, 0, 0, time.UTC)
-	var ps []prices.Price
+	ps := make([]prices.Price, 0, 6)
 	for i := range 6 {
 		ps = append(ps, prices.Price{Start: at.Add(time.Duration(i) * prices.HalfHour), Centi: prices.Centi(i)})
 	}
