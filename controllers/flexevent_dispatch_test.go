@@ -316,7 +316,10 @@ func (f *flexFixture) checkTurnUpAndBackdated(ns string, created time.Time) {
 
 	// Turning up, within 24 h of its start: issued at once, a charger at -P, a battery at -P.
 	soon := f.dispatchEvent(ns, "soon", created.Truncate(30*time.Minute).Add(2*time.Hour), flexv1.FlexTurnUp, "consenting")
-	f.reconcileUntil(f.reconciler(created), soon, "issued", func(e *flexv1.FlexEvent) bool {
+	// An event within 24 h of its start is due when it is created: the clock is read after its
+	// creation (the test's start is earlier than its creationTimestamp whenever the phases
+	// before took more than the second it is rounded to).
+	f.reconcileUntil(f.reconciler(time.Now()), soon, "issued", func(e *flexv1.FlexEvent) bool {
 		return e.Status.Dispatches != nil && e.Status.Dispatches.IssuedAt != nil
 	})
 	if rows := f.dispatchRows(ns, soon.Name); rows["charger"] != "requested -7.4" || rows["battery"] != "requested -5" ||
