@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -548,34 +547,5 @@ func (s *Store) classify(err error) error { return db.ClassifyOn(s.Pool, err) }
 // each time it starts listening (on its first connection and after a lost one, for what was
 // missed), until ctx ends. It holds one connection of the pool.
 func (s *Store) Listen(ctx context.Context, wake func()) {
-	for ctx.Err() == nil {
-		_ = s.listenOnce(ctx, wake) // the database is away: try again shortly
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func (s *Store) listenOnce(ctx context.Context, wake func()) error {
-	conn, err := s.Pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	// The connection's session listens: it is taken out of the pool for good.
-	pc := conn.Hijack()
-	defer func() { _ = pc.Close(context.Background()) }()
-	if _, err := pc.Exec(ctx, "LISTEN "+Channel); err != nil {
-		return err
-	}
-	wake()
-	for {
-		n, err := pc.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		if strings.HasPrefix(n.Channel, Channel) {
-			wake()
-		}
-	}
+	db.Watch(ctx, s.Pool, Channel, func(bool) { wake() }, func(string) { wake() }, nil)
 }

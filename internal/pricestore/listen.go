@@ -3,9 +3,10 @@ package pricestore
 import (
 	"context"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/flexsite/flexsite/internal/db"
 )
 
 // ChangedChannel is the channel Put notifies, in its transaction (so at commit), with
@@ -20,43 +21,14 @@ func notifyChanged(ctx context.Context, tx pgx.Tx, organisation, market string) 
 }
 
 // Watch calls changed with the organisation and market of every declaration committed
-// (ChangedChannel), until ctx ends. It holds one connection of the pool. listening is called
+// (ChangedChannel), until ctx ends (db.Watch: one connection of the pool). listening is called
 // each time it starts to listen (what was notified before is not known: anything may have
 // changed), lost each time a connection that listened is lost (from then until listening,
 // notifications may be missed). changed must not block: it runs on the listening goroutine.
 func (s *Store) Watch(ctx context.Context, changed func(organisation, market string), listening, lost func()) {
-	for ctx.Err() == nil {
-		listened := false
-		_ = s.listenOnce(ctx, changed, func() { listened = true; listening() }) // the database is away: try again shortly
-		if listened {
-			lost()
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func (s *Store) listenOnce(ctx context.Context, changed func(organisation, market string), listening func()) error {
-	conn, err := s.Pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	// The connection's session listens: it is taken out of the pool for good.
-	pc := conn.Hijack()
-	defer func() { _ = pc.Close(context.Background()) }()
-	if _, err := pc.Exec(ctx, "LISTEN "+ChangedChannel); err != nil {
-		return err
-	}
-	listening()
-	for {
-		n, err := pc.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		if org, market, ok := strings.Cut(n.Payload, "/"); ok && n.Channel == ChangedChannel {
+	db.Watch(ctx, s.Pool, ChangedChannel, func(bool) { listening() }, func(payload string) {
+		if org, market, ok := strings.Cut(payload, "/"); ok {
 			changed(org, market)
 		}
-	}
+	}, lost)
 }

@@ -3,9 +3,10 @@ package rewardstore
 import (
 	"context"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flexsite/flexsite/internal/db"
 )
 
 // Listen calls changed with the namespace and API id of every site whose ledger a commit
@@ -18,51 +19,13 @@ func Listen(ctx context.Context, pool *pgxpool.Pool, changed func(namespace, sit
 }
 
 // Watch is Listen that also calls lost (when not nil) each time a connection that listened
-// is lost: from then until listening(true), notifications may be missed.
+// is lost: from then until listening(true), notifications may be missed (db.Watch).
 func Watch(ctx context.Context, pool *pgxpool.Pool, changed func(namespace, siteID string), resync func(reconnected bool),
 	lost func()) error {
-	first := true
-	for ctx.Err() == nil {
-		listened := false
-		err := listenOnce(ctx, pool, changed, func() {
-			listened = true
-			resync(!first)
-			first = false
-		})
-		if listened && lost != nil {
-			lost()
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		_ = err // the database is away: try again shortly
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-	return nil
-}
-
-func listenOnce(ctx context.Context, pool *pgxpool.Pool, changed func(namespace, siteID string), listening func()) error {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	// The connection's session listens: it is taken out of the pool for good.
-	pc := conn.Hijack()
-	defer func() { _ = pc.Close(context.Background()) }()
-	if _, err := pc.Exec(ctx, "LISTEN "+ChangedChannel); err != nil {
-		return err
-	}
-	listening()
-	for {
-		n, err := pc.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		if ns, name, ok := strings.Cut(n.Payload, "/"); ok {
+	db.Watch(ctx, pool, ChangedChannel, func(first bool) { resync(!first) }, func(payload string) {
+		if ns, name, ok := strings.Cut(payload, "/"); ok {
 			changed(ns, name)
 		}
-	}
+	}, lost)
+	return nil
 }
