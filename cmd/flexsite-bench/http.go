@@ -161,7 +161,7 @@ func (a *apiClient) roundTrip(req *http.Request, out any) error {
 		return err
 	}
 	defer drain(resp)
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode/100 != 2 { // 200, or 201 for a declaration made first
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, firstLine(string(data)))
 	}

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -93,28 +91,16 @@ func runPricing(ctx context.Context, b *bench, rep *report) error {
 	if err != nil {
 		return err
 	}
-	var targets []readTarget
-	sizes := map[string]int{}
-	for _, e := range endpoints {
-		n, err := getCounting(ctx, b.http, e.url(0), token)
-		if err != nil {
-			return err
-		}
-		sizes[e.name] = int(n)
-		sized := fmt.Sprintf("%sbytes/%d", trivialURL, n)
-		targets = append(targets, readTarget{sameSizeName(e.name), func(int) string { return sized }, roleTrivial}, e)
+	targets, sizes, err := b.withSameSizeBaselines(ctx, trivialURL, token, endpoints)
+	if err != nil {
+		return err
 	}
 	results, err := b.measureMirrored(ctx, targets, token)
 	if err != nil {
 		return err
 	}
 	reportPricing(rep, endpoints, sizes, results)
-	for _, t := range endpoints {
-		if err := b.profileReads(ctx, t, token); err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.profileEach(ctx, endpoints, token)
 }
 
 // growPlainFleet onboards the last scale level's households when the scale step did not run:
@@ -282,30 +268,7 @@ func (a *apiClient) putPrices(ctx context.Context, market string, day prices.Day
 		// The price's own two-decimal text: a JSON number exactly as declared.
 		body.Prices[i] = price{Start: p.Start.UTC().Format(time.RFC3339), Price: json.RawMessage(p.Centi.String())}
 	}
-	data, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	token, err := a.bearer(ctx)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, a.base+"/market-prices/"+market+"/"+day.String(), bytes.NewReader(data))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer drain(resp)
-	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("PUT %s: %s: %s", req.URL.Path, resp.Status, firstLine(string(msg)))
-	}
-	return nil
+	return a.call(ctx, http.MethodPut, "/market-prices/"+market+"/"+day.String(), body, nil)
 }
 
 // checkPricedAnswers makes sure the first site's curve and battery schedule are real work: a

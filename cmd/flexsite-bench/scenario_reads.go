@@ -67,24 +67,41 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 	// bytes over loopback costs the same clients, with no work behind it. The ratio is
 	// against the small trivial answer; this one says how much of the gap is the answer's
 	// size and how much is the manager's work.
-	targets := []readTarget{{"trivial", func(int) string { return trivialURL }, roleTrivial}}
-	sizes := map[string]int{}
-	for _, e := range endpoints {
-		n, err := getCounting(ctx, b.http, e.url(0), token)
-		if err != nil {
-			return err
-		}
-		sizes[e.name] = int(n)
-		sized := fmt.Sprintf("%sbytes/%d", trivialURL, n)
-		targets = append(targets, readTarget{sameSizeName(e.name), func(int) string { return sized }, roleTrivial}, e)
+	sized, sizes, err := b.withSameSizeBaselines(ctx, trivialURL, token, endpoints)
+	if err != nil {
+		return err
 	}
+	targets := append([]readTarget{{"trivial", func(int) string { return trivialURL }, roleTrivial}}, sized...)
 	results, err := b.measureMirrored(ctx, targets, token)
 	if err != nil {
 		return err
 	}
 	reportReads(rep, endpoints, sizes, results)
-	// Then a CPU profile of the manager under each read load, outside the measured windows
-	// (profiling costs the process some CPU): what a change to the read path starts from.
+	return b.profileEach(ctx, endpoints, token)
+}
+
+// withSameSizeBaselines are the endpoints, each after a trivial baseline answering as many
+// bytes as the endpoint's first answer (sameSizeName), and each endpoint's answer size.
+func (b *bench) withSameSizeBaselines(ctx context.Context, trivialURL, token string,
+	endpoints []readTarget) ([]readTarget, map[string]int, error) {
+	targets := make([]readTarget, 0, 2*len(endpoints))
+	sizes := map[string]int{}
+	for _, e := range endpoints {
+		n, err := getCounting(ctx, b.http, e.url(0), token)
+		if err != nil {
+			return nil, nil, err
+		}
+		sizes[e.name] = int(n)
+		sized := fmt.Sprintf("%sbytes/%d", trivialURL, n)
+		targets = append(targets, readTarget{sameSizeName(e.name), func(int) string { return sized }, roleTrivial}, e)
+	}
+	return targets, sizes, nil
+}
+
+// profileEach takes a CPU profile of the manager under each endpoint's read load, outside the
+// measured windows (profiling costs the process some CPU): what a change to the read path
+// starts from.
+func (b *bench) profileEach(ctx context.Context, endpoints []readTarget, token string) error {
 	for _, t := range endpoints {
 		if err := b.profileReads(ctx, t, token); err != nil {
 			return err
