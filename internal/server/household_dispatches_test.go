@@ -9,7 +9,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/dispatch"
@@ -23,14 +22,7 @@ var _ = Describe("What the household's devices did in a flex event", func() {
 	It("is said on the rewards page and in the hosted flow in the same words, for executed dispatches only", func(ctx SpecContext) {
 		o := newOrg(ctx)
 		tok := o.token()
-		user := mustCall("POST", "/auth/component-token", tok, componentForm("dispatch-user", "gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z"))
-		userTok, siteID := user["access_token"].(string), user["id"].(string)
-		sites := &flexv1.SiteList{}
-		Eventually(func() []flexv1.Site {
-			Expect(k8sClient.List(ctx, sites, client.InNamespace(o.Namespace), client.MatchingLabels{flexv1.IDLabel: siteID})).To(Succeed())
-			return sites.Items
-		}).Should(HaveLen(1))
-		siteName := sites.Items[0].Name
+		userTok, siteID, siteName := endUserSite(ctx, o, tok, "dispatch-user")
 		asset := func(body map[string]any) string {
 			GinkgoHelper()
 			body["site_id"] = siteID

@@ -21,14 +21,7 @@ var _ = Describe("The household's two doors", func() {
 	It("name a transaction in the same words and date it in UK time, a summer evening's credit on the next day", func(ctx SpecContext) {
 		o := newOrg(ctx)
 		tok := o.token()
-		user := mustCall("POST", "/auth/component-token", tok, componentForm("words-user", "gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z"))
-		userTok, siteID := user["access_token"].(string), user["id"].(string)
-		sites := &flexv1.SiteList{}
-		Eventually(func() []flexv1.Site {
-			Expect(k8sClient.List(ctx, sites, client.InNamespace(o.Namespace), client.MatchingLabels{flexv1.IDLabel: siteID})).To(Succeed())
-			return sites.Items
-		}).Should(HaveLen(1))
-		siteName := sites.Items[0].Name
+		userTok, siteID, siteName := endUserSite(ctx, o, tok, "words-user")
 
 		// 23:30 UTC on 30 June is 00:30 on 1 July in the UK (BST): the credit was earned on 1 July.
 		evening := metav1.NewTime(time.Date(2026, 6, 30, 23, 30, 0, 0, time.UTC))
@@ -72,3 +65,17 @@ var _ = Describe("The household's two doors", func() {
 		Expect(p.body).NotTo(ContainSubstring("Sign-up bonus"))
 	})
 })
+
+// endUserSite is an end user of o with boundary meter consent (a component token), once the
+// manager has made its Site: the user's token, the site's API id and its object name.
+func endUserSite(ctx SpecContext, o org, tok, user string) (userTok, siteID, siteName string) {
+	GinkgoHelper()
+	answer := mustCall("POST", "/auth/component-token", tok, componentForm(user, "gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z"))
+	userTok, siteID = answer["access_token"].(string), answer["id"].(string)
+	sites := &flexv1.SiteList{}
+	Eventually(func() []flexv1.Site {
+		Expect(k8sClient.List(ctx, sites, client.InNamespace(o.Namespace), client.MatchingLabels{flexv1.IDLabel: siteID})).To(Succeed())
+		return sites.Items
+	}).Should(HaveLen(1))
+	return userTok, siteID, sites.Items[0].Name
+}

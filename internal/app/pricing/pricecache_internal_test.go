@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
@@ -110,12 +111,9 @@ func wholeDay(t *testing.T, d prices.Day, base prices.Centi) []prices.Price {
 // waitFor polls cond until it holds (the notification's delivery is asynchronous).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("waiting until %s: %v", what, err)
 	}
 }
 
