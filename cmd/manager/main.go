@@ -36,6 +36,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/app/meterpoints"
 	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
@@ -49,6 +50,7 @@ import (
 	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/priority"
+	"github.com/flexsite/flexsite/internal/sealing"
 	"github.com/flexsite/flexsite/internal/server"
 	admission "github.com/flexsite/flexsite/webhook"
 )
@@ -74,6 +76,7 @@ type options struct {
 	installRules                    bool
 	tokenKeysSecret                 string
 	bankKeysSecret                  string
+	meterRefKeysSecret              string
 	organisationSecretsRole         string
 	serviceAccount                  string
 	notificationAllow               []netip.Prefix
@@ -126,6 +129,9 @@ func main() {
 	flag.StringVar(&o.rulesDir, "rules-dir", "config/rules", "Directory of the default Propositions and AssetModels.")
 	flag.StringVar(&o.tokenKeysSecret, "token-keys-secret", envOr("POD_NAMESPACE", "flexsite-system")+"/flexsite-token-keys",
 		"namespace/name of the Secret holding the token signing keys (created with a fresh key if missing).")
+	flag.StringVar(&o.meterRefKeysSecret, "meter-ref-keys-secret", meterpoints.DefaultKeysSecret,
+		"name of the Secret, in the token keys' namespace, holding the keys that seal the meter references "+
+			"a meter search answers (created with a fresh key if missing; docs/operations.md for rotation).")
 	flag.StringVar(&o.organisationSecretsRole, "organisation-secrets-role", bootstrap.DefaultOrganisationSecretsRole,
 		"ClusterRole of the Secrets verbs the manager binds itself to in every organisation's namespace (it may bind no other).")
 	flag.StringVar(&o.serviceAccount, "service-account", os.Getenv("POD_SERVICE_ACCOUNT"),
@@ -321,7 +327,12 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("loading the bank details keys from %s/%s: %w", keysNS, o.bankKeysSecret, err)
 	}
 
-	if err := setupServer(mgr, o, keys, bankKeys, keysNS, background, pool); err != nil {
+	meterRefKeys := sealing.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNS, o.meterRefKeysSecret, "meter references")
+	if err := meterRefKeys.Ensure(ctx); err != nil {
+		return fmt.Errorf("loading the meter reference keys from %s/%s: %w", keysNS, o.meterRefKeysSecret, err)
+	}
+
+	if err := setupServer(mgr, o, keys, bankKeys, meterRefKeys, keysNS, background, pool); err != nil {
 		return err
 	}
 
@@ -338,7 +349,8 @@ func run(ctx context.Context, o options) error {
 // setupServer adds the HTTP listener (every door: REST API, hosted flow, rewards page), the
 // rewards link sweeper, and the health and readiness checks: ready once the caches the
 // doors read through have synced.
-func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *pagestore.KeyRing, keysNS string, background *priority.Gate,
+func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *pagestore.KeyRing, meterRefKeys *sealing.KeyRing,
+	keysNS string, background *priority.Gate,
 	pool *pgxpool.Pool) error {
 	var synced atomic.Bool
 	mailer, err := o.mail.mailer(o.embedded, mgr.GetAPIReader(), ctrl.Log.WithName("mail"))
@@ -349,6 +361,7 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *page
 		Mailer:          mailer,
 		HostedNamespace: keysNS,
 		BankKeys:        bankKeys,
+		MeterRefKeys:    meterRefKeys,
 		PublicURL:       o.mail.publicURL,
 		Addr:            o.apiAddr,
 		Ready:           synced.Load,

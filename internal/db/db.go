@@ -66,6 +66,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 func migrate(ctx context.Context, sqlDB *sql.DB) error {
+	if err := requireExtensions(ctx, sqlDB); err != nil {
+		return err
+	}
 	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrationLockID),
 		lock.WithLockTimeout(1, 600), lock.WithUnlockTimeout(1, 60))
 	if err != nil {
@@ -78,6 +81,29 @@ func migrate(ctx context.Context, sqlDB *sql.DB) error {
 	}
 	if _, err := provider.Up(ctx); err != nil {
 		return fmt.Errorf("migrating the database schema: %w", Classify(err))
+	}
+	return nil
+}
+
+// RequiredExtensions are the PostgreSQL extensions the schema creates (CREATE EXTENSION in a
+// migration): pg_trgm ranks the meter register's addresses (migration 00021).
+var RequiredExtensions = []string{"pg_trgm"}
+
+// requireExtensions tells exactly which extension the server lacks, before a migration fails
+// on it with PostgreSQL's less helpful "could not open extension control file".
+func requireExtensions(ctx context.Context, sqlDB *sql.DB) error {
+	for _, name := range RequiredExtensions {
+		var available bool
+		err := sqlDB.QueryRowContext(ctx,
+			`SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = $1)`, name).Scan(&available)
+		if err != nil {
+			return fmt.Errorf("checking the PostgreSQL extensions: %w", Classify(err))
+		}
+		if !available {
+			return fmt.Errorf("the PostgreSQL server lacks the %s extension, which Flexsite's schema needs "+
+				"(Debian and Ubuntu: install postgresql-contrib, or the postgresql-<version> package that "+
+				"includes it; CloudNativePG images include it)", name)
+		}
 	}
 	return nil
 }

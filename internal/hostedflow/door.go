@@ -16,6 +16,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
+	"github.com/flexsite/flexsite/internal/app/meterpoints"
 	"github.com/flexsite/flexsite/internal/app/pricing"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/auth"
@@ -53,7 +54,9 @@ type Door struct {
 	// Pricing tells the household its next charging window and its battery's plan (nil: none
 	// are shown).
 	Pricing *pricing.Service
-	Guard   *web.Authenticator
+	// Meters finds the household's meter point from its postcode ("Find my meter").
+	Meters *meterpoints.Service
+	Guard  *web.Authenticator
 	// PublicURL is the scheme and host of Flexsite (empty: the request's).
 	PublicURL string
 	// Now is the clock (tests replace it): consent times and installation dates are judged by it.

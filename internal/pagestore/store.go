@@ -83,7 +83,7 @@ func aad(organisation, siteID string) []byte {
 // PutBankDetails seals plaintext (the use case's encoding of the details) under the active key
 // and stores it as the site's bank details, replacing what was there.
 func (s *Store) PutBankDetails(ctx context.Context, organisation, siteID string, plaintext []byte) error {
-	kid, nonce, ciphertext, err := s.Keys.seal(ctx, plaintext, aad(organisation, siteID))
+	kid, nonce, ciphertext, err := s.Keys.Seal(ctx, plaintext, aad(organisation, siteID))
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (s *Store) PutBankDetails(ctx context.Context, organisation, siteID string,
 // PutBankDetailsIfAbsent stores the site's bank details unless it has some already (an import
 // of older details never overwrites what the household entered since), answering whether it did.
 func (s *Store) PutBankDetailsIfAbsent(ctx context.Context, organisation, siteID string, plaintext []byte) (bool, error) {
-	kid, nonce, ciphertext, err := s.Keys.seal(ctx, plaintext, aad(organisation, siteID))
+	kid, nonce, ciphertext, err := s.Keys.Seal(ctx, plaintext, aad(organisation, siteID))
 	if err != nil {
 		return false, err
 	}
@@ -131,7 +131,7 @@ func (s *Store) BankDetails(ctx context.Context, organisation, siteID string) ([
 	if err != nil {
 		return nil, db.Classify(err)
 	}
-	return s.Keys.open(ctx, kid, nonce, ciphertext, aad(organisation, siteID))
+	return s.Keys.Open(ctx, kid, nonce, ciphertext, aad(organisation, siteID))
 }
 
 // ForgetSite deletes the site's bank details (the site is being deleted).
@@ -146,7 +146,7 @@ func (s *Store) ForgetSite(ctx context.Context, organisation, siteID string) err
 // key may leave the Secret once no row names it (docs/operations.md). A row the household
 // changed meanwhile is left as the household wrote it (the update names the nonce read).
 func (s *Store) Reseal(ctx context.Context, limit int) (int, error) {
-	active, _, err := s.Keys.sealing(ctx)
+	active, _, err := s.Keys.Active(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -155,7 +155,7 @@ func (s *Store) Reseal(ctx context.Context, limit int) (int, error) {
 		nonce, ciphertext         []byte
 	}
 	rows, err := s.Pool.Query(ctx, `SELECT organisation, site_id, key_id, nonce, ciphertext FROM bank_details
-		WHERE key_id <> $1 AND key_id = ANY($3) LIMIT $2`, active, limit, s.Keys.held())
+		WHERE key_id <> $1 AND key_id = ANY($3) LIMIT $2`, active, limit, s.Keys.Held())
 	if err != nil {
 		return 0, db.Classify(err)
 	}
@@ -170,11 +170,11 @@ func (s *Store) Reseal(ctx context.Context, limit int) (int, error) {
 	done := 0
 	for _, r := range found {
 		data := aad(r.organisation, r.siteID)
-		plaintext, err := s.Keys.open(ctx, r.kid, r.nonce, r.ciphertext, data)
+		plaintext, err := s.Keys.Open(ctx, r.kid, r.nonce, r.ciphertext, data)
 		if err != nil {
 			return done, err
 		}
-		kid, nonce, ciphertext, err := s.Keys.seal(ctx, plaintext, data)
+		kid, nonce, ciphertext, err := s.Keys.Seal(ctx, plaintext, data)
 		if err != nil {
 			return done, err
 		}

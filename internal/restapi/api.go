@@ -16,6 +16,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/app/dispatches"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
+	"github.com/flexsite/flexsite/internal/app/meterpoints"
 	"github.com/flexsite/flexsite/internal/app/pricing"
 	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/app/rewards"
@@ -73,6 +74,8 @@ type Config struct {
 	AssetEvents *assetevents.Service
 	// Pricing declares and reads market prices, and answers the price curves and schedules.
 	Pricing *pricing.Service
+	// Meters answers the meter-point register's lookups (spec/meters.md).
+	Meters *meterpoints.Service
 	// Dispatches take the asset controllers' status callbacks.
 	Dispatches *dispatches.Service
 	// Guard authenticates the routes; Authenticator and Issuer log API clients in.

@@ -23,6 +23,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/app/dispatches"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
+	"github.com/flexsite/flexsite/internal/app/meterpoints"
 	"github.com/flexsite/flexsite/internal/app/pricing"
 	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/app/rewards"
@@ -34,6 +35,8 @@ import (
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/mail"
+	"github.com/flexsite/flexsite/internal/meters"
+	"github.com/flexsite/flexsite/internal/meterstore"
 	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/pricestore"
@@ -41,6 +44,7 @@ import (
 	"github.com/flexsite/flexsite/internal/rewardspage"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/schedulestore"
+	"github.com/flexsite/flexsite/internal/sealing"
 	"github.com/flexsite/flexsite/internal/settlementstore"
 	"github.com/flexsite/flexsite/internal/web"
 )
@@ -104,6 +108,12 @@ type Config struct {
 	// BankKeys seal the bank details (nil: the key Secret pagestore.DefaultKeysSecret of
 	// HostedNamespace, loaded, or created, on first use).
 	BankKeys *pagestore.KeyRing
+	// MeterRefKeys seal the meter references a search answers (nil: the key Secret
+	// meterpoints.DefaultKeysSecret of HostedNamespace, loaded, or created, on first use).
+	MeterRefKeys *sealing.KeyRing
+	// MeterRegister answers the meter lookups (nil: the PostgreSQL register of DB,
+	// internal/meterstore; a deployment may answer from an upstream meter service instead).
+	MeterRegister meters.Register
 	// PublicURL is the scheme and host the rewards links point at (empty: the request's).
 	PublicURL string
 	// TrustedProxies are the networks of the reverse proxies in front of the API: only from
@@ -157,6 +167,15 @@ func NewServer(cfg Config) *Server {
 	if keys == nil {
 		keys = pagestore.NewKeyRing(cfg.APIReader, cfg.Client, hostedNS, pagestore.DefaultKeysSecret)
 	}
+	meterKeys := cfg.MeterRefKeys
+	if meterKeys == nil {
+		meterKeys = sealing.NewKeyRing(cfg.APIReader, cfg.Client, hostedNS, meterpoints.DefaultKeysSecret, "meter references")
+	}
+	register := cfg.MeterRegister
+	if register == nil {
+		register = &meterstore.Store{Pool: cfg.DB}
+	}
+	meterPoints := &meterpoints.Service{Log: cfg.Log.WithName("meters"), Register: register, Keys: meterKeys, Now: cfg.Now}
 	rewardsSvc := rewards.New(rewards.Config{Log: cfg.Log, Sites: households, APIReader: cfg.APIReader,
 		Client: households.Client, Cache: cfg.Cache, Policy: cfg.Rewards, Mailer: cfg.Mailer,
 		HostedNamespace: cfg.HostedNamespace, Now: cfg.Now,
@@ -182,10 +201,10 @@ func NewServer(cfg Config) *Server {
 	rest := restapi.New(restapi.Config{Log: cfg.Log, Ready: cfg.Ready, Households: households, Rewards: rewardsSvc,
 		Subscriptions: subscriptions.New(households, outbox), Devices: devicesSvc, Readings: readingsSvc,
 		FlexEvents: flexEvents, Guard: guard, Authenticator: cfg.Authenticator, AssetEvents: assetEvents,
-		Dispatches: dispatches.New(households, flexEvents.Dispatches), Pricing: pricingSvc,
+		Dispatches: dispatches.New(households, flexEvents.Dispatches), Pricing: pricingSvc, Meters: meterPoints,
 		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
 	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Devices: devicesSvc,
-		FlexEvents: flexEvents, Pricing: pricingSvc, Guard: guard, Now: cfg.Now, PublicURL: cfg.PublicURL}
+		FlexEvents: flexEvents, Pricing: pricingSvc, Meters: meterPoints, Guard: guard, Now: cfg.Now, PublicURL: cfg.PublicURL}
 	callback := &devicecallback.Door{Log: cfg.Log, Devices: devicesSvc, PublicURL: cfg.PublicURL, Limits: limits,
 		TrustedProxies: cfg.TrustedProxies}
 	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,

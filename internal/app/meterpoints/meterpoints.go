@@ -1,0 +1,215 @@
+// Package meterpoints holds the use cases of the meter-point register (spec/meters.md): a
+// postcode's meter points searched (answered as sealed references, never MPANs), a
+// reference, an MPAN or an address read as the meter point's details. The rules are
+// internal/meters'; the register is behind meters.Register; this package speaks no HTTP.
+package meterpoints
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/meters"
+	"github.com/flexsite/flexsite/internal/sealing"
+	"github.com/flexsite/flexsite/internal/validation"
+)
+
+// DefaultKeysSecret is the name of the meter references' key Secret in the manager's
+// namespace (internal/sealing; created with a fresh key when missing).
+const DefaultKeysSecret = "flexsite-meter-ref-keys"
+
+// Service runs the register's use cases.
+type Service struct {
+	Log      logr.Logger
+	Register meters.Register
+	// Keys seal the references a search answers.
+	Keys *sealing.KeyRing
+	Now  func() time.Time
+}
+
+// SearchResult is one meter point a search found (prod's MeterSearchResponse): its sealed
+// reference and its address in one line.
+type SearchResult struct {
+	Ref     string `json:"ref"`
+	Address string `json:"address"`
+}
+
+// Meter is a meter point's details (prod's MeterResponse).
+type Meter struct {
+	MPAN              string          `json:"mpan"`
+	HalfHourlySettled bool            `json:"half_hourly_settled"`
+	SupplierMPID      string          `json:"supplier_mpid"`
+	SupplierName      string          `json:"supplier_name"`
+	EligibleMarkets   []meters.Market `json:"eligible_markets"`
+}
+
+func meterOf(p meters.Point) Meter {
+	return Meter{MPAN: p.MPAN, HalfHourlySettled: p.HalfHourlySettled, SupplierMPID: p.SupplierMPID,
+		SupplierName: p.SupplierName, EligibleMarkets: p.EligibleMarkets()}
+}
+
+// ErrMeterNotFound answers a reference that does not open (altered, forged, another
+// organisation's or another key's), has expired, or names a meter point no longer in the
+// register: one answer for all, so a caller learns nothing from which.
+var ErrMeterNotFound = app.Fail(app.NotFound, "Meter not found")
+
+// ErrRegisterUnavailable answers while the register cannot be read: try again.
+var ErrRegisterUnavailable = &app.Error{Kind: app.Unavailable,
+	Detail: "The meter register is unavailable; retry", RetryAfter: db.RetryAfterSeconds}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// failed is a register error as the caller is told it.
+func (s *Service) failed(err error) error {
+	if db.Unavailable(err) {
+		s.Log.Info("meter register: the database is unavailable", "error", err.Error())
+		return ErrRegisterUnavailable
+	}
+	return err
+}
+
+// invalid is a 422 of the register's routes: prod answers them as a sentence (ErrorWithDetail).
+func invalid(format string, args ...any) error {
+	return app.Fail(app.Invalid, format, args...)
+}
+
+// Search is the meter points at a postcode (normalised as every postcode is), filtered by a
+// building identifier when one is given (meters.Point.MatchesBuilding), at most
+// meters.MaxSearchResults in natural address order, each with a reference sealed for the
+// caller's organisation that expires after meters.RefLifetime.
+func (s *Service) Search(ctx context.Context, p *auth.Principal, postcode, building string) ([]SearchResult, error) {
+	pc, err := validation.NormalisePostcode(postcode)
+	if err != nil {
+		return nil, invalid("%q is not a UK postcode", postcode)
+	}
+	if len(building) > meters.MaxBuildingBytes {
+		return nil, invalid("building_identifier is longer than %d bytes", meters.MaxBuildingBytes)
+	}
+	limit := meters.MaxSearchResults
+	if building != "" {
+		limit = meters.MaxAtPostcode
+	}
+	points, err := s.Register.AtPostcode(ctx, pc, limit)
+	if err != nil {
+		return nil, s.failed(err)
+	}
+	out := make([]SearchResult, 0, min(len(points), meters.MaxSearchResults))
+	expires := s.now().Add(meters.RefLifetime)
+	for _, pt := range points {
+		if len(out) == meters.MaxSearchResults {
+			break
+		}
+		if !pt.MatchesBuilding(building) {
+			continue
+		}
+		ref, err := s.seal(ctx, meters.Ref{MPAN: pt.MPAN, Organisation: p.Namespace, Expires: expires})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, SearchResult{Ref: ref, Address: pt.Address()})
+	}
+	return out, nil
+}
+
+func (s *Service) seal(ctx context.Context, r meters.Ref) (string, error) {
+	kid, nonce, ciphertext, err := s.Keys.Seal(ctx, r.Plaintext(), r.AdditionalData())
+	if err != nil {
+		return "", fmt.Errorf("sealing a meter reference: %w", err)
+	}
+	return meters.EncodeRef(kid, nonce, ciphertext), nil
+}
+
+// Open is the MPAN a reference stands for, when it was sealed for the caller's organisation
+// and has not expired; ErrMeterNotFound otherwise.
+func (s *Service) Open(ctx context.Context, p *auth.Principal, ref string) (string, error) {
+	kid, nonce, ciphertext, err := meters.DecodeRef(ref, sealing.NonceSize)
+	if err != nil {
+		return "", ErrMeterNotFound
+	}
+	want := meters.Ref{Organisation: p.Namespace}
+	plaintext, err := s.Keys.Open(ctx, kid, nonce, ciphertext, want.AdditionalData())
+	if err != nil {
+		if !errors.Is(err, sealing.ErrUnknownKey) {
+			// An unknown key id is a reference of a removed key or a made-up one; anything
+			// else (the Secret unreadable) is logged, but still told as not found.
+			s.Log.V(1).Info("meter reference does not open", "error", err.Error())
+		}
+		return "", ErrMeterNotFound
+	}
+	r, err := meters.ReadRef(plaintext, p.Namespace, s.now())
+	if err != nil {
+		return "", ErrMeterNotFound
+	}
+	return r.MPAN, nil
+}
+
+// ByRef is the details of the meter point a reference stands for.
+func (s *Service) ByRef(ctx context.Context, p *auth.Principal, ref string) (Meter, error) {
+	mpan, err := s.Open(ctx, p, ref)
+	if err != nil {
+		return Meter{}, err
+	}
+	pt, ok, err := s.Register.ByMPAN(ctx, mpan)
+	switch {
+	case err != nil:
+		return Meter{}, s.failed(err)
+	case !ok:
+		return Meter{}, ErrMeterNotFound
+	}
+	return meterOf(pt), nil
+}
+
+// ByMPAN is the details of the meter point of an MPAN: 422 for an MPAN that cannot be one,
+// 404 for one the register does not hold.
+func (s *Service) ByMPAN(ctx context.Context, mpan string) (Meter, error) {
+	core, err := validation.NormaliseMPAN(mpan)
+	if err != nil {
+		return Meter{}, invalid("%s", err.Error())
+	}
+	pt, ok, err := s.Register.ByMPAN(ctx, core)
+	switch {
+	case err != nil:
+		return Meter{}, s.failed(err)
+	case !ok:
+		return Meter{}, app.Fail(app.NotFound, "No meter point with MPAN %s in the register", core)
+	}
+	return meterOf(pt), nil
+}
+
+// ByAddress is the details of the meter point an address names (meters.Pick among its
+// postcode's meter points, ranked by similarity): 422 when the address holds no UK postcode
+// or is too long, 404 when no single meter point matches, with how many candidates there were.
+func (s *Service) ByAddress(ctx context.Context, address string) (Meter, error) {
+	if len(address) > meters.MaxAddressBytes {
+		return Meter{}, invalid("The address is longer than %d bytes", meters.MaxAddressBytes)
+	}
+	if err := validation.SingleLineText(address); err != nil {
+		return Meter{}, invalid("The address is not one line of text: %s", err.Error())
+	}
+	pc, err := meters.PostcodeIn(address)
+	if err != nil {
+		return Meter{}, invalid("The address must contain a UK postcode")
+	}
+	ranked, err := s.Register.Ranked(ctx, pc, address, meters.MaxAtPostcode)
+	if err != nil {
+		return Meter{}, s.failed(err)
+	}
+	pt, err := meters.Pick(ranked)
+	var none *meters.ErrNoUniqueMeter
+	if errors.As(err, &none) {
+		return Meter{}, app.Fail(app.NotFound, "No single meter point matches the address (%d candidates at %s); "+
+			"use /meter/search to list them and let the household choose", none.Candidates, pc)
+	}
+	return meterOf(pt), nil
+}

@@ -1,0 +1,31 @@
+-- The meter-point register (spec/meters.md): platform-wide (no organisation column), loaded by
+-- the platform team with `flexsite-admin meters import` from its licensed export. A row sent
+-- again replaces the earlier one (its MPAN is its key).
+-- postcode is normalised ("SW1A 1AA"); address, building and sort_key are derived from the
+-- row by internal/meters when it is loaded, never in SQL: address is the one-line address a
+-- search answers and by-address ranks, sort_key its natural order (collation "C", so that the
+-- postcode index returns a postcode's meter points already in order).
+-- pg_trgm (PostgreSQL's contrib, trusted since 13: a database owner may create it) gives
+-- similarity(), which ranks a postcode's addresses against the one a caller gave.
+
+-- +goose Up
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+CREATE TABLE meter_points (
+    mpan                text        PRIMARY KEY,
+    address_line_1      text        NOT NULL,
+    address_line_2      text        NOT NULL,
+    address_line_3      text        NOT NULL,
+    address_line_4      text        NOT NULL,
+    town                text        NOT NULL,
+    postcode            text        NOT NULL,
+    supplier_mpid       text        NOT NULL,
+    supplier_name       text        NOT NULL,
+    half_hourly_settled boolean     NOT NULL,
+    address             text        NOT NULL,
+    sort_key            text        COLLATE "C" NOT NULL,
+    loaded_at           timestamptz NOT NULL
+);
+CREATE INDEX meter_points_postcode ON meter_points (postcode, sort_key);
+
+-- +goose Down
+DROP TABLE meter_points;

@@ -1,0 +1,264 @@
+package meterstore
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/flexsite/flexsite/internal/meters"
+)
+
+// MaxListedRejections bounds the rejected rows an import lists (it counts them all).
+const MaxListedRejections = 100
+
+// Rejection is a row of the file that cannot be a meter point: its line (1-based, the header
+// is line 1) and why.
+type Rejection struct {
+	Line   int64
+	Reason string
+}
+
+func (r Rejection) String() string { return fmt.Sprintf("line %d: %s", r.Line, r.Reason) }
+
+// RejectedError is an import refused because of its rows: nothing was loaded.
+type RejectedError struct {
+	// Rejections lists the first MaxListedRejections rejected rows, in line order.
+	Rejections []Rejection
+	// Count is how many rows were rejected in all.
+	Count int64
+}
+
+func (e *RejectedError) Error() string {
+	lines := make([]string, len(e.Rejections))
+	for i, r := range e.Rejections {
+		lines[i] = r.String()
+	}
+	more := ""
+	if int64(len(e.Rejections)) < e.Count {
+		more = fmt.Sprintf("\n(and %d more)", e.Count-int64(len(e.Rejections)))
+	}
+	return fmt.Sprintf("%d rows rejected; nothing was imported:\n%s%s", e.Count, strings.Join(lines, "\n"), more)
+}
+
+// Progress is how far an import has read: rows and bytes of the (uncompressed) file.
+type Progress struct {
+	Rows  int64
+	Bytes int64
+}
+
+// Report is an import done: rows loaded, of which new to the register and replacing a row of
+// the same MPAN.
+type Report struct {
+	Rows, Inserted, Replaced int64
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Import loads a register file (CSV with a header row, optionally gzip-compressed) in one
+// transaction: every row is checked (meters.Header.Point), the good ones streamed with COPY
+// into a temporary table, then merged into the register (a row whose MPAN is there already
+// replaces it). Any rejected row (a bad MPAN, no postcode, an MPAN twice in the file, a row
+// cut off) fails the whole import with a *RejectedError, and the register is left as it was.
+// progress, when not nil, is called now and then from the importing goroutine.
+func (s *Store) Import(ctx context.Context, r io.Reader, progress func(Progress)) (Report, error) {
+	in, err := decompressed(r)
+	if err != nil {
+		return Report{}, err
+	}
+	counted := &countingReader{r: in}
+	cr := csv.NewReader(bufio.NewReaderSize(counted, 1<<16))
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if err != nil {
+		return Report{}, fmt.Errorf("line 1: reading the header: %w", err)
+	}
+	h, err := meters.ReadHeader(header)
+	if err != nil {
+		return Report{}, fmt.Errorf("line 1: %w", err)
+	}
+	src := &rowSource{csv: cr, header: h, counted: counted, progress: progress, now: time.Now()}
+	var report Report
+	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `CREATE TEMPORARY TABLE meter_points_staging
+			(LIKE meter_points, line bigint NOT NULL) ON COMMIT DROP`); err != nil {
+			return err
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"meter_points_staging"}, stagingColumns, src); err != nil {
+			return err
+		}
+		if src.rejected.Count > 0 {
+			return &src.rejected
+		}
+		err := tx.QueryRow(ctx, `WITH merged AS (
+				INSERT INTO meter_points (`+storedColumns+`)
+				SELECT `+storedColumns+` FROM meter_points_staging
+				ON CONFLICT (mpan) DO UPDATE SET
+					address_line_1 = EXCLUDED.address_line_1, address_line_2 = EXCLUDED.address_line_2,
+					address_line_3 = EXCLUDED.address_line_3, address_line_4 = EXCLUDED.address_line_4,
+					town = EXCLUDED.town, postcode = EXCLUDED.postcode, supplier_mpid = EXCLUDED.supplier_mpid,
+					supplier_name = EXCLUDED.supplier_name, half_hourly_settled = EXCLUDED.half_hourly_settled,
+					address = EXCLUDED.address, sort_key = EXCLUDED.sort_key, loaded_at = EXCLUDED.loaded_at
+				RETURNING xmax = 0 AS inserted)
+			SELECT count(*), count(*) FILTER (WHERE inserted) FROM merged`).Scan(&report.Rows, &report.Inserted)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "21000" { // an MPAN twice in the file
+			return duplicates(ctx, tx)
+		}
+		return err
+	})
+	report.Replaced = report.Rows - report.Inserted
+	var rejected *RejectedError
+	if errors.As(err, &rejected) || src.err != nil {
+		if src.err != nil {
+			return Report{}, src.err
+		}
+		return Report{}, rejected
+	}
+	if err != nil {
+		return Report{}, s.classify(err)
+	}
+	return report, nil
+}
+
+// duplicates lists the MPANs the file holds more than once, with their lines.
+func duplicates(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, `SELECT mpan, array_agg(line ORDER BY line) FROM meter_points_staging
+		GROUP BY mpan HAVING count(*) > 1 ORDER BY min(line)`)
+	if err != nil {
+		return err
+	}
+	rejected := &RejectedError{}
+	var mpan string
+	var lines []int64
+	_, err = pgx.ForEachRow(rows, []any{&mpan, &lines}, func() error {
+		for _, l := range lines[1:] {
+			rejected.Count++
+			if len(rejected.Rejections) < MaxListedRejections {
+				rejected.Rejections = append(rejected.Rejections, Rejection{Line: l,
+					Reason: fmt.Sprintf("mpan %s is also on line %d", mpan, lines[0])})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return rejected
+}
+
+// storedColumns are the register's columns an import writes.
+const storedColumns = `mpan, address_line_1, address_line_2, address_line_3, address_line_4, town, postcode,
+	supplier_mpid, supplier_name, half_hourly_settled, address, sort_key, loaded_at`
+
+var stagingColumns = []string{"mpan", "address_line_1", "address_line_2", "address_line_3", "address_line_4",
+	"town", "postcode", "supplier_mpid", "supplier_name", "half_hourly_settled", "address", "sort_key", "loaded_at", "line"}
+
+// decompressed is r, or r ungzipped when it starts with gzip's magic bytes.
+func decompressed(r io.Reader) (io.Reader, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	magic, err := br.Peek(2)
+	if err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("reading the gzip header: %w", err)
+		}
+		return zr, nil
+	}
+	return br, nil
+}
+
+// progressEvery is how many rows pass between two progress calls.
+const progressEvery = 10_000
+
+// rowSource streams the file's good rows to COPY (pgx.CopyFromSource), collecting the bad.
+type rowSource struct {
+	csv      *csv.Reader
+	header   meters.Header
+	counted  *countingReader
+	progress func(Progress)
+	now      time.Time
+
+	rows     int64
+	values   []any
+	rejected RejectedError
+	// err is a failure to read the file at all (not a row's fault): the import stops.
+	err error
+}
+
+func (s *rowSource) reject(line int64, reason string) {
+	s.rejected.Count++
+	if len(s.rejected.Rejections) < MaxListedRejections {
+		s.rejected.Rejections = append(s.rejected.Rejections, Rejection{Line: line, Reason: reason})
+	}
+}
+
+func (s *rowSource) Next() bool {
+	for {
+		record, err := s.csv.Read()
+		if err == io.EOF {
+			s.report()
+			return false
+		}
+		var parseErr *csv.ParseError
+		if errors.As(err, &parseErr) {
+			// A row cut off, or with too few or too many fields: the reader goes on to the
+			// next line, so every such row is listed.
+			s.reject(int64(parseErr.StartLine), parseErr.Err.Error())
+			if errors.Is(parseErr.Err, csv.ErrQuote) || errors.Is(parseErr.Err, csv.ErrBareQuote) {
+				return false // past an unbalanced quote nothing can be read as rows
+			}
+			continue
+		}
+		if err != nil {
+			s.err = fmt.Errorf("reading the file: %w", err)
+			return false
+		}
+		s.rows++
+		if s.rows%progressEvery == 0 {
+			s.report()
+		}
+		line, _ := s.csv.FieldPos(0)
+		p, err := s.header.Point(record)
+		if err != nil {
+			s.reject(int64(line), err.Error())
+			continue
+		}
+		if s.rejected.Count > 0 {
+			continue // nothing more will be loaded: only check the rest
+		}
+		address := p.Address()
+		s.values = append(s.values[:0], p.MPAN, p.AddressLines[0], p.AddressLines[1], p.AddressLines[2],
+			p.AddressLines[3], p.Town, p.Postcode, p.SupplierMPID, p.SupplierName, p.HalfHourlySettled,
+			address, meters.SortKey(address), s.now, int64(line))
+		return true
+	}
+}
+
+func (s *rowSource) report() {
+	if s.progress != nil {
+		s.progress(Progress{Rows: s.rows, Bytes: s.counted.n})
+	}
+}
+
+func (s *rowSource) Values() ([]any, error) { return s.values, nil }
+
+func (s *rowSource) Err() error { return s.err }
