@@ -53,6 +53,9 @@ func (e *RejectedError) Error() string {
 type Progress struct {
 	Rows  int64
 	Bytes int64
+	// Read is true once the whole file is read: what remains is merging it into the register
+	// (seconds for a million rows), so that a progress display can say so rather than stall.
+	Read bool
 }
 
 // Report is an import done: rows loaded, of which new to the register and replacing a row of
@@ -61,15 +64,20 @@ type Report struct {
 	Rows, Inserted, Replaced int64
 }
 
-// countingReader counts the bytes read through it.
+// countingReader counts the bytes read through it and keeps the last one: a file whose last
+// byte is not a line end stops in the middle of its last row.
 type countingReader struct {
-	r io.Reader
-	n int64
+	r    io.Reader
+	n    int64
+	last byte
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if n > 0 {
+		c.last = p[n-1]
+	}
 	return n, err
 }
 
@@ -88,6 +96,10 @@ func (s *Store) Import(ctx context.Context, r io.Reader, progress func(Progress)
 	cr := csv.NewReader(bufio.NewReaderSize(counted, 1<<16))
 	cr.ReuseRecord = true
 	header, err := cr.Read()
+	if err == io.EOF {
+		return Report{}, errors.New("line 1: the file is empty: a register file starts with a header row (" +
+			strings.Join(meters.Columns, ",") + ")")
+	}
 	if err != nil {
 		return Report{}, fmt.Errorf("line 1: reading the header: %w", err)
 	}
@@ -95,7 +107,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader, progress func(Progress)
 	if err != nil {
 		return Report{}, fmt.Errorf("line 1: %w", err)
 	}
-	src := &rowSource{csv: cr, header: h, counted: counted, progress: progress, now: time.Now()}
+	src := &rowSource{csv: cr, header: h, fields: len(header), counted: counted, progress: progress, now: time.Now()}
 	var report Report
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `CREATE TEMPORARY TABLE meter_points_staging
@@ -108,7 +120,13 @@ func (s *Store) Import(ctx context.Context, r io.Reader, progress func(Progress)
 		if src.rejected.Count > 0 {
 			return &src.rejected
 		}
-		err := tx.QueryRow(ctx, `WITH merged AS (
+		// The merge runs under a savepoint: when the file holds an MPAN twice it fails, and the
+		// transaction must still answer which lines hold it.
+		merge, err := tx.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		err = merge.QueryRow(ctx, `WITH merged AS (
 				INSERT INTO meter_points (`+storedColumns+`)
 				SELECT `+storedColumns+` FROM meter_points_staging
 				ON CONFLICT (mpan) DO UPDATE SET
@@ -121,9 +139,15 @@ func (s *Store) Import(ctx context.Context, r io.Reader, progress func(Progress)
 			SELECT count(*), count(*) FILTER (WHERE inserted) FROM merged`).Scan(&report.Rows, &report.Inserted)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "21000" { // an MPAN twice in the file
+			if err := merge.Rollback(ctx); err != nil {
+				return err
+			}
 			return duplicates(ctx, tx)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return merge.Commit(ctx)
 	})
 	report.Replaced = report.Rows - report.Inserted
 	var rejected *RejectedError
@@ -198,6 +222,8 @@ type rowSource struct {
 	now      time.Time
 
 	rows     int64
+	fields   int // the header's: every row has as many
+	lastLine int64
 	values   []any
 	rejected RejectedError
 	// err is a failure to read the file at all (not a row's fault): the import stops.
@@ -215,31 +241,34 @@ func (s *rowSource) Next() bool {
 	for {
 		record, err := s.csv.Read()
 		if err == io.EOF {
-			s.report()
+			s.endOfFile()
 			return false
 		}
 		var parseErr *csv.ParseError
 		if errors.As(err, &parseErr) {
-			// A row cut off, or with too few or too many fields: the reader goes on to the
-			// next line, so every such row is listed.
-			s.reject(int64(parseErr.StartLine), parseErr.Err.Error())
+			s.lastLine = int64(parseErr.StartLine)
+			s.reject(s.lastLine, parseReason(parseErr, len(record), s.fields))
 			if errors.Is(parseErr.Err, csv.ErrQuote) || errors.Is(parseErr.Err, csv.ErrBareQuote) {
 				return false // past an unbalanced quote nothing can be read as rows
 			}
+			// A row with too few or too many fields: the reader goes on to the next line, so
+			// every such row is listed.
 			continue
 		}
 		if err != nil {
-			s.err = fmt.Errorf("reading the file: %w", err)
+			// The file could not be read on (a gzip stream cut off, a disk error): say where.
+			s.err = fmt.Errorf("after line %d: reading the file: %w (is it cut off?)", s.lastLine, err)
 			return false
 		}
 		s.rows++
 		if s.rows%progressEvery == 0 {
-			s.report()
+			s.report(false)
 		}
 		line, _ := s.csv.FieldPos(0)
+		s.lastLine = int64(line)
 		p, err := s.header.Point(record)
 		if err != nil {
-			s.reject(int64(line), err.Error())
+			s.reject(s.lastLine, err.Error())
 			continue
 		}
 		if s.rejected.Count > 0 {
@@ -248,14 +277,40 @@ func (s *rowSource) Next() bool {
 		address := p.Address()
 		s.values = append(s.values[:0], p.MPAN, p.AddressLines[0], p.AddressLines[1], p.AddressLines[2],
 			p.AddressLines[3], p.Town, p.Postcode, p.SupplierMPID, p.SupplierName, p.HalfHourlySettled,
-			address, meters.SortKey(address), s.now, int64(line))
+			address, meters.SortKey(address), s.now, s.lastLine)
 		return true
 	}
 }
 
-func (s *rowSource) report() {
+// endOfFile checks how the file ended: a file cut off in the middle of its last row may still
+// parse (a town cut short, "true" cut to "t"), so a last row without its line end is refused.
+// Exports end every row with one (RFC 4180's writers, spreadsheets, Go's and Python's csv).
+func (s *rowSource) endOfFile() {
+	if s.rows > 0 && s.counted.last != '\n' && s.counted.last != '\r' &&
+		(len(s.rejected.Rejections) == 0 || s.rejected.Rejections[len(s.rejected.Rejections)-1].Line != s.lastLine) {
+		s.reject(s.lastLine, "the file ends in the middle of this row (no line end after it): is the file cut off?")
+	}
+	s.report(true)
+}
+
+// parseReason says what is wrong with a row the CSV reader could not read, in the words of
+// someone checking an export.
+func parseReason(e *csv.ParseError, got, want int) string {
+	switch {
+	case errors.Is(e.Err, csv.ErrFieldCount):
+		return fmt.Sprintf("%d fields, but the header has %d (a row cut off, or a comma in a field that is not quoted?)",
+			got, want)
+	case errors.Is(e.Err, csv.ErrQuote):
+		return fmt.Sprintf("a quoted field is not closed by line %d (a \" missing, or the file cut off)", e.Line)
+	case errors.Is(e.Err, csv.ErrBareQuote):
+		return fmt.Sprintf("a \" inside a field that is not quoted (column %d)", e.Column)
+	}
+	return e.Err.Error()
+}
+
+func (s *rowSource) report(read bool) {
 	if s.progress != nil {
-		s.progress(Progress{Rows: s.rows, Bytes: s.counted.n})
+		s.progress(Progress{Rows: s.rows, Bytes: s.counted.n, Read: read})
 	}
 }
 
