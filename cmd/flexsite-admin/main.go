@@ -13,6 +13,12 @@
 //
 //	FLEXSITE_DATABASE_URL=postgres://... flexsite-admin payment-status --organisation acme \
 //	    --site-id SITE_ID --transaction-id ID --status approved
+//
+// And it loads the meter-point register from the export the platform team's data licence
+// gives it, all or nothing (docs/platform.md, "The meter register"):
+//
+//	FLEXSITE_DATABASE_URL=postgres://... flexsite-admin meters import register.csv.gz
+//	flexsite-admin meters generate --count 1000000 | gzip > register.csv.gz   # a synthetic one
 package main
 
 import (
@@ -47,10 +53,14 @@ func run(args []string, password string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "payment-status" {
 		return paymentStatus(context.Background(), args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "meters" {
+		return metersCommand(context.Background(), args[1:], os.Stdin, stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "organisation" {
 		return errors.New("usage: flexsite-admin organisation --name NAMESPACE --username USER " +
 			"[--roles " + knownRoles() + "] [--consent-exempt]\n" +
-			"   or: " + strings.TrimPrefix(paymentUsage, "usage: "))
+			"   or: " + strings.TrimPrefix(paymentUsage, "usage: ") + "\n" +
+			"   or: " + strings.TrimPrefix(metersUsage, "usage: "))
 	}
 	fs := flag.NewFlagSet("organisation", flag.ContinueOnError)
 	fs.SetOutput(stderr)

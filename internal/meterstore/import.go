@@ -53,8 +53,9 @@ func (e *RejectedError) Error() string {
 type Progress struct {
 	Rows  int64
 	Bytes int64
-	// Read is true once the whole file is read: what remains is merging it into the register
-	// (seconds for a million rows), so that a progress display can say so rather than stall.
+	// Read is true once the whole file is read and every row is good: what remains is merging
+	// it into the register (seconds for a million rows), so that a progress display can say
+	// so rather than seem to stall.
 	Read bool
 }
 
@@ -290,7 +291,7 @@ func (s *rowSource) endOfFile() {
 		(len(s.rejected.Rejections) == 0 || s.rejected.Rejections[len(s.rejected.Rejections)-1].Line != s.lastLine) {
 		s.reject(s.lastLine, "the file ends in the middle of this row (no line end after it): is the file cut off?")
 	}
-	s.report(true)
+	s.report(s.rejected.Count == 0)
 }
 
 // parseReason says what is wrong with a row the CSV reader could not read, in the words of
