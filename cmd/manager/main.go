@@ -77,6 +77,7 @@ type options struct {
 	tokenKeysSecret                 string
 	bankKeysSecret                  string
 	meterRefKeysSecret              string
+	embeddedMeterPoints             int
 	organisationSecretsRole         string
 	serviceAccount                  string
 	notificationAllow               []netip.Prefix
@@ -122,6 +123,9 @@ func main() {
 		"Address of the pprof endpoints, on the loopback interface (e.g. 127.0.0.1:6060); empty disables them.")
 	flag.BoolVar(&o.pprofAllowRemote, "pprof-allow-remote", false,
 		"Let --pprof-bind-address listen beyond the loopback interface. pprof has no authentication: put it behind some.")
+	flag.IntVar(&o.embeddedMeterPoints, "embedded-meter-points", 3000,
+		"With --embedded: how many synthetic meter points to load into an empty meter register (0: none), so that "+
+			"a meter search finds some at the samples' postcodes (SW1A 1AA, M1 1AE). Never without --embedded.")
 	flag.StringVar(&o.kubeconfigOut, "embedded-kubeconfig", "bin/embedded/kubeconfig",
 		"With --embedded: where to write the admin kubeconfig for kubectl.")
 	flag.BoolVar(&o.installRules, "install-default-rules", false,
@@ -253,6 +257,11 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer closeDB()
+	if o.embedded {
+		if err := seedDemoRegister(ctx, pool, o.embeddedMeterPoints, ctrl.Log.WithName("database")); err != nil {
+			return err
+		}
+	}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
