@@ -5,6 +5,9 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,6 +146,39 @@ func TestMetersImportPlainProgress(t *testing.T) {
 	if len(lines) < 2 || !strings.Contains(stderr, "meters import: 250,000 rows read; merging into the register\n") ||
 		strings.ContainsAny(stderr, "\r\x1b") {
 		t.Errorf("stderr %q; want plain progress lines (one per 100,000 rows), then the merge", stderr)
+	}
+}
+
+// A database that does not answer: the command says so and exits 2, never printing the URL's
+// password.
+func TestMetersImportDatabaseDown(t *testing.T) {
+	file := writeFile(t, "register.csv", generated(t, 46, 10))
+	_, stderr, status := admin(t, nil, "meters", "import", "--database-url",
+		"postgres://flexsite:s3cret-pw@127.0.0.1:1/flexsite?connect_timeout=2", file)
+	if status != 2 || !strings.Contains(stderr, "reaching the database: the database is unavailable") ||
+		strings.Contains(stderr, "s3cret-pw") {
+		t.Errorf("exit %d, stderr %q; want 2, the database unavailable, no password", status, stderr)
+	}
+}
+
+// A database the manager never migrated: the command says to start the manager first (it
+// does not move the schema itself) and exits 2.
+func TestMetersImportWithoutTheSchema(t *testing.T) {
+	ctx := context.Background()
+	name := fmt.Sprintf("flexsite_admin_unmigrated_%d", rand.Uint32())
+	if _, err := testDB.Pool.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = testDB.Pool.Exec(ctx, "DROP DATABASE "+name) }()
+	u, err := url.Parse(testDB.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	_, stderr, status := admin(t, nil, "meters", "import", "--database-url", u.String(),
+		writeFile(t, "register.csv", generated(t, 47, 10)))
+	if status != 2 || !strings.Contains(stderr, "no meter register (table meter_points): start the Flexsite manager") {
+		t.Errorf("exit %d, stderr %q; want 2 and to start the manager first", status, stderr)
 	}
 }
 
