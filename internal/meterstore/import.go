@@ -2,6 +2,7 @@ package meterstore
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/csv"
@@ -16,6 +17,12 @@ import (
 
 	"github.com/flexsite/flexsite/internal/meters"
 )
+
+// importLock is the advisory lock key an import holds for its transaction.
+const importLock = 0x6d657465_72696d70 // "meterimp"
+
+// ErrImportRunning is an import refused because another is loading the register.
+var ErrImportRunning = errors.New("another import of the meter register is running: try again once it has finished")
 
 // MaxListedRejections bounds the rejected rows an import lists (it counts them all).
 const MaxListedRejections = 100
@@ -65,12 +72,24 @@ type Report struct {
 	Rows, Inserted, Replaced int64
 }
 
-// countingReader counts the bytes read through it and keeps the last one: a file whose last
-// byte is not a line end stops in the middle of its last row.
+// MaxLineBytes bounds a line of a register file. A row is at most ten fields of
+// meters.MaxFieldBytes; a longer line is not a register (a binary file, a file of another
+// kind), and the CSV reader would hold all of it in memory before judging it.
+const MaxLineBytes = 64 << 10
+
+// errLineTooLong is a file with a line longer than MaxLineBytes.
+var errLineTooLong = fmt.Errorf("a line longer than %d bytes: this is not a register file (a row is at most a few hundred bytes)",
+	MaxLineBytes)
+
+// countingReader counts the bytes read through it, keeps the last one (a file whose last byte
+// is not a line end stops in the middle of its last row) and refuses a line longer than
+// MaxLineBytes.
 type countingReader struct {
 	r    io.Reader
 	n    int64
 	last byte
+	// line is the bytes read since the last line end.
+	line int64
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
@@ -78,6 +97,14 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	if n > 0 {
 		c.last = p[n-1]
+		if i := bytes.LastIndexByte(p[:n], '\n'); i >= 0 {
+			c.line = int64(n - 1 - i)
+		} else {
+			c.line += int64(n)
+		}
+		if c.line > MaxLineBytes {
+			return n, errLineTooLong
+		}
 	}
 	return n, err
 }
@@ -111,6 +138,15 @@ func (s *Store) Import(ctx context.Context, r io.Reader, progress func(Progress)
 	src := &rowSource{csv: cr, header: h, fields: len(header), counted: counted, progress: progress, now: time.Now()}
 	var report Report
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		// One import at a time: two would wait on each other's rows (or deadlock), and the
+		// loaded_at a refresh is judged by would interleave. The second is told, not queued.
+		var alone bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(importLock)).Scan(&alone); err != nil {
+			return err
+		}
+		if !alone {
+			return ErrImportRunning
+		}
 		if _, err := tx.Exec(ctx, `CREATE TEMPORARY TABLE meter_points_staging
 			(LIKE meter_points, line bigint NOT NULL) ON COMMIT DROP`); err != nil {
 			return err
@@ -256,9 +292,16 @@ func (s *rowSource) Next() bool {
 			// every such row is listed.
 			continue
 		}
-		if err != nil {
-			// The file could not be read on (a gzip stream cut off, a disk error): say where.
+		switch {
+		case errors.Is(err, errLineTooLong):
+			s.err = fmt.Errorf("after line %d: %w", s.lastLine, err)
+			return false
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			// A gzip stream cut off: say where.
 			s.err = fmt.Errorf("after line %d: reading the file: %w (is it cut off?)", s.lastLine, err)
+			return false
+		case err != nil:
+			s.err = fmt.Errorf("after line %d: reading the file: %w", s.lastLine, err)
 			return false
 		}
 		s.rows++

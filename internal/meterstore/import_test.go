@@ -293,3 +293,41 @@ func TestImportCancelledMidwayLeavesNothing(t *testing.T) {
 	}
 	unchanged(t, before)
 }
+
+// A line far longer than any row (a binary file, a file of another kind) is refused as soon
+// as it passes MaxLineBytes, never read whole into memory.
+func TestImportRefusesALineLongerThanAnyRow(t *testing.T) {
+	s := &meterstore.Store{Pool: testDB.Pool}
+	before := stateOf(t)
+	file := append(registerFile(t, 37, 3), bytes.Repeat([]byte("x"), 10*meterstore.MaxLineBytes)...)
+	_, err := s.Import(context.Background(), bytes.NewReader(file), nil)
+	if err == nil || !strings.Contains(err.Error(), "after line 4: a line longer than 65536 bytes: this is not a register file") {
+		t.Errorf("err = %v; want the line too long, after line 4", err)
+	}
+	unchanged(t, before)
+}
+
+// Two imports at once: the second is told another is running, and changes nothing.
+func TestImportOneAtATime(t *testing.T) {
+	ctx := context.Background()
+	s := &meterstore.Store{Pool: testDB.Pool}
+	before := stateOf(t)
+	tx, err := testDB.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(meterstore.ImportLock)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Import(ctx, bytes.NewReader(registerFile(t, 38, 10)), nil); !errors.Is(err, meterstore.ErrImportRunning) {
+		t.Errorf("err = %v; want ErrImportRunning", err)
+	}
+	unchanged(t, before)
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if report, err := s.Import(ctx, bytes.NewReader(registerFile(t, 38, 10)), nil); err != nil || report.Rows != 10 {
+		t.Errorf("once the other has finished: %+v, %v", report, err)
+	}
+}
