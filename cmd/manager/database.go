@@ -46,7 +46,8 @@ var errNoDatabase = errors.New("no database: Flexsite keeps reward history, with
 	"(the Helm chart takes it from a Secret: database.existingSecret), or run with --embedded for a local one")
 
 // openDatabase connects to the database (starting the embedded one with --embedded), migrates
-// its schema under the advisory lock, and answers the pool and what stops it all.
+// its schema under the advisory lock (with --embedded, loads the demo meter register into an
+// empty one), and answers the pool and what stops it all.
 func openDatabase(ctx context.Context, o options) (*pgxpool.Pool, func(), error) {
 	log := ctrl.Log.WithName("database")
 	url := o.database.url
@@ -113,6 +114,12 @@ func openDatabase(ctx context.Context, o options) (*pgxpool.Pool, func(), error)
 	}
 	version, _ := db.Version(ctx, pool)
 	log.Info("database schema ready", "version", version)
+	if o.embedded {
+		if err := seedDemoRegister(ctx, pool, o.embeddedMeterPoints, log); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+	}
 	return pool, closeAll, nil
 }
 

@@ -257,11 +257,6 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer closeDB()
-	if o.embedded {
-		if err := seedDemoRegister(ctx, pool, o.embeddedMeterPoints, ctrl.Log.WithName("database")); err != nil {
-			return err
-		}
-	}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
