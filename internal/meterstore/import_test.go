@@ -9,8 +9,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexsite/flexsite/internal/meters/synth"
 	"github.com/flexsite/flexsite/internal/meterstore"
 )
+
+// fileWithoutAnchors is a generated register of n meter points at generated postcodes: none
+// at SW1A 1AA, whose meter points TestImportThenFind ranks.
+func fileWithoutAnchors(t *testing.T, seed uint64, n int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := synth.WriteCSV(&buf, seed, n, nil); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
 
 // registerState is what a refused import must leave as it was: every row of the register,
 // loaded_at included, as a count and a digest.
@@ -57,7 +69,7 @@ func badCheckDigit(fields []string) []string {
 // "unchanged" is about rows that exist.
 func loadBase(t *testing.T, s *meterstore.Store, seed uint64) registerState {
 	t.Helper()
-	if _, err := s.Import(context.Background(), bytes.NewReader(registerFile(t, seed, 300)), nil); err != nil {
+	if _, err := s.Import(context.Background(), bytes.NewReader(fileWithoutAnchors(t, seed, 300)), nil); err != nil {
 		t.Fatal(err)
 	}
 	return stateOf(t)
@@ -77,7 +89,7 @@ func rejectedLines(t *testing.T, err error) *meterstore.RejectedError {
 func TestImportIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	s := &meterstore.Store{Pool: testDB.Pool}
-	file := registerFile(t, 21, 3000)
+	file := fileWithoutAnchors(t, 21, 3000)
 	first, err := s.Import(ctx, bytes.NewReader(file), nil)
 	if err != nil || first.Rows != 3000 || first.Inserted != 3000 || first.Replaced != 0 {
 		t.Fatalf("first import: %+v, %v; want 3000 rows, all new", first, err)
@@ -109,7 +121,7 @@ func TestImportBadCheckDigitOnLine500000(t *testing.T) {
 	s := &meterstore.Store{Pool: testDB.Pool}
 	before := loadBase(t, s, 22)
 	start := time.Now()
-	file := withLine(registerFile(t, 23, 500_001), 500_000, badCheckDigit)
+	file := withLine(fileWithoutAnchors(t, 23, 500_001), 500_000, badCheckDigit)
 	generated := time.Since(start)
 	_, err := s.Import(ctx, bytes.NewReader(file), nil)
 	t.Logf("500,001 rows: generated in %s, import refused after %s", generated, time.Since(start)-generated)
@@ -127,7 +139,7 @@ func TestImportFileCutOffMidRow(t *testing.T) {
 	ctx := context.Background()
 	s := &meterstore.Store{Pool: testDB.Pool}
 	before := loadBase(t, s, 24)
-	file := registerFile(t, 25, 40) // lines 1 to 41, each ending "\n"
+	file := fileWithoutAnchors(t, 25, 40) // lines 1 to 41, each ending "\n"
 	lastStart := bytes.LastIndexByte(file[:len(file)-1], '\n') + 1
 	for cut := lastStart + 1; cut < len(file)-1; cut++ {
 		_, err := s.Import(ctx, bytes.NewReader(file[:cut]), nil)
@@ -149,7 +161,7 @@ func TestImportFileCutOffInsideAQuotedField(t *testing.T) {
 	ctx := context.Background()
 	s := &meterstore.Store{Pool: testDB.Pool}
 	before := loadBase(t, s, 26)
-	file := registerFile(t, 27, 20)
+	file := fileWithoutAnchors(t, 27, 20)
 	file = withLine(file, 21, func(f []string) []string {
 		f[2] = `"Rose Court, Mill Lane"` // a comma in a field: the export quotes it
 		return f
@@ -175,7 +187,7 @@ func TestImportGzipCutOff(t *testing.T) {
 	before := loadBase(t, s, 28)
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
-	_, _ = zw.Write(registerFile(t, 29, 5000))
+	_, _ = zw.Write(fileWithoutAnchors(t, 29, 5000))
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +204,7 @@ func TestImportGzip(t *testing.T) {
 	s := &meterstore.Store{Pool: testDB.Pool}
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
-	_, _ = zw.Write(registerFile(t, 30, 1234))
+	_, _ = zw.Write(fileWithoutAnchors(t, 30, 1234))
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +224,7 @@ func TestImportDuplicateMPAN(t *testing.T) {
 	ctx := context.Background()
 	s := &meterstore.Store{Pool: testDB.Pool}
 	before := loadBase(t, s, 31)
-	file := registerFile(t, 32, 60)
+	file := fileWithoutAnchors(t, 32, 60)
 	mpan := strings.SplitN(strings.Split(string(file), "\n")[4], ",", 2)[0] // line 5's
 	file = withLine(file, 30, func(f []string) []string { f[0] = mpan; return f })
 	_, err := s.Import(ctx, bytes.NewReader(file), nil)
@@ -231,7 +243,7 @@ func TestImportRejectsBadRows(t *testing.T) {
 	ctx := context.Background()
 	s := &meterstore.Store{Pool: testDB.Pool}
 	before := loadBase(t, s, 33)
-	file := registerFile(t, 34, 80)
+	file := fileWithoutAnchors(t, 34, 80)
 	file = withLine(file, 7, func(f []string) []string { f[6] = ""; return f })          // no postcode
 	file = withLine(file, 12, func(f []string) []string { f[6] = "NOT A PC"; return f }) // not a UK postcode
 	file = withLine(file, 20, func(f []string) []string { return f[:5] })                // too few fields
@@ -284,7 +296,7 @@ func TestImportCancelledMidwayLeavesNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	progressed := false
-	_, err := s.Import(ctx, bytes.NewReader(registerFile(t, 36, 60_000)), func(p meterstore.Progress) {
+	_, err := s.Import(ctx, bytes.NewReader(fileWithoutAnchors(t, 36, 60_000)), func(p meterstore.Progress) {
 		progressed = true
 		cancel()
 	})
@@ -299,7 +311,7 @@ func TestImportCancelledMidwayLeavesNothing(t *testing.T) {
 func TestImportRefusesALineLongerThanAnyRow(t *testing.T) {
 	s := &meterstore.Store{Pool: testDB.Pool}
 	before := stateOf(t)
-	file := append(registerFile(t, 37, 3), bytes.Repeat([]byte("x"), 10*meterstore.MaxLineBytes)...)
+	file := append(fileWithoutAnchors(t, 37, 3), bytes.Repeat([]byte("x"), 10*meterstore.MaxLineBytes)...)
 	_, err := s.Import(context.Background(), bytes.NewReader(file), nil)
 	if err == nil || !strings.Contains(err.Error(), "after line 4: a line longer than 65536 bytes: this is not a register file") {
 		t.Errorf("err = %v; want the line too long, after line 4", err)
@@ -320,14 +332,34 @@ func TestImportOneAtATime(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(meterstore.ImportLock)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Import(ctx, bytes.NewReader(registerFile(t, 38, 10)), nil); !errors.Is(err, meterstore.ErrImportRunning) {
+	if _, err := s.Import(ctx, bytes.NewReader(fileWithoutAnchors(t, 38, 10)), nil); !errors.Is(err, meterstore.ErrImportRunning) {
 		t.Errorf("err = %v; want ErrImportRunning", err)
 	}
 	unchanged(t, before)
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if report, err := s.Import(ctx, bytes.NewReader(registerFile(t, 38, 10)), nil); err != nil || report.Rows != 10 {
+	if report, err := s.Import(ctx, bytes.NewReader(fileWithoutAnchors(t, 38, 10)), nil); err != nil || report.Rows != 10 {
 		t.Errorf("once the other has finished: %+v, %v", report, err)
+	}
+}
+
+// A spreadsheet's CSV export: a byte order mark before the header, CRLF line ends, the
+// columns in another order.
+func TestImportSpreadsheetExport(t *testing.T) {
+	file := "\ufeffPostcode,MPAN,half_hourly_settled,address_line_1,town\r\n" +
+		"e1 6an,1012345678903,Y,1 Test Street,London\r\n" +
+		"M1 1AE,2301234567894,n,\"Flat 2, Rose Court\",Manchester\r\n"
+	s := &meterstore.Store{Pool: testDB.Pool}
+	report, err := s.Import(context.Background(), strings.NewReader(file), nil)
+	if err != nil || report.Rows != 2 {
+		t.Fatalf("report %+v, %v; want 2 rows", report, err)
+	}
+	p, ok, err := s.ByMPAN(context.Background(), "2301234567894")
+	if err != nil || !ok || p.Address() != "Flat 2, Rose Court, Manchester, M1 1AE" || p.HalfHourlySettled {
+		t.Errorf("ByMPAN = %+v, %v, %v", p, ok, err)
+	}
+	if p, _, _ := s.ByMPAN(context.Background(), "1012345678903"); p.Postcode != "E1 6AN" || !p.HalfHourlySettled {
+		t.Errorf("ByMPAN = %+v; want the postcode normalised, half-hourly", p)
 	}
 }
