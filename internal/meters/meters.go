@@ -3,7 +3,7 @@
 // addresses, which building a household's identifier names, the markets a meter point may
 // trade in, and when an address names one meter point. It has no client: the register itself
 // is behind Register (internal/meterstore serves it from PostgreSQL), and the references a
-// search answers are sealed by the use cases (internal/app/meters).
+// search answers are sealed by the use cases (internal/app/meterpoints).
 package meters
 
 import (
@@ -192,7 +192,8 @@ func hasLetters(s string) bool {
 func endsWithDigit(s string) bool { return s != "" && s[len(s)-1] >= '0' && s[len(s)-1] <= '9' }
 
 // Candidate is a meter point at a postcode with the trigram similarity (pg_trgm's
-// similarity, 0..1) of its address to the address a caller gave.
+// similarity, 0..1) of its address to the address a caller gave, both read as the words
+// that tell the postcode's addresses apart (TellingWords).
 type Candidate struct {
 	Point      Point
 	Similarity float64
@@ -257,6 +258,7 @@ type Register interface {
 	// ByMPAN is the meter point of an MPAN; ok is false when the register has none.
 	ByMPAN(ctx context.Context, mpan string) (p Point, ok bool, err error)
 	// Ranked is the meter points at a normalised postcode ranked by the similarity of their
-	// address to address, best first (ties in natural address order), at most limit.
+	// address to address (TellingWords of both), best first (ties in natural address
+	// order), at most limit.
 	Ranked(ctx context.Context, postcode, address string, limit int) ([]Candidate, error)
 }
