@@ -9,6 +9,7 @@ package meters
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -135,18 +136,24 @@ func normaliseWords(s string) string {
 
 // MatchesBuilding tells whether a household's building identifier (a number such as "3" or
 // "10A", or a name such as "Flat 4" or "The Old Barn") names this meter point's building: an
-// address line begins with it, case and punctuation aside ("10" names "10A High Street" but
-// "1" does not name "10 High Street"), or, for a name of four letters or more, an address
-// line begins with a close spelling of it (one edit in up to eight characters, two beyond:
-// "Rose Cotage" names "Rose Cottage"). An empty identifier names every building.
+// address line begins with it, case and punctuation aside, and a leading "The" on either
+// side aside ("Old Barn" names "The Old Barn"); a number names its lettered houses but no
+// longer number ("10" names "10A High Street"; "1" does not name "10 High Street", nor
+// "Flat 4" "Flat 40"); or, for a name of four letters or more, an address line begins with a
+// close spelling of it (one edit in up to eight characters, two beyond: "Rose Cotage" names
+// "Rose Cottage"). An empty identifier names every building; one of punctuation alone ("%",
+// "_", "'") names none, since it is not a wildcard.
 func (p Point) MatchesBuilding(identifier string) bool {
-	id := normaliseWords(identifier)
-	if id == "" {
+	if strings.TrimSpace(identifier) == "" {
 		return true
+	}
+	id := withoutThe(normaliseWords(identifier))
+	if id == "" {
+		return false
 	}
 	named := hasLetters(id) && utf8.RuneCountInString(id) >= 4
 	for _, l := range p.AddressLines {
-		line := normaliseWords(l)
+		line := withoutThe(normaliseWords(l))
 		if line == "" {
 			continue
 		}
@@ -163,8 +170,10 @@ func (p Point) MatchesBuilding(identifier string) bool {
 }
 
 // closeSpelling tells whether line begins with a word sequence within a few edits of id: the
-// line's first words of id's length, give or take its allowance.
+// line's first words of id's length, give or take its allowance, with the same numbers (a
+// number misspelt is another building: "Flat 4" is not "Flat 40").
 func closeSpelling(id, line string) bool {
+	numbers := numbersOf(id)
 	allowed := 1
 	if utf8.RuneCountInString(id) > 8 {
 		allowed = 2
@@ -178,11 +187,25 @@ func closeSpelling(id, line string) bool {
 		if length < len(lineRunes) && lineRunes[length] != ' ' {
 			continue
 		}
-		if levenshtein.ComputeDistance(id, string(lineRunes[:length])) <= allowed {
+		prefix := string(lineRunes[:length])
+		if slices.Equal(numbersOf(prefix), numbers) && levenshtein.ComputeDistance(id, prefix) <= allowed {
 			return true
 		}
 	}
 	return false
+}
+
+// withoutThe is normalised words without a leading "the": households drop it, or add it.
+func withoutThe(words string) string {
+	if rest, ok := strings.CutPrefix(words, "the "); ok {
+		return rest
+	}
+	return words
+}
+
+// numbersOf is the runs of digits in s.
+func numbersOf(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r < '0' || r > '9' })
 }
 
 func hasLetters(s string) bool {
