@@ -16,7 +16,11 @@ func words(s string) []string {
 // (the street, the town, the postcode) say nothing about which meter point is meant, and they
 // would drown the few that do: "Flat 3, Rose Court, 12 High Street, London, SW1A 1AA" and its
 // neighbour Flat 4 are 0.94 similar in full, but "flat 3" and "flat 4" are 0.5. A postcode
-// with one address shares nothing with another: only its postcode is taken out.
+// with one address shares nothing with another: only its postcode is taken out. The words
+// of the given address after the first one they all share (its street, or its town) that
+// none of them holds go too, numbers aside: a county, a district, or the town spelt otherwise
+// say where the address is, not which it is, and would sink every address alike below
+// MinSimilarity.
 func TellingWords(addresses []string, postcode, given string) (telling []string, query string) {
 	drop := map[string]bool{}
 	for _, w := range words(postcode) {
@@ -27,17 +31,17 @@ func TellingWords(addresses []string, postcode, given string) (telling []string,
 	for i, a := range addresses {
 		each[i] = words(a)
 	}
-	if len(addresses) > 1 {
-		count := map[string]int{}
-		for _, ws := range each {
-			seen := map[string]bool{}
-			for _, w := range ws {
-				if !seen[w] {
-					seen[w] = true
-					count[w]++
-				}
+	count := map[string]int{} // how many of the addresses hold each word
+	for _, ws := range each {
+		seen := map[string]bool{}
+		for _, w := range ws {
+			if !seen[w] {
+				seen[w] = true
+				count[w]++
 			}
 		}
+	}
+	if len(addresses) > 1 {
 		for w, n := range count {
 			if n == len(addresses) {
 				drop[w] = true
@@ -57,5 +61,21 @@ func TellingWords(addresses []string, postcode, given string) (telling []string,
 	for i, ws := range each {
 		telling[i] = keep(ws)
 	}
-	return telling, keep(words(given))
+	// After the first word every address holds (the street, or the town), a word none holds
+	// says where the address is, not which: a county, a district, the town spelt otherwise.
+	// Before it, such a word may be the very name that tells a house apart ("The Old
+	// Rectory" beside "The Old Barn"), so it stays.
+	givenWords := words(given)
+	located := givenWords[:0:0]
+	shared := false
+	for _, w := range givenWords {
+		if len(addresses) > 1 && count[w] == len(addresses) {
+			shared = true
+		}
+		if shared && count[w] == 0 && !strings.ContainsFunc(w, unicode.IsDigit) {
+			continue
+		}
+		located = append(located, w)
+	}
+	return telling, keep(located)
 }
