@@ -248,3 +248,28 @@ func TestTellingWords(t *testing.T) {
 		}
 	}
 }
+
+func TestHasNumbersOf(t *testing.T) {
+	for _, c := range []struct {
+		telling, query string
+		want           bool
+	}{
+		{"flat 2 mill house 5", "flat 2 mill house 5", true},
+		{"flat 1 mill house 5", "flat 2 mill house 5", false},
+		{"flat 2 mill house 5", "flat 2 mill house", true}, // the block's number left out
+		{"flat 12 mill house", "flat 2 mill house", false},
+		{"12a", "12", true}, // "12A" holds 12
+		{"12", "12a", true}, // and the letter is left to the similarity
+		{"14", "12", false},
+		{"the old barn", "the old barn", true},
+		{"the old barn", "", true},
+		{"", "7", false},
+		{"flat 2 riverside house 1", "flat 1 riverside house 1", false}, // 1 written twice
+		{"flat 1 riverside house 1", "flat 1 riverside house 1", true},
+		{"flat 1 riverside house 1", "flat 1 riverside house", true},
+	} {
+		if got := meters.HasNumbersOf(c.telling, c.query); got != c.want {
+			t.Errorf("HasNumbersOf(%q, %q) = %v, want %v", c.telling, c.query, got, c.want)
+		}
+	}
+}

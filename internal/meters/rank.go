@@ -79,3 +79,22 @@ func TellingWords(addresses []string, postcode, given string) (telling []string,
 	}
 	return telling, keep(located)
 }
+
+// HasNumbersOf tells whether telling words (one address's, from TellingWords) hold every
+// number of the given address's: a number is what tells a flat or a house from its neighbour,
+// so an address without one the household wrote is not theirs however alike the rest ("Flat
+// 2, Mill House" is not "Flat 1, Mill House", 0.82 similar, when the register lacks Flat 2).
+// A number with a letter holds its number ("12A" holds "12"); a number written twice must be
+// held twice ("Flat 1, Riverside House, 1 Victoria Close" is not Flat 2 of the same block).
+func HasNumbersOf(telling, query string) bool {
+	held := map[string]int{} // as often as written: "Flat 1, ..., 1 Victoria Close" holds 1 twice
+	for _, n := range numbersOf(telling) {
+		held[n]++
+	}
+	for _, n := range numbersOf(query) {
+		if held[n]--; held[n] < 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -36,19 +36,19 @@ var householdSpellings = []struct {
 	spell  func(meters.Point) string
 	minHit float64
 }{
-	{"the one-line address", meters.Point.Address, 0.99},
-	{"without the town", func(p meters.Point) string { return addressLines(p) + ", " + p.Postcode }, 0.99},
-	{"lower case", func(p meters.Point) string { return strings.ToLower(p.Address()) }, 0.99},
+	{"the one-line address", meters.Point.Address, 0.999},
+	{"without the town", func(p meters.Point) string { return addressLines(p) + ", " + p.Postcode }, 0.999},
+	{"lower case", func(p meters.Point) string { return strings.ToLower(p.Address()) }, 0.999},
 	{"as written on an envelope", func(p meters.Point) string {
 		return addressLines(p) + ", " + p.Town + " " + p.Postcode // "Flat 3, Rose Court, 12 High Street, London SW1A 1AA"
-	}, 0.99},
+	}, 0.999},
 	{"postcode without its space, no commas", func(p meters.Point) string {
 		return strings.ReplaceAll(addressLines(p), ",", "") + " " + p.Town + " " + strings.ReplaceAll(p.Postcode, " ", "")
-	}, 0.99},
-	{"street abbreviated", func(p meters.Point) string { return streetAbbreviations.Replace(p.Address()) }, 0.99},
+	}, 0.999},
+	{"street abbreviated", func(p meters.Point) string { return streetAbbreviations.Replace(p.Address()) }, 0.999},
 	{"with a county", func(p meters.Point) string {
 		return addressLines(p) + ", " + p.Town + ", Greater Somewhere, " + p.Postcode
-	}, 0.99},
+	}, 0.999},
 	{"first line and postcode", func(p meters.Point) string { return p.AddressLines[0] + ", " + p.Postcode }, 0},
 }
 
@@ -60,28 +60,33 @@ var householdSpellings = []struct {
 // Measured on seed 37 (18,000 points held; hit = the point itself, wrong = another one; the
 // "before" column on the same seed with another tenth left out):
 //
-//	spelling                         similarity of the full       of the telling words
-//	                                 one-line address (before)    (meters.TellingWords, now)
-//	one-line address                 49.6 % hit, 0 wrong          99.5 % hit, 0 wrong
-//	without the town                 40.1 %, 0                    99.5 %, 0
-//	lower case                       49.6 %, 0                    99.5 %, 0
-//	as written on an envelope        49.6 %, 0                    99.5 %, 0
-//	postcode without space, no ","  41.3 %, 0                    99.5 %, 0
-//	street abbreviated ("St")        46.3 %, 0                    99.5 %, 0
-//	with a county                    11.9 %, 0                    99.5 %, 0
+//	spelling                         similarity of the full       now: of the telling words
+//	                                 one-line address (before)    (meters.TellingWords), and
+//	                                                              its numbers (HasNumbersOf)
+//	one-line address                 49.6 % hit, 0 wrong          99.99 % hit, 0 wrong
+//	without the town                 40.1 %, 0                    99.99 %, 0
+//	lower case                       49.6 %, 0                    99.99 %, 0
+//	as written on an envelope        49.6 %, 0                    99.99 %, 0
+//	postcode without space, no ","  41.3 %, 0                    99.99 %, 0
+//	street abbreviated ("St")        46.3 %, 0                    99.99 %, 0
+//	with a county                    11.9 %, 0                    99.99 %, 0
 //	first line and postcode          29.8 %, 0                    59.7 %, 0
-//	absent address, one-line         94 wrong of 2,000            67 wrong of 2,000
+//	absent address, one-line         94 wrong of 2,000            0 wrong of 2,000
 //	absent address, first line       9 wrong                      0 wrong
 //
 // Before, flats were all but never found (2 %: "Flat 3" and "Flat 4" of one block are 0.94
-// similar in full, so no lead of 0.1), nor houses with a letter (44 %). The 0.6 % still not
-// found are flats whose number is also their block's street number ("Flat 1, ..., 1 Victoria
-// Close": a trigram set holds "1" once). The wrong answers for absent addresses are all a
-// flat whose block holds one other flat of the postcode's: "Flat 1, Mill House" absent,
-// "Flat 2, Mill House" alone, 0.82 similar. Words the register does not hold after the
-// street (a county, "St" for "Street") would sink every candidate alike below 0.6 (0.1 %
-// found with a county, 70 % abbreviated, before TellingWords dropped them); a name before the
-// street stays though the register lacks it, or "The Old Rectory" would name "The Old Barn".
+// similar in full, so no lead of 0.1), nor houses with a letter (44 %). Ranking the telling
+// words alone, 99.5 % were found, and an absent flat beside its block's one other flat was
+// answered with that flat (67 of 2,000: "Flat 2, Mill House" absent, "Flat 1, Mill House"
+// 0.82 similar): an address without a number the household wrote, as often as it wrote it,
+// is no longer a candidate. The one address of 18,000 not found is "Flat 4, Rose Court,
+// 4 Windsor Road" beside "Flat 2" and "Flat 3" of the block: "flat 4 rose court 4" holds the
+// trigrams of "4" once, and is 0.91 like "flat 3 rose court 4" (no lead of 0.1): a 404.
+// Words the register does not hold after the street (a county, "St" for "Street") would sink
+// every candidate alike below 0.6 (0.1 % found with a county, 70 % abbreviated, before
+// TellingWords dropped them); a name before the street stays though the register lacks it,
+// or "The Old Rectory" would name "The Old Barn". "First line and postcode" is ambiguous by
+// nature for a flat ("Flat 3, SW1A 1AA" with two blocks): a 404, and /meter/search.
 func TestByAddressOnARealisticRegister(t *testing.T) {
 	if testing.Short() {
 		t.Skip("asks 160,000 addresses: not in -short")
@@ -118,7 +123,7 @@ func TestByAddressOnARealisticRegister(t *testing.T) {
 
 	// ask is how many of points' addresses, spelt by spell, name the point itself (hit)
 	// and how many another (wrong).
-	ask := func(points []meters.Point, spell func(meters.Point) string) (hit, wrong int, wrongOnes []string) {
+	ask := func(points []meters.Point, spell func(meters.Point) string) (hit, wrong int, wrongOnes, missed []string) {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		next := make(chan meters.Point)
@@ -142,6 +147,9 @@ func TestByAddressOnARealisticRegister(t *testing.T) {
 					mu.Lock()
 					switch {
 					case err != nil:
+						if len(missed) < 3 {
+							missed = append(missed, address)
+						}
 					case got.MPAN == p.MPAN:
 						hit++
 					default:
@@ -157,39 +165,33 @@ func TestByAddressOnARealisticRegister(t *testing.T) {
 		}
 		close(next)
 		wg.Wait()
-		return hit, wrong, wrongOnes
+		return hit, wrong, wrongOnes, missed
 	}
 
 	for _, s := range householdSpellings {
-		hit, wrong, wrongOnes := ask(held, s.spell)
+		hit, wrong, wrongOnes, missed := ask(held, s.spell)
 		rate := float64(hit) / float64(len(held))
-		t.Logf("%-40s %5.1f %% found, %d wrong", s.name, 100*rate, wrong)
+		t.Logf("%-40s %6.2f %% found, %d wrong; not found, e.g. %q", s.name, 100*rate, wrong, missed)
 		if wrong > 0 {
 			t.Errorf("%s: %d addresses named the wrong meter point, e.g. %s", s.name, wrong, wrongOnes[0])
 		}
 		if rate < s.minHit {
-			t.Errorf("%s: %.1f %% found, want at least %.0f %%", s.name, 100*rate, 100*s.minHit)
+			t.Errorf("%s: %.2f %% found, want at least %.1f %%", s.name, 100*rate, 100*s.minHit)
 		}
 	}
-	// An address the register does not hold has no right answer: the floor is today's
-	// figure, so that a change to the rule that answers more of them shows.
+	// An address the register does not hold has no right answer: any answer is wrong.
 	for _, s := range []struct {
 		name     string
 		spell    func(meters.Point) string
 		maxWrong int
 	}{
-		{"absent, the one-line address", meters.Point.Address, 67},
+		{"absent, the one-line address", meters.Point.Address, 0},
 		{"absent, first line and postcode", func(p meters.Point) string { return p.AddressLines[0] + ", " + p.Postcode }, 0},
 	} {
-		_, wrong, wrongOnes := ask(absent, s.spell)
+		_, wrong, wrongOnes, _ := ask(absent, s.spell)
 		t.Logf("%-40s %d of %d answered with another meter point", s.name, wrong, len(absent))
 		if wrong > s.maxWrong {
 			t.Errorf("%s: %d answered with another meter point, want at most %d; e.g. %s", s.name, wrong, s.maxWrong, wrongOnes[0])
-		}
-		for _, one := range wrongOnes {
-			if !strings.HasPrefix(one, "Flat ") {
-				t.Errorf("%s: a wrong answer that is not a flat beside its block's other flat: %s", s.name, one)
-			}
 		}
 	}
 }

@@ -112,12 +112,12 @@ func TestRanked(t *testing.T) {
 	}
 
 	ranked, err := s.Ranked(ctx, "EX1 1AA", "Flat 2, Rose Court, 12 High Street, Exeter, EX1 1AA", meters.MaxAtPostcode)
-	if err != nil || len(ranked) != 5 || ranked[0].Point.MPAN != mpanOf(4) || ranked[0].Similarity != 1 || ranked[1].Point.MPAN != mpanOf(3) {
-		t.Fatalf("Ranked = %v, %v; want Flat 2 (1), then Flat 1", ranked, err)
+	if err != nil || len(ranked) != 5 || ranked[0].Point.MPAN != mpanOf(4) || ranked[0].Similarity != 1 {
+		t.Fatalf("Ranked = %v, %v; want Flat 2 (1) first", ranked, err)
 	}
-	for i := 1; i < len(ranked); i++ {
-		if ranked[i].Similarity > ranked[i-1].Similarity {
-			t.Errorf("not best first: %v", ranked)
+	for _, c := range ranked[1:] {
+		if c.Similarity != 0 {
+			t.Errorf("%q ranked %v; want 0: it has no number 2", c.Point.Address(), c.Similarity)
 		}
 	}
 	if p, err := meters.Pick(ranked); err != nil || p.MPAN != mpanOf(4) {
@@ -128,6 +128,24 @@ func TestRanked(t *testing.T) {
 		t.Errorf("Ranked limit 2 = %v, %v; want the best two of all, %v", top, err, ranked[:2])
 	}
 
+	// The block without a flat: its two flats come first, too alike to name one.
+	block, err := s.Ranked(ctx, "EX1 1AA", "Rose Court, 12 High Street, EX1 1AA", meters.MaxAtPostcode)
+	if err != nil || len(block) != 5 || !slices.Contains([]string{mpanOf(3), mpanOf(4)}, block[0].Point.MPAN) ||
+		!slices.Contains([]string{mpanOf(3), mpanOf(4)}, block[1].Point.MPAN) || block[1].Similarity < meters.MinSimilarity {
+		t.Fatalf("Ranked = %v, %v; want Flat 1 and Flat 2 first", block, err)
+	}
+	// Ties come in natural order: "2 High Street" and "10 High Street" are both 0.
+	if block[3].Point.MPAN != mpanOf(2) || block[4].Point.MPAN != mpanOf(1) || block[3].Similarity != block[4].Similarity {
+		t.Errorf("ties: %v; want 2 High Street, then 10 High Street", block[3:])
+	}
+	if p, err := meters.Pick(block); err == nil {
+		t.Errorf("the block named %q; want no one", p.Address())
+	}
+	for i := 1; i < len(block); i++ {
+		if block[i].Similarity > block[i-1].Similarity {
+			t.Errorf("not best first: %v", block)
+		}
+	}
 	// Ties (nothing alike: all 0) come in natural address order.
 	ranked, err = s.Ranked(ctx, "EX1 1AA", "Zzyzx, EX1 1AA", meters.MaxAtPostcode)
 	want := []string{mpanOf(2), mpanOf(1), mpanOf(5), mpanOf(3), mpanOf(4)}
@@ -175,5 +193,27 @@ func TestLookupsWhileTheDatabaseIsDown(t *testing.T) {
 	}
 	if _, err := s.Ranked(ctx, "EX1 1AA", "1 High Street, EX1 1AA", 10); !errors.Is(err, db.ErrUnavailable) {
 		t.Errorf("Ranked: %v, want db.ErrUnavailable", err)
+	}
+}
+
+// TestAnAbsentFlatIsNotItsNeighbour: the register lacks Flat 2 (a new flat, a mistyped
+// number); its block's one other flat is 0.92 like it in full and was the answer.
+func TestAnAbsentFlatIsNotItsNeighbour(t *testing.T) {
+	ctx := context.Background()
+	s := freshRegister(t, at(1, "EX1 1AA", "Flat 1", "Rose Court", "12 High Street"), at(2, "EX1 1AA", "14 High Street"),
+		at(3, "EX1 1AA", "16 High Street"), at(4, "EX1 1AA", "Ivy Cottage", "High Street"))
+	for _, address := range []string{"Flat 2, Rose Court, 12 High Street, Exeter, EX1 1AA", "18 High Street, Exeter, EX1 1AA"} {
+		ranked, err := s.Ranked(ctx, "EX1 1AA", address, meters.MaxAtPostcode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, err := meters.Pick(ranked); err == nil {
+			t.Errorf("%q named %q; want no meter point", address, p.Address())
+		}
+	}
+	// Leaving out the block's number still finds the flat.
+	ranked, err := s.Ranked(ctx, "EX1 1AA", "Flat 1, Rose Court, High Street, EX1 1AA", meters.MaxAtPostcode)
+	if p, perr := meters.Pick(ranked); err != nil || perr != nil || p.MPAN != mpanOf(1) {
+		t.Errorf("Flat 1 without its block's number: %+v, %v, %v", p, err, perr)
 	}
 }

@@ -64,7 +64,8 @@ func (s *Store) ByMPAN(ctx context.Context, mpan string) (meters.Point, bool, er
 
 // Ranked is the meter points at a normalised postcode ranked by the by-address rule, best
 // first, ties in natural address order, at most limit: pg_trgm's similarity of the words that
-// tell the postcode's addresses apart (meters.TellingWords) to the given address's. The
+// tell the postcode's addresses apart (meters.TellingWords) to the given address's, or 0 for
+// an address without a number the given one has (meters.HasNumbersOf). The
 // postcode's meter points (at most meters.MaxAtPostcode) are all read, since which words they
 // share depends on every one of them.
 func (s *Store) Ranked(ctx context.Context, postcode, address string, limit int) ([]meters.Candidate, error) {
@@ -86,6 +87,9 @@ func (s *Store) Ranked(ctx context.Context, postcode, address string, limit int)
 	out := make([]meters.Candidate, len(points))
 	for i, p := range points {
 		out[i] = meters.Candidate{Point: p, Similarity: similarities[i]}
+		if !meters.HasNumbersOf(telling[i], given) {
+			out[i].Similarity = 0
+		}
 	}
 	// Stable: the points came in natural address order, which breaks ties.
 	slices.SortStableFunc(out, func(a, b meters.Candidate) int { return cmp.Compare(b.Similarity, a.Similarity) })
