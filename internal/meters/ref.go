@@ -64,7 +64,7 @@ var refEncoding = base64.RawURLEncoding.Strict()
 const maxRefLength = 256
 
 func notInRefAlphabet(r rune) bool {
-	return !('A' <= r && r <= 'Z' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-' || r == '_')
+	return (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' && r != '_'
 }
 
 // EncodeRef writes a sealed reference: the key id's length and the key id, the nonce, and the

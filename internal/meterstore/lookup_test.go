@@ -153,7 +153,15 @@ func TestRanked(t *testing.T) {
 		t.Errorf("ties: %v, %v; want natural order %q", ranked, err, want)
 	}
 
-	// What looks like SQL or a pattern is text: it is ranked, never run or matched.
+}
+
+// TestRankedTakesInputAsText: what looks like SQL or a pattern is text: it is ranked, never
+// run or matched.
+func TestRankedTakesInputAsText(t *testing.T) {
+	ctx := context.Background()
+	s := freshRegister(t, at(1, "EX1 1AA", "10 High Street"), at(2, "EX1 1AA", "2 High Street"),
+		at(3, "EX1 1AA", "Flat 1", "Rose Court", "12 High Street"), at(4, "EX1 1AA", "Flat 2", "Rose Court", "12 High Street"),
+		at(5, "EX1 1AA", "12A High Street"), at(6, "EX1 1AB", "2 High Street"))
 	for _, address := range []string{`2' OR '1'='1 High Street; DROP TABLE meter_points; --, EX1 1AA`,
 		`2 High Street \' \\ %, EX1 1AA`, `%_%, EX1 1AA`, `"2 High Street", EX1 1AA`} {
 		ranked, err := s.Ranked(ctx, "EX1 1AA", address, meters.MaxAtPostcode)

@@ -16,9 +16,11 @@ import (
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
+const london = "London"
+
 // areas are real postcode areas with a town of each.
 var areas = []struct{ area, town string }{
-	{"SW", "London"}, {"SE", "London"}, {"N", "London"}, {"E", "London"}, {"M", "Manchester"},
+	{"SW", london}, {"SE", london}, {"N", london}, {"E", london}, {"M", "Manchester"},
 	{"B", "Birmingham"}, {"LS", "Leeds"}, {"G", "Glasgow"}, {"EH", "Edinburgh"}, {"CF", "Cardiff"},
 	{"BS", "Bristol"}, {"NE", "Newcastle upon Tyne"}, {"L", "Liverpool"}, {"S", "Sheffield"},
 	{"NG", "Nottingham"}, {"LE", "Leicester"}, {"CV", "Coventry"}, {"OX", "Oxford"},
@@ -121,7 +123,7 @@ func townOf(postcode string) string {
 			return a.town
 		}
 	}
-	return "London"
+	return london
 }
 
 func (g *generator) perPostcode() int { return 4 + g.rng.IntN(30) }
@@ -131,7 +133,7 @@ func (g *generator) perPostcode() int { return 4 + g.rng.IntN(30) }
 func (g *generator) postcode() (string, string) {
 	a := areas[g.rng.IntN(len(areas))]
 	district := fmt.Sprint(1 + g.rng.IntN(29))
-	if len(a.area) == 2 && a.town == "London" && g.rng.IntN(4) == 0 && len(district) == 1 {
+	if len(a.area) == 2 && a.town == london && g.rng.IntN(4) == 0 && len(district) == 1 {
 		district += string("ABCDEFGHJKPSTUW"[g.rng.IntN(15)]) // SW1A, SE1P...
 	}
 	unit := string(unitLetters[g.rng.IntN(len(unitLetters))]) + string(unitLetters[g.rng.IntN(len(unitLetters))])
