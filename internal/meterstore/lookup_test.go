@@ -128,6 +128,10 @@ func TestRanked(t *testing.T) {
 		t.Errorf("Ranked limit 2 = %v, %v; want the best two of all, %v", top, err, ranked[:2])
 	}
 
+	if none, err := s.Ranked(ctx, "EX1 1AA", "2 High Street, EX1 1AA", -1); err != nil || len(none) != 0 {
+		t.Errorf("Ranked limit -1 = %v, %v; want none", none, err)
+	}
+
 	// The block without a flat: its two flats come first, too alike to name one.
 	block, err := s.Ranked(ctx, "EX1 1AA", "Rose Court, 12 High Street, EX1 1AA", meters.MaxAtPostcode)
 	if err != nil || len(block) != 5 || !slices.Contains([]string{mpanOf(3), mpanOf(4)}, block[0].Point.MPAN) ||

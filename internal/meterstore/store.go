@@ -93,5 +93,5 @@ func (s *Store) Ranked(ctx context.Context, postcode, address string, limit int)
 	}
 	// Stable: the points came in natural address order, which breaks ties.
 	slices.SortStableFunc(out, func(a, b meters.Candidate) int { return cmp.Compare(b.Similarity, a.Similarity) })
-	return out[:min(limit, len(out))], nil
+	return out[:max(0, min(limit, len(out)))], nil
 }
