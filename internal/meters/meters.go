@@ -3,12 +3,13 @@
 // addresses, which building a household's identifier names, the markets a meter point may
 // trade in, and when an address names one meter point. It has no client: the register itself
 // is behind Register (internal/meterstore serves it from PostgreSQL), and the references a
-// search answers are sealed by the use cases (internal/app/meters).
+// search answers are sealed by the use cases (internal/app/meterpoints).
 package meters
 
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -135,19 +136,24 @@ func normaliseWords(s string) string {
 
 // MatchesBuilding tells whether a household's building identifier (a number such as "3" or
 // "10A", or a name such as "Flat 4" or "The Old Barn") names this meter point's building: an
-// address line begins with it, case and punctuation aside ("10" names "10A High Street" but
-// "1" does not name "10 High Street"), or, for a name of four letters or more, an address
-// line begins with a close spelling of it (one edit in up to eight characters, two beyond:
-// "Rose Cotage" names "Rose Cottage"). An empty identifier names every building; one of
-// punctuation alone ("%", "_", "'") names none: it is searched as itself, never as a wildcard.
+// address line begins with it, case and punctuation aside, and a leading "The" on either
+// side aside ("Old Barn" names "The Old Barn"); a number names its lettered houses but no
+// longer number ("10" names "10A High Street"; "1" does not name "10 High Street", nor
+// "Flat 4" "Flat 40"); or, for a name of four letters or more, an address line begins with a
+// close spelling of it (one edit in up to eight characters, two beyond: "Rose Cotage" names
+// "Rose Cottage"). An empty identifier names every building; one of punctuation alone ("%",
+// "_", "'") names none, since it is not a wildcard.
 func (p Point) MatchesBuilding(identifier string) bool {
-	id := normaliseWords(identifier)
+	if strings.TrimSpace(identifier) == "" {
+		return true
+	}
+	id := withoutThe(normaliseWords(identifier))
 	if id == "" {
-		return strings.TrimSpace(identifier) == ""
+		return false
 	}
 	named := hasLetters(id) && utf8.RuneCountInString(id) >= 4
 	for _, l := range p.AddressLines {
-		line := normaliseWords(l)
+		line := withoutThe(normaliseWords(l))
 		if line == "" {
 			continue
 		}
@@ -164,8 +170,10 @@ func (p Point) MatchesBuilding(identifier string) bool {
 }
 
 // closeSpelling tells whether line begins with a word sequence within a few edits of id: the
-// line's first words of id's length, give or take its allowance.
+// line's first words of id's length, give or take its allowance, with the same numbers (a
+// number misspelt is another building: "Flat 4" is not "Flat 40").
 func closeSpelling(id, line string) bool {
+	numbers := numbersOf(id)
 	allowed := 1
 	if utf8.RuneCountInString(id) > 8 {
 		allowed = 2
@@ -179,11 +187,25 @@ func closeSpelling(id, line string) bool {
 		if length < len(lineRunes) && lineRunes[length] != ' ' {
 			continue
 		}
-		if levenshtein.ComputeDistance(id, string(lineRunes[:length])) <= allowed {
+		prefix := string(lineRunes[:length])
+		if slices.Equal(numbersOf(prefix), numbers) && levenshtein.ComputeDistance(id, prefix) <= allowed {
 			return true
 		}
 	}
 	return false
+}
+
+// withoutThe is normalised words without a leading "the": households drop it, or add it.
+func withoutThe(words string) string {
+	if rest, ok := strings.CutPrefix(words, "the "); ok {
+		return rest
+	}
+	return words
+}
+
+// numbersOf is the runs of digits in s.
+func numbersOf(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r < '0' || r > '9' })
 }
 
 func hasLetters(s string) bool {
@@ -193,7 +215,8 @@ func hasLetters(s string) bool {
 func endsWithDigit(s string) bool { return s != "" && s[len(s)-1] >= '0' && s[len(s)-1] <= '9' }
 
 // Candidate is a meter point at a postcode with the trigram similarity (pg_trgm's
-// similarity, 0..1) of its address to the address a caller gave.
+// similarity, 0..1) of its address to the address a caller gave, both read as the words
+// that tell the postcode's addresses apart (TellingWords).
 type Candidate struct {
 	Point      Point
 	Similarity float64
@@ -258,6 +281,7 @@ type Register interface {
 	// ByMPAN is the meter point of an MPAN; ok is false when the register has none.
 	ByMPAN(ctx context.Context, mpan string) (p Point, ok bool, err error)
 	// Ranked is the meter points at a normalised postcode ranked by the similarity of their
-	// address to address, best first (ties in natural address order), at most limit.
+	// address to address (TellingWords of both), best first (ties in natural address
+	// order), at most limit.
 	Ranked(ctx context.Context, postcode, address string, limit int) ([]Candidate, error)
 }

@@ -63,6 +63,10 @@ var refEncoding = base64.RawURLEncoding.Strict()
 // plaintext and its tag come to well under 200 characters.
 const maxRefLength = 256
 
+func notInRefAlphabet(r rune) bool {
+	return (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' && r != '_'
+}
+
 // EncodeRef writes a sealed reference: the key id's length and the key id, the nonce, and the
 // ciphertext, in unpadded URL-safe base64.
 func EncodeRef(kid string, nonce, ciphertext []byte) string {
@@ -77,7 +81,9 @@ func EncodeRef(kid string, nonce, ciphertext []byte) string {
 // DecodeRef reads what EncodeRef wrote, for a nonce of nonceSize bytes; ErrBadRef when it
 // cannot be.
 func DecodeRef(s string, nonceSize int) (kid string, nonce, ciphertext []byte, err error) {
-	if len(s) > maxRefLength || strings.ContainsAny(s, "=") {
+	// Only the alphabet's own characters: the decoder skips line breaks, even when strict,
+	// so "ab\ncd" would otherwise be a second spelling of "abcd".
+	if len(s) > maxRefLength || strings.IndexFunc(s, notInRefAlphabet) >= 0 {
 		return "", nil, nil, ErrBadRef
 	}
 	raw, err := refEncoding.DecodeString(s)

@@ -5,7 +5,9 @@
 package meterstore
 
 import (
+	"cmp"
 	"context"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -60,19 +62,36 @@ func (s *Store) ByMPAN(ctx context.Context, mpan string) (meters.Point, bool, er
 	}
 }
 
-// Ranked is the meter points at a normalised postcode ranked by pg_trgm's similarity of their
-// one-line address to address, best first, ties in natural address order, at most limit.
+// Ranked is the meter points at a normalised postcode ranked by the by-address rule, best
+// first, ties in natural address order, at most limit: pg_trgm's similarity of the words that
+// tell the postcode's addresses apart (meters.TellingWords) to the given address's, or 0 for
+// an address without a number the given one has (meters.HasNumbersOf). The
+// postcode's meter points (at most meters.MaxAtPostcode) are all read, since which words they
+// share depends on every one of them.
 func (s *Store) Ranked(ctx context.Context, postcode, address string, limit int) ([]meters.Candidate, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+pointColumns+`, similarity(address, $2)::float8 AS sim
-		FROM meter_points WHERE postcode = $1 ORDER BY sim DESC, sort_key LIMIT $3`, postcode, address, limit)
+	points, err := s.AtPostcode(ctx, postcode, max(limit, meters.MaxAtPostcode))
+	if err != nil || len(points) == 0 {
+		return nil, err
+	}
+	addresses := make([]string, len(points))
+	for i, p := range points {
+		addresses[i] = p.Address()
+	}
+	telling, given := meters.TellingWords(addresses, postcode, address)
+	var similarities []float64
+	err = s.Pool.QueryRow(ctx, `SELECT array_agg(similarity(t, $2)::float8 ORDER BY n)
+		FROM unnest($1::text[]) WITH ORDINALITY AS u(t, n)`, telling, given).Scan(&similarities)
 	if err != nil {
 		return nil, s.classify(err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (meters.Candidate, error) {
-		var c meters.Candidate
-		var err error
-		c.Point, err = scanPoint(row, &c.Similarity)
-		return c, err
-	})
-	return out, s.classify(err)
+	out := make([]meters.Candidate, len(points))
+	for i, p := range points {
+		out[i] = meters.Candidate{Point: p, Similarity: similarities[i]}
+		if !meters.HasNumbersOf(telling[i], given) {
+			out[i].Similarity = 0
+		}
+	}
+	// Stable: the points came in natural address order, which breaks ties.
+	slices.SortStableFunc(out, func(a, b meters.Candidate) int { return cmp.Compare(b.Similarity, a.Similarity) })
+	return out[:max(0, min(limit, len(out)))], nil
 }

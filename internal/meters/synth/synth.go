@@ -16,9 +16,11 @@ import (
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
+const london = "London"
+
 // areas are real postcode areas with a town of each.
 var areas = []struct{ area, town string }{
-	{"SW", "London"}, {"SE", "London"}, {"N", "London"}, {"E", "London"}, {"M", "Manchester"},
+	{"SW", london}, {"SE", london}, {"N", london}, {"E", london}, {"M", "Manchester"},
 	{"B", "Birmingham"}, {"LS", "Leeds"}, {"G", "Glasgow"}, {"EH", "Edinburgh"}, {"CF", "Cardiff"},
 	{"BS", "Bristol"}, {"NE", "Newcastle upon Tyne"}, {"L", "Liverpool"}, {"S", "Sheffield"},
 	{"NG", "Nottingham"}, {"LE", "Leicester"}, {"CV", "Coventry"}, {"OX", "Oxford"},
@@ -61,15 +63,19 @@ const (
 // points lie at the anchor postcodes (normalised; a dozen or so each, so that a walk-through
 // can find meters at known postcodes), the rest at generated ones.
 func Generate(seed uint64, n int, anchors []string, yield func(meters.Point) error) error {
-	g := generator{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seed: seed}
+	g := generator{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seed: seed, used: map[string]bool{}}
+	for _, a := range anchors {
+		pc, err := validation.NormalisePostcode(a)
+		if err != nil {
+			return fmt.Errorf("anchor postcode %q: %w", a, err)
+		}
+		g.used[pc] = true
+	}
 	for i := 0; i < n; {
 		var postcode, town string
 		if a := g.postcodes; a < len(anchors) {
-			pc, err := validation.NormalisePostcode(anchors[a])
-			if err != nil {
-				return fmt.Errorf("anchor postcode %q: %w", anchors[a], err)
-			}
-			postcode, town = pc, townOf(pc)
+			postcode, _ = validation.NormalisePostcode(anchors[a])
+			town = townOf(postcode)
 		} else {
 			postcode, town = g.postcode()
 		}
@@ -103,6 +109,9 @@ type generator struct {
 	seed      uint64
 	postcodes int
 	mpans     uint64
+	// used are the postcodes given a street already: a postcode drawn twice would hold two
+	// streets, and could hold one address twice.
+	used map[string]bool
 }
 
 // townOf is the town of an anchor postcode's area (London when its area is not one of
@@ -114,7 +123,7 @@ func townOf(postcode string) string {
 			return a.town
 		}
 	}
-	return "London"
+	return london
 }
 
 func (g *generator) perPostcode() int { return 4 + g.rng.IntN(30) }
@@ -124,14 +133,27 @@ func (g *generator) perPostcode() int { return 4 + g.rng.IntN(30) }
 func (g *generator) postcode() (string, string) {
 	a := areas[g.rng.IntN(len(areas))]
 	district := fmt.Sprint(1 + g.rng.IntN(29))
-	if len(a.area) == 2 && a.town == "London" && g.rng.IntN(4) == 0 && len(district) == 1 {
+	if len(a.area) == 2 && a.town == london && g.rng.IntN(4) == 0 && len(district) == 1 {
 		district += string("ABCDEFGHJKPSTUW"[g.rng.IntN(15)]) // SW1A, SE1P...
 	}
 	unit := string(unitLetters[g.rng.IntN(len(unitLetters))]) + string(unitLetters[g.rng.IntN(len(unitLetters))])
-	pc := fmt.Sprintf("%s%s %d%s", a.area, district, g.rng.IntN(10), unit)
+	sector := g.rng.IntN(10)
+	pc := fmt.Sprintf("%s%s %d%s", a.area, district, sector, unit)
 	if _, err := validation.NormalisePostcode(pc); err != nil {
 		return g.postcode() // a district a shape does not allow (rare): draw again
 	}
+	// A postcode drawn before takes the next unused unit of its sector instead: walking
+	// without drawing keeps every later draw, so only the colliding postcodes change.
+	units := len(unitLetters) * len(unitLetters)
+	for u, tried := strings.Index(unitLetters, unit[:1])*len(unitLetters)+strings.Index(unitLetters, unit[1:]), 0; g.used[pc]; tried++ {
+		if tried == units {
+			return g.postcode() // every unit of the sector is taken: draw again
+		}
+		u = (u + 1) % units
+		unit = string(unitLetters[u/len(unitLetters)]) + string(unitLetters[u%len(unitLetters)])
+		pc = fmt.Sprintf("%s%s %d%s", a.area, district, sector, unit)
+	}
+	g.used[pc] = true
 	return pc, a.town
 }
 
@@ -141,8 +163,10 @@ func (g *generator) street(postcode, town string, count int) []meters.Point {
 	street := streetNames[g.rng.IntN(len(streetNames))] + " " + streetKinds[g.rng.IntN(len(streetKinds))]
 	out := make([]meters.Point, 0, count)
 	number := 1 + g.rng.IntN(40)
-	// A postcode never holds two buildings of one name: each name and block is drawn once.
+	// A postcode never holds two buildings of one name: each name and block is drawn once,
+	// and a number's letters are never repeated.
 	names, blocks := g.rng.Perm(len(houseNames)), g.rng.Perm(len(blockNames))
+	lettered := map[string]bool{}
 	for len(out) < count {
 		var lines [4]string
 		switch k := g.rng.IntN(20); {
@@ -150,7 +174,12 @@ func (g *generator) street(postcode, town string, count int) []meters.Point {
 			lines[0] = fmt.Sprintf("%d %s", number, street)
 			number += 1 + g.rng.IntN(2)
 		case k < 14: // a house with a letter, beside its number
-			lines[0] = fmt.Sprintf("%d%c %s", number, 'A'+rune(g.rng.IntN(3)), street)
+			letter := 'A' + rune(g.rng.IntN(3))
+			for lettered[fmt.Sprintf("%d%c", number, letter)] {
+				letter++ // the next letter: the drawn one is taken
+			}
+			lettered[fmt.Sprintf("%d%c", number, letter)] = true
+			lines[0] = fmt.Sprintf("%d%c %s", number, letter, street)
 		case k < 17 && len(blocks) > 0: // the flats of a block
 			block := blockNames[blocks[0]]
 			blocks = blocks[1:]
