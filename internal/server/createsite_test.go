@@ -103,6 +103,27 @@ var _ = Describe("POST /entities/site", func() {
 		Expect(resp.Detail()).To(Equal(fmt.Sprintf("Site with MPAN %s already exists", created)), "one rule, one answer")
 	})
 
+	It("creates a site for an MPAN whose site moved to another meter point, holding it by onboarding's claim", func(ctx SpecContext) {
+		moved, now := createSiteMPAN(5), createSiteMPAN(6)
+		first := mustCall("POST", "/entities/site", tok, createSiteBody(moved, "3 Moving Way", "M1 1AE"))
+		Expect(mustCall("PATCH", "/entities/site/"+first["id"].(string), tok, map[string]any{"mpan": now})).To(HaveKeyWithValue("mpan", now))
+
+		By("refusing the MPAN the first site holds now, by its claim")
+		resp := expectRefused(ctx, createSiteBody(now, "4 Moving Way", "M1 1AE"), http.StatusConflict)
+		Expect(resp.Detail()).To(Equal(fmt.Sprintf("Site with MPAN %s already exists", now)))
+
+		By("creating a site for the MPAN the first one left: under another name, holding it by a claim")
+		answer := mustCall("POST", "/entities/site", tok, createSiteBody(moved, "4 Moving Way", "M1 1AE"))
+		Expect(answer["id"]).NotTo(Equal(first["id"]))
+		Expect(answer).To(HaveKeyWithValue("mpan", moved))
+		claim := &flexv1.MPANClaim{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.MPANClaimName(moved)}, claim)).To(Succeed())
+		site := &flexv1.Site{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: claim.Spec.SiteName}, site)).To(Succeed())
+		Expect(site.Labels).To(HaveKeyWithValue(flexv1.IDLabel, answer["id"]))
+		Expect(site.Name).NotTo(Equal(identity.SiteNameForMPAN(moved)), "the MPAN's own name is the first site's")
+	})
+
 	It("refuses a second site at the same address, however it is spelt, naming the first", func(ctx SpecContext) {
 		first := mustCall("POST", "/entities/site", tok, createSiteBody(createSiteMPAN(4), "12 High Street", "SW1A 1AA"))
 		for i, spelling := range []struct{ street, postcode string }{
