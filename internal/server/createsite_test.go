@@ -36,6 +36,29 @@ var caseCreateSite = faultCase{name: "create site", prepare: func(_ context.Cont
 		}}
 }}
 
+// caseCreateSiteMoved creates a site for an MPAN whose own name a site that moved to another
+// meter point keeps: two writes, the MPAN's claim and then the site, both undone on failure.
+var caseCreateSiteMoved = faultCase{name: "create site (an MPAN its site moved from)",
+	prepare: func(ctx context.Context, e faultEnv, i int) faultRequest {
+		mpan, moved := faultMPAN(i), faultMPAN(700+i)
+		first := mustCall("POST", "/entities/site", e.tok, createSiteBody(mpan, fmt.Sprintf("%d Moved Road", i), "SW1A 1AA"))
+		mustCall("PATCH", "/entities/site/"+first["id"].(string), e.tok, map[string]any{"mpan": moved})
+		Eventually(func(g Gomega) {
+			site := &flexv1.Site{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: identity.SiteNameForMPAN(mpan)}, site)).To(Succeed())
+			g.Expect(site.Status.ObservedGeneration).To(Equal(site.Generation), "the controllers have settled the move")
+		}).Should(Succeed())
+		return faultRequest{path: "/entities/site", body: createSiteBody(mpan, fmt.Sprintf("%d New Road", i), "SW1A 1AA"),
+			check: func(ctx context.Context, g Gomega, answer map[string]any, _ bool) {
+				claim := &flexv1.MPANClaim{}
+				g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: identity.MPANClaimName(mpan)}, claim)).To(Succeed())
+				site := &flexv1.Site{}
+				g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: claim.Spec.SiteName}, site)).To(Succeed())
+				g.Expect(site.Labels).To(HaveKeyWithValue(flexv1.IDLabel, answer["id"]))
+				g.Expect(site.Spec.MPAN).To(Equal(mpan))
+			}}
+	}}
+
 var _ = Describe("POST /entities/site", func() {
 	var (
 		o   org

@@ -593,7 +593,8 @@ func faultDiff(before, after string) []string {
 func faultEntry(c faultCase, f faultMode) TableEntry { return Entry(c.name+", "+f.String(), c, f) }
 
 var faultCases = []faultCase{caseOnboardNew, caseOnboardExisting, caseInitialiseNew, caseInitialiseExisting, caseLegacyNew, caseCreateAsset,
-	caseDispatchConsent, caseDispatchDeconsent, caseUpdateAsset, caseUpdateSite, caseMoveSite, caseCreateSite}
+	caseDispatchConsent, caseDispatchDeconsent, caseUpdateAsset, caseUpdateSite, caseMoveSite, caseCreateSite,
+	caseCreateSiteMoved}
 
 var _ = Describe("Reliability: injected write faults", func() {
 	var e faultEnv
