@@ -181,8 +181,8 @@ func (s *Service) LegacyOnboard(ctx context.Context, p *auth.Principal, in Legac
 	var out LegacyOnboardResponse
 	err = s.transact(ctx, func(st store, log *writeLog) error {
 		plan, err := s.writeUpsert(ctx, st, log, p.Namespace, req, rules, func(plan *upsertPlan) error {
-			if plan.siteBefore != nil && !log.wasCreated(plan.site) {
-				return Fail(Conflict, "Site with MPAN %s already exists", req.site.MPAN)
+			if err := siteExists(plan, log, req.site.MPAN); err != nil {
+				return err
 			}
 			if a := plan.assets[0]; a.before != nil && !log.wasCreated(a.asset) {
 				return Fail(Conflict, "Asset with external_id %q already exists", a.asset.Spec.ExternalID)

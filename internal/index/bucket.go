@@ -102,7 +102,7 @@ func allNamespacesKey(bucket string) string { return NamespacedKey(allNamespaces
 // organisation (restapi's preflightGranted). A site's children are found by its name the same
 // way (a site has a few: a set each cost as much as a unique key's).
 var bucketedIndexes = []bucketedIndex{
-	sitesByID.index(), sitesByMPAN.index(), sitesByExternalUserID.index(),
+	sitesByID.index(), sitesByMPAN.index(), sitesByExternalUserID.index(), sitesByAddress.index(),
 	assetsByID.index(), assetsByExternalID.index(), assetsBySite.index(),
 	enrolmentsBySite.index(), deviceConnectionsBySite.index(), deviceConnectionsByOAuthState.index(),
 	mpanClaimsBySite.index(),

@@ -34,6 +34,9 @@ const (
 	mpanKey = "spec.mpan"
 	// externalUserIDKey indexes Sites by the end user of the component-token flow.
 	externalUserIDKey = "spec.externalUserID"
+	// addressKey indexes Sites by their address (validation.AddressKey of street address and
+	// postcode): a second site of an organisation at one address is a conflict.
+	addressKey = "spec.addressKey"
 	// oauthStateKey indexes DeviceConnections, across namespaces, by the hash of the state of
 	// the authorisation in progress (flexv1.OAuthStateAnnotation).
 	oauthStateKey = "metadata.annotations.oauthState"

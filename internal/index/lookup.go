@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/validation"
 )
 
 // Lookup finds Flexsite objects by the keys they are looked up by: every reader of the
@@ -25,6 +26,9 @@ type Lookup interface {
 	SitesByMPAN(ctx context.Context, ns, mpan string) ([]*flexv1.Site, error)
 	// SitesByExternalUserID finds Sites by the end user of the component-token flow.
 	SitesByExternalUserID(ctx context.Context, ns, externalUserID string) ([]*flexv1.Site, error)
+	// SitesByAddress finds Sites by address: key is validation.AddressKey of a street address
+	// and postcode.
+	SitesByAddress(ctx context.Context, ns, key string) ([]*flexv1.Site, error)
 	// AssetsByID finds Assets by API id.
 	AssetsByID(ctx context.Context, ns, id string) ([]*flexv1.Asset, error)
 	// AssetsByExternalID finds Assets by the API client's external id.
@@ -87,6 +91,10 @@ func (l *lookup) SitesByMPAN(ctx context.Context, ns, mpan string) ([]*flexv1.Si
 
 func (l *lookup) SitesByExternalUserID(ctx context.Context, ns, externalUserID string) ([]*flexv1.Site, error) {
 	return find(ctx, l, sitesByExternalUserID, &flexv1.SiteList{}, ns, externalUserID)
+}
+
+func (l *lookup) SitesByAddress(ctx context.Context, ns, key string) ([]*flexv1.Site, error) {
+	return find(ctx, l, sitesByAddress, &flexv1.SiteList{}, ns, key)
 }
 
 func (l *lookup) AssetsByID(ctx context.Context, ns, id string) ([]*flexv1.Asset, error) {
@@ -160,6 +168,10 @@ var (
 		value: func(s *flexv1.Site) string { return s.Spec.MPAN }, selector: fieldSelector(mpanKey)}
 	sitesByExternalUserID = key[*flexv1.Site]{sample: &flexv1.Site{}, field: externalUserIDKey,
 		value: func(s *flexv1.Site) string { return s.Spec.ExternalUserID }, selector: fieldSelector(externalUserIDKey)}
+	// The address key is derived, no field of the CRD: on the API server the lookup lists the
+	// namespace and keeps (a fresh read, after a lost race).
+	sitesByAddress = key[*flexv1.Site]{sample: &flexv1.Site{}, field: addressKey,
+		value: func(s *flexv1.Site) string { return validation.AddressKey(s.Spec.StreetAddress, s.Spec.Postcode) }}
 	assetsByID = key[*flexv1.Asset]{sample: &flexv1.Asset{}, field: idKey,
 		value: func(a *flexv1.Asset) string { return idOf(a) }, selector: idSelector}
 	assetsByExternalID = key[*flexv1.Asset]{sample: &flexv1.Asset{}, field: externalIDKey,

@@ -144,6 +144,7 @@ func (a *API) Routes() []web.Route {
 		{Method: "POST", Path: "/entities/site/initialise", Handler: org(a.initialise, write)},
 		{Method: "POST", Path: "/entities/site/onboard-site-and-asset", Handler: org(a.legacyOnboard, write)},
 		{Method: "GET", Path: "/entities/site", Handler: org(a.listSites, read)},
+		{Method: "POST", Path: "/entities/site", Handler: org(a.createSite, write)},
 		{Method: "GET", Path: siteRoute, Handler: orgOrUser(a.getSite, read)},
 		{Method: "PATCH", Path: siteRoute, Handler: orgOrUser(a.patchSite, write)},
 		{Method: "POST", Path: "/entities/site/{site_id}/offboard-site-and-assets", Handler: org(a.offboard, write)},

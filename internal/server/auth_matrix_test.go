@@ -229,6 +229,10 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"POST /entities/site/onboard-site-and-asset": {role: flexv1.RoleEntityWrite, body: func(matrixCaller) any {
 				return legacyOnboardBody("1012345678903", unique("matrix-legacy"))
 			}},
+			// Each allowed call creates a site of its own: another MPAN, another address.
+			"POST /entities/site": {role: flexv1.RoleEntityWrite, body: func(matrixCaller) any {
+				return map[string]any{"mpan": validMPAN(880000 + seq), "postcode": "SW1A 1AA", "street_address": unique("1 Matrix Road")}
+			}},
 			"GET /entities/site":                                     {role: flexv1.RoleEntityRead, body: noBody},
 			"GET /entities/site/{site_id}":                           {role: flexv1.RoleEntityRead, scoped: true, endUser: true, body: noBody},
 			"POST /entities/site/{site_id}/offboard-site-and-assets": {role: flexv1.RoleEntityWrite, scoped: true, body: noBody},

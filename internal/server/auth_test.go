@@ -772,6 +772,7 @@ var _ = Describe("POST /auth/component-token", func() {
 			{"GET", "/rewards/" + ownID + "/info", nil},
 			{"POST", "/entities/site/onboard", household("2301234567894")},
 			{"POST", "/entities/site/initialise", household("2301234567894")},
+			{"POST", "/entities/site", map[string]any{"mpan": "2301234567894", "postcode": "SW1A 1AA"}},
 			{"POST", "/entities/site/" + ownID + "/offboard-site-and-assets", nil},
 			{"GET", "/entities/site", nil},
 			{"POST", "/entities/asset", map[string]any{"external_id": "e1", "type": "battery", "site_id": ownID}},

@@ -191,6 +191,9 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		legacyAnswer := c.call("POST", "/entities/site/onboard-site-and-asset", tok, legacyOnboardBody(legacy.mpan, "legacy-conformance"))
 		legacy.id = legacyAnswer["site"].(map[string]any)["id"].(string)
 		Expect(legacyAnswer["site"]).To(HaveKeyWithValue("gave_boundary_meter_consent_at", BeNil()))
+
+		By("creating a site alone (POST /entities/site)")
+		c.call("POST", "/entities/site", tok, map[string]any{"mpan": validMPAN(7080), "postcode": "sw1a2aa", "street_address": "1 Conformance Row"})
 	})
 
 	It("answers the asset endpoints as documented", func() {
@@ -224,7 +227,7 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		Expect(c.call("GET", "/entities/site/"+home.id, tok, nil)).
 			To(HaveKeyWithValue("gave_boundary_meter_consent_at", Not(BeNil())))
 		page := c.call("GET", "/entities/site?limit=100", tok, nil)
-		Expect(page["sites"]).To(HaveLen(4))
+		Expect(page["sites"]).To(HaveLen(5)) // home, legacy, user, the initialised one and the one created alone
 		c.call("GET", "/entities/site?limit=1&offset=10", tok, nil)
 
 		By("checking eligibility: a site whose assets have issues, and an end user's site without assets")

@@ -593,7 +593,8 @@ func faultDiff(before, after string) []string {
 func faultEntry(c faultCase, f faultMode) TableEntry { return Entry(c.name+", "+f.String(), c, f) }
 
 var faultCases = []faultCase{caseOnboardNew, caseOnboardExisting, caseInitialiseNew, caseInitialiseExisting, caseLegacyNew, caseCreateAsset,
-	caseDispatchConsent, caseDispatchDeconsent, caseUpdateAsset, caseUpdateSite, caseMoveSite}
+	caseDispatchConsent, caseDispatchDeconsent, caseUpdateAsset, caseUpdateSite, caseMoveSite, caseCreateSite,
+	caseCreateSiteMoved}
 
 var _ = Describe("Reliability: injected write faults", func() {
 	var e faultEnv
@@ -830,6 +831,7 @@ var _ = Describe("Reliability: write races on the API server", func() {
 		faultEntry(caseInitialiseNew, faultAlreadyExists),
 		faultEntry(caseLegacyNew, faultAlreadyExists),
 		faultEntry(caseCreateAsset, faultAlreadyExists),
+		faultEntry(caseCreateSite, faultAlreadyExists),
 	)
 
 	It("deletes an asset once when deletes of it race: one 204, the others 404", func(ctx SpecContext) {
@@ -949,6 +951,7 @@ var _ = Describe("Reliability: injected read faults", func() {
 		Entry(caseUpdateSite.name, caseUpdateSite),
 		Entry(caseMeterConsent.name, caseMeterConsent),
 		Entry(caseMoveSite.name, caseMoveSite),
+		Entry(caseCreateSite.name, caseCreateSite),
 	)
 })
 

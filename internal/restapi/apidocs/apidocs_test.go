@@ -48,6 +48,7 @@ var wantRoutes = []Route{
 	{"GET", "/entities/asset/{asset_id}/intent"},
 	{"GET", "/entities/asset/{asset_id}/battery-schedule"},
 	{"GET", "/entities/site"},
+	{"POST", "/entities/site"},
 	{"GET", "/entities/site/{site_id}"},
 	{"POST", "/entities/site/{site_id}/offboard-site-and-assets"},
 	{"GET", "/entities/site/{site_id}/eligibility"},
