@@ -127,6 +127,7 @@ func (a *API) Routes() []web.Route {
 		"battery-schedule": org(a.batterySchedule, read),
 		"price-curve":      org(a.assetPriceCurve, read),
 	})
+	meterPair := meterPairHandler(org(a.meterByRef, read))
 	return []web.Route{
 		{Method: "GET", Path: "/healthz", Handler: http.HandlerFunc(healthz)},
 		{Method: "GET", Path: "/readyz", Handler: http.HandlerFunc(a.readyz)},
@@ -156,6 +157,17 @@ func (a *API) Routes() []web.Route {
 		{Method: "POST", Path: "/entities/site/check-eligibility", Handler: org(a.checkEligibility, read)},
 		{Method: "POST", Path: "/entities/site/{site_id}/dispatch-consent", Handler: orgOrUser(a.dispatchConsent, write)},
 		{Method: "POST", Path: "/entities/site/{site_id}/dispatch-deconsent", Handler: orgOrUser(a.dispatchDeconsent, write)},
+		// The meter-point register (spec/meters.md): organisation tokens only. The literal
+		// /meter/search is more specific than /meter/{mpan}; by-ref and the deprecated
+		// {meter_ref}/mpan share meterPairPattern; GET /meter/ is that path alone.
+		{Method: "GET", Path: "/meter/search", Handler: org(a.searchMeters, read)},
+		{Method: "GET", Path: "/meter/by-ref/{meter_ref}", Handler: meterPair, Pattern: meterPairPattern},
+		{Method: "GET", Path: "/meter/{meter_ref}/mpan", Handler: meterPair, Pattern: meterPairPattern},
+		{Method: "POST", Path: "/meter/by-mpan", Handler: org(a.meterByMPAN, read)},
+		{Method: "GET", Path: "/meter/{mpan}", Handler: org(a.meterByMPANPath, read)},
+		{Method: "POST", Path: "/meter/by-address", Handler: org(a.meterByAddress, read)},
+		{Method: "GET", Path: "/meter/", Handler: documentedAs("GET /meter/", org(a.meterByAddressQuery, read)),
+			Pattern: meterByAddressPattern},
 		// Device connections (device-connection.md).
 		{Method: "GET", Path: siteRoute + "/oauth/{provider}/initiate", Handler: orgOrUser(a.initiateOAuth, write)},
 		{Method: "POST", Path: siteRoute + "/token", Handler: org(a.siteToken, write)},

@@ -59,6 +59,13 @@ var wantRoutes = []Route{
 	{"POST", "/entities/site/check-eligibility"},
 	{"POST", "/entities/site/{site_id}/dispatch-consent"},
 	{"POST", "/entities/site/{site_id}/dispatch-deconsent"},
+	{"GET", "/meter/search"},
+	{"GET", "/meter/by-ref/{meter_ref}"},
+	{"GET", "/meter/{meter_ref}/mpan"},
+	{"POST", "/meter/by-mpan"},
+	{"GET", "/meter/{mpan}"},
+	{"POST", "/meter/by-address"},
+	{"GET", "/meter/"},
 	{"POST", "/validation/mpan"},
 	{"POST", "/data/readings"},
 	{"GET", "/rewards/{site_id}/transactions"},
@@ -172,6 +179,10 @@ func TestRefsResolve(t *testing.T) {
 	}
 }
 
+// deprecated are the paths prod marks deprecated: their operations say so.
+var deprecated = map[string]bool{"/entities/site/onboard-site-and-asset": true,
+	"/meter/{meter_ref}/mpan": true, "/meter/{mpan}": true, "/meter/": true}
+
 func TestOperationResponses(t *testing.T) {
 	var doc struct {
 		Paths map[string]map[string]operation `json:"paths"`
@@ -207,7 +218,7 @@ func TestOperationResponses(t *testing.T) {
 			if public == (len(op.Security) > 0) {
 				t.Errorf("%s: security = %v, want public=%v", name, op.Security, public)
 			}
-			if op.Deprecated != (p == "/entities/site/onboard-site-and-asset") {
+			if op.Deprecated != deprecated[p] {
 				t.Errorf("%s: deprecated = %v", name, op.Deprecated)
 			}
 		}
