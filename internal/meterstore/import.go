@@ -108,6 +108,10 @@ func (s *Store) Import(ctx context.Context, r io.Reader, progress func(Progress)
 		if src.rejected.Count > 0 {
 			return &src.rejected
 		}
+		if rows, loaded, err := loadIntoEmpty(ctx, tx); loaded || err != nil {
+			report.Rows, report.Inserted = rows, rows
+			return err
+		}
 		err := tx.QueryRow(ctx, `WITH merged AS (
 				INSERT INTO meter_points (`+storedColumns+`)
 				SELECT `+storedColumns+` FROM meter_points_staging
