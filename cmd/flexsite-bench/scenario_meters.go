@@ -198,8 +198,10 @@ func (b *bench) measureMeterImport(ctx context.Context, rep *report, path string
 	rep.add(scenarioMeters, "reimport_seconds", again.Seconds(), unitSeconds)
 	rep.add(scenarioMeters, "reimport_vs_raw_copy_ratio", ratio(raw.Seconds(), again.Seconds()), unitRatio)
 	rep.detail("meters_import", map[string]any{"rows": n, "import_seconds": seconds(imports),
-		"raw_copy_seconds": seconds(raws), "raw_copy_indexes_after_seconds": seconds(bulks), "reimport_seconds": again.Seconds(), "file": "plain CSV (not gzip)",
-		"raw_copy": "COPY " + metersRawTable + " FROM STDIN (FORMAT csv, HEADER true, FORCE_NOT_NULL (the text columns)) of the same file through the " +
+		"raw_copy_seconds": seconds(raws), "raw_copy_indexes_after_seconds": seconds(bulks),
+		"reimport_seconds": again.Seconds(), "file": "plain CSV (not gzip)",
+		"raw_copy": "COPY " + metersRawTable + " FROM STDIN (FORMAT csv, HEADER true, FORCE_NOT_NULL (the text columns)) " +
+			"of the same file through the " +
 			"bench's pool: the file's ten columns, primary key on mpan, an index on postcode; one statement, " +
 			"autocommit; the table truncated before each round as the register is; " +
 			"indexes after: the same COPY into the table without its two indexes, then both built (one transaction)"})
@@ -405,7 +407,7 @@ func (b *bench) measureMeterLookups(ctx context.Context, rep *report) error {
 	}
 	// Every sampled address must name one meter point (200) on both sides: those that do not
 	// (a flat whose neighbour's address is as close) are left out, the same for both.
-	kept, err := keepAnswered(ctx, addresses, addressBodies, oursByAddress, rawByAddress, b.p.Concurrency)
+	kept, err := keepAnswered(ctx, len(addresses), oursByAddress, rawByAddress, b.p.Concurrency)
 	if err != nil {
 		return err
 	}
@@ -467,7 +469,8 @@ func (b *bench) meterSamples(ctx context.Context) ([]string, []meterSample, erro
 	}
 	var addresses []meterSample
 	var s meterSample
-	if _, err := pgx.ForEachRow(rows, []any{&s.address, &s.postcode}, func() error { addresses = append(addresses, s); return nil }); err != nil {
+	collect := func() error { addresses = append(addresses, s); return nil }
+	if _, err := pgx.ForEachRow(rows, []any{&s.address, &s.postcode}, collect); err != nil {
 		return nil, nil, err
 	}
 	if len(postcodes) == 0 || len(addresses) == 0 {
@@ -476,11 +479,10 @@ func (b *bench) meterSamples(ctx context.Context) ([]string, []meterSample, erro
 	return postcodes, addresses, nil
 }
 
-// keepAnswered is the indexes of the addresses both sides answer with a meter point.
-func keepAnswered(ctx context.Context, addresses []meterSample, bodies [][]byte,
-	ours, raw func(context.Context, int) (int64, error), c int) ([]int, error) {
-	ok := make([]bool, len(addresses))
-	_, err := runConcurrent(ctx, len(addresses), c, func(ctx context.Context, i int) error {
+// keepAnswered is the indexes (of n addresses) that both sides answer with a meter point.
+func keepAnswered(ctx context.Context, n int, ours, raw func(context.Context, int) (int64, error), c int) ([]int, error) {
+	ok := make([]bool, n)
+	_, err := runConcurrent(ctx, n, c, func(ctx context.Context, i int) error {
 		if _, err := ours(ctx, i); err != nil {
 			var status *statusError
 			if errors.As(err, &status) && status.code == http.StatusNotFound {
@@ -512,8 +514,8 @@ type statusError struct {
 func (e *statusError) Error() string { return e.msg }
 
 // postCounting POSTs a JSON body with the token, requires a 200 and counts the answer's bytes.
-func postCounting(ctx context.Context, hc *http.Client, url, token string, body []byte) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+func postCounting(ctx context.Context, hc *http.Client, target, token string, body []byte) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
