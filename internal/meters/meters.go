@@ -138,11 +138,12 @@ func normaliseWords(s string) string {
 // address line begins with it, case and punctuation aside ("10" names "10A High Street" but
 // "1" does not name "10 High Street"), or, for a name of four letters or more, an address
 // line begins with a close spelling of it (one edit in up to eight characters, two beyond:
-// "Rose Cotage" names "Rose Cottage"). An empty identifier names every building.
+// "Rose Cotage" names "Rose Cottage"). An empty identifier names every building; one of
+// punctuation alone ("%", "_", "'") names none: it is searched as itself, never as a wildcard.
 func (p Point) MatchesBuilding(identifier string) bool {
 	id := normaliseWords(identifier)
 	if id == "" {
-		return true
+		return strings.TrimSpace(identifier) == ""
 	}
 	named := hasLetters(id) && utf8.RuneCountInString(id) >= 4
 	for _, l := range p.AddressLines {

@@ -24,6 +24,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/restapi/apidocs"
+	"github.com/flexsite/flexsite/internal/restapi/meterroutes"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
@@ -127,7 +128,8 @@ func (a *API) Routes() []web.Route {
 		"battery-schedule": org(a.batterySchedule, read),
 		"price-curve":      org(a.assetPriceCurve, read),
 	})
-	meterPair := meterPairHandler(org(a.meterByRef, read))
+	meters := meterroutes.Handlers{Meters: a.Meters}
+	meterPair := meterroutes.PairHandler(org(meters.ByRef, read), http.HandlerFunc(notFound))
 	return []web.Route{
 		{Method: "GET", Path: "/healthz", Handler: http.HandlerFunc(healthz)},
 		{Method: "GET", Path: "/readyz", Handler: http.HandlerFunc(a.readyz)},
@@ -159,15 +161,15 @@ func (a *API) Routes() []web.Route {
 		{Method: "POST", Path: "/entities/site/{site_id}/dispatch-deconsent", Handler: orgOrUser(a.dispatchDeconsent, write)},
 		// The meter-point register (spec/meters.md): organisation tokens only. The literal
 		// /meter/search is more specific than /meter/{mpan}; by-ref and the deprecated
-		// {meter_ref}/mpan share meterPairPattern; GET /meter/ is that path alone.
-		{Method: "GET", Path: "/meter/search", Handler: org(a.searchMeters, read)},
-		{Method: "GET", Path: "/meter/by-ref/{meter_ref}", Handler: meterPair, Pattern: meterPairPattern},
-		{Method: "GET", Path: "/meter/{meter_ref}/mpan", Handler: meterPair, Pattern: meterPairPattern},
-		{Method: "POST", Path: "/meter/by-mpan", Handler: org(a.meterByMPAN, read)},
-		{Method: "GET", Path: "/meter/{mpan}", Handler: org(a.meterByMPANPath, read)},
-		{Method: "POST", Path: "/meter/by-address", Handler: org(a.meterByAddress, read)},
-		{Method: "GET", Path: "/meter/", Handler: documentedAs("GET /meter/", org(a.meterByAddressQuery, read)),
-			Pattern: meterByAddressPattern},
+		// {meter_ref}/mpan share meterroutes.PairPattern; GET /meter/ is that path alone.
+		{Method: "GET", Path: "/meter/search", Handler: org(meters.Search, read)},
+		{Method: "GET", Path: "/meter/by-ref/{meter_ref}", Handler: meterPair, Pattern: meterroutes.PairPattern},
+		{Method: "GET", Path: "/meter/{meter_ref}/mpan", Handler: meterPair, Pattern: meterroutes.PairPattern},
+		{Method: "POST", Path: "/meter/by-mpan", Handler: org(meters.ByMPAN, read)},
+		{Method: "GET", Path: "/meter/{mpan}", Handler: org(meters.ByMPANPath, read)},
+		{Method: "POST", Path: "/meter/by-address", Handler: org(meters.ByAddress, read)},
+		{Method: "GET", Path: "/meter/", Handler: meterroutes.DocumentedAs("GET /meter/", org(meters.ByAddressQuery, read)),
+			Pattern: meterroutes.ByAddressPattern},
 		// Device connections (device-connection.md).
 		{Method: "GET", Path: siteRoute + "/oauth/{provider}/initiate", Handler: orgOrUser(a.initiateOAuth, write)},
 		{Method: "POST", Path: siteRoute + "/token", Handler: org(a.siteToken, write)},

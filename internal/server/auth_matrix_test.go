@@ -214,6 +214,9 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		// U's asset that the hosted flow's DELETE may remove (the matrix's own asset must stay).
 		hostedAssetID := mustCall("POST", "/entities/asset", tokA, map[string]any{"external_id": unique("matrix-hosted"),
 			"type": "battery", "site_id": siteID})["id"].(string)
+		// A reference of A's search, which another organisation cannot open.
+		ensureMeterRegister(ctx)
+		meterRefOfA := meterRef(tokA, meterStreetPostcode, "12")
 		// U and V each fill their own site, with MPANs of their own.
 		hostedMPAN := map[matrixCaller]string{callerThisSiteUser: "3400000000016", callerOtherSiteUser: "3400000000025"}
 		rows := map[string]matrixRoute{
@@ -358,6 +361,17 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"POST /entities/asset/{asset_id}/event/plug-in-schedule": {role: flexv1.RoleEntityWrite, scoped: true,
 				success: http.StatusNotFound, body: jsonBody(map[string]any{"charging_schedule": []any{map[string]any{
 					"start_timestamp": "2026-11-28T01:00:00Z", "end_timestamp": "2026-11-28T02:00:00Z"}}})},
+			// The meter-point register (meters_test.go): platform-wide, so another organisation
+			// finds the same meter points, but never opens A's reference.
+			"GET /meter/search": {role: flexv1.RoleEntityRead, body: noBody, query: "?postcode=TN11AA&building_identifier=12"},
+			"GET /meter/by-ref/{meter_ref}": {role: flexv1.RoleEntityRead, scoped: true, body: noBody,
+				path: "/meter/by-ref/" + meterRefOfA},
+			"GET /meter/{meter_ref}/mpan": {role: flexv1.RoleEntityRead, scoped: true, body: noBody,
+				path: "/meter/" + meterRefOfA + "/mpan"},
+			"POST /meter/by-mpan":    {role: flexv1.RoleEntityRead, body: jsonBody(map[string]any{"mpan": meterMPAN(12)})},
+			"GET /meter/{mpan}":      {role: flexv1.RoleEntityRead, body: noBody, path: "/meter/" + meterMPAN(12)},
+			"POST /meter/by-address": {role: flexv1.RoleEntityRead, body: jsonBody(map[string]any{"address": oldBarnAddress})},
+			"GET /meter/":            {role: flexv1.RoleEntityRead, body: noBody, path: meterByAddressQuery(oldBarnAddress)},
 			// Prod's examples need an organisation's token of any role (OAuth2PasswordBearer).
 			"GET /examples/dispatch-event":        {body: noBody},
 			"GET /examples/ocpp-charging-profile": {body: noBody},

@@ -519,6 +519,18 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		c.call("GET", "/entities/asset/"+entityAssetIDs(answer)[1].(string)+"/battery-schedule", tok, nil)
 	})
 
+	It("answers the Meters group as documented", func(ctx SpecContext) {
+		ensureMeterRegister(ctx)
+		Expect(c.checkList("GET", "/meter/search?postcode=TN11AB", tok)).NotTo(BeEmpty())
+		ref := meterRef(tok, meterStreetPostcode, "12")
+		c.call("GET", "/meter/by-ref/"+ref, tok, nil)
+		c.call("GET", "/meter/"+ref+"/mpan", tok, nil)
+		c.call("POST", "/meter/by-mpan", tok, map[string]any{"mpan": meterMPAN(13)})
+		c.call("GET", "/meter/"+meterMPAN(13), tok, nil)
+		c.call("POST", "/meter/by-address", tok, map[string]any{"address": oldBarnAddress})
+		c.call("GET", meterByAddressQuery(oldBarnAddress), tok, nil)
+	})
+
 	It("has checked an answer of every documented operation", func() {
 		var unchecked []string
 		for op := range c.schemas {

@@ -28,10 +28,12 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/app/meterpoints"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/pagestore"
+	"github.com/flexsite/flexsite/internal/sealing"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
@@ -226,11 +228,14 @@ func TestManagerReachesOnlyItsOwnAndOrganisationsSecrets(t *testing.T) {
 		t.Error("the manager bound itself to the Secrets of kube-system")
 	}
 
-	// Its own namespace: the token signing keys and the bank details keys, created and read.
+	// Its own namespace: the token signing keys, the bank details keys and the meter reference
+	// keys, created and read.
 	keys := auth.NewKeyRing(manager, manager, managerNamespace, "flexsite-token-keys")
 	mustAllow(t, "the token signing keys", keys.Ensure(ctx))
 	bankKeys := pagestore.NewKeyRing(manager, manager, managerNamespace, pagestore.DefaultKeysSecret)
 	mustAllow(t, "the bank details keys", bankKeys.Ensure(ctx))
+	meterRefKeys := sealing.NewKeyRing(manager, manager, managerNamespace, meterpoints.DefaultKeysSecret, "meter references")
+	mustAllow(t, "the meter reference keys", meterRefKeys.Ensure(ctx))
 	mustForbid(t, "list the Secrets of its own namespace", manager.List(ctx, &corev1.SecretList{}, client.InNamespace(managerNamespace)))
 }
 

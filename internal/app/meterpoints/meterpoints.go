@@ -79,6 +79,10 @@ func (s *Service) failed(err error) error {
 	return err
 }
 
+// maxQuotedPostcode bounds the postcode a refusal quotes back: a UK postcode is at most 8
+// characters, a few more with stray spaces.
+const maxQuotedPostcode = 16
+
 // invalid is a 422 of the register's routes: prod answers them as a sentence (ErrorWithDetail).
 func invalid(format string, args ...any) error {
 	return app.Fail(app.Invalid, format, args...)
@@ -91,6 +95,9 @@ func invalid(format string, args ...any) error {
 func (s *Service) Search(ctx context.Context, p *auth.Principal, postcode, building string) ([]SearchResult, error) {
 	pc, err := validation.NormalisePostcode(postcode)
 	if err != nil {
+		if len(postcode) > maxQuotedPostcode { // the answer does not echo a page of text
+			return nil, invalid("The postcode is not a UK postcode")
+		}
 		return nil, invalid("%q is not a UK postcode", postcode)
 	}
 	if len(building) > meters.MaxBuildingBytes {
