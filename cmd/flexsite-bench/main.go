@@ -138,6 +138,7 @@ func runScenarios(ctx context.Context, b *bench, rep *report, only string) error
 		{hostileScenario, runHostile},
 		{scenarioEVSchedule, runEVSchedule},
 		{scenarioPricing, runPricing},
+		{scenarioMeters, runMeters},
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {

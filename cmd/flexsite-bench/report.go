@@ -148,7 +148,7 @@ func (r *report) printTable(out io.Writer) {
 	fmt.Fprintln(tw, "SCENARIO\tFIGURE\tVALUE\tTARGET\tMET?")
 	for _, label := range []string{labelOnboard, labelConvergence, labelReads, labelScale, labelWrites, labelNotify,
 		labelReadings, labelSettlement, labelHostile, labelDispatch, labelCallbacks,
-		labelEVSchedule, labelPricing} {
+		labelEVSchedule, labelPricing, labelMeters} {
 		for _, rw := range r.rows {
 			if scenarioLabels[rw.scenario] != label {
 				continue

@@ -157,6 +157,10 @@ func (s *Store) Import(ctx context.Context, r io.Reader, progress func(Progress)
 		if src.rejected.Count > 0 {
 			return &src.rejected
 		}
+		if rows, loaded, err := loadIntoEmpty(ctx, tx); loaded || err != nil {
+			report.Rows, report.Inserted = rows, rows
+			return err
+		}
 		// The merge runs under a savepoint: when the file holds an MPAN twice it fails, and the
 		// transaction must still answer which lines hold it.
 		merge, err := tx.Begin(ctx)
