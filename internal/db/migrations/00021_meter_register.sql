@@ -3,8 +3,10 @@
 -- again replaces the earlier one (its MPAN is its key).
 -- postcode is normalised ("SW1A 1AA"); address, building and sort_key are derived from the
 -- row by internal/meters when it is loaded, never in SQL: address is the one-line address a
--- search answers and by-address ranks, sort_key its natural order (collation "C", so that the
--- postcode index returns a postcode's meter points already in order).
+-- search answers and by-address ranks, sort_key its natural order (collation "C": byte order).
+-- The postcode index holds the postcode alone: a postcode's few dozen rows are sorted by
+-- sort_key in a moment, and an index of repeated keys is deduplicated to about 8 bytes a meter
+-- point, where (postcode, sort_key), unique, took 111 (3 GiB at Great Britain's 30 million).
 -- pg_trgm (PostgreSQL's contrib, trusted since 13: a database owner may create it) gives
 -- similarity(), which ranks a postcode's addresses against the one a caller gave.
 
@@ -25,7 +27,7 @@ CREATE TABLE meter_points (
     sort_key            text        COLLATE "C" NOT NULL,
     loaded_at           timestamptz NOT NULL
 );
-CREATE INDEX meter_points_postcode ON meter_points (postcode, sort_key);
+CREATE INDEX meter_points_postcode ON meter_points (postcode);
 
 -- +goose Down
 DROP TABLE meter_points;
