@@ -170,4 +170,37 @@ var _ = Describe("The hosted flow's Find my meter (GET /hosted/api/meters, PUT /
 		status, _ = hosted("GET", "/hosted/api/meters?postcode=EC1A1BB", o.token(), nil)
 		Expect(status).To(Equal(http.StatusForbidden))
 	})
+
+	It("answers a search 503 with Retry-After while the register's database is down, and finds again once it is back", Serial, func(ctx SpecContext) {
+		if !database.CanStop() {
+			Skip("the test database is not this process's server ($FLEXSITE_TEST_DATABASE_URL)")
+		}
+		o := newOrg(ctx)
+		_, tok := user(o, "find-my-meter-outage")
+		Expect(database.Stop()).To(Succeed())
+		stopped := true
+		DeferCleanup(func(ctx SpecContext) {
+			if stopped {
+				Expect(database.Start(ctx)).To(Succeed())
+			}
+		})
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+			apiServer.URL+"/hosted/api/meters?postcode="+url.QueryEscape(hostedMetersPostcode), nil)
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set(server.EmbedderOriginHeader, "https://app.example.com")
+		resp, err := http.DefaultClient.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		_ = resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable))
+		Expect(resp.Header.Get("Retry-After")).NotTo(BeEmpty())
+
+		Expect(database.Start(ctx)).To(Succeed())
+		stopped = false
+		// The suite's own pool holds connections the stop ended: the next spec's queries
+		// must not meet them.
+		database.Pool.Reset()
+		Eventually(func() error { _, err := database.Pool.Exec(ctx, "SELECT 1"); return err }).Should(Succeed())
+		Eventually(func() int { status, _ := search(tok, hostedMetersPostcode, ""); return status }).Should(Equal(http.StatusOK))
+	})
 })
