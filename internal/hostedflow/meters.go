@@ -55,6 +55,11 @@ func (d *Door) meterSearch(r *http.Request, p *auth.Principal) (any, error) {
 		return nil, err
 	}
 	found, err := d.Meters.Search(r.Context(), p, postcode, building)
+	if e := app.As(err); e != nil && e.Kind == app.Unavailable {
+		plain := *e // still 503 with its Retry-After, said for a household
+		plain.Detail = MeterUnavailableWords
+		return nil, &plain
+	}
 	if err != nil {
 		return nil, err
 	}

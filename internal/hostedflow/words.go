@@ -143,6 +143,8 @@ const (
 	// MeterRefWords answers a picked address whose reference does not open (altered, of
 	// another household's organisation, or older than an hour): the household searches again.
 	MeterRefWords = "This address could not be used; search again."
+	// MeterUnavailableWords answers a search while the register cannot be read.
+	MeterUnavailableWords = "We can't look up addresses just now. Try again in a minute, or enter your MPAN."
 )
 
 // MeterBuildingWords answers a house number or name that is not one line of at most

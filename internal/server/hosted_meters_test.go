@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -191,9 +192,12 @@ var _ = Describe("The hosted flow's Find my meter (GET /hosted/api/meters, PUT /
 		req.Header.Set(server.EmbedderOriginHeader, "https://app.example.com")
 		resp, err := http.DefaultClient.Do(req)
 		Expect(err).NotTo(HaveOccurred())
+		body, err := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
-		Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable), "%s", body)
 		Expect(resp.Header.Get("Retry-After")).NotTo(BeEmpty())
+		Expect(response(body).Detail()).To(Equal(hostedflow.MeterUnavailableWords))
 
 		Expect(database.Start(ctx)).To(Succeed())
 		stopped = false
