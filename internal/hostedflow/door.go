@@ -72,6 +72,7 @@ func (d *Door) Routes() []web.Route {
 		{Method: http.MethodGet, Path: "/hosted/flow.css", Handler: file("flow.css")},
 		{Method: http.MethodGet, Path: "/hosted/api/household", Handler: api(d.household)},
 		{Method: http.MethodPut, Path: "/hosted/api/address", Handler: api(d.address)},
+		{Method: http.MethodGet, Path: "/hosted/api/meters", Handler: api(d.meterSearch)},
 		{Method: http.MethodPut, Path: "/hosted/api/consent", Handler: api(d.consent)},
 		{Method: http.MethodPost, Path: "/hosted/api/assets", Handler: api(d.addAsset)},
 		{Method: http.MethodDelete, Path: "/hosted/api/assets/{asset_id}", Handler: api(d.deleteAsset)},
@@ -150,11 +151,13 @@ type Household struct {
 	Catalogue            Catalogue                `json:"catalogue"`
 }
 
-// Site is the household's stored address and consent.
+// Site is the household's stored address and consent. The MPAN is shown masked but for its
+// last four digits (meters.MaskedMPAN; "" when none): an MPAN found from a picked address is
+// never shown in full to the page, so no answer of the flow shows one.
 type Site struct {
 	Postcode                   string  `json:"postcode"`
 	StreetAddress              string  `json:"street_address"`
-	MPAN                       string  `json:"mpan"`
+	MPANMasked                 string  `json:"mpan_masked"`
 	GaveBoundaryMeterConsentAt *string `json:"gave_boundary_meter_consent_at"`
 }
 
@@ -196,8 +199,8 @@ func (d *Door) household(r *http.Request, p *auth.Principal) (any, error) {
 	site := h.Site
 	out := Household{
 		SiteID: site.Labels[flexv1.IDLabel], AllowedOrigin: p.AllowedOrigin,
-		Site: Site{Postcode: site.Spec.Postcode, StreetAddress: site.Spec.StreetAddress, MPAN: site.Spec.MPAN,
-			GaveBoundaryMeterConsentAt: app.FormatTime(site.Spec.BoundaryMeterConsentAt)},
+		Site: householdSite(site.Spec.Postcode, site.Spec.StreetAddress, site.Spec.MPAN,
+			app.FormatTime(site.Spec.BoundaryMeterConsentAt)),
 		Assets:               make([]HouseholdAsset, 0, len(h.Assets)),
 		EnrolledPropositions: h.Enrolled,
 	}
@@ -265,8 +268,11 @@ func (d *Door) ownSiteID(r *http.Request, p *auth.Principal) (string, error) {
 // form, which the page shows beside each field).
 var readBody = web.ReadBody
 
-// address is the address step: the postcode and MPAN (both required: the step is complete
-// with both) and the street address change as a site's PATCH changes them.
+// address is the address step: the postcode and the meter (both required: the step is
+// complete with both) and the street address change as a site's PATCH changes them. The meter
+// is a picked address's reference (meter_ref, "Find my meter") or a typed MPAN; a site that has
+// its MPAN may leave both out. The body is judged whole before the site is read. The answer is
+// the site as the household sees it (MPAN masked).
 func (d *Door) address(r *http.Request, p *auth.Principal) (any, error) {
 	var in app.SiteUpdate
 	err := readBody(r, func(f *web.Fields, body map[string]any) {
@@ -278,13 +284,7 @@ func (d *Door) address(r *http.Request, p *auth.Principal) (any, error) {
 				in.Fields.Postcode = &norm
 			}
 		}
-		if mpan, ok := f.Str(body, loc, "mpan", true); ok {
-			if norm, err := validation.NormaliseMPAN(mpan); err != nil {
-				f.AddValidation(err, web.At(loc, "mpan"))
-			} else {
-				in.MPAN = norm
-			}
-		}
+		in.MPAN = d.readMeter(r, p, f, body)
 		if street, ok := f.Str(body, loc, "street_address", false); ok {
 			in.Fields.StreetAddress = &street
 		}
@@ -292,11 +292,18 @@ func (d *Door) address(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := d.ownSiteID(r, p)
+	site, err := d.Households.OwnSite(r.Context(), p)
 	if err != nil {
 		return nil, err
 	}
-	return d.Households.PatchSite(r.Context(), p, id, in)
+	if in.MPAN == "" && site.Spec.MPAN == "" {
+		return nil, errMeterRequired
+	}
+	rec, err := d.Households.PatchSite(r.Context(), p, site.Labels[flexv1.IDLabel], in)
+	if err != nil {
+		return nil, err
+	}
+	return siteAnswer(rec), nil
 }
 
 // consent is the consent step: a ticked box records the consent now; a consent already

@@ -1,6 +1,11 @@
 package hostedflow
 
-import "math"
+import (
+	"math"
+	"strconv"
+
+	"github.com/flexsite/flexsite/internal/meters"
+)
 
 func pow(x, y float64) float64 { return math.Pow(x, y) }
 
@@ -128,5 +133,36 @@ func RefusalWords(code string) string {
 		return "You left this programme before. Tick it again to rejoin."
 	default:
 		return "Your home can't join this programme at the moment."
+	}
+}
+
+// The words of "Find my meter" (the address step's search of the meter-point register).
+const (
+	// MeterPostcodeWords answers a search whose postcode is not a UK postcode.
+	MeterPostcodeWords = "Enter a UK postcode, like SW1A 1AA."
+	// MeterRefWords answers a picked address whose reference does not open (altered, of
+	// another household's organisation, or older than an hour): the household searches again.
+	MeterRefWords = "This address could not be used; search again."
+	// MeterUnavailableWords answers a search while the register cannot be read.
+	MeterUnavailableWords = "We can't look up addresses just now. Try again in a minute, or enter your MPAN."
+)
+
+// MeterBuildingWords answers a house number or name that is not one line of at most
+// meters.MaxBuildingBytes bytes.
+var MeterBuildingWords = "Enter a house number or name of at most " + strconv.Itoa(meters.MaxBuildingBytes) +
+	" characters, on one line."
+
+// MetersFound says what a search found at a postcode: how many addresses, or, when none, what
+// to do instead. full: the list stops at its bound, so the household is told to narrow it.
+func MetersFound(n int, postcode string, full bool) string {
+	switch {
+	case n == 0:
+		return "No addresses found at " + postcode + ": check the postcode or enter your MPAN."
+	case full:
+		return "The first " + strconv.Itoa(n) + " addresses at " + postcode + ": add your house number or name to find yours."
+	case n == 1:
+		return "1 address found at " + postcode + "."
+	default:
+		return strconv.Itoa(n) + " addresses found at " + postcode + "."
 	}
 }

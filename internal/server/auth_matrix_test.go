@@ -289,6 +289,8 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"PUT /hosted/api/address": {hosted: true, body: func(c matrixCaller) any {
 				return map[string]any{"postcode": "SW1A 1AA", "street_address": "1 Hosted Road", "mpan": cmp.Or(hostedMPAN[c], "3400000000034")}
 			}},
+			// Find my meter: a search of the register (none there is [], a 200 too).
+			"GET /hosted/api/meters":      {hosted: true, body: noBody, query: "?postcode=SW1A%201AA"},
 			"PUT /hosted/api/consent":     {hosted: true, body: jsonBody(map[string]any{"gave_boundary_meter_consent": true})},
 			"POST /hosted/api/assets":     {hosted: true, body: jsonBody(map[string]any{"type": "battery", "power_kw": "5"})},
 			"GET /hosted/api/eligibility": {hosted: true, body: noBody},

@@ -370,6 +370,7 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		Expect(c.hosted("GET", "/hosted/api/household", userTok, nil)).To(HaveKeyWithValue("start_step", "address"))
 		c.hosted("PUT", "/hosted/api/address", userTok, map[string]any{"postcode": "SW1A 1AA", "street_address": "1 Hosted Road",
 			"mpan": validMPAN(7093)})
+		c.hosted("GET", "/hosted/api/meters?postcode=SW1A1AA&building_identifier=10", userTok, nil)
 		c.hosted("PUT", "/hosted/api/consent", userTok, map[string]any{"gave_boundary_meter_consent": true})
 		c.hosted("POST", "/hosted/api/assets", userTok, map[string]any{"type": "charger", "asset_model": "zappi",
 			"installation_date": "2025-06-15", "power_kw": "7.4"})

@@ -20,6 +20,7 @@ require (
 	cel.dev/expr v0.25.3 // indirect
 	code.dny.dev/ssrf v0.3.0 // indirect
 	github.com/Masterminds/semver/v3 v3.4.0 // indirect
+	github.com/agnivade/levenshtein v1.2.2 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/asaskevich/govalidator v0.0.0-20230301143203-a9d515a09cc2 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

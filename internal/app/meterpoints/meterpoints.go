@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -38,6 +39,21 @@ type Service struct {
 type SearchResult struct {
 	Ref     string `json:"ref"`
 	Address string `json:"address"`
+	// Street is the address lines alone (no town, no postcode), joined ", ": what the hosted
+	// flow fills a site's street address with when the household picks this meter point. Not
+	// in prod's answer.
+	Street string `json:"-"`
+}
+
+// streetOf is a meter point's non-empty address lines joined ", ".
+func streetOf(p meters.Point) string {
+	lines := make([]string, 0, len(p.AddressLines))
+	for _, l := range p.AddressLines {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, ", ")
 }
 
 // Meter is a meter point's details (prod's MeterResponse).
@@ -124,7 +140,7 @@ func (s *Service) Search(ctx context.Context, p *auth.Principal, postcode, build
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, SearchResult{Ref: ref, Address: pt.Address()})
+		out = append(out, SearchResult{Ref: ref, Address: pt.Address(), Street: streetOf(pt)})
 	}
 	return out, nil
 }

@@ -114,7 +114,14 @@
     const site = household.site || {};
     $("#postcode").value = site.postcode || "";
     $("#street_address").value = site.street_address || "";
-    $("#mpan").value = site.mpan || "";
+    // The MPAN is never in the page in full: the household's view has it masked.
+    $("#mpan").value = "";
+    for (const [id, prefix] of [["#meter-current", "Your meter point number (MPAN): "], ["#consent-meter", "For the meter point "]]) {
+      const p = $(id);
+      p.hidden = !site.mpan_masked;
+      p.replaceChildren();
+      if (site.mpan_masked) p.append(prefix, el("span", {"class": "meter-mpan"}, site.mpan_masked), id === "#consent-meter" ? " at your address." : "");
+    }
     $("#gave_boundary_meter_consent").checked = !!site.gave_boundary_meter_consent_at;
     const rec = $("#consent-recorded");
     rec.hidden = !site.gave_boundary_meter_consent_at;
@@ -172,13 +179,15 @@
     for (const i of form.querySelectorAll("[aria-invalid]")) i.removeAttribute("aria-invalid");
   }
 
-  function formError(form, res) {
+  // names: the form's own name for a field the server names otherwise (the search form's
+  // postcode is find_postcode, as the address form has its own postcode).
+  function formError(form, res, names) {
     const detail = res.data && res.data.detail;
     let general = [];
     if (Array.isArray(detail)) {
       for (const item of detail) {
         const loc = (item.loc || []).filter((x) => typeof x === "string");
-        const name = loc[loc.length - 1];
+        const name = (names || {})[loc[loc.length - 1]] || loc[loc.length - 1];
         const input = name && form.querySelector("[name='" + CSS.escape(name) + "']");
         const p = name && form.querySelector("#" + CSS.escape(name) + "-error");
         if (input && p) {
@@ -211,10 +220,60 @@
     });
   }
 
+  // --- address: "Find my meter", or the MPAN typed ----------------------------------------
+  // A search reads the register, so it runs when the household asks (the button), never per
+  // keystroke. Each address found comes with a reference the address step takes instead of an
+  // MPAN: the page never holds a found MPAN.
+  onSubmit("#form-find", async (form) => {
+    const q = new URLSearchParams({postcode: form.find_postcode.value, building_identifier: form.building_identifier.value});
+    const res = await api("GET", "/hosted/api/meters?" + q.toString());
+    if (!res.ok) {
+      showMeters(null);
+      return formError(form, res, {postcode: "find_postcode"});
+    }
+    showMeters(res.data);
+  });
+
+  function showMeters(found) {
+    const list = $("#meter-list");
+    const status = $("#find-status");
+    list.replaceChildren();
+    $("#meter_ref-error").textContent = "";
+    $("#meter-choices").hidden = !found || found.addresses.length === 0;
+    status.textContent = found ? found.status : "";
+    if (!found) return;
+    found.addresses.forEach((a, i) => {
+      const div = el("div", {"class": "choice"});
+      const id = "meter-" + i;
+      const input = el("input", {type: "radio", id: id, name: "meter_ref", value: a.ref});
+      input.addEventListener("change", () => {
+        if (!input.checked) return;
+        $("#postcode").value = found.postcode;
+        $("#street_address").value = a.street_address;
+        $("#mpan").value = "";
+      });
+      div.append(input, el("label", {"for": id}, a.address));
+      list.append(div);
+    });
+    // The result is announced (role=status) and takes the focus, so that the next Tab reaches
+    // the first address.
+    status.focus();
+  }
+
+  // Typing an MPAN is the other way: it replaces a picked address's meter.
+  $("#mpan").addEventListener("input", () => {
+    if ($("#mpan").value.trim() === "") return;
+    for (const r of document.querySelectorAll("input[name='meter_ref']")) r.checked = false;
+  });
+
   onSubmit("#form-address", async (form) => {
-    const body = {postcode: form.postcode.value, street_address: form.street_address.value, mpan: form.mpan.value};
+    const body = {postcode: form.postcode.value, street_address: form.street_address.value};
+    const picked = form.querySelector("input[name='meter_ref']:checked");
+    if (picked) body.meter_ref = picked.value;
+    else if (form.mpan.value.trim() !== "") body.mpan = form.mpan.value;
     const res = await api("PUT", "/hosted/api/address", body);
     if (!res.ok) return formError(form, res);
+    showMeters(null); // its references are used (and expire): a later change searches again
     await refresh();
     next();
   });

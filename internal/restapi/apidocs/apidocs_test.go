@@ -82,6 +82,7 @@ var wantRoutes = []Route{
 	{"GET", "/hosted/flow.css"},
 	{"GET", "/hosted/api/household"},
 	{"PUT", "/hosted/api/address"},
+	{"GET", "/hosted/api/meters"},
 	{"PUT", "/hosted/api/consent"},
 	{"POST", "/hosted/api/assets"},
 	{"DELETE", "/hosted/api/assets/{asset_id}"},
