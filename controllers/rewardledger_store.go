@@ -230,7 +230,8 @@ func (r *RewardLedgerReconciler) createForHistory(ctx context.Context, req ctrl.
 }
 
 // listenChanges feeds ch with the ledgers a commit changed (PostgreSQL NOTIFY), and every
-// ledger after the connection was lost and found again.
+// ledger, and the ledger of every site with history, after the connection was lost and found
+// again.
 func (r *RewardLedgerReconciler) listenChanges(ch chan<- event.GenericEvent) func(context.Context) error {
 	send := func(ctx context.Context, namespace, name string) {
 		l := &flexv1.RewardLedger{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
@@ -263,6 +264,16 @@ func (r *RewardLedgerReconciler) listenChanges(ch chan<- event.GenericEvent) fun
 			}
 			for i := range list.Items {
 				send(ctx, list.Items[i].Namespace, list.Items[i].Name)
+			}
+			// And every site with history: one credited for the first time while nothing
+			// listened has no ledger to list yet (createForHistory makes it).
+			sites, err := r.Store.SitesWithHistory(ctx)
+			if err != nil {
+				log.Error(err, "listing the sites with reward history to resync after the database came back")
+				return
+			}
+			for _, site := range sites {
+				bySiteID(ctx, site.Namespace, site.ID)
 			}
 		})
 	}

@@ -329,6 +329,23 @@ func (s *Store) Revision(ctx context.Context, site Site) (int64, error) {
 	return rev, s.classify(err)
 }
 
+// SitesWithHistory is every site the database holds reward history of. After a listening
+// connection was lost, a ledger resync reconciles each: a site whose first credit's
+// notification was missed meanwhile has no RewardLedger yet, so listing the ledgers alone
+// would never find it.
+func (s *Store) SitesWithHistory(ctx context.Context) ([]Site, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT organisation, site_id FROM reward_sites`)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	sites, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Site, error) {
+		var site Site
+		err := row.Scan(&site.Namespace, &site.ID)
+		return site, err
+	})
+	return sites, s.classify(err)
+}
+
 // Page asks for part of a site's history, newest first.
 type Page struct {
 	Limit, Offset int

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -600,5 +601,21 @@ func TestBalanceStaysReadable(t *testing.T) {
 	page, err := store.Page(ctx, site, rewardstore.Page{Limit: 10})
 	if err != nil || len(page) != 3 {
 		t.Errorf("the site's page: %d transactions, %v", len(page), err)
+	}
+}
+
+func TestSitesWithHistoryListsEveryCreditedSite(t *testing.T) {
+	ctx := context.Background()
+	credited, untouched := newSite(), newSite()
+	if _, _, err := store.Append(ctx, credited, credit(10, time.Now().Add(-time.Hour)), rewardstore.SourceAPI); err != nil {
+		t.Fatal(err)
+	}
+	sites, err := store.SitesWithHistory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(sites, credited) || slices.Contains(sites, untouched) {
+		t.Fatalf("SitesWithHistory holds the credited site: %v, the untouched one: %v (want true, false)",
+			slices.Contains(sites, credited), slices.Contains(sites, untouched))
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -390,6 +391,30 @@ var _ = Describe("Rewards in the database", func() {
 		Expect(transactionIDs(mustCall("GET", txPath(), tok, nil))).To(Equal([]any{earlier["transaction_id"]}))
 		status, resp = call("POST", txPath(), tok, creditBody(id, 10))
 		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+	})
+
+	It("makes the ledger of a site first credited while no manager listened, once the listener is back", func(ctx SpecContext) {
+		if !testDB.CanStop() {
+			Skip("the test database's server is not this process's")
+		}
+		ledgerKey := client.ObjectKey{Namespace: o.Namespace, Name: identity.RewardLedgerName(siteName)}
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, ledgerKey, &flexv1.RewardLedger{}))).To(BeTrue(),
+			"a site without history has no ledger yet")
+		By("a first credit committed without the notification a listener would have heard (as while it reconnected)")
+		_, err := testDB.Pool.Exec(ctx, `INSERT INTO reward_sites (organisation, site_id) VALUES ($1, $2)`, o.Namespace, siteID)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = testDB.Pool.Exec(ctx, `INSERT INTO reward_transactions (organisation, site_id, transaction_id,
+			transaction_type, credit_pence, occurred_at, source, request_digest)
+			VALUES ($1, $2, $3, 'flex event', 40, now(), 'api', '\x00')`, o.Namespace, siteID, identity.NewID())
+		Expect(err).NotTo(HaveOccurred())
+		By("the database away and back: the listener's connection lost and found again")
+		Expect(testDB.Stop()).To(Succeed())
+		Expect(testDB.Start(ctx)).To(Succeed())
+		Eventually(func(g Gomega) {
+			l := &flexv1.RewardLedger{}
+			g.Expect(k8sClient.Get(ctx, ledgerKey, l)).To(Succeed())
+			g.Expect(l.Status.BalancePence).To(HaveValue(BeEquivalentTo(40)))
+		}).Should(Succeed())
 	})
 
 	It("lets concurrent credits of one id store it once", func() {
