@@ -181,12 +181,20 @@ func (d *Database) Stop() error {
 	return d.server.Stop()
 }
 
-// Start brings the database back after Stop.
+// Start brings the database back after Stop. The pool's connections from before died with the
+// server: they are dropped, so that the next query of a test (or of a server under test on this
+// pool) opens a live one instead of failing once with "terminating connection".
 func (d *Database) Start(ctx context.Context) error {
 	if d.server == nil {
 		return nil
 	}
-	return d.server.Start(ctx)
+	if err := d.server.Start(ctx); err != nil {
+		return err
+	}
+	if d.Pool != nil {
+		d.Pool.Reset()
+	}
+	return nil
 }
 
 // Close drops the database and, with the last one, stops the process's server.
