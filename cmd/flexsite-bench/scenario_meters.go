@@ -536,36 +536,19 @@ func postCounting(ctx context.Context, hc *http.Client, target, token string, bo
 	return n, err
 }
 
-// measureLookupsMirrored loads each target in turn with C clients for ReadSeconds in all,
-// split over readPasses mirrored passes (as the read path's measureMirrored, for requests
-// that are not all GETs), with the CPU time every process used meanwhile.
+// measureLookupsMirrored loads each target in turn with C clients, in the read path's
+// mirrored passes (b.mirrored), for requests that are not all GETs.
 func (b *bench) measureLookupsMirrored(ctx context.Context, targets []meterLookup) (map[string]*readResult, error) {
-	results := map[string]*readResult{}
-	slot := time.Duration(b.p.ReadSeconds / readPasses * float64(time.Second))
-	c := b.p.Concurrency
-	for pass := range readPasses {
-		for j := range targets {
-			t := targets[j]
-			if pass%2 == 1 {
-				t = targets[len(targets)-1-j]
-			}
-			cpu0, pg0 := b.readCPU(), postgresCPU()
-			got, err := runFor(ctx, c, readWarmup, slot, func(ctx context.Context, worker, i int) error {
-				return t.do(ctx, worker+i*c)
-			})
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", t.name, err)
-			}
-			if results[t.name] == nil {
-				results[t.name] = &readResult{cpu: cpuTimes{}}
-			}
-			results[t.name].t.merge(got)
-			used := b.readCPU().since(cpu0)
-			used[rolePostgres] = postgresCPU() - pg0
-			results[t.name].cpu.add(used)
-		}
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = t.name
 	}
-	return results, nil
+	c := b.p.Concurrency
+	return b.mirrored(ctx, names, func(ctx context.Context, j int, slot time.Duration) (timings, error) {
+		return runFor(ctx, c, readWarmup, slot, func(ctx context.Context, worker, i int) error {
+			return targets[j].do(ctx, worker+i*c)
+		})
+	})
 }
 
 // reportMeterLookups reports each lookup next to its raw side: the ratio (raw p99 ÷

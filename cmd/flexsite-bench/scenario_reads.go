@@ -114,26 +114,40 @@ func (b *bench) profileEach(ctx context.Context, endpoints []readTarget, token s
 // mirrored passes, and returns each target's timings and the CPU time every process used
 // meanwhile (PostgreSQL's server processes too, as rolePostgres).
 func (b *bench) measureMirrored(ctx context.Context, targets []readTarget, token string) (map[string]*readResult, error) {
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = t.name
+	}
+	return b.mirrored(ctx, names, func(ctx context.Context, j int, slot time.Duration) (timings, error) {
+		return b.loadReads(ctx, targets[j], token, slot)
+	})
+}
+
+// mirrored runs load for each of the named targets in turn, slot by slot (A B C, C B A, …,
+// readPasses passes of ReadSeconds in all), and returns each target's timings and the CPU
+// time every process used meanwhile (PostgreSQL's server processes too, as rolePostgres).
+func (b *bench) mirrored(ctx context.Context, names []string,
+	load func(ctx context.Context, j int, slot time.Duration) (timings, error)) (map[string]*readResult, error) {
 	results := map[string]*readResult{}
 	slot := time.Duration(b.p.ReadSeconds / readPasses * float64(time.Second))
 	for pass := range readPasses {
-		for j := range targets {
-			t := targets[j]
+		for i := range names {
+			j := i
 			if pass%2 == 1 {
-				t = targets[len(targets)-1-j]
+				j = len(names) - 1 - i
 			}
 			cpu0, pg0 := b.readCPU(), postgresCPU()
-			got, err := b.loadReads(ctx, t, token, slot)
+			got, err := load(ctx, j, slot)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", t.name, err)
+				return nil, fmt.Errorf("%s: %w", names[j], err)
 			}
-			if results[t.name] == nil {
-				results[t.name] = &readResult{cpu: cpuTimes{}}
+			if results[names[j]] == nil {
+				results[names[j]] = &readResult{cpu: cpuTimes{}}
 			}
-			results[t.name].t.merge(got)
+			results[names[j]].t.merge(got)
 			used := b.readCPU().since(cpu0)
 			used[rolePostgres] = postgresCPU() - pg0
-			results[t.name].cpu.add(used)
+			results[names[j]].cpu.add(used)
 		}
 	}
 	return results, nil

@@ -111,6 +111,24 @@ func (c *contract) operation(method, path string) string {
 // document gives that operation's 200 answer. It returns the body, decoded.
 func (c *contract) call(method, path, token string, body any) map[string]any {
 	GinkgoHelper()
+	_, resp := c.validated(method, path, token, body)
+	return resp.Map()
+}
+
+// checkList is call for an operation whose 200 answer is a JSON array (GET /meter/search).
+func (c *contract) checkList(method, path, token string) []any {
+	GinkgoHelper()
+	instance, resp := c.validated(method, path, token, nil)
+	list, ok := instance.([]any)
+	Expect(ok).To(BeTrue(), "%s %s: not a list: %s", method, path, resp)
+	return list
+}
+
+// validated sends a request that must answer 200, validates the body against the served
+// document's schema of that operation's 200 answer, counts the operation checked, and returns
+// the body decoded as the validator read it and as it came.
+func (c *contract) validated(method, path, token string, body any) (any, response) {
+	GinkgoHelper()
 	op := c.operation(method, path)
 	status, resp := call(method, path, token, body)
 	Expect(status).To(Equal(http.StatusOK), "%s (%s): %s", op, path, resp)
@@ -120,7 +138,7 @@ func (c *contract) call(method, path, token string, body any) map[string]any {
 		Fail(fmt.Sprintf("%s: the 200 body does not validate against the served OpenAPI document: %v\nbody: %s", op, err, resp))
 	}
 	c.checked[op]++
-	return resp.Map()
+	return instance, resp
 }
 
 // hosted is call for a route of the hosted flow: the component token's allowed origin (that of

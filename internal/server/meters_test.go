@@ -15,7 +15,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/meters"
@@ -463,21 +462,3 @@ var _ = Describe("The Meters group while the database is down", Serial, func() {
 		}).Should(Equal(http.StatusOK))
 	})
 })
-
-// checkList is contract.call for an operation whose 200 answer is a JSON array (GET
-// /meter/search): the body validated against the served document, and returned decoded.
-func (c *contract) checkList(method, path, token string) []any {
-	GinkgoHelper()
-	op := c.operation(method, path)
-	status, resp := call(method, path, token, nil)
-	Expect(status).To(Equal(http.StatusOK), "%s (%s): %s", op, path, resp)
-	instance, err := jsonschema.UnmarshalJSON(bytes.NewReader(resp))
-	Expect(err).NotTo(HaveOccurred(), "%s: %s", op, resp)
-	if err := c.schemas[op].Validate(instance); err != nil {
-		Fail(fmt.Sprintf("%s: the 200 body does not validate against the served OpenAPI document: %v\nbody: %s", op, err, resp))
-	}
-	c.checked[op]++
-	list, ok := instance.([]any)
-	Expect(ok).To(BeTrue(), "%s: not a list: %s", op, resp)
-	return list
-}
