@@ -463,15 +463,23 @@ func (b *bench) meterSamples(ctx context.Context) ([]string, []meterSample, erro
 	if _, err := pgx.ForEachRow(rows, []any{&pc}, func() error { postcodes = append(postcodes, pc); return nil }); err != nil {
 		return nil, nil, err
 	}
-	rows, err = b.db.Query(ctx, `SELECT address, postcode FROM meter_points ORDER BY md5(mpan) LIMIT $1`, metersSamples)
+	rows, err = b.db.Query(ctx, `SELECT mpan FROM meter_points ORDER BY md5(mpan) LIMIT $1`, metersSamples)
 	if err != nil {
 		return nil, nil, err
 	}
-	var addresses []meterSample
-	var s meterSample
-	collect := func() error { addresses = append(addresses, s); return nil }
-	if _, err := pgx.ForEachRow(rows, []any{&s.address, &s.postcode}, collect); err != nil {
+	mpans, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		return nil, nil, err
+	}
+	// The one-line address is meters.Point.Address's, as the register answers it.
+	store := &meterstore.Store{Pool: b.db}
+	addresses := make([]meterSample, 0, len(mpans))
+	for _, mpan := range mpans {
+		p, ok, err := store.ByMPAN(ctx, mpan)
+		if err != nil || !ok {
+			return nil, nil, fmt.Errorf("sampling meter point %s: %v (found %v)", mpan, err, ok)
+		}
+		addresses = append(addresses, meterSample{address: p.Address(), postcode: p.Postcode})
 	}
 	if len(postcodes) == 0 || len(addresses) == 0 {
 		return nil, nil, errors.New("the register is empty")

@@ -175,7 +175,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader, progress func(Progress)
 					address_line_3 = EXCLUDED.address_line_3, address_line_4 = EXCLUDED.address_line_4,
 					town = EXCLUDED.town, postcode = EXCLUDED.postcode, supplier_mpid = EXCLUDED.supplier_mpid,
 					supplier_name = EXCLUDED.supplier_name, half_hourly_settled = EXCLUDED.half_hourly_settled,
-					address = EXCLUDED.address, sort_key = EXCLUDED.sort_key, loaded_at = EXCLUDED.loaded_at
+					sort_key = EXCLUDED.sort_key, loaded_at = EXCLUDED.loaded_at
 				RETURNING xmax = 0 AS inserted)
 			SELECT count(*), count(*) FILTER (WHERE inserted) FROM merged`).Scan(&report.Rows, &report.Inserted)
 		var pgErr *pgconn.PgError
@@ -232,10 +232,10 @@ func duplicates(ctx context.Context, tx pgx.Tx) error {
 
 // storedColumns are the register's columns an import writes.
 const storedColumns = `mpan, address_line_1, address_line_2, address_line_3, address_line_4, town, postcode,
-	supplier_mpid, supplier_name, half_hourly_settled, address, sort_key, loaded_at`
+	supplier_mpid, supplier_name, half_hourly_settled, sort_key, loaded_at`
 
 var stagingColumns = []string{"mpan", "address_line_1", "address_line_2", "address_line_3", "address_line_4",
-	"town", "postcode", "supplier_mpid", "supplier_name", "half_hourly_settled", "address", "sort_key", "loaded_at", "line"}
+	"town", "postcode", "supplier_mpid", "supplier_name", "half_hourly_settled", "sort_key", "loaded_at", "line"}
 
 // decompressed is r, or r ungzipped when it starts with gzip's magic bytes.
 func decompressed(r io.Reader) (io.Reader, error) {
@@ -322,10 +322,9 @@ func (s *rowSource) Next() bool {
 		if s.rejected.Count > 0 {
 			continue // nothing more will be loaded: only check the rest
 		}
-		address := p.Address()
 		s.values = append(s.values[:0], p.MPAN, p.AddressLines[0], p.AddressLines[1], p.AddressLines[2],
 			p.AddressLines[3], p.Town, p.Postcode, p.SupplierMPID, p.SupplierName, p.HalfHourlySettled,
-			address, meters.SortKey(address), s.now, s.lastLine)
+			meters.SortKey(p.Address()), s.now, s.lastLine)
 		return true
 	}
 }

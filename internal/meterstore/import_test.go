@@ -99,7 +99,7 @@ func TestImportIsIdempotent(t *testing.T) {
 		// loaded_at aside: the second import is a later load of the same rows.
 		if err := testDB.Pool.QueryRow(ctx, `SELECT md5(string_agg(row(mpan, address_line_1, address_line_2,
 			address_line_3, address_line_4, town, postcode, supplier_mpid, supplier_name, half_hourly_settled,
-			address, sort_key)::text, '|' ORDER BY mpan)) FROM meter_points`).Scan(&d); err != nil {
+			sort_key)::text, '|' ORDER BY mpan)) FROM meter_points`).Scan(&d); err != nil {
 			t.Fatal(err)
 		}
 		return d

@@ -1,9 +1,10 @@
 -- The meter-point register (spec/meters.md): platform-wide (no organisation column), loaded by
 -- the platform team with `flexsite-admin meters import` from its licensed export. A row sent
 -- again replaces the earlier one (its MPAN is its key).
--- postcode is normalised ("SW1A 1AA"); address, building and sort_key are derived from the
--- row by internal/meters when it is loaded, never in SQL: address is the one-line address a
--- search answers and by-address ranks, sort_key its natural order (collation "C": byte order).
+-- postcode is normalised ("SW1A 1AA"). sort_key, the natural order of the one-line address
+-- (meters.SortKey of meters.Point.Address), is derived from the row by internal/meters when it
+-- is loaded, never in SQL, and kept because the lookups order by it (collation "C": byte
+-- order); the one-line address itself is derived again wherever it is shown, not stored.
 -- The postcode index holds the postcode alone: a postcode's few dozen rows are sorted by
 -- sort_key in a moment, and an index of repeated keys is deduplicated to about 8 bytes a meter
 -- point, where (postcode, sort_key), unique, took 111 (3 GiB at Great Britain's 30 million).
@@ -23,7 +24,6 @@ CREATE TABLE meter_points (
     supplier_mpid       text        NOT NULL,
     supplier_name       text        NOT NULL,
     half_hourly_settled boolean     NOT NULL,
-    address             text        NOT NULL,
     sort_key            text        COLLATE "C" NOT NULL,
     loaded_at           timestamptz NOT NULL
 );
