@@ -19,6 +19,13 @@ import (
 // the objects whose key hashes to it: ~30 bytes an object once a namespace has more objects
 // than buckets. A lookup (Find) takes the bucket's objects and keeps those whose key is the
 // value: 10 objects in a namespace of 10,000 sites, 1,000 at a million.
+//
+// Two keys are read on every request of the hot reads (a site by its id, a site's assets, for
+// eligibility and the transactions page), where a lookup that grows with the namespace shows
+// as CPU per read growing with the fleet (issue 39: the bucket's objects, fetched from the
+// store's map one by one, were most of the eligibility read's growth from 1,000 to 5,000
+// sites). Those are indexed by value within a namespace (exactInNamespace): a lookup costs the
+// same at any size, for ~270 bytes a site more (a set of one, and one of a site's assets).
 const bucketCount = 1024
 
 // bucketNames are the buckets' index values, made once ("000" to "3ff").
@@ -56,6 +63,9 @@ type bucketedIndex struct {
 	extract client.IndexerFunc
 	// acrossNamespaces: the index also answers a value in every namespace.
 	acrossNamespaces bool
+	// exactInNamespace: within a namespace the value itself is indexed, not its bucket (see
+	// key.exactInNamespace); across namespaces it stays bucketed.
+	exactInNamespace bool
 }
 
 // indexBuckets adds a bucketed index to its kind's informer.
@@ -64,29 +74,39 @@ func indexBuckets(ctx context.Context, informers InformerSource, k bucketedIndex
 	if err != nil {
 		return err
 	}
-	return inf.AddIndexers(toolscache.Indexers{BucketIndexName(k.field): bucketIndexFunc(k.extract, k.acrossNamespaces)})
+	return inf.AddIndexers(toolscache.Indexers{BucketIndexName(k.field): k.indexFunc()})
 }
 
-// bucketIndexFunc is an informer's index function of the buckets of what extract answers.
-func bucketIndexFunc(extract client.IndexerFunc, acrossNamespaces bool) toolscache.IndexFunc {
+// indexFunc is an informer's index function of the buckets of what extract answers (of the
+// values themselves within a namespace, for an exactInNamespace index).
+func (bi bucketedIndex) indexFunc() toolscache.IndexFunc {
 	return func(raw any) ([]string, error) {
 		o, ok := raw.(client.Object)
 		if !ok {
 			return nil, fmt.Errorf("object of type %T is not an Object", raw)
 		}
-		vals := extract(o)
+		vals := bi.extract(o)
 		keys := make([]string, 0, len(vals))
 		for _, v := range vals {
 			b := bucket(v)
-			if k := NamespacedKey(o.GetNamespace(), b); !slices.Contains(keys, k) {
+			if k := NamespacedKey(o.GetNamespace(), indexedValue(bi.exactInNamespace, v)); !slices.Contains(keys, k) {
 				keys = append(keys, k)
 			}
-			if k := allNamespacesKey(b); acrossNamespaces && !slices.Contains(keys, k) {
+			if k := allNamespacesKey(b); bi.acrossNamespaces && !slices.Contains(keys, k) {
 				keys = append(keys, k)
 			}
 		}
 		return keys, nil
 	}
+}
+
+// indexedValue is what an index keeps for value within a namespace: the value itself for an
+// exactInNamespace index, else its bucket.
+func indexedValue(exactInNamespace bool, value string) string {
+	if exactInNamespace {
+		return value
+	}
+	return bucket(value)
 }
 
 // allNamespaces is the namespace under which controller-runtime keeps a field index's keys
@@ -138,7 +158,7 @@ func BucketIndexers(obj client.Object) toolscache.Indexers {
 	out := toolscache.Indexers{}
 	for _, k := range bucketedIndexes {
 		if reflect.TypeOf(k.sample) == reflect.TypeOf(obj) {
-			out[BucketIndexName(k.field)] = bucketIndexFunc(k.extract, k.acrossNamespaces)
+			out[BucketIndexName(k.field)] = k.indexFunc()
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,9 +68,23 @@ func TestFindInBuckets(t *testing.T) {
 		})
 	}
 	// A bucket holds a few of a namespace's sites, not all of them.
-	keys := store.ListIndexFuncValues(BucketIndexName(idKey))
+	keys := store.ListIndexFuncValues(BucketIndexName(mpanKey))
 	if len(keys) < bucketCount {
 		t.Errorf("%d buckets in use for %d sites, want all %d", len(keys), n, bucketCount)
+	}
+	// A site's id, a key of the hot reads, is kept by value within a namespace (what a lookup
+	// there reads is the site alone, at any size) and by bucket across namespaces.
+	if got, _ := store.ByIndex(BucketIndexName(idKey), NamespacedKey("org-a", "id-7")); len(got) != 1 {
+		t.Errorf("the index of ids in org-a holds %d sites under id-7, want that site alone", len(got))
+	}
+	across := 0
+	for _, k := range store.ListIndexFuncValues(BucketIndexName(idKey)) {
+		if strings.HasPrefix(k, allNamespaces+"/") {
+			across++
+		}
+	}
+	if across > bucketCount {
+		t.Errorf("%d keys of ids across namespaces for %d sites, want at most the %d buckets", across, n, bucketCount)
 	}
 	if _, err := lookup.SitesByMPAN(t.Context(), "", "0000000000001"); err == nil {
 		t.Error("a key found within a namespace must refuse every namespace, not answer empty")
@@ -101,6 +116,11 @@ func TestFindChildrenBySiteName(t *testing.T) {
 	slices.Sort(names)
 	if want := []string{"asset-battery-17", "asset-charger-17"}; !slices.Equal(names, want) {
 		t.Errorf("children %v, want %v", names, want)
+	}
+	// A site's assets are read on every eligibility read: kept by the site's name itself, so
+	// the lookup reads those two assets and no other site's, at any size.
+	if got, _ := store.ByIndex(BucketIndexName(siteNameKey), NamespacedKey("org", "site-17")); len(got) != 2 {
+		t.Errorf("the index of sites' assets holds %d assets under site-17, want its two", len(got))
 	}
 }
 

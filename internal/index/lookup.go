@@ -145,11 +145,15 @@ type key[T client.Object] struct {
 	selector func(value string) client.ListOption
 	// plain: a plain field index of the cache (looked up across namespaces, few values each).
 	plain bool
+	// exactInNamespace: within a namespace the cache indexes the value itself, not its bucket,
+	// so that a lookup there costs the same however many objects the namespace holds (the
+	// keys of the hot reads: see bucketCount); across namespaces (ns "") it is bucketed.
+	exactInNamespace bool
 }
 
 func (k key[T]) index() bucketedIndex {
 	return bucketedIndex{sample: k.sample, field: k.field, acrossNamespaces: k.acrossNamespaces,
-		extract: func(o client.Object) []string { return one(k.value(o.(T))) }}
+		exactInNamespace: k.exactInNamespace, extract: func(o client.Object) []string { return one(k.value(o.(T))) }}
 }
 
 // fieldSelector selects field's value on the API server (a selectable field of the CRD).
@@ -162,7 +166,7 @@ func idSelector(v string) client.ListOption { return client.MatchingLabels{flexv
 func idOf(o client.Object) string { return o.GetLabels()[flexv1.IDLabel] }
 
 var (
-	sitesByID = key[*flexv1.Site]{sample: &flexv1.Site{}, field: idKey, acrossNamespaces: true,
+	sitesByID = key[*flexv1.Site]{sample: &flexv1.Site{}, field: idKey, acrossNamespaces: true, exactInNamespace: true,
 		value: func(s *flexv1.Site) string { return idOf(s) }, selector: idSelector}
 	sitesByMPAN = key[*flexv1.Site]{sample: &flexv1.Site{}, field: mpanKey,
 		value: func(s *flexv1.Site) string { return s.Spec.MPAN }, selector: fieldSelector(mpanKey)}
@@ -176,7 +180,7 @@ var (
 		value: func(a *flexv1.Asset) string { return idOf(a) }, selector: idSelector}
 	assetsByExternalID = key[*flexv1.Asset]{sample: &flexv1.Asset{}, field: externalIDKey,
 		value: func(a *flexv1.Asset) string { return a.Spec.ExternalID }, selector: fieldSelector(externalIDKey)}
-	assetsBySite = key[*flexv1.Asset]{sample: &flexv1.Asset{}, field: siteNameKey,
+	assetsBySite = key[*flexv1.Asset]{sample: &flexv1.Asset{}, field: siteNameKey, exactInNamespace: true,
 		value: func(a *flexv1.Asset) string { return a.Spec.SiteName }, selector: fieldSelector(siteNameKey)}
 	enrolmentsBySite = key[*flexv1.Enrolment]{sample: &flexv1.Enrolment{}, field: siteNameKey,
 		value: func(e *flexv1.Enrolment) string { return e.Spec.SiteName }, selector: fieldSelector(siteNameKey)}
@@ -194,6 +198,12 @@ var (
 	mpanClaimsBySite = key[*flexv1.MPANClaim]{sample: &flexv1.MPANClaim{}, field: siteNameKey,
 		value: func(c *flexv1.MPANClaim) string { return c.Spec.SiteName }, selector: fieldSelector(siteNameKey)}
 )
+
+// indexed is what the cache's bucketed index of k keeps for value in namespace ns ("": every
+// namespace): the value itself within a namespace for an exactInNamespace key, else its bucket.
+func (k key[T]) indexed(ns, value string) string {
+	return indexedValue(k.exactInNamespace && ns != "", value)
+}
 
 // find answers the objects of namespace ns (ns "": every namespace) whose key k is value.
 func find[T client.Object](ctx context.Context, l *lookup, k key[T], list client.ObjectList, ns, value string) ([]T, error) {
@@ -218,7 +228,7 @@ func find[T client.Object](ctx context.Context, l *lookup, k key[T], list client
 	switch {
 	case l.cached && !k.plain:
 		// A reader that wraps the cache: its List reads the bucket.
-		opts = append(opts, client.MatchingFields{bucketField(k.field): bucket(value)})
+		opts = append(opts, client.MatchingFields{bucketField(k.field): k.indexed(ns, value)})
 	case l.cached:
 		opts = append(opts, client.MatchingFields{k.field: value}) // the cache's plain index
 	case k.selector != nil:
@@ -248,7 +258,7 @@ func find[T client.Object](ctx context.Context, l *lookup, k key[T], list client
 // value (10 in a namespace of 10,000 sites; a plain index's, its value's), the cached objects
 // themselves.
 func findInStore[T client.Object](store toolscache.Indexer, k key[T], ns, value string) ([]T, error) {
-	indexName, indexed := BucketIndexName(k.field), bucket(value)
+	indexName, indexed := BucketIndexName(k.field), k.indexed(ns, value)
 	if k.plain {
 		indexName, indexed = FieldIndexName(k.field), value
 	}
