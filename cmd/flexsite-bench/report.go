@@ -44,6 +44,7 @@ var scenarioLabels = map[string]string{
 	hostileScenario:    labelHostile,
 	dispatchScenario:   labelDispatch,
 	callbacksScenario:  labelCallbacks,
+	scenarioFleet:      labelFleet,
 }
 
 // Units of figures; the table formats values by unit.
@@ -148,7 +149,7 @@ func (r *report) printTable(out io.Writer) {
 	fmt.Fprintln(tw, "SCENARIO\tFIGURE\tVALUE\tTARGET\tMET?")
 	for _, label := range []string{labelOnboard, labelConvergence, labelReads, labelScale, labelWrites, labelNotify,
 		labelReadings, labelSettlement, labelHostile, labelDispatch, labelCallbacks,
-		labelEVSchedule, labelPricing, labelMeters} {
+		labelEVSchedule, labelPricing, labelMeters, labelFleet} {
 		for _, rw := range r.rows {
 			if scenarioLabels[rw.scenario] != label {
 				continue
