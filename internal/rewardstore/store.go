@@ -259,7 +259,7 @@ const selectTransactions = `SELECT t.transaction_id::text, t.transaction_type, t
 	FROM reward_transactions t`
 
 // currentStatus is the payment status of the transaction t: the latest change's, else its
-// initial one ('' when it has none).
+// initial one (empty when it has none).
 const currentStatus = `coalesce((SELECT c.to_status FROM withdrawal_status_changes c
 		WHERE c.organisation = t.organisation AND c.site_id = t.site_id AND c.transaction_id = t.transaction_id
 		ORDER BY c.seq DESC LIMIT 1), t.initial_payment_status, '')`
