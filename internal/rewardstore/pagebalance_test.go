@@ -3,6 +3,7 @@ package rewardstore_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -114,7 +115,13 @@ func TestPageWithBalanceIsPageAndBalance(t *testing.T) {
 	})
 
 	site := newSite()
-	txs := []flexv1.RewardTransaction{
+	weekly := make([]flexv1.RewardTransaction, 0, 40) // a year of weekly rewards beside the others
+	for i := range 40 {
+		weekly = append(weekly, flexv1.RewardTransaction{ID: uuid.NewString(), Type: "flex event", CreditPence: int64(10 + i),
+			StartTime: at(60 + 7*i), EndTime: at(60 + 7*i), SettlementDate: day(90 + 7*i).Format(time.DateOnly),
+			FlexWh: ptr.To(int64(100 * i))})
+	}
+	txs := slices.Concat([]flexv1.RewardTransaction{
 		{ID: uuid.NewString(), Type: "flex event", CreditPence: 100, StartTime: at(31), EndTime: &metav1.Time{Time: day(31).Add(time.Hour)},
 			FlexWh: ptr.To[int64](1500)},
 		{ID: uuid.NewString(), Type: "signup bonus", CreditPence: 300, SettlementDate: day(9).Format(time.DateOnly)},
@@ -128,12 +135,7 @@ func TestPageWithBalanceIsPageAndBalance(t *testing.T) {
 		// Two at the same time: ties are broken by id.
 		{ID: uuid.NewString(), Type: "flex event", CreditPence: 70, StartTime: at(50)},
 		{ID: uuid.NewString(), Type: "flex event", CreditPence: 80, StartTime: at(50)},
-	}
-	for i := range 40 { // a year of weekly rewards beside them
-		txs = append(txs, flexv1.RewardTransaction{ID: uuid.NewString(), Type: "flex event", CreditPence: int64(10 + i),
-			StartTime: at(60 + 7*i), EndTime: at(60 + 7*i), SettlementDate: day(90 + 7*i).Format(time.DateOnly),
-			FlexWh: ptr.To(int64(100 * i))})
-	}
+	}, weekly)
 	if err := store.AppendMany(ctx, site, txs, rewardstore.SourceLedgerSpec); err != nil {
 		t.Fatal(err)
 	}
@@ -168,11 +170,11 @@ func TestPageWithBalanceIsPageAndBalance(t *testing.T) {
 	_, b := pageWithBalance(t, site, rewardstore.Page{Limit: 1})
 	// 100 + 300 - 5 - 120 + 70 + 80 + (10 + ... + 49): the withdrawals that paid nothing out
 	// (failed, returned, rejected, cancelled, and the pending one once it failed) do not count.
-	weekly := int64(40*10 + 39*40/2)
-	if want := 100 + 300 - 5 - 120 + 70 + 80 + weekly; b.Current != want {
+	weeklySum := int64(40*10 + 39*40/2)
+	if want := 100 + 300 - 5 - 120 + 70 + 80 + weeklySum; b.Current != want {
 		t.Errorf("balance %d, want %d", b.Current, want)
 	}
-	if want := 100 + 300 + 70 + 80 + weekly; b.Earnings != want {
+	if want := 100 + 300 + 70 + 80 + weeklySum; b.Earnings != want {
 		t.Errorf("earnings %d, want %d", b.Earnings, want)
 	}
 	if b.FirstReward == nil || !b.FirstReward.Equal(day(9)) {
