@@ -259,10 +259,13 @@ const selectTransactions = `SELECT t.transaction_id::text, t.transaction_type, t
 	FROM reward_transactions t`
 
 // currentStatus is the payment status of the transaction t: the latest change's, else its
-// initial one (empty when it has none).
-const currentStatus = `coalesce((SELECT c.to_status FROM withdrawal_status_changes c
+// initial one (empty when it has none). Only a withdrawal's status changes (SetPaymentStatus
+// refuses any other), so only a withdrawal looks its changes up: a history of rewards costs no
+// lookup a transaction.
+const currentStatus = `CASE WHEN t.transaction_type = 'withdrawal' THEN coalesce((SELECT c.to_status
+		FROM withdrawal_status_changes c
 		WHERE c.organisation = t.organisation AND c.site_id = t.site_id AND c.transaction_id = t.transaction_id
-		ORDER BY c.seq DESC LIMIT 1), t.initial_payment_status, '')`
+		ORDER BY c.seq DESC LIMIT 1), t.initial_payment_status, '') ELSE coalesce(t.initial_payment_status, '') END`
 
 func scanTransactions(rows pgx.Rows) ([]flexv1.RewardTransaction, error) {
 	var out []flexv1.RewardTransaction
