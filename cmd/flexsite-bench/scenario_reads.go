@@ -268,6 +268,8 @@ func reportReads(rep *report, endpoints []readTarget, sizes map[string]int, resu
 		}
 		rep.add("reads", name+"_p99_vs_trivial_ratio", ratio(t.percentileMS(99), trivial.t.percentileMS(99)), unitRatio)
 		rep.add("reads", name+"_server_cpu_us_per_request", serverCPU(name, tg.server), unitCount)
+		// A read that asks the database also costs PostgreSQL's CPU, on the same cores.
+		rep.add("reads", name+"_postgres_cpu_us_per_request", serverCPU(name, rolePostgres), unitCount)
 		rep.add("reads", name+"_vs_trivial_server_cpu_ratio", ratio(serverCPU(name, tg.server), trivialCPU), unitRatio)
 		rep.add("reads", name+"_answer_bytes", float64(sizes[name]), unitCount)
 		rep.add("reads", sameSizeName(name)+"_rps", same.rate(), unitPerSec)

@@ -213,51 +213,103 @@ func New(txs []flexv1.RewardTransaction) *Ledger {
 		}
 		return strings.Compare(a.tx.ID, b.tx.ID)
 	})
-	l.txs = make([]packed, len(keys))
-	for i, k := range keys {
-		src, dst := k.tx, &l.txs[i]
-		dst.credit = src.CreditPence
-		dst.typ, dst.payment = words.index(string(src.Type)), words.index(string(src.PaymentStatus))
-		var start, end int64
+	l.txs = make([]packed, 0, len(keys))
+	for _, k := range keys {
+		src := k.tx
+		r := Row{Type: src.Type, PaymentStatus: src.PaymentStatus, CreditPence: src.CreditPence}
 		if src.StartTime != nil {
-			start = src.StartTime.Unix()
-			dst.flags |= hasStart
+			r.Start, r.HasStart = src.StartTime.Unix(), true
 		}
 		if src.EndTime != nil {
-			end = src.EndTime.Unix()
-			dst.flags |= hasEnd
-		}
-		if fitsUint32(start) && fitsUint32(end) {
-			dst.start, dst.end = uint32(start), uint32(end)
-		} else {
-			dst.flags |= wideTimes
+			r.End, r.HasEnd = src.EndTime.Unix(), true
 		}
 		if src.FlexWh != nil {
-			dst.flexWh = *src.FlexWh
-			dst.flags |= hasFlex
+			r.FlexWh, r.HasFlex = *src.FlexWh, true
 		}
-		id, ok := parseUUID(src.ID)
-		if dst.id = id; !ok {
-			dst.flags |= oddID
+		var ok bool
+		if r.ID, ok = parseUUID(src.ID); !ok {
+			r.OddID, r.IDText = true, src.ID
 		}
 		day, ok := parseDate(src.SettlementDate)
 		switch {
-		case !ok || day != noDate && (day < 0 || day >= int32(packedNoDate)):
-			dst.flags |= oddDate
-			dst.settlement = packedNoDate
-		case day == noDate:
-			dst.settlement = packedNoDate
-		default:
-			dst.settlement = uint16(day)
+		case !ok:
+			r.OddDate, r.DateText = true, src.SettlementDate
+		case day != noDate:
+			r.SettlementDay, r.HasSettlement = day, true
 		}
-		if dst.flags&(oddID|oddDate|wideTimes) != 0 {
-			if l.odd == nil {
-				l.odd = map[int]oddText{}
-			}
-			l.odd[i] = oddText{id: src.ID, date: src.SettlementDate, start: start, end: end}
-		}
+		l.Append(&r)
 	}
 	return l
+}
+
+// Row is one transaction for Append, as a store reads it: the id as its 16 bytes, the times
+// as Unix seconds, the settlement date as days since 1970-01-01. An id that is not a
+// canonical UUID, or a date that is not YYYY-MM-DD, comes as text instead (OddID, OddDate).
+type Row struct {
+	ID               [16]byte
+	OddID            bool
+	IDText           string
+	Type             flexv1.TransactionType
+	PaymentStatus    flexv1.PaymentStatus
+	CreditPence      int64
+	Start, End       int64
+	HasStart, HasEnd bool
+	FlexWh           int64
+	HasFlex          bool
+	SettlementDay    int32
+	HasSettlement    bool
+	OddDate          bool
+	DateText         string
+}
+
+// Append adds r after the ledger's last transaction: the caller gives them in statement order
+// (newest first, ties by id), as the database's page query answers them, so a page is packed
+// straight from its rows with nothing sorted or parsed again.
+func (l *Ledger) Append(r *Row) {
+	i := len(l.txs)
+	dst := packed{id: r.ID, credit: r.CreditPence, settlement: packedNoDate,
+		typ: words.index(string(r.Type)), payment: words.index(string(r.PaymentStatus))}
+	var start, end int64
+	if r.HasStart {
+		start = r.Start
+		dst.flags |= hasStart
+	}
+	if r.HasEnd {
+		end = r.End
+		dst.flags |= hasEnd
+	}
+	if fitsUint32(start) && fitsUint32(end) {
+		dst.start, dst.end = uint32(start), uint32(end)
+	} else {
+		dst.flags |= wideTimes
+	}
+	if r.HasFlex {
+		dst.flexWh = r.FlexWh
+		dst.flags |= hasFlex
+	}
+	odd := oddText{start: start, end: end}
+	if r.OddID {
+		dst.flags |= oddID
+		odd.id = r.IDText
+	}
+	switch {
+	case r.OddDate:
+		dst.flags |= oddDate
+		odd.date = r.DateText
+	case !r.HasSettlement:
+	case r.SettlementDay < 0 || r.SettlementDay >= int32(packedNoDate):
+		dst.flags |= oddDate
+		odd.date = string(appendDate(nil, r.SettlementDay))
+	default:
+		dst.settlement = uint16(r.SettlementDay)
+	}
+	if dst.flags&(oddID|oddDate|wideTimes) != 0 {
+		if l.odd == nil {
+			l.odd = map[int]oddText{}
+		}
+		l.odd[i] = odd
+	}
+	l.txs = append(l.txs, dst)
 }
 
 func fitsUint32(v int64) bool { return v >= 0 && v <= 1<<32-1 }

@@ -147,3 +147,52 @@ func TestTimeIsTheHouseholdsTransactionTime(t *testing.T) {
 		}
 	}
 }
+
+// Append packs a row as the database reads it exactly as New packs the same transaction: the
+// transactions page is packed from rows, the rewards page's statement from RewardTransactions.
+func TestAppendPacksAsNew(t *testing.T) {
+	day := func(s string) int32 {
+		d, err := time.Parse(time.DateOnly, s)
+		if err != nil {
+			panic(err)
+		}
+		return int32(d.Unix() / secondsPerDay)
+	}
+	cases := []struct {
+		tx  flexv1.RewardTransaction
+		row Row
+	}{
+		{flexv1.RewardTransaction{ID: "3f1c2b6e-8a0d-4c47-9e1b-2d5f7a9c0e13", Type: "flex period", CreditPence: 120,
+			StartTime: at("2025-01-06T00:00:00Z"), EndTime: at("2025-01-13T00:00:00Z"), SettlementDate: "2025-01-18", FlexWh: wh(1500)},
+			Row{ID: [16]byte{0x3f, 0x1c, 0x2b, 0x6e, 0x8a, 0x0d, 0x4c, 0x47, 0x9e, 0x1b, 0x2d, 0x5f, 0x7a, 0x9c, 0x0e, 0x13},
+				Type: "flex period", CreditPence: 120, Start: at("2025-01-06T00:00:00Z").Unix(), HasStart: true,
+				End: at("2025-01-13T00:00:00Z").Unix(), HasEnd: true, SettlementDay: day("2025-01-18"), HasSettlement: true,
+				FlexWh: 1500, HasFlex: true}},
+		{flexv1.RewardTransaction{ID: "ffffffff-ffff-ffff-ffff-ffffffffffff", Type: "withdrawal", CreditPence: -500,
+			PaymentStatus: "posted", StartTime: at("2025-02-01T10:30:00.5+05:30")},
+			Row{ID: [16]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+				Type: "withdrawal", PaymentStatus: "posted", CreditPence: -500, Start: at("2025-02-01T10:30:00.5+05:30").Unix(),
+				HasStart: true}},
+		// Beyond the packed ranges: times before 1970 and after 2106, dates before 1970 and after 2149.
+		{flexv1.RewardTransaction{ID: "00000000-0000-0000-0000-00000000000a", StartTime: at("1969-07-20T20:17:40Z"),
+			EndTime: at("2107-01-01T00:00:00Z"), SettlementDate: "2150-01-01", FlexWh: wh(-1 << 40)},
+			Row{ID: [16]byte{15: 0x0a}, Start: at("1969-07-20T20:17:40Z").Unix(), HasStart: true,
+				End: at("2107-01-01T00:00:00Z").Unix(), HasEnd: true, SettlementDay: day("2150-01-01"), HasSettlement: true,
+				FlexWh: -1 << 40, HasFlex: true}},
+		{flexv1.RewardTransaction{ID: "00000000-0000-0000-0000-00000000000b", SettlementDate: "1969-12-31", CreditPence: 1},
+			Row{ID: [16]byte{15: 0x0b}, SettlementDay: day("1969-12-31"), HasSettlement: true, CreditPence: 1}},
+		{flexv1.RewardTransaction{ID: "00000000-0000-0000-0000-00000000000c", StartTime: at("1970-01-01T00:00:00Z"),
+			SettlementDate: "2149-06-04"},
+			Row{ID: [16]byte{15: 0x0c}, HasStart: true, SettlementDay: day("2149-06-04"), HasSettlement: true}},
+	}
+	for _, c := range cases {
+		want := New([]flexv1.RewardTransaction{c.tx})
+		got := &Ledger{}
+		got.Append(&c.row)
+		if got.Len() != 1 || got.At(0) != want.At(0) || got.ID(0) != want.ID(0) || got.SettlementDate(0) != want.SettlementDate(0) ||
+			got.Canonical(0) != want.Canonical(0) || !got.Time(0).Equal(want.Time(0)) {
+			t.Errorf("%s: appended %+v %q %q, New's %+v %q %q", c.tx.ID, got.At(0), got.ID(0), got.SettlementDate(0),
+				want.At(0), want.ID(0), want.SettlementDate(0))
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -254,10 +255,17 @@ func (s *Store) classify(err error) error { return db.ClassifyOn(s.Pool, err) }
 // selectTransactions reads transactions with their current payment status (the initial one,
 // or the latest change's).
 const selectTransactions = `SELECT t.transaction_id::text, t.transaction_type, t.credit_pence, t.flex_wh, t.start_at, t.end_at,
-	t.settlement_date, coalesce((SELECT c.to_status FROM withdrawal_status_changes c
-		WHERE c.organisation = t.organisation AND c.site_id = t.site_id AND c.transaction_id = t.transaction_id
-		ORDER BY c.seq DESC LIMIT 1), t.initial_payment_status, '')
+	t.settlement_date, ` + currentStatus + `
 	FROM reward_transactions t`
+
+// currentStatus is the payment status of the transaction t: the latest change's, else its
+// initial one (empty when it has none). Only a withdrawal's status changes (SetPaymentStatus
+// refuses any other), so only a withdrawal looks its changes up: a history of rewards costs no
+// lookup a transaction.
+const currentStatus = `CASE WHEN t.transaction_type = 'withdrawal' THEN coalesce((SELECT c.to_status
+		FROM withdrawal_status_changes c
+		WHERE c.organisation = t.organisation AND c.site_id = t.site_id AND c.transaction_id = t.transaction_id
+		ORDER BY c.seq DESC LIMIT 1), t.initial_payment_status, '') ELSE coalesce(t.initial_payment_status, '') END`
 
 func scanTransactions(rows pgx.Rows) ([]flexv1.RewardTransaction, error) {
 	var out []flexv1.RewardTransaction
@@ -518,26 +526,36 @@ type rowQuerier interface {
 
 func balance(ctx context.Context, q rowQuerier, site Site) (household.Balance, error) {
 	var b household.Balance
-	var first *time.Time
-	err := q.QueryRow(ctx, `WITH t AS (
-			SELECT t.transaction_type, t.credit_pence, t.occurred_at,
-				coalesce((SELECT c.to_status FROM withdrawal_status_changes c
-					WHERE c.organisation = t.organisation AND c.site_id = t.site_id AND c.transaction_id = t.transaction_id
-					ORDER BY c.seq DESC LIMIT 1), t.initial_payment_status, '') AS status
-			FROM reward_transactions t WHERE t.organisation = $1 AND t.site_id = $2),
-		counted AS (SELECT * FROM t WHERE NOT (status = ANY($3)))
-		SELECT `+inBigint(`coalesce(sum(credit_pence), 0)`)+`,
-			`+inBigint(`coalesce(sum(credit_pence) FILTER (WHERE transaction_type <> 'withdrawal' AND credit_pence > 0), 0)`)+`,
-			min(occurred_at) FILTER (WHERE transaction_type <> 'withdrawal' AND credit_pence > 0)
-		FROM counted`, site.Namespace, site.ID, undoneStatuses()).Scan(&b.Current, &b.Earnings, &first)
+	var first pgtype.Timestamptz
+	err := q.QueryRow(ctx, `WITH history AS (`+siteHistory+`) `+sumBalance,
+		site.Namespace, site.ID, undoneStatuses()).Scan(&b.Current, &b.Earnings, &first)
 	if err != nil {
 		return b, err
 	}
-	if first != nil {
-		t := first.UTC()
+	setFirstReward(&b, first)
+	return b, nil
+}
+
+// siteHistory is the site ($1, $2)'s whole history, each transaction with its current payment
+// status: what the balance is summed from (sumBalance), and what a page is cut from
+// (PageWithBalance).
+const siteHistory = `SELECT t.transaction_id, t.transaction_type, t.credit_pence, t.flex_wh, t.start_at, t.end_at,
+		t.settlement_date, t.occurred_at, ` + currentStatus + ` AS status
+	FROM reward_transactions t WHERE t.organisation = $1 AND t.site_id = $2`
+
+// sumBalance is the balance's sum over history (siteHistory), the one place it is written:
+// its current balance, total earnings and first reward, with $3 the statuses in which a
+// withdrawal paid nothing out (undoneStatuses).
+var sumBalance = `SELECT ` + inBigint(`coalesce(sum(credit_pence), 0)`) + ` AS current,
+		` + inBigint(`coalesce(sum(credit_pence) FILTER (WHERE transaction_type <> 'withdrawal' AND credit_pence > 0), 0)`) + ` AS earnings,
+		min(occurred_at) FILTER (WHERE transaction_type <> 'withdrawal' AND credit_pence > 0) AS first_reward
+	FROM history WHERE NOT (status = ANY($3))`
+
+func setFirstReward(b *household.Balance, first pgtype.Timestamptz) {
+	if first.Valid {
+		t := first.Time.UTC()
 		b.FirstReward = &t
 	}
-	return b, nil
 }
 
 // Summary is what a RewardLedger's status shows of a site's history, read in one snapshot.

@@ -73,8 +73,8 @@ func (s *Service) transactionsOf(ctx context.Context, key rewardstore.Site, q Tr
 }
 
 // readPage is a page of a site's history with the policy's verdicts on its balance, both from
-// the database (the balance kept in pageCache). With encoded, a page kept encoded may answer,
-// and the page read may be kept.
+// the database in one statement (the balance kept in pageCache for its other readers). With
+// encoded, a page kept encoded may answer, and the page read may be kept.
 func (s *Service) readPage(ctx context.Context, key rewardstore.Site, q TransactionsQuery, encoded bool) (*TransactionsPage, error) {
 	cacheable := encoded && q.Since.IsZero() && q.Until.IsZero()
 	pk := pageKey{limit: q.Limit, offset: q.Offset}
@@ -85,16 +85,25 @@ func (s *Service) readPage(ctx context.Context, key rewardstore.Site, q Transact
 		}
 	}
 	epoch := s.pages.begin()
-	txs, err := s.Store.Page(ctx, key, rewardstore.Page{Limit: q.Limit, Offset: q.Offset, Since: q.Since, Until: q.Until})
+	// One statement answers the page and the balance, and the page is packed straight from its
+	// rows (already in statement order) into the compact form the door encodes: a read that
+	// misses the kept pages costs one round trip, not two, and builds no RewardTransaction.
+	l := &ledger.Ledger{}
+	var r ledger.Row
+	b, err := s.Store.PageWithBalance(ctx, key, rewardstore.Page{Limit: q.Limit, Offset: q.Offset, Since: q.Since, Until: q.Until},
+		func(row *rewardstore.PageRow) {
+			r = ledger.Row{ID: row.ID, Type: flexv1.TransactionType(row.Type), PaymentStatus: flexv1.PaymentStatus(row.PaymentStatus),
+				CreditPence: row.CreditPence, Start: row.Start.Unix(), HasStart: row.HasStart, End: row.End.Unix(), HasEnd: row.HasEnd,
+				FlexWh: row.FlexWh, HasFlex: row.HasFlexWh}
+			if row.HasSettlement {
+				r.SettlementDay, r.HasSettlement = int32(row.Settlement.Unix()/secondsPerDay), true
+			}
+			l.Append(&r)
+		})
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	b, err := s.balanceOf(ctx, key, epoch)
-	if err != nil {
-		return nil, err
-	}
-	// The page in the compact form the door encodes (already in statement order).
-	l := ledger.New(txs)
+	s.pages.keepBalance(key, epoch, b)
 	page := &TransactionsPage{SiteID: key.ID, Ledger: l, From: 0, To: l.Len(),
 		BelowMinimum: s.Policy.BelowMinimum(b), DaysUntilWaitMet: s.Policy.DaysUntilWaitMet(b, s.Now())}
 	if cacheable && epoch != 0 {
@@ -215,6 +224,9 @@ func (s *Service) withdraw(ctx context.Context, site *flexv1.Site) error {
 	s.wrote(ctx, siteKey(site))
 	return nil
 }
+
+// secondsPerDay turns a settlement date (midnight UTC) into the ledger's day number.
+const secondsPerDay = 24 * 60 * 60
 
 // newID is a fresh transaction id.
 func newID() string { return identity.NewID() }

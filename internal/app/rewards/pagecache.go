@@ -2,6 +2,7 @@ package rewards
 
 import (
 	"context"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -15,6 +16,19 @@ import (
 // arbitrary sites make room (their next read asks the database again).
 // flexsite_rewards_kept_page_bytes shows what is held.
 const maxKeptPageBytes = 32 << 20
+
+// noKeptPagesEnv, set to any value in the manager's environment, keeps no pages nor balances:
+// for the bench only (cmd/flexsite-bench's read path), to measure every read as a miss, as at a
+// fleet the kept pages cannot hold. Nothing else sets it.
+const noKeptPagesEnv = "FLEXSITE_BENCH_NO_KEPT_PAGES"
+
+// keptPageBytes is the bound of the kept pages: maxKeptPageBytes, or none under noKeptPagesEnv.
+func keptPageBytes() int {
+	if os.Getenv(noKeptPagesEnv) != "" {
+		return 0
+	}
+	return maxKeptPageBytes
+}
 
 // pageBookkeeping is what a kept page costs beside its body: the entries and map slots,
 // rounded up.

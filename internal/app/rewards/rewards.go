@@ -77,7 +77,7 @@ func New(cfg Config) *Service {
 	if cfg.HostedNamespace == "" {
 		cfg.HostedNamespace = DefaultHostedNamespace
 	}
-	return &Service{Config: cfg, pages: newPageCache(maxKeptPageBytes), written: newWrittenRevisions()}
+	return &Service{Config: cfg, pages: newPageCache(keptPageBytes()), written: newWrittenRevisions()}
 }
 
 // TransactionRecord is one item of `transactions` (internal/record's: notifications carry it too).

@@ -1,0 +1,102 @@
+package rewardstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/flexsite/flexsite/internal/household"
+)
+
+// PageRow is one transaction of a page as the database holds it, for a reader that encodes
+// it without building a RewardTransaction (PageWithBalance).
+type PageRow struct {
+	// ID is the transaction's id (a UUID: the column's type).
+	ID                  [16]byte
+	Type, PaymentStatus string
+	CreditPence         int64
+	FlexWh              int64
+	HasFlexWh           bool
+	Start, End          time.Time
+	HasStart, HasEnd    bool
+	// Settlement is the settlement date (midnight UTC) when HasSettlement.
+	Settlement    time.Time
+	HasSettlement bool
+}
+
+// pageWithBalance cuts Page's page from the site's history (siteHistory) and sums the balance
+// over the same history (sumBalance), in one statement: one round trip, one snapshot, and the
+// history (with each transaction's current status) is read once for both. The balance comes
+// on every row, and alone on one row with a NULL transaction when the page is empty.
+var pageWithBalance = `WITH history AS MATERIALIZED (` + siteHistory + `),
+	balance AS (` + sumBalance + `),
+	page AS (SELECT * FROM history
+		WHERE ($4::timestamptz IS NULL OR occurred_at >= $4) AND ($5::timestamptz IS NULL OR occurred_at < $5)
+		ORDER BY occurred_at DESC NULLS LAST, transaction_id LIMIT $6 OFFSET $7)
+	SELECT balance.current, balance.earnings, balance.first_reward,
+		page.transaction_id, page.transaction_type, page.credit_pence, page.flex_wh, page.start_at, page.end_at,
+		page.settlement_date, page.status
+	FROM balance LEFT JOIN page ON true
+	ORDER BY page.occurred_at DESC NULLS LAST, page.transaction_id`
+
+// PageWithBalance is Page and Balance in one statement: each transaction of the page, newest
+// first, is given to row (which must not keep the *PageRow: it is reused), and the site's
+// balance is answered, both from one snapshot of the database.
+func (s *Store) PageWithBalance(ctx context.Context, site Site, p Page, row func(*PageRow)) (household.Balance, error) {
+	b, err := s.pageWithBalance(ctx, site, p, row)
+	return b, s.classify(err)
+}
+
+func (s *Store) pageWithBalance(ctx context.Context, site Site, p Page, row func(*PageRow)) (household.Balance, error) {
+	var since, until *time.Time
+	if !p.Since.IsZero() {
+		since = &p.Since
+	}
+	if !p.Until.IsZero() {
+		until = &p.Until
+	}
+	var b household.Balance
+	rows, err := s.Pool.Query(ctx, pageWithBalance, site.Namespace, site.ID, undoneStatuses(), since, until, p.Limit, p.Offset)
+	if err != nil {
+		return b, err
+	}
+	defer rows.Close()
+	var (
+		first        pgtype.Timestamptz
+		id           pgtype.UUID
+		typ, status  pgtype.Text
+		credit, flex pgtype.Int8
+		start, end   pgtype.Timestamptz
+		settlement   pgtype.Date
+		r            PageRow
+		scanned      bool
+	)
+	for rows.Next() {
+		if err := rows.Scan(&b.Current, &b.Earnings, &first, &id, &typ, &credit, &flex, &start, &end, &settlement, &status); err != nil {
+			return b, err
+		}
+		if !scanned {
+			setFirstReward(&b, first)
+			scanned = true
+		}
+		if !id.Valid {
+			continue // the empty page's row: the balance alone
+		}
+		if settlement.Valid && settlement.InfinityModifier != pgtype.Finite {
+			return b, errors.New("a transaction's settlement date is infinite")
+		}
+		r = PageRow{ID: id.Bytes, Type: typ.String, PaymentStatus: status.String, CreditPence: credit.Int64,
+			FlexWh: flex.Int64, HasFlexWh: flex.Valid, Start: start.Time, HasStart: start.Valid, End: end.Time, HasEnd: end.Valid,
+			Settlement: settlement.Time, HasSettlement: settlement.Valid}
+		row(&r)
+	}
+	if err := rows.Err(); err != nil {
+		return b, err
+	}
+	if !scanned {
+		return b, errors.New("the page's statement answered no balance")
+	}
+	return b, nil
+}
