@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/household"
@@ -75,6 +76,23 @@ const (
 )
 
 const packedNoDate = uint16(1<<16 - 1)
+
+// oddBytes is what a transaction in the odd map costs beside its packed form, rounded up: the
+// entry, its texts and the map's slot.
+const oddBytes = 128
+
+// Size is the memory the ledger holds, for a bound on kept ledgers: 48 bytes a transaction
+// (packed, no pointers), and more for the few that do not fit that form.
+func (l *Ledger) Size() int {
+	return cap(l.txs)*int(unsafe.Sizeof(packed{})) + len(l.odd)*oddBytes
+}
+
+// Trim gives back the room Append left for more transactions: for a ledger that is kept.
+func (l *Ledger) Trim() {
+	if cap(l.txs) > len(l.txs) {
+		l.txs = slices.Clone(l.txs)
+	}
+}
 
 // Len is the number of transactions.
 func (l *Ledger) Len() int {

@@ -180,28 +180,5 @@ func TestTransactionsPageMatchesResponse(t *testing.T) {
 		if m, _ := json.Marshal(p); string(m)+"\n" != want.String() {
 			t.Errorf("MarshalJSON %s", m)
 		}
-		// Kept (the rewards use cases' kept pages): what a first encoding hands to Keep, sent
-		// as Encoded with the verdicts of a later answer, is that answer byte for byte.
-		var kept []byte
-		first := *page
-		first.Keep = func(b []byte) { kept = b }
-		var ignored bytes.Buffer
-		if err := encodeJSON(&ignored, transactionsPage{&first}); err != nil {
-			t.Fatal(err)
-		}
-		later := rewards.TransactionsPage{SiteID: page.SiteID, Encoded: kept, BelowMinimum: !page.BelowMinimum, DaysUntilWaitMet: 9}
-		verdicts := *page
-		verdicts.BelowMinimum, verdicts.DaysUntilWaitMet = later.BelowMinimum, later.DaysUntilWaitMet
-		want.Reset()
-		got.Reset()
-		if err := json.NewEncoder(&want).Encode(verdicts.Response()); err != nil {
-			t.Fatal(err)
-		}
-		if err := encodeJSON(&got, transactionsPage{&later}); err != nil {
-			t.Fatal(err)
-		}
-		if kept == nil || got.String() != want.String() {
-			t.Errorf("kept page %d..%d:\n got %s\nwant %s", p.From, p.To, got.String(), want.String())
-		}
 	}
 }

@@ -28,15 +28,7 @@ func (p transactionsPage) MarshalJSON() ([]byte, error) {
 // ledger's canonical ids, and the times, dates and numbers formatted here (encode_fast.go),
 // hold nothing to escape.
 func (p transactionsPage) appendPage(b []byte) []byte {
-	if p.Encoded != nil {
-		b = append(b, p.Encoded...)
-	} else {
-		start := len(b)
-		b = p.appendTransactionsArray(b)
-		if p.Keep != nil {
-			p.Keep(bytes.Clone(b[start:]))
-		}
-	}
+	b = p.appendTransactionsArray(b)
 	b = append(b, `,"is_below_withdrawal_minimum":`...)
 	b = strconv.AppendBool(b, p.BelowMinimum)
 	b = append(b, `,"days_until_minimum_wait_time_met":`...)

@@ -74,13 +74,13 @@ func (s *Service) transactionsOf(ctx context.Context, key rewardstore.Site, q Tr
 
 // readPage is a page of a site's history with the policy's verdicts on its balance, both from
 // the database in one statement (the balance kept in pageCache for its other readers). With
-// encoded, a page kept encoded may answer, and the page read may be kept.
+// encoded (the REST door's read), a kept page may answer, and the page read may be kept.
 func (s *Service) readPage(ctx context.Context, key rewardstore.Site, q TransactionsQuery, encoded bool) (*TransactionsPage, error) {
 	cacheable := encoded && q.Since.IsZero() && q.Until.IsZero()
 	pk := pageKey{limit: q.Limit, offset: q.Offset}
 	if cacheable {
-		if body, b := s.pages.page(key, pk); body != nil {
-			return &TransactionsPage{SiteID: key.ID, Encoded: body,
+		if l, b := s.pages.page(key, pk); l != nil {
+			return &TransactionsPage{SiteID: key.ID, Ledger: l, From: 0, To: l.Len(), Kept: true,
 				BelowMinimum: s.Policy.BelowMinimum(*b), DaysUntilWaitMet: s.Policy.DaysUntilWaitMet(*b, s.Now())}, nil
 		}
 	}
@@ -106,8 +106,8 @@ func (s *Service) readPage(ctx context.Context, key rewardstore.Site, q Transact
 	s.pages.keepBalance(key, epoch, b)
 	page := &TransactionsPage{SiteID: key.ID, Ledger: l, From: 0, To: l.Len(),
 		BelowMinimum: s.Policy.BelowMinimum(b), DaysUntilWaitMet: s.Policy.DaysUntilWaitMet(b, s.Now())}
-	if cacheable && epoch != 0 {
-		page.Keep = func(body []byte) { s.pages.keepPage(key, pk, epoch, body) }
+	if cacheable {
+		s.pages.keepPage(key, pk, epoch, l) // from now on read-only, shared by the reads it answers
 	}
 	return page, nil
 }

@@ -110,13 +110,9 @@ type TransactionsPage struct {
 	// BelowMinimum and DaysUntilWaitMet are the withdrawal policy's verdicts on the balance.
 	BelowMinimum     bool
 	DaysUntilWaitMet int
-	// Encoded, when set, is the answer already encoded up to the end of its transactions
-	// array (`{"site_id":...,"transactions":[...]`), kept from an earlier read: a door sends it
-	// in place of encoding SiteID and the Ledger's transactions.
-	Encoded []byte
-	// Keep, when set, is given that same prefix once a door encoded it, to keep for the next
-	// read (a door may ignore it).
-	Keep func([]byte)
+	// Kept: the page was answered from what this replica keeps (pageCache), with no SQL. The
+	// Ledger is then shared with other reads: read-only.
+	Kept bool
 }
 
 // Response is the page as a TransactionsResponse.
