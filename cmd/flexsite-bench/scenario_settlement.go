@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"time"
@@ -41,7 +42,12 @@ func settlementSites(quick bool) int {
 
 func runSettlement(ctx context.Context, b *bench, rep *report) error {
 	sites := settlementSites(b.p.Mode == modeQuick)
-	pool, stop, err := settlementDatabase(ctx)
+	diag, err := newSettlementDiagnosis(os.Getenv(settlementExplainEnv))
+	if err != nil {
+		return err
+	}
+	defer diag.close()
+	pool, stop, err := settlementDatabase(ctx, diag.postgresLog)
 	if err != nil {
 		return err
 	}
@@ -63,6 +69,9 @@ func runSettlement(ctx context.Context, b *bench, rep *report) error {
 		return err
 	}
 	logf("seeded %d sites, %d readings in %s", sites, readings, time.Since(seeded).Round(time.Second))
+	if err := diag.explainFrom(ctx, pool); err != nil {
+		return err
+	}
 
 	store := &settlementstore.Store{Pool: pool}
 	targets := make([]settlementstore.Site, sites)
@@ -120,6 +129,9 @@ func runSettlement(ctx context.Context, b *bench, rep *report) error {
 	if _, err := settle(); err != nil {
 		return err
 	}
+	if err := diag.startProfile(); err != nil {
+		return err
+	}
 	var settleTimes, rawTimes []time.Duration
 	for i := range 4 {
 		order := []bool{true, false}
@@ -142,6 +154,7 @@ func runSettlement(ctx context.Context, b *bench, rep *report) error {
 			}
 		}
 	}
+	diag.stopProfile()
 	s, r := median(settleTimes), median(rawTimes)
 	logf("settlement %s (median of %v), raw SQL %s (median of %v)", s, settleTimes, r, rawTimes)
 	rep.add(scenarioSettlement, "sites", float64(sites), unitCount)
@@ -162,7 +175,7 @@ func median(ds []time.Duration) time.Duration {
 }
 
 // settlementDatabase starts a PostgreSQL of the bench's own under dir and migrates a database.
-func settlementDatabase(ctx context.Context) (*pgxpool.Pool, func(), error) {
+func settlementDatabase(ctx context.Context, log io.Writer) (*pgxpool.Pool, func(), error) {
 	bin, err := dbtest.Find()
 	if err != nil {
 		return nil, nil, err
@@ -171,7 +184,7 @@ func settlementDatabase(ctx context.Context) (*pgxpool.Pool, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	srv, err := pgserver.Start(ctx, pgserver.Options{BinDir: bin, Dir: pgDir, Throwaway: true})
+	srv, err := pgserver.Start(ctx, pgserver.Options{BinDir: bin, Dir: pgDir, Throwaway: true, Log: log})
 	if err != nil {
 		_ = os.RemoveAll(pgDir)
 		return nil, nil, err

@@ -34,6 +34,8 @@ import (
 // Store reads and writes settlements.
 type Store struct {
 	Pool *pgxpool.Pool
+	// BatchSize is how many sites SettleSites records in one SQL transaction (0: BatchSize).
+	BatchSize int
 }
 
 // namespace is the UUIDv5 namespace of flex event transaction ids.
@@ -64,13 +66,6 @@ var energyLabels = []settlement.Label{
 	settlement.BoundaryImportKW, settlement.BoundaryLifetimeImportEnergyKWh,
 	settlement.BatteryInverterImportKW, settlement.ChargerConsumptionEnergyKWh,
 	settlement.ChargerLifetimeConsumptionEnergyKWh, settlement.ProvisionalConsumptionKWh, settlement.SolarPowerKW,
-}
-
-// reading is one row of readings.
-type reading struct {
-	asset string
-	label settlement.Label
-	settlement.Reading
 }
 
 // SeriesOf is the site's energy from its readings by asset and label: each asset's from the
@@ -275,6 +270,13 @@ func (s *Store) SettleAll(ctx context.Context, organisation string, ev Event, ou
 		}
 	}
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		// settleSQL's estimates are far off (a join of its CTEs planned at 25 times the
+		// batch), so its planned cost passes the JIT thresholds: compiling it took 0.6–2 s
+		// a batch of 5,000 sites, ten times the statement's own work (docs/performance.md,
+		// "Settlement"). Interpreted, it costs what it does.
+		if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
+			return err
+		}
 		var taken []int32
 		if err := tx.QueryRow(ctx, settleSQL, organisation, ev.ID, ev.Start.UTC(), ev.End.UTC(), ev.RateCentipence,
 			string(flexv1.EventRewardsTransactionCredited), sites, statuses, reasons, flexWh, pence, txIDs, mw,

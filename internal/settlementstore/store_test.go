@@ -214,3 +214,70 @@ func TestSettleAllPassesOverATakenTransactionID(t *testing.T) {
 		t.Errorf("totals %+v, %v; want 3 settled (105 p), 2 skipped as transaction_id_taken", totals, err)
 	}
 }
+
+// SettleSites reads every site's readings in one query, a site at a time, and records them a
+// batch at a time: each site settles as Compute settles it alone (a site of several assets
+// whole, whichever batch it falls in), one whose readings do not cover the event waits until
+// final, and one with no reading at all is settled too (skipped) when final.
+func TestSettleSitesSettlesEachSiteAsComputeDoes(t *testing.T) {
+	ctx := context.Background()
+	const org = "org-s"
+	store := &settlementstore.Store{Pool: testDB.Pool, BatchSize: 2}
+	write(t, org, "a-metered", "meter", "boundary_import_kw", [2]float64{1.8, 2.6}, [2]float64{0.4, 2.9})
+	write(t, org, "a-metered", "charger", "charger_consumption_energy_kwh", [2]float64{5, 5}, [2]float64{0, 0})
+	write(t, org, "b-assets", "a", "boundary_import_kw", [2]float64{1, 2}, [2]float64{0.2, 2.4})
+	write(t, org, "b-assets", "b", "battery_inverter_import_kw", [2]float64{0.8, 0.6}, [2]float64{0.2, 0.5})
+	write(t, org, "c-turned-up", "meter", "boundary_import_kw", [2]float64{1, 1}, [2]float64{1.5, 1.2})
+	// History only: nothing of the event's own half-hours yet.
+	if _, err := testDB.Pool.Exec(ctx, `INSERT INTO readings (organisation, site_id, asset_id, label, start_at, end_at, value)
+		SELECT $1, 'd-late', 'meter', 'boundary_import_kw', d + interval '17 hours 30 minutes' + h * interval '30 minutes',
+			d + interval '18 hours' + h * interval '30 minutes', 1
+		FROM generate_series('2026-11-03'::timestamptz, '2026-11-16', interval '1 day') AS d, generate_series(0, 1) AS h
+		WHERE extract(isodow FROM d) < 6`, org); err != nil {
+		t.Fatal(err)
+	}
+	sites := []settlementstore.Site{
+		{Source: settlementstore.Source{SiteID: "e-silent"}},
+		{Source: settlementstore.Source{SiteID: "d-late"}},
+		{Source: settlementstore.Source{SiteID: "c-turned-up"}},
+		{Source: settlementstore.Source{SiteID: "b-assets"}},
+		{Source: settlementstore.Source{SiteID: "a-metered", BoundaryAssetIDs: []string{"meter"}}},
+		{Source: settlementstore.Source{SiteID: "b-assets"}}, // named twice: settled once
+	}
+	want := map[string]settlement.Result{}
+	for _, s := range sites {
+		res, err := store.Compute(ctx, org, "ev", rules, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[s.SiteID] = res
+	}
+	if want["a-metered"].CreditPence != 35 || want["b-assets"].CreditPence != 35 ||
+		want["d-late"].CoveredSeconds != 0 || want["e-silent"].Reason != settlement.InsufficientHistory {
+		t.Fatalf("the sites are not what the test means: %+v", want)
+	}
+	ev := settlementstore.EventOf("ev", rules)
+	check := func(final bool, wantPending int, wantSites ...string) {
+		t.Helper()
+		pending, err := store.SettleSites(ctx, org, ev, rules, sites, final)
+		if err != nil || pending != wantPending {
+			t.Fatalf("final %v: %d pending, %v; want %d pending", final, pending, err, wantPending)
+		}
+		got, err := store.OfEvent(ctx, org, "ev")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(wantSites) {
+			t.Fatalf("final %v: settled %v, want %v", final, got, wantSites)
+		}
+		for _, site := range wantSites {
+			g, w := got[site], want[site]
+			if g.Status != w.Status || g.Reason != w.Reason || g.FlexWh != w.FlexWh || g.CreditPence != w.CreditPence ||
+				len(g.HalfHours) != len(w.HalfHours) {
+				t.Errorf("final %v: %s settled as %+v, Compute says %+v", final, site, g, w)
+			}
+		}
+	}
+	check(false, 2, "a-metered", "b-assets", "c-turned-up")
+	check(true, 0, "a-metered", "b-assets", "c-turned-up", "d-late", "e-silent")
+}
