@@ -213,6 +213,8 @@ type Delivery struct {
 	// Attempts made before this one.
 	Attempts int
 	Event    events.Event
+	// ClaimedAt is when this replica claimed it (set by the deliverer, for its stage timings).
+	ClaimedAt time.Time
 }
 
 // Claim leases up to n of a subscription's due deliveries (each the head of its site, its
