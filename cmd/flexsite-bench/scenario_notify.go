@@ -72,8 +72,8 @@ func (r *benchReceiver) Close() {
 func newBenchReceiver(hang bool) *benchReceiver {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	r := &benchReceiver{secret: "whsec_" + base64.StdEncoding.EncodeToString(key), at: map[string]time.Time{}, stamped: map[string]time.Time{}, armed: map[string]bool{},
-		stop: make(chan struct{})}
+	r := &benchReceiver{secret: "whsec_" + base64.StdEncoding.EncodeToString(key), at: map[string]time.Time{},
+		stamped: map[string]time.Time{}, armed: map[string]bool{}, stop: make(chan struct{})}
 	r.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if hang {
 			select {
