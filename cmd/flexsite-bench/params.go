@@ -1,10 +1,17 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 )
+
+// fleetSizes overrides the mode's fleet sizes (ScaleLevels), e.g. "1000,5000": a quick run at
+// the full run's fleet, for a figure that grows with the fleet, without the full run's length.
+var fleetSizes = flag.String("fleet-sizes", "", "Fleet sizes of the scale step, comma-separated (\"\": the mode's).")
 
 // params are the sizes of one run.
 type params struct {
@@ -53,6 +60,17 @@ func paramsFor(o options) params {
 	}
 	if o.concurrency > 0 {
 		p.Concurrency = o.concurrency
+	}
+	if *fleetSizes != "" {
+		p.ScaleLevels = nil
+		for _, f := range strings.Split(*fleetSizes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				fmt.Fprintf(os.Stderr, "-fleet-sizes: %q is not a number of sites\n", f)
+				os.Exit(2)
+			}
+			p.ScaleLevels = append(p.ScaleLevels, n)
+		}
 	}
 	return p
 }

@@ -56,9 +56,11 @@ type benchReceiver struct {
 	secret string
 	mu     sync.Mutex
 	at     map[string]time.Time // site id -> first site.eligibility_changed seen after armed
-	armed  map[string]bool
-	count  int
-	stop   chan struct{}
+	// stamped is that event's own timestamp: when the controller recorded it in the outbox.
+	stamped map[string]time.Time
+	armed   map[string]bool
+	count   int
+	stop    chan struct{}
 }
 
 // Close releases the hanging requests, then stops the server.
@@ -70,8 +72,8 @@ func (r *benchReceiver) Close() {
 func newBenchReceiver(hang bool) *benchReceiver {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	r := &benchReceiver{secret: "whsec_" + base64.StdEncoding.EncodeToString(key), at: map[string]time.Time{}, armed: map[string]bool{},
-		stop: make(chan struct{})}
+	r := &benchReceiver{secret: "whsec_" + base64.StdEncoding.EncodeToString(key), at: map[string]time.Time{},
+		stamped: map[string]time.Time{}, armed: map[string]bool{}, stop: make(chan struct{})}
 	r.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if hang {
 			select {
@@ -83,8 +85,9 @@ func newBenchReceiver(hang bool) *benchReceiver {
 		now := time.Now()
 		body, _ := io.ReadAll(req.Body)
 		var ev struct {
-			Type string `json:"type"`
-			Data struct {
+			Type      string    `json:"type"`
+			Timestamp time.Time `json:"timestamp"`
+			Data      struct {
 				SiteID string `json:"site_id"`
 			} `json:"data"`
 		}
@@ -94,6 +97,7 @@ func newBenchReceiver(hang bool) *benchReceiver {
 		if ev.Type == string(flexv1.EventSiteEligibilityChanged) && r.armed[ev.Data.SiteID] {
 			if _, seen := r.at[ev.Data.SiteID]; !seen {
 				r.at[ev.Data.SiteID] = now
+				r.stamped[ev.Data.SiteID] = ev.Timestamp
 			}
 		}
 		r.mu.Unlock()
@@ -108,11 +112,11 @@ func (r *benchReceiver) arm(siteID string) {
 	r.armed[siteID] = true
 }
 
-func (r *benchReceiver) arrived(siteID string) (time.Time, bool) {
+func (r *benchReceiver) arrived(siteID string) (at, stamped time.Time, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t, ok := r.at[siteID]
-	return t, ok
+	at, ok = r.at[siteID]
+	return at, r.stamped[siteID], ok
 }
 
 // subscribe creates a Secret and a Subscription to the receiver and waits until the
@@ -151,6 +155,11 @@ type notifyPhase struct {
 	converge, deliver []time.Duration
 	statusWrites      float64
 	elapsed           time.Duration
+	// recorded is change -> the event's own timestamp, outbox its timestamp -> the receiver.
+	recorded, outbox []time.Duration
+	// The deliverer's stage histograms and connections before and after the phase.
+	stagesBefore, stagesAfter stageBuckets
+	connsBefore, connsAfter   connCounts
 }
 
 // runNotifications runs the four phases (see above).
@@ -226,6 +235,9 @@ func (b *bench) notifyPhase(ctx context.Context, ns string, mpans []string, rcv 
 	if err != nil {
 		return out, err
 	}
+	if out.stagesBefore, out.connsBefore, err = b.stageSnapshot(ctx); err != nil {
+		return out, err
+	}
 	start := time.Now()
 	_, err = runConcurrent(ctx, len(mpans), b.p.Concurrency, func(ctx context.Context, i int) error {
 		mpan := mpans[i]
@@ -247,14 +259,14 @@ func (b *bench) notifyPhase(ctx context.Context, ns string, mpans []string, rcv 
 		if err != nil {
 			return err
 		}
-		var deliv time.Duration
+		var deliv, recorded, outbox time.Duration
 		if rcv != nil {
 			if err := retry(ctx, sampleTimeout, func() error {
-				at, ok := rcv.arrived(siteID)
+				at, stamped, ok := rcv.arrived(siteID)
 				if !ok {
 					return fmt.Errorf("no site.eligibility_changed for site %s yet", siteID)
 				}
-				deliv = at.Sub(t0)
+				deliv, recorded, outbox = at.Sub(t0), stamped.Sub(t0), at.Sub(stamped)
 				return nil
 			}); err != nil {
 				return err
@@ -264,6 +276,7 @@ func (b *bench) notifyPhase(ctx context.Context, ns string, mpans []string, rcv 
 		out.converge = append(out.converge, conv)
 		if rcv != nil {
 			out.deliver = append(out.deliver, deliv)
+			out.recorded, out.outbox = append(out.recorded, recorded), append(out.outbox, outbox)
 		}
 		mu.Unlock()
 		return nil
@@ -272,6 +285,9 @@ func (b *bench) notifyPhase(ctx context.Context, ns string, mpans []string, rcv 
 		return out, err
 	}
 	out.elapsed = time.Since(start)
+	if out.stagesAfter, out.connsAfter, err = b.stageSnapshot(ctx); err != nil {
+		return out, err
+	}
 	if _, err := b.mgr.waitIdle(ctx, b.p.Settle); err != nil {
 		return out, err
 	}
@@ -306,4 +322,5 @@ func reportNotifications(rep *report, k int, ph []notifyPhase) {
 	rep.add("notifications", "delivery_vs_convergence_p99_ratio", ratio(alone99, conv99), unitRatio)
 	rep.add("notifications", "change_to_delivery_beside_dead_p99_ms", beside99, unitMS)
 	rep.addTarget("notifications", "beside_dead_vs_alone_p99_ratio", ratio(beside99, alone99), unitRatio, target{"<=", 1.5})
+	reportNotifyStages(rep, ph[2])
 }

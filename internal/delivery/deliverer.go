@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"sync"
 	"time"
@@ -286,6 +287,7 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	now := d.Now()
+	fannedAt := time.Now()
 	targets := func(u outboxstore.Unfanned) ([]string, bool) {
 		if u.SubscriptionUID != "" {
 			s, ok := byUID[u.SubscriptionUID]
@@ -304,6 +306,7 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 				uids = append(uids, string(s.UID))
 			}
 		}
+		metrics.NotificationStage.WithLabelValues(metrics.StageFannedOut).Observe(fannedAt.Sub(u.Time).Seconds())
 		return uids, true
 	}
 	for {
@@ -379,12 +382,15 @@ func (d *Deliverer) housekeeping(ctx context.Context, known map[string]*flexv1.S
 // attempt posts one event to a subscription's URL, signed with its secret.
 func (d *Deliverer) attempt(ctx context.Context, sub *flexv1.Subscription, wh *standardwebhooks.Webhook,
 	ev *events.Event) (int, error) {
+	signStart := time.Now()
 	body := events.Body(ev)
 	now := d.Now()
 	sig, err := wh.Sign(ev.ID, now, body)
 	if err != nil {
 		return 0, err
 	}
+	postStart := time.Now()
+	metrics.NotificationStage.WithLabelValues(metrics.StageSign).Observe(postStart.Sub(signStart).Seconds())
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sub.Spec.URL, bytes.NewReader(body))
@@ -396,7 +402,11 @@ func (d *Deliverer) attempt(ctx context.Context, sub *flexv1.Subscription, wh *s
 	req.Header.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
 	req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
 	req.Header.Set("user-agent", "flexsite-notifier")
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) {
+		metrics.NotificationConnections.WithLabelValues(strconv.FormatBool(c.Reused)).Inc()
+	}}))
 	resp, err := d.http.Do(req)
+	metrics.NotificationStage.WithLabelValues(metrics.StagePost).Observe(time.Since(postStart).Seconds())
 	if err != nil {
 		return 0, err
 	}

@@ -175,7 +175,10 @@ func (st *subState) claim(ctx context.Context) (int, error) {
 	st.mu.Lock()
 	st.inflight -= free - len(claimed)
 	st.mu.Unlock()
+	claimedAt := time.Now()
 	for _, c := range claimed {
+		c.ClaimedAt = claimedAt
+		metrics.NotificationStage.WithLabelValues(metrics.StageClaimed).Observe(claimedAt.Sub(c.Event.Time).Seconds())
 		st.queue <- c
 	}
 	return len(claimed), err
@@ -189,6 +192,7 @@ func (st *subState) work(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case c := <-st.queue:
+			metrics.NotificationStage.WithLabelValues(metrics.StageWorkerWait).Observe(time.Since(c.ClaimedAt).Seconds())
 			if o, ok := st.deliver(ctx, c); ok {
 				st.settled <- outboxstore.Settled{Delivery: c, Outcome: o}
 			}
@@ -218,7 +222,10 @@ func (st *subState) settle(ctx context.Context) {
 				break gather
 			}
 		}
-		if err := st.d.Store.RecordAll(ctx, batch); err != nil && ctx.Err() == nil {
+		recordStart := time.Now()
+		err := st.d.Store.RecordAll(ctx, batch)
+		metrics.NotificationStage.WithLabelValues(metrics.StageRecord).Observe(time.Since(recordStart).Seconds())
+		if err != nil && ctx.Err() == nil {
 			// Not recorded: the leases expire and the events are attempted again (at least once).
 			ctrl.LoggerFrom(ctx).Error(err, "recording deliveries' outcomes", "subscription", st.key, "outcomes", len(batch))
 		}
@@ -270,6 +277,7 @@ func (st *subState) deliver(ctx context.Context, c outboxstore.Delivery) (outbox
 	switch {
 	case err == nil:
 		o.Result = outboxstore.Delivered
+		metrics.NotificationStage.WithLabelValues(metrics.StageDelivered).Observe(time.Since(c.Event.Time).Seconds())
 	case code == http.StatusGone:
 		o.Result = outboxstore.Gone
 	case d.Schedule.Expired(c.Event.Time, d.Now()):

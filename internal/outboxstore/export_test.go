@@ -1,0 +1,7 @@
+package outboxstore
+
+// The fan-out's scan and its plan setting, for the test of its plan.
+const (
+	FanOutPlan = fanOutPlan
+	FanOutScan = fanOutScan
+)
