@@ -9,15 +9,15 @@ import (
 // The fleet step (issue 39): the read path's cost per read at two fleet sizes in one run. A
 // read whose cost grows with the number of households is a scaling bug whatever its absolute
 // figure, and the full run at 10,000 sites takes half an hour; this step shows such growth in
-// every quick run. It reads at fleetSizes[0] sites, grows the fleet (REST onboards and a year
-// of rewards each, as the scale step does) to fleetSizes[1], reads again, and reports the
+// every quick run. It reads at fleetStepSizes[0] sites, grows the fleet (REST onboards and a year
+// of rewards each, as the scale step does) to fleetStepSizes[1], reads again, and reports the
 // manager's CPU time per read at the larger size ÷ at the smaller, for each read. The reads
 // walk every site of the fleet in turn, as the read path step does, after reading each site
 // once (warmReads: the reads measured are hot, as the issue's targets are), so a kept answer
 // or page that only the smaller fleet fits in shows as growth.
 //
 // It is last of the steps: every step before it runs at the mode's usual sizes. In the full
-// mode the scale step has already grown the fleet past fleetSizes[0], so the step is skipped
+// mode the scale step has already grown the fleet past fleetStepSizes[0], so the step is skipped
 // there (the read path step measures at 10,000 sites) unless it runs alone (-only fleet).
 
 // scenarioFleet is the step's name and report key.
@@ -26,8 +26,8 @@ const scenarioFleet = "fleet"
 // labelFleet is the step's section of the table.
 const labelFleet = "15 fleet"
 
-// fleetSizes are the two sizes the step reads at: households of the bench's fleet.
-var fleetSizes = [2]int{1000, 5000}
+// fleetStepSizes are the two sizes the step reads at: households of the bench's fleet.
+var fleetStepSizes = [2]int{1000, 5000}
 
 // fleetGrowthTarget bounds the CPU a read costs at the larger fleet ÷ at the smaller.
 const fleetGrowthTarget = 1.2
@@ -43,8 +43,8 @@ func runFleet(ctx context.Context, b *bench, rep *report) error {
 		}
 		b.fleet = fleet
 	}
-	if n := len(b.fleet.siteIDs); n > fleetSizes[0] {
-		logf("fleet: the fleet already has %d sites, more than %d: skipped (the read path step measured at that size)", n, fleetSizes[0])
+	if n := len(b.fleet.siteIDs); n > fleetStepSizes[0] {
+		logf("fleet: the fleet already has %d sites, more than %d: skipped (the read path step measured at that size)", n, fleetStepSizes[0])
 		return nil
 	}
 	trivialURL, err := b.startTrivial(ctx)
@@ -58,7 +58,7 @@ func runFleet(ctx context.Context, b *bench, rep *report) error {
 	}
 	var perRead [2]map[string]float64
 	var clusterSites [2]int
-	for i, size := range fleetSizes {
+	for i, size := range fleetStepSizes {
 		if err := b.growFleetTo(ctx, size); err != nil {
 			return err
 		}
@@ -136,8 +136,8 @@ func (b *bench) readCostAt(ctx context.Context, size int, trivialURL, token stri
 // what the machine's load did to every process between the two measurements.
 func reportFleet(rep *report, clusterSites [2]int, perRead [2]map[string]float64) {
 	small, large := perRead[0], perRead[1]
-	rep.add(scenarioFleet, "fleet_sites_small", float64(fleetSizes[0]), unitCount)
-	rep.add(scenarioFleet, "fleet_sites_large", float64(fleetSizes[1]), unitCount)
+	rep.add(scenarioFleet, "fleet_sites_small", float64(fleetStepSizes[0]), unitCount)
+	rep.add(scenarioFleet, "fleet_sites_large", float64(fleetStepSizes[1]), unitCount)
 	rep.add(scenarioFleet, "cluster_sites_small", float64(clusterSites[0]), unitCount)
 	rep.add(scenarioFleet, "cluster_sites_large", float64(clusterSites[1]), unitCount)
 	rep.add(scenarioFleet, "trivial_server_cpu_us_small", small["trivial"], unitCount)
@@ -150,6 +150,6 @@ func reportFleet(rep *report, clusterSites [2]int, perRead [2]map[string]float64
 		rep.add(scenarioFleet, name+"_cpu_per_read_growth_vs_trivial_ratio",
 			ratio(growth, ratio(large["trivial"], small["trivial"])), unitRatio)
 		logf("fleet: %s %.0f → %.0f µs of manager CPU a read, %d → %d sites: growth %.2f",
-			name, small[name], large[name], fleetSizes[0], fleetSizes[1], growth)
+			name, small[name], large[name], fleetStepSizes[0], fleetStepSizes[1], growth)
 	}
 }
