@@ -33,7 +33,7 @@ var fleetStepSizes = [2]int{1000, 5000}
 const fleetGrowthTarget = 1.2
 
 // fleetReads are the two reads measured: the same endpoints as the read path step.
-var fleetReads = []string{"eligibility", transactionsTarget}
+var fleetReads = []string{eligibilityTarget, transactionsTarget}
 
 func runFleet(ctx context.Context, b *bench, rep *report) error {
 	if b.fleet == nil {
@@ -102,11 +102,7 @@ func (b *bench) readCostAt(ctx context.Context, size int, trivialURL, token stri
 	if err := b.checkLedger(ctx, ids[len(ids)-1]); err != nil {
 		return nil, err
 	}
-	api := b.mgr.apiURL
-	endpoints := []readTarget{
-		{"eligibility", func(i int) string { return api + "/entities/site/" + ids[i%len(ids)] + "/eligibility" }, roleManager},
-		{transactionsTarget, func(i int) string { return api + "/rewards/" + ids[i%len(ids)] + "/transactions" }, roleManager},
-	}
+	endpoints := readEndpoints(b.mgr.apiURL, ids)
 	targets := append([]readTarget{{"trivial", func(int) string { return trivialURL }, roleTrivial}}, endpoints...)
 	if err := b.warmReads(ctx, endpoints, len(ids), token); err != nil {
 		return nil, err
@@ -121,7 +117,7 @@ func (b *bench) readCostAt(ctx context.Context, size int, trivialURL, token stri
 		out[t.name] = ratio(float64(r.cpu[t.server].Microseconds()), float64(r.t.calls))
 	}
 	logf("fleet at %d sites: eligibility %.0f µs, transactions %.0f µs of manager CPU a read (trivial %.0f µs)",
-		size, out["eligibility"], out[transactionsTarget], out["trivial"])
+		size, out[eligibilityTarget], out[transactionsTarget], out["trivial"])
 	for _, e := range endpoints {
 		e.name = fmt.Sprintf("%s-%d-sites", e.name, size)
 		if err := b.profileReads(ctx, e, token); err != nil {

@@ -37,8 +37,19 @@ type readResult struct {
 // neighbour's build, the collector of another process) falls on every side of each ratio.
 const readPasses = 4
 
-// transactionsTarget is the transactions page's read target.
-const transactionsTarget = "transactions"
+// The two read targets: eligibility and the transactions page.
+const (
+	eligibilityTarget  = "eligibility"
+	transactionsTarget = "transactions"
+)
+
+// readEndpoints are the two reads of the manager at api, walking the sites ids in turn.
+func readEndpoints(api string, ids []string) []readTarget {
+	return []readTarget{
+		{eligibilityTarget, func(i int) string { return api + "/entities/site/" + ids[i%len(ids)] + "/eligibility" }, roleManager},
+		{transactionsTarget, func(i int) string { return api + "/rewards/" + ids[i%len(ids)] + "/transactions" }, roleManager},
+	}
+}
 
 // runReads loads the two read endpoints and a trivial net/http handler (a subprocess like the
 // manager, on the same machine) with C keep-alive clients each. Targets run in readPasses
@@ -54,11 +65,7 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 	if err := b.checkLedger(ctx, ids[0]); err != nil {
 		return err
 	}
-	api := b.mgr.apiURL
-	endpoints := []readTarget{
-		{"eligibility", func(i int) string { return api + "/entities/site/" + ids[i%len(ids)] + "/eligibility" }, roleManager},
-		{transactionsTarget, func(i int) string { return api + "/rewards/" + ids[i%len(ids)] + "/transactions" }, roleManager},
-	}
+	endpoints := readEndpoints(b.mgr.apiURL, ids)
 	token, err := b.fleet.api.bearer(ctx)
 	if err != nil {
 		return err
