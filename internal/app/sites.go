@@ -120,10 +120,11 @@ func (s *Service) EligibilityJSON(ctx context.Context, p *auth.Principal, siteID
 }
 
 // EncodeEligibility encodes a record as encoding/json's Encoder would, through goccy/go-json
-// (no reflection per call; byte for byte alike, which the REST door's tests hold).
+// (no reflection, byte for byte alike: the REST door's tests), into a buffer of an answer's
+// size (~1 KB): growing one from empty was a third of what the read itself allocated.
 func EncodeEligibility(rec *EligibilityRecord) (EncodedJSON, error) {
-	var buf bytes.Buffer
-	if err := gojson.NewEncoder(&buf).Encode(rec); err != nil {
+	buf := bytes.NewBuffer(make([]byte, 0, 2048))
+	if err := gojson.NewEncoder(buf).Encode(rec); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
