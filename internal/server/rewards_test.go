@@ -88,6 +88,18 @@ var _ = Describe("Rewards", func() {
 		Eventually(func() any {
 			return mustCall("GET", "/rewards/"+siteID+"/transactions?limit=1000", tok, nil)["transactions"]
 		}).Should(HaveLen(len(txs)))
+		// /info reads the ledger's summary, which its controller writes after it ingests (the
+		// page above reads the database): wait until the REST API's cache holds that summary.
+		summarised := &flexv1.RewardLedger{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ledger), summarised)).To(Succeed())
+			g.Expect(summarised.Status.ObservedGeneration).To(Equal(summarised.Generation))
+			g.Expect(summarised.Status.TransactionCount).To(HaveValue(BeEquivalentTo(len(txs))))
+			g.Expect(summarised.Status.TotalEarnedPence).NotTo(BeNil())
+		}).Should(Succeed())
+		Eventually(func() any {
+			return mustCall("GET", "/rewards/"+siteID+"/info", tok, nil)["total_earnings_pence"]
+		}).Should(BeNumerically("==", *summarised.Status.TotalEarnedPence))
 		return ledger
 	}
 	transactions := func(query string) map[string]any {
