@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // The fleet step (issue 39): the read path's cost per read at two fleet sizes in one run. A
@@ -81,15 +80,10 @@ func (b *bench) growFleetTo(ctx context.Context, size int) error {
 	if fill <= 0 {
 		return nil
 	}
-	t, names, err := b.onboardREST(ctx, b.fleet, fill)
-	if err != nil {
+	if err := b.fillFleet(ctx, fill); err != nil {
 		return err
 	}
-	logf("fleet: %d onboards in %s (%.1f/s)", fill, t.wall.Round(time.Millisecond), t.rate())
-	if err := b.writeLedgers(ctx, b.fleet.ns, names); err != nil {
-		return err
-	}
-	_, err = b.mgr.waitIdle(ctx, b.p.Settle)
+	_, err := b.mgr.waitIdle(ctx, b.p.Settle)
 	return err
 }
 

@@ -109,12 +109,7 @@ func (b *bench) growFleet(ctx context.Context, size int, raw *households) (level
 		return level{}, err
 	}
 	if fill := size - current - 2*b.p.ScaleProbe; fill > 0 {
-		t, names, err := b.onboardREST(ctx, b.fleet, fill)
-		if err != nil {
-			return level{}, err
-		}
-		logf("fleet fill: %d onboards in %s (%.1f/s, p50 %.1f ms)", fill, t.wall.Round(time.Millisecond), t.rate(), t.percentileMS(50))
-		if err := b.writeLedgers(ctx, b.fleet.ns, names); err != nil {
+		if err := b.fillFleet(ctx, fill); err != nil {
 			return level{}, err
 		}
 	}
@@ -150,6 +145,17 @@ func (b *bench) growFleet(ctx context.Context, size int, raw *households) (level
 	logf("%d sites: onboard p50 %.1f ms (raw %.1f ms), heap %.0f MiB, RSS %.0f MiB", sites,
 		probe.rest.percentileMS(50), probe.raw.percentileMS(50), mem.HeapBytes/mib, mem.RSSBytes/mib)
 	return level{sites: sites, probe: probe, mem: mem}, nil
+}
+
+// fillFleet onboards n new households into the fleet through the REST API and credits each
+// its year of rewards.
+func (b *bench) fillFleet(ctx context.Context, n int) error {
+	t, names, err := b.onboardREST(ctx, b.fleet, n)
+	if err != nil {
+		return err
+	}
+	logf("fleet fill: %d onboards in %s (%.1f/s, p50 %.1f ms)", n, t.wall.Round(time.Millisecond), t.rate(), t.percentileMS(50))
+	return b.writeLedgers(ctx, b.fleet.ns, names)
 }
 
 // siteCount is how many Sites the cluster holds, as the bench's watch sees them.
