@@ -107,8 +107,7 @@ func (b *bench) readCostAt(ctx context.Context, size int, trivialURL, token stri
 	}
 	out := map[string]float64{}
 	for _, t := range targets {
-		r := results[t.name]
-		out[t.name] = ratio(float64(r.cpu[t.server].Microseconds()), float64(r.t.calls))
+		out[t.name] = results[t.name].cpuPerCallUS(t.server)
 	}
 	logf("fleet at %d sites: eligibility %.0f µs, transactions %.0f µs of manager CPU a read (trivial %.0f µs)",
 		size, out[eligibilityTarget], out[transactionsTarget], out["trivial"])

@@ -563,8 +563,7 @@ func (b *bench) measureLookupsMirrored(ctx context.Context, targets []meterLooku
 // ours, target ≥ 0.7), throughput, and CPU time per request by process.
 func reportMeterLookups(rep *report, targets []meterLookup, sizes map[string]int64, results map[string]*readResult) {
 	perRequest := func(name, role string) float64 {
-		r := results[name]
-		return ratio(float64(r.cpu[role].Microseconds()), float64(r.t.calls))
+		return results[name].cpuPerCallUS(role)
 	}
 	for _, ours := range []string{"search_postcode", "by_address"} {
 		raw := "raw_" + ours

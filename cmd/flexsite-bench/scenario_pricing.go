@@ -309,8 +309,7 @@ func (b *bench) checkPricedAnswers(ctx context.Context, endpoints []readTarget) 
 // issue's ratio (target ≥ 0.7), p99s, and the serving process's CPU time per request.
 func reportPricing(rep *report, endpoints []readTarget, sizes map[string]int, results map[string]*readResult) {
 	serverCPU := func(name, role string) float64 {
-		r := results[name]
-		return ratio(float64(r.cpu[role].Microseconds()), float64(r.t.calls))
+		return results[name].cpuPerCallUS(role)
 	}
 	for _, tg := range endpoints {
 		name, t := tg.name, results[tg.name].t

@@ -32,6 +32,12 @@ type readResult struct {
 	cpu cpuTimes
 }
 
+// cpuPerCallUS is the CPU time (µs) the process of role used per call of the target,
+// warm-up calls included as in the CPU time measured around them.
+func (r *readResult) cpuPerCallUS(role string) float64 {
+	return ratio(float64(r.cpu[role].Microseconds()), float64(r.t.calls))
+}
+
 // readPasses is how many mirrored passes the read targets run in: A B C, C B A, A B C, C B A.
 // Each target's time is split evenly between them, so whatever the machine does meanwhile (a
 // neighbour's build, the collector of another process) falls on every side of each ratio.
@@ -272,8 +278,7 @@ func sameSizeName(endpoint string) string { return "trivial_" + endpoint + "_siz
 func reportReads(rep *report, endpoints []readTarget, sizes map[string]int, results map[string]*readResult) {
 	trivial := results["trivial"]
 	serverCPU := func(name, role string) float64 {
-		r := results[name]
-		return ratio(float64(r.cpu[role].Microseconds()), float64(r.t.calls))
+		return results[name].cpuPerCallUS(role)
 	}
 	trivialCPU := serverCPU("trivial", roleTrivial)
 	// The manager runs with --rate-limit-per-client=0 (managerConfig): no 429 at any rate.
