@@ -17,7 +17,8 @@ import (
 type Options struct {
 	// BinaryDir holds etcd, kube-apiserver and kubectl.
 	BinaryDir string
-	// CRDDir holds the CustomResourceDefinitions to install.
+	// CRDDir holds the CustomResourceDefinitions to install. The sharder's (ControllerRing),
+	// kept beside it in ../external, is installed too.
 	CRDDir string
 	// DataDir keeps etcd's data between runs; empty means a throwaway directory.
 	DataDir string
@@ -36,11 +37,13 @@ type ControlPlane struct {
 	Webhook WebhookServing
 }
 
-// WebhookServing is the local webhook server's address and certificate directory.
+// WebhookServing is the local webhook server's address and certificate directory, and the
+// CA of its certificate (for a webhook configuration made at run time: the sharder's).
 type WebhookServing struct {
 	Host    string
 	Port    int
 	CertDir string
+	CAData  []byte
 }
 
 // Start brings up etcd and kube-apiserver, installs the CRDs and writes the kubeconfig.
@@ -53,7 +56,7 @@ func Start(opts Options) (*ControlPlane, error) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: opts.BinaryDir,
-		CRDDirectoryPaths:     []string{opts.CRDDir},
+		CRDDirectoryPaths:     crdDirs(opts.CRDDir),
 		ErrorIfCRDPathMissing: true,
 	}
 	if opts.WebhookDir != "" {
@@ -71,7 +74,8 @@ func Start(opts Options) (*ControlPlane, error) {
 	}
 	wh := env.WebhookInstallOptions
 	cp := &ControlPlane{env: env, Config: cfg,
-		Webhook: WebhookServing{Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir}}
+		Webhook: WebhookServing{Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir,
+			CAData: wh.LocalServingCAData}}
 	if opts.KubeconfigPath != "" {
 		if err := cp.writeKubeconfig(opts.KubeconfigPath); err != nil {
 			_ = cp.Stop()
@@ -99,3 +103,13 @@ func (cp *ControlPlane) writeKubeconfig(path string) error {
 
 // Stop ends kube-apiserver and etcd.
 func (cp *ControlPlane) Stop() error { return cp.env.Stop() }
+
+// crdDirs is dir and, where it exists, the external CRDs beside it (config/crd/external: the
+// sharder's ControllerRing, as upstream ships it).
+func crdDirs(dir string) []string {
+	external := filepath.Join(filepath.Dir(dir), "external")
+	if st, err := os.Stat(external); err == nil && st.IsDir() {
+		return []string{dir, external}
+	}
+	return []string{dir}
+}

@@ -30,6 +30,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/shards"
 )
 
 // Scheme knows the built-in kinds and Flexsite's.
@@ -39,6 +40,7 @@ func newScheme() *k8sruntime.Scheme {
 	s := k8sruntime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(flexv1.AddToScheme(s))
+	utilruntime.Must(shards.AddToScheme(s))
 	return s
 }
 
@@ -62,7 +64,7 @@ func Start(ctx context.Context, opts ...func(*envtest.Environment)) (*Env, error
 			"or export KUBEBUILDER_ASSETS=$(hack/ensure-k8s-binaries.sh)")
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases"), filepath.Join(RepoRoot(), "config", "crd", "external")},
 		ErrorIfCRDPathMissing: true,
 		// envtest's defaults (20 s to start, 20 s to stop) are too short for a machine whose
 		// two cores run several suites at once: an API server that comes up in 40 s is not a
