@@ -2,6 +2,7 @@ package household
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/identity"
@@ -48,4 +49,19 @@ func NewEnrolment(site *flexv1.Site, p flexv1.PropositionName, override bool) *f
 			Finalizers: []string{flexv1.Finalizer}},
 		Spec: flexv1.EnrolmentSpec{SiteName: site.Name, Proposition: p, OverrideWithdrawal: override},
 	}
+}
+
+// ControlledBy makes site the controller of child (an Asset, Enrolment, DeviceConnection or
+// RewardLedger of it), and reports whether that changed child. The reference is what puts a
+// household's objects on its Site's shard (internal/shards) and lets the garbage collector
+// tidy what a deleted site's finalizer missed. A child another object already controls is
+// left alone: it is not this site's to take.
+func ControlledBy(child metav1.Object, site *flexv1.Site) bool {
+	if site.UID == "" || metav1.GetControllerOfNoCopy(child) != nil {
+		return false
+	}
+	child.SetOwnerReferences(append(child.GetOwnerReferences(), metav1.OwnerReference{
+		APIVersion: flexv1.GroupVersion.String(), Kind: "Site", Name: site.Name, UID: site.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}))
+	return true
 }

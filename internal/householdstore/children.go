@@ -5,9 +5,12 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 )
 
@@ -41,4 +44,52 @@ func DeleteChildren(ctx context.Context, c client.Client, r client.Reader, site 
 		}
 	}
 	return remaining, nil
+}
+
+// AdoptChildren gives each child of site found in c's cache (its Assets, Enrolments, device
+// connections and RewardLedger) the site as controller (household.ControlledBy), in one patch
+// each, once. Children written by kubectl or GitOps come without the reference, and so do
+// those written before it existed. A patch meets the stored object or conflicts (a requeue).
+func AdoptChildren(ctx context.Context, c client.Client, site *flexv1.Site) error {
+	lookup := index.NewLookup(c)
+	var children []client.Object
+	assets, err := lookup.AssetsOfSite(ctx, site.Namespace, site.Name)
+	if err != nil {
+		return err
+	}
+	enrolments, err := lookup.EnrolmentsOfSite(ctx, site.Namespace, site.Name)
+	if err != nil {
+		return err
+	}
+	connections, err := lookup.DeviceConnectionsOfSite(ctx, site.Namespace, site.Name)
+	if err != nil {
+		return err
+	}
+	for _, a := range assets {
+		children = append(children, a)
+	}
+	for _, e := range enrolments {
+		children = append(children, e)
+	}
+	for _, d := range connections {
+		children = append(children, d)
+	}
+	ledger := &flexv1.RewardLedger{}
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}, ledger); {
+	case err == nil && ledger.Spec.SiteName == site.Name:
+		children = append(children, ledger)
+	case client.IgnoreNotFound(err) != nil:
+		return err
+	}
+	for _, child := range children {
+		if !child.GetDeletionTimestamp().IsZero() || metav1.GetControllerOfNoCopy(child) != nil {
+			continue
+		}
+		adopted := child.DeepCopyObject().(client.Object)
+		household.ControlledBy(adopted, site)
+		if err := c.Patch(ctx, adopted, client.MergeFromWithOptions(child, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("adopting %T %s of site %s: %w", child, child.GetName(), site.Name, err)
+		}
+	}
+	return nil
 }
