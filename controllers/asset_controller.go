@@ -24,12 +24,16 @@ import (
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/shards"
+	"github.com/flexsite/flexsite/internal/statuswrites"
 )
 
 // AssetReconciler gives an Asset its API id and reports whether it is in effect: counted in
 // its Site's eligibility. An Asset's eligibility is part of its Site's status; deletion needs
 // no finalizer (nothing to clean up).
 type AssetReconciler struct {
+	// Shard, when set, is the replica's part of the ring: only its objects are reconciled here.
+	Shard *shards.Replica
 	client.Client
 	// APIReader confirms a site the cache does not have yet (an asset created right after its
 	// site): without it the asset would first be reported SiteNotFound, then corrected.
@@ -38,7 +42,7 @@ type AssetReconciler struct {
 	// Notifier writes the asset's events to the outbox.
 	Notifier notifier
 	// written: this reconciler's status writes the cache has yet to show.
-	written statusWrites
+	written statuswrites.Writes
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=assets,verbs=get;list;watch;update;patch
@@ -48,7 +52,7 @@ type AssetReconciler struct {
 // Reconcile fetches the Asset, ensures its id and writes its conditions in one patch.
 func (r *AssetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	asset := &flexv1.Asset{}
-	if done, res, err := r.written.fetch(ctx, r.Client, req.NamespacedName, asset); done {
+	if done, res, err := r.written.Fetch(ctx, r.Client, req.NamespacedName, asset); done {
 		return res, err
 	}
 	if !asset.DeletionTimestamp.IsZero() {
@@ -119,18 +123,19 @@ func (r *AssetReconciler) reconcile(ctx context.Context, asset *flexv1.Asset) er
 // SetupWithManager watches Assets, and their Sites' evaluations and coming and going.
 func (r *AssetReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&flexv1.Asset{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		For(&flexv1.Asset{}, builder.WithPredicates(r.Shard.For(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})))).
+		// A site's assets are on its shard.
 		Watches(&flexv1.Site{}, handler.EnqueueRequestsFromMapFunc(r.assetsOfSite),
-			builder.WithPredicates(siteCameWentOrEvaluated)).
+			builder.WithPredicates(predicate.NewPredicateFuncs(r.Shard.Mine), siteCameWentOrEvaluated)).
 		// needsReauthorisation: the site's device connections, and the provider of each model.
 		Watches(&flexv1.DeviceConnection{}, handler.EnqueueRequestsFromMapFunc(assetsOfConnection(r.Client)),
-			builder.WithPredicates(connectionLapseChanged)).
+			builder.WithPredicates(predicate.NewPredicateFuncs(r.Shard.Mine), connectionLapseChanged)).
 		Watches(&flexv1.AssetModel{}, handler.EnqueueRequestsFromMapFunc(r.assetsOfModel),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("asset").
 		WithOptions(opts).
-		Complete(r)
+		Complete(r.Shard.Sharded("asset", &flexv1.Asset{}, mgr.GetClient(), r))
 }
 
 // siteCameWentOrEvaluated passes a Site's creation, deletion, the start of its deletion and

@@ -17,6 +17,7 @@ import (
 	kretry "k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -27,6 +28,8 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/deviceauth"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/shards"
+	"github.com/flexsite/flexsite/internal/statuswrites"
 )
 
 // DeviceConnectionReconciler keeps a device connection's authorisation alive: it refreshes
@@ -58,6 +61,8 @@ import (
 // Deletion (a DELETE of the connection, the offboarding of its site) revokes the tokens at
 // the provider where it can (RFC 7009) and deletes the Secret before the finalizer goes.
 type DeviceConnectionReconciler struct {
+	// Shard, when set, is the replica's part of the ring: only its objects are reconciled here.
+	Shard *shards.Replica
 	client.Client
 	Recorder recorder.EventRecorder
 	Dialer   deviceauth.Dialer
@@ -68,7 +73,7 @@ type DeviceConnectionReconciler struct {
 	// Secret holds them (deviceconnection_handover.go). Required.
 	DB *pgxpool.Pool
 
-	written statusWrites
+	written statuswrites.Writes
 	mu      sync.Mutex
 	// unsaved holds tokens a provider answered that could not be stored yet (the API server
 	// failed the write): the provider has rotated the refresh token, so these are the only
@@ -128,7 +133,7 @@ func (t *transientRefresh) Unwrap() error { return t.err }
 // Reconcile fetches the connection, finalizes or refreshes it, and writes its status once.
 func (r *DeviceConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	conn := &flexv1.DeviceConnection{}
-	if done, res, err := r.written.fetch(ctx, r.Client, req.NamespacedName, conn); done {
+	if done, res, err := r.written.Fetch(ctx, r.Client, req.NamespacedName, conn); done {
 		return res, err
 	}
 	if !conn.DeletionTimestamp.IsZero() {
@@ -453,10 +458,10 @@ func (r *DeviceConnectionReconciler) SetupWithManager(mgr ctrl.Manager, opts con
 		opts.RateLimiter = refreshRateLimiter()
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&flexv1.DeviceConnection{}).
+		For(&flexv1.DeviceConnection{}, builder.WithPredicates(r.Shard.For())).
 		Named("deviceconnection").
 		WithOptions(opts).
-		Complete(r)
+		Complete(r.Shard.Sharded("deviceconnection", &flexv1.DeviceConnection{}, mgr.GetClient(), r))
 }
 
 // assetsOfConnection maps a connection to its site's assets (their needsReauthorisation).

@@ -26,6 +26,8 @@ import (
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
+	"github.com/flexsite/flexsite/internal/shards"
+	"github.com/flexsite/flexsite/internal/statuswrites"
 )
 
 // EnrolmentReconciler reports whether an Enrolment is active, not eligible (and why) or
@@ -33,6 +35,8 @@ import (
 // records the household's withdrawal in its Site's status, so a later enrolment without
 // overrideWithdrawal is refused whichever door it comes through.
 type EnrolmentReconciler struct {
+	// Shard, when set, is the replica's part of the ring: only its objects are reconciled here.
+	Shard *shards.Replica
 	client.Client
 	// APIReader reads a site fresh before its withdrawal history is appended to.
 	APIReader client.Reader
@@ -42,7 +46,7 @@ type EnrolmentReconciler struct {
 	// Notifier writes the enrolment's events to the outbox.
 	Notifier notifier
 	// written: this reconciler's status writes the cache has yet to show.
-	written statusWrites
+	written statuswrites.Writes
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=enrolments,verbs=get;list;watch;update;patch
@@ -55,7 +59,7 @@ type EnrolmentReconciler struct {
 // whether the enrolment may be active and writes the answer as status in one patch.
 func (r *EnrolmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	enr := &flexv1.Enrolment{}
-	if done, res, err := r.written.fetch(ctx, r.Client, req.NamespacedName, enr); done {
+	if done, res, err := r.written.Fetch(ctx, r.Client, req.NamespacedName, enr); done {
 		return res, err
 	}
 	sum := summary{client: r.Client, recorder: r.Recorder, written: &r.written}
@@ -223,13 +227,15 @@ func (r *EnrolmentReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 		r.Now = time.Now
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&flexv1.Enrolment{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&flexv1.Site{}, handler.EnqueueRequestsFromMapFunc(r.enrolmentsOfSite)).
+		For(&flexv1.Enrolment{}, builder.WithPredicates(r.Shard.For(predicate.GenerationChangedPredicate{}))).
+		// A site's enrolments are on its shard.
+		Watches(&flexv1.Site{}, handler.EnqueueRequestsFromMapFunc(r.enrolmentsOfSite),
+			builder.WithPredicates(predicate.NewPredicateFuncs(r.Shard.Mine))).
 		Watches(&flexv1.Proposition{}, handler.EnqueueRequestsFromMapFunc(r.enrolmentsOfProposition),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("enrolment").
 		WithOptions(opts).
-		Complete(r)
+		Complete(r.Shard.Sharded("enrolment", &flexv1.Enrolment{}, mgr.GetClient(), r))
 }
 
 func (r *EnrolmentReconciler) enrolmentsOfSite(ctx context.Context, site client.Object) []reconcile.Request {

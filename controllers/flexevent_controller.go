@@ -25,6 +25,7 @@ import (
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/settlement"
 	"github.com/flexsite/flexsite/internal/settlementstore"
+	"github.com/flexsite/flexsite/internal/statuswrites"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
@@ -55,7 +56,7 @@ type FlexEventReconciler struct {
 	// LateWatch how long after its deadline a settled event keeps counting late readings
 	// (default 7 days, every 10 polls).
 	Poll, LateWatch time.Duration
-	written         statusWrites
+	written         statuswrites.Writes
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=flexevents,verbs=get;list;watch;update;patch
@@ -65,7 +66,7 @@ type FlexEventReconciler struct {
 // Reconcile fetches the event, settles what can be settled, and patches its status once.
 func (r *FlexEventReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ev := &flexv1.FlexEvent{}
-	if done, res, err := r.written.fetch(ctx, r.Client, req.NamespacedName, ev); done {
+	if done, res, err := r.written.Fetch(ctx, r.Client, req.NamespacedName, ev); done {
 		return res, err
 	}
 	if !ev.DeletionTimestamp.IsZero() {
@@ -79,7 +80,7 @@ func (r *FlexEventReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	if patched {
-		r.written.wrote(ev) // the next reconcile waits for the cache to show the finalizer
+		r.written.Wrote(ev) // the next reconcile waits for the cache to show the finalizer
 	}
 	base := ev.DeepCopy()
 	err = r.reconcile(ctx, ev)

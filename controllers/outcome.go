@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/statuswrites"
 )
 
 // A reconcile ends in one of four outcomes, and summarize turns each into the kstatus
@@ -81,7 +82,7 @@ type summary struct {
 	client   client.Client
 	recorder recorder.EventRecorder
 	// written, when set, records the versions this summary's status writes produce.
-	written *statusWrites
+	written *statuswrites.Writes
 }
 
 // patch summarises the outcome err into obj's conditions and writes obj's status in one
@@ -150,7 +151,7 @@ func (s summary) patch(ctx context.Context, base, obj statusObject, ready string
 		}
 		return ctrl.Result{}, retErr
 	}
-	s.written.wrote(obj)
+	s.written.Wrote(obj)
 	s.event(base, obj, warning)
 	return result, retErr
 }

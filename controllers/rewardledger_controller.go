@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -11,11 +12,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/rewardstore"
+	"github.com/flexsite/flexsite/internal/shards"
 )
 
 // RewardLedgerReconciler ingests the transactions a rewards system writes into a
@@ -24,6 +27,8 @@ import (
 // in one SQL transaction (internal/rewardstore); nothing about them passes through the
 // ledger's status.
 type RewardLedgerReconciler struct {
+	// Shard, when set, is the replica's part of the ring: only its objects are reconciled here.
+	Shard *shards.Replica
 	client.Client
 	// APIReader reads a ledger whole: the cache keeps ledgers without their transactions.
 	APIReader client.Reader
@@ -58,9 +63,29 @@ func (r *RewardLedgerReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&flexv1.RewardLedger{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&flexv1.RewardLedger{}, builder.WithPredicates(r.Shard.For(predicate.GenerationChangedPredicate{}))).
 		Named("rewardledger").
 		WithOptions(opts).
 		WatchesRawSource(source.Channel(changes, &handler.EnqueueRequestForObject{})).
-		Complete(r)
+		Complete(r.sharded(mgr.GetClient()))
+}
+
+// sharded is the reconciler as a shard runs it (as it is, without shards). A ledger yet to be
+// made for a site's history (createForHistory) has no shard label to go by: the shard of the
+// site it is named after makes it.
+func (r *RewardLedgerReconciler) sharded(c client.Client) reconcile.Reconciler {
+	wrapped := r.Shard.Sharded("rewardledger", &flexv1.RewardLedger{}, c, r)
+	if r.Shard == nil {
+		return wrapped
+	}
+	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		if err := r.Get(ctx, req.NamespacedName, &flexv1.RewardLedger{}); !apierrors.IsNotFound(err) {
+			return wrapped.Reconcile(ctx, req)
+		}
+		site := &flexv1.Site{}
+		if err := r.Get(ctx, req.NamespacedName, site); err != nil || !r.Shard.Mine(site) {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		return r.Reconcile(ctx, req)
+	})
 }

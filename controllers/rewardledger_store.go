@@ -226,6 +226,7 @@ func (r *RewardLedgerReconciler) createForHistory(ctx context.Context, req ctrl.
 	}
 	ledger := &flexv1.RewardLedger{ObjectMeta: metav1.ObjectMeta{Namespace: site.Namespace, Name: req.Name},
 		Spec: flexv1.RewardLedgerSpec{SiteName: site.Name}}
+	household.ControlledBy(ledger, site) // on its site's shard from the start
 	return client.IgnoreAlreadyExists(r.Create(ctx, ledger, client.FieldOwner("flexsite-rewardledger-controller")))
 }
 

@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/asseteventstore"
@@ -24,6 +25,7 @@ import (
 	"github.com/flexsite/flexsite/internal/priority"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/settlementstore"
+	"github.com/flexsite/flexsite/internal/shards"
 )
 
 // Options tune the reconcilers.
@@ -51,6 +53,11 @@ type Options struct {
 	// PublicURL is the scheme and host of Flexsite's REST API as asset controllers reach it:
 	// the dispatches' status callbacks point at it (empty: DefaultPublicURL).
 	PublicURL string
+	// Shard, when set, makes the replica a shard of the ring (internal/shards): the per-site
+	// reconcilers (Site, Asset, Enrolment, DeviceConnection, RewardLedger) run under its
+	// shard lease for its own sites; the organisation-wide ones (FlexEvent, Organisation)
+	// under the leader lease. Unset: every reconciler runs under the manager's own election.
+	Shard *shards.Replica
 }
 
 // errNoDatabase refuses to set up a reconciler without Flexsite's PostgreSQL: every part of
@@ -85,9 +92,13 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	}
 	// The controllers' client: an index.NewLookup of it finds in the cache's stores.
 	cl := index.CachedClient{Client: mgr.GetClient(), Cache: mgr.GetCache()}
+	perSite, orgWide := manager.Manager(mgr), manager.Manager(mgr)
+	if o.Shard != nil {
+		perSite, orgWide = o.Shard.PerSite, o.Shard.OrgWide
+	}
 	if o.OrganisationAccess.ServiceAccountName != "" {
 		if err := (&OrganisationReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-			Access: o.OrganisationAccess}).SetupWithManager(mgr); err != nil {
+			Access: o.OrganisationAccess}).SetupWithManager(orgWide); err != nil {
 			return err
 		}
 	}
@@ -96,18 +107,18 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	notify := notifier{Subscriptions: cl, Store: &outboxstore.Store{Pool: o.DB}}
 	if err := (&SiteReconciler{
 		Client: cl, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("site-controller"), Now: time.Now,
-		Background: o.Background, BankDetails: bankDetails, Notifier: notify,
-	}).SetupWithManager(mgr, workers); err != nil {
+		Background: o.Background, BankDetails: bankDetails, Notifier: notify, Shard: o.Shard,
+	}).SetupWithManager(perSite, workers); err != nil {
 		return err
 	}
 	if err := (&AssetReconciler{Client: cl, APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder("asset-controller"), Notifier: notify}).SetupWithManager(mgr, workers); err != nil {
+		Recorder: mgr.GetEventRecorder("asset-controller"), Notifier: notify, Shard: o.Shard}).SetupWithManager(perSite, workers); err != nil {
 		return err
 	}
 	if err := (&EnrolmentReconciler{
 		Client: cl, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("enrolment-controller"), Now: time.Now,
-		Notifier: notify,
-	}).SetupWithManager(mgr, workers); err != nil {
+		Notifier: notify, Shard: o.Shard,
+	}).SetupWithManager(perSite, workers); err != nil {
 		return err
 	}
 	if o.Holder == "" {
@@ -115,16 +126,16 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		o.Holder = host + "-" + identity.NewID()[:8]
 	}
 	if err := (&DeviceConnectionReconciler{Client: cl, Recorder: mgr.GetEventRecorder("deviceconnection-controller"),
-		Dialer: o.Devices, Now: time.Now, Holder: o.Holder, DB: o.DB}).SetupWithManager(mgr, workers); err != nil {
+		Dialer: o.Devices, Now: time.Now, Holder: o.Holder, DB: o.DB, Shard: o.Shard}).SetupWithManager(perSite, workers); err != nil {
 		return err
 	}
 	if err := (&FlexEventReconciler{Client: cl, Recorder: mgr.GetEventRecorder("flexevent-controller"),
 		Store: &settlementstore.Store{Pool: o.DB}, Dispatches: &dispatchstore.Store{Pool: o.DB},
-		AssetEvents: &asseteventstore.Store{Pool: o.DB}, PublicURL: o.PublicURL, Now: time.Now}).SetupWithManager(mgr, workers); err != nil {
+		AssetEvents: &asseteventstore.Store{Pool: o.DB}, PublicURL: o.PublicURL, Now: time.Now}).SetupWithManager(orgWide, workers); err != nil {
 		return err
 	}
 	// Ingests RewardLedgers' transactions and copies the database's summary of the history.
 	return (&RewardLedgerReconciler{Client: cl, APIReader: mgr.GetAPIReader(), Now: time.Now,
-		Recorder: mgr.GetEventRecorder("rewardledger-controller"), Store: &rewardstore.Store{Pool: o.DB}}).
-		SetupWithManager(mgr, workers)
+		Recorder: mgr.GetEventRecorder("rewardledger-controller"), Store: &rewardstore.Store{Pool: o.DB}, Shard: o.Shard}).
+		SetupWithManager(perSite, workers)
 }

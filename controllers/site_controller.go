@@ -35,6 +35,8 @@ import (
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/priority"
+	"github.com/flexsite/flexsite/internal/shards"
+	"github.com/flexsite/flexsite/internal/statuswrites"
 )
 
 // SiteReconciler computes a Site's eligibility into its status, from the site's Assets, the
@@ -55,15 +57,18 @@ type SiteReconciler struct {
 	// fanout holds the sites queued by a catalogue change and not reconciled since.
 	fanout sync.Map
 	// written: this reconciler's status writes the cache has yet to show.
-	written statusWrites
+	written statuswrites.Writes
 	// BankDetails forgets a deleted site's bank details (kept in PostgreSQL). Required.
 	BankDetails *pagestore.Store
+	// Shard, when set, is the replica's part of the ring: only its sites are reconciled here.
+	Shard *shards.Replica
 }
 
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites/finalizers,verbs=update
 // +kubebuilder:rbac:groups=flexsite.io,resources=assets;enrolments;rewardledgers;mpanclaims,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=flexsite.io,resources=assets;enrolments;rewardledgers;deviceconnections,verbs=patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=propositions;assetmodels,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -78,7 +83,7 @@ func (r *SiteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 	}
 	site := &flexv1.Site{}
-	if done, res, err := r.written.fetch(ctx, r.Client, req.NamespacedName, site); done {
+	if done, res, err := r.written.Fetch(ctx, r.Client, req.NamespacedName, site); done {
 		return res, err
 	}
 	sum := summary{client: r.Client, recorder: r.Recorder, written: &r.written}
@@ -135,6 +140,10 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 			return err
 		}
 		return errAbandoned
+	}
+	// Its children carry it as their controller: that puts them on its shard.
+	if err := householdstore.AdoptChildren(ctx, r.Client, site); err != nil {
+		return err
 	}
 	found, err := index.NewLookup(r.Client).AssetsOfSite(ctx, site.Namespace, site.Name)
 	if err != nil {
@@ -225,17 +234,19 @@ func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opti
 		r.Now = time.Now
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&flexv1.Site{}, builder.WithPredicates(predicate.Or(
+		For(&flexv1.Site{}, builder.WithPredicates(r.Shard.For(predicate.Or(
 			// Spec changes and deletion bump the generation; the id is a label. Status-only
 			// updates (our own, a withdrawal recorded) do not trigger.
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})))).
+		// A child's events reach its site's shard; one not yet adopted, every shard (the
+		// site's adopts it, the others drop it).
 		Watches(&flexv1.Asset{}, handler.EnqueueRequestsFromMapFunc(siteOfChild),
-			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+			builder.WithPredicates(r.Shard.MineOrUnassigned(), predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		// Enrolments: their creation may complete an in-flight site; their deletion may be what
 		// a deleted site waits for.
-		Watches(&flexv1.Enrolment{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(createdOrDeleted)).
+		Watches(&flexv1.Enrolment{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(r.Shard.MineOrUnassigned(), createdOrDeleted)).
 		// Ledgers: the cache holds them without their transactions (index.CacheOptions).
-		Watches(&flexv1.RewardLedger{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(deletedOnly)).
+		Watches(&flexv1.RewardLedger{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(r.Shard.MineOrUnassigned(), deletedOnly)).
 		// Claims: a new one may need releasing later; a deleted one may be what a deleted site waits for.
 		Watches(&flexv1.MPANClaim{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(createdOrDeleted)).
 		// A catalogue change re-evaluates many sites: queued behind the sites someone just
@@ -247,7 +258,7 @@ func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opti
 		WatchesRawSource(r.awaited()).
 		Named("site").
 		WithOptions(opts).
-		Complete(r)
+		Complete(r.Shard.Sharded("site", &flexv1.Site{}, mgr.GetClient(), r))
 }
 
 // awaited enqueues, ahead of a catalogue change's fan-out and outside its thinning, the sites
@@ -348,7 +359,8 @@ func siteOfChild(_ context.Context, obj client.Object) []reconcile.Request {
 // allSites maps a Proposition change to every Site: a proposition's rules apply to all.
 func (r *SiteReconciler) allSites(ctx context.Context, _ client.Object) []reconcile.Request {
 	sites := &flexv1.SiteList{}
-	if err := r.List(ctx, sites, client.UnsafeDisableDeepCopy); err != nil {
+	// With shards, each fans out to its own sites: that is how a catalogue change spreads.
+	if err := r.List(ctx, sites, append(r.Shard.Selector(), client.UnsafeDisableDeepCopy)...); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing sites for a proposition change")
 		return nil
 	}
@@ -374,6 +386,9 @@ func (r *SiteReconciler) sitesUsingModel(ctx context.Context, obj client.Object)
 	seen := map[types.NamespacedName]bool{}
 	var reqs []reconcile.Request
 	for _, a := range assets {
+		if !r.Shard.Mine(a) {
+			continue // another shard's household (an asset is on its site's shard)
+		}
 		key := types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.SiteName}
 		if !seen[key] {
 			seen[key] = true

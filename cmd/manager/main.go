@@ -15,11 +15,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -32,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -52,6 +55,7 @@ import (
 	"github.com/flexsite/flexsite/internal/priority"
 	"github.com/flexsite/flexsite/internal/sealing"
 	"github.com/flexsite/flexsite/internal/server"
+	"github.com/flexsite/flexsite/internal/shards"
 	admission "github.com/flexsite/flexsite/webhook"
 )
 
@@ -62,6 +66,10 @@ const defaultDemoPassword = "flexsite-demo"
 type options struct {
 	apiAddr, metricsAddr, probeAddr string
 	leaderElect                     bool
+	shard, sharder                  bool
+	shardName                       string
+	sharderWebhookURL               string
+	sharderWebhookCAFile            string
 	embedded                        bool
 	binDir, crdDir, rulesDir        string
 	dataDir, kubeconfigOut          string
@@ -106,6 +114,17 @@ func main() {
 		"Address of the manager's own /healthz and /readyz; 0 disables it (the REST API serves both too).")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false,
 		"Elect a leader so that only one replica reconciles; every replica serves the REST API.")
+	flag.BoolVar(&o.shard, "shard", false,
+		"Run the per-site reconcilers as a shard of ControllerRing \""+shards.RingName+"\" (every replica reconciles the sites "+
+			"the sharder assigns it, under its own shard lease); organisation-wide work keeps the --leader-elect lease.")
+	flag.StringVar(&o.shardName, "shard-name", envOr("POD_NAME", hostname()), "With --shard: this replica's shard (and shard lease) name.")
+	flag.BoolVar(&o.sharder, "sharder", false,
+		"Run the sharder (its controllers and webhook, on this manager's webhook server) inside the manager, under the "+
+			"leader lease; implied by --shard --embedded. In a cluster the chart runs the sharder as its own Deployment.")
+	flag.StringVar(&o.sharderWebhookURL, "sharder-webhook-url", "",
+		"With --sharder: the URL the API server calls the sharder's webhook at (with --embedded: the local webhook server).")
+	flag.StringVar(&o.sharderWebhookCAFile, "sharder-webhook-ca-file", "",
+		"With --sharder: the CA (PEM) of the webhook server's certificate (with --embedded: the local one's).")
 	flag.BoolVar(&o.embedded, "embedded", false,
 		"Start a local control plane (etcd + kube-apiserver) and a demo organisation, for development.")
 	flag.StringVar(&o.binDir, "embedded-bin-dir", "bin/k8s/1.37.1",
@@ -220,6 +239,9 @@ func run(ctx context.Context, o options) error {
 	if err := checkPprofAddr(o.pprofAddr, o.pprofAllowRemote); err != nil {
 		return err
 	}
+	if o.sharder && !o.shard {
+		return errors.New("--sharder runs the sharder for this manager's shards: it needs --shard")
+	}
 	if o.backgroundShare <= 0 || o.backgroundShare > 1 {
 		return fmt.Errorf("--background-share must be in (0, 1], not %g", o.backgroundShare)
 	}
@@ -228,6 +250,7 @@ func run(ctx context.Context, o options) error {
 		return errNoDatabase // before anything starts
 	}
 	webhookOpts := webhook.Options{Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir}
+	var caData []byte // the embedded webhook server's CA (the in-process sharder's webhook needs it)
 	if o.embedded {
 		log.Info("starting the embedded control plane", "binaries", o.binDir, "data", o.dataDir)
 		cp, err := embedded.Start(embedded.Options{BinaryDir: o.binDir, CRDDir: o.crdDir, DataDir: o.dataDir,
@@ -243,6 +266,7 @@ func run(ctx context.Context, o options) error {
 		}()
 		cfg = cp.Config
 		webhookOpts = webhook.Options{Host: cp.Webhook.Host, Port: cp.Webhook.Port, CertDir: cp.Webhook.CertDir}
+		caData = cp.Webhook.CAData
 		kubeconfig, _ := filepath.Abs(o.kubeconfigOut)
 		fmt.Printf("\nEmbedded control plane is up. In another shell:\n    export KUBECONFIG=%s\n\n", kubeconfig)
 	} else {
@@ -261,20 +285,22 @@ func run(ctx context.Context, o options) error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(flexv1.AddToScheme(scheme))
+	utilruntime.Must(shards.AddToScheme(scheme))
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		// The cache holds no Secret; the client reads the few the manager needs from the API
 		// server, by name, in its own namespace and the organisations'.
 		// The reward history is the database's: the cache keeps ledgers without transactions.
-		Cache:                         index.CacheOptions(),
-		Client:                        index.ClientOptions(),
-		Metrics:                       metrics.ServerOptions(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
-		HealthProbeBindAddress:        o.probeAddr,
-		WebhookServer:                 webhook.NewServer(webhookOpts),
-		PprofBindAddress:              o.pprofAddr,
-		LeaderElection:                o.leaderElect,
-		LeaderElectionID:              "flexsite-manager.flexsite.io",
+		Cache:                  index.CacheOptions(),
+		Client:                 index.ClientOptions(),
+		Metrics:                metrics.ServerOptions(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
+		HealthProbeBindAddress: o.probeAddr,
+		WebhookServer:          webhook.NewServer(webhookOpts),
+		PprofBindAddress:       o.pprofAddr,
+		// A shard holds its two leases itself (shards.Join).
+		LeaderElection:                o.leaderElect && !o.shard,
+		LeaderElectionID:              leaderElectionID,
 		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
@@ -286,19 +312,28 @@ func run(ctx context.Context, o options) error {
 	if !ok {
 		return fmt.Errorf("--token-keys-secret must be namespace/name, not %q", o.tokenKeysSecret)
 	}
-	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{Concurrency: o.concurrency, Background: background,
+	// lm is where what needs a leader goes: the manager itself, or, in a shard, the group
+	// that runs under the leader lease.
+	var replica *shards.Replica
+	lm := manager.Manager(mgr)
+	if o.shard {
+		if replica, lm, err = joinRing(ctx, mgr, o, keysNS, webhookOpts, caData); err != nil {
+			return err
+		}
+	}
+	if err := controllers.SetupWithManager(ctx, lm, controllers.Options{Concurrency: o.concurrency, Background: background, Shard: replica,
 		DB: pool, Devices: deviceauth.Dialer{Policy: o.providerPolicy(), SecretNamespace: keysNS},
 		OrganisationAccess: bootstrap.OrganisationAccess{ClusterRole: o.organisationSecretsRole,
 			ServiceAccountNamespace: keysNS, ServiceAccountName: o.serviceAccount},
 		PublicURL: callbackURL(o.mail.publicURL, o.apiAddr)}); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
-	if err := setupNotifier(ctx, mgr, o, pool); err != nil {
+	if err := setupNotifier(ctx, lm, o, pool); err != nil {
 		return err
 	}
 	// The readings partitions are made ahead by the leader, on start and hourly; a request
 	// never makes one.
-	if err := mgr.Add(&db.ReadingPartitions{Pool: pool, Back: readings.PartitionsBack, Ahead: readings.PartitionsAhead,
+	if err := lm.Add(&db.ReadingPartitions{Pool: pool, Back: readings.PartitionsBack, Ahead: readings.PartitionsAhead,
 		Log: ctrl.Log.WithName("readings-partitions")}); err != nil {
 		return err
 	}
@@ -314,7 +349,7 @@ func run(ctx context.Context, o options) error {
 	if o.embedded {
 		// The demo organisation's APIClient must pass the APIClient admission webhook, which
 		// this manager serves: it is created once the webhook server is up.
-		if err := mgr.Add(runnableFunc(func(ctx context.Context) error {
+		if err := lm.Add(runnableFunc(func(ctx context.Context) error {
 			return bootstrapDemo(ctx, mgr.GetClient(), mgr.GetWebhookServer().StartedChecker())
 		})); err != nil {
 			return err
@@ -336,7 +371,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("loading the meter reference keys from %s/%s: %w", keysNS, o.meterRefKeysSecret, err)
 	}
 
-	if err := setupServer(mgr, o, keys, bankKeys, meterRefKeys, keysNS, background, pool); err != nil {
+	if err := setupServer(lm, o, keys, bankKeys, meterRefKeys, keysNS, background, pool); err != nil {
 		return err
 	}
 
@@ -413,6 +448,49 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *page
 	}
 
 	return nil
+}
+
+// leaderElectionID is the lease organisation-wide work runs under (the whole manager's,
+// without shards).
+const leaderElectionID = "flexsite-manager.flexsite.io"
+
+// joinRing makes the manager a shard of the ring, and, with --sharder (implied with
+// --embedded, where no other sharder can run), runs the sharder in it. It answers the replica
+// and the manager that what needs a leader is added to.
+func joinRing(ctx context.Context, mgr manager.Manager, o options, leaseNS string, wh webhook.Options,
+	caData []byte) (*shards.Replica, manager.Manager, error) {
+	id := ""
+	if o.leaderElect {
+		id = leaderElectionID
+	}
+	replica, err := shards.Join(mgr, shards.Options{Shard: o.shardName, Namespace: leaseNS, LeaderElectionID: id})
+	if err != nil {
+		return nil, nil, err
+	}
+	if !o.sharder && !o.embedded {
+		return replica, replica.OrgWide, nil
+	}
+	url := o.sharderWebhookURL
+	if url == "" && o.embedded {
+		url = "https://" + net.JoinHostPort(wh.Host, strconv.Itoa(wh.Port)) + "/"
+	}
+	if o.sharderWebhookCAFile != "" {
+		if caData, err = os.ReadFile(o.sharderWebhookCAFile); err != nil {
+			return nil, nil, fmt.Errorf("--sharder-webhook-ca-file: %w", err)
+		}
+	}
+	if url == "" || len(caData) == 0 {
+		return nil, nil, errors.New("--sharder needs --sharder-webhook-url and --sharder-webhook-ca-file (they default only with --embedded)")
+	}
+	err = shards.AddSharder(ctx, replica.OrgWide, shards.SharderOptions{
+		Webhook: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caData}})
+	return replica, replica.OrgWide, err
+}
+
+// hostname is the machine's name ("" if it has none to tell).
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }
 
 // notificationAllowed are the ranges deliveries may reach although not public: the flag's, or

@@ -29,7 +29,7 @@ var (
 	// ledgers, metrics, mail, bootstrap, the local control plane and the suites' envtest.
 	helpers = []string{"internal/auth", "internal/index", "internal/ledger", "internal/priority", "internal/metrics",
 		"internal/mail", "internal/tenancy", "internal/record", "internal/resourceversion", "internal/embedded",
-		"internal/bootstrap", "internal/testenv", "internal/testing/oauthprovider"}
+		"internal/bootstrap", "internal/testenv", "internal/testing/oauthprovider", "internal/shards", "internal/statuswrites"}
 	httpDoors = []string{"internal/restapi", "internal/hostedflow", "internal/rewardspage", "internal/devicecallback"}
 )
 
@@ -82,7 +82,7 @@ var packageMap = []row{
 	{pkgs: []string{"controllers"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/householdstore",
 		"internal/settlementstore", "internal/pagestore", "internal/rewardstore", "internal/outboxstore", "internal/db",
 		"internal/dispatchstore", "internal/asseteventstore", "internal/bootstrap", "internal/deviceauth", "internal/events", "internal/index", "internal/metrics",
-		"internal/priority", "internal/record", "internal/resourceversion"})},
+		"internal/priority", "internal/record", "internal/resourceversion", "internal/shards", "internal/statuswrites"})},
 	{pkgs: []string{"webhook"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/householdstore",
 		"internal/index", "internal/tenancy"})},
 	{pkgs: []string{"internal/events"}, may: join(apiTypes, pureRules, []string{"internal/record"})},

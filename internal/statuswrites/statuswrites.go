@@ -1,4 +1,6 @@
-package controllers
+// Package statuswrites remembers a reconciler's own status writes until its cache shows them,
+// so that a reconcile never works from a copy older than what it wrote itself.
+package statuswrites
 
 import (
 	"context"
@@ -13,7 +15,7 @@ import (
 	"github.com/flexsite/flexsite/internal/resourceversion"
 )
 
-// statusWrites remembers, per object, the resourceVersion a reconciler's own last status
+// Writes remembers, per object, the resourceVersion a reconciler's own last status
 // write produced, until the cache has caught up with it. A reconcile that runs in between
 // (another event about the object queued while the write was on its way) would work on a
 // copy without that write, compute the same status again and write it again: a write the
@@ -24,15 +26,15 @@ import (
 // only spec and label changes through), so a record is not always met again: records older
 // than statusWriteMemory are dropped, as the next write finds them. A cache that lags that
 // far behind is not what this guards against.
-type statusWrites struct {
+type Writes struct {
 	mu        sync.Mutex
-	versions  map[types.NamespacedName]statusWrite
+	versions  map[types.NamespacedName]write
 	lastSweep time.Time
 	// now is the clock (tests move it by hand).
 	now func() time.Time
 }
 
-type statusWrite struct {
+type write struct {
 	version string
 	at      time.Time
 }
@@ -44,16 +46,16 @@ const cacheLagRetryDelay = 50 * time.Millisecond
 // statusWriteMemory is how long a status write is remembered at most.
 const statusWriteMemory = 30 * time.Second
 
-func (w *statusWrites) clock() time.Time {
+func (w *Writes) clock() time.Time {
 	if w.now != nil {
 		return w.now()
 	}
 	return time.Now()
 }
 
-// wrote records the version obj has after a status write, and drops the records past
+// Wrote records the version obj has after a status write, and drops the records past
 // statusWriteMemory (once per statusWriteMemory: a sweep of every record).
-func (w *statusWrites) wrote(obj client.Object) {
+func (w *Writes) Wrote(obj client.Object) {
 	if w == nil {
 		return
 	}
@@ -61,7 +63,7 @@ func (w *statusWrites) wrote(obj client.Object) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.versions == nil {
-		w.versions = map[types.NamespacedName]statusWrite{}
+		w.versions = map[types.NamespacedName]write{}
 	}
 	if now.Sub(w.lastSweep) >= statusWriteMemory {
 		for key, rec := range w.versions {
@@ -71,30 +73,30 @@ func (w *statusWrites) wrote(obj client.Object) {
 		}
 		w.lastSweep = now
 	}
-	w.versions[client.ObjectKeyFromObject(obj)] = statusWrite{version: obj.GetResourceVersion(), at: now}
+	w.versions[client.ObjectKeyFromObject(obj)] = write{version: obj.GetResourceVersion(), at: now}
 }
 
-// fetch reads the object key into obj from c (the cache), for a reconcile: done when there
+// Fetch reads the object key into obj from c (the cache), for a reconcile: done when there
 // is nothing to reconcile now, with what Reconcile returns. It is not when the object is gone
 // (its record is forgotten) or the read failed, nor while the cached copy is behind the
 // reconciler's own last status write (it looks again after cacheLagRetryDelay).
-func (w *statusWrites) fetch(ctx context.Context, c client.Reader, key types.NamespacedName, obj client.Object) (
+func (w *Writes) Fetch(ctx context.Context, c client.Reader, key types.NamespacedName, obj client.Object) (
 	done bool, res ctrl.Result, err error) {
 	if err := c.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			w.forget(key)
+			w.Forget(key)
 		}
 		return true, ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if w.behind(obj) {
+	if w.Behind(obj) {
 		return true, ctrl.Result{RequeueAfter: cacheLagRetryDelay}, nil
 	}
 	return false, ctrl.Result{}, nil
 }
 
-// behind tells whether the cached copy obj is older than the reconciler's last write to it;
+// Behind tells whether the cached copy obj is older than the reconciler's last write to it;
 // once it is not (or the record is past statusWriteMemory), the record is dropped.
-func (w *statusWrites) behind(obj client.Object) bool {
+func (w *Writes) Behind(obj client.Object) bool {
 	if w == nil {
 		return false
 	}
@@ -113,8 +115,8 @@ func (w *statusWrites) behind(obj client.Object) bool {
 	return false
 }
 
-// forget drops the record of an object that is gone.
-func (w *statusWrites) forget(key types.NamespacedName) {
+// Forget drops the record of an object that is gone.
+func (w *Writes) Forget(key types.NamespacedName) {
 	if w == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package controllers
+package statuswrites
 
 import (
 	"testing"
@@ -14,11 +14,11 @@ func TestStatusWritesBehind(t *testing.T) {
 	site := func(rv string) *flexv1.Site {
 		return &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: "org", Name: "s", ResourceVersion: rv}}
 	}
-	var w statusWrites
-	if w.behind(site("5")) {
+	var w Writes
+	if w.Behind(site("5")) {
 		t.Fatal("behind with no write recorded")
 	}
-	w.wrote(site("10"))
+	w.Wrote(site("10"))
 	for _, c := range []struct {
 		cached string
 		behind bool
@@ -27,38 +27,38 @@ func TestStatusWritesBehind(t *testing.T) {
 		{"10", false}, // it has: the record is dropped
 		{"9", false},  // dropped, so an older copy is not held back any more
 	} {
-		if got := w.behind(site(c.cached)); got != c.behind {
+		if got := w.Behind(site(c.cached)); got != c.behind {
 			t.Fatalf("cached version %s: behind %v, want %v", c.cached, got, c.behind)
 		}
 	}
-	w.wrote(site("20"))
-	w.forget(types.NamespacedName{Namespace: "org", Name: "s"})
-	if w.behind(site("19")) {
+	w.Wrote(site("20"))
+	w.Forget(types.NamespacedName{Namespace: "org", Name: "s"})
+	if w.Behind(site("19")) {
 		t.Fatal("behind after forget")
 	}
-	w.wrote(site("opaque"))
-	if w.behind(site("other")) {
+	w.Wrote(site("opaque"))
+	if w.Behind(site("other")) {
 		t.Fatal("unparsable versions held a reconcile back")
 	}
 	// A record not met again within statusWriteMemory goes: when met late, and in the
 	// sweep of a later write.
 	now := time.Unix(1000, 0)
-	clocked := statusWrites{now: func() time.Time { return now }}
-	clocked.wrote(site("30"))
+	clocked := Writes{now: func() time.Time { return now }}
+	clocked.Wrote(site("30"))
 	now = now.Add(statusWriteMemory)
-	if clocked.behind(site("29")) {
+	if clocked.Behind(site("29")) {
 		t.Fatal("a record past statusWriteMemory held a reconcile back")
 	}
-	clocked.wrote(site("40"))
+	clocked.Wrote(site("40"))
 	other := &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: "org", Name: "t", ResourceVersion: "41"}}
 	now = now.Add(statusWriteMemory)
-	clocked.wrote(other)
+	clocked.Wrote(other)
 	if len(clocked.versions) != 1 {
 		t.Fatalf("%d records after the sweep, want only the last write's", len(clocked.versions))
 	}
-	var none *statusWrites
-	none.wrote(site("1"))
-	if none.behind(site("0")) {
+	var none *Writes
+	none.Wrote(site("1"))
+	if none.Behind(site("0")) {
 		t.Fatal("a nil record held a reconcile back")
 	}
 }
