@@ -244,7 +244,8 @@ func readChartFile(rel string) []byte {
 // templateWith runs helm template with a values file and --set pairs, and returns its output
 // and error output together, for a render the chart must refuse.
 func templateWith(ctx context.Context, valuesFile string, set ...string) (string, error) {
-	args := []string{"template", release, chartDir, "--namespace", namespace, "--values", filepath.Join(chartDir, valuesFile)}
+	args := make([]string, 0, 7+2*len(set))
+	args = append(args, "template", release, chartDir, "--namespace", namespace, "--values", filepath.Join(chartDir, valuesFile))
 	for _, kv := range set {
 		args = append(args, "--set", kv)
 	}
