@@ -2,6 +2,8 @@
 # Copies into the Helm chart (charts/flexsite) what it shares with config/, so the chart never
 # drifts from what `make manifests` generates and what the kustomize installer ships:
 #   config/crd/bases/*.yaml             -> crds/                   (installed by helm as they are)
+#   config/crd/external/*.yaml          -> crds/                   (others' CRDs the chart installs:
+#                                                                   the sharder's ControllerRing)
 #   config/rbac, config/webhook, config/rules
 #                                       -> files/config/...        (the templates read their rules,
 #                                                                   webhooks and default rules)
@@ -20,7 +22,7 @@ copy() {
 }
 
 rm -rf "$chart/crds" "$chart/files/config"
-for f in config/crd/bases/*.yaml; do
+for f in config/crd/bases/*.yaml config/crd/external/*.yaml; do
   copy "$f" "$chart/crds/$(basename "$f")"
 done
 for f in config/rbac/role.yaml config/rbac/aggregate_roles.yaml config/rbac/leader_election_role.yaml \

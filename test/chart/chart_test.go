@@ -219,6 +219,13 @@ var _ = Describe("charts/flexsite", func() {
 		Entry("with a certificate of one's own (ci/own-cert-values.yaml)", "ci/own-cert-values.yaml",
 			[]string{"Deployment", "NetworkPolicy", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"},
 			[]string{"Issuer", "Certificate", "PodDisruptionBudget", "ServiceMonitor", "Proposition"}),
+		Entry("with sharding on (ci/sharding-values.yaml)", "ci/sharding-values.yaml",
+			[]string{"ControllerRing", "Deployment", "ConfigMap", "Service", "Certificate", "Issuer", "PodDisruptionBudget",
+				"NetworkPolicy", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount"},
+			[]string{"ServiceMonitor"}),
+		Entry("with sharding on and certificates of one's own (ci/sharding-own-cert-values.yaml)", "ci/sharding-own-cert-values.yaml",
+			[]string{"ControllerRing", "Deployment", "ConfigMap", "PodDisruptionBudget"},
+			[]string{"Issuer", "Certificate"}),
 	)
 
 	It("refuses a misspelt field, so the dry run has teeth", func(ctx SpecContext) {

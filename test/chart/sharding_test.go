@@ -1,0 +1,257 @@
+package chart_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// What the manager's --shard and the sharder agree on (issue 38's decisions): the ring's name
+// and resources, and the sharder's release (go.mod's github.com/timebertt/kubernetes-controller-sharding).
+const (
+	controllerRing = "flexsite"
+	sharderImage   = "ghcr.io/timebertt/kubernetes-controller-sharding/sharder:v0.11.0"
+	sharder        = release + "-sharder"
+)
+
+// as converts a rendered object into its typed form (nil-safe: fails when it was not rendered).
+func as[T any](obj *unstructured.Unstructured, kind, name string) *T {
+	ExpectWithOffset(1, obj).NotTo(BeNil(), "%s %s is not rendered", kind, name)
+	out := new(T)
+	ExpectWithOffset(1, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, out)).To(Succeed())
+	return out
+}
+
+// sharderConfig is the part of upstream's SharderConfig (config.sharding.timebertt.dev/v1alpha1)
+// the chart sets.
+type sharderConfig struct {
+	APIVersion     string `json:"apiVersion"`
+	Kind           string `json:"kind"`
+	LeaderElection struct {
+		LeaderElect       *bool  `json:"leaderElect"`
+		ResourceName      string `json:"resourceName"`
+		ResourceNamespace string `json:"resourceNamespace"`
+	} `json:"leaderElection"`
+	Controller struct {
+		Sharder struct {
+			SyncPeriod metav1.Duration `json:"syncPeriod"`
+		} `json:"sharder"`
+	} `json:"controller"`
+	Webhook struct {
+		Config struct {
+			Annotations  map[string]string `json:"annotations"`
+			ClientConfig struct {
+				Service struct {
+					Name      string `json:"name"`
+					Namespace string `json:"namespace"`
+					Port      int32  `json:"port"`
+				} `json:"service"`
+				CABundle string `json:"caBundle"`
+			} `json:"clientConfig"`
+		} `json:"config"`
+	} `json:"webhook"`
+}
+
+var _ = Describe("charts/flexsite with sharding.enabled", func() {
+	It("renders no part of sharding with the default values", func(ctx SpecContext) {
+		objs := render(ctx)
+		Expect(kindsOf(objs)).NotTo(ContainElement("ControllerRing"))
+		for _, o := range objs {
+			Expect(o.GetName()).NotTo(HavePrefix(sharder), "%s %s", o.GetKind(), o.GetName())
+		}
+		manager := as[appsv1.Deployment](find(objs, "Deployment", release), "Deployment", release).Spec.Template.Spec.Containers[0]
+		Expect(manager.Args).NotTo(ContainElement(HavePrefix("--shard")))
+		Expect(manager.Env).NotTo(ContainElement(HaveField("Name", "POD_NAME")))
+	})
+
+	It("renders the ControllerRing, the sharder at upstream's release and the manager's --shard, wired to each other", func(ctx SpecContext) {
+		objs := render(ctx, "ci/sharding-values.yaml")
+
+		By("the ControllerRing flexsite: Sites, with the objects each Site controls")
+		ring := find(objs, "ControllerRing", controllerRing)
+		Expect(ring).NotTo(BeNil())
+		resources, _, _ := unstructured.NestedSlice(ring.Object, "spec", "resources")
+		Expect(resources).To(ConsistOf(And(
+			HaveKeyWithValue("group", "flexsite.io"), HaveKeyWithValue("resource", "sites"),
+			HaveKeyWithValue("controlledResources", ConsistOf(
+				map[string]any{"group": "flexsite.io", "resource": "assets"},
+				map[string]any{"group": "flexsite.io", "resource": "enrolments"},
+				map[string]any{"group": "flexsite.io", "resource": "deviceconnections"},
+				map[string]any{"group": "flexsite.io", "resource": "rewardledgers"})))))
+
+		By("the manager runs the per-site controllers as a shard named after its pod, under the leader for the rest")
+		manager := as[appsv1.Deployment](find(objs, "Deployment", release), "Deployment", release)
+		Expect(manager.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--shard", "--leader-elect"))
+		Expect(manager.Spec.Template.Spec.Containers[0].Env).To(ContainElement(And(HaveField("Name", "POD_NAME"),
+			HaveField("ValueFrom.FieldRef.FieldPath", "metadata.name"))))
+		leases := as[rbacv1.Role](find(objs, "Role", release+"-leader-election"), "Role", release+"-leader-election")
+		Expect(leases.Rules).To(ContainElement(And(HaveField("Resources", ContainElement("leases")),
+			HaveField("Verbs", ContainElements("get", "create", "update")))), "the shard Lease")
+
+		By("the sharder is upstream's image, leader-elected, with its config and webhook certificate mounted")
+		deploy := as[appsv1.Deployment](find(objs, "Deployment", sharder), "Deployment", sharder)
+		Expect(deploy.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
+		pod := deploy.Spec.Template.Spec
+		Expect(pod.Containers).To(HaveLen(1))
+		c := pod.Containers[0]
+		Expect(c.Image).To(Equal(sharderImage))
+		Expect(c.Args).To(ConsistOf("--config=/config.yaml"))
+		Expect(c.VolumeMounts).To(ContainElements(
+			And(HaveField("MountPath", "/config.yaml"), HaveField("SubPath", "config")),
+			HaveField("MountPath", "/tmp/k8s-webhook-server/serving-certs")))
+		volumes := map[string]corev1.Volume{}
+		for _, v := range pod.Volumes {
+			volumes[v.Name] = v
+		}
+		configMap := as[corev1.ConfigMap](find(objs, "ConfigMap", sharder+"-config"), "ConfigMap", sharder+"-config")
+		Expect(volumes).To(HaveKeyWithValue("config", HaveField("ConfigMap.Name", configMap.Name)))
+		Expect(pod.ServiceAccountName).To(Equal(sharder))
+		Expect(find(objs, "ServiceAccount", sharder)).NotTo(BeNil())
+
+		By("its SharderConfig points the leader Lease and the webhook at the release namespace, and cert-manager at its certificate")
+		var cfg sharderConfig
+		Expect(yaml.UnmarshalStrict([]byte(configMap.Data["config"]), &cfg)).To(Succeed(), configMap.Data["config"])
+		Expect(cfg.APIVersion).To(Equal("config.sharding.timebertt.dev/v1alpha1"))
+		Expect(cfg.Kind).To(Equal("SharderConfig"))
+		Expect(cfg.LeaderElection.LeaderElect).To(HaveValue(BeTrue()))
+		Expect(cfg.LeaderElection.ResourceNamespace).To(Equal(namespace))
+		Expect(cfg.Controller.Sharder.SyncPeriod.Duration).To(Equal(5 * time.Minute))
+		service := as[corev1.Service](find(objs, "Service", sharder), "Service", sharder)
+		Expect(cfg.Webhook.Config.ClientConfig.Service.Name).To(Equal(service.Name))
+		Expect(cfg.Webhook.Config.ClientConfig.Service.Namespace).To(Equal(namespace))
+		Expect(service.Spec.Ports).To(ContainElement(And(HaveField("Name", "webhook"),
+			HaveField("Port", cfg.Webhook.Config.ClientConfig.Service.Port))))
+		cert := find(objs, "Certificate", sharder+"-webhook-cert")
+		Expect(cert).NotTo(BeNil())
+		Expect(cfg.Webhook.Config.Annotations).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", namespace+"/"+cert.GetName()))
+		dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+		Expect(dnsNames).To(ContainElement(service.Name + "." + namespace + ".svc"))
+		secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+		Expect(volumes).To(ContainElement(HaveField("Secret.SecretName", secretName)))
+		issuer, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name")
+		Expect(find(objs, "Issuer", issuer)).NotTo(BeNil(), "the self-signed Issuer the chart makes")
+
+		By("the sharder's Service selects its pods and targets ports they have; no object of the manager selects them")
+		sharderPods := labels.Set(deploy.Spec.Template.Labels)
+		Expect(labels.SelectorFromSet(service.Spec.Selector).Matches(sharderPods)).To(BeTrue())
+		ports := map[string]bool{}
+		for _, p := range c.Ports {
+			ports[p.Name] = true
+		}
+		for _, p := range service.Spec.Ports {
+			Expect(ports).To(HaveKey(p.TargetPort.StrVal))
+		}
+		managerPods := labels.Set(manager.Spec.Template.Labels)
+		for _, name := range []string{release + "-api", release + "-webhook", release + "-metrics"} {
+			svc := as[corev1.Service](find(objs, "Service", name), "Service", name)
+			Expect(labels.SelectorFromSet(svc.Spec.Selector).Matches(sharderPods)).To(BeFalse(), "Service %s selects the sharder", name)
+		}
+		selects := func(selector *metav1.LabelSelector, pods labels.Set) bool {
+			s, err := metav1.LabelSelectorAsSelector(selector)
+			ExpectWithOffset(1, err).NotTo(HaveOccurred())
+			return s.Matches(pods)
+		}
+		managerPDB := as[policyv1.PodDisruptionBudget](find(objs, "PodDisruptionBudget", release), "PodDisruptionBudget", release)
+		Expect(selects(managerPDB.Spec.Selector, sharderPods)).To(BeFalse())
+		sharderPDB := as[policyv1.PodDisruptionBudget](find(objs, "PodDisruptionBudget", sharder), "PodDisruptionBudget", sharder)
+		Expect(selects(sharderPDB.Spec.Selector, sharderPods)).To(BeTrue())
+		Expect(selects(sharderPDB.Spec.Selector, managerPods)).To(BeFalse())
+
+		By("the sharder may list and patch the ring's objects (their shard and drain labels), and nothing more on them")
+		ringRole := as[rbacv1.ClusterRole](find(objs, "ClusterRole", sharder+"-controllerring"), "ClusterRole", sharder+"-controllerring")
+		Expect(ringRole.Rules).To(ConsistOf(And(HaveField("APIGroups", ConsistOf("flexsite.io")),
+			HaveField("Resources", ConsistOf("sites", "assets", "enrolments", "deviceconnections", "rewardledgers")),
+			HaveField("Verbs", ConsistOf("list", "patch")))))
+		for _, binding := range []string{sharder + "-controllerring", sharder, sharder + "-metrics-auth"} {
+			b := as[rbacv1.ClusterRoleBinding](find(objs, "ClusterRoleBinding", binding), "ClusterRoleBinding", binding)
+			Expect(b.RoleRef.Name).To(Equal(binding))
+			Expect(b.Subjects).To(ConsistOf(And(HaveField("Kind", "ServiceAccount"), HaveField("Name", sharder),
+				HaveField("Namespace", namespace))))
+		}
+		sharderRole := as[rbacv1.ClusterRole](find(objs, "ClusterRole", sharder), "ClusterRole", sharder)
+		Expect(sharderRole.Rules).To(ContainElements(
+			And(HaveField("Resources", ConsistOf("mutatingwebhookconfigurations")), HaveField("Verbs", ConsistOf("create", "patch"))),
+			And(HaveField("Resources", ConsistOf("leases")), HaveField("Verbs", ContainElements("list", "watch", "patch"))),
+			And(HaveField("Resources", ConsistOf("controllerrings/status")), HaveField("Verbs", ContainElement("patch")))))
+		leaderRole := as[rbacv1.Role](find(objs, "Role", sharder+"-leader-election"), "Role", sharder+"-leader-election")
+		Expect(leaderRole.Rules).To(ContainElement(And(HaveField("Resources", ConsistOf("leases")),
+			HaveField("Verbs", ConsistOf("get", "create", "update")))))
+
+		By("the NetworkPolicy lets the API server reach the sharder's webhook, and the sharder reach the API server only")
+		np := as[networkingv1.NetworkPolicy](find(objs, "NetworkPolicy", sharder), "NetworkPolicy", sharder)
+		Expect(selects(&np.Spec.PodSelector, sharderPods)).To(BeTrue())
+		Expect(selects(&np.Spec.PodSelector, managerPods)).To(BeFalse())
+		Expect(np.Spec.Ingress).To(ContainElement(HaveField("Ports", ContainElement(HaveField("Port.StrVal", "webhook")))))
+		Expect(np.Spec.Egress).To(ConsistOf(HaveField("Ports", ConsistOf(HaveField("Port.IntVal", int32(6443))))))
+		managerNP := as[networkingv1.NetworkPolicy](find(objs, "NetworkPolicy", release), "NetworkPolicy", release)
+		Expect(selects(&managerNP.Spec.PodSelector, sharderPods)).To(BeFalse())
+
+		By("the API server's PodSecurity admission admits the sharder's pod where the restricted level is enforced")
+		restricted := fmt.Sprintf("restricted-sharder-%d", time.Now().UnixNano()%1_000_000)
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: restricted,
+			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}})).To(Succeed())
+		spec := *pod.DeepCopy()
+		spec.ServiceAccountName = "" // the chart's ServiceAccount is not created here
+		Expect(k8s.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sharder", Namespace: restricted}, Spec: spec},
+			client.DryRunAll)).To(Succeed())
+	})
+
+	It("gives the sharder's webhook the CA of one's own certificate without cert-manager, and refuses to render without its Secret", func(ctx SpecContext) {
+		objs := render(ctx, "ci/sharding-own-cert-values.yaml")
+		configMap := as[corev1.ConfigMap](find(objs, "ConfigMap", sharder+"-config"), "ConfigMap", sharder+"-config")
+		var cfg sharderConfig
+		Expect(yaml.UnmarshalStrict([]byte(configMap.Data["config"]), &cfg)).To(Succeed(), configMap.Data["config"])
+		Expect(cfg.Webhook.Config.Annotations).NotTo(HaveKey("cert-manager.io/inject-ca-from"))
+		values := map[string]any{}
+		Expect(yaml.Unmarshal(readChartFile("ci/sharding-own-cert-values.yaml"), &values)).To(Succeed())
+		caBundle, _, _ := unstructured.NestedString(values, "webhook", "caBundle")
+		Expect(caBundle).NotTo(BeEmpty())
+		Expect(cfg.Webhook.Config.ClientConfig.CABundle).To(Equal(caBundle), "webhook.caBundle, when sharding's own is empty")
+		deploy := as[appsv1.Deployment](find(objs, "Deployment", sharder), "Deployment", sharder)
+		Expect(deploy.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Secret.SecretName", "flexsite-sharder-webhook-tls")))
+
+		out, err := templateWith(ctx, "ci/own-cert-values.yaml", "sharding.enabled=true")
+		Expect(err).To(HaveOccurred(), "sharding without cert-manager and without the sharder's Secret renders:\n%s", out)
+		Expect(out).To(ContainSubstring("sharding.sharder.webhook.secretName is required"))
+	})
+})
+
+// readChartFile reads a file of the chart (relative to it).
+func readChartFile(rel string) []byte {
+	data, err := os.ReadFile(filepath.Join(chartDir, rel))
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return data
+}
+
+// templateWith runs helm template with a values file and --set pairs, and returns its output
+// and error output together, for a render the chart must refuse.
+func templateWith(ctx context.Context, valuesFile string, set ...string) (string, error) {
+	args := make([]string, 0, 7+2*len(set))
+	args = append(args, "template", release, chartDir, "--namespace", namespace, "--values", filepath.Join(chartDir, valuesFile))
+	for _, kv := range set {
+		args = append(args, "--set", kv)
+	}
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, helm, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
