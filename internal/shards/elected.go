@@ -35,6 +35,9 @@ type elected struct {
 	timing          Timing
 	releaseOnCancel bool
 
+	// first, when set, must return before the group seeks its lease (waitForShardedLeader).
+	first func(context.Context) error
+
 	mu        sync.Mutex
 	runnables []manager.Runnable
 	started   bool
@@ -68,6 +71,14 @@ func (e *elected) Start(ctx context.Context) error {
 	e.mu.Lock()
 	e.started = true
 	e.mu.Unlock()
+	if e.first != nil {
+		if err := e.first(ctx); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
 	if e.lock == nil {
 		close(e.leading)
 		return e.run(ctx)

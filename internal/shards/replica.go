@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	shardcontroller "github.com/timebertt/kubernetes-controller-sharding/pkg/shard/controller"
 	shardlease "github.com/timebertt/kubernetes-controller-sharding/pkg/shard/lease"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -77,9 +81,12 @@ func Join(mgr manager.Manager, o Options) (*Replica, error) {
 		// A holder's identity is unique per process, as controller-runtime makes it: a replica
 		// restarted under the same name must not take for its own a lease its old self held.
 		leaderLock = &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.LeaderElectionID},
-			Client: coordination, LockConfig: resourcelock.ResourceLockConfig{Identity: o.Shard + "_" + identity.NewID()}}
+			Client: coordination, LockConfig: resourcelock.ResourceLockConfig{Identity: shardedHolderPrefix + o.Shard + "_" + identity.NewID()}}
 	}
 	shard := newElected("shard "+o.Shard, shardLock, o.Timing, !o.KeepLeasesOnStop)
+	if leaderLock != nil {
+		shard.first = waitForShardedLeader(leaderLock, o.Timing.RetryPeriod)
+	}
 	leader := newElected("leader", leaderLock, o.Timing, !o.KeepLeasesOnStop)
 	for _, g := range []*elected{shard, leader} {
 		if err := mgr.Add(g); err != nil {
@@ -88,6 +95,38 @@ func Join(mgr manager.Manager, o Options) (*Replica, error) {
 	}
 	return &Replica{Name: o.Shard, PerSite: grouped{Manager: mgr, group: shard}, OrgWide: grouped{Manager: mgr, group: leader},
 		observe: o.Observe}, nil
+}
+
+// shardedHolderPrefix marks the leader lease's holder as a replica with shards.
+const shardedHolderPrefix = "shard/"
+
+// waitForShardedLeader holds the per-site work back while the leader lease is held, and
+// renewed, by a replica without shards: one of an install being switched to shards, which
+// runs every per-site reconciler itself until its rollout ends. Reconciling beside it would
+// be two replicas on one site.
+func waitForShardedLeader(lock resourcelock.Interface, retry time.Duration) func(context.Context) error {
+	return func(ctx context.Context) error {
+		logged := false
+		for {
+			record, _, err := lock.Get(ctx)
+			switch {
+			case apierrors.IsNotFound(err):
+				return nil
+			case err == nil && (record.HolderIdentity == "" || strings.HasPrefix(record.HolderIdentity, shardedHolderPrefix) ||
+				time.Since(record.RenewTime.Time) > time.Duration(record.LeaseDurationSeconds)*time.Second):
+				return nil
+			case err == nil && !logged:
+				logf.FromContext(ctx).Info("waiting for the leader of the install without shards to go before reconciling sites",
+					"lease", lock.Describe(), "holder", record.HolderIdentity)
+				logged = true
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(retry):
+			}
+		}
+	}
 }
 
 // Sharded wraps a per-site reconciler: it reconciles only what the sharder assigned to this
