@@ -123,7 +123,7 @@ func run(ctx context.Context, n, concurrency, weeks int, connection bool) error 
 		return err
 	}
 	var token string
-	if err := retry(ctx, time.Minute, func() error { token, err = login(api.URL); return err }); err != nil {
+	if err := retry(ctx, time.Minute, time.Second, func() error { token, err = login(api.URL); return err }); err != nil {
 		return err
 	}
 
@@ -173,7 +173,9 @@ func run(ctx context.Context, n, concurrency, weeks int, connection bool) error 
 	}); err != nil {
 		return fmt.Errorf("crediting rewards: %w", err)
 	}
-	if err := retry(ctx, 10*time.Minute, func() error { return converged(ctx, env.Client, n, weeks) }); err != nil {
+	// Every 5 s: each look LISTs three kinds whole, which at thousands of households is work
+	// enough for the API server to slow down what it waits for.
+	if err := retry(ctx, 20*time.Minute, 5*time.Second, func() error { return converged(ctx, env.Client, n, weeks) }); err != nil {
 		return err
 	}
 	log.Printf("converged %s after the first onboard", time.Since(start).Round(time.Second))
@@ -689,8 +691,9 @@ func parallel(ctx context.Context, n, c int, do func(i int) error) error {
 	return <-errs
 }
 
-// retry calls f until it answers nil or the time is up; the last error says what was missing.
-func retry(ctx context.Context, limit time.Duration, f func() error) error {
+// retry calls f every so often until it answers nil or the time is up; the last error says
+// what was missing.
+func retry(ctx context.Context, limit, every time.Duration, f func() error) error {
 	deadline := time.Now().Add(limit)
 	for {
 		err := f()
@@ -703,7 +706,7 @@ func retry(ctx context.Context, limit time.Duration, f func() error) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Second):
+		case <-time.After(every):
 		}
 	}
 }
