@@ -9,7 +9,9 @@
 // etcd and reads its database size in use before and after. It prints, per household, every
 // etcd key the households added, by resource (key and value bytes as etcd holds them), and
 // etcd's database bytes in use, with and without the Events the onboards recorded (an Event
-// lives an hour: kube-apiserver's --event-ttl).
+// lives an hour: kube-apiserver's --event-ttl). The memory figures are differences of whole
+// processes (resident memory, the API server's Go heap): only thousands of households make
+// them mean anything.
 //
 //	export KUBEBUILDER_ASSETS=$(hack/ensure-k8s-binaries.sh) FLEXSITE_POSTGRES_BIN=/usr/lib/postgresql/15/bin
 //	go run ./hack/etcdcost -households 2000
@@ -201,7 +203,7 @@ func run(ctx context.Context, n, concurrency, weeks int, connection bool) error 
 		return err
 	}
 	report(os.Stdout, n, before, withEvents, after)
-	fmt.Fprint(os.Stdout, lists)
+	fmt.Print(lists)
 	return nil
 }
 
@@ -326,8 +328,8 @@ func settle(ctx context.Context, etcd etcdAPI) error {
 		}
 		last = st.revision
 	}
-	if err := etcd.post(ctx, "/v3/kv/compaction", map[string]any{"revision": strconv.FormatInt(last, 10), "physical": true}, nil); err != nil &&
-		!strings.Contains(err.Error(), "compacted") {
+	compaction := map[string]any{"revision": strconv.FormatInt(last, 10), "physical": true}
+	if err := etcd.post(ctx, "/v3/kv/compaction", compaction, nil); err != nil && !strings.Contains(err.Error(), "compacted") {
 		return err
 	}
 	return etcd.post(ctx, "/v3/maintenance/defragment", map[string]any{}, nil)
@@ -390,7 +392,8 @@ func report(w io.Writer, n int, before, withEvents, after snapshot) {
 		fmt.Fprintf(w, "| %s | %.2f | %.0f | %.0f |\n", r, per(dk), per(dkb), per(dvb))
 	}
 	fmt.Fprintf(w, "| all | %.2f | %.0f | %.0f |\n\n", per(keys), per(keyBytes), per(valueBytes))
-	fmt.Fprintf(w, "etcd database in use, per household: %.0f bytes with the onboards' Events, %.0f without (%.0f bytes of values and keys without Events)\n",
+	fmt.Fprintf(w, "etcd database in use, per household: %.0f bytes with the onboards' Events, %.0f without "+
+		"(%.0f bytes of values and keys without Events)\n",
 		per(withEvents.inUse-before.inUse), per(after.inUse-before.inUse),
 		per(keyBytes+valueBytes)-per(eventBytes(withEvents)-eventBytes(before)))
 	fmt.Fprintf(w, "etcd database in use: %d bytes before, %d with the households (%d with Events); total size %d\n",
@@ -483,8 +486,8 @@ func childrenRSS() map[string]int64 {
 			continue
 		}
 		for line := range strings.Lines(string(status)) {
-			if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if value, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
 				out[string(stat[open+1:closing])] += kb * 1024
 			}
 		}
