@@ -100,7 +100,7 @@ test: oauth-provider ## Run every test of both modules: unit, fuzz seeds, envtes
 	postgres="$$(hack/ensure-postgres.sh)" || echo "PostgreSQL is not available: the database tests fail in CI and are skipped elsewhere" >&2; \
 	export KUBEBUILDER_ASSETS="$$assets" HELM="$$helm" FLEXSITE_CHROMIUM="$$chromium" FLEXSITE_POSTGRES_BIN="$$postgres" \
 	  FLEXSITE_OAUTH_PROVIDER="$(OAUTH_PROVIDER)"; status=0; \
-	go test ./... -coverprofile cover.out $(TEST_ARGS) || status=$$?; \
+	go test ./... -timeout 30m -coverprofile cover.out $(TEST_ARGS) || status=$$?; \
 	echo "--- the test module ($(TEST_MODULE))"; \
 	go -C $(TEST_MODULE) test ./... $(TEST_ARGS) || status=$$?; \
 	exit $$status

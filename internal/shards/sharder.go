@@ -16,8 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -59,7 +61,18 @@ func AddSharder(ctx context.Context, mgr manager.Manager, o SharderOptions) erro
 	if err := sharderwebhook.AddToManager(ctx, mgr, config); err != nil {
 		return fmt.Errorf("shards: the sharder's webhook: %w", err)
 	}
-	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return ApplyRing(ctx, mgr.GetClient()) }))
+	// The ring is applied once this replica leads, and again until it is (an API server
+	// that is briefly away does not stop the leader).
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		log := logf.FromContext(ctx).WithName("sharder")
+		return wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+			if err := ApplyRing(ctx, mgr.GetClient()); err != nil {
+				log.Error(err, "applying the ControllerRing, trying again")
+				return false, nil
+			}
+			return true, nil
+		})
+	}))
 }
 
 // ApplyRing creates or updates Flexsite's ControllerRing (server-side apply: it owns the spec).

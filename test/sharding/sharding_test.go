@@ -1,0 +1,308 @@
+package sharding_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	shardingv1alpha1 "github.com/timebertt/kubernetes-controller-sharding/pkg/apis/sharding/v1alpha1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/shards"
+	"github.com/flexsite/flexsite/internal/validation"
+)
+
+// mpan is the i-th valid MPAN of this suite.
+func mpan(i int) string {
+	first12 := fmt.Sprintf("%012d", 161000000000+i)
+	return fmt.Sprintf("%s%d", first12, validation.MPANCheckDigit(first12))
+}
+
+// declareHousehold writes a site and its charger as kubectl or GitOps does: no controller
+// reference on the charger (the Site controller adopts it, which puts it on the site's shard).
+func declareHousehold(ctx context.Context, ns string, i int) client.ObjectKey {
+	GinkgoHelper()
+	m := mpan(i)
+	name := identity.SiteNameForMPAN(m)
+	Expect(env.Client.Create(ctx, &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: flexv1.SiteSpec{MPAN: m, Postcode: "M1 1AE"}})).To(Succeed())
+	Expect(env.Client.Create(ctx, &flexv1.Asset{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.AssetName("charger-" + m)},
+		Spec: flexv1.AssetSpec{SiteName: name, ExternalID: "charger-" + m, Type: flexv1.AssetTypeCharger,
+			Model: "zappi", InstallationDate: "2025-06-15", PowerW: ptr.To[int64](7400)}})).To(Succeed())
+	return client.ObjectKey{Namespace: ns, Name: name}
+}
+
+// converged reports whether every site's status is of its current spec, Ready, and its
+// charger is controlled by it and on its shard (one list of each kind, not a read per site).
+func converged(ctx context.Context, keys []client.ObjectKey) error {
+	sites, assets := &flexv1.SiteList{}, &flexv1.AssetList{}
+	byName := map[client.ObjectKey]*flexv1.Site{}
+	chargers := map[client.ObjectKey][]*flexv1.Asset{}
+	for _, ns := range namespacesOf(keys) {
+		if err := env.Client.List(ctx, sites, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for i := range sites.Items {
+			byName[client.ObjectKeyFromObject(&sites.Items[i])] = &sites.Items[i]
+		}
+		if err := env.Client.List(ctx, assets, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for i := range assets.Items {
+			a := &assets.Items[i]
+			key := client.ObjectKey{Namespace: ns, Name: a.Spec.SiteName}
+			chargers[key] = append(chargers[key], a)
+		}
+	}
+	for _, key := range keys {
+		site, ok := byName[key]
+		if !ok {
+			return fmt.Errorf("site %s: not found", key)
+		}
+		ready := meta.FindStatusCondition(site.Status.Conditions, flexv1.ReadyCondition)
+		switch {
+		case shards.ShardOf(site) == "":
+			return fmt.Errorf("site %s: not assigned", key)
+		case site.Status.ObservedGeneration != site.Generation:
+			return fmt.Errorf("site %s: status of generation %d, spec at %d", key, site.Status.ObservedGeneration, site.Generation)
+		case ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != site.Generation:
+			return fmt.Errorf("site %s: not Ready at generation %d: %+v", key, site.Generation, ready)
+		case len(chargers[key]) != 1:
+			return fmt.Errorf("site %s: %d chargers", key, len(chargers[key]))
+		}
+		a := chargers[key][0]
+		owner := metav1.GetControllerOf(a)
+		if owner == nil || owner.Kind != "Site" || owner.Name != site.Name || owner.UID != site.UID {
+			return fmt.Errorf("asset %s: controller %+v, want site %s", a.Name, owner, site.Name)
+		}
+		if shards.ShardOf(a) != shards.ShardOf(site) {
+			return fmt.Errorf("asset %s on shard %q, its site on %q", a.Name, shards.ShardOf(a), shards.ShardOf(site))
+		}
+	}
+	return nil
+}
+
+func namespacesOf(keys []client.ObjectKey) []string {
+	var nss []string
+	for _, k := range keys {
+		if !slices.Contains(nss, k.Namespace) {
+			nss = append(nss, k.Namespace)
+		}
+	}
+	return nss
+}
+
+// owned groups the sites by the shard that holds them (one list per namespace).
+func owned(ctx context.Context, keys []client.ObjectKey) map[string][]client.ObjectKey {
+	GinkgoHelper()
+	shardOf := map[client.ObjectKey]string{}
+	for _, ns := range namespacesOf(keys) {
+		sites := &flexv1.SiteList{}
+		Expect(env.Client.List(ctx, sites, client.InNamespace(ns))).To(Succeed())
+		for i := range sites.Items {
+			shardOf[client.ObjectKeyFromObject(&sites.Items[i])] = shards.ShardOf(&sites.Items[i])
+		}
+	}
+	by := map[string][]client.ObjectKey{}
+	for _, key := range keys {
+		by[shardOf[key]] = append(by[shardOf[key]], key)
+	}
+	return by
+}
+
+// change edits a site's spec (its postcode, between two), which its status must then follow.
+func change(ctx context.Context, key client.ObjectKey) error {
+	site := &flexv1.Site{}
+	if err := env.Client.Get(ctx, key, site); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(site.DeepCopy())
+	if site.Spec.Postcode == "M1 1AE" {
+		site.Spec.Postcode = "SW1A 1AA"
+	} else {
+		site.Spec.Postcode = "M1 1AE"
+	}
+	return env.Client.Patch(ctx, site, patch)
+}
+
+// changeAt changes the sites in turn, perSecond of them a second, until stop is closed.
+func changeAt(ctx context.Context, keys []client.ObjectKey, perSecond int, stop <-chan struct{}) (changed func() int) {
+	var (
+		mu sync.Mutex
+		n  int
+	)
+	go func() {
+		defer GinkgoRecover()
+		tick := time.NewTicker(time.Second / time.Duration(perSecond))
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			Expect(change(ctx, keys[i%len(keys)])).To(Succeed())
+			mu.Lock()
+			n++
+			mu.Unlock()
+		}
+	}()
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+}
+
+var _ = Describe("Shards of the ring", Ordered, func() {
+	var (
+		sharder *process
+		b       *process
+		ns      string
+		keys    []client.ObjectKey
+	)
+
+	BeforeAll(func(ctx SpecContext) {
+		sharder = startSharder(ctx)
+		startShard(ctx, "shard-a", false)
+		var err error
+		ns, err = env.Namespace(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() error {
+			ring := shards.Ring()
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ring), ring); err != nil {
+				return err
+			}
+			if ring.Status.AvailableShards != 1 {
+				return fmt.Errorf("%d shards available", ring.Status.AvailableShards)
+			}
+			return nil
+		}).Should(Succeed())
+	}, NodeTimeout(2*time.Minute))
+
+	AfterEach(func() {
+		Expect(reconciles.seen()).To(BeEmpty(), "reconciles of one object on two shards at once")
+		Expect(foreignWrites()).To(BeEmpty(), "writes by a shard to objects it did not own (the audit log)")
+	})
+
+	It("assigns every household to a shard, its charger with its site, and reconciles it there", func(ctx SpecContext) {
+		for i := range 500 {
+			keys = append(keys, declareHousehold(ctx, ns, i))
+		}
+		Eventually(func() error { return converged(ctx, keys) }).WithTimeout(4 * time.Minute).Should(Succeed())
+		Expect(owned(ctx, keys)).To(HaveKeyWithValue("shard-a", HaveLen(500)))
+	}, NodeTimeout(6*time.Minute))
+
+	It("adds a second shard while 500 sites change at 20/s: no overlap, no foreign write, every site converged within 30 s",
+		func(ctx SpecContext) {
+			stop := make(chan struct{})
+			changed := changeAt(ctx, keys, 20, stop)
+			Eventually(changed).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 40)) // two seconds of changes first
+			b = startShard(ctx, "shard-b", true)
+			Eventually(func() int { return len(owned(ctx, keys)["shard-b"]) }).WithTimeout(30*time.Second).
+				Should(BeNumerically(">", 0), "the sharder moves sites to the new shard")
+			Eventually(changed).WithTimeout(30 * time.Second).Should(BeNumerically(">=", 200))
+			close(stop)
+			Eventually(func() error { return converged(ctx, keys) }).WithTimeout(30 * time.Second).Should(Succeed())
+			by := owned(ctx, keys)
+			Expect(by).To(HaveLen(2))
+			for shard, held := range by {
+				Expect(len(held)).To(BeNumerically(">=", 150), "shard %s holds %d of 500 sites", shard, len(held))
+			}
+			Expect(reconciles.count("shard-b")).To(BeNumerically(">", 0))
+		}, NodeTimeout(5*time.Minute))
+
+	It("gives a killed shard's sites (its lease held, not released) to another, starting within 3 lease durations",
+		func(ctx SpecContext) {
+			theirs := owned(ctx, keys)["shard-b"]
+			Expect(theirs).NotTo(BeEmpty())
+			killed := time.Now()
+			b.stop() // the process is gone; its leases stay held until they expire
+			for _, key := range theirs {
+				Expect(change(ctx, key)).To(Succeed())
+			}
+			// The sharder finds the lease lapsed, takes it (the shard is dead) and moves its
+			// sites; the first of them is reconciled elsewhere within 3 lease durations.
+			Eventually(func() error {
+				lease := &coordinationv1.Lease{}
+				if err := env.Client.Get(ctx, client.ObjectKey{Namespace: managerNamespace, Name: "shard-b"}, lease); err != nil {
+					return err
+				}
+				if state := lease.Labels[shardingv1alpha1.LabelState]; state != "dead" {
+					return fmt.Errorf("shard-b is %q", state)
+				}
+				for _, key := range theirs {
+					if len(owned(ctx, []client.ObjectKey{key})["shard-b"]) == 0 && converged(ctx, []client.ObjectKey{key}) == nil {
+						return nil
+					}
+				}
+				return errors.New("none of shard-b's sites reconciled elsewhere yet")
+			}).WithTimeout(3 * leaseDuration).Should(Succeed())
+			first := time.Since(killed)
+			// The rest follow at the sharder's write rate, one object after another.
+			Eventually(func() error {
+				if left := owned(ctx, theirs)["shard-b"]; len(left) > 0 {
+					return fmt.Errorf("%d sites still on shard-b", len(left))
+				}
+				return converged(ctx, theirs)
+			}).WithTimeout(3 * time.Minute).Should(Succeed())
+			fmt.Fprintf(GinkgoWriter, "killed shard: %d sites and their chargers; the first reconciled elsewhere after %s, all after %s\n",
+				len(theirs), first.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
+		}, NodeTimeout(5*time.Minute))
+
+	It("releases a shard's lease within 5 s of SIGTERM, its sites go to another, and no spec change goes unobserved",
+		func(ctx SpecContext) {
+			c := startShard(ctx, "shard-c", false)
+			var theirs []client.ObjectKey
+			Eventually(func() int {
+				theirs = owned(ctx, keys)["shard-c"]
+				return len(theirs)
+			}).WithTimeout(60*time.Second).Should(BeNumerically(">=", 150), "the sharder rebalances onto the new shard")
+			Eventually(func() error { return converged(ctx, keys) }).WithTimeout(30 * time.Second).Should(Succeed())
+			// Changes made while it stops: the next shard must see each of them.
+			for _, key := range theirs {
+				Expect(change(ctx, key)).To(Succeed())
+			}
+			c.cancel() // SIGTERM: the reconcilers end, then the lease is released (the sharder moves at once)
+			Eventually(func() (string, error) {
+				lease := &coordinationv1.Lease{}
+				err := env.Client.Get(ctx, client.ObjectKey{Namespace: managerNamespace, Name: "shard-c"}, lease)
+				return ptr.Deref(lease.Spec.HolderIdentity, ""), err
+			}).WithTimeout(5*time.Second).WithPolling(50*time.Millisecond).Should(BeEmpty(), "shard-c's lease, released")
+			released := time.Now()
+			c.stop()
+			// The sharder moves them at its own write rate, one object after another.
+			Eventually(func() []client.ObjectKey { return owned(ctx, theirs)["shard-c"] }).
+				WithTimeout(3 * time.Minute).Should(BeEmpty())
+			fmt.Fprintf(GinkgoWriter, "stopped shard: %d sites and their chargers moved %s after the release\n",
+				len(theirs), time.Since(released).Round(time.Millisecond))
+			Eventually(func() error { return converged(ctx, keys) }).WithTimeout(30 * time.Second).Should(Succeed())
+		}, NodeTimeout(6*time.Minute))
+
+	It("lets creates succeed while the sharder is down, and assigns them within one resync of its return", func(ctx SpecContext) {
+		sharder.stop()
+		var late []client.ObjectKey
+		for i := 1000; i < 1020; i++ {
+			late = append(late, declareHousehold(ctx, ns, i))
+		}
+		for _, key := range late {
+			site := &flexv1.Site{}
+			Expect(env.Client.Get(ctx, key, site)).To(Succeed())
+			Expect(shards.ShardOf(site)).To(BeEmpty(), "assigned with no sharder to assign it")
+		}
+		sharder = startSharder(ctx)
+		Eventually(func() error { return converged(ctx, late) }).WithTimeout(sharderResync + 10*time.Second).Should(Succeed())
+		keys = append(keys, late...)
+	}, NodeTimeout(2*time.Minute))
+})

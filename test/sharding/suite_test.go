@@ -1,0 +1,286 @@
+package sharding_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
+	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/shards"
+	"github.com/flexsite/flexsite/internal/testenv"
+)
+
+// The sharding suite runs Flexsite's per-site reconcilers as shards of the ring, as the chart
+// does with sharding.enabled: the upstream sharder (its controllers and webhook, here in a
+// manager of its own, as its Deployment) and two or three replicas, each holding its shard
+// lease and the leader lease, against one API server (envtest) whose audit log tells which
+// replica wrote what. It proves the issue's faults: a shard added under load, a shard that
+// dies with its lease, a shard that stops on SIGTERM, and a sharder that is down.
+const (
+	managerNamespace = "flexsite-system"
+	leaderLease      = "flexsite-manager.flexsite.io"
+	// Short lease timings, so a hand-over takes seconds; the renew deadline leaves a loaded
+	// CI machine room (a shard that misses it stops, which is not what this suite is about).
+	leaseDuration = 6 * time.Second
+	renewDeadline = 5 * time.Second
+	retryPeriod   = time.Second
+	// sharderResync is how often the sharder assigns what its webhook missed.
+	sharderResync = 10 * time.Second
+	// userAgentPrefix names a shard's requests in the audit log.
+	userAgentPrefix = "flexsite-shard-"
+)
+
+var (
+	env      *testenv.Env
+	testDB   *dbtest.Database
+	auditLog string
+	// reconciles records every sharded reconcile, to find two shards on one object at once.
+	reconciles = newOverlaps()
+)
+
+func TestSharding(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Sharding suite (envtest, the sharder and shards of the ring)")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	dir := GinkgoT().TempDir()
+	auditLog = filepath.Join(dir, "audit.log")
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	// Every write to Flexsite's objects, with the request and the stored answer.
+	Expect(os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: RequestResponse
+  verbs: ["create", "update", "patch"]
+  resources:
+  - group: flexsite.io
+- level: None
+`), 0o600)).To(Succeed())
+	var err error
+	env, err = testenv.Start(ctx, func(e *envtest.Environment) {
+		e.ControlPlane.GetAPIServer().Configure().
+			Set("audit-policy-file", policy).Set("audit-log-path", auditLog).Set("audit-log-format", "json")
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(env.Stop()).To(Succeed()) })
+	Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}})).To(Succeed())
+	testDB, err = dbtest.ForSuite(ctx, Fail, Skip)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
+	SetDefaultEventuallyTimeout(60 * time.Second)
+	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
+}, NodeTimeout(3*time.Minute))
+
+// process is one running manager: the sharder, or a replica of Flexsite in shard mode.
+type process struct {
+	name   string
+	cancel context.CancelFunc
+	// done receives what mgr.Start returned, once.
+	done chan error
+}
+
+// stop cancels the manager and waits for it to return.
+func (p *process) stop() {
+	GinkgoHelper()
+	if p.done == nil {
+		return
+	}
+	p.cancel()
+	select {
+	case err := <-p.done:
+		Expect(err).NotTo(HaveOccurred(), "%s stopping", p.name)
+	case <-time.After(60 * time.Second):
+		Fail(p.name + " did not stop")
+	}
+	p.done = nil
+}
+
+// startSharder runs the upstream sharder's controllers and webhook in a manager of their own
+// (the chart's sharder Deployment), serving the webhook on envtest's local webhook address.
+func startSharder(ctx context.Context) *process {
+	GinkgoHelper()
+	wh := env.WebhookInstallOptions
+	mgr, err := env.NewManager(func(o *ctrl.Options) {
+		o.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
+		o.WebhookServer = webhook.NewServer(webhook.Options{Host: wh.LocalServingHost, Port: wh.LocalServingPort,
+			CertDir: wh.LocalServingCertDir})
+	})
+	Expect(err).NotTo(HaveOccurred())
+	url := fmt.Sprintf("https://%s:%d/", wh.LocalServingHost, wh.LocalServingPort)
+	Expect(shards.AddSharder(ctx, mgr, shards.SharderOptions{SyncPeriod: sharderResync,
+		Webhook: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: wh.LocalServingCAData}})).To(Succeed())
+	return run(ctx, "sharder", mgr)
+}
+
+// startShard runs a replica of Flexsite in shard mode, as cmd/manager does with --shard:
+// every reconciler, the per-site ones under its shard lease. crash leaves its leases held when
+// it stops, as a killed process does.
+func startShard(ctx context.Context, name string, crash bool) *process {
+	GinkgoHelper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.UserAgent = userAgentPrefix + name
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 testenv.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  index.CacheOptions(),
+		Client:                 index.ClientOptions(),
+		// Several managers in one process register controllers of the same names.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	replica, err := shards.Join(mgr, shards.Options{Shard: name, Namespace: managerNamespace, LeaderElectionID: leaderLease,
+		Timing:           shards.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod},
+		KeepLeasesOnStop: crash, Observe: reconciles.observe})
+	Expect(err).NotTo(HaveOccurred())
+	runCtx := context.WithoutCancel(ctx)
+	Expect(controllers.SetupWithManager(runCtx, replica.OrgWide, controllers.Options{DB: testDB.Pool, Holder: name,
+		Shard: replica})).To(Succeed())
+	return run(ctx, name, mgr)
+}
+
+func run(ctx context.Context, name string, mgr ctrl.Manager) *process {
+	GinkgoHelper()
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p := &process{name: name, cancel: cancel, done: make(chan error, 1)}
+	go func() { p.done <- mgr.Start(runCtx) }()
+	DeferCleanup(p.stop)
+	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
+	return p
+}
+
+// overlaps records the sharded reconciles in flight, per controller and object, and every
+// moment two shards had one object at once.
+type overlaps struct {
+	mu       sync.Mutex
+	inFlight map[string]map[string]int
+	found    []string
+	byShard  map[string]int
+}
+
+func newOverlaps() *overlaps {
+	return &overlaps{inFlight: map[string]map[string]int{}, byShard: map[string]int{}}
+}
+
+func (o *overlaps) observe(shard, controller string, req reconcile.Request) func() {
+	key := controller + " " + req.String()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.inFlight[key] == nil {
+		o.inFlight[key] = map[string]int{}
+	}
+	for other, n := range o.inFlight[key] {
+		if other != shard && n > 0 {
+			o.found = append(o.found, fmt.Sprintf("%s: %s and %s at once", key, other, shard))
+		}
+	}
+	o.inFlight[key][shard]++
+	o.byShard[shard]++
+	return func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.inFlight[key][shard]--
+	}
+}
+
+func (o *overlaps) seen() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.found...)
+}
+
+func (o *overlaps) count(shard string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.byShard[shard]
+}
+
+// auditEvent is what the suite reads of an audit log line.
+type auditEvent struct {
+	Verb      string `json:"verb"`
+	UserAgent string `json:"userAgent"`
+	ObjectRef struct {
+		Resource, Namespace, Name, Subresource string
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestObject  json.RawMessage `json:"requestObject"`
+	ResponseObject struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	} `json:"responseObject"`
+}
+
+// foreignWrites reads the audit log for writes a shard made to a ring object it did not own:
+// each successful write by a shard must answer an object assigned to that shard, unless it
+// is the shard's acknowledgement of a drain (a patch that removes the shard label; the
+// sharder's webhook assigns the next shard in the same request).
+func foreignWrites() []string {
+	GinkgoHelper()
+	f, err := os.Open(auditLog)
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = f.Close() }()
+	ring := map[string]bool{"sites": true, "assets": true, "enrolments": true, "deviceconnections": true, "rewardledgers": true}
+	var foreign []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev auditEvent
+		Expect(json.Unmarshal(sc.Bytes(), &ev)).To(Succeed())
+		shard, ok := strings.CutPrefix(ev.UserAgent, userAgentPrefix)
+		if !ok || !ring[ev.ObjectRef.Resource] || ev.ResponseStatus.Code >= 300 {
+			continue
+		}
+		shard, _, _ = strings.Cut(shard, " ") // client-go may append its own words
+		if ev.ResponseObject.Metadata.Labels[shards.ShardLabel] == shard || drainAcknowledged(ev.RequestObject) {
+			continue
+		}
+		foreign = append(foreign, fmt.Sprintf("%s %s %s/%s (%s) by %s: answered as %q's", ev.Verb, ev.ObjectRef.Resource,
+			ev.ObjectRef.Namespace, ev.ObjectRef.Name, ev.ObjectRef.Subresource, shard,
+			ev.ResponseObject.Metadata.Labels[shards.ShardLabel]))
+	}
+	Expect(sc.Err()).NotTo(HaveOccurred())
+	return foreign
+}
+
+// drainAcknowledged reports whether a patch removes the ring's shard label (the wrapper's
+// acknowledgement of a drain).
+func drainAcknowledged(patch json.RawMessage) bool {
+	var p struct {
+		Metadata struct {
+			Labels map[string]*string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(patch, &p) != nil {
+		return false
+	}
+	v, ok := p.Metadata.Labels[shards.ShardLabel]
+	return ok && v == nil
+}
