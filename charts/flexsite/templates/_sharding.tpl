@@ -47,6 +47,9 @@ else the clientConfig carries the CA.
 {{- $caBundle := .Values.sharding.sharder.webhook.caBundle | default .Values.webhook.caBundle -}}
 apiVersion: config.sharding.timebertt.dev/v1alpha1
 kind: SharderConfig
+clientConnection:
+  qps: {{ .Values.sharding.sharder.clientConnection.qps }}
+  burst: {{ .Values.sharding.sharder.clientConnection.burst }}
 leaderElection:
   leaderElect: true
   resourceName: {{ $sharder }}
