@@ -11,7 +11,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/asseteventstore"
@@ -92,7 +91,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	}
 	// The controllers' client: an index.NewLookup of it finds in the cache's stores.
 	cl := index.CachedClient{Client: mgr.GetClient(), Cache: mgr.GetCache()}
-	perSite, orgWide := manager.Manager(mgr), manager.Manager(mgr)
+	perSite, orgWide := mgr, mgr
 	if o.Shard != nil {
 		perSite, orgWide = o.Shard.PerSite, o.Shard.OrgWide
 	}

@@ -241,12 +241,15 @@ func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opti
 		// A child's events reach its site's shard; one not yet adopted, every shard (the
 		// site's adopts it, the others drop it).
 		Watches(&flexv1.Asset{}, handler.EnqueueRequestsFromMapFunc(siteOfChild),
-			builder.WithPredicates(r.Shard.MineOrUnassigned(), predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+			builder.WithPredicates(r.Shard.MineOrUnassigned(),
+				predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		// Enrolments: their creation may complete an in-flight site; their deletion may be what
 		// a deleted site waits for.
-		Watches(&flexv1.Enrolment{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(r.Shard.MineOrUnassigned(), createdOrDeleted)).
+		Watches(&flexv1.Enrolment{}, handler.EnqueueRequestsFromMapFunc(siteOfChild),
+			builder.WithPredicates(r.Shard.MineOrUnassigned(), createdOrDeleted)).
 		// Ledgers: the cache holds them without their transactions (index.CacheOptions).
-		Watches(&flexv1.RewardLedger{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(r.Shard.MineOrUnassigned(), deletedOnly)).
+		Watches(&flexv1.RewardLedger{}, handler.EnqueueRequestsFromMapFunc(siteOfChild),
+			builder.WithPredicates(r.Shard.MineOrUnassigned(), deletedOnly)).
 		// Claims: a new one may need releasing later; a deleted one may be what a deleted site waits for.
 		Watches(&flexv1.MPANClaim{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(createdOrDeleted)).
 		// A catalogue change re-evaluates many sites: queued behind the sites someone just

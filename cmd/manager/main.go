@@ -312,29 +312,8 @@ func run(ctx context.Context, o options) error {
 	if !ok {
 		return fmt.Errorf("--token-keys-secret must be namespace/name, not %q", o.tokenKeysSecret)
 	}
-	// lm is where what needs a leader goes: the manager itself, or, in a shard, the group
-	// that runs under the leader lease.
-	var replica *shards.Replica
-	lm := manager.Manager(mgr)
-	if o.shard {
-		if replica, lm, err = joinRing(ctx, mgr, o, keysNS, webhookOpts, caData); err != nil {
-			return err
-		}
-	}
-	if err := controllers.SetupWithManager(ctx, lm, controllers.Options{Concurrency: o.concurrency, Background: background, Shard: replica,
-		DB: pool, Devices: deviceauth.Dialer{Policy: o.providerPolicy(), SecretNamespace: keysNS},
-		OrganisationAccess: bootstrap.OrganisationAccess{ClusterRole: o.organisationSecretsRole,
-			ServiceAccountNamespace: keysNS, ServiceAccountName: o.serviceAccount},
-		PublicURL: callbackURL(o.mail.publicURL, o.apiAddr)}); err != nil {
-		return fmt.Errorf("setting up the controllers: %w", err)
-	}
-	if err := setupNotifier(ctx, lm, o, pool); err != nil {
-		return err
-	}
-	// The readings partitions are made ahead by the leader, on start and hourly; a request
-	// never makes one.
-	if err := lm.Add(&db.ReadingPartitions{Pool: pool, Back: readings.PartitionsBack, Ahead: readings.PartitionsAhead,
-		Log: ctrl.Log.WithName("readings-partitions")}); err != nil {
+	lm, err := setupWork(ctx, mgr, o, pool, background, keysNS, webhookOpts, caData)
+	if err != nil {
 		return err
 	}
 	if err := admission.Setup(mgr); err != nil {
@@ -448,6 +427,38 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *page
 	}
 
 	return nil
+}
+
+// setupWork adds the reconcilers, the notification deliverer and the readings partitions. It
+// answers where what needs a leader goes: the manager itself, or, in a shard (--shard), the
+// group that runs under the leader lease.
+func setupWork(ctx context.Context, mgr manager.Manager, o options, pool *pgxpool.Pool, background *priority.Gate,
+	keysNS string, webhookOpts webhook.Options, caData []byte) (manager.Manager, error) {
+	var replica *shards.Replica
+	lm := mgr
+	if o.shard {
+		var err error
+		if replica, lm, err = joinRing(ctx, mgr, o, keysNS, webhookOpts, caData); err != nil {
+			return nil, err
+		}
+	}
+	if err := controllers.SetupWithManager(ctx, lm, controllers.Options{Concurrency: o.concurrency, Background: background,
+		Shard: replica, DB: pool, Devices: deviceauth.Dialer{Policy: o.providerPolicy(), SecretNamespace: keysNS},
+		OrganisationAccess: bootstrap.OrganisationAccess{ClusterRole: o.organisationSecretsRole,
+			ServiceAccountNamespace: keysNS, ServiceAccountName: o.serviceAccount},
+		PublicURL: callbackURL(o.mail.publicURL, o.apiAddr)}); err != nil {
+		return nil, fmt.Errorf("setting up the controllers: %w", err)
+	}
+	if err := setupNotifier(ctx, lm, o, pool); err != nil {
+		return nil, err
+	}
+	// The readings partitions are made ahead by the leader, on start and hourly; a request
+	// never makes one.
+	if err := lm.Add(&db.ReadingPartitions{Pool: pool, Back: readings.PartitionsBack, Ahead: readings.PartitionsAhead,
+		Log: ctrl.Log.WithName("readings-partitions")}); err != nil {
+		return nil, err
+	}
+	return lm, nil
 }
 
 // leaderElectionID is the lease organisation-wide work runs under (the whole manager's,

@@ -87,7 +87,8 @@ func AdoptChildren(ctx context.Context, c client.Client, site *flexv1.Site) erro
 		}
 		adopted := child.DeepCopyObject().(client.Object)
 		household.ControlledBy(adopted, site)
-		if err := c.Patch(ctx, adopted, client.MergeFromWithOptions(child, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		patch := client.MergeFromWithOptions(child, client.MergeFromWithOptimisticLock{})
+		if err := c.Patch(ctx, adopted, patch); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("adopting %T %s of site %s: %w", child, child.GetName(), site.Name, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -75,10 +76,17 @@ func AddSharder(ctx context.Context, mgr manager.Manager, o SharderOptions) erro
 	}))
 }
 
-// ApplyRing creates or updates Flexsite's ControllerRing (server-side apply: it owns the spec).
+// ApplyRing creates or updates Flexsite's ControllerRing (server-side apply: it owns the spec,
+// and nothing else of it).
 func ApplyRing(ctx context.Context, c client.Client) error {
-	ring := Ring()
-	if err := c.Patch(ctx, ring, client.Apply, client.FieldOwner("flexsite"), client.ForceOwnership); err != nil { //nolint:staticcheck // client.Apply of a typed object is what controller-runtime v0.25 offers for it
+	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(Ring())
+	if err != nil {
+		return err
+	}
+	ring := &unstructured.Unstructured{Object: fields}
+	unstructured.RemoveNestedField(ring.Object, "status")
+	unstructured.RemoveNestedField(ring.Object, "metadata", "creationTimestamp")
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(ring), client.FieldOwner("flexsite"), client.ForceOwnership); err != nil {
 		return fmt.Errorf("shards: applying ControllerRing %s: %w", RingName, err)
 	}
 	return nil

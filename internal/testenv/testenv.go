@@ -64,7 +64,9 @@ func Start(ctx context.Context, opts ...func(*envtest.Environment)) (*Env, error
 			"or export KUBEBUILDER_ASSETS=$(hack/ensure-k8s-binaries.sh)")
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases"), filepath.Join(RepoRoot(), "config", "crd", "external")},
+		// Flexsite's CRDs, and the sharder's ControllerRing (external: upstream's, as shipped).
+		CRDDirectoryPaths: []string{filepath.Join(RepoRoot(), "config", "crd", "bases"),
+			filepath.Join(RepoRoot(), "config", "crd", "external")},
 		ErrorIfCRDPathMissing: true,
 		// envtest's defaults (20 s to start, 20 s to stop) are too short for a machine whose
 		// two cores run several suites at once: an API server that comes up in 40 s is not a

@@ -150,9 +150,15 @@ func changeAt(ctx context.Context, keys []client.ObjectKey, perSecond int, stop 
 			select {
 			case <-stop:
 				return
+			case <-ctx.Done():
+				return
 			case <-tick.C:
 			}
-			Expect(change(ctx, keys[i%len(keys)])).To(Succeed())
+			if err := change(ctx, keys[i%len(keys)]); ctx.Err() != nil {
+				return // the spec ended (it failed elsewhere)
+			} else {
+				Expect(err).NotTo(HaveOccurred())
+			}
 			mu.Lock()
 			n++
 			mu.Unlock()
@@ -193,7 +199,9 @@ var _ = Describe("Shards of the ring", Ordered, func() {
 
 	AfterEach(func() {
 		Expect(reconciles.seen()).To(BeEmpty(), "reconciles of one object on two shards at once")
-		Expect(foreignWrites()).To(BeEmpty(), "writes by a shard to objects it did not own (the audit log)")
+		foreign, examined := foreignWrites()
+		Expect(examined).To(BeNumerically(">", 0), "the audit log holds the shards' writes")
+		Expect(foreign).To(BeEmpty(), "writes by a shard to objects it did not own (the audit log)")
 	})
 
 	It("assigns every household to a shard, its charger with its site, and reconciles it there", func(ctx SpecContext) {
@@ -207,13 +215,17 @@ var _ = Describe("Shards of the ring", Ordered, func() {
 	It("adds a second shard while 500 sites change at 20/s: no overlap, no foreign write, every site converged within 30 s",
 		func(ctx SpecContext) {
 			stop := make(chan struct{})
+			stopOnce := sync.OnceFunc(func() { close(stop) })
+			DeferCleanup(stopOnce)
 			changed := changeAt(ctx, keys, 20, stop)
-			Eventually(changed).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 40)) // two seconds of changes first
+			// Two seconds of changes first (the patches are the load, not what is measured: a
+			// loaded machine may take longer to send them).
+			Eventually(changed).WithTimeout(time.Minute).Should(BeNumerically(">=", 40))
 			b = startShard(ctx, "shard-b", true)
 			Eventually(func() int { return len(owned(ctx, keys)["shard-b"]) }).WithTimeout(30*time.Second).
 				Should(BeNumerically(">", 0), "the sharder moves sites to the new shard")
-			Eventually(changed).WithTimeout(30 * time.Second).Should(BeNumerically(">=", 200))
-			close(stop)
+			Eventually(changed).WithTimeout(2 * time.Minute).Should(BeNumerically(">=", 200))
+			stopOnce()
 			Eventually(func() error { return converged(ctx, keys) }).WithTimeout(30 * time.Second).Should(Succeed())
 			by := owned(ctx, keys)
 			Expect(by).To(HaveLen(2))
@@ -248,15 +260,16 @@ var _ = Describe("Shards of the ring", Ordered, func() {
 					}
 				}
 				return errors.New("none of shard-b's sites reconciled elsewhere yet")
-			}).WithTimeout(3 * leaseDuration).Should(Succeed())
+			}).WithTimeout(3*leaseDuration - time.Since(killed)).Should(Succeed())
 			first := time.Since(killed)
-			// The rest follow at the sharder's write rate, one object after another.
+			// The rest follow at the sharder's write rate, one object after another (a minute
+			// is ten times what 250 households take here).
 			Eventually(func() error {
 				if left := owned(ctx, theirs)["shard-b"]; len(left) > 0 {
 					return fmt.Errorf("%d sites still on shard-b", len(left))
 				}
 				return converged(ctx, theirs)
-			}).WithTimeout(3 * time.Minute).Should(Succeed())
+			}).WithTimeout(3*leaseDuration + time.Minute - time.Since(killed)).Should(Succeed())
 			fmt.Fprintf(GinkgoWriter, "killed shard: %d sites and their chargers; the first reconciled elsewhere after %s, all after %s\n",
 				len(theirs), first.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
 		}, NodeTimeout(5*time.Minute))

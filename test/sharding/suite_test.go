@@ -43,11 +43,12 @@ import (
 const (
 	managerNamespace = "flexsite-system"
 	leaderLease      = "flexsite-manager.flexsite.io"
-	// Short lease timings, so a hand-over takes seconds; the renew deadline leaves a loaded
-	// CI machine room (a shard that misses it stops, which is not what this suite is about).
-	leaseDuration = 6 * time.Second
-	renewDeadline = 5 * time.Second
-	retryPeriod   = time.Second
+	// controller-runtime's default lease timings (shards.DefaultTiming): a hand-over's bounds
+	// are in lease durations, and a shorter lease leaves a loaded CI machine less room for the
+	// rest (a shard that misses its renew deadline stops, which is not what this suite is about).
+	leaseDuration = 15 * time.Second
+	renewDeadline = 10 * time.Second
+	retryPeriod   = 2 * time.Second
 	// sharderResync is how often the sharder assigns what its webhook missed.
 	sharderResync = 10 * time.Second
 	// userAgentPrefix names a shard's requests in the audit log.
@@ -242,13 +243,12 @@ type auditEvent struct {
 // each successful write by a shard must answer an object assigned to that shard, unless it
 // is the shard's acknowledgement of a drain (a patch that removes the shard label; the
 // sharder's webhook assigns the next shard in the same request).
-func foreignWrites() []string {
+func foreignWrites() (foreign []string, examined int) {
 	GinkgoHelper()
 	f, err := os.Open(auditLog)
 	Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = f.Close() }()
 	ring := map[string]bool{"sites": true, "assets": true, "enrolments": true, "deviceconnections": true, "rewardledgers": true}
-	var foreign []string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -259,6 +259,7 @@ func foreignWrites() []string {
 			continue
 		}
 		shard, _, _ = strings.Cut(shard, " ") // client-go may append its own words
+		examined++
 		if ev.ResponseObject.Metadata.Labels[shards.ShardLabel] == shard || drainAcknowledged(ev.RequestObject) {
 			continue
 		}
@@ -267,7 +268,7 @@ func foreignWrites() []string {
 			ev.ResponseObject.Metadata.Labels[shards.ShardLabel]))
 	}
 	Expect(sc.Err()).NotTo(HaveOccurred())
-	return foreign
+	return foreign, examined
 }
 
 // drainAcknowledged reports whether a patch removes the ring's shard label (the wrapper's
