@@ -6,7 +6,8 @@
 //  1. REST onboards against writing the same objects straight through client-go;
 //  2. eligibility convergence (write -> Site.status) against the API server's own
 //     write -> watch-event latency, and a catalogue change over every site;
-//  3. the read path against a trivial net/http handler;
+//  3. the read path against a trivial net/http handler; the transactions page read cold (no
+//     kept pages) against a handler running the same SQL (scenario_txcold.go);
 //  4. memory, onboard latency and cold start at two fleet sizes;
 //  5. API writes per onboard, and writes during an idle resync (a manager restart);
 //  6. notifications;
@@ -130,6 +131,7 @@ func runScenarios(ctx context.Context, b *bench, rep *report, only string) error
 		{"onboard vs raw writes", runOnboard},
 		{"eligibility convergence", runConvergence},
 		{"read path", runReads},
+		{scenarioTxCold, runTxCold},
 		{"idle resync", runResync},
 		{"notifications", runNotifications},
 		{dispatchScenario, runDispatch},

@@ -66,15 +66,20 @@ func (s *Store) pageWithBalance(ctx context.Context, site Site, p Page, row func
 	var (
 		first        pgtype.Timestamptz
 		id           pgtype.UUID
-		typ, status  pgtype.Text
+		typ, status  pgtype.DriverBytes // valid until the next row: read into typText, statusText
 		credit, flex pgtype.Int8
 		start, end   pgtype.Timestamptz
 		settlement   pgtype.Date
 		r            PageRow
 		scanned      bool
+		// The texts of the row before: a page's types and statuses repeat row after row.
+		typText, statusText string
 	)
+	// The destinations once for every row: Scan's variadic slice would otherwise be made (on
+	// the heap: Rows is an interface) for each row of every page read.
+	dest := []any{&b.Current, &b.Earnings, &first, &id, &typ, &credit, &flex, &start, &end, &settlement, &status}
 	for rows.Next() {
-		if err := rows.Scan(&b.Current, &b.Earnings, &first, &id, &typ, &credit, &flex, &start, &end, &settlement, &status); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return b, err
 		}
 		if !scanned {
@@ -87,7 +92,7 @@ func (s *Store) pageWithBalance(ctx context.Context, site Site, p Page, row func
 		if settlement.Valid && settlement.InfinityModifier != pgtype.Finite {
 			return b, errors.New("a transaction's settlement date is infinite")
 		}
-		r = PageRow{ID: id.Bytes, Type: typ.String, PaymentStatus: status.String, CreditPence: credit.Int64,
+		r = PageRow{ID: id.Bytes, Type: sameText(&typText, typ), PaymentStatus: sameText(&statusText, status), CreditPence: credit.Int64,
 			FlexWh: flex.Int64, HasFlexWh: flex.Valid, Start: start.Time, HasStart: start.Valid, End: end.Time, HasEnd: end.Valid,
 			Settlement: settlement.Time, HasSettlement: settlement.Valid}
 		row(&r)
@@ -99,4 +104,14 @@ func (s *Store) pageWithBalance(ctx context.Context, site Site, p Page, row func
 		return b, errors.New("the page's statement answered no balance")
 	}
 	return b, nil
+}
+
+// sameText is text as a string: the string of the row before (*prev) when the text is the
+// same, else a new one, kept in *prev. A page's transactions mostly share their type and
+// status, and a string made for each row's would be garbage for every row of every page.
+func sameText(prev *string, text []byte) string {
+	if string(text) != *prev { // compared in place: no string is made
+		*prev = string(text)
+	}
+	return *prev
 }

@@ -200,3 +200,41 @@ func TestPageWithBalanceUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A page costs the reader's process allocations per page, not per transaction: a cold read
+// of a year of weekly rewards (52 rows) scans every row into the same values (the scan's
+// destinations made once, the type and payment status matched to the few strings they take),
+// so that the manager's collector does not pay for each row of every page read (issue 38:
+// the transactions page read cold, against the same SQL run raw).
+func TestPageWithBalanceAllocatesPerPageNotPerRow(t *testing.T) {
+	ctx := context.Background()
+	year, month := newSite(), newSite()
+	start := time.Date(2025, 1, 6, 0, 0, 0, 0, time.UTC)
+	history := func(site rewardstore.Site, weeks int) {
+		txs := make([]flexv1.RewardTransaction, 0, weeks+1)
+		for i := range weeks {
+			txs = append(txs, flexv1.RewardTransaction{ID: uuid.NewString(), Type: "flex event", CreditPence: int64(10 + i),
+				StartTime: &metav1.Time{Time: start.AddDate(0, 0, 7*i)}, EndTime: &metav1.Time{Time: start.AddDate(0, 0, 7*i+1)},
+				SettlementDate: start.AddDate(0, 1, 7*i).Format(time.DateOnly), FlexWh: ptr.To(int64(100 * i))})
+		}
+		txs = append(txs, flexv1.RewardTransaction{ID: uuid.NewString(), Type: household.TransactionWithdrawal, CreditPence: -5,
+			StartTime: &metav1.Time{Time: start.AddDate(0, 0, 7*weeks)}, PaymentStatus: "posted"})
+		if err := store.AppendMany(ctx, site, txs, rewardstore.SourceAPI); err != nil {
+			t.Fatal(err)
+		}
+	}
+	history(year, 51)
+	history(month, 3)
+	allocs := func(site rewardstore.Site) float64 {
+		return testing.AllocsPerRun(20, func() {
+			if _, err := store.PageWithBalance(ctx, site, rewardstore.Page{Limit: 100}, func(*rewardstore.PageRow) {}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	small, large := allocs(month), allocs(year)
+	t.Logf("allocations of a page: %.0f for 52 transactions, %.0f for 4", large, small)
+	if perRow := (large - small) / (52 - 4); perRow >= 1 {
+		t.Errorf("a page of 52 transactions allocates %.0f times, of 4 %.0f: %.1f allocations a row, want fewer than one", large, small, perRow)
+	}
+}
