@@ -18,6 +18,12 @@ import (
 	"github.com/flexsite/flexsite/internal/rewardstore"
 )
 
+// The two sides of the step: the manager's page, and the same SQL served raw.
+const (
+	txColdPage = "page"
+	txColdRaw  = "raw"
+)
+
 // The transactions page judged against the database (issue 38). At 10,000 sites almost every
 // read of GET /rewards/{site_id}/transactions misses the kept pages, so what a page costs is
 // what a read that asks PostgreSQL costs, and the fair baseline is not a handler that answers
@@ -116,13 +122,13 @@ func runTxCold(ctx context.Context, b *bench, rep *report) (err error) {
 	if err := b.checkNoKeptPages(ctx); err != nil {
 		return err
 	}
-	targets := []readTarget{{"page", page, roleManager}, {"raw", raw, roleTrivial}}
+	targets := []readTarget{{txColdPage, page, roleManager}, {txColdRaw, raw, roleTrivial}}
 	// Each side walks every site in turn across its slots (one counter a side, not one a
 	// slot), so the reads do not return to the first sites, hot in PostgreSQL's buffers, in
 	// every slot.
 	var next [2]atomic.Int64
 	c := b.p.Concurrency
-	results, err := b.mirrored(ctx, []string{"page", "raw"}, func(ctx context.Context, j int, slot time.Duration) (timings, error) {
+	results, err := b.mirrored(ctx, []string{txColdPage, txColdRaw}, func(ctx context.Context, j int, slot time.Duration) (timings, error) {
 		return runFor(ctx, c, readWarmup, slot, func(ctx context.Context, _, _ int) error {
 			return getOK(ctx, b.http, targets[j].url(int(next[j].Add(1)-1)), token)
 		})
@@ -225,7 +231,7 @@ func (b *bench) checkNoKeptPages(ctx context.Context) error {
 // and each side's throughput, latency and CPU time per request (the serving process's and
 // PostgreSQL's).
 func reportTxCold(rep *report, sites int, sizes []int, results map[string]*readResult) {
-	page, raw := results["page"], results["raw"]
+	page, raw := results[txColdPage], results[txColdRaw]
 	total := 0
 	for _, s := range sizes {
 		total += s
@@ -237,7 +243,7 @@ func reportTxCold(rep *report, sites int, sizes []int, results map[string]*readR
 	for _, side := range []struct {
 		name, role string
 		r          *readResult
-	}{{"page", roleManager, page}, {"raw", roleTrivial, raw}} {
+	}{{txColdPage, roleManager, page}, {txColdRaw, roleTrivial, raw}} {
 		rep.add(txColdKey, side.name+"_rps", side.r.t.rate(), unitPerSec)
 		rep.add(txColdKey, side.name+"_p50_ms", side.r.t.percentileMS(50), unitMS)
 		rep.add(txColdKey, side.name+"_p99_ms", side.r.t.percentileMS(99), unitMS)
