@@ -85,6 +85,8 @@ type shardsRun struct {
 	shard2 *managerProc
 	// owned is the fleet's site ids by shard, as balance counted them with 2 shards.
 	owned map[string][]string
+	// settled is how long the ring took to settle on each set of shards, in order.
+	settled []float64
 }
 
 func runShards(ctx context.Context, b *bench, rep *report) error {
@@ -197,6 +199,14 @@ func runShards(ctx context.Context, b *bench, rep *report) error {
 	reportShardsFanout(rep, rounds)
 	reportShardsReads(rep, reads, readsBefore, readsAfter)
 	reportShardsMemory(rep, singletonHalf, sitesHalf, singletonFull, sitesFull, mems)
+	// How long the sharder took to assign every object of the ring's kinds: to shard 1 at
+	// first (none was assigned), to both when shard 2 joined, back to shard 1 when it left.
+	for i, name := range []string{"ring_settle_seconds_first_assignment", "ring_settle_seconds_shard_2_joined",
+		"ring_settle_seconds_shard_2_left"} {
+		if i < len(s.settled) {
+			rep.add(scenarioShards, name, s.settled[i], unitSeconds)
+		}
+	}
 	rep.add(scenarioShards, "step_seconds", time.Since(start).Seconds(), unitSeconds)
 	return nil
 }
@@ -418,6 +428,7 @@ func (s *shardsRun) waitRing(ctx context.Context, live ...string) error {
 		return fmt.Errorf("the ring did not settle on %v: %w", live, err)
 	}
 	logf("shards: the ring settled on %v in %s", live, time.Since(start).Round(100*time.Millisecond))
+	s.settled = append(s.settled, time.Since(start).Seconds())
 	return s.waitIdle(ctx)
 }
 
