@@ -10,9 +10,12 @@ import (
 	"time"
 
 	shardingv1alpha1 "github.com/timebertt/kubernetes-controller-sharding/pkg/apis/sharding/v1alpha1"
+	"github.com/timebertt/kubernetes-controller-sharding/pkg/sharding/consistenthash"
+	"github.com/timebertt/kubernetes-controller-sharding/pkg/sharding/key"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -48,7 +51,11 @@ const scenarioShards = "shards"
 // labelShards is the step's section of the table.
 const labelShards = "16 shards"
 
-func init() { scenarioLabels[scenarioShards] = labelShards }
+func init() {
+	scenarioLabels[scenarioShards] = labelShards
+	// The step deletes the ControllerRing when it puts the singleton back.
+	utilruntime.Must(shards.AddToScheme(scheme))
+}
 
 // Shard names of the step's two manager processes.
 const (
@@ -397,11 +404,15 @@ func ringKinds() []client.ObjectList {
 }
 
 // waitRing waits until the ring has settled on these shards: every object of the ring's kinds
-// assigned to one of them and none being drained. Then the shards are waited idle.
+// assigned where the sharder's hash ring over them puts it, and none being drained. Then the
+// shards are waited idle.
 func (s *shardsRun) waitRing(ctx context.Context, live ...string) error {
 	start := time.Now()
+	// The sharder's own hash ring over these shards: where it will have put every object once
+	// it is done (an object still on a live shard may yet be moved).
+	hashRing := consistenthash.New(nil, 0, live...)
 	var last string
-	err := retry(ctx, s.b.p.Settle, func() error {
+	err := pollEvery(ctx, ringPollInterval, s.b.p.Settle, func() error {
 		for _, list := range ringKinds() {
 			var pending int
 			var kind string
@@ -409,7 +420,8 @@ func (s *shardsRun) waitRing(ctx context.Context, live ...string) error {
 				kind = fmt.Sprintf("%T", l)
 				_ = forEachObject(l, func(obj client.Object) {
 					labels := obj.GetLabels()
-					if _, draining := labels[shards.DrainLabel]; draining || !contains(live, labels[shards.ShardLabel]) {
+					_, draining := labels[shards.DrainLabel]
+					if draining || labels[shards.ShardLabel] != desiredShard(hashRing, obj) {
 						pending++
 					}
 				})
@@ -427,18 +439,53 @@ func (s *shardsRun) waitRing(ctx context.Context, live ...string) error {
 	if err != nil {
 		return fmt.Errorf("the ring did not settle on %v: %w", live, err)
 	}
+	// Idle includes the sharder's own controller: its resync patches object after object, one
+	// at a time, and is done only when its worker is.
+	if err := s.waitIdle(ctx); err != nil {
+		return err
+	}
 	logf("shards: the ring settled on %v in %s", live, time.Since(start).Round(100*time.Millisecond))
 	s.settled = append(s.settled, time.Since(start).Seconds())
-	return s.waitIdle(ctx)
+	return nil
 }
 
-func contains(names []string, name string) bool {
-	for _, n := range names {
-		if n == name && n != "" {
-			return true
+// ringPollInterval spaces the lists that tell whether the ring has settled: at 10,000 sites
+// each is 50,000 objects, which must not slow the sharder it waits for.
+const ringPollInterval = 2 * time.Second
+
+// pollEvery calls f every interval until it succeeds or limit has passed, returning its last
+// error.
+func pollEvery(ctx context.Context, interval, limit time.Duration, f func() error) error {
+	deadline := time.Now().Add(limit)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
 		}
 	}
-	return false
+}
+
+// desiredShard is the shard the sharder assigns obj to on hashRing: by its own key for a Site,
+// by its controller's (its Site's) for the kinds a Site controls ("" if it cannot tell).
+func desiredShard(hashRing *consistenthash.Ring, obj client.Object) string {
+	var hashKey string
+	var err error
+	if site, ok := obj.(*flexv1.Site); ok {
+		withKind := &metav1.PartialObjectMetadata{ObjectMeta: site.ObjectMeta}
+		withKind.SetGroupVersionKind(flexv1.GroupVersion.WithKind("Site"))
+		hashKey, err = key.ForObject(withKind)
+	} else {
+		hashKey, err = key.ForController(obj)
+	}
+	if err != nil || hashKey == "" {
+		return ""
+	}
+	return hashRing.Hash(hashKey)
 }
 
 // forEachObject calls f with each item of a list of the ring's kinds.
