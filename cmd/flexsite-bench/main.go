@@ -13,7 +13,9 @@
 //  6. notifications;
 //  7. readings through POST /data/readings against a raw COPY of the same rows;
 //     dispatch status callbacks against the readings route's requests;
-//  8. the read path's CPU per read at two fleet sizes (the fleet step, last: it grows the fleet).
+//  8. the manager as two shards against the singleton (the shards step: it restarts the
+//     manager in other modes and puts the singleton back);
+//  9. the read path's CPU per read at two fleet sizes (the fleet step, last: it grows the fleet).
 //
 // The machines this runs on are shared and noisy, so every target is a ratio of two figures
 // measured in the same run, and nothing here passes or fails on a timing: the run prints a
@@ -142,6 +144,7 @@ func runScenarios(ctx context.Context, b *bench, rep *report, only string) error
 		{scenarioEVSchedule, runEVSchedule},
 		{scenarioPricing, runPricing},
 		{scenarioMeters, runMeters},
+		{scenarioShards, runShards},
 		{scenarioFleet, runFleet},
 	}
 	for _, s := range steps {

@@ -31,6 +31,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -416,13 +417,7 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *page
 		return err
 	}
 	// Mark ready once the caches have synced: the REST API reads through them.
-	if err := mgr.Add(runnableFunc(func(ctx context.Context) error {
-		if !mgr.GetCache().WaitForCacheSync(ctx) {
-			return nil
-		}
-		synced.Store(true)
-		return nil
-	})); err != nil {
+	if err := mgr.Add(cacheSyncedMarker(mgr.GetCache(), &synced)); err != nil {
 		return err
 	}
 
@@ -584,6 +579,25 @@ func bootstrapDemo(ctx context.Context, c client.Client, webhookUp healthz.Check
 		"password", "$FLEXSITE_DEMO_PASSWORD or the documented default")
 	return nil
 }
+
+// cacheSyncedMarker sets synced once the cache has synced. Every replica runs it, leader or
+// not: in a shard, mgr is the leader's group, and a marker run only there would keep every
+// other replica's REST API unready (503) for ever.
+func cacheSyncedMarker(c cache.Cache, synced *atomic.Bool) manager.Runnable {
+	return everyReplica(func(ctx context.Context) error {
+		if c.WaitForCacheSync(ctx) {
+			synced.Store(true)
+		}
+		return nil
+	})
+}
+
+// everyReplica is a runnable that needs no leader.
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+
+func (everyReplica) NeedLeaderElection() bool { return false }
 
 type runnableFunc func(context.Context) error
 
