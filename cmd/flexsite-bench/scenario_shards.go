@@ -777,7 +777,7 @@ func reportShardsFanout(rep *report, rounds []shardsFanout) {
 	rep.addTarget(scenarioShards, "fanout_2_vs_1_shard_ratio", ratio(rate(two), rate(one)), unitRatio, target{">=", shardsFanoutTarget})
 	rep.addTarget(scenarioShards, "fanout_2_vs_1_shard_simulated_ratio", shardsSimulatedRatio(one, two), unitRatio,
 		target{">=", shardsFanoutTarget})
-	var detail []map[string]any
+	detail := make([]map[string]any, 0, len(rounds))
 	for _, f := range rounds {
 		detail = append(detail, map[string]any{"shards": f.shards, "changed": f.changed, "seconds": round3(f.took.Seconds()),
 			"sites_per_second": round3(f.rate()), "cpu_ms_by_role": f.cpu.perUnitMS(1), "shard_cpu_seconds": f.shardCPUSeconds()})
