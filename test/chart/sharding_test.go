@@ -3,6 +3,7 @@ package chart_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	configv1alpha1 "github.com/timebertt/kubernetes-controller-sharding/pkg/apis/config/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -38,36 +40,6 @@ func as[T any](obj *unstructured.Unstructured, kind, name string) *T {
 	out := new(T)
 	ExpectWithOffset(1, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, out)).To(Succeed())
 	return out
-}
-
-// sharderConfig is the part of upstream's SharderConfig (config.sharding.timebertt.dev/v1alpha1)
-// the chart sets.
-type sharderConfig struct {
-	APIVersion     string `json:"apiVersion"`
-	Kind           string `json:"kind"`
-	LeaderElection struct {
-		LeaderElect       *bool  `json:"leaderElect"`
-		ResourceName      string `json:"resourceName"`
-		ResourceNamespace string `json:"resourceNamespace"`
-	} `json:"leaderElection"`
-	Controller struct {
-		Sharder struct {
-			SyncPeriod metav1.Duration `json:"syncPeriod"`
-		} `json:"sharder"`
-	} `json:"controller"`
-	Webhook struct {
-		Config struct {
-			Annotations  map[string]string `json:"annotations"`
-			ClientConfig struct {
-				Service struct {
-					Name      string `json:"name"`
-					Namespace string `json:"namespace"`
-					Port      int32  `json:"port"`
-				} `json:"service"`
-				CABundle string `json:"caBundle"`
-			} `json:"clientConfig"`
-		} `json:"config"`
-	} `json:"webhook"`
 }
 
 var _ = Describe("charts/flexsite with sharding.enabled", func() {
@@ -127,18 +99,20 @@ var _ = Describe("charts/flexsite with sharding.enabled", func() {
 		Expect(find(objs, "ServiceAccount", sharder)).NotTo(BeNil())
 
 		By("its SharderConfig points the leader Lease and the webhook at the release namespace, and cert-manager at its certificate")
-		var cfg sharderConfig
+		// Upstream's own type, strictly: a field the sharder would not know fails here.
+		var cfg configv1alpha1.SharderConfig
 		Expect(yaml.UnmarshalStrict([]byte(configMap.Data["config"]), &cfg)).To(Succeed(), configMap.Data["config"])
 		Expect(cfg.APIVersion).To(Equal("config.sharding.timebertt.dev/v1alpha1"))
 		Expect(cfg.Kind).To(Equal("SharderConfig"))
 		Expect(cfg.LeaderElection.LeaderElect).To(HaveValue(BeTrue()))
 		Expect(cfg.LeaderElection.ResourceNamespace).To(Equal(namespace))
 		Expect(cfg.Controller.Sharder.SyncPeriod.Duration).To(Equal(5 * time.Minute))
+		Expect(cfg.ClientConnection.QPS).To(BeNumerically("==", 100), "the sharder's request rate, which bounds a hand-over")
 		service := as[corev1.Service](find(objs, "Service", sharder), "Service", sharder)
 		Expect(cfg.Webhook.Config.ClientConfig.Service.Name).To(Equal(service.Name))
 		Expect(cfg.Webhook.Config.ClientConfig.Service.Namespace).To(Equal(namespace))
 		Expect(service.Spec.Ports).To(ContainElement(And(HaveField("Name", "webhook"),
-			HaveField("Port", cfg.Webhook.Config.ClientConfig.Service.Port))))
+			HaveField("Port", *cfg.Webhook.Config.ClientConfig.Service.Port))))
 		cert := find(objs, "Certificate", sharder+"-webhook-cert")
 		Expect(cert).NotTo(BeNil())
 		Expect(cfg.Webhook.Config.Annotations).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", namespace+"/"+cert.GetName()))
@@ -217,14 +191,15 @@ var _ = Describe("charts/flexsite with sharding.enabled", func() {
 	It("gives the sharder's webhook the CA of one's own certificate without cert-manager, and refuses to render without its Secret", func(ctx SpecContext) {
 		objs := render(ctx, "ci/sharding-own-cert-values.yaml")
 		configMap := as[corev1.ConfigMap](find(objs, "ConfigMap", sharder+"-config"), "ConfigMap", sharder+"-config")
-		var cfg sharderConfig
+		var cfg configv1alpha1.SharderConfig
 		Expect(yaml.UnmarshalStrict([]byte(configMap.Data["config"]), &cfg)).To(Succeed(), configMap.Data["config"])
 		Expect(cfg.Webhook.Config.Annotations).NotTo(HaveKey("cert-manager.io/inject-ca-from"))
 		values := map[string]any{}
 		Expect(yaml.Unmarshal(readChartFile("ci/sharding-own-cert-values.yaml"), &values)).To(Succeed())
 		caBundle, _, _ := unstructured.NestedString(values, "webhook", "caBundle")
 		Expect(caBundle).NotTo(BeEmpty())
-		Expect(cfg.Webhook.Config.ClientConfig.CABundle).To(Equal(caBundle), "webhook.caBundle, when sharding's own is empty")
+		Expect(base64.StdEncoding.EncodeToString(cfg.Webhook.Config.ClientConfig.CABundle)).To(Equal(caBundle),
+			"webhook.caBundle, when sharding's own is empty")
 		deploy := as[appsv1.Deployment](find(objs, "Deployment", sharder), "Deployment", sharder)
 		Expect(deploy.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Secret.SecretName", "flexsite-sharder-webhook-tls")))
 
