@@ -11,17 +11,15 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/meters"
 	"github.com/flexsite/flexsite/internal/meters/synth"
 	"github.com/flexsite/flexsite/internal/meterstore"
@@ -595,26 +593,11 @@ func reportMeterLookups(rep *report, targets []meterLookup, sizes map[string]int
 	}
 }
 
-// startMetersRaw runs this same binary as the raw lookup server (in the trivial server's
-// place, so that its CPU time counts as roleTrivial) and waits until it answers.
+// startMetersRaw runs this same binary as the raw lookup server (startSelf).
 func (b *bench) startMetersRaw(ctx context.Context) (string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
-	ports, err := freePorts(1)
-	if err != nil {
-		return "", err
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	logPath := filepath.Join(filepath.Dir(b.mgrCfg.logPath), "meters-raw.log")
-	// The server reads the database's URL from $FLEXSITE_DATABASE_URL, as the manager does.
-	if b.trivial, err = startChild("raw meter lookups", self, logPath, metersRawServerArg, addr); err != nil {
-		return "", err
-	}
-	base := "http://" + addr + "/"
-	_, err = b.trivial.waitHTTP(ctx, probeClient, base+"healthz", 30*time.Second)
-	return base, err
+	return b.startSelf(ctx, "raw meter lookups", "meters-raw.log", "healthz", func(addr string) []string {
+		return []string{metersRawServerArg, addr}
+	})
 }
 
 // serveMetersRaw is the lookups' baseline: net/http, configured as the REST API's server,
@@ -623,22 +606,17 @@ func (b *bench) startMetersRaw(ctx context.Context) (string, error) {
 // without its work: no authentication, no reference sealed (a run of x's as long as one),
 // no encoder. It stops on SIGTERM.
 func serveMetersRaw(addr string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	pool, err := db.Open(ctx, os.Getenv("FLEXSITE_DATABASE_URL"))
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	store := &meterstore.Store{Pool: pool}
+	return serveWithPool(addr, func(pool *pgxpool.Pool, mux *http.ServeMux) { meterRoutes(&meterstore.Store{Pool: pool}, mux) })
+}
+
+// meterRoutes are serveMetersRaw's lookups.
+func meterRoutes(store *meterstore.Store, mux *http.ServeMux) {
 	refFill := bytes.Repeat([]byte("x"), 1024)
 	write := func(w http.ResponseWriter, body []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		_, _ = w.Write(body)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { write(w, []byte(`{}`)) })
 	mux.HandleFunc("GET /meter/search", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		refBytes, err := strconv.Atoi(q.Get("ref_bytes"))
@@ -699,15 +677,6 @@ func serveMetersRaw(addr string) error {
 		}
 		write(w, append(body, "]}"...))
 	})
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }
 
 func medianDuration(ds []time.Duration) time.Duration {

@@ -13,6 +13,10 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flexsite/flexsite/internal/db"
 )
 
 // readWarmup precedes each measured read window: connections open, caches warm.
@@ -323,6 +327,15 @@ func reportReads(rep *report, endpoints []readTarget, sizes map[string]int, resu
 
 // startTrivial runs this same binary as the trivial server and waits until it answers.
 func (b *bench) startTrivial(ctx context.Context) (string, error) {
+	return b.startSelf(ctx, "trivial server", "trivial.log", "", func(addr string) []string {
+		return []string{"--trivial-server=" + addr}
+	})
+}
+
+// startSelf runs this same binary as a server on a free loopback port, in the trivial
+// server's place (b.trivial: its CPU time counts as roleTrivial), and waits until probe (a
+// path) answers. args are the binary's arguments for the address it is to listen on.
+func (b *bench) startSelf(ctx context.Context, name, logName, probe string, args func(addr string) []string) (string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", err
@@ -332,13 +345,38 @@ func (b *bench) startTrivial(ctx context.Context) (string, error) {
 		return "", err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	logPath := filepath.Join(filepath.Dir(b.mgrCfg.logPath), "trivial.log")
-	if b.trivial, err = startChild("trivial server", self, logPath, "--trivial-server="+addr); err != nil {
+	logPath := filepath.Join(filepath.Dir(b.mgrCfg.logPath), logName)
+	if b.trivial, err = startChild(name, self, logPath, args(addr)...); err != nil {
 		return "", err
 	}
 	url := "http://" + addr + "/"
-	_, err = b.trivial.waitHTTP(ctx, probeClient, url, 30*time.Second)
+	_, err = b.trivial.waitHTTP(ctx, probeClient, url+probe, 30*time.Second)
 	return url, err
+}
+
+// serveWithPool serves routes on addr as the raw baselines do: net/http, configured as the
+// REST API's server, with a pool made as the manager makes its own (db.Open) on the same
+// database ($FLEXSITE_DATABASE_URL), until SIGTERM.
+func serveWithPool(addr string, routes func(pool *pgxpool.Pool, mux *http.ServeMux)) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	pool, err := db.Open(ctx, os.Getenv("FLEXSITE_DATABASE_URL"))
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{}`)) })
+	routes(pool, mux)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }
 
 // trivialBody is what the trivial handler answers: a small constant JSON document.

@@ -3,18 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"os/signal"
-	"path/filepath"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/flexsite/flexsite/internal/db"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/flexsite/flexsite/internal/rewardstore"
 )
 
@@ -262,26 +259,11 @@ func reportTxCold(rep *report, sites int, sizes []int, results map[string]*readR
 		raw.cpuPerCallUS(roleTrivial), raw.cpuPerCallUS(rolePostgres), pageRatio)
 }
 
-// startTransactionsRaw runs this same binary as the raw transactions server (in the trivial
-// server's place, so that its CPU time counts as roleTrivial) and waits until it answers.
+// startTransactionsRaw runs this same binary as the raw transactions server (startSelf).
 func (b *bench) startTransactionsRaw(ctx context.Context) (string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
-	ports, err := freePorts(1)
-	if err != nil {
-		return "", err
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	logPath := filepath.Join(filepath.Dir(b.mgrCfg.logPath), "transactions-raw.log")
-	// The server reads the database's URL from $FLEXSITE_DATABASE_URL, as the manager does.
-	if b.trivial, err = startChild("raw transactions server", self, logPath, txColdRawServerArg, addr); err != nil {
-		return "", err
-	}
-	base := "http://" + addr + "/"
-	_, err = b.trivial.waitHTTP(ctx, probeClient, base+"healthz", 30*time.Second)
-	return base, err
+	return b.startSelf(ctx, "raw transactions server", "transactions-raw.log", "healthz", func(addr string) []string {
+		return []string{txColdRawServerArg, addr}
+	})
 }
 
 // serveTransactionsRaw is the cold page's baseline: net/http, configured as the REST API's
@@ -292,18 +274,15 @@ func (b *bench) startTransactionsRaw(ctx context.Context) (string, error) {
 // tells it) with the page's transaction count in X-Transactions. No authentication, no site
 // lookup, no encoding. It stops on SIGTERM.
 func serveTransactionsRaw(addr string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	pool, err := db.Open(ctx, os.Getenv("FLEXSITE_DATABASE_URL"))
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	store := &rewardstore.Store{Pool: pool}
+	return serveWithPool(addr, func(pool *pgxpool.Pool, mux *http.ServeMux) {
+		transactionRoutes(&rewardstore.Store{Pool: pool}, mux)
+	})
+}
+
+// transactionRoutes are serveTransactionsRaw's page.
+func transactionRoutes(store *rewardstore.Store, mux *http.ServeMux) {
 	// {} and then spaces: any prefix of two bytes or more is a JSON document.
 	body := append([]byte("{}"), bytes.Repeat([]byte(" "), maxTrivialBytes-2)...)
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{}`)) })
 	mux.HandleFunc("GET /raw/transactions/{namespace}/{site_id}", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		limit, err := strconv.Atoi(q.Get("limit"))
@@ -328,13 +307,4 @@ func serveTransactionsRaw(addr string) error {
 		w.Header().Set(txRowsHeader, strconv.FormatInt(rows, 10))
 		_, _ = w.Write(body[:n]) // one slice, as the REST API writes its answers
 	})
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }
