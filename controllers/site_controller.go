@@ -141,12 +141,12 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 		}
 		return errAbandoned
 	}
-	// Its children carry it as their controller: that puts them on its shard.
-	if err := householdstore.AdoptChildren(ctx, r.Client, site); err != nil {
-		return err
-	}
 	found, err := index.NewLookup(r.Client).AssetsOfSite(ctx, site.Namespace, site.Name)
 	if err != nil {
+		return err
+	}
+	// Its children carry it as their controller: that puts them on its shard.
+	if err := householdstore.AdoptChildren(ctx, r.Client, site, found); err != nil {
 		return err
 	}
 	assets := &flexv1.AssetList{Items: make([]flexv1.Asset, len(found))}

@@ -46,17 +46,14 @@ func DeleteChildren(ctx context.Context, c client.Client, r client.Reader, site 
 	return remaining, nil
 }
 
-// AdoptChildren gives each child of site found in c's cache (its Assets, Enrolments, device
-// connections and RewardLedger) the site as controller (household.ControlledBy), in one patch
-// each, once. Children written by kubectl or GitOps come without the reference, and so do
-// those written before it existed. A patch meets the stored object or conflicts (a requeue).
-func AdoptChildren(ctx context.Context, c client.Client, site *flexv1.Site) error {
+// AdoptChildren gives each child of site found in c's cache (its Assets, which the caller has
+// found already, its Enrolments, device connections and RewardLedger) the site as controller
+// (household.ControlledBy), in one patch each, once. Children written by kubectl or GitOps
+// come without the reference, and so do those written before it existed. A patch meets the
+// stored object or conflicts (a requeue).
+func AdoptChildren(ctx context.Context, c client.Client, site *flexv1.Site, assets []*flexv1.Asset) error {
 	lookup := index.NewLookup(c)
 	var children []client.Object
-	assets, err := lookup.AssetsOfSite(ctx, site.Namespace, site.Name)
-	if err != nil {
-		return err
-	}
 	enrolments, err := lookup.EnrolmentsOfSite(ctx, site.Namespace, site.Name)
 	if err != nil {
 		return err
