@@ -116,6 +116,12 @@ func (e *Env) WebhookServerUp() error {
 // NewManager returns a manager for the environment with metrics and probes off, serving the
 // installed webhooks (if any); opts change those options (e.g. a metrics endpoint).
 func (e *Env) NewManager(opts ...func(*ctrl.Options)) (ctrl.Manager, error) {
+	return e.NewManagerWithConfig(e.Config, opts...)
+}
+
+// NewManagerWithConfig is NewManager talking to the API server as cfg says (e.g. a user agent
+// of its own, which the API server's audit log then names).
+func (e *Env) NewManagerWithConfig(cfg *rest.Config, opts ...func(*ctrl.Options)) (ctrl.Manager, error) {
 	wh := e.WebhookInstallOptions
 	o := ctrl.Options{
 		Scheme:                 Scheme,
@@ -129,7 +135,7 @@ func (e *Env) NewManager(opts ...func(*ctrl.Options)) (ctrl.Manager, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return ctrl.NewManager(e.Config, o)
+	return ctrl.NewManager(cfg, o)
 }
 
 // Namespace creates a fresh organisation namespace for one test.

@@ -23,13 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
-	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/shards"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -128,10 +125,9 @@ func (p *process) stop() {
 func startSharder(ctx context.Context) *process {
 	GinkgoHelper()
 	wh := env.WebhookInstallOptions
+	// Its webhook server is the one NewManager gives it: on envtest's local webhook address.
 	mgr, err := env.NewManager(func(o *ctrl.Options) {
 		o.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
-		o.WebhookServer = webhook.NewServer(webhook.Options{Host: wh.LocalServingHost, Port: wh.LocalServingPort,
-			CertDir: wh.LocalServingCertDir})
 	})
 	Expect(err).NotTo(HaveOccurred())
 	url := fmt.Sprintf("https://%s:%d/", wh.LocalServingHost, wh.LocalServingPort)
@@ -147,14 +143,9 @@ func startShard(ctx context.Context, name string, crash bool) *process {
 	GinkgoHelper()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.UserAgent = userAgentPrefix + name
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 testenv.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  index.CacheOptions(),
-		Client:                 index.ClientOptions(),
-		// Several managers in one process register controllers of the same names.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	// Several managers in one process register controllers of the same names.
+	mgr, err := env.NewManagerWithConfig(cfg, func(o *ctrl.Options) {
+		o.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
 	})
 	Expect(err).NotTo(HaveOccurred())
 	replica, err := shards.Join(mgr, shards.Options{Shard: name, Namespace: managerNamespace, LeaderElectionID: leaderLease,
