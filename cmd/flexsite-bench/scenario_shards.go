@@ -13,7 +13,9 @@ import (
 	"github.com/timebertt/kubernetes-controller-sharding/pkg/sharding/consistenthash"
 	"github.com/timebertt/kubernetes-controller-sharding/pkg/sharding/key"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -400,12 +402,6 @@ func (s *shardsRun) waitIdle(ctx context.Context) error {
 	return nil
 }
 
-// ringKinds are the kinds the ring assigns, listed to tell when it has settled.
-func ringKinds() []client.ObjectList {
-	return []client.ObjectList{&flexv1.SiteList{}, &flexv1.AssetList{}, &flexv1.EnrolmentList{},
-		&flexv1.DeviceConnectionList{}, &flexv1.RewardLedgerList{}}
-}
-
 // waitRing waits until the ring has settled on these shards: every object of the ring's kinds
 // assigned where the sharder's hash ring over them puts it, and none being drained. Then the
 // shards are waited idle.
@@ -416,17 +412,19 @@ func (s *shardsRun) waitRing(ctx context.Context, live ...string) error {
 	hashRing := consistenthash.New(nil, 0, live...)
 	var last string
 	err := pollEvery(ctx, ringPollInterval, s.b.p.Settle, func() error {
-		for _, list := range ringKinds() {
+		for _, list := range shards.RingLists() {
 			var pending int
 			var kind string
 			err := listPages(ctx, s.b.c, list, func(l client.ObjectList) {
 				kind = fmt.Sprintf("%T", l)
-				_ = forEachObject(l, func(obj client.Object) {
+				_ = meta.EachListItem(l, func(item k8sruntime.Object) error {
+					obj := item.(client.Object)
 					labels := obj.GetLabels()
 					_, draining := labels[shards.DrainLabel]
 					if draining || labels[shards.ShardLabel] != desiredShard(hashRing, obj) {
 						pending++
 					}
+					return nil
 				})
 			})
 			if err != nil {
@@ -489,35 +487,6 @@ func desiredShard(hashRing *consistenthash.Ring, obj client.Object) string {
 		return ""
 	}
 	return hashRing.Hash(hashKey)
-}
-
-// forEachObject calls f with each item of a list of the ring's kinds.
-func forEachObject(list client.ObjectList, f func(client.Object)) error {
-	switch l := list.(type) {
-	case *flexv1.SiteList:
-		for i := range l.Items {
-			f(&l.Items[i])
-		}
-	case *flexv1.AssetList:
-		for i := range l.Items {
-			f(&l.Items[i])
-		}
-	case *flexv1.EnrolmentList:
-		for i := range l.Items {
-			f(&l.Items[i])
-		}
-	case *flexv1.DeviceConnectionList:
-		for i := range l.Items {
-			f(&l.Items[i])
-		}
-	case *flexv1.RewardLedgerList:
-		for i := range l.Items {
-			f(&l.Items[i])
-		}
-	default:
-		return fmt.Errorf("not a list of the ring's kinds: %T", list)
-	}
-	return nil
 }
 
 // shardsBalance is how many of the fleet's sites each shard owns.

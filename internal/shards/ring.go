@@ -47,9 +47,10 @@ func Ring() *shardingv1alpha1.ControllerRing {
 	}
 }
 
-// RingKinds are the kinds of Ring, as objects: each has a reconciler that acknowledges drains.
-func RingKinds() []client.Object {
-	return []client.Object{&flexv1.Site{}, &flexv1.Asset{}, &flexv1.Enrolment{}, &flexv1.DeviceConnection{}, &flexv1.RewardLedger{}}
+// RingLists are lists of Ring's kinds (to read every object the sharder assigns).
+func RingLists() []client.ObjectList {
+	return []client.ObjectList{&flexv1.SiteList{}, &flexv1.AssetList{}, &flexv1.EnrolmentList{},
+		&flexv1.DeviceConnectionList{}, &flexv1.RewardLedgerList{}}
 }
 
 // ShardOf is the shard an object is assigned to ("" while the sharder has not assigned it).
