@@ -205,9 +205,9 @@ func (s *jsonShape) stringByte(c byte) error {
 		}
 	case s.esc >= 2:
 		d := hexDigit(c)
-		if d < 0 { // not an escape: the decoder's to refuse
+		if d < 0 { // not an escape (the decoder's to refuse): c read as it is
 			s.esc, s.high = 0, false
-			break
+			return s.stringByte(c)
 		}
 		s.hex = s.hex<<4 | d
 		if s.esc++; s.esc < 6 {
