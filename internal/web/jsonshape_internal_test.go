@@ -90,6 +90,12 @@ func TestJSONShape(t *testing.T) {
 		}
 	}
 
+	// An escape cut short is the decoder's to refuse; the check reads on in step (the quote
+	// after it closes the text).
+	if got := verdict(checkJSONShape([]byte(`{"a": "\u12", "b": "` + "\xff" + `"}`))); got != "[body 20] json_invalid" {
+		t.Errorf("after an escape cut short: %s", got)
+	}
+
 	// A number out of range is the number's reader's to refuse, in the 422 form.
 	obj, err := DecodeObject([]byte(`{"power_kw": 1e999}`))
 	if err != nil {
