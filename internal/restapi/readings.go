@@ -115,8 +115,8 @@ func (a *API) postReadings(r *http.Request, p *auth.Principal) (any, error) {
 }
 
 // readReadings reads ReadingsDataPoints from the body as a stream (encoding/json's tokens
-// around the readings, each reading decoded on its own): nothing of the body is held but the
-// readings taken. It answers the readings and, for each, its response with the fields as
+// around the readings, each reading decoded on its own), shaped as every JSON body is
+// (web.JSONShaped): nothing of the body is held but the readings taken. It answers the readings and, for each, its response with the fields as
 // sent; or the refusal: 413 past MaxReadingsPerRequest readings or MaxReadingsBodyBytes, 422
 // naming the problems of the first MaxListedRejections readings that have any (and counting
 // the rest), json_invalid for a body that is not JSON.
@@ -126,7 +126,9 @@ func readReadings(r *http.Request) ([]readings.Reading, []ReadingResponse, error
 		return nil, nil, err
 	}
 	defer closeBody()
-	rd := readingsReader{dec: json.NewDecoder(body)}
+	// Shaped: the decoder never reads a body nested past web.MaxDepth, a key twice, or a text
+	// that is not UTF-8 (each a 422, as every JSON body's).
+	rd := readingsReader{dec: json.NewDecoder(web.JSONShaped(body))}
 	in, echo, err := rd.read()
 	if err != nil {
 		if told := web.BodyError(err, MaxReadingsBodyBytes); told != nil {
@@ -183,8 +185,7 @@ func (rd *readingsReader) read() ([]readings.Reading, []ReadingResponse, error) 
 			}
 			continue
 		}
-		// A key sent twice counts once, the later (as a decoded object keeps it).
-		seen, rd.f, rd.rejected = true, fields{Limit: rd.f.Limit}, 0
+		seen = true // (once: a key sent twice is refused as the body is read, web.JSONShaped)
 		if in, echo, err = rd.list(); err != nil {
 			return nil, nil, err
 		}

@@ -136,8 +136,11 @@ func tooLarge(limit int64) error {
 // BodyError tells the error of reading a body opened by OpenBodyUpTo (a decoder's, when it is
 // the reader's): past the limit, 413; not the gzip it says, 400; nil when err is not one of
 // the reader's: a decoder's own (a syntax error, a document cut short) or the connection's,
-// for the caller to tell.
+// for the caller to tell. A JSONShaped reader's refusal is its 422.
 func BodyError(err error, limit int64) error {
+	if shape, ok := errors.AsType[shapeError](err); ok { // a JSONShaped body's refusal
+		return shape.err
+	}
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return tooLarge(limit)
 	}
@@ -155,8 +158,12 @@ func BodyError(err error, limit int64) error {
 const MaxListItems = 1000
 
 // DecodeObject decodes a JSON object body already read, as DecodeJSON does: every list in it
-// at most MaxListItems long.
+// at most MaxListItems long, and of the shape checkJSONShape checks (nested at most MaxDepth
+// deep, at most MaxObjectKeys keys an object and none twice, its texts valid UTF-8).
 func DecodeObject(data []byte) (map[string]any, error) {
+	if err := checkJSONShape(data); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	b := boundedDecoder{dec: dec, path: []any{"body"}}
@@ -176,7 +183,8 @@ func DecodeObject(data []byte) (map[string]any, error) {
 }
 
 // boundedDecoder decodes a JSON value token by token (as Decode would, numbers as
-// json.Number), refusing a list longer than MaxListItems at its place (path).
+// json.Number), refusing a list longer than MaxListItems at its place (path). It recurses once
+// a level: it reads only texts checkJSONShape has passed (at most MaxDepth levels).
 type boundedDecoder struct {
 	dec  *json.Decoder
 	path []any
