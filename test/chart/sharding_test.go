@@ -301,6 +301,49 @@ var _ = Describe("charts/flexsite with sharding.enabled", func() {
 			"the webhook labels new objects of organisation namespaces only")
 		Expect(hooks.Webhooks[0].ClientConfig.Service).To(HaveField("Name", sharder))
 
+		By("of the ring's objects it may change the ring's shard and drain labels, and nothing else (the chart's ValidatingAdmissionPolicy)")
+		for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+			o := find(objs, kind, sharder+"-ring-labels-only")
+			Expect(o).NotTo(BeNil(), kind)
+			Expect(k8s.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("helm"),
+				client.ForceOwnership)).To(Succeed(), kind)
+		}
+		site := &unstructured.Unstructured{}
+		site.SetAPIVersion("flexsite.io/v1alpha1")
+		site.SetKind("Site")
+		site.SetNamespace(organisation)
+		site.SetName("site-1")
+		site.SetLabels(map[string]string{"flexsite.io/household": "h1"})
+		Expect(unstructured.SetNestedField(site.Object, "12 High Street", "spec", "streetAddress")).To(Succeed())
+		Expect(k8s.Create(ctx, site)).To(Succeed())
+		patchAsSharder := func(patch string) error {
+			return asSharder.Patch(ctx, site.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch)))
+		}
+		Eventually(func(g Gomega) {
+			err := patchAsSharder(`{"spec":{"streetAddress":"13 High Street"}}`)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring("the sharder may not change the spec"))
+		}).WithTimeout(30*time.Second).Should(Succeed(), "the policy is in force once the API server has it")
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(site), site)).To(Succeed())
+		spec, _, _ := unstructured.NestedMap(site.Object, "spec")
+		for patch, refusal := range map[string]string{
+			`{"metadata":{"labels":{"flexsite.io/household":"h2"}}}`:                   "only the ring's shard and drain labels",
+			`{"metadata":{"labels":{"flexsite.io/household":null}}}`:                   "only the ring's shard and drain labels",
+			`{"metadata":{"labels":{"shard.alpha.sharding.timebertt.dev/other":"x"}}}`: "only the ring's shard and drain labels",
+			`{"metadata":{"annotations":{"note":"x"}}}`:                                "annotations, finalizers or owners",
+			`{"metadata":{"finalizers":["example.com/hold"]}}`:                         "annotations, finalizers or owners",
+		} {
+			err := patchAsSharder(patch)
+			Expect(err).To(HaveOccurred(), patch)
+			Expect(err.Error()).To(ContainSubstring(refusal), patch)
+		}
+		Expect(patchAsSharder(fmt.Sprintf(`{"metadata":{"labels":{%q:"flexsite-abc12"}}}`, shards.ShardLabel))).To(Succeed())
+		Expect(patchAsSharder(fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, shards.DrainLabel))).To(Succeed())
+		Expect(patchAsSharder(fmt.Sprintf(`{"metadata":{"labels":{%q:null,%q:null}}}`, shards.ShardLabel, shards.DrainLabel))).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(site), site)).To(Succeed())
+		Expect(site.GetLabels()).To(Equal(map[string]string{"flexsite.io/household": "h1"}))
+		Expect(site.Object["spec"]).To(Equal(spec))
+
 		By("the same apply of a webhook configuration of another name is refused: it would be a create")
 		other := controllerring.WebhookConfigForControllerRing(&shardingv1alpha1.ControllerRing{
 			ObjectMeta: metav1.ObjectMeta{Name: "other"}}, sharderConfig.Webhook.Config)
