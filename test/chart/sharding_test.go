@@ -336,6 +336,7 @@ var _ = Describe("charts/flexsite with sharding.enabled", func() {
 			err := patchAsSharder(patch)
 			Expect(err).To(HaveOccurred(), patch)
 			Expect(err.Error()).To(ContainSubstring(refusal), patch)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s: a 422, %v", patch, err)
 		}
 		Expect(patchAsSharder(fmt.Sprintf(`{"metadata":{"labels":{%q:"flexsite-abc12"}}}`, shards.ShardLabel))).To(Succeed())
 		Expect(patchAsSharder(fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, shards.DrainLabel))).To(Succeed())
