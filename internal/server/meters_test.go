@@ -18,10 +18,13 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app/meterpoints"
+	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/meters"
 	"github.com/flexsite/flexsite/internal/meters/synth"
 	"github.com/flexsite/flexsite/internal/meterstore"
 	"github.com/flexsite/flexsite/internal/sealing"
+	"github.com/flexsite/flexsite/internal/server"
+	"github.com/flexsite/flexsite/internal/testenv"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
@@ -429,7 +432,29 @@ var _ = Describe("The Meters group: the meter-point register's lookups", Ordered
 var _ = Describe("The Meters group across a rotation of the reference keys", Serial, func() {
 	It("opens a reference sealed before a rotation until its key is removed, then answers 404 for it, never a 500", func(ctx SpecContext) {
 		ensureMeterRegister(ctx)
-		tok := newOrg(ctx, flexv1.RoleEntityRead).token()
+		o := newOrg(ctx)
+		tok := o.token()
+		// The hosted flow's door: a household's token, its search and its address step.
+		household := mustCall("POST", "/auth/component-token", tok, componentForm("rotation-household",
+			"gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z"))["access_token"].(string)
+		hosted := func(method, path string, body any) (int, response) {
+			GinkgoHelper()
+			status, data, err := testenv.CallWithHeaders(apiServer.URL, method, path, household, body,
+				map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+			Expect(err).NotTo(HaveOccurred())
+			return status, data
+		}
+		hostedRef := func() string {
+			GinkgoHelper()
+			status, data := hosted("GET", "/hosted/api/meters?"+url.Values{"postcode": {meterStreetPostcode},
+				"building_identifier": {"12"}}.Encode(), nil)
+			Expect(status).To(Equal(http.StatusOK), "%s", data)
+			return data.Map()["addresses"].([]any)[0].(map[string]any)["ref"].(string)
+		}
+		pick := func(ref string) (int, response) {
+			GinkgoHelper()
+			return hosted("PUT", "/hosted/api/address", map[string]any{"postcode": meterStreetPostcode, "meter_ref": ref})
+		}
 		kidOf := func(ref string) string {
 			GinkgoHelper()
 			kid, _, _, err := meters.DecodeRef(ref, sealing.NonceSize)
@@ -437,6 +462,7 @@ var _ = Describe("The Meters group across a rotation of the reference keys", Ser
 			return kid
 		}
 		before := meterRef(tok, meterStreetPostcode, "12")
+		hostedBefore := hostedRef()
 		rotation := meterpoints.KeyRotation(meterpoints.DefaultKeyRotation)
 		t0 := time.Now()
 		Expect(meterRefKeys.Rotate(ctx, rotation, t0)).To(Succeed())
@@ -448,6 +474,8 @@ var _ = Describe("The Meters group across a rotation of the reference keys", Ser
 		for _, ref := range []string{before, after} {
 			Expect(mustCall("GET", "/meter/by-ref/"+ref, tok, nil)).To(HaveKeyWithValue("mpan", meterMPAN(12)))
 		}
+		status, data := pick(hostedBefore)
+		Expect(status).To(Equal(http.StatusOK), "the hosted flow's reference of the old key: %s", data)
 
 		By("once every reference of the old key has expired the key is removed: its reference is the 404 of a made-up one")
 		Expect(meterRefKeys.Rotate(ctx, rotation, t0.Add(rotation.Every+rotation.Keep))).To(Succeed())
@@ -457,6 +485,12 @@ var _ = Describe("The Meters group across a rotation of the reference keys", Ser
 			Expect(resp.Detail()).To(Equal("Meter not found"))
 		}
 		Expect(mustCall("GET", "/meter/by-ref/"+after, tok, nil)).To(HaveKeyWithValue("mpan", meterMPAN(12)))
+		status, data = pick(hostedBefore)
+		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", data)
+		Expect(data.Detail()).To(ConsistOf(And(HaveKeyWithValue("loc", []any{"body", "meter_ref"}),
+			HaveKeyWithValue("msg", hostedflow.MeterRefWords))))
+		status, data = pick(hostedRef())
+		Expect(status).To(Equal(http.StatusOK), "a fresh search's reference: %s", data)
 	})
 })
 
