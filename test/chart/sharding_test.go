@@ -300,6 +300,12 @@ var _ = Describe("charts/flexsite with sharding.enabled", func() {
 		Expect(hooks.Webhooks[0].NamespaceSelector).To(Equal(shards.Ring().Spec.NamespaceSelector),
 			"the webhook labels new objects of organisation namespaces only")
 		Expect(hooks.Webhooks[0].ClientConfig.Service).To(HaveField("Name", sharder))
+		applied := controllerring.WebhookConfigForControllerRing(shards.Ring(), sharderConfig.Webhook.Config)
+		Expect(find(objs, "MutatingWebhookConfiguration", webhookConfig).GetLabels()).To(
+			And(HaveKeyWithValue(shardingv1alpha1.LabelControllerRing, controllerRing), HaveKeyWithValue("app.kubernetes.io/name", "controller-sharding")))
+		for k, v := range applied.Labels {
+			Expect(hooks.Labels).To(HaveKeyWithValue(k, v), "the chart's labels and the sharder's agree")
+		}
 
 		By("of the ring's objects it may change the ring's shard and drain labels, and nothing else (the chart's ValidatingAdmissionPolicy)")
 		for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
