@@ -135,6 +135,24 @@ func TestMetersImportRejected(t *testing.T) {
 	}
 }
 
+// A quote never closed (line 4) before 20 MB of rows: the command stops at that row, names its
+// line and says nothing was imported, and the register is as it was.
+func TestMetersImportUnclosedQuote(t *testing.T) {
+	file := withLine(generated(t, 46, 5), 4, func(f []string) []string { f[1] = `"Flat 2`; return f })
+	row := bytes.SplitAfter(generated(t, 47, 1), []byte("\n"))[1]
+	file = append(file, bytes.Repeat(row, (20<<20)/len(row))...)
+	before := registerRows(t)
+	stdout, stderr, status := admin(t, nil, "meters", "import", writeFile(t, "open-quote.csv", file))
+	if status == 0 || stdout != "" || !strings.Contains(stderr,
+		"open-quote.csv: line 4: a row longer than 65536 bytes, over several lines: a quoted field is not closed") ||
+		!strings.Contains(stderr, "nothing was imported") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want the row of line 4 named, nothing imported", status, stdout, stderr)
+	}
+	if after := registerRows(t); after != before {
+		t.Errorf("%d rows in the register after a refused import, want %d", after, before)
+	}
+}
+
 // Not on a terminal (a Job's log, a pipe), progress is plain lines: no bar, no escape codes.
 func TestMetersImportPlainProgress(t *testing.T) {
 	file := writeFile(t, "big.csv", generated(t, 45, 250_000))

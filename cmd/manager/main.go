@@ -86,6 +86,7 @@ type options struct {
 	tokenKeysSecret                 string
 	bankKeysSecret                  string
 	meterRefKeysSecret              string
+	meterRefKeyRotation             time.Duration
 	embeddedMeterPoints             int
 	organisationSecretsRole         string
 	serviceAccount                  string
@@ -156,6 +157,9 @@ func main() {
 	flag.StringVar(&o.meterRefKeysSecret, "meter-ref-keys-secret", meterpoints.DefaultKeysSecret,
 		"name of the Secret, in the token keys' namespace, holding the keys that seal the meter references "+
 			"a meter search answers (created with a fresh key if missing; docs/operations.md for rotation).")
+	flag.DurationVar(&o.meterRefKeyRotation, "meter-ref-key-rotation", meterpoints.DefaultKeyRotation,
+		"How often a fresh key seals the meter references (a retired key is removed once every reference it sealed "+
+			"has expired; 0: no fresh key is made, retired keys are still removed).")
 	flag.StringVar(&o.organisationSecretsRole, "organisation-secrets-role", bootstrap.DefaultOrganisationSecretsRole,
 		"ClusterRole of the Secrets verbs the manager binds itself to in every organisation's namespace (it may bind no other).")
 	flag.StringVar(&o.serviceAccount, "service-account", os.Getenv("POD_SERVICE_ACCOUNT"),
@@ -351,6 +355,12 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("loading the meter reference keys from %s/%s: %w", keysNS, o.meterRefKeysSecret, err)
 	}
 
+	// Every replica re-reads the meter reference keys every minute; whichever finds a rotation
+	// or a removal due writes it (docs/operations.md, "Rotating the meter reference keys").
+	if err := lm.Add(&sealing.Rotator{Ring: meterRefKeys, Rotation: meterpoints.KeyRotation(o.meterRefKeyRotation),
+		Failed: func(err error) { log.Error(err, "rotating the meter reference keys; trying again in a minute") }}); err != nil {
+		return err
+	}
 	if err := setupServer(lm, o, keys, bankKeys, meterRefKeys, keysNS, background, pool); err != nil {
 		return err
 	}

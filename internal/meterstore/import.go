@@ -72,24 +72,36 @@ type Report struct {
 	Rows, Inserted, Replaced int64
 }
 
-// MaxLineBytes bounds a line of a register file. A row is at most ten fields of
-// meters.MaxFieldBytes; a longer line is not a register (a binary file, a file of another
-// kind), and the CSV reader would hold all of it in memory before judging it.
+// MaxLineBytes bounds a row of a register file, whether on one line or, with line ends inside
+// quoted fields, on several. A row is at most ten fields of meters.MaxFieldBytes (a field past
+// that is a rejected row, named by its line); a longer row is not a register (a binary file, a
+// file of another kind, a quote that is never closed), and the CSV reader would hold all of it
+// in memory before judging it: the import stops there, naming the line the row starts on.
 const MaxLineBytes = 64 << 10
+
+// readAhead is the buffer between the file and the CSV reader: what is read beyond the row
+// being parsed.
+const readAhead = 64 << 10
 
 // errLineTooLong is a file with a line longer than MaxLineBytes.
 var errLineTooLong = fmt.Errorf("a line longer than %d bytes: this is not a register file (a row is at most a few hundred bytes)",
 	MaxLineBytes)
 
+// errRowTooLong is a row, over several lines, longer than MaxLineBytes.
+var errRowTooLong = fmt.Errorf("a row longer than %d bytes, over several lines: a quoted field is not closed "+
+	"(a \" missing?), and the rest of the file would be one field; nothing was read past it", MaxLineBytes)
+
 // countingReader counts the bytes read through it, keeps the last one (a file whose last byte
-// is not a line end stops in the middle of its last row) and refuses a line longer than
-// MaxLineBytes.
+// is not a line end stops in the middle of its last row) and refuses a line, or a row, longer
+// than MaxLineBytes.
 type countingReader struct {
 	r    io.Reader
 	n    int64
 	last byte
 	// line is the bytes read since the last line end.
 	line int64
+	// rowStart is where the row being read starts (the CSV reader's offset before it).
+	rowStart int64
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
@@ -104,6 +116,9 @@ func (c *countingReader) Read(p []byte) (int, error) {
 		}
 		if c.line > MaxLineBytes {
 			return n, errLineTooLong
+		}
+		if c.n-c.rowStart > MaxLineBytes+readAhead {
+			return n, errRowTooLong
 		}
 	}
 	return n, err
@@ -121,7 +136,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader, progress func(Progress)
 		return Report{}, err
 	}
 	counted := &countingReader{r: in}
-	cr := csv.NewReader(bufio.NewReaderSize(counted, 1<<16))
+	cr := csv.NewReader(bufio.NewReaderSize(counted, readAhead))
 	cr.ReuseRecord = true
 	header, err := cr.Read()
 	if err == io.EOF {
@@ -135,7 +150,8 @@ func (s *Store) Import(ctx context.Context, r io.Reader, progress func(Progress)
 	if err != nil {
 		return Report{}, fmt.Errorf("line 1: %w", err)
 	}
-	src := &rowSource{csv: cr, header: h, fields: len(header), counted: counted, progress: progress, now: time.Now()}
+	src := &rowSource{csv: cr, header: h, fields: len(header), counted: counted, progress: progress, now: time.Now(),
+		nextLine: endLine(cr, header) + 1}
 	var report Report
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		// One import at a time: two would wait on each other's rows (or deadlock), and the
@@ -265,6 +281,9 @@ type rowSource struct {
 	rows     int64
 	fields   int // the header's: every row has as many
 	lastLine int64
+	// nextLine is the line after the last row read: where the next row starts (blank lines
+	// aside).
+	nextLine int64
 	values   []any
 	rejected RejectedError
 	// err is a failure to read the file at all (not a row's fault): the import stops.
@@ -280,7 +299,11 @@ func (s *rowSource) reject(line int64, reason string) {
 
 func (s *rowSource) Next() bool {
 	for {
+		s.counted.rowStart = s.csv.InputOffset()
 		record, err := s.csv.Read()
+		if len(record) > 0 && (err == nil || errors.Is(err, csv.ErrFieldCount)) {
+			s.nextLine = endLine(s.csv, record) + 1
+		}
 		if err == io.EOF {
 			s.endOfFile()
 			return false
@@ -297,6 +320,9 @@ func (s *rowSource) Next() bool {
 			continue
 		}
 		switch {
+		case errors.Is(err, errRowTooLong):
+			s.err = fmt.Errorf("line %d: %w", s.nextLine, err)
+			return false
 		case errors.Is(err, errLineTooLong):
 			s.err = fmt.Errorf("after line %d: %w", s.lastLine, err)
 			return false
@@ -327,6 +353,14 @@ func (s *rowSource) Next() bool {
 			meters.SortKey(p.Address()), s.now, s.lastLine)
 		return true
 	}
+}
+
+// endLine is the line a row just read ends on: its last field's, plus the line ends inside it
+// (a quoted field may hold some).
+func endLine(r *csv.Reader, record []string) int64 {
+	last := len(record) - 1
+	line, _ := r.FieldPos(last)
+	return int64(line + strings.Count(record[last], "\n"))
 }
 
 // endOfFile checks how the file ended: a file cut off in the middle of its last row may still

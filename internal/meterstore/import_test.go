@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -315,6 +317,67 @@ func TestImportRefusesALineLongerThanAnyRow(t *testing.T) {
 	_, err := s.Import(context.Background(), bytes.NewReader(file), nil)
 	if err == nil || !strings.Contains(err.Error(), "after line 4: a line longer than 65536 bytes: this is not a register file") {
 		t.Errorf("err = %v; want the line too long, after line 4", err)
+	}
+	unchanged(t, before)
+}
+
+// endlessRows is a register's rows, over and over, up to size bytes: a large file that is
+// never held in the test's memory. It samples the heap every MiB it gives, keeping the most
+// in use it saw.
+type endlessRows struct {
+	row        []byte
+	size, read int64
+	sampled    int64
+	peakHeap   uint64
+}
+
+func (e *endlessRows) Read(p []byte) (int, error) {
+	if e.read >= e.size {
+		return 0, io.EOF
+	}
+	n := 0
+	for n < len(p) && e.read < e.size {
+		c := copy(p[n:], e.row[e.read%int64(len(e.row)):])
+		n += c
+		e.read += int64(c)
+	}
+	if e.read-e.sampled >= 1<<20 {
+		e.sampled = e.read
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		e.peakHeap = max(e.peakHeap, m.HeapInuse)
+	}
+	return n, nil
+}
+
+// A quote opened and never closed (line 5) makes the rest of the file one field: the import
+// stops once the row passes MaxLineBytes, naming the line the row starts on, without reading
+// the 50 MB after it or holding them in memory.
+func TestImportUnclosedQuoteStopsWithoutReadingTheRest(t *testing.T) {
+	s := &meterstore.Store{Pool: testDB.Pool}
+	before := stateOf(t)
+	head := withLine(fileWithoutAnchors(t, 38, 6), 5, func(f []string) []string {
+		f[1] = `"Flat 2` // the closing quote missing
+		return f
+	})
+	rows := bytes.SplitAfter(fileWithoutAnchors(t, 39, 2), []byte("\n"))[1]
+	rest := &endlessRows{row: rows, size: 50 << 20}
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	start := m.HeapInuse
+
+	_, err := s.Import(context.Background(), io.MultiReader(bytes.NewReader(head), rest), nil)
+	runtime.ReadMemStats(&m)
+	rest.peakHeap = max(rest.peakHeap, m.HeapInuse)
+	if err == nil || !strings.Contains(err.Error(), "line 5: a row longer than 65536 bytes, over several lines: a quoted field is not closed") {
+		t.Errorf("err = %v; want the row of line 5 too long, its quote not closed", err)
+	}
+	if rest.read > 1<<20 {
+		t.Errorf("read %d bytes past the unclosed quote; want the import stopped within the first MiB", rest.read)
+	}
+	if grown := int64(rest.peakHeap) - int64(start); grown > 16<<20 {
+		t.Errorf("the heap grew by %d MiB while reading the file; want under 16 MiB", grown>>20)
 	}
 	unchanged(t, before)
 }

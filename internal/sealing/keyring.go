@@ -46,8 +46,9 @@ var ErrUnknownKey = errors.New("sealed with a key that is not in the key Secret"
 // in ONE Secret of the manager's namespace: entries "<key id>.key" (32 random bytes) and
 // "active" (the key id new writes use). A rotation is: add a key, point "active" at it (every
 // replica reloads within reloadInterval of meeting a row sealed with it, and on restart), and
-// remove the old key only once no row names it (docs/operations.md). Safe for concurrent use;
-// empty until loaded, which the first use does when Ensure was not called.
+// remove the old key only once no row names it (docs/operations.md). Keys whose sealed values
+// expire (the meter references) rotate so by themselves: Rotation, Rotator. Safe for
+// concurrent use; empty until loaded, which the first use does when Ensure was not called.
 type KeyRing struct {
 	reader client.Reader
 	writer client.Client

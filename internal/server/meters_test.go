@@ -17,9 +17,14 @@ import (
 	. "github.com/onsi/gomega"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app/meterpoints"
+	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/meters"
 	"github.com/flexsite/flexsite/internal/meters/synth"
 	"github.com/flexsite/flexsite/internal/meterstore"
+	"github.com/flexsite/flexsite/internal/sealing"
+	"github.com/flexsite/flexsite/internal/server"
+	"github.com/flexsite/flexsite/internal/testenv"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
@@ -419,6 +424,73 @@ var _ = Describe("The Meters group: the meter-point register's lookups", Ordered
 		Expect(mustCall("GET", "/meter/by-ref/"+ref, writer, nil)).To(HaveKeyWithValue("mpan", mpan))
 		site := mustCall("POST", "/entities/site/onboard", writer, household(mpan))["site"].(map[string]any)
 		Expect(mustCall("GET", "/entities/site/"+site["site_id"].(string), writer, nil)).To(HaveKeyWithValue("mpan", mpan))
+	})
+})
+
+// The meter reference keys rotate (meterpoints.KeyRotation) under the references households
+// hold: the rotation a replica's sealing.Rotator makes, run here at chosen times.
+var _ = Describe("The Meters group across a rotation of the reference keys", Serial, func() {
+	It("opens a reference sealed before a rotation until its key is removed, then answers 404 for it, never a 500", func(ctx SpecContext) {
+		ensureMeterRegister(ctx)
+		o := newOrg(ctx)
+		tok := o.token()
+		// The hosted flow's door: a household's token, its search and its address step.
+		household := mustCall("POST", "/auth/component-token", tok, componentForm("rotation-household",
+			"gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z"))["access_token"].(string)
+		hosted := func(method, path string, body any) (int, response) {
+			GinkgoHelper()
+			status, data, err := testenv.CallWithHeaders(apiServer.URL, method, path, household, body,
+				map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+			Expect(err).NotTo(HaveOccurred())
+			return status, data
+		}
+		hostedRef := func() string {
+			GinkgoHelper()
+			status, data := hosted("GET", "/hosted/api/meters?"+url.Values{"postcode": {meterStreetPostcode},
+				"building_identifier": {"12"}}.Encode(), nil)
+			Expect(status).To(Equal(http.StatusOK), "%s", data)
+			return data.Map()["addresses"].([]any)[0].(map[string]any)["ref"].(string)
+		}
+		pick := func(ref string) (int, response) {
+			GinkgoHelper()
+			return hosted("PUT", "/hosted/api/address", map[string]any{"postcode": meterStreetPostcode, "meter_ref": ref})
+		}
+		kidOf := func(ref string) string {
+			GinkgoHelper()
+			kid, _, _, err := meters.DecodeRef(ref, sealing.NonceSize)
+			Expect(err).NotTo(HaveOccurred())
+			return kid
+		}
+		before := meterRef(tok, meterStreetPostcode, "12")
+		hostedBefore := hostedRef()
+		rotation := meterpoints.KeyRotation(meterpoints.DefaultKeyRotation)
+		t0 := time.Now()
+		Expect(meterRefKeys.Rotate(ctx, rotation, t0)).To(Succeed())
+
+		By("a day on, a fresh key seals; the old key's reference still opens")
+		Expect(meterRefKeys.Rotate(ctx, rotation, t0.Add(rotation.Every))).To(Succeed())
+		after := meterRef(tok, meterStreetPostcode, "12")
+		Expect(kidOf(after)).NotTo(Equal(kidOf(before)))
+		for _, ref := range []string{before, after} {
+			Expect(mustCall("GET", "/meter/by-ref/"+ref, tok, nil)).To(HaveKeyWithValue("mpan", meterMPAN(12)))
+		}
+		status, data := pick(hostedBefore)
+		Expect(status).To(Equal(http.StatusOK), "the hosted flow's reference of the old key: %s", data)
+
+		By("once every reference of the old key has expired the key is removed: its reference is the 404 of a made-up one")
+		Expect(meterRefKeys.Rotate(ctx, rotation, t0.Add(rotation.Every+rotation.Keep))).To(Succeed())
+		for _, path := range []string{"/meter/by-ref/" + before, "/meter/" + before + "/mpan"} {
+			status, resp := call("GET", path, tok, nil)
+			Expect(status).To(Equal(http.StatusNotFound), "GET %s: %s", path, resp)
+			Expect(resp.Detail()).To(Equal("Meter not found"))
+		}
+		Expect(mustCall("GET", "/meter/by-ref/"+after, tok, nil)).To(HaveKeyWithValue("mpan", meterMPAN(12)))
+		status, data = pick(hostedBefore)
+		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", data)
+		Expect(data.Detail()).To(ConsistOf(And(HaveKeyWithValue("loc", []any{"body", "meter_ref"}),
+			HaveKeyWithValue("msg", hostedflow.MeterRefWords))))
+		status, data = pick(hostedRef())
+		Expect(status).To(Equal(http.StatusOK), "a fresh search's reference: %s", data)
 	})
 })
 

@@ -22,12 +22,14 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/app/meterpoints"
 	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/mail"
+	"github.com/flexsite/flexsite/internal/sealing"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -52,6 +54,8 @@ var (
 	testDB, database *dbtest.Database
 	// dbMissing says why no PostgreSQL can run here (the suite skips, or fails in CI).
 	dbMissing error
+	// meterRefKeys seal the REST API's meter references (tests rotate them).
+	meterRefKeys *sealing.KeyRing
 )
 
 const keysNamespace = "flexsite-system"
@@ -112,8 +116,11 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	serverPool, err := db.Open(ctx, testDB.URL)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(serverPool.Close)
+	meterRefKeys = sealing.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, meterpoints.DefaultKeysSecret,
+		"meter references")
 	apiSrv = server.NewServer(server.Config{
 		DB:              serverPool,
+		MeterRefKeys:    meterRefKeys,
 		Mailer:          mailer,
 		HostedNamespace: keysNamespace,
 		Log:             ctrl.Log.WithName("api"),

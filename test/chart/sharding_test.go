@@ -13,17 +13,30 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	configv1alpha1 "github.com/timebertt/kubernetes-controller-sharding/pkg/apis/config/v1alpha1"
+	shardingv1alpha1 "github.com/timebertt/kubernetes-controller-sharding/pkg/apis/sharding/v1alpha1"
+	"github.com/timebertt/kubernetes-controller-sharding/pkg/controller/controllerring"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
+
+	"github.com/flexsite/flexsite/internal/shards"
 )
 
 // What the manager's --shard and the sharder agree on (issue 38's decisions): the ring's name
@@ -32,6 +45,8 @@ const (
 	controllerRing = "flexsite"
 	sharderImage   = "ghcr.io/timebertt/kubernetes-controller-sharding/sharder:v0.11.0"
 	sharder        = release + "-sharder"
+	// webhookConfig is the MutatingWebhookConfiguration upstream's sharder applies for the ring.
+	webhookConfig = "controllerring-" + controllerRing
 )
 
 // as converts a rendered object into its typed form (nil-safe: fails when it was not rendered).
@@ -57,17 +72,11 @@ var _ = Describe("charts/flexsite with sharding.enabled", func() {
 	It("renders the ControllerRing, the sharder at upstream's release and the manager's --shard, wired to each other", func(ctx SpecContext) {
 		objs := render(ctx, "ci/sharding-values.yaml")
 
-		By("the ControllerRing flexsite: Sites, with the objects each Site controls")
-		ring := find(objs, "ControllerRing", controllerRing)
-		Expect(ring).NotTo(BeNil())
-		resources, _, _ := unstructured.NestedSlice(ring.Object, "spec", "resources")
-		Expect(resources).To(ConsistOf(And(
-			HaveKeyWithValue("group", "flexsite.io"), HaveKeyWithValue("resource", "sites"),
-			HaveKeyWithValue("controlledResources", ConsistOf(
-				map[string]any{"group": "flexsite.io", "resource": "assets"},
-				map[string]any{"group": "flexsite.io", "resource": "enrolments"},
-				map[string]any{"group": "flexsite.io", "resource": "deviceconnections"},
-				map[string]any{"group": "flexsite.io", "resource": "rewardledgers"})))))
+		By("the ControllerRing flexsite is internal/shards' Ring: Sites and the objects each controls, in organisation namespaces")
+		ring := as[shardingv1alpha1.ControllerRing](find(objs, "ControllerRing", controllerRing), "ControllerRing", controllerRing)
+		Expect(ring.Name).To(Equal(shards.RingName))
+		Expect(ring.Spec).To(Equal(shards.Ring().Spec))
+		Expect(ring.Spec.NamespaceSelector).NotTo(BeNil())
 
 		By("the manager runs the per-site controllers as a shard named after its pod, under the leader for the rest")
 		manager := as[appsv1.Deployment](find(objs, "Deployment", release), "Deployment", release)
@@ -162,9 +171,11 @@ var _ = Describe("charts/flexsite with sharding.enabled", func() {
 		}
 		sharderRole := as[rbacv1.ClusterRole](find(objs, "ClusterRole", sharder), "ClusterRole", sharder)
 		Expect(sharderRole.Rules).To(ContainElements(
-			And(HaveField("Resources", ConsistOf("mutatingwebhookconfigurations")), HaveField("Verbs", ConsistOf("create", "patch"))),
-			And(HaveField("Resources", ConsistOf("leases")), HaveField("Verbs", ContainElements("list", "watch", "patch"))),
+			And(HaveField("Resources", ConsistOf("mutatingwebhookconfigurations")), HaveField("Verbs", ConsistOf("patch")),
+				HaveField("ResourceNames", ConsistOf(webhookConfig))),
+			And(HaveField("Resources", ConsistOf("leases")), HaveField("Verbs", ConsistOf("list", "watch"))),
 			And(HaveField("Resources", ConsistOf("controllerrings/status")), HaveField("Verbs", ContainElement("patch")))))
+		Expect(find(objs, "MutatingWebhookConfiguration", webhookConfig)).NotTo(BeNil(), "the ring's webhook configuration, made by the chart")
 		leaderRole := as[rbacv1.Role](find(objs, "Role", sharder+"-leader-election"), "Role", sharder+"-leader-election")
 		Expect(leaderRole.Rules).To(ContainElement(And(HaveField("Resources", ConsistOf("leases")),
 			HaveField("Verbs", ConsistOf("get", "create", "update")))))
@@ -186,6 +197,165 @@ var _ = Describe("charts/flexsite with sharding.enabled", func() {
 		spec.ServiceAccountName = "" // the chart's ServiceAccount is not created here
 		Expect(k8s.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sharder", Namespace: restricted}, Spec: spec},
 			client.DryRunAll)).To(Succeed())
+	})
+
+	It("lets the sharder's ServiceAccount do what one ring needs and no more (SubjectAccessReviews; upstream's ControllerRing reconcile run as it)", func(ctx SpecContext) {
+		objs := render(ctx, "ci/sharding-values.yaml")
+		By("the chart's RBAC, its ControllerRing and the ring's webhook configuration, created for real")
+		for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ControllerRing", "MutatingWebhookConfiguration"} {
+			for _, o := range objs {
+				if o.GetKind() != kind || (kind == "MutatingWebhookConfiguration" && o.GetName() != webhookConfig) {
+					continue
+				}
+				if kind == "Role" || kind == "RoleBinding" {
+					if o.GetNamespace() == "" {
+						o.SetNamespace(namespace)
+					}
+				}
+				Expect(k8s.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("helm"),
+					client.ForceOwnership)).To(Succeed(),
+					"%s %s", kind, o.GetName())
+			}
+		}
+		organisation := fmt.Sprintf("org-%d", time.Now().UnixNano()%1_000_000)
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: organisation,
+			Labels: map[string]string{"flexsite.io/organisation": organisation}}})).To(Succeed())
+
+		user := "system:serviceaccount:" + namespace + ":" + sharder
+		may := func(verb, group, resource, subresource, ns, name string) bool {
+			GinkgoHelper()
+			review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource,
+					Subresource: subresource, Namespace: ns, Name: name}}}
+			Expect(k8s.Create(ctx, review)).To(Succeed())
+			return review.Status.Allowed
+		}
+		type access struct{ verb, group, resource, subresource, ns, name string }
+		// Polled: the authorizer sees new RBAC objects once its informers have them.
+		Eventually(func(g Gomega) {
+			for _, a := range []access{
+				{"patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", webhookConfig},
+				{"list", "coordination.k8s.io", "leases", "", "", ""},
+				{"watch", "coordination.k8s.io", "leases", "", "", ""},
+				{"update", "coordination.k8s.io", "leases", "", namespace, "flexsite-abc12"},
+				{"patch", "coordination.k8s.io", "leases", "", namespace, "flexsite-abc12"},
+				{"delete", "coordination.k8s.io", "leases", "", namespace, "flexsite-abc12"},
+				{"list", "", "namespaces", "", "", ""},
+				{"get", "sharding.timebertt.dev", "controllerrings", "", "", controllerRing},
+				{"update", "sharding.timebertt.dev", "controllerrings", "status", "", controllerRing},
+				{"list", "flexsite.io", "sites", "", "", ""},
+				{"patch", "flexsite.io", "sites", "", organisation, "site-1"},
+				{"patch", "flexsite.io", "rewardledgers", "", organisation, "ledger-1"},
+				{"create", "", "events", "", "default", ""},
+			} {
+				g.Expect(may(a.verb, a.group, a.resource, a.subresource, a.ns, a.name)).To(BeTrue(), "%+v", a)
+			}
+		}).Should(Succeed())
+		for _, a := range []access{
+			{"create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", "controllerring-other"},
+			{"patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", "controllerring-other"},
+			{"patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", release + "-mutating-webhook-configuration"},
+			{"delete", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "", webhookConfig},
+			{"patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "", ""},
+			{"update", "coordination.k8s.io", "leases", "", "kube-system", "kube-controller-manager"},
+			{"patch", "coordination.k8s.io", "leases", "", "kube-system", "kube-scheduler"},
+			{"delete", "coordination.k8s.io", "leases", "", organisation, "anything"},
+			{"create", "coordination.k8s.io", "leases", "", "kube-system", ""},
+			{"get", "", "secrets", "", namespace, "flexsite-token-keys"},
+			{"patch", "", "secrets", "", organisation, "anything"},
+			{"list", "", "secrets", "", "", ""},
+			{"patch", "", "configmaps", "", namespace, ""},
+			{"update", "flexsite.io", "sites", "", organisation, "site-1"},
+			{"delete", "flexsite.io", "sites", "", organisation, "site-1"},
+			{"create", "flexsite.io", "sites", "", organisation, ""},
+			{"patch", "flexsite.io", "organisations", "", "", ""},
+			{"create", "", "events", "", "kube-system", ""},
+			{"delete", "sharding.timebertt.dev", "controllerrings", "", "", controllerRing},
+		} {
+			Expect(may(a.verb, a.group, a.resource, a.subresource, a.ns, a.name)).To(BeFalse(), "%+v", a)
+		}
+
+		By("upstream's ControllerRing reconcile, as the sharder: it fills in the chart's webhook configuration and the ring's status")
+		cfg := rest.CopyConfig(apiServer.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
+		scheme := runtime.NewScheme()
+		Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+		Expect(shardingv1alpha1.AddToScheme(scheme)).To(Succeed())
+		asSharder, err := client.New(cfg, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		configMap := as[corev1.ConfigMap](find(objs, "ConfigMap", sharder+"-config"), "ConfigMap", sharder+"-config")
+		var sharderConfig configv1alpha1.SharderConfig
+		Expect(yaml.UnmarshalStrict([]byte(configMap.Data["config"]), &sharderConfig)).To(Succeed())
+		reconciler := &controllerring.Reconciler{Client: client.WithFieldOwner(asSharder, "controllerring-controller"),
+			Recorder: record.NewFakeRecorder(10), Clock: clock.RealClock{}, Config: &sharderConfig}
+		Eventually(func(g Gomega) {
+			_, err := reconciler.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: controllerRing}})
+			g.Expect(err).NotTo(HaveOccurred())
+		}).Should(Succeed())
+		hooks := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: webhookConfig}, hooks)).To(Succeed())
+		Expect(hooks.Webhooks).To(HaveLen(1))
+		Expect(hooks.Webhooks[0].NamespaceSelector).To(Equal(shards.Ring().Spec.NamespaceSelector),
+			"the webhook labels new objects of organisation namespaces only")
+		Expect(hooks.Webhooks[0].ClientConfig.Service).To(HaveField("Name", sharder))
+		applied := controllerring.WebhookConfigForControllerRing(shards.Ring(), sharderConfig.Webhook.Config)
+		Expect(find(objs, "MutatingWebhookConfiguration", webhookConfig).GetLabels()).To(
+			And(HaveKeyWithValue(shardingv1alpha1.LabelControllerRing, controllerRing), HaveKeyWithValue("app.kubernetes.io/name", "controller-sharding")))
+		for k, v := range applied.Labels {
+			Expect(hooks.Labels).To(HaveKeyWithValue(k, v), "the chart's labels and the sharder's agree")
+		}
+
+		By("of the ring's objects it may change the ring's shard and drain labels, and nothing else (the chart's ValidatingAdmissionPolicy)")
+		for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+			o := find(objs, kind, sharder+"-ring-labels-only")
+			Expect(o).NotTo(BeNil(), kind)
+			Expect(k8s.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("helm"),
+				client.ForceOwnership)).To(Succeed(), kind)
+		}
+		site := &unstructured.Unstructured{}
+		site.SetAPIVersion("flexsite.io/v1alpha1")
+		site.SetKind("Site")
+		site.SetNamespace(organisation)
+		site.SetName("site-1")
+		site.SetLabels(map[string]string{"flexsite.io/household": "h1"})
+		Expect(unstructured.SetNestedField(site.Object, "12 High Street", "spec", "streetAddress")).To(Succeed())
+		Expect(k8s.Create(ctx, site)).To(Succeed())
+		patchAsSharder := func(patch string) error {
+			return asSharder.Patch(ctx, site.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch)))
+		}
+		Eventually(func(g Gomega) {
+			err := patchAsSharder(`{"spec":{"streetAddress":"13 High Street"}}`)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring("the sharder may not change the spec"))
+		}).WithTimeout(30*time.Second).Should(Succeed(), "the policy is in force once the API server has it")
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(site), site)).To(Succeed())
+		spec, _, _ := unstructured.NestedMap(site.Object, "spec")
+		for patch, refusal := range map[string]string{
+			`{"metadata":{"labels":{"flexsite.io/household":"h2"}}}`:                   "only the ring's shard and drain labels",
+			`{"metadata":{"labels":{"flexsite.io/household":null}}}`:                   "only the ring's shard and drain labels",
+			`{"metadata":{"labels":{"shard.alpha.sharding.timebertt.dev/other":"x"}}}`: "only the ring's shard and drain labels",
+			`{"metadata":{"annotations":{"note":"x"}}}`:                                "annotations, finalizers or owners",
+			`{"metadata":{"finalizers":["example.com/hold"]}}`:                         "annotations, finalizers or owners",
+		} {
+			err := patchAsSharder(patch)
+			Expect(err).To(HaveOccurred(), patch)
+			Expect(err.Error()).To(ContainSubstring(refusal), patch)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s: a 422, %v", patch, err)
+		}
+		Expect(patchAsSharder(fmt.Sprintf(`{"metadata":{"labels":{%q:"flexsite-abc12"}}}`, shards.ShardLabel))).To(Succeed())
+		Expect(patchAsSharder(fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, shards.DrainLabel))).To(Succeed())
+		Expect(patchAsSharder(fmt.Sprintf(`{"metadata":{"labels":{%q:null,%q:null}}}`, shards.ShardLabel, shards.DrainLabel))).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(site), site)).To(Succeed())
+		Expect(site.GetLabels()).To(Equal(map[string]string{"flexsite.io/household": "h1"}))
+		Expect(site.Object["spec"]).To(Equal(spec))
+
+		By("the same apply of a webhook configuration of another name is refused: it would be a create")
+		other := controllerring.WebhookConfigForControllerRing(&shardingv1alpha1.ControllerRing{
+			ObjectMeta: metav1.ObjectMeta{Name: "other"}}, sharderConfig.Webhook.Config)
+		err = client.WithFieldOwner(asSharder, "controllerring-controller").Patch(ctx, other, client.Apply)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 	})
 
 	It("gives the sharder's webhook the CA of one's own certificate without cert-manager, and refuses to render without its Secret", func(ctx SpecContext) {

@@ -236,6 +236,9 @@ func TestManagerReachesOnlyItsOwnAndOrganisationsSecrets(t *testing.T) {
 	mustAllow(t, "the bank details keys", bankKeys.Ensure(ctx))
 	meterRefKeys := sealing.NewKeyRing(manager, manager, managerNamespace, meterpoints.DefaultKeysSecret, "meter references")
 	mustAllow(t, "the meter reference keys", meterRefKeys.Ensure(ctx))
+	rotation := meterpoints.KeyRotation(meterpoints.DefaultKeyRotation)
+	mustAllow(t, "start the meter reference keys' rotation clock", meterRefKeys.Rotate(ctx, rotation, time.Now()))
+	mustAllow(t, "rotate the meter reference keys", meterRefKeys.Rotate(ctx, rotation, time.Now().Add(rotation.Every)))
 	mustForbid(t, "list the Secrets of its own namespace", manager.List(ctx, &corev1.SecretList{}, client.InNamespace(managerNamespace)))
 }
 

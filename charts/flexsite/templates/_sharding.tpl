@@ -6,6 +6,9 @@ of the upstream image (github.com/timebertt/kubernetes-controller-sharding).
 {{/* The ring the manager's --shard joins: the manager names it in code, so it is not the release's. */}}
 {{- define "flexsite.controllerRing" -}}flexsite{{- end }}
 
+{{/* The ring's MutatingWebhookConfiguration: upstream names it controllerring-<ring>. */}}
+{{- define "flexsite.sharderWebhookConfig" -}}controllerring-{{ include "flexsite.controllerRing" . }}{{- end }}
+
 {{- define "flexsite.sharderName" -}}{{ include "flexsite.fullname" . | trunc 55 | trimSuffix "-" }}-sharder{{- end }}
 
 {{/*

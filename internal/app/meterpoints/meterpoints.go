@@ -25,6 +25,22 @@ import (
 // namespace (internal/sealing; created with a fresh key when missing).
 const DefaultKeysSecret = "flexsite-meter-ref-keys"
 
+// DefaultKeyRotation is how often a fresh key seals the references (--meter-ref-key-rotation).
+const DefaultKeyRotation = 24 * time.Hour
+
+// keyMargin is how long past a reference's lifetime a retired key is kept: the time a replica
+// may go on sealing with it before it re-reads the Secret (sealing.DefaultCheckEvery), many
+// times over.
+const keyMargin = 10 * time.Minute
+
+// KeyRotation is the meter reference keys' rotation (docs/operations.md): a fresh key every
+// `every` (zero: none made, retired keys still removed); a retired key kept for a reference's
+// lifetime and a margin, so that every reference it sealed opens until it expires, then
+// removed.
+func KeyRotation(every time.Duration) sealing.Rotation {
+	return sealing.Rotation{Every: every, Keep: meters.RefLifetime + keyMargin, CheckEvery: sealing.DefaultCheckEvery}
+}
+
 // Service runs the register's use cases.
 type Service struct {
 	Log      logr.Logger
