@@ -79,20 +79,23 @@ func (s *Service) GetAssetByExternalID(ctx context.Context, p *auth.Principal, e
 	return s.assetAnswer(ctx, asset, err)
 }
 
-// FindAsset is the organisation's live asset with API id ref (its external id when external):
-// from the cache through its index, else from the API server (an asset created a moment ago
-// that the cache has not seen); ErrAssetNotFound when the organisation has none. Every use
-// case that acts on one asset finds it here (dispatch callbacks, asset events).
+// FindAsset is the organisation's live asset with API id ref (its external id when external),
+// from the cache through its index; ErrAssetNotFound when the cache has none. Every use case
+// that acts on one asset finds it here (dispatch callbacks, asset events, schedules, price
+// curves, GET /entities/asset/{asset_id}). An id the cache does not know costs no API-server
+// request, so a caller sending unknown ids costs a map lookup each, however large the
+// namespace (the API server could only answer one by a LIST of it). Reading one's own writes
+// holds: a write through the API answers once this replica's cache has seen it (awaitCache),
+// so only an asset created outside this replica a moment ago can be missed, and is found once
+// the cache's watch delivers it (milliseconds), as SiteInCache says of sites.
 func (s *Service) FindAsset(ctx context.Context, p *auth.Principal, ref string, external bool) (*flexv1.Asset, error) {
-	find := func(st store) (*flexv1.Asset, error) {
-		if external {
-			return st.assetByExternalID(ctx, p.Namespace, ref)
-		}
-		return st.assetByID(ctx, p.Namespace, ref)
-	}
-	asset, err := find(s.store(false))
-	if err == nil && asset == nil {
-		asset, err = find(s.store(true))
+	st := s.store(false)
+	var asset *flexv1.Asset
+	var err error
+	if external {
+		asset, err = st.assetByExternalID(ctx, p.Namespace, ref)
+	} else {
+		asset, err = st.assetByID(ctx, p.Namespace, ref)
 	}
 	if err == nil && asset == nil {
 		return nil, ErrAssetNotFound
@@ -244,14 +247,26 @@ func (s *Service) ListAssets(ctx context.Context, p *auth.Principal, pg Paging) 
 	return out, nil
 }
 
-// findAsset finds the organisation's live asset with the API id: in st, and past the cache
-// when the cache does not have it (it may not have seen an asset created a moment ago).
+// findAsset finds the organisation's live asset with the API id for a write: the cached copy
+// for a cached store, the stored version for a fresh one (after a write conflict).
 func (s *Service) findAsset(ctx context.Context, st store, ns, id string) (*flexv1.Asset, error) {
-	asset, err := st.assetByID(ctx, ns, id)
-	if err == nil && asset == nil && st.cached {
-		asset, err = s.store(true).assetByID(ctx, ns, id)
+	// The cache names the asset (FindAsset: an id it does not know is not found, with no
+	// API-server request); a fresh store then reads its stored version by name, a GET.
+	asset, err := s.store(false).assetByID(ctx, ns, id)
+	if err != nil || asset == nil || st.cached {
+		return asset, err
 	}
-	return asset, err
+	current := &flexv1.Asset{}
+	if err := st.r.Get(ctx, client.ObjectKeyFromObject(asset), current); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if current.Labels[flexv1.IDLabel] != id || !current.DeletionTimestamp.IsZero() {
+		return nil, nil
+	}
+	return current, nil
 }
 
 // siteOf reads the asset's site: in st, and past the cache when the cache does not have it.
