@@ -80,27 +80,18 @@ func (s *Service) GetAssetByExternalID(ctx context.Context, p *auth.Principal, e
 }
 
 // FindAsset is the organisation's live asset with API id ref (its external id when external),
-// from the cache through its index; ErrAssetNotFound when the cache has none. Every use case
-// that acts on one asset finds it here (dispatch callbacks, asset events, schedules, price
-// curves, GET /entities/asset/{asset_id}). An id the cache does not know costs no API-server
-// request, so a caller sending unknown ids costs a map lookup each, however large the
-// namespace (the API server could only answer one by a LIST of it). Reading one's own writes
-// holds: a write through the API answers once this replica's cache has seen it (awaitCache),
-// so only an asset created outside this replica a moment ago can be missed, and is found once
-// the cache's watch delivers it (milliseconds), as SiteInCache says of sites.
+// from the cache's index, never the API server (it could only LIST the namespace): an unknown
+// id is ErrAssetNotFound for a map lookup. A write through the API answers once this replica's
+// cache has it (awaitCache): only an asset made elsewhere a moment ago can be missed.
 func (s *Service) FindAsset(ctx context.Context, p *auth.Principal, ref string, external bool) (*flexv1.Asset, error) {
-	st := s.store(false)
-	var asset *flexv1.Asset
-	var err error
+	find := s.store(false).assetByID
 	if external {
-		asset, err = st.assetByExternalID(ctx, p.Namespace, ref)
-	} else {
-		asset, err = st.assetByID(ctx, p.Namespace, ref)
+		find = s.store(false).assetByExternalID
 	}
-	if err == nil && asset == nil {
-		return nil, ErrAssetNotFound
+	if asset, err := find(ctx, p.Namespace, ref); err != nil || asset != nil {
+		return asset, err
 	}
-	return asset, err
+	return nil, ErrAssetNotFound
 }
 
 // assetAnswer maps a found asset onto its record, naming its site's API id.
@@ -247,23 +238,17 @@ func (s *Service) ListAssets(ctx context.Context, p *auth.Principal, pg Paging) 
 	return out, nil
 }
 
-// findAsset finds the organisation's live asset with the API id for a write: the cached copy
-// for a cached store, the stored version for a fresh one (after a write conflict).
+// findAsset finds the organisation's live asset with the API id for a write, by FindAsset's
+// rule: from the cache, and for a fresh store (after a write conflict) its stored version by name.
 func (s *Service) findAsset(ctx context.Context, st store, ns, id string) (*flexv1.Asset, error) {
-	// The cache names the asset (FindAsset: an id it does not know is not found, with no
-	// API-server request); a fresh store then reads its stored version by name, a GET.
 	asset, err := s.store(false).assetByID(ctx, ns, id)
 	if err != nil || asset == nil || st.cached {
 		return asset, err
 	}
 	current := &flexv1.Asset{}
-	if err := st.r.Get(ctx, client.ObjectKeyFromObject(asset), current); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
+	if err := st.r.Get(ctx, client.ObjectKeyFromObject(asset), current); client.IgnoreNotFound(err) != nil {
 		return nil, err
-	}
-	if current.Labels[flexv1.IDLabel] != id || !current.DeletionTimestamp.IsZero() {
+	} else if err != nil || current.Labels[flexv1.IDLabel] != id || !current.DeletionTimestamp.IsZero() {
 		return nil, nil
 	}
 	return current, nil
