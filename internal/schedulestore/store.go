@@ -120,3 +120,17 @@ func (s *Store) latest(ctx context.Context, siteID, query string, args ...any) (
 	}
 	return out, s.classify(rows.Err())
 }
+
+// Retention is how long an answer is kept past the end of its window: the household's pages
+// and the OCPP profile show only answers whose window has not ended, so an answer past it is
+// kept only for questions about it ("why did my car charge then?").
+const Retention = 90 * 24 * time.Hour
+
+// DeleteExpired deletes the answers whose window ended more than Retention before now (the
+// leader's retention sweep, db.ReadingPartitions), answering how many. An asset's latest
+// answer goes with its row of ev_schedules_latest: no older answer takes its place.
+func (s *Store) DeleteExpired(ctx context.Context, now time.Time) (int64, error) {
+	n, err := db.DeleteInBatches(ctx, s.Pool, `DELETE FROM ev_schedules WHERE id IN (
+		SELECT id FROM ev_schedules WHERE window_end < $2 ORDER BY window_end LIMIT $1)`, now.Add(-Retention))
+	return n, s.classify(err)
+}

@@ -172,6 +172,52 @@ func (n planNode) walk(visit func(planNode)) {
 	}
 }
 
+// Answers are deleted Retention past the end of their window, never sooner; an asset's latest
+// answer deleted takes no older answer's place (a superseded answer stays superseded).
+func TestDeleteExpired(t *testing.T) {
+	ctx := context.Background()
+	s := &schedulestore.Store{Pool: testDB.Pool}
+	now := at(0)
+	expired, kept := now.Add(-schedulestore.Retention-time.Hour), now.Add(-schedulestore.Retention+time.Hour)
+	for _, e := range []schedulestore.EVSchedule{
+		// a1: an old answer past its retention, then the standing one.
+		answer("s1", "a1", expired.Add(-time.Hour), expired, 7),
+		answer("s1", "a1", at(-1), at(13), 8),
+		// a2: an answer with a long window, replaced by one whose window ended long ago.
+		answer("s1", "a2", expired.Add(-2*time.Hour), at(13), 1),
+		answer("s1", "a2", expired.Add(-time.Hour), expired, 2),
+		// a3: an answer whose window ended, within its retention.
+		answer("s1", "a3", kept.Add(-time.Hour), kept, 3),
+	} {
+		if err := s.Append(ctx, "org-r", e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.DeleteExpired(ctx, now)
+	if err != nil || n != 2 {
+		t.Fatalf("deleted %d, %v; want the two answers past their retention", n, err)
+	}
+	if n := count(t, `SELECT count(*) FROM ev_schedules WHERE organisation = 'org-r'`); n != 3 {
+		t.Errorf("%d answers kept, want 3", n)
+	}
+	got, err := s.LatestOfSite(ctx, "org-r", "s1", now)
+	if err != nil || len(got) != 1 || got[0].AssetID != "a1" || !got[0].WindowEnd.Equal(at(13)) {
+		t.Errorf("after the sweep: %+v, %v; want a1's standing answer only (a2's older answer stays replaced)", got, err)
+	}
+	if n, err := s.DeleteExpired(ctx, now); err != nil || n != 0 {
+		t.Errorf("a second sweep deleted %d, %v", n, err)
+	}
+}
+
+func count(t *testing.T, query string) int {
+	t.Helper()
+	var n int
+	if err := testDB.Pool.QueryRow(context.Background(), query).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // (Last in the file: it stops the server.)
 func TestUnavailable(t *testing.T) {
 	if !testDB.CanStop() {
