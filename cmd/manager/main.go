@@ -42,11 +42,13 @@ import (
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/app/meterpoints"
 	"github.com/flexsite/flexsite/internal/app/readings"
+	"github.com/flexsite/flexsite/internal/asseteventstore"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/delivery"
 	"github.com/flexsite/flexsite/internal/deviceauth"
+	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/embedded"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/index"
@@ -54,6 +56,7 @@ import (
 	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/priority"
+	"github.com/flexsite/flexsite/internal/schedulestore"
 	"github.com/flexsite/flexsite/internal/sealing"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/shards"
@@ -458,8 +461,14 @@ func setupWork(ctx context.Context, mgr manager.Manager, o options, pool *pgxpoo
 		return nil, err
 	}
 	// The readings partitions are made ahead by the leader, on start and hourly; a request
-	// never makes one.
+	// never makes one. The same round deletes what is past its retention (docs/operations.md,
+	// "Retention").
 	if err := lm.Add(&db.ReadingPartitions{Pool: pool, Back: readings.PartitionsBack, Ahead: readings.PartitionsAhead,
+		Expire: []db.Expiry{
+			{Name: "ev_schedules", Delete: (&schedulestore.Store{Pool: pool}).DeleteExpired},
+			{Name: "asset_events", Delete: (&asseteventstore.Store{Pool: pool}).DeleteExpired},
+			{Name: "dispatch_status_changes", Delete: (&dispatchstore.Store{Pool: pool}).DeleteExpiredStatusChanges},
+		},
 		Log: ctrl.Log.WithName("readings-partitions")}); err != nil {
 		return nil, err
 	}

@@ -79,25 +79,19 @@ func (s *Service) GetAssetByExternalID(ctx context.Context, p *auth.Principal, e
 	return s.assetAnswer(ctx, asset, err)
 }
 
-// FindAsset is the organisation's live asset with API id ref (its external id when external):
-// from the cache through its index, else from the API server (an asset created a moment ago
-// that the cache has not seen); ErrAssetNotFound when the organisation has none. Every use
-// case that acts on one asset finds it here (dispatch callbacks, asset events).
+// FindAsset is the organisation's live asset with API id ref (its external id when external),
+// from the cache's index, never the API server (it could only LIST the namespace): an unknown
+// id is ErrAssetNotFound for a map lookup. A write through the API answers once this replica's
+// cache has it (awaitCache): only an asset made elsewhere a moment ago can be missed.
 func (s *Service) FindAsset(ctx context.Context, p *auth.Principal, ref string, external bool) (*flexv1.Asset, error) {
-	find := func(st store) (*flexv1.Asset, error) {
-		if external {
-			return st.assetByExternalID(ctx, p.Namespace, ref)
-		}
-		return st.assetByID(ctx, p.Namespace, ref)
+	find := s.store(false).assetByID
+	if external {
+		find = s.store(false).assetByExternalID
 	}
-	asset, err := find(s.store(false))
-	if err == nil && asset == nil {
-		asset, err = find(s.store(true))
+	if asset, err := find(ctx, p.Namespace, ref); err != nil || asset != nil {
+		return asset, err
 	}
-	if err == nil && asset == nil {
-		return nil, ErrAssetNotFound
-	}
-	return asset, err
+	return nil, ErrAssetNotFound
 }
 
 // assetAnswer maps a found asset onto its record, naming its site's API id.
@@ -244,14 +238,20 @@ func (s *Service) ListAssets(ctx context.Context, p *auth.Principal, pg Paging) 
 	return out, nil
 }
 
-// findAsset finds the organisation's live asset with the API id: in st, and past the cache
-// when the cache does not have it (it may not have seen an asset created a moment ago).
+// findAsset finds the organisation's live asset with the API id for a write, by FindAsset's
+// rule: from the cache, and for a fresh store (after a write conflict) its stored version by name.
 func (s *Service) findAsset(ctx context.Context, st store, ns, id string) (*flexv1.Asset, error) {
-	asset, err := st.assetByID(ctx, ns, id)
-	if err == nil && asset == nil && st.cached {
-		asset, err = s.store(true).assetByID(ctx, ns, id)
+	asset, err := s.store(false).assetByID(ctx, ns, id)
+	if err != nil || asset == nil || st.cached {
+		return asset, err
 	}
-	return asset, err
+	current := &flexv1.Asset{}
+	if err := st.r.Get(ctx, client.ObjectKeyFromObject(asset), current); client.IgnoreNotFound(err) != nil {
+		return nil, err
+	} else if err != nil || current.Labels[flexv1.IDLabel] != id || !current.DeletionTimestamp.IsZero() {
+		return nil, nil
+	}
+	return current, nil
 }
 
 // siteOf reads the asset's site: in st, and past the cache when the cache does not have it.

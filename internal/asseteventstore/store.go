@@ -152,3 +152,28 @@ func (s *Store) Latest(ctx context.Context, organisation string, assetIDs []stri
 	}
 	return out, s.classify(rows.Err())
 }
+
+// RetentionMonths is how long an asset event is kept after it was received, unless it still
+// says its asset's state (DeleteExpired): thirteen months, a year of an asset's habits (the
+// seasons of its plug-ins) and a month to look back on it.
+const RetentionMonths = 13
+
+// DeleteExpired deletes the events received more than RetentionMonths before now that no
+// longer say their asset's state: an event is kept while it is its asset's latest plug event,
+// charge-now event, intent or tariff (Latest reads them), however old, so that an asset that
+// last said plug_out long ago is still taken as unplugged. It answers how many it deleted
+// (the leader's retention sweep, db.ReadingPartitions).
+func (s *Store) DeleteExpired(ctx context.Context, now time.Time) (int64, error) {
+	n, err := db.DeleteInBatches(ctx, s.Pool, `DELETE FROM asset_events WHERE id IN (
+		SELECT e.id FROM asset_events e WHERE e.received_at < $2
+		AND (e.event_type NOT IN ('plug_in', 'plug_out') OR EXISTS (SELECT 1 FROM asset_events n
+			WHERE n.organisation = e.organisation AND n.asset_id = e.asset_id AND n.event_type IN ('plug_in', 'plug_out') AND n.id > e.id))
+		AND (e.event_type NOT IN ('charge_now', 'charge_now_deleted') OR EXISTS (SELECT 1 FROM asset_events n
+			WHERE n.organisation = e.organisation AND n.asset_id = e.asset_id AND n.event_type IN ('charge_now', 'charge_now_deleted') AND n.id > e.id))
+		AND (e.intent IS NULL OR EXISTS (SELECT 1 FROM asset_events n
+			WHERE n.organisation = e.organisation AND n.asset_id = e.asset_id AND n.intent IS NOT NULL AND n.id > e.id))
+		AND (e.tariff IS NULL OR EXISTS (SELECT 1 FROM asset_events n
+			WHERE n.organisation = e.organisation AND n.asset_id = e.asset_id AND n.tariff IS NOT NULL AND n.id > e.id))
+		ORDER BY e.received_at LIMIT $1)`, now.UTC().AddDate(0, -RetentionMonths, 0))
+	return n, s.classify(err)
+}

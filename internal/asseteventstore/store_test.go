@@ -59,3 +59,55 @@ func TestLatestInOneQuery(t *testing.T) {
 		t.Errorf("a2: a deleted charge-now is over: %+v", a2)
 	}
 }
+
+// Events past their retention are deleted unless they still say their asset's state: the
+// latest plug, charge-now, intent and tariff stay however old, and Latest answers the same.
+func TestDeleteExpiredKeepsTheLatestState(t *testing.T) {
+	ctx := context.Background()
+	s := &asseteventstore.Store{Pool: testDB.Pool}
+	now := time.Date(2026, 11, 29, 6, 0, 0, 0, time.UTC)
+	old := now.AddDate(0, -asseteventstore.RetentionMonths, -1)
+	end := old.Add(time.Hour)
+	for i, ev := range []asseteventstore.Event{
+		// Deleted: its plug and its intent were both told again since.
+		{Type: asseteventstore.PlugIn, Intent: json.RawMessage(`{"energy_required_kwh": 10}`)},
+		// Kept: the latest plug event, however old (the asset is still unplugged).
+		{Type: asseteventstore.PlugOut},
+		// Deleted: a charge-now ended by its deletion; kept: the deletion.
+		{Type: asseteventstore.ChargeNow, EndAt: &end},
+		{Type: asseteventstore.ChargeNowDeleted},
+		// Deleted: a tariff replaced by the recent one below; kept: the latest intent, recent.
+		{Type: asseteventstore.TariffUpdate, Tariff: json.RawMessage(`{"off_peak_times": "00:00-05:00", "timezone": "Europe/London"}`)},
+		{Type: asseteventstore.IntentUpdate, Intent: json.RawMessage(`{"energy_required_kwh": 20}`), ReceivedAt: now.AddDate(0, -1, 0)},
+		{Type: asseteventstore.TariffUpdate, Tariff: json.RawMessage(`{"off_peak_times": "00:00-07:00", "timezone": "Europe/London"}`),
+			ReceivedAt: now.AddDate(0, -1, 0)},
+	} {
+		ev.AssetID, ev.RecordedBy = "r1", "client"
+		if ev.ReceivedAt.IsZero() {
+			ev.ReceivedAt = old.Add(time.Duration(i) * time.Minute)
+		}
+		if err := s.Append(ctx, "org-r", ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := s.Latest(ctx, "org-r", []string{"r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.DeleteExpired(ctx, now)
+	if err != nil || n != 3 {
+		t.Fatalf("deleted %d, %v; want the 3 events that no longer say the asset's state", n, err)
+	}
+	after, err := s.Latest(ctx, "org-r", []string{"r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, a := before["r1"], after["r1"]
+	if a.Plug != asseteventstore.PlugOut || a.Plug != b.Plug || a.ChargeNow != b.ChargeNow || string(a.Intent) != string(b.Intent) ||
+		string(a.Tariff) != string(b.Tariff) || !a.IntentAt.Equal(b.IntentAt) || !a.TariffAt.Equal(b.TariffAt) {
+		t.Errorf("the asset's state changed with the sweep: before %+v, after %+v", b, a)
+	}
+	if n, err := s.DeleteExpired(ctx, now); err != nil || n != 0 {
+		t.Errorf("a second sweep deleted %d, %v", n, err)
+	}
+}

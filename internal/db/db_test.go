@@ -297,3 +297,22 @@ func TestMakingAPartitionLetsReadersBe(t *testing.T) {
 		t.Fatalf("making February's partition while readings are read: %v", err)
 	}
 }
+
+// The leader's hourly round runs every retention sweep at the round's time, each whatever the
+// others answered, and answers their failures.
+func TestRoundRunsTheRetentionSweeps(t *testing.T) {
+	ctx := context.Background()
+	now := mustTime(t, "2031-09-15T12:00:00Z")
+	var ran []time.Time
+	broken := errors.New("broken")
+	round := &db.ReadingPartitions{Pool: testDB.Pool, Now: func() time.Time { return now }, Expire: []db.Expiry{
+		{Name: "first", Delete: func(_ context.Context, at time.Time) (int64, error) { ran = append(ran, at); return 0, broken }},
+		{Name: "second", Delete: func(_ context.Context, at time.Time) (int64, error) { ran = append(ran, at); return 3, nil }},
+	}}
+	if err := round.Round(ctx); !errors.Is(err, broken) {
+		t.Errorf("the round answered %v, want the first sweep's failure", err)
+	}
+	if len(ran) != 2 || !ran[0].Equal(now) || !ran[1].Equal(now) {
+		t.Errorf("sweeps ran at %v, want both at the round's time", ran)
+	}
+}

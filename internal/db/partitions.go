@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -125,11 +126,14 @@ func partitionName(month time.Time) string {
 // Runnable: NeedLeaderElection), on start and every Every: the months from Back months ago to
 // Ahead months ahead, and every month the default partition holds readings of (moving them
 // out, so that it stays empty). Requests never make a partition: a reading outside the
-// partitions is stored in the default partition and moved on the next round.
+// partitions is stored in the default partition and moved on the next round. Each round then
+// runs the retention sweeps (Expire): the rows past their retention are deleted.
 type ReadingPartitions struct {
 	Pool *pgxpool.Pool
 	// Back and Ahead are the months kept partitioned around the current one.
 	Back, Ahead int
+	// Expire are the retention sweeps each round runs after the partitions.
+	Expire []Expiry
 	// Every is how often it looks again (default one hour).
 	Every time.Duration
 	// Now is the clock (default time.Now).
@@ -153,7 +157,7 @@ func (p *ReadingPartitions) Start(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			p.Log.Error(err, "making the readings partitions ahead; trying again in a minute")
+			p.Log.Error(err, "making the readings partitions ahead, or deleting rows past their retention; trying again in a minute")
 			wait = min(every, time.Minute)
 		}
 		select {
@@ -164,12 +168,27 @@ func (p *ReadingPartitions) Start(ctx context.Context) error {
 	}
 }
 
-// Round makes what partitions are missing once.
+// Round makes what partitions are missing once, then runs each retention sweep (one failing
+// does not keep the others from running).
 func (p *ReadingPartitions) Round(ctx context.Context) error {
 	now := time.Now
 	if p.Now != nil {
 		now = p.Now
 	}
+	errs := []error{p.partitions(ctx, now())}
+	for _, e := range p.Expire {
+		n, err := e.Delete(ctx, now())
+		if n > 0 {
+			p.Log.Info("deleted rows past their retention", "table", e.Name, "rows", n)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("deleting %s past their retention: %w", e.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p *ReadingPartitions) partitions(ctx context.Context, now time.Time) error {
 	strays, err := ReadingMonthsInDefault(ctx, p.Pool)
 	if err != nil {
 		return err
@@ -180,7 +199,7 @@ func (p *ReadingPartitions) Round(ctx context.Context) error {
 		}
 		p.Log.Info("moved readings out of the default partition into their month's", "month", m.Format("2006-01"))
 	}
-	made, err := ensureReadingPartitions(ctx, p.Pool, monthStart(now()).AddDate(0, -p.Back, 0), p.Back+1+p.Ahead)
+	made, err := ensureReadingPartitions(ctx, p.Pool, monthStart(now).AddDate(0, -p.Back, 0), p.Back+1+p.Ahead)
 	if made > 0 {
 		p.Log.Info("made readings partitions ahead", "made", made)
 	}

@@ -196,7 +196,10 @@ func (a *API) Routes() []web.Route {
 		{Method: "GET", Path: assetByID + "/price-curve", Handler: assetPair, Pattern: assetPairPattern},
 		{Method: "POST", Path: assetByID + "/callback/{event_id}", Handler: org(a.dispatchCallback, write)},
 		{Method: "GET", Path: "/examples/dispatch-event", Handler: org(a.exampleDispatchEvent)},
-		{Method: "GET", Path: "/examples/ocpp-charging-profile", Handler: org(a.exampleChargingProfile)},
+		// The plain example needs any organisation token (prod's); ?asset_id= reads the
+		// caller's asset's answers, an asset read: entity_read, as every other.
+		{Method: "GET", Path: "/examples/ocpp-charging-profile", Handler: withQuery("asset_id",
+			org(a.exampleChargingProfile), org(a.exampleChargingProfile, read))},
 		// Market prices (spec/dispatch.md, "Prices").
 		{Method: "PUT", Path: marketPricesRoute, Handler: org(a.putMarketPrices, flexv1.RolePricesWrite)},
 		{Method: "GET", Path: marketPricesRoute, Handler: org(a.getMarketPrices, read)},

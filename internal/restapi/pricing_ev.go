@@ -55,6 +55,18 @@ func (a *API) plugInSchedule(r *http.Request, p *auth.Principal) (any, error) {
 	return a.Pricing.PlugInSchedule(r.Context(), p, id, blocks)
 }
 
+// withQuery serves a request that carries the query parameter name (even empty) with with,
+// any other with plain: one route whose query reaches further needs more of its caller.
+func withQuery(name string, plain, with http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has(name) {
+			with.ServeHTTP(w, r)
+			return
+		}
+		plain.ServeHTTP(w, r)
+	})
+}
+
 // exampleChargingProfile is GET /examples/ocpp-charging-profile: prod's example
 // SetChargingProfileRequest, or with ?asset_id= (Flexsite's extension) the profile of that
 // asset's latest answered plug-in schedule.

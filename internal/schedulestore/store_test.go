@@ -2,6 +2,8 @@ package schedulestore_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -96,6 +98,124 @@ func TestLatestOfSiteNeverFallsBackToASupersededAnswer(t *testing.T) {
 	if err != nil || len(got) != 0 {
 		t.Errorf("at 21:00: %+v, %v, want nothing (the 19:00 answer ended; the 18:00 one was replaced)", got, err)
 	}
+}
+
+// A site's latest answers are read through ev_schedules_latest, never by sorting the site's
+// history: with 20,000 older answers of the site stored, the plan of the read has no Sort and
+// no sequential scan of ev_schedules (a plan check, not a timing), and the answer is each
+// asset's latest.
+func TestLatestOfSiteReadsNoHistory(t *testing.T) {
+	ctx := context.Background()
+	s := &schedulestore.Store{Pool: testDB.Pool}
+	const org, site, history = "org-plan", "s-long", 20_000
+	// The history: older answers of the site's five assets, as months of plug-ins leave them.
+	if _, err := testDB.Pool.Exec(ctx, `INSERT INTO ev_schedules (organisation, site_id, asset_id, requested, blocks,
+			changed, window_end, answered_at, answered_by)
+		SELECT $1, $2, 'a' || (i % 5), '[]', '[]', false, $3::timestamptz, $4::timestamptz, 'old'
+		FROM generate_series(1, $5) AS i`, org, site, at(30), at(0), history); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		e := answer(site, fmt.Sprintf("a%d", i), at(1), at(13), 7)
+		e.AnsweredBy = "latest"
+		if err := s.Append(ctx, org, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := testDB.Pool.Exec(ctx, `ANALYZE ev_schedules, ev_schedules_latest`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LatestOfSite(ctx, org, site, at(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 5 {
+		t.Fatalf("%d answers, want the 5 assets' latest", len(got))
+	}
+	for i, e := range got {
+		if e.AssetID != fmt.Sprintf("a%d", i) || e.AnsweredBy != "latest" || !e.WindowEnd.Equal(at(13)) {
+			t.Errorf("answer %d: %+v, want a%d's latest", i, e, i)
+		}
+	}
+
+	var plan []struct {
+		Plan planNode `json:"Plan"`
+	}
+	var raw []byte
+	if err := testDB.Pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+schedulestore.LatestOfSiteSQL, org, site, at(2)).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
+		t.Fatalf("the plan: %v: %s", err, raw)
+	}
+	plan[0].Plan.walk(func(n planNode) {
+		if n.NodeType == "Sort" || n.NodeType == "Incremental Sort" {
+			t.Errorf("the read sorts: %s", raw)
+		}
+		if n.NodeType == "Seq Scan" && n.RelationName == "ev_schedules" {
+			t.Errorf("the read scans the whole history: %s", raw)
+		}
+	})
+}
+
+// planNode is what the tests read of a node of EXPLAIN (FORMAT JSON).
+type planNode struct {
+	NodeType     string     `json:"Node Type"`
+	RelationName string     `json:"Relation Name"`
+	Plans        []planNode `json:"Plans"`
+}
+
+func (n planNode) walk(visit func(planNode)) {
+	visit(n)
+	for _, c := range n.Plans {
+		c.walk(visit)
+	}
+}
+
+// Answers are deleted Retention past the end of their window, never sooner; an asset's latest
+// answer deleted takes no older answer's place (a superseded answer stays superseded).
+func TestDeleteExpired(t *testing.T) {
+	ctx := context.Background()
+	s := &schedulestore.Store{Pool: testDB.Pool}
+	now := at(0)
+	expired, kept := now.Add(-schedulestore.Retention-time.Hour), now.Add(-schedulestore.Retention+time.Hour)
+	for _, e := range []schedulestore.EVSchedule{
+		// a1: an old answer past its retention, then the standing one.
+		answer("s1", "a1", expired.Add(-time.Hour), expired, 7),
+		answer("s1", "a1", at(-1), at(13), 8),
+		// a2: an answer with a long window, replaced by one whose window ended long ago.
+		answer("s1", "a2", expired.Add(-2*time.Hour), at(13), 1),
+		answer("s1", "a2", expired.Add(-time.Hour), expired, 2),
+		// a3: an answer whose window ended, within its retention.
+		answer("s1", "a3", kept.Add(-time.Hour), kept, 3),
+	} {
+		if err := s.Append(ctx, "org-r", e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.DeleteExpired(ctx, now)
+	if err != nil || n != 2 {
+		t.Fatalf("deleted %d, %v; want the two answers past their retention", n, err)
+	}
+	if n := count(t, `SELECT count(*) FROM ev_schedules WHERE organisation = 'org-r'`); n != 3 {
+		t.Errorf("%d answers kept, want 3", n)
+	}
+	got, err := s.LatestOfSite(ctx, "org-r", "s1", now)
+	if err != nil || len(got) != 1 || got[0].AssetID != "a1" || !got[0].WindowEnd.Equal(at(13)) {
+		t.Errorf("after the sweep: %+v, %v; want a1's standing answer only (a2's older answer stays replaced)", got, err)
+	}
+	if n, err := s.DeleteExpired(ctx, now); err != nil || n != 0 {
+		t.Errorf("a second sweep deleted %d, %v", n, err)
+	}
+}
+
+func count(t *testing.T, query string) int {
+	t.Helper()
+	var n int
+	if err := testDB.Pool.QueryRow(context.Background(), query).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // (Last in the file: it stops the server.)

@@ -367,6 +367,8 @@ var _ = Describe("DELETE /entities/asset/{asset_id}", func() {
 		householdcore.InFlight{Until: time.Now().Add(inFlight), Assets: []string{first.Name, second.Name}}.Mark(site)
 		Expect(k8sClient.Create(ctx, site)).To(Succeed())
 		Expect(k8sClient.Create(ctx, first)).To(Succeed())
+		// The REST API finds assets in its cache: wait for it to see the one made as kubectl would.
+		Eventually(func() error { return serverCache.Get(ctx, client.ObjectKeyFromObject(first), &flexv1.Asset{}) }).Should(Succeed())
 
 		status, resp := call("DELETE", "/entities/asset/"+first.Labels[flexv1.IDLabel], tok, nil)
 		Expect(status).To(Equal(http.StatusNoContent), "%s", resp)

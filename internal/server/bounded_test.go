@@ -28,11 +28,53 @@ const countHeader = "X-Test-Count-Api-Calls"
 
 type countTag struct{}
 
-var apiCalls sync.Map // tag -> *atomic.Int64
+var apiCalls sync.Map // tag, and tag + " " + verb -> *atomic.Int64
 
 func apiCallsOf(tag string) int64 {
 	n, _ := apiCalls.LoadOrStore(tag, new(atomic.Int64))
 	return n.(*atomic.Int64).Load()
+}
+
+// apiCallsOfVerb counts the tag's API-server requests of one verb (apiVerb: "list", "get",
+// "watch", "create", ...).
+func apiCallsOfVerb(tag, verb string) int64 { return apiCallsOf(tag + " " + verb) }
+
+// apiVerb is the API server's verb of a request: a GET of a collection is a list (a watch
+// with ?watch=true), of one object a get.
+func apiVerb(r *http.Request) string {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		parts = parts[2:] // namespaces/{ns}/{resource}...; "namespaces/{ns}" alone is a get of a namespace
+	}
+	collection := len(parts) == 1
+	switch r.Method {
+	case http.MethodGet:
+		if r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1" {
+			return "watch"
+		}
+		if collection {
+			return "list"
+		}
+		return "get"
+	case http.MethodPost:
+		return "create"
+	case http.MethodPut:
+		return "update"
+	case http.MethodPatch:
+		return "patch"
+	case http.MethodDelete:
+		if collection {
+			return "deletecollection"
+		}
+		return "delete"
+	}
+	return strings.ToLower(r.Method)
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
@@ -42,8 +84,10 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 func countAPICalls(next http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		if tag, ok := r.Context().Value(countTag{}).(string); ok {
-			n, _ := apiCalls.LoadOrStore(tag, new(atomic.Int64))
-			n.(*atomic.Int64).Add(1)
+			for _, key := range []string{tag, tag + " " + apiVerb(r)} {
+				n, _ := apiCalls.LoadOrStore(key, new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+			}
 		}
 		return next.RoundTrip(r)
 	})

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/prices"
@@ -179,6 +180,23 @@ var _ = Describe("The EV plug-in schedule", Ordered, func() {
 		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", body)
 		status, body = call("GET", "/examples/ocpp-charging-profile", "", nil)
 		Expect(status).To(Equal(http.StatusUnauthorized), "%s", body)
+	})
+
+	It("answers an asset's profile only to a token with entity_read; the plain example to any role (prod's)", func(ctx SpecContext) {
+		// Another API client of the same organisation, without entity_read.
+		writer := org{Namespace: o.Namespace, Username: o.Username + "-writer", Password: o.Password + "-w"}
+		Expect(bootstrap.EnsureOrganisation(ctx, k8sClient, bootstrap.Organisation{Namespace: writer.Namespace,
+			Username: writer.Username, Password: writer.Password, Roles: []flexv1.Role{flexv1.RoleEntityWrite}})).To(Succeed())
+		writerTok := writer.token()
+		Expect(mustCall("GET", profilePath, tok, nil)).To(HaveKey("csChargingProfiles"))
+		for _, path := range []string{profilePath, "/examples/ocpp-charging-profile?asset_id=" + uuid.NewString(),
+			"/examples/ocpp-charging-profile?asset_id="} {
+			status, body := call("GET", path, writerTok, nil)
+			Expect(status).To(Equal(http.StatusForbidden), "%s: %s", path, body)
+			Expect(body.Detail()).To(Equal("The API client lacks the entity_read role"))
+		}
+		status, body := call("GET", "/examples/ocpp-charging-profile", writerTok, nil)
+		Expect(status).To(Equal(http.StatusOK), "%s", body)
 	})
 
 	It("leaves out half-hours under a turn-down dispatch of the asset", func(ctx SpecContext) {

@@ -267,12 +267,11 @@ func (s *Service) ChargingProfile(ctx context.Context, p *auth.Principal, assetI
 		}
 		return ocpp.SetChargingProfileRequest{}, err
 	}
-	answers, err := s.Schedules.LatestOfSite(ctx, p.Namespace, site.Labels[flexv1.IDLabel], now)
+	answer, ok, err := s.Schedules.LatestOfAsset(ctx, p.Namespace, site.Labels[flexv1.IDLabel], assetID, now)
 	if err != nil {
 		return ocpp.SetChargingProfileRequest{}, s.failed(err)
 	}
-	i := slices.IndexFunc(answers, func(e schedulestore.EVSchedule) bool { return e.AssetID == assetID })
-	if i < 0 {
+	if !ok {
 		return ocpp.SetChargingProfileRequest{}, ErrNoScheduleAnswered
 	}
 	powerW, ok := dispatch.PowerW(asset.Spec)
@@ -281,7 +280,7 @@ func (s *Service) ChargingProfile(ctx context.Context, p *auth.Principal, assetI
 			"The asset has no power rating (power_w or a custom dispatch power): a charging profile's limits are watts",
 			"value_error", "query", "asset_id"))
 	}
-	return ocpp.Profile(assetID, scheduleOf(answers[i]), powerW), nil
+	return ocpp.Profile(assetID, scheduleOf(answer), powerW), nil
 }
 
 // ErrNoScheduleAnswered answers a profile asked for an asset without a plug-in schedule answer
