@@ -42,7 +42,7 @@ func TestBudgetJudge(t *testing.T) {
 	now := time.Date(2026, 11, 29, 13, 59, 0, 500_000_000, time.UTC)
 	b := meters.Budgets{OrganisationPerHour: 10, OrganisationPerDay: 100, HouseholdPerHour: 2}
 	counters := b.Counters("site-1", now)
-	toHour := time.Minute   // 13:59:00.5 → 14:00, rounded up to whole seconds
+	toHour := time.Minute // 13:59:00.5 → 14:00, rounded up to whole seconds
 	toDay := 10*time.Hour + time.Minute
 	for _, c := range []struct {
 		name       string
