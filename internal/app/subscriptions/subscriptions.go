@@ -140,7 +140,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, url string, wan
 			SecretRef: flexv1.SecretKeyReference{Name: SubscriptionSecretName(id), Key: "secret"}},
 	}
 	if err := s.Client.Create(ctx, sub); err != nil {
-		return SubscriptionCreated{}, err
+		return SubscriptionCreated{}, capRefused(err)
 	}
 	// The Secret belongs to the Subscription (garbage-collected with it; deleted with it here).
 	sec := &corev1.Secret{
@@ -171,6 +171,22 @@ func (s *Service) room(ctx context.Context, namespace string) error {
 		return app.Fail(app.Conflict, "%s", full.Msg)
 	}
 	return err
+}
+
+// capRefused answers the Subscription admission webhook's refusal of a create (Forbidden: the
+// cap reached, seen by another replica's cache a moment before this one's) as room does: 409
+// with the webhook's sentence. Any other error is left as it is.
+func capRefused(err error) error {
+	if !apierrors.IsForbidden(err) {
+		return err
+	}
+	const said = "is forbidden: "
+	msg := err.Error()
+	i := strings.LastIndex(msg, said)
+	if i < 0 || !strings.Contains(msg, "notification subscriptions") {
+		return err
+	}
+	return app.Fail(app.Conflict, "%s", msg[i+len(said):])
 }
 
 // List is the organisation's live subscriptions, by id.
