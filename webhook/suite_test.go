@@ -26,6 +26,10 @@ var (
 	k8sClient client.Client
 )
 
+// maxSubscriptions is the suite's cap on an organisation's Subscriptions (the manager's
+// --max-subscriptions), small so that a spec reaches it.
+const maxSubscriptions = 3
+
 func TestWebhooks(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Webhook suite (envtest)")
@@ -47,7 +51,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	mgr, err := env.NewManager()
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupWithManager(mgrCtx, mgr, controllers.Options{DB: testDB.Pool})).To(Succeed())
-	Expect(admission.Setup(mgr)).To(Succeed())
+	Expect(admission.Setup(mgr, admission.Options{MaxSubscriptions: maxSubscriptions})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(mgrCtx)).To(Succeed())

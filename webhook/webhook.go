@@ -1,9 +1,9 @@
 // Package admission holds Flexsite's admission webhooks: defaulting (normalising what people
 // type: postcode case and spacing, spaces in an MPAN) and validation for Site, Asset,
-// Enrolment and FlexEvent, and the uniqueness of API client usernames across organisations
-// (internal/tenancy). The rules are internal/validation's, the very functions the REST
-// API uses, so kubectl, GitOps and API clients meet the same checks, with errors that
-// name the field (`spec.mpan: Invalid value: ...`).
+// Enrolment and FlexEvent, the cap on an organisation's Subscriptions, and the uniqueness of
+// API client usernames across organisations (internal/tenancy). The rules are
+// internal/validation's, the very functions the REST API uses, so kubectl, GitOps and API
+// clients meet the same checks, with errors that name the field (`spec.mpan: Invalid value: ...`).
 //
 // Defaulting never sets ids, labels or finalizers: under server-side apply those would be
 // owned by whoever applied the object and could be dropped or churned by the next apply. The
@@ -21,10 +21,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/validation"
 )
 
+// Options are the bounds the webhooks hold objects to, the same the REST API is given.
+type Options struct {
+	// MaxSubscriptions is how many Subscriptions an organisation may have (0:
+	// validation.DefaultMaxSubscriptions).
+	MaxSubscriptions int
+}
+
 // Setup registers the webhooks of every Flexsite kind with the manager's webhook server.
-func Setup(mgr ctrl.Manager) error {
+func Setup(mgr ctrl.Manager, opts Options) error {
+	if opts.MaxSubscriptions <= 0 {
+		opts.MaxSubscriptions = validation.DefaultMaxSubscriptions
+	}
 	// The cache itself, not the client: its unique keys are looked up by bucket (index.NewLookup).
 	lookups := &lookups{cache: mgr.GetCache(), api: mgr.GetAPIReader()}
 	now := time.Now
@@ -42,6 +53,10 @@ func Setup(mgr ctrl.Manager) error {
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &flexv1.FlexEvent{}).
 		WithValidator(&flexEventValidator{lookups: lookups, now: now}).Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &flexv1.Subscription{}).
+		WithValidator(&subscriptionValidator{cache: mgr.GetCache(), maxSubs: opts.MaxSubscriptions}).Complete(); err != nil {
 		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &flexv1.APIClient{}).

@@ -98,6 +98,8 @@ type options struct {
 	notificationCAFile              string
 	rewards                         server.RewardPolicy
 	limits                          server.Limits
+	meterBudgets                    server.MeterBudgets
+	maxSubscriptions                int
 	concurrency                     int
 	backgroundShare                 float64
 	mail                            mailOptions
@@ -187,6 +189,16 @@ func main() {
 			"0 disables the limit.")
 	flag.IntVar(&o.limits.CallbackFailuresPerAddress.Burst, "callback-failures-burst", o.limits.CallbackFailuresPerAddress.Burst,
 		"Failed OAuth callbacks one client address may make at once before 429.")
+	o.meterBudgets = server.DefaultMeterBudgets
+	flag.Int64Var(&o.meterBudgets.OrganisationPerHour, "meter-lookups-per-hour", o.meterBudgets.OrganisationPerHour,
+		"Meter register lookups (search, by reference, MPAN or address) one organisation may make in a UTC hour, "+
+			"every replica and client together; past it, 429 with Retry-After. 0 disables.")
+	flag.Int64Var(&o.meterBudgets.OrganisationPerDay, "meter-lookups-per-day", o.meterBudgets.OrganisationPerDay,
+		"Meter register lookups one organisation may make in a UTC day; 0 disables.")
+	flag.Int64Var(&o.meterBudgets.HouseholdPerHour, "meter-searches-per-household-hour", o.meterBudgets.HouseholdPerHour,
+		"Meter searches one household may make in the hosted flow in a UTC hour, besides its organisation's budget; 0 disables.")
+	flag.IntVar(&o.maxSubscriptions, "max-subscriptions", server.DefaultMaxSubscriptions,
+		"Notification subscriptions one organisation may have (REST and kubectl alike); at least 1.")
 	zapOpts := zap.Options{Development: true}
 	flag.Func("notification-allow-cidrs", "Comma-separated networks (CIDR) notifications may be delivered to although "+
 		"they are not public (loopback, private, link-local, CGNAT, documentation, the other IANA special-purpose ranges "+
@@ -249,6 +261,13 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.sharder && !o.shard {
 		return errors.New("--sharder runs the sharder for this manager's shards: it needs --shard")
+	}
+	if o.maxSubscriptions < 1 {
+		return fmt.Errorf("--max-subscriptions must be at least 1, not %d", o.maxSubscriptions)
+	}
+	if o.meterBudgets.OrganisationPerHour < 0 || o.meterBudgets.OrganisationPerDay < 0 || o.meterBudgets.HouseholdPerHour < 0 {
+		return errors.New("--meter-lookups-per-hour, --meter-lookups-per-day and --meter-searches-per-household-hour " +
+			"must not be negative (0 disables)")
 	}
 	if o.backgroundShare <= 0 || o.backgroundShare > 1 {
 		return fmt.Errorf("--background-share must be in (0, 1], not %g", o.backgroundShare)
@@ -324,7 +343,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := admission.Setup(mgr); err != nil {
+	if err := admission.Setup(mgr, admission.Options{MaxSubscriptions: o.maxSubscriptions}); err != nil {
 		return fmt.Errorf("setting up the webhooks: %w", err)
 	}
 
@@ -390,23 +409,25 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *page
 		return err
 	}
 	srv := server.NewServer(server.Config{
-		Mailer:          mailer,
-		HostedNamespace: keysNS,
-		BankKeys:        bankKeys,
-		MeterRefKeys:    meterRefKeys,
-		PublicURL:       o.mail.publicURL,
-		Addr:            o.apiAddr,
-		Ready:           synced.Load,
-		Log:             ctrl.Log.WithName("api"),
-		Cache:           mgr.GetCache(),
-		APIReader:       mgr.GetAPIReader(),
-		Client:          mgr.GetClient(),
-		Interactive:     background,
-		Issuer:          auth.NewIssuer(keys, time.Now),
-		Authenticator:   auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
-		Rewards:         o.rewards,
-		Limits:          o.limits,
-		TrustedProxies:  o.trustedProxies,
+		Mailer:           mailer,
+		HostedNamespace:  keysNS,
+		BankKeys:         bankKeys,
+		MeterRefKeys:     meterRefKeys,
+		PublicURL:        o.mail.publicURL,
+		Addr:             o.apiAddr,
+		Ready:            synced.Load,
+		Log:              ctrl.Log.WithName("api"),
+		Cache:            mgr.GetCache(),
+		APIReader:        mgr.GetAPIReader(),
+		Client:           mgr.GetClient(),
+		Interactive:      background,
+		Issuer:           auth.NewIssuer(keys, time.Now),
+		Authenticator:    auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
+		Rewards:          o.rewards,
+		Limits:           o.limits,
+		MeterBudgets:     o.meterBudgets,
+		MaxSubscriptions: o.maxSubscriptions,
+		TrustedProxies:   o.trustedProxies,
 		// The same policy as the deliverer's: a subscription it would never deliver to is refused.
 		NotificationPolicy: events.AddressPolicy{Allow: o.notificationAllowed()},
 		DB:                 pool,

@@ -55,9 +55,12 @@ func (d *Door) meterSearch(r *http.Request, p *auth.Principal) (any, error) {
 		return nil, err
 	}
 	found, err := d.Meters.Search(r.Context(), p, postcode, building)
-	if e := app.As(err); e != nil && e.Kind == app.Unavailable {
-		plain := *e // still 503 with its Retry-After, said for a household
+	if e := app.As(err); e != nil && (e.Kind == app.Unavailable || e.Kind == app.TooManyRequests) {
+		plain := *e // still 503 or 429 with its Retry-After, said for a household
 		plain.Detail = MeterUnavailableWords
+		if e.Kind == app.TooManyRequests {
+			plain.Detail = MeterBudgetWords
+		}
 		return nil, &plain
 	}
 	if err != nil {

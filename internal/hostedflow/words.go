@@ -145,6 +145,9 @@ const (
 	MeterRefWords = "This address could not be used; search again."
 	// MeterUnavailableWords answers a search while the register cannot be read.
 	MeterUnavailableWords = "We can't look up addresses just now. Try again in a minute, or enter your MPAN."
+	// MeterBudgetWords answers a search past the household's (or its organisation's) budget
+	// of lookups (429, with Retry-After when it frees).
+	MeterBudgetWords = "You've searched for addresses many times this hour. Try again later, or enter your MPAN."
 )
 
 // MeterBuildingWords answers a house number or name that is not one line of at most

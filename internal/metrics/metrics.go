@@ -34,6 +34,22 @@ var RateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Requests refused with 429, by limit (per_client, auth_failures, login_failures).",
 }, []string{"limit"})
 
+// The meter register's lookups, by organisation (internal/app/meterpoints; the budget is
+// internal/meters' Budgets). Organisations are the tenants: a bounded set.
+var (
+	// MeterLookups counts the lookups answered from the register (within budget).
+	MeterLookups = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flexsite_meter_lookups_total",
+		Help: "Meter register lookups (search, by reference, by MPAN, by address) let through, by organisation.",
+	}, []string{"organisation"})
+	// MeterLookupsRefused counts the lookups refused with 429, by organisation and the budget
+	// that was spent (organisation_hour, organisation_day, household_hour).
+	MeterLookupsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flexsite_meter_lookups_refused_total",
+		Help: "Meter register lookups refused with 429, by organisation and budget (organisation_hour, organisation_day, household_hour).",
+	}, []string{"organisation", "budget"})
+)
+
 // Outcomes of an onboard or an enrolment request besides the refusal codes the API answers
 // (previously_withdrew, proposition_not_offered, prerequisites_not_met, ...).
 const (
@@ -116,7 +132,8 @@ const (
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(HTTPRequests, HTTPDuration, RateLimited,
-		Onboards, Enrolments, Withdrawals, EligibilityChanges, KeptRewardPageBytes, KeptPriceBytes, TokensIssued, LoginFailures)
+		Onboards, Enrolments, Withdrawals, EligibilityChanges, KeptRewardPageBytes, KeptPriceBytes, TokensIssued, LoginFailures,
+		MeterLookups, MeterLookupsRefused)
 	// The series whose label values are known up front start at 0, so that rate() and
 	// increase() see their first event, and a dashboard shows 0 rather than "no data".
 	for _, outcome := range []string{OutcomeEnrolled, OutcomeAlreadyEnrolled} {

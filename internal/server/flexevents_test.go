@@ -68,7 +68,7 @@ func startFlexREST(t *testing.T) *flexREST {
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{DB: database.Pool}); err != nil {
 		t.Fatal(err)
 	}
-	if err := admission.Setup(mgr); err != nil {
+	if err := admission.Setup(mgr, admission.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	const keys = "flexsite-system"

@@ -46,6 +46,7 @@ import (
 	"github.com/flexsite/flexsite/internal/schedulestore"
 	"github.com/flexsite/flexsite/internal/sealing"
 	"github.com/flexsite/flexsite/internal/settlementstore"
+	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
@@ -60,17 +61,25 @@ type (
 
 // Names of the doors' headers, objects and bounds.
 const (
-	HeaderRequestID        = web.HeaderRequestID
-	EmbedderOriginHeader   = hostedflow.EmbedderOriginHeader
-	FieldManagerPrefix     = app.FieldManagerPrefix
-	RewardsLinkTTL         = rewards.LinkTTL
-	MaxAssetsPerCall       = app.MaxAssetsPerCall
-	DefaultInFlightTimeout = app.DefaultInFlightTimeout
-	DefaultHostedNamespace = rewards.DefaultHostedNamespace
+	HeaderRequestID         = web.HeaderRequestID
+	EmbedderOriginHeader    = hostedflow.EmbedderOriginHeader
+	FieldManagerPrefix      = app.FieldManagerPrefix
+	RewardsLinkTTL          = rewards.LinkTTL
+	MaxAssetsPerCall        = app.MaxAssetsPerCall
+	DefaultMaxSubscriptions = validation.DefaultMaxSubscriptions
+	DefaultInFlightTimeout  = app.DefaultInFlightTimeout
+	DefaultHostedNamespace  = rewards.DefaultHostedNamespace
 )
 
 // DefaultLimits are the manager's defaults.
 var DefaultLimits = web.DefaultLimits
+
+// MeterBudgets bound the meter register's lookups of an organisation and of a household
+// (internal/meters' Budgets; zero values: unbounded), and DefaultMeterBudgets are the manager's.
+type MeterBudgets = meters.Budgets
+
+// DefaultMeterBudgets are the manager's defaults.
+var DefaultMeterBudgets = meters.DefaultBudgets
 
 // Config wires the server to the cluster.
 type Config struct {
@@ -97,6 +106,12 @@ type Config struct {
 	Now func() time.Time
 	// Limits bound what one caller may ask (zero values: no limit).
 	Limits Limits
+	// MaxSubscriptions is how many notification subscriptions an organisation may have (0:
+	// DefaultMaxSubscriptions); the admission webhook must be given the same number.
+	MaxSubscriptions int
+	// MeterBudgets bound the meter register's lookups per organisation and per household,
+	// counted in PostgreSQL, so across replicas (zero values: no budget).
+	MeterBudgets MeterBudgets
 	// InFlightTimeout is how long a request that creates a site has to finish writing it
 	// before the Site controller deletes it as abandoned (default DefaultInFlightTimeout).
 	InFlightTimeout time.Duration
@@ -175,7 +190,8 @@ func NewServer(cfg Config) *Server {
 	if register == nil {
 		register = &meterstore.Store{Pool: cfg.DB}
 	}
-	meterPoints := &meterpoints.Service{Log: cfg.Log.WithName("meters"), Register: register, Keys: meterKeys, Now: cfg.Now}
+	meterPoints := &meterpoints.Service{Log: cfg.Log.WithName("meters"), Register: register, Keys: meterKeys, Now: cfg.Now,
+		Budgets: cfg.MeterBudgets, Lookups: &meterstore.LookupCounts{Pool: cfg.DB}}
 	rewardsSvc := rewards.New(rewards.Config{Log: cfg.Log, Sites: households, APIReader: cfg.APIReader,
 		Client: households.Client, Cache: cfg.Cache, Policy: cfg.Rewards, Mailer: cfg.Mailer,
 		HostedNamespace: cfg.HostedNamespace, Now: cfg.Now,
@@ -198,8 +214,10 @@ func NewServer(cfg Config) *Server {
 	assetEvents := assetevents.New(households, assetEventStore)
 	pricingSvc := pricing.New(households, pricing.Stores{Prices: &pricestore.Store{Pool: cfg.DB},
 		Schedules: &schedulestore.Store{Pool: cfg.DB}, Dispatches: flexEvents.Dispatches, AssetEvents: assetEventStore})
+	subs := subscriptions.New(households, outbox)
+	subs.MaxSubscriptions = cfg.MaxSubscriptions
 	rest := restapi.New(restapi.Config{Log: cfg.Log, Ready: cfg.Ready, Households: households, Rewards: rewardsSvc,
-		Subscriptions: subscriptions.New(households, outbox), Devices: devicesSvc, Readings: readingsSvc,
+		Subscriptions: subs, Devices: devicesSvc, Readings: readingsSvc,
 		FlexEvents: flexEvents, Guard: guard, Authenticator: cfg.Authenticator, AssetEvents: assetEvents,
 		Dispatches: dispatches.New(households, flexEvents.Dispatches), Pricing: pricingSvc, Meters: meterPoints,
 		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})

@@ -132,6 +132,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Rewards:         server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
 		Now:             func() time.Time { return *clock.Load() },
 		ProviderPolicy:  &providerDialer.Policy,
+		// The manager's budgets: every meter spec counts its lookups as production does (and
+		// the outage specs meet the count's 503 first).
+		MeterBudgets: server.DefaultMeterBudgets,
 	})
 	apiServer = httptest.NewServer(tagAPICalls(apiSrv))
 	DeferCleanup(apiServer.Close)

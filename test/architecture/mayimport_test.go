@@ -58,7 +58,7 @@ var packageMap = []row{
 		"internal/auth", "internal/index", "internal/household", "internal/householdstore", "internal/db", "internal/pricestore",
 		"internal/schedulestore", "internal/dispatchstore", "internal/asseteventstore", "internal/metrics"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/app/meterpoints"}, may: join(apiTypes, pureRules, []string{"internal/app",
-		"internal/auth", "internal/db", "internal/sealing"}), except: []string{"internal/app/"}},
+		"internal/auth", "internal/db", "internal/sealing", "internal/metrics"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/app/devices"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/auth",
 		"internal/deviceauth", "internal/index"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/deviceauth"}, may: join(apiTypes, pureRules, []string{"internal/events"})},

@@ -80,7 +80,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	mgr, err := env.NewManager()
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupWithManager(suiteCtx, mgr, controllers.Options{DB: testDB.Pool})).To(Succeed())
-	Expect(admission.Setup(mgr)).To(Succeed())
+	Expect(admission.Setup(mgr, admission.Options{})).To(Succeed())
 
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
 	Expect(keys.Ensure(ctx)).To(Succeed())

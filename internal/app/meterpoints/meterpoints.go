@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/meters"
+	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/sealing"
 	"github.com/flexsite/flexsite/internal/validation"
 )
@@ -48,6 +50,16 @@ type Service struct {
 	// Keys seal the references a search answers.
 	Keys *sealing.KeyRing
 	Now  func() time.Time
+	// Budgets bound the lookups of an organisation and of a household (zero: unbounded), and
+	// Lookups counts them (nil: nothing is counted). See spend.
+	Budgets meters.Budgets
+	Lookups LookupCounter
+}
+
+// LookupCounter counts a lookup in its budget windows and answers each window's count with it
+// counted (internal/meterstore's LookupCounts, in PostgreSQL: every replica counts alike).
+type LookupCounter interface {
+	Count(ctx context.Context, organisation string, counters []meters.Counter, now time.Time) ([]int64, error)
 }
 
 // SearchResult is one meter point a search found (prod's MeterSearchResponse): its sealed
@@ -111,6 +123,36 @@ func (s *Service) failed(err error) error {
 	return err
 }
 
+// spend counts a lookup of the register against the caller's budgets (its organisation's hour
+// and day, and, for a household, its own hour: meters.Budgets) just before the register is
+// read, so that input refused before any read costs nothing: a lookup past a budget is
+// TooManyRequests (429) with Retry-After when its window frees, and reads nothing; the
+// database unavailable is ErrRegisterUnavailable (503), as the register's own reads.
+func (s *Service) spend(ctx context.Context, p *auth.Principal) error {
+	household := ""
+	if p.Kind == auth.KindEndUser {
+		household = p.SiteName
+	}
+	now := s.now()
+	counters := s.Budgets.Counters(household, now)
+	if s.Lookups == nil || len(counters) == 0 {
+		metrics.MeterLookups.WithLabelValues(p.Namespace).Inc()
+		return nil
+	}
+	counts, err := s.Lookups.Count(ctx, p.Namespace, counters, now)
+	if err != nil {
+		return s.failed(err)
+	}
+	v := meters.Judge(now, counters, counts)
+	if !v.Allowed {
+		metrics.MeterLookupsRefused.WithLabelValues(p.Namespace, string(v.Refused.Name)).Inc()
+		return &app.Error{Kind: app.TooManyRequests, Detail: v.Sentence(),
+			RetryAfter: strconv.Itoa(int(v.RetryAfter / time.Second))}
+	}
+	metrics.MeterLookups.WithLabelValues(p.Namespace).Inc()
+	return nil
+}
+
 // maxQuotedPostcode bounds the postcode a refusal quotes back: a UK postcode is at most 8
 // characters, a few more with stray spaces.
 const maxQuotedPostcode = 16
@@ -138,6 +180,9 @@ func (s *Service) Search(ctx context.Context, p *auth.Principal, postcode, build
 	limit := meters.MaxSearchResults
 	if building != "" {
 		limit = meters.MaxAtPostcode
+	}
+	if err := s.spend(ctx, p); err != nil {
+		return nil, err
 	}
 	points, err := s.Register.AtPostcode(ctx, pc, limit)
 	if err != nil {
@@ -199,6 +244,9 @@ func (s *Service) ByRef(ctx context.Context, p *auth.Principal, ref string) (Met
 	if err != nil {
 		return Meter{}, err
 	}
+	if err := s.spend(ctx, p); err != nil {
+		return Meter{}, err
+	}
 	pt, ok, err := s.Register.ByMPAN(ctx, mpan)
 	switch {
 	case err != nil:
@@ -211,10 +259,13 @@ func (s *Service) ByRef(ctx context.Context, p *auth.Principal, ref string) (Met
 
 // ByMPAN is the details of the meter point of an MPAN: 422 for an MPAN that cannot be one,
 // 404 for one the register does not hold.
-func (s *Service) ByMPAN(ctx context.Context, mpan string) (Meter, error) {
+func (s *Service) ByMPAN(ctx context.Context, p *auth.Principal, mpan string) (Meter, error) {
 	core, err := validation.NormaliseMPAN(mpan)
 	if err != nil {
 		return Meter{}, invalid("%s", err.Error())
+	}
+	if err := s.spend(ctx, p); err != nil {
+		return Meter{}, err
 	}
 	pt, ok, err := s.Register.ByMPAN(ctx, core)
 	switch {
@@ -229,7 +280,7 @@ func (s *Service) ByMPAN(ctx context.Context, mpan string) (Meter, error) {
 // ByAddress is the details of the meter point an address names (meters.Pick among its
 // postcode's meter points, ranked by similarity): 422 when the address holds no UK postcode
 // or is too long, 404 when no single meter point matches, with how many candidates there were.
-func (s *Service) ByAddress(ctx context.Context, address string) (Meter, error) {
+func (s *Service) ByAddress(ctx context.Context, p *auth.Principal, address string) (Meter, error) {
 	if len(address) > meters.MaxAddressBytes {
 		return Meter{}, invalid("The address is longer than %d bytes", meters.MaxAddressBytes)
 	}
@@ -239,6 +290,9 @@ func (s *Service) ByAddress(ctx context.Context, address string) (Meter, error) 
 	pc, err := meters.PostcodeIn(address)
 	if err != nil {
 		return Meter{}, invalid("The address must contain a UK postcode")
+	}
+	if err := s.spend(ctx, p); err != nil {
+		return Meter{}, err
 	}
 	ranked, err := s.Register.Ranked(ctx, pc, address, meters.MaxAtPostcode)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,8 +26,10 @@ import (
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/events"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/record"
+	"github.com/flexsite/flexsite/internal/validation"
 )
 
 // Service runs the subscription use cases on the household use cases' readers and writer
@@ -36,6 +39,10 @@ type Service struct {
 	Client           client.Client
 	// Outbox is the notification outbox (required).
 	Outbox *outboxstore.Store
+	// MaxSubscriptions is how many subscriptions an organisation may have (0:
+	// validation.DefaultMaxSubscriptions); the Subscription admission webhook holds kubectl
+	// and GitOps to the same number.
+	MaxSubscriptions int
 }
 
 // New builds the subscription use cases on the household ones' clients and the outbox
@@ -118,6 +125,9 @@ func SubscriptionSecretName(id string) string { return "subscription-" + id }
 // the given types (none: every type). The signing secret is made here, kept in a Secret the
 // Subscription owns, and answered this once.
 func (s *Service) Create(ctx context.Context, p *auth.Principal, url string, wanted []flexv1.EventType) (SubscriptionCreated, error) {
+	if err := s.room(ctx, p.Namespace); err != nil {
+		return SubscriptionCreated{}, err
+	}
 	key := make([]byte, secretBytes)
 	if _, err := rand.Read(key); err != nil {
 		return SubscriptionCreated{}, err
@@ -130,7 +140,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, url string, wan
 			SecretRef: flexv1.SecretKeyReference{Name: SubscriptionSecretName(id), Key: "secret"}},
 	}
 	if err := s.Client.Create(ctx, sub); err != nil {
-		return SubscriptionCreated{}, err
+		return SubscriptionCreated{}, capRefused(err)
 	}
 	// The Secret belongs to the Subscription (garbage-collected with it; deleted with it here).
 	sec := &corev1.Secret{
@@ -146,6 +156,37 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, url string, wan
 	}
 	return SubscriptionCreated{ID: id, URL: url, Events: record.NonNil(wanted), Secret: secret,
 		CreatedAt: sub.CreationTimestamp.UTC().Format(time.RFC3339)}, nil
+}
+
+// room refuses another subscription (409) to an organisation that has as many as it may
+// (householdstore.SubscriptionRoom, counted in the manager's cache).
+func (s *Service) room(ctx context.Context, namespace string) error {
+	maxSubs := s.MaxSubscriptions
+	if maxSubs <= 0 {
+		maxSubs = validation.DefaultMaxSubscriptions
+	}
+	err := householdstore.SubscriptionRoom(ctx, s.Cache, namespace, maxSubs)
+	var full *validation.Error
+	if errors.As(err, &full) {
+		return app.Fail(app.Conflict, "%s", full.Msg)
+	}
+	return err
+}
+
+// capRefused answers the Subscription admission webhook's refusal of a create (Forbidden: the
+// cap reached, seen by another replica's cache a moment before this one's) as room does: 409
+// with the webhook's sentence. Any other error is left as it is.
+func capRefused(err error) error {
+	if !apierrors.IsForbidden(err) {
+		return err
+	}
+	const said = "is forbidden: "
+	msg := err.Error()
+	i := strings.LastIndex(msg, said)
+	if i < 0 || !strings.Contains(msg, "notification subscriptions") {
+		return err
+	}
+	return app.Fail(app.Conflict, "%s", msg[i+len(said):])
 }
 
 // List is the organisation's live subscriptions, by id.

@@ -106,7 +106,7 @@ func (h Handlers) ByRef(r *http.Request, p *auth.Principal) (any, error) {
 }
 
 // ByMPAN is POST /meter/by-mpan.
-func (h Handlers) ByMPAN(r *http.Request, _ *auth.Principal) (any, error) {
+func (h Handlers) ByMPAN(r *http.Request, p *auth.Principal) (any, error) {
 	var mpan string
 	err := readSmallBody(r, maxMeterByMPANBody, func(f *fields, body map[string]any) {
 		mpan, _ = f.Str(body, []any{"body"}, "mpan", true)
@@ -114,16 +114,16 @@ func (h Handlers) ByMPAN(r *http.Request, _ *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.Meters.ByMPAN(r.Context(), mpan)
+	return h.Meters.ByMPAN(r.Context(), p, mpan)
 }
 
 // ByMPANPath is the deprecated GET /meter/{mpan}.
-func (h Handlers) ByMPANPath(r *http.Request, _ *auth.Principal) (any, error) {
-	return h.Meters.ByMPAN(r.Context(), r.PathValue("mpan"))
+func (h Handlers) ByMPANPath(r *http.Request, p *auth.Principal) (any, error) {
+	return h.Meters.ByMPAN(r.Context(), p, r.PathValue("mpan"))
 }
 
 // ByAddress is POST /meter/by-address.
-func (h Handlers) ByAddress(r *http.Request, _ *auth.Principal) (any, error) {
+func (h Handlers) ByAddress(r *http.Request, p *auth.Principal) (any, error) {
 	var address string
 	err := readSmallBody(r, maxMeterByAddressBody, func(f *fields, body map[string]any) {
 		address, _ = f.Str(body, []any{"body"}, "address", true)
@@ -131,15 +131,15 @@ func (h Handlers) ByAddress(r *http.Request, _ *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.Meters.ByAddress(r.Context(), address)
+	return h.Meters.ByAddress(r.Context(), p, address)
 }
 
 // ByAddressQuery is the deprecated GET /meter/?address=.
-func (h Handlers) ByAddressQuery(r *http.Request, _ *auth.Principal) (any, error) {
+func (h Handlers) ByAddressQuery(r *http.Request, p *auth.Principal) (any, error) {
 	f := &fields{}
 	address := requiredQuery(f, r, "address")
 	if err := f.Err(); err != nil {
 		return nil, err
 	}
-	return h.Meters.ByAddress(r.Context(), address)
+	return h.Meters.ByAddress(r.Context(), p, address)
 }
