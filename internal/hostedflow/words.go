@@ -145,6 +145,12 @@ const (
 	MeterRefWords = "This address could not be used; search again."
 	// MeterUnavailableWords answers a search while the register cannot be read.
 	MeterUnavailableWords = "We can't look up addresses just now. Try again in a minute, or enter your MPAN."
+	// MeterElsewhereWords answers a picked address that is not at the postcode saved with it
+	// (the household changed the postcode after searching, or sent another search's reference).
+	MeterElsewhereWords = "This address is not at the postcode you entered; search that postcode again."
+	// MeterChangesWords answers an address step past the household's budget of meter changes
+	// (household.MeterChangesCode).
+	MeterChangesWords = "Your meter has been changed too many times today. Try again tomorrow."
 )
 
 // MeterBuildingWords answers a house number or name that is not one line of at most
