@@ -77,6 +77,11 @@ const (
 	// carries no token, so the API answers it from this list; an actual request is granted
 	// CORS only when its verified token names the request's origin.
 	AllowedOriginsAnnotation = "flexsite.io/allowed-origins"
+	// MeterChangesAnnotation records, on a household's Site, when its household (a component
+	// token) last changed the Site's MPAN: Unix seconds, space-separated, oldest first, at most
+	// household.MeterChangesPerDay of them. It is the household's budget of meter changes,
+	// kept on the Site so that every replica counts the same changes.
+	MeterChangesAnnotation = "flexsite.io/meter-changes"
 	// InFlightAnnotation holds a Site's in-flight marker: what the request that created the
 	// site will write after it, and by when (JSON of household.InFlight).
 	InFlightAnnotation = "flexsite.io/in-flight"

@@ -29,7 +29,7 @@ func (s *Service) CreateSite(ctx context.Context, p *auth.Principal, in SiteInpu
 	}
 	err = s.transact(ctx, func(st store, log *writeLog) error {
 		_, err := s.writeUpsert(ctx, st, log, p.Namespace, upsertRequest{site: in}, rules, func(plan *upsertPlan) error {
-			out = legacySiteRecord(plan.site, nil, false) // as it will be written: the answer once it is
+			out = legacySiteRecord(p, plan.site, nil, false) // as it will be written: the answer once it is
 			found, err := st.lookup.SitesByAddress(ctx, p.Namespace, validation.AddressKey(plan.site.Spec.StreetAddress, plan.site.Spec.Postcode))
 			for _, other := range found { // the cached objects themselves: read only
 				if id := other.Labels[flexv1.IDLabel]; other.DeletionTimestamp.IsZero() && other.Name != plan.site.Name {

@@ -207,7 +207,7 @@ func (s *Service) LegacyOnboard(ctx context.Context, p *auth.Principal, in Legac
 		}
 		asset := plan.assets[0].asset
 		out = LegacyOnboardResponse{
-			Site: legacySiteRecord(plan.site, []flexv1.Asset{*asset}, false),
+			Site: legacySiteRecord(p, plan.site, []flexv1.Asset{*asset}, false),
 			Asset: LegacyAssetRecord{ID: asset.Labels[flexv1.IDLabel], ExternalID: asset.Spec.ExternalID,
 				Type:   asset.Spec.Type,
 				SiteID: plan.siteID(), Properties: AssetProperties{PowerKW: units.ToKilo(asset.Spec.PowerW),

@@ -1,10 +1,8 @@
 package app
 
 import (
-	"slices"
-	"strings"
-
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/record"
@@ -69,48 +67,18 @@ func eligibilityRecord(siteID string, res eligibility.Result) *EligibilityRecord
 
 func assetRecord(a *flexv1.Asset, siteID string) AssetRecord { return record.AssetOf(a, siteID) }
 
-// TariffRecord is the legacy site record's `tariff`.
-type TariffRecord struct {
-	TariffType     flexv1.TariffType `json:"tariff_type,omitempty"`
-	CheapStartTime string            `json:"tariff_cheap_start_time,omitempty"`
-	CheapEndTime   string            `json:"tariff_cheap_end_time,omitempty"`
-}
+// The legacy site record is internal/record's, shown to each caller as it may see it.
+type (
+	// TariffRecord is the legacy site record's `tariff`.
+	TariffRecord = record.Tariff
+	// LegacySiteRecord is the legacy site record of interface.md.
+	LegacySiteRecord = record.LegacySite
+)
 
-// LegacySiteRecord is the legacy site record of interface.md.
-type LegacySiteRecord struct {
-	ID                     string                  `json:"id"`
-	MPAN                   string                  `json:"mpan"`
-	Postcode               string                  `json:"postcode"`
-	Address                string                  `json:"address"`
-	AssetIDs               []string                `json:"asset_ids"`
-	Markets                []flexv1.Market         `json:"markets"`
-	DispatchMethods        []flexv1.DispatchMethod `json:"dispatch_methods"`
-	Tariff                 *TariffRecord           `json:"tariff,omitempty"`
-	BoundaryMeterConsentAt *string                 `json:"gave_boundary_meter_consent_at"`
-}
-
-// legacySiteRecord maps a Site (and its assets) onto the legacy record. withTariffType: the
-// production service reports tariff_type only in the offboard answer.
-func legacySiteRecord(s *flexv1.Site, assets []flexv1.Asset, withTariffType bool) LegacySiteRecord {
-	rec := LegacySiteRecord{
-		ID: s.Labels[flexv1.IDLabel], MPAN: s.Spec.MPAN, Postcode: s.Spec.Postcode, Address: s.Spec.StreetAddress,
-		AssetIDs:               make([]string, 0, len(assets)),
-		Markets:                nonNil(s.Spec.Markets),
-		DispatchMethods:        nonNil(s.Spec.DispatchMethods),
-		BoundaryMeterConsentAt: FormatTime(s.Spec.BoundaryMeterConsentAt),
-	}
-	byName := slices.Clone(assets) // the caller's slice keeps its order
-	slices.SortFunc(byName, func(a, b flexv1.Asset) int { return strings.Compare(a.Name, b.Name) })
-	for i := range byName {
-		rec.AssetIDs = append(rec.AssetIDs, byName[i].Labels[flexv1.IDLabel])
-	}
-	if t := s.Spec.Tariff; t != nil {
-		rec.Tariff = &TariffRecord{CheapStartTime: t.CheapStartTime, CheapEndTime: t.CheapEndTime}
-		if withTariffType {
-			rec.Tariff.TariffType = t.Type
-		}
-	}
-	return rec
+// legacySiteRecord is the legacy record of a Site (and its assets) as p may see it (its MPAN:
+// auth.Principal.MPANViewer). withTariffType: prod reports tariff_type only when offboarding.
+func legacySiteRecord(p *auth.Principal, s *flexv1.Site, assets []flexv1.Asset, withTariffType bool) LegacySiteRecord {
+	return record.LegacySiteOf(s, assets, withTariffType, p.MPANViewer())
 }
 
 // FormatTime writes a time as the API does (RFC 3339, UTC); nil stays nil.

@@ -150,7 +150,7 @@ func (s *Service) GetSite(ctx context.Context, p *auth.Principal, siteID string)
 	if err != nil {
 		return LegacySiteRecord{}, err
 	}
-	return legacySiteRecord(site, assets, false), nil
+	return legacySiteRecord(p, site, assets, false), nil
 }
 
 // SitePage answers a page of the organisation's sites.
@@ -198,7 +198,7 @@ func (s *Service) ListSites(ctx context.Context, p *auth.Principal, filter SiteF
 			bySite[a.Spec.SiteName] = append(bySite[a.Spec.SiteName], a)
 		}
 		for i := range matched {
-			page.Sites = append(page.Sites, legacySiteRecord(&matched[i], bySite[matched[i].Name], false))
+			page.Sites = append(page.Sites, legacySiteRecord(p, &matched[i], bySite[matched[i].Name], false))
 		}
 	}
 	return page, nil
@@ -239,10 +239,17 @@ func (s *Service) PatchSite(ctx context.Context, p *auth.Principal, siteID strin
 		updated, before = current.DeepCopy(), current
 		fields := household.MergeSite(&updated.Spec, in.Fields)
 		if in.MPAN != "" && in.MPAN != current.Spec.MPAN {
-			claim, err := householdstore.ClaimMPAN(ctx, s.Client, s.APIReader, current, in.MPAN, time.Now())
+			now := time.Now()
+			if p.Kind != auth.KindOrganisation { // a household's changes are budgeted, and spent in this write
+				if wait := household.SpendMeterChange(updated, now); wait > 0 {
+					return &Error{Kind: TooManyRequests, Code: household.MeterChangesCode, Detail: household.MeterChangesRefusal,
+						RetryAfter: household.RetryAfter(wait)}
+				}
+			}
+			claim, err := householdstore.ClaimMPAN(ctx, s.Client, s.APIReader, current, in.MPAN, now)
 			log.adoptClaim(claim, err)
 			if err != nil {
-				return mpanTaken(err)
+				return mpanTaken(err, p.MPANViewer())
 			}
 			updated.Spec.MPAN = in.MPAN
 			fields = append(fields, "mpan")
@@ -259,7 +266,7 @@ func (s *Service) PatchSite(ctx context.Context, p *auth.Principal, siteID strin
 			s.Log.Error(err, "releasing an MPAN claim", "mpan", before.Spec.MPAN)
 		}
 	}
-	return legacySiteRecord(updated, assets, false), nil
+	return legacySiteRecord(p, updated, assets, false), nil
 }
 
 // MeterConsent records the household's boundary meter consent (a consent recorded earlier
@@ -292,7 +299,7 @@ func (s *Service) MeterConsent(ctx context.Context, p *auth.Principal, siteID st
 	if err != nil {
 		return LegacySiteRecord{}, err
 	}
-	return legacySiteRecord(updated, assets, false), nil
+	return legacySiteRecord(p, updated, assets, false), nil
 }
 
 // OffboardResponse answers offboard.
@@ -319,7 +326,7 @@ func (s *Service) Offboard(ctx context.Context, p *auth.Principal, siteID string
 	if err != nil {
 		return OffboardResponse{}, err
 	}
-	out := OffboardResponse{Site: legacySiteRecord(site, assets, true)}
+	out := OffboardResponse{Site: legacySiteRecord(p, site, assets, true)}
 	if len(assets) > 0 {
 		// The site's first registered asset: the oldest, by name within the same second
 		// (creation times are kept to the second).
@@ -492,7 +499,7 @@ func (s *Service) ChangeDispatch(ctx context.Context, p *auth.Principal, siteID 
 		updated := current.DeepCopy()
 		fields := change(&updated.Spec, methods)
 		household.EnsureID(updated)
-		out = legacySiteRecord(updated, assets, false)
+		out = legacySiteRecord(p, updated, assets, false)
 		return s.write(ctx, log, updated, current, fields)
 	})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/meters"
 )
 
 // An upsert (onboard, initialise) is planned completely before its first write: every
@@ -352,7 +353,7 @@ func (s *Service) applyUpsert(ctx context.Context, log *writeLog, plan *upsertPl
 			created, err := householdstore.ClaimMPAN(ctx, s.Client, s.APIReader, plan.siteBefore, plan.site.Spec.MPAN, time.Now())
 			log.adoptClaim(created, err)
 			if err != nil {
-				return mpanTaken(err)
+				return mpanTaken(err, meters.OrganisationViewer) // upserts are the organisation's alone
 			}
 		}
 		if err := s.write(ctx, log, plan.site, plan.siteBefore, plan.siteFields); err != nil {
@@ -379,7 +380,7 @@ func (s *Service) createSite(ctx context.Context, log *writeLog, site *flexv1.Si
 		created, err := householdstore.ClaimMPAN(ctx, s.Client, s.APIReader, site, site.Spec.MPAN, time.Now())
 		log.adoptClaim(created, err)
 		if err != nil {
-			return mpanTaken(err)
+			return mpanTaken(err, meters.OrganisationViewer) // sites are created by the organisation alone
 		}
 		return s.create(ctx, log, site)
 	}
@@ -396,7 +397,7 @@ func (s *Service) createSite(ctx context.Context, log *writeLog, site *flexv1.Si
 	}
 	// Plan again: the claimant holds the MPAN now (find it by its MPAN), or will soon, or
 	// backs off (it saw this site too).
-	return &retry{answer: mpanTaken(err)}
+	return &retry{answer: mpanTaken(err, meters.OrganisationViewer)}
 }
 
 // retry is errRetry with the answer to give when the retries run out.
@@ -405,17 +406,20 @@ type retry struct{ answer error }
 func (r *retry) Error() string        { return r.answer.Error() }
 func (r *retry) Is(target error) bool { return target == errRetry }
 
-// mpanTaken answers a household.MPANTakenError as a Conflict; other errors pass unchanged.
-func mpanTaken(err error) error {
+// mpanTaken answers a household.MPANTakenError as a Conflict, naming the MPAN as viewer may
+// see it (meters.MPANFor: a household is never told another site's MPAN in full); other errors
+// pass unchanged.
+func mpanTaken(err error, viewer meters.Viewer) error {
 	var taken *household.MPANTakenError
 	if !errors.As(err, &taken) {
 		return err
 	}
+	mpan := meters.MPANFor(viewer, taken.MPAN)
 	if taken.Pending {
 		return &Error{Kind: Conflict, Detail: fmt.Sprintf(
-			"MPAN %s is being moved to another site of this organisation; retry", taken.MPAN), RetryAfter: "1"}
+			"MPAN %s is being moved to another site of this organisation; retry", mpan), RetryAfter: "1"}
 	}
-	return Fail(Conflict, "MPAN %s belongs to another site of this organisation", taken.MPAN)
+	return Fail(Conflict, "MPAN %s belongs to another site of this organisation", mpan)
 }
 
 // write creates obj when before is nil, and otherwise updates it when fields changed (or it

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/meters"
 )
 
 // Kind of principal.
@@ -62,6 +63,16 @@ type Principal struct {
 	// AllowedOrigin is, for end-user tokens, the web origin (scheme://host[:port]) allowed to
 	// embed the hosted flow and to call the API from a browser with this token (CORS).
 	AllowedOrigin string
+}
+
+// MPANViewer is whom an answer to the principal goes to, for what it may see of an MPAN
+// (meters.MPANFor): an organisation's API client sees MPANs in full; anyone else (an end
+// user's component token, or no principal at all) is a household, shown them masked.
+func (p *Principal) MPANViewer() meters.Viewer {
+	if p != nil && p.Kind == KindOrganisation {
+		return meters.OrganisationViewer
+	}
+	return meters.HouseholdViewer
 }
 
 // HasRole tells whether the principal holds role r. End users hold no roles.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/meters"
 )
 
 func TestBearerToken(t *testing.T) {
@@ -77,6 +78,23 @@ func TestHasRole(t *testing.T) {
 	}
 	if (&Principal{Kind: KindEndUser}).HasRole(flexv1.RoleEntityRead) {
 		t.Error("an end user holds a role")
+	}
+}
+
+// Only an organisation's API client sees MPANs in full; an end user, or no principal, is a household.
+func TestMPANViewer(t *testing.T) {
+	for _, c := range []struct {
+		p    *Principal
+		want meters.Viewer
+	}{
+		{&Principal{Kind: KindOrganisation, Namespace: "org-a"}, meters.OrganisationViewer},
+		{&Principal{Kind: KindEndUser, Namespace: "org-a", SiteName: "s"}, meters.HouseholdViewer},
+		{&Principal{Namespace: "org-a"}, meters.HouseholdViewer},
+		{nil, meters.HouseholdViewer},
+	} {
+		if got := c.p.MPANViewer(); got != c.want {
+			t.Errorf("%+v: MPANViewer = %d, want %d", c.p, got, c.want)
+		}
 	}
 }
 

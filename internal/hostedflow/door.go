@@ -199,7 +199,7 @@ func (d *Door) household(r *http.Request, p *auth.Principal) (any, error) {
 	site := h.Site
 	out := Household{
 		SiteID: site.Labels[flexv1.IDLabel], AllowedOrigin: p.AllowedOrigin,
-		Site: householdSite(site.Spec.Postcode, site.Spec.StreetAddress, site.Spec.MPAN,
+		Site: householdSite(p, site.Spec.Postcode, site.Spec.StreetAddress, site.Spec.MPAN,
 			app.FormatTime(site.Spec.BoundaryMeterConsentAt)),
 		Assets:               make([]HouseholdAsset, 0, len(h.Assets)),
 		EnrolledPropositions: h.Enrolled,
@@ -271,8 +271,10 @@ var readBody = web.ReadBody
 // address is the address step: the postcode and the meter (both required: the step is
 // complete with both) and the street address change as a site's PATCH changes them. The meter
 // is a picked address's reference (meter_ref, "Find my meter") or a typed MPAN; a site that has
-// its MPAN may leave both out. The body is judged whole before the site is read. The answer is
-// the site as the household sees it (MPAN masked).
+// its MPAN may leave both out; a picked address must be at the step's postcode. The body is
+// judged whole before the site is read. A new meter spends the household's budget of meter
+// changes (household.MeterChangesPerDay; past it, 429 in words). The answer is the site as the
+// household sees it (MPAN masked).
 func (d *Door) address(r *http.Request, p *auth.Principal) (any, error) {
 	var in app.SiteUpdate
 	err := readBody(r, func(f *web.Fields, body map[string]any) {
@@ -284,7 +286,7 @@ func (d *Door) address(r *http.Request, p *auth.Principal) (any, error) {
 				in.Fields.Postcode = &norm
 			}
 		}
-		in.MPAN = d.readMeter(r, p, f, body)
+		in.MPAN = d.readMeter(r, p, f, body, in.Fields.Postcode)
 		if street, ok := f.Str(body, loc, "street_address", false); ok {
 			in.Fields.StreetAddress = &street
 		}
@@ -300,6 +302,11 @@ func (d *Door) address(r *http.Request, p *auth.Principal) (any, error) {
 		return nil, errMeterRequired
 	}
 	rec, err := d.Households.PatchSite(r.Context(), p, site.Labels[flexv1.IDLabel], in)
+	if e := app.As(err); e != nil && e.Code == household.MeterChangesCode {
+		plain := *e // still 429 with its Retry-After, said for a household
+		plain.Detail = MeterChangesWords
+		return nil, &plain
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 // house number or name) and the household picks its address. Each address comes with the
 // search's sealed reference, sealed for the token's organisation (the end user's namespace),
 // and the address step takes that reference instead of an MPAN: the full MPAN never reaches
-// the page, which shows it masked (meters.MaskedMPAN).
+// the page, which shows it masked (meters.MPANFor).
 
 // MeterSearch answers GET /hosted/api/meters.
 type MeterSearch struct {
@@ -77,17 +77,24 @@ func (d *Door) meterSearch(r *http.Request, p *auth.Principal) (any, error) {
 // readMeter reads the address step's meter: the reference of a picked address (meter_ref),
 // opened for the token's organisation, or else a typed MPAN; "" when neither is sent (or the
 // MPAN is blank), which keeps the site's MPAN: the page never has a found MPAN to send back.
-// A site without an MPAN needs one (errMeterRequired).
-func (d *Door) readMeter(r *http.Request, p *auth.Principal, f *web.Fields, body map[string]any) string {
+// A site without an MPAN needs one (errMeterRequired). A picked address must be at postcode,
+// the step's postcode (nil when it is not a valid one: that field's problem is told already):
+// a reference carries the postcode that was searched, so a household cannot save one
+// postcode with a meter found at another.
+func (d *Door) readMeter(r *http.Request, p *auth.Principal, f *web.Fields, body map[string]any, postcode *string) string {
 	loc := []any{"body"}
 	if ref, ok := f.Str(body, loc, "meter_ref", false); ok && ref != "" {
-		mpan, err := d.Meters.Open(r.Context(), p, ref)
+		opened, err := d.Meters.Open(r.Context(), p, ref)
 		if err != nil {
 			// Every reason a reference does not open is one answer (meterpoints.ErrMeterNotFound).
 			f.Add(MeterRefWords, "value_error", web.At(loc, "meter_ref"))
 			return ""
 		}
-		return mpan
+		if postcode != nil && !opened.SamePostcode(*postcode) {
+			f.Add(MeterElsewhereWords, "value_error", web.At(loc, "meter_ref"))
+			return ""
+		}
+		return opened.MPAN
 	}
 	mpan, ok := f.Str(body, loc, "mpan", false)
 	if !ok || strings.TrimSpace(mpan) == "" {
@@ -105,17 +112,16 @@ func (d *Door) readMeter(r *http.Request, p *auth.Principal, f *web.Fields, body
 // field readers' own "Field required".
 var errMeterRequired = app.InvalidFields(app.Field("Field required", "missing", "body", "mpan"))
 
-// householdSite is the household's own view of its site: its MPAN masked but for the last four
-// digits, as every answer of the flow shows it.
-func householdSite(postcode, street, mpan string, consentAt *string) Site {
-	masked := ""
-	if mpan != "" {
-		masked = meters.MaskedMPAN(mpan)
-	}
-	return Site{Postcode: postcode, StreetAddress: street, MPANMasked: masked, GaveBoundaryMeterConsentAt: consentAt}
+// householdSite is the household's own view of its site: its MPAN as the token may see it
+// (meters.MPANFor: masked but for the last four digits), as every answer of the flow shows it.
+func householdSite(p *auth.Principal, postcode, street, mpan string, consentAt *string) Site {
+	return Site{Postcode: postcode, StreetAddress: street, MPANMasked: meters.MPANFor(p.MPANViewer(), mpan),
+		GaveBoundaryMeterConsentAt: consentAt}
 }
 
-// siteAnswer is the address step's answer: the stored site, as the household sees it.
+// siteAnswer is the address step's answer: the stored site, as the household sees it (the use
+// case's record already holds the MPAN as the token may see it).
 func siteAnswer(rec app.LegacySiteRecord) Site {
-	return householdSite(rec.Postcode, rec.Address, rec.MPAN, rec.BoundaryMeterConsentAt)
+	return Site{Postcode: rec.Postcode, StreetAddress: rec.Address, MPANMasked: rec.MPAN,
+		GaveBoundaryMeterConsentAt: rec.BoundaryMeterConsentAt}
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/meters"
 )
 
@@ -26,11 +27,12 @@ func TestMetersFound(t *testing.T) {
 
 // The household is shown its MPAN masked but for the last four digits, and nothing when it has none.
 func TestHouseholdSiteMasksTheMPAN(t *testing.T) {
-	got := householdSite("SW1A 1AA", "10 Downing Street", "1200000000011", nil)
+	household := &auth.Principal{Kind: auth.KindEndUser}
+	got := householdSite(household, "SW1A 1AA", "10 Downing Street", "1200000000011", nil)
 	if got.MPANMasked != "•••••••••0011" || strings.Contains(got.MPANMasked, "12000") {
 		t.Errorf("masked MPAN %q", got.MPANMasked)
 	}
-	if none := householdSite("SW1A 1AA", "", "", nil); none.MPANMasked != "" {
+	if none := householdSite(household, "SW1A 1AA", "", "", nil); none.MPANMasked != "" {
 		t.Errorf("a site without an MPAN shows %q", none.MPANMasked)
 	}
 }

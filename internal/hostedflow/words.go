@@ -148,6 +148,12 @@ const (
 	// MeterBudgetWords answers a search past the household's (or its organisation's) budget
 	// of lookups (429, with Retry-After when it frees).
 	MeterBudgetWords = "You've searched for addresses many times this hour. Try again later, or enter your MPAN."
+	// MeterElsewhereWords answers a picked address that is not at the postcode saved with it
+	// (the household changed the postcode after searching, or sent another search's reference).
+	MeterElsewhereWords = "This address is not at the postcode you entered; search that postcode again."
+	// MeterChangesWords answers an address step past the household's budget of meter changes
+	// (household.MeterChangesCode).
+	MeterChangesWords = "Your meter has been changed too many times today. Try again tomorrow."
 )
 
 // MeterBuildingWords answers a house number or name that is not one line of at most

@@ -14,13 +14,21 @@ const nonceSize = 12 // sealing.NonceSize: AES-GCM's
 
 func TestRefPlaintextRoundTrip(t *testing.T) {
 	expires := time.Date(2026, 11, 27, 21, 0, 0, 0, time.UTC)
-	ref := meters.Ref{MPAN: validMPAN, Organisation: "org-a", Expires: expires}
+	ref := meters.Ref{MPAN: validMPAN, Postcode: "SW1A 1AA", Organisation: "org-a", Expires: expires}
 	plaintext := ref.Plaintext()
 
 	got, err := meters.ReadRef(plaintext, "org-a", expires.Add(-time.Second))
-	if err != nil || got.MPAN != ref.MPAN || got.Organisation != ref.Organisation || !got.Expires.Equal(expires) {
+	if err != nil || got.MPAN != ref.MPAN || got.Postcode != ref.Postcode || got.Organisation != ref.Organisation ||
+		!got.Expires.Equal(expires) {
 		t.Fatalf("ReadRef = %+v, %v; want %+v", got, err, ref)
 	}
+	// The first format (no postcode) is still read, at no postcode.
+	first := append([]byte{1}, plaintext[1:1+8+13]...)
+	if got, err := meters.ReadRef(first, "org-a", expires.Add(-time.Second)); err != nil || got.MPAN != validMPAN ||
+		got.Postcode != "" || got.SamePostcode("") {
+		t.Fatalf("ReadRef(first format) = %+v, %v", got, err)
+	}
+	noPostcode := meters.Ref{MPAN: validMPAN, Organisation: "org-a", Expires: expires}.Plaintext()
 	for _, c := range []struct {
 		name      string
 		plaintext []byte
@@ -29,9 +37,11 @@ func TestRefPlaintextRoundTrip(t *testing.T) {
 		{"at its expiry", plaintext, expires},
 		{"after its expiry", plaintext, expires.Add(time.Nanosecond)},
 		{"empty", nil, expires.Add(-time.Hour)},
-		{"another version", append([]byte{2}, plaintext[1:]...), expires.Add(-time.Hour)},
-		{"cut short", plaintext[:len(plaintext)-1], expires.Add(-time.Hour)},
-		{"too long", append(bytes.Clone(plaintext), '0'), expires.Add(-time.Hour)},
+		{"another version", append([]byte{3}, plaintext[1:]...), expires.Add(-time.Hour)},
+		{"the first format with a postcode", append([]byte{1}, plaintext[1:]...), expires.Add(-time.Hour)},
+		{"no postcode", noPostcode, expires.Add(-time.Hour)},
+		{"cut short", plaintext[:1+8+12], expires.Add(-time.Hour)},
+		{"too long", append(bytes.Clone(plaintext), "000"...), expires.Add(-time.Hour)},
 	} {
 		if got, err := meters.ReadRef(c.plaintext, "org-a", c.now); !errors.Is(err, meters.ErrBadRef) {
 			t.Errorf("%s: %+v, %v; want ErrBadRef", c.name, got, err)
@@ -121,6 +131,39 @@ func FuzzDecodeRef(f *testing.F) {
 			t.Fatalf("ReadRef: %v", err)
 		}
 	})
+}
+
+func TestRefSamePostcode(t *testing.T) {
+	ref := meters.Ref{MPAN: validMPAN, Postcode: "SW1A 1AA"}
+	for postcode, want := range map[string]bool{"SW1A 1AA": true, "SW1A 1AB": false, "SW1A1AA": false, "": false} {
+		if got := ref.SamePostcode(postcode); got != want {
+			t.Errorf("SamePostcode(%q) = %v, want %v", postcode, got, want)
+		}
+	}
+}
+
+// TestMPANFor is the one rule of what a caller is shown of an MPAN: the organisation all of
+// it, a household (and a viewer not said) the last four digits.
+func TestMPANFor(t *testing.T) {
+	var unsaid meters.Viewer
+	for _, c := range []struct {
+		viewer     meters.Viewer
+		mpan, want string
+	}{
+		{meters.OrganisationViewer, validMPAN, validMPAN},
+		{meters.OrganisationViewer, "", ""},
+		{meters.HouseholdViewer, validMPAN, "•••••••••5967"},
+		{meters.HouseholdViewer, "", ""},
+		{unsaid, validMPAN, "•••••••••5967"},
+		{meters.Viewer(7), validMPAN, "•••••••••5967"},
+	} {
+		if got := meters.MPANFor(c.viewer, c.mpan); got != c.want {
+			t.Errorf("MPANFor(%d, %q) = %q, want %q", c.viewer, c.mpan, got, c.want)
+		}
+		if c.viewer != meters.OrganisationViewer && c.mpan != "" && strings.Contains(meters.MPANFor(c.viewer, c.mpan), c.mpan[:9]) {
+			t.Errorf("MPANFor(%d) shows the MPAN's first digits", c.viewer)
+		}
+	}
 }
 
 func TestMaskedMPAN(t *testing.T) {

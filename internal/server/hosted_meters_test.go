@@ -2,15 +2,18 @@ package server_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
 	"github.com/flexsite/flexsite/internal/hostedflow"
+	hh "github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/meters"
 	"github.com/flexsite/flexsite/internal/meters/synth"
 	"github.com/flexsite/flexsite/internal/meterstore"
@@ -165,6 +168,155 @@ var _ = Describe("The hosted flow's Find my meter (GET /hosted/api/meters, PUT /
 		By("an organisation's token is not the flow's")
 		status, _ = hosted("GET", "/hosted/api/meters?postcode=EC1A1BB", o.token(), nil)
 		Expect(status).To(Equal(http.StatusForbidden))
+	})
+
+	// hostedRaw is hosted with the answer's headers (Retry-After).
+	hostedRaw := func(ctx SpecContext, method, path, token string, body any) (int, http.Header, response) {
+		GinkgoHelper()
+		var reader io.Reader
+		if body != nil {
+			raw, err := json.Marshal(body)
+			Expect(err).NotTo(HaveOccurred())
+			reader = bytes.NewReader(raw)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, apiServer.URL+path, reader)
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(server.EmbedderOriginHeader, "https://app.example.com")
+		resp, err := http.DefaultClient.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		data, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		Expect(err).NotTo(HaveOccurred())
+		return resp.StatusCode, resp.Header, response(data)
+	}
+	pick := func(ref map[string]any, postcode string) map[string]any {
+		return map[string]any{"postcode": postcode, "street_address": ref["street_address"], "meter_ref": ref["ref"]}
+	}
+	found := func(token string) []map[string]any {
+		GinkgoHelper()
+		status, data := search(token, hostedMetersPostcode, "")
+		Expect(status).To(Equal(http.StatusOK), "%s", data)
+		var out []map[string]any
+		for _, a := range data.Map()["addresses"].([]any) {
+			out = append(out, a.(map[string]any))
+		}
+		Expect(out).To(HaveLen(len(points)))
+		return out
+	}
+
+	It("never tells a household a full MPAN: not the meter it picked, not its own site's, not in a 409 over a neighbour's meter", func(ctx SpecContext) {
+		o := newOrg(ctx)
+		walkerID, walker := user(o, "mpan-walker")
+		neighbourID, neighbour := user(o, "mpan-neighbour")
+		var answers []string // every answer either household was given
+		keep := func(status int, data response) (int, response) {
+			answers = append(answers, string(data))
+			return status, data
+		}
+		last := len(points) - 1
+		lastMPAN := points[last].MPAN
+
+		By("the walk: search, pick the last address (a neighbour's meter), read the own site back")
+		status, data := keep(search(walker, hostedMetersPostcode, ""))
+		Expect(status).To(Equal(http.StatusOK), "%s", data)
+		ref := data.Map()["addresses"].([]any)[last].(map[string]any)
+		status, data = keep(hosted("PUT", "/hosted/api/address", walker, pick(ref, hostedMetersPostcode)))
+		Expect(status).To(Equal(http.StatusOK), "%s", data)
+		Expect(data.Map()).To(HaveKeyWithValue("mpan_masked", meters.MaskedMPAN(lastMPAN)))
+		status, data = keep(call("GET", "/entities/site/"+walkerID, walker, nil))
+		Expect(status).To(Equal(http.StatusOK), "%s", data)
+		Expect(data.Map()).To(HaveKeyWithValue("mpan", meters.MaskedMPAN(lastMPAN)), "the household's read of its site")
+
+		By("every other answer of the household's site: PATCH, meter consent, dispatch consent, the flow's own view")
+		status, data = keep(call("PATCH", "/entities/site/"+walkerID, walker, map[string]any{"address": "1 Walk Road"}))
+		Expect(status).To(Equal(http.StatusOK), "%s", data)
+		Expect(data.Map()).To(HaveKeyWithValue("mpan", meters.MaskedMPAN(lastMPAN)))
+		status, data = keep(call("POST", "/entities/site/"+walkerID+"/meter-consent", walker,
+			map[string]any{"gave_boundary_meter_consent_at": "2026-02-01T00:00:00Z"}))
+		Expect(status).To(Equal(http.StatusOK), "%s", data)
+		Expect(data.Map()).To(HaveKeyWithValue("mpan", meters.MaskedMPAN(lastMPAN)))
+		status, data = keep(call("POST", "/entities/site/"+walkerID+"/dispatch-consent", walker,
+			map[string]any{"dispatch_methods": []any{"limited_pause"}}))
+		Expect(status).To(Equal(http.StatusOK), "%s", data)
+		Expect(data.Map()).To(HaveKeyWithValue("mpan", meters.MaskedMPAN(lastMPAN)))
+		status, data = keep(hosted("GET", "/hosted/api/household", walker, nil))
+		Expect(status).To(Equal(http.StatusOK), "%s", data)
+
+		By("the neighbour whose meter it is is refused with 409, told no more than its last four digits")
+		status, data = keep(hosted("PUT", "/hosted/api/address", neighbour, pick(found(neighbour)[last], hostedMetersPostcode)))
+		Expect(status).To(Equal(http.StatusConflict), "%s", data)
+		Expect(data.Detail()).To(ContainSubstring(meters.MaskedMPAN(lastMPAN)))
+		status, data = keep(call("PATCH", "/entities/site/"+neighbourID, neighbour, map[string]any{"mpan": lastMPAN}))
+		Expect(status).To(Equal(http.StatusConflict), "%s", data)
+
+		for _, answer := range answers {
+			for _, pt := range points {
+				Expect(answer).NotTo(ContainSubstring(pt.MPAN), "no answer to a household holds a full MPAN")
+			}
+		}
+
+		By("the organisation's own API client still reads and is refused with the full MPAN")
+		Expect(mustCall("GET", "/entities/site/"+walkerID, o.token(), nil)).To(HaveKeyWithValue("mpan", lastMPAN))
+		status, data = call("PATCH", "/entities/site/"+neighbourID, o.token(), map[string]any{"mpan": lastMPAN})
+		Expect(status).To(Equal(http.StatusConflict), "%s", data)
+		Expect(data.Detail()).To(ContainSubstring(lastMPAN))
+	})
+
+	It("lets a household change its meter at most its daily budget of changes (household.MeterChangesPerDay), then answers 429 with Retry-After and moves no claim; the organisation is not counted", func(ctx SpecContext) {
+		budget := hh.MeterChangesPerDay
+		Expect(len(points)).To(BeNumerically(">", budget+1))
+		o := newOrg(ctx)
+		siteID, tok := user(o, "meter-budget")
+		refs := found(tok)
+		for i := range budget {
+			status, data := hosted("PUT", "/hosted/api/address", tok, pick(refs[i], hostedMetersPostcode))
+			Expect(status).To(Equal(http.StatusOK), "change %d: %s", i+1, data)
+		}
+		By("saving the same meter again changes nothing and spends nothing")
+		status, data := hosted("PUT", "/hosted/api/address", tok, pick(refs[budget-1], hostedMetersPostcode))
+		Expect(status).To(Equal(http.StatusOK), "%s", data)
+
+		By("one change more is refused, through the flow and through the REST API, and nothing moves")
+		before := snapshot(ctx, o.Namespace)
+		status, header, data := hostedRaw(ctx, "PUT", "/hosted/api/address", tok, pick(refs[budget], hostedMetersPostcode))
+		Expect(status).To(Equal(http.StatusTooManyRequests), "%s", data)
+		Expect(data.Detail()).To(Equal(hostedflow.MeterChangesWords))
+		wait, err := strconv.Atoi(header.Get("Retry-After"))
+		Expect(err).NotTo(HaveOccurred(), "Retry-After %q", header.Get("Retry-After"))
+		Expect(wait).To(And(BeNumerically(">", 0), BeNumerically("<=", int(hh.MeterChangeWindow.Seconds()))))
+		status, header, data = hostedRaw(ctx, "PATCH", "/entities/site/"+siteID, tok, map[string]any{"mpan": points[budget].MPAN})
+		Expect(status).To(Equal(http.StatusTooManyRequests), "%s", data)
+		Expect(header.Get("Retry-After")).NotTo(BeEmpty())
+		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(mustCall("GET", "/entities/site/"+siteID, o.token(), nil)).To(HaveKeyWithValue("mpan", points[budget-1].MPAN))
+
+		By("the meter it could not take is still free for its own household")
+		_, other := user(o, "meter-budget-other")
+		status, data = hosted("PUT", "/hosted/api/address", other, pick(found(other)[budget], hostedMetersPostcode))
+		Expect(status).To(Equal(http.StatusOK), "%s", data)
+
+		By("the organisation's API client may still change the site's meter")
+		Expect(mustCall("PATCH", "/entities/site/"+siteID, o.token(), map[string]any{"mpan": points[budget+1].MPAN})).
+			To(HaveKeyWithValue("mpan", points[budget+1].MPAN))
+	})
+
+	It("refuses a picked address saved with another postcode than the one it was found at, at meter_ref in words, and stores nothing", func(ctx SpecContext) {
+		o := newOrg(ctx)
+		siteID, tok := user(o, "meter-elsewhere")
+		ref := found(tok)[0]
+		before := snapshot(ctx, o.Namespace)
+		status, data := hosted("PUT", "/hosted/api/address", tok, pick(ref, "SW1A 1AA"))
+		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", data)
+		Expect(data.Detail()).To(ConsistOf(And(HaveKeyWithValue("loc", []any{"body", "meter_ref"}),
+			HaveKeyWithValue("msg", hostedflow.MeterElsewhereWords))))
+		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+
+		By("the postcode it was found at, however it is spelt, takes it")
+		status, data = hosted("PUT", "/hosted/api/address", tok, pick(ref, strings.ToLower(strings.ReplaceAll(hostedMetersPostcode, " ", ""))))
+		Expect(status).To(Equal(http.StatusOK), "%s", data)
+		Expect(mustCall("GET", "/entities/site/"+siteID, o.token(), nil)).To(HaveKeyWithValue("mpan", points[0].MPAN))
 	})
 
 	It("answers a search 503 with Retry-After while the register's database is down, and finds again once it is back", Serial, func(ctx SpecContext) {

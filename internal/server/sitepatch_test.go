@@ -12,6 +12,7 @@ import (
 	householdcore "github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/meters"
 )
 
 // Specs of PATCH /entities/site/{site_id} (api-reference.md "The asset and site lifecycle"):
@@ -257,7 +258,7 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 		mpan := patchMPAN(15)
 		rec := mustCall("PATCH", "/entities/site/"+own.Labels[flexv1.IDLabel], userTok,
 			map[string]any{"address": "1 Home Street", "postcode": "SW1A 1AA", "mpan": mpan})
-		Expect(rec).To(HaveKeyWithValue("mpan", mpan))
+		Expect(rec).To(HaveKeyWithValue("mpan", meters.MaskedMPAN(mpan)), "a household is shown its MPAN masked")
 		Expect(holdersOf(ctx, o.Namespace, mpan)).To(Equal([]string{own.Name}))
 
 		status, resp := call("PATCH", "/entities/site/"+otherID, userTok, map[string]any{"address": "elsewhere"})

@@ -197,7 +197,7 @@ func (s *Service) Search(ctx context.Context, p *auth.Principal, postcode, build
 		if !pt.MatchesBuilding(building) {
 			continue
 		}
-		ref, err := s.seal(ctx, meters.Ref{MPAN: pt.MPAN, Organisation: p.Namespace, Expires: expires})
+		ref, err := s.seal(ctx, meters.Ref{MPAN: pt.MPAN, Postcode: pc, Organisation: p.Namespace, Expires: expires})
 		if err != nil {
 			return nil, err
 		}
@@ -214,12 +214,12 @@ func (s *Service) seal(ctx context.Context, r meters.Ref) (string, error) {
 	return meters.EncodeRef(kid, nonce, ciphertext), nil
 }
 
-// Open is the MPAN a reference stands for, when it was sealed for the caller's organisation
-// and has not expired; ErrMeterNotFound otherwise.
-func (s *Service) Open(ctx context.Context, p *auth.Principal, ref string) (string, error) {
+// Open is what a reference stands for (its MPAN and the postcode searched), when it was sealed
+// for the caller's organisation and has not expired; ErrMeterNotFound otherwise.
+func (s *Service) Open(ctx context.Context, p *auth.Principal, ref string) (meters.Ref, error) {
 	kid, nonce, ciphertext, err := meters.DecodeRef(ref, sealing.NonceSize)
 	if err != nil {
-		return "", ErrMeterNotFound
+		return meters.Ref{}, ErrMeterNotFound
 	}
 	want := meters.Ref{Organisation: p.Namespace}
 	plaintext, err := s.Keys.Open(ctx, kid, nonce, ciphertext, want.AdditionalData())
@@ -229,25 +229,25 @@ func (s *Service) Open(ctx context.Context, p *auth.Principal, ref string) (stri
 			// else (the Secret unreadable) is logged, but still told as not found.
 			s.Log.V(1).Info("meter reference does not open", "error", err.Error())
 		}
-		return "", ErrMeterNotFound
+		return meters.Ref{}, ErrMeterNotFound
 	}
 	r, err := meters.ReadRef(plaintext, p.Namespace, s.now())
 	if err != nil {
-		return "", ErrMeterNotFound
+		return meters.Ref{}, ErrMeterNotFound
 	}
-	return r.MPAN, nil
+	return r, nil
 }
 
 // ByRef is the details of the meter point a reference stands for.
 func (s *Service) ByRef(ctx context.Context, p *auth.Principal, ref string) (Meter, error) {
-	mpan, err := s.Open(ctx, p, ref)
+	opened, err := s.Open(ctx, p, ref)
 	if err != nil {
 		return Meter{}, err
 	}
 	if err := s.spend(ctx, p); err != nil {
 		return Meter{}, err
 	}
-	pt, ok, err := s.Register.ByMPAN(ctx, mpan)
+	pt, ok, err := s.Register.ByMPAN(ctx, opened.MPAN)
 	switch {
 	case err != nil:
 		return Meter{}, s.failed(err)
