@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/outboxstore"
 )
@@ -288,7 +289,11 @@ func (st *subState) deliver(ctx context.Context, c outboxstore.Delivery) (outbox
 		o.Result, o.Retry = outboxstore.Failed, d.Schedule.Delay(c.Attempts+1)
 	}
 	if err != nil {
-		o.Error = truncate(err.Error(), 256)
+		// The organisation is told generic words (events.DeliveryErrorText): the error itself
+		// may name internal addresses, the resolver and its answers. It goes to this log only.
+		o.Error = events.DeliveryErrorText(err, code)
+		ctrl.LoggerFrom(ctx).V(1).Info("a delivery attempt failed", "subscription", st.key, "event", c.Event.ID,
+			"attempt", c.Attempts+1, "statusCode", code, "error", truncate(err.Error(), 1024))
 	}
 	metrics.NotificationDeliveries.WithLabelValues(string(c.Event.Type), string(o.Result)).Inc()
 	st.mu.Lock()
