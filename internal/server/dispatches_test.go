@@ -156,7 +156,9 @@ var _ = Describe("Dispatch callbacks", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		future := dispatch.EventID(o.Namespace, "window-ahead", chargerID).String()
 		started := issue(ctx, o.Namespace, "window-started", siteID, chargerID)
-		at := func(status, timestamp string) map[string]any { return map[string]any{"timestamp": timestamp, "status": status} }
+		at := func(status, timestamp string) map[string]any {
+			return map[string]any{"timestamp": timestamp, "status": status}
+		}
 		stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 		By("a timestamp out of the supported range, or later than now beyond the skew: 422 at the field")

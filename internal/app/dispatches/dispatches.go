@@ -19,7 +19,6 @@ import (
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/dispatch"
 	"github.com/flexsite/flexsite/internal/dispatchstore"
-	"github.com/flexsite/flexsite/internal/validation"
 )
 
 // Service runs the dispatch callback use cases.
@@ -68,12 +67,12 @@ type CallbackResult struct {
 	Changed bool   `json:"changed"`
 }
 
-// Callback records a reported status of a dispatch of the caller's asset: the report's
-// timestamp must be a time not in the future (dispatch.CheckReportTime: 422 at the field); the
-// asset must be the organisation's (404 otherwise), the event one of its dispatches (404); the
-// same status again changes nothing; a step back, anything after a final status (a
-// cancellation that came first included), or EXECUTED of a window not started
-// (dispatch.Judge), is a conflict (409); the database away is Unavailable (503).
+// Callback records a reported status of a dispatch of the caller's asset (its timestamp
+// already judged by the door: dispatch.CheckReportTime): the asset must be the organisation's
+// (404 otherwise), the event one of its dispatches (404); the same status again changes
+// nothing; a step back, anything after a final status (a cancellation that came first
+// included), or EXECUTED of a window not started (dispatch.Judge), is a conflict (409); the
+// database away is Unavailable (503).
 func (s *Service) Callback(ctx context.Context, p *auth.Principal, in CallbackInput) (CallbackResult, error) {
 	if p.Kind == auth.KindEndUser {
 		return CallbackResult{}, app.Fail(app.Forbidden, "An end-user token cannot report a dispatch's status")
@@ -81,9 +80,6 @@ func (s *Service) Callback(ctx context.Context, p *auth.Principal, in CallbackIn
 	if !dispatch.Reported(in.Status) {
 		return CallbackResult{}, app.InvalidFields(app.Field("Input should be 'RECEIVED', 'ACCEPTED', 'REJECTED', 'FAILED' or 'EXECUTED'",
 			"enum", "body", "status"))
-	}
-	if err := dispatch.CheckReportTime(in.At, s.now()); err != nil {
-		return CallbackResult{}, app.InvalidFields(fieldOf(err, "body", "timestamp"))
 	}
 	assetID, err := s.assetID(ctx, p, in)
 	if err != nil {
@@ -158,13 +154,4 @@ func Example(now time.Time, base string) dispatch.Event {
 		LevelKW:  dispatch.LevelKW(flexv1.AssetTypeBattery, flexv1.FlexTurnDown, 5000),
 		FromTime: dispatch.Stamp(from), ToTime: dispatch.Stamp(from.Add(time.Hour)),
 		UpdateStatusCallback: base + dispatch.CallbackPath(exampleAssetID, id)}
-}
-
-// fieldOf is a refusal of a rule (a validation.Error inside err) at loc.
-func fieldOf(err error, loc ...any) app.FieldError {
-	var ve *validation.Error
-	if errors.As(err, &ve) {
-		return app.Field(ve.Msg, ve.Type, loc...)
-	}
-	return app.Field(err.Error(), "value_error", loc...)
 }
