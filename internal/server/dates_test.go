@@ -109,6 +109,18 @@ var _ = Describe("Dates and times out of the supported range", func() {
 			"rate_pence_per_kwh": 25, "site_ids": []any{siteID}})
 		expectValidationItem(status, resp, []any{"body", "start_at"}, "greater_than_equal")
 
+		By("the range's last day and hour are taken, and answered (year 10000 is never written)")
+		status, resp = call("PUT", "/market-prices/price_curve/9999-12-31", tok, dayPrices("9999-12-31", 48, pence))
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+		mustCall("GET", "/market-prices/price_curve/9999-12-31", tok, nil)
+		status, resp = call("POST", "/flex-events", tok, map[string]any{"proposition": "limited_pause",
+			"start_at": "9999-12-31T22:00:00Z", "end_at": "9999-12-31T23:30:00Z", "direction": "turn_down",
+			"rate_pence_per_kwh": 25, "site_ids": []any{siteID}})
+		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
+		mustCall("GET", "/flex-events/"+resp.Map()["id"].(string), tok, nil)
+		mustCall("GET", "/flex-events", tok, nil)
+		mustCall("GET", "/entities/site/"+siteID+"/flex-events", tok, nil)
+
 		charger := mustCall("GET", "/entities/asset/external-id/charger-1200000000011", tok, nil)["id"].(string)
 		status, resp = call("POST", "/data/readings", tok, map[string]any{"readings": []any{
 			reading(charger, "boundary_import_kw", "0001-01-01T00:00:00Z", "0001-01-01T00:30:00Z", 1)}})
