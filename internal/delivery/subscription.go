@@ -366,7 +366,7 @@ func (st *subState) writeStatus(ctx context.Context) error {
 	for _, a := range attempts {
 		s.RecentDeliveries = append(s.RecentDeliveries, flexv1.DeliveryAttempt{EventID: a.EventID, Type: a.Type,
 			Attempt: int32(min(a.Attempt, 1<<30)), Time: metav1.NewTime(a.At.Truncate(time.Second)), //nolint:gosec // bounded
-			LatencyMillis: a.Latency.Milliseconds(), StatusCode: int32(a.StatusCode), Error: a.Error}) //nolint:gosec // an HTTP status
+			LatencyMillis: a.Latency.Milliseconds(), StatusCode: int32(a.StatusCode), Error: events.PublicDeliveryError(a.Error)}) //nolint:gosec // an HTTP status
 	}
 	meta.SetStatusCondition(&s.Conditions, readyCondition(cur, stats))
 	if equality.Semantic.DeepEqual(base.Status, cur.Status) {
@@ -390,10 +390,10 @@ func readyCondition(sub *flexv1.Subscription, stats outboxstore.Stats) metav1.Co
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, flexv1.ReasonDelivering, "The last delivery succeeded"
 	case stats.Last == outboxstore.SecretMissing:
 		cond.Status, cond.Reason = metav1.ConditionFalse, flexv1.ReasonSecretMissing
-		cond.Message = "Deliveries fail and are retried: " + stats.LastError
+		cond.Message = "Deliveries fail and are retried: " + events.PublicDeliveryError(stats.LastError)
 	default:
 		cond.Status, cond.Reason = metav1.ConditionFalse, flexv1.ReasonDeliveryFailing
-		cond.Message = "Deliveries fail and are retried: " + stats.LastError
+		cond.Message = "Deliveries fail and are retried: " + events.PublicDeliveryError(stats.LastError)
 	}
 	return cond
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -83,6 +85,23 @@ func DeliveryErrorText(err error, statusCode int) string {
 		return DeliveryTLSFailed
 	case errors.As(err, &netErr):
 		return DeliveryConnectionError
+	}
+	return DeliveryFailed
+}
+
+// deliveryWords are DeliveryErrorText's answers but the receiver's status.
+var deliveryWords = []string{DeliveryAddressRefused, DeliveryHostNotFound, DeliveryDNSFailed, DeliveryTimedOut,
+	DeliveryConnRefused, DeliveryConnReset, DeliveryUnreachable, DeliveryTLSFailed, DeliveryCertificate,
+	DeliverySigningSecret, DeliveryConnectionError, DeliveryFailed}
+
+var httpStatusWords = regexp.MustCompile(`^HTTP [1-5][0-9][0-9]$`)
+
+// PublicDeliveryError is what the organisation is shown of a stored error: itself when it is
+// one of DeliveryErrorText's answers, else DeliveryFailed. An attempt recorded before the
+// errors were worded generically (the error verbatim, addresses and all) is shown so too.
+func PublicDeliveryError(stored string) string {
+	if stored == "" || slices.Contains(deliveryWords, stored) || httpStatusWords.MatchString(stored) {
+		return stored
 	}
 	return DeliveryFailed
 }

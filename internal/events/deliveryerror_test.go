@@ -75,3 +75,17 @@ func TestDeliveryErrorText(t *testing.T) {
 
 // ip matches an IPv4 address, an IPv6 one, or a host name with a dot.
 var ip = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+|[0-9a-f]*:[0-9a-f]*:|[a-z0-9-]+\.[a-z]{2,}`)
+
+// An error stored before the generic words (the error verbatim) is shown as "delivery failed".
+func TestPublicDeliveryError(t *testing.T) {
+	for in, want := range map[string]string{
+		"": "", "HTTP 503": "HTTP 503", "HTTP 410": "HTTP 410", "host not found": "host not found",
+		"address not allowed": "address not allowed", "TLS certificate not trusted": "TLS certificate not trusted",
+		`Post "https://x.invalid/": dial tcp: lookup x.invalid on 10.96.0.10:53: no such host`: "delivery failed",
+		"receiver answered 503": "delivery failed", "HTTP 5030": "delivery failed", "http 503": "delivery failed",
+	} {
+		if got := events.PublicDeliveryError(in); got != want {
+			t.Errorf("PublicDeliveryError(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
