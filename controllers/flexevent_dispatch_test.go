@@ -268,8 +268,12 @@ func (f *flexFixture) checkReportsAndCancellation(ns string, ev *flexv1.FlexEven
 		asset  string
 		status dispatch.Status
 	}{{"charger", dispatch.Accepted}, {"charger", dispatch.Executed}, {"battery", dispatch.Rejected}, {"custom", dispatch.Accepted}} {
+		at := due // when issued; EXECUTED only once the window has started
+		if rep.status == dispatch.Executed {
+			at = start
+		}
 		if _, err := store.Record(f.ctx, ns, dispatchstore.Report{AssetID: rep.asset, EventID: dispatch.EventID(ns, ev.Name, rep.asset),
-			Status: rep.status, At: due, By: "test"}, due); err != nil {
+			Status: rep.status, At: at, By: "test"}, at); err != nil {
 			t.Fatal(err)
 		}
 	}

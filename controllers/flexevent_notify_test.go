@@ -39,9 +39,9 @@ var _ = Describe("A flex event's dispatch counts", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() int32 { return fetched(ctx, ev)().Status.Dispatches.Issued }).Should(BeEquivalentTo(1))
 
-		By("the asset controller reporting EXECUTED")
+		By("the asset controller reporting EXECUTED (once the window has started)")
 		_, err = store.Record(ctx, ns, dispatchstore.Report{AssetID: "asset-1", EventID: dispatch.EventID(ns, ev.Name, "asset-1"),
-			Status: dispatch.Executed, At: now, By: "test"}, now)
+			Status: dispatch.Executed, At: start, By: "test"}, start)
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() string { return fetched(ctx, ev)().Status.Dispatches.Summary }).Should(Equal("1 asked: 1 executed"))
 		Expect(ev.Status.Dispatches.Executed).To(BeEquivalentTo(1))

@@ -134,6 +134,16 @@ var _ = Describe("Site webhook", func() {
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 	})
 
+	It("refuses a boundary meter consent before the supported range, as the REST API does", func(ctx SpecContext) {
+		s := site(ns, "consent-old", "1200000000011")
+		s.Spec.BoundaryMeterConsentAt = &metav1.Time{Time: time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC)}
+		Expect(refusal(ctx, s)).To(ContainSubstring(`spec.boundaryMeterConsentAt: Invalid value: "0001-01-01T00:00:01Z": ` +
+			`Input should be greater than or equal to 1900-01-01T00:00:00Z`))
+		s = site(ns, "consent-old", "1200000000011")
+		s.Spec.BoundaryMeterConsentAt = &metav1.Time{Time: time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)}
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+	})
+
 	It("refuses a second site with the same MPAN in the organisation", func(ctx SpecContext) {
 		Expect(k8sClient.Create(ctx, site(ns, "first", "2301234567894"))).To(Succeed())
 		Eventually(func() string { return refusal(ctx, site(ns, "second", "2301234567894")) }).Should(ContainSubstring(

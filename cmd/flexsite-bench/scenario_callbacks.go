@@ -54,8 +54,9 @@ func runCallbacks(ctx context.Context, b *bench, rep *report) error {
 	warmUp := 2 * callbacksConcurrency
 	n := parts/2*cp.perPart + warmUp // requests a side
 	// The dispatches: request k reports on dispatch k, of asset k mod assets and flex event
-	// k div assets, so that every (flex event, asset) is issued once.
-	start := time.Now().UTC().Truncate(30 * time.Minute).Add(24 * time.Hour)
+	// k div assets, so that every (flex event, asset) is issued once. Their window has started
+	// (EXECUTED is refused before it).
+	start := time.Now().UTC().Truncate(30 * time.Minute).Add(-time.Hour)
 	ds := make([]dispatchstore.Dispatch, n)
 	paths := make([]string, n)
 	for k := range ds {

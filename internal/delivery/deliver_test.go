@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"time"
 
@@ -312,6 +313,58 @@ var _ = Describe("Delivery", func() {
 			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
 			return meta.FindStatusCondition(sub.Status.Conditions, flexv1.ReadyCondition).Reason
 		}).Should(Equal(flexv1.ReasonPaused))
+	})
+
+	It("tells the organisation why a delivery failed in generic words: no address, resolver or DNS answer", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		tok := restToken(ctx, ns)
+		failing := newReceiver()
+		failing.setAnswer(func(int) int { return http.StatusServiceUnavailable })
+		// localhost resolves to a loopback address this deliverer allows (nothing listens on port
+		// 1: connection refused) and to ::1, which it refuses; .invalid never resolves.
+		subs := map[string]*flexv1.Subscription{}
+		for name, url := range map[string]string{"loopback": "https://localhost:1/hook",
+			"unresolvable": "https://no-such-receiver.invalid/hook", "failing": failing.URL} {
+			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "secret-" + name},
+				Data: map[string][]byte{delivery.DefaultSecretKey: []byte(failing.secret)}}
+			Expect(k8sClient.Create(ctx, secret)).To(Succeed())
+			sub := &flexv1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec: flexv1.SubscriptionSpec{URL: url, SecretRef: flexv1.SecretKeyReference{Name: secret.Name}}}
+			Expect(k8sClient.Create(ctx, sub)).To(Succeed())
+			ready(ctx, sub)
+			subs[name] = sub
+		}
+		household(ctx, ns, "1200000000011", "zappi")
+
+		generic := []string{"address not allowed", "connection refused", "host not found", "DNS lookup failed", "timed out",
+			"network unreachable", "connection failed"}
+		address := regexp.MustCompile(`\d+\.\d+\.\d+\.\d+|::|\[|localhost|invalid|:53|lookup|dial`)
+		for name, sub := range subs {
+			want := generic
+			if name == "failing" {
+				want = []string{"HTTP 503"}
+			}
+			By("the " + name + " subscription's status and deliveries")
+			Eventually(func(g Gomega) {
+				g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+				g.Expect(sub.Status.RecentDeliveries).NotTo(BeEmpty())
+				for _, a := range sub.Status.RecentDeliveries {
+					g.Expect(a.Error).To(BeElementOf(want), name)
+				}
+				c := meta.FindStatusCondition(sub.Status.Conditions, flexv1.ReadyCondition)
+				g.Expect(c).NotTo(BeNil())
+				g.Expect(c.Reason).To(Equal(flexv1.ReasonDeliveryFailing))
+				g.Expect(c.Message).NotTo(MatchRegexp(address.String()), name)
+			}).Should(Succeed())
+			status, list := rest("GET", "/notifications/subscriptions/"+sub.Name+"/deliveries", tok, nil)
+			Expect(status).To(Equal(http.StatusOK), "%v", list)
+			Expect(list["deliveries"]).NotTo(BeEmpty())
+			for _, d := range list["deliveries"].([]any) {
+				e := d.(map[string]any)["error"]
+				Expect(e).To(BeElementOf(want), name)
+				Expect(e).NotTo(MatchRegexp(address.String()), name)
+			}
+		}
 	})
 
 	It("keeps a healthy receiver's deliveries flowing while another subscription's receiver hangs", func(ctx SpecContext) {

@@ -418,7 +418,7 @@ func (d *Deliverer) attempt(ctx context.Context, sub *flexv1.Subscription, wh *s
 }
 
 // errSigningSecret: the subscription's signing secret cannot be used.
-var errSigningSecret = errors.New("signing secret")
+var errSigningSecret = events.ErrSigningSecret
 
 // signer reads a subscription's signing secret (never logged, never copied into an object).
 func (d *Deliverer) signer(ctx context.Context, sub *flexv1.Subscription) (*standardwebhooks.Webhook, error) {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/outboxstore"
 )
@@ -288,7 +289,11 @@ func (st *subState) deliver(ctx context.Context, c outboxstore.Delivery) (outbox
 		o.Result, o.Retry = outboxstore.Failed, d.Schedule.Delay(c.Attempts+1)
 	}
 	if err != nil {
-		o.Error = truncate(err.Error(), 256)
+		// The organisation is told generic words (events.DeliveryErrorText): the error itself
+		// may name internal addresses, the resolver and its answers. It goes to this log only.
+		o.Error = events.DeliveryErrorText(err, code)
+		ctrl.LoggerFrom(ctx).V(1).Info("a delivery attempt failed", "subscription", st.key, "event", c.Event.ID,
+			"attempt", c.Attempts+1, "statusCode", code, "error", truncate(err.Error(), 1024))
 	}
 	metrics.NotificationDeliveries.WithLabelValues(string(c.Event.Type), string(o.Result)).Inc()
 	st.mu.Lock()
@@ -361,7 +366,7 @@ func (st *subState) writeStatus(ctx context.Context) error {
 	for _, a := range attempts {
 		s.RecentDeliveries = append(s.RecentDeliveries, flexv1.DeliveryAttempt{EventID: a.EventID, Type: a.Type,
 			Attempt: int32(min(a.Attempt, 1<<30)), Time: metav1.NewTime(a.At.Truncate(time.Second)), //nolint:gosec // bounded
-			LatencyMillis: a.Latency.Milliseconds(), StatusCode: int32(a.StatusCode), Error: a.Error}) //nolint:gosec // an HTTP status
+			LatencyMillis: a.Latency.Milliseconds(), StatusCode: int32(a.StatusCode), Error: events.PublicDeliveryError(a.Error)}) //nolint:gosec // an HTTP status
 	}
 	meta.SetStatusCondition(&s.Conditions, readyCondition(cur, stats))
 	if equality.Semantic.DeepEqual(base.Status, cur.Status) {
@@ -385,10 +390,10 @@ func readyCondition(sub *flexv1.Subscription, stats outboxstore.Stats) metav1.Co
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, flexv1.ReasonDelivering, "The last delivery succeeded"
 	case stats.Last == outboxstore.SecretMissing:
 		cond.Status, cond.Reason = metav1.ConditionFalse, flexv1.ReasonSecretMissing
-		cond.Message = "Deliveries fail and are retried: " + stats.LastError
+		cond.Message = "Deliveries fail and are retried: " + events.PublicDeliveryError(stats.LastError)
 	default:
 		cond.Status, cond.Reason = metav1.ConditionFalse, flexv1.ReasonDeliveryFailing
-		cond.Message = "Deliveries fail and are retried: " + stats.LastError
+		cond.Message = "Deliveries fail and are retried: " + events.PublicDeliveryError(stats.LastError)
 	}
 	return cond
 }

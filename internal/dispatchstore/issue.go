@@ -237,12 +237,14 @@ type Report struct {
 }
 
 // Record records a reported status of an organisation's dispatch of an asset, judged by
-// dispatch.Step: changed is false when it is the same status again (nothing written); a
+// dispatch.Judge: changed is false when it is the same status again (nothing written); a
 // refusal is dispatch.ErrStepBack or dispatch.ErrFinal (a cancellation that came first
-// included); ErrNotFound when the organisation has no such dispatch of that asset.
+// included), or dispatch.ErrNotStarted (EXECUTED of a window not started);
+// ErrNotFound when the organisation has no such dispatch of that asset.
 //
 // One statement reads the status and writes the new one, with its history row, only if the
-// status it read is one dispatch.Step lets the report follow and is still the row's when the
+// status it read is one dispatch.Step lets the report follow (and, for EXECUTED, the window
+// starts by dispatch.ExecutedWindowStartBy) and is still the row's when the
 // write takes its lock (a compare and set): one round trip, no explicit transaction. A report
 // that loses a race (another report, or Cancel, which holds the row until it commits) is
 // judged again on the status it lost to. The NOTIFY follows the commit, coalesced per flex
@@ -254,22 +256,31 @@ func (s *Store) Record(ctx context.Context, organisation string, r Report, now t
 			follows = append(follows, string(from))
 		}
 	}
+	// EXECUTED only of a window that has started (dispatch.Judge): the statement writes only
+	// when the window starts by startBy, and a report it did not write is judged below.
+	var startBy *time.Time
+	if r.Status == dispatch.Executed {
+		by := dispatch.ExecutedWindowStartBy(r.At, now).UTC()
+		startBy = &by
+	}
 	for range recordAttempts {
 		var from, flexEvent string
+		var windowStart time.Time
 		var written int
 		err := s.Pool.QueryRow(ctx, `
 WITH cur AS (
-	SELECT status, flex_event FROM dispatches WHERE organisation = $1 AND event_id = $2 AND asset_id = $3),
+	SELECT status, flex_event, from_time FROM dispatches WHERE organisation = $1 AND event_id = $2 AND asset_id = $3),
 u AS (
 	UPDATE dispatches d SET status = $4, updated_at = $6 FROM cur
 	WHERE d.organisation = $1 AND d.event_id = $2 AND d.status = cur.status AND cur.status = ANY($8)
+		AND ($9::timestamptz IS NULL OR cur.from_time <= $9)
 	RETURNING d.event_id),
 c AS (
 	INSERT INTO dispatch_status_changes (organisation, event_id, status, reported_at, recorded_at, recorded_by)
 	SELECT $1, $2, $4, $5, $6, $7 FROM u)
-SELECT cur.status, cur.flex_event, (SELECT count(*) FROM u) FROM cur`,
-			organisation, r.EventID, r.AssetID, string(r.Status), r.At.UTC(), now.UTC(), r.By, follows).
-			Scan(&from, &flexEvent, &written)
+SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u) FROM cur`,
+			organisation, r.EventID, r.AssetID, string(r.Status), r.At.UTC(), now.UTC(), r.By, follows, startBy).
+			Scan(&from, &flexEvent, &windowStart, &written)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return false, ErrNotFound
 		}
@@ -280,7 +291,7 @@ SELECT cur.status, cur.flex_event, (SELECT count(*) FROM u) FROM cur`,
 			s.notifySoon(organisation, flexEvent)
 			return true, nil
 		}
-		if changed, err := dispatch.Step(dispatch.Status(from), r.Status); err != nil || !changed {
+		if changed, err := dispatch.Judge(dispatch.Status(from), r.Status, r.At, now, windowStart); err != nil || !changed {
 			return false, err
 		}
 		// The status changed between the read and the write: judge the report again.

@@ -40,7 +40,7 @@ type AddressPolicy struct {
 }
 
 // Check answers nil when addr may be connected to, an error saying why not otherwise
-// (always containing "refused").
+// (always containing "refused", and wrapping ErrAddressRefused).
 //
 // The decision is on the address as it would be dialled: an IPv6 zone id (fe80::1%eth0) is
 // set aside and the address decided as it is without one, and an address with a zone is
@@ -51,7 +51,7 @@ type AddressPolicy struct {
 // open 64:ff9b::a9fe:a9fe (169.254.169.254, the metadata service) with it.
 func (p AddressPolicy) Check(addr netip.Addr) error {
 	if !addr.IsValid() {
-		return fmt.Errorf("invalid address; refused")
+		return fmt.Errorf("invalid address; %w", ErrAddressRefused)
 	}
 	zone := addr.Zone()
 	a := addr.WithZone("").Unmap()
@@ -64,8 +64,8 @@ func (p AddressPolicy) Check(addr netip.Addr) error {
 		}
 	}
 	if zone != "" && !p.allowed(a) {
-		return fmt.Errorf("address %s has a zone id (%s): it names a local interface, not a public destination; refused",
-			a, zone)
+		return fmt.Errorf("address %s has a zone id (%s): it names a local interface, not a public destination; %w",
+			a, zone, ErrAddressRefused)
 	}
 	return nil
 }
@@ -76,7 +76,7 @@ func (p AddressPolicy) check(a netip.Addr) error {
 		return nil
 	}
 	if r, refused := refusedRange(a); refused {
-		return fmt.Errorf("address %s is not public (%s); refused", a, r)
+		return fmt.Errorf("address %s is not public (%s); %w", a, r, ErrAddressRefused)
 	}
 	return nil
 }
@@ -145,7 +145,7 @@ func EmbeddedIPv4(a netip.Addr) []netip.Addr {
 func (p AddressPolicy) Control(_, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		return fmt.Errorf("refused: %w", err)
+		return fmt.Errorf("%w: %w", ErrAddressRefused, err)
 	}
 	return p.Check(ap.Addr())
 }
@@ -159,11 +159,11 @@ func (p AddressPolicy) Control(_, address string, _ syscall.RawConn) error {
 func (p AddressPolicy) CheckURLHost(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("URL is not valid; refused")
+		return fmt.Errorf("URL is not valid; %w", ErrAddressRefused)
 	}
 	host := u.Hostname()
 	if host == "" {
-		return fmt.Errorf("URL has no host; refused")
+		return fmt.Errorf("URL has no host; %w", ErrAddressRefused)
 	}
 	addr, err := netip.ParseAddr(host)
 	if err != nil {

@@ -93,23 +93,28 @@ func DeviceWords(t flexv1.AssetType) string {
 // (the event's day is written beside it, with Day). A load asked for 0 kW was paused; a load
 // asked to draw power charged (a charger, an electric vehicle) or was turned up (a heat pump, a
 // hot water tank); a battery giving power was discharged, one drawing power was charged. A
-// device of unknown type is worded from its level alone.
-func DispatchWords(t flexv1.AssetType, levelKW float64, from, to time.Time) string {
+// device of unknown type is worded from its level alone. While the window lasts (ongoing) it
+// says what the device is doing: "Your charger is paused until 18:30". A window that has not
+// started is no one's to word: nothing was done yet.
+func DispatchWords(t flexv1.AssetType, levelKW float64, from, to time.Time, ongoing bool) string {
 	const watt = 0.001 // the smallest level a dispatch carries: below it is 0 kW
-	var did string
+	var did, does string
 	switch {
 	case math.Abs(levelKW) < watt:
-		did = "was paused"
+		did, does = "was paused", "is paused"
 	case t == flexv1.AssetTypeBattery && levelKW > 0:
-		did = "was discharged"
+		did, does = "was discharged", "is discharging"
 	case t == flexv1.AssetTypeBattery:
-		did = "was charged"
+		did, does = "was charged", "is charging"
 	case levelKW > 0:
-		did = "gave power to your home"
+		did, does = "gave power to your home", "is giving power to your home"
 	case t == flexv1.AssetTypeCharger || t == flexv1.AssetTypeElectricVehicle:
-		did = "charged"
+		did, does = "charged", "is charging"
 	default:
-		did = "was turned up"
+		did, does = "was turned up", "is turned up"
+	}
+	if ongoing {
+		return fmt.Sprintf("Your %s %s until %s", DeviceWords(t), does, clock(to))
 	}
 	return fmt.Sprintf("Your %s %s from %s to %s", DeviceWords(t), did, clock(from), clock(to))
 }

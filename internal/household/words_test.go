@@ -106,14 +106,31 @@ func TestDispatchWords(t *testing.T) {
 		{"", -5, winter, "Your device was turned up from 17:30 to 18:30"},
 		{flexv1.AssetTypeBoundaryMeter, 0, winter, "Your device was paused from 17:30 to 18:30"},
 	} {
-		if got := household.DispatchWords(tc.typ, tc.levelKW, tc.from, tc.from.Add(time.Hour)); got != tc.want {
+		if got := household.DispatchWords(tc.typ, tc.levelKW, tc.from, tc.from.Add(time.Hour), false); got != tc.want {
 			t.Errorf("DispatchWords(%q, %v, %v) = %q, want %q", tc.typ, tc.levelKW, tc.from, got, tc.want)
 		}
 	}
 	// A window across UK midnight in summer: the times are the UK's, not UTC's.
 	late := time.Date(2026, 6, 30, 22, 30, 0, 0, time.UTC)
-	if got, want := household.DispatchWords(flexv1.AssetTypeCharger, 0, late, late.Add(time.Hour)),
+	if got, want := household.DispatchWords(flexv1.AssetTypeCharger, 0, late, late.Add(time.Hour), false),
 		"Your charger was paused from 23:30 to 00:30"; got != want {
 		t.Errorf("across midnight: %q, want %q", got, want)
+	}
+	// While the window lasts, what the device is doing, not what it did.
+	for _, tc := range []struct {
+		typ     flexv1.AssetType
+		levelKW float64
+		want    string
+	}{
+		{flexv1.AssetTypeCharger, 0, "Your charger is paused until 18:30"},
+		{flexv1.AssetTypeBattery, 5, "Your battery is discharging until 18:30"},
+		{flexv1.AssetTypeBattery, -5, "Your battery is charging until 18:30"},
+		{flexv1.AssetTypeElectricVehicle, -11, "Your electric vehicle is charging until 18:30"},
+		{flexv1.AssetTypeHeatPump, -3, "Your heat pump is turned up until 18:30"},
+		{"", 5, "Your device is giving power to your home until 18:30"},
+	} {
+		if got := household.DispatchWords(tc.typ, tc.levelKW, winter, winter.Add(time.Hour), true); got != tc.want {
+			t.Errorf("ongoing DispatchWords(%q, %v) = %q, want %q", tc.typ, tc.levelKW, got, tc.want)
+		}
 	}
 }

@@ -17,6 +17,7 @@
 package prices
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -115,10 +116,15 @@ type Day struct {
 	Day   int
 }
 
-// ParseDay reads YYYY-MM-DD.
+// ParseDay reads YYYY-MM-DD (validation.ParseDate: a real date within the supported range,
+// docs/api.md "Dates and times"). Text that is no date is refused as prod's path date is,
+// "date_from_datetime_parsing"; a date out of the range as validation refuses it.
 func ParseDay(s string) (Day, error) {
-	t, err := time.Parse(time.DateOnly, s)
+	t, err := validation.ParseDate(s)
 	if err != nil {
+		if ve := (*validation.Error)(nil); errors.As(err, &ve) && ve.Type != "date_parsing" {
+			return Day{}, err
+		}
 		return Day{}, &validation.Error{Type: "date_from_datetime_parsing",
 			Msg: "Input should be a valid date in the format YYYY-MM-DD"}
 	}

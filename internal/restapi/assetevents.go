@@ -135,13 +135,8 @@ func readTariffUpdate(f *fields, body map[string]any, ev *assetevents.Event) {
 
 // endAt reads a charge-now's end: a date-time with its zone (an instant).
 func endAt(f *fields, body map[string]any, required bool) *time.Time {
-	raw, ok := f.Str(body, []any{"body"}, "end_at", required)
+	t, ok := f.Timestamp(body, []any{"body"}, "end_at", required)
 	if !ok {
-		return nil
-	}
-	t, err := validation.ParseAwareTimestamp(raw)
-	if err != nil {
-		f.AddValidation(err, []any{"body", "end_at"})
 		return nil
 	}
 	return &t
@@ -162,11 +157,8 @@ func readIntent(f *fields, body map[string]any, loc []any, required bool) *asset
 			in.EnergyRequiredKWh = *kwh
 		}
 	}
-	if raw, ok := f.Str(obj, loc, "ready_by", true); ok {
-		if _, err := validation.ParseAwareTimestamp(raw); err != nil {
-			f.AddValidation(err, at(loc, "ready_by"))
-		}
-		in.ReadyBy = raw
+	if _, ok := f.Timestamp(obj, loc, "ready_by", true); ok {
+		in.ReadyBy, _ = obj["ready_by"].(string) // kept as sent: an instant with its zone
 	}
 	if raw, ok := f.Str(obj, loc, "ready_by_local_time", false); ok {
 		if wall, err := validation.ParseWallTime(raw); err != nil {

@@ -57,11 +57,7 @@ func (a *API) siteToken(r *http.Request, p *auth.Principal) (any, error) {
 				f.Add("Input should be a provider name", "value_error", at(loc, "provider"))
 			}
 		}
-		if raw, ok := f.Str(body, loc, "expires_utc", false); ok {
-			t, err := time.Parse(time.RFC3339, raw)
-			if err != nil {
-				f.Add("Input should be a valid datetime", "datetime_from_date_parsing", at(loc, "expires_utc"))
-			}
+		if t, ok := f.Timestamp(body, loc, "expires_utc", false); ok {
 			in.ExpiresAt = t
 		}
 		if v, ok := f.Lookup(body, loc, "expires_in", false); ok {

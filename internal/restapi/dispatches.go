@@ -7,7 +7,6 @@ import (
 	"github.com/flexsite/flexsite/internal/app/dispatches"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/dispatch"
-	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
@@ -32,7 +31,7 @@ func (a *API) dispatchCallback(r *http.Request, p *auth.Principal) (any, error) 
 	if err != nil {
 		return nil, f.Join(err)
 	}
-	in.Status, in.At = parseEventResponse(f, body)
+	in.Status, in.At = parseEventResponse(f, body, a.Now())
 	if err := f.Err(); err != nil {
 		return nil, err
 	}
@@ -40,12 +39,12 @@ func (a *API) dispatchCallback(r *http.Request, p *auth.Principal) (any, error) 
 }
 
 // parseEventResponse reads prod's EventResponse {timestamp*: date-time with a zone, status*:
-// EventStatus}.
-func parseEventResponse(f *fields, body map[string]any) (st dispatch.Status, at time.Time) {
+// EventStatus}: the timestamp a time within the supported range, not later than now beyond
+// the clocks' skew (dispatch.CheckReportTime).
+func parseEventResponse(f *fields, body map[string]any, now time.Time) (st dispatch.Status, at time.Time) {
 	loc := []any{"body"}
-	if s, ok := f.Str(body, loc, "timestamp", true); ok {
-		t, err := validation.ParseAwareTimestamp(s)
-		if err != nil {
+	if t, ok := f.Timestamp(body, loc, "timestamp", true); ok {
+		if err := dispatch.CheckReportTime(t, now); err != nil {
 			f.AddValidation(err, []any{"body", "timestamp"})
 		}
 		at = t

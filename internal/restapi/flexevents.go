@@ -3,7 +3,6 @@ package restapi
 import (
 	"encoding/json"
 	"net/http"
-	"time"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
@@ -38,18 +37,8 @@ func parseFlexEvent(f *fields, body map[string]any) flexevents.CreateInput {
 	loc := []any{"body"}
 	var in flexevents.CreateInput
 	in.Proposition, _ = web.Enum(f, body, loc, "proposition", true, allPropositions)
-	instant := func(key string) time.Time {
-		s, ok := f.Str(body, loc, key, true)
-		if !ok {
-			return time.Time{}
-		}
-		t, err := validation.ParseAwareTimestamp(s)
-		if err != nil {
-			f.AddValidation(err, at(loc, key))
-		}
-		return t
-	}
-	in.Start, in.End = instant("start_at"), instant("end_at")
+	in.Start, _ = f.Timestamp(body, loc, "start_at", true)
+	in.End, _ = f.Timestamp(body, loc, "end_at", true)
 	if _, present := body["market"]; present {
 		// Optional, but not empty: absent is the default (the proposition).
 		in.Market, _ = f.Str(body, loc, "market", true)

@@ -57,7 +57,7 @@ func FuzzDispatchCallbackBody(f *testing.F) {
 			sameAnswer(t, got, fl.Join(derr))
 			return
 		}
-		parseEventResponse(fl, obj)
+		parseEventResponse(fl, obj, fuzzNow)
 		sameAnswer(t, got, fl.Err())
 	})
 }

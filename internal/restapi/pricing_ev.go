@@ -32,20 +32,8 @@ func (a *API) plugInSchedule(r *http.Request, p *auth.Principal) (any, error) {
 				continue
 			}
 			var b pricing.Block
-			if raw, ok := f.Str(obj, loc, "start_timestamp", true); ok {
-				if t, err := validation.ParseAwareTimestamp(raw); err != nil {
-					f.AddValidation(err, at(loc, "start_timestamp"))
-				} else {
-					b.Start = t
-				}
-			}
-			if raw, ok := f.Str(obj, loc, "end_timestamp", true); ok {
-				if t, err := validation.ParseAwareTimestamp(raw); err != nil {
-					f.AddValidation(err, at(loc, "end_timestamp"))
-				} else {
-					b.End = t
-				}
-			}
+			b.Start, _ = f.Timestamp(obj, loc, "start_timestamp", true)
+			b.End, _ = f.Timestamp(obj, loc, "end_timestamp", true)
 			blocks = append(blocks, b)
 		}
 	})

@@ -8,7 +8,6 @@ import (
 	"github.com/flexsite/flexsite/internal/app/pricing"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/prices"
-	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
@@ -86,12 +85,7 @@ func readDeclaredPrices(f *fields, body map[string]any) []prices.Price {
 		}
 		var pr prices.Price
 		valid := true
-		if raw, ok := f.Str(obj, iloc, "start_timestamp", true); ok {
-			t, err := validation.ParseAwareTimestamp(raw)
-			if err != nil {
-				f.AddValidation(err, at(iloc, "start_timestamp"))
-				valid = false
-			}
+		if t, ok := f.Timestamp(obj, iloc, "start_timestamp", true); ok {
 			pr.Start = t
 		} else {
 			valid = false

@@ -552,10 +552,10 @@ func timestamp(f *fields, s string, loc []any, key string) time.Time {
 	}
 	// The usual form (RFC 3339: 2026-04-14T17:00:00Z, ...+01:00) through the standard
 	// library's parser, which is many times faster than the general one; anything else (or
-	// a year out of range in UTC) through validation's, which also says what is wrong.
+	// a time out of the supported range) through validation's, which also says what is wrong.
 	if len(s) <= len("2006-01-02T15:04:05.999999999+07:00") {
 		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-			if y := t.UTC().Year(); y >= 1 && y <= 9999 {
+			if validation.TimeInRange(t) == nil {
 				return t
 			}
 		}

@@ -52,12 +52,8 @@ func parseCredit(f *fields, body map[string]any) rewards.CreditInput {
 	if tx.StartTime != nil && tx.EndTime != nil && tx.EndTime.Before(tx.StartTime) {
 		f.Add("end_time must not be before start_time", "value_error", at(loc, "end_time"))
 	}
-	if d, ok := f.Str(body, loc, "settlement_date", false); ok {
-		if t, err := time.Parse(time.DateOnly, d); err != nil || t.Format(time.DateOnly) != d {
-			f.Add("Input should be a valid date in the format YYYY-MM-DD", "date_from_datetime_parsing", at(loc, "settlement_date"))
-		} else {
-			tx.SettlementDate = d
-		}
+	if d, ok := f.Date(body, loc, "settlement_date", false); ok {
+		tx.SettlementDate = d.Format(time.DateOnly)
 	}
 	if v, ok := f.Lookup(body, loc, "flex_kwh", false); ok {
 		n, isNum := v.(json.Number)
@@ -83,13 +79,12 @@ func parseCredit(f *fields, body map[string]any) rewards.CreditInput {
 
 // parseStamp reads an optional RFC 3339 time with a zone, to the second, in UTC.
 func parseStamp(f *fields, body map[string]any, loc []any, key string) *metav1.Time {
-	s, ok := f.Str(body, loc, key, false)
+	t, ok := f.Timestamp(body, loc, key, false)
 	if !ok {
 		return nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil || t.Year() < 1970 || t.Year() > 9999 {
-		f.Add("Input should be a valid datetime with a timezone (RFC 3339)", "datetime_from_date_parsing", at(loc, key))
+	if t.UTC().Year() < 1970 { // the ledger's own bound: it keeps seconds since 1970
+		f.Add("Input should be greater than or equal to 1970-01-01T00:00:00Z", "greater_than_equal", at(loc, key))
 		return nil
 	}
 	return &metav1.Time{Time: t.UTC().Truncate(time.Second)}
@@ -146,15 +141,7 @@ func (a *API) patchTransaction(r *http.Request, p *auth.Principal) (any, error) 
 
 // queryTime reads an optional RFC 3339 query parameter (zero when absent).
 func queryTime(f *fields, q map[string][]string, key string) time.Time {
-	raw := q[key]
-	if len(raw) == 0 || raw[0] == "" {
-		return time.Time{}
-	}
-	t, err := time.Parse(time.RFC3339Nano, raw[0])
-	if err != nil {
-		f.Add("Input should be a valid datetime with a timezone (RFC 3339)", "datetime_from_date_parsing", []any{"query", key})
-		return time.Time{}
-	}
+	t, _ := f.QueryTimestamp(q, key)
 	return t.UTC()
 }
 

@@ -347,9 +347,10 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			// a battery of a site not enrolled (the schedule itself: battery_schedule_test.go).
 			"GET /entities/asset/{asset_id}/battery-schedule": {role: flexv1.RoleEntityRead, scoped: true, body: noBody,
 				success: http.StatusNotFound},
-			// The dispatch callback: the same status again is 200, so every allowed cell may send it.
+			// The dispatch callback: the same status again is 200, so every allowed cell may send it
+			// (ACCEPTED: the window starts tomorrow, and EXECUTED is refused until it has started).
 			"POST /entities/asset/{asset_id}/callback/{event_id}": {role: flexv1.RoleEntityWrite, scoped: true,
-				body: jsonBody(map[string]any{"timestamp": "2026-11-27T12:00:00Z", "status": "EXECUTED"})},
+				body: jsonBody(map[string]any{"timestamp": "2026-11-27T12:00:00Z", "status": "ACCEPTED"})},
 
 			// Market prices: another organisation declares a day of its own (once: 201) and does
 			// not find A's; the price curves of A's site on price_curve, and of its charger.

@@ -40,8 +40,9 @@ var _ = Describe("Dispatch callbacks", Ordered, func() {
 	callbackPath := func(asset string, id any) string {
 		return "/entities/asset/" + asset + "/callback/" + fmt.Sprint(id)
 	}
+	// report is a report timestamped now (an EXECUTED one only of a window that has started).
 	report := func(status string) map[string]any {
-		return map[string]any{"timestamp": "2026-11-27T12:00:00Z", "status": status}
+		return map[string]any{"timestamp": time.Now().UTC().Format(time.RFC3339), "status": status}
 	}
 	// issue issues a dispatch of flexEvent to asset of org ns, and answers its event id.
 	issue := func(ctx SpecContext, ns, flexEvent, site, asset string, skips ...dispatchstore.Skip) string {
@@ -143,6 +144,62 @@ var _ = Describe("Dispatch callbacks", Ordered, func() {
 		Expect(testDB.Pool.QueryRow(ctx, `SELECT recorded_by FROM dispatch_status_changes WHERE organisation = $1
 			AND event_id = $2 ORDER BY id DESC LIMIT 1`, o.Namespace, executed).Scan(&by)).To(Succeed())
 		Expect(by).To(Equal(o.Username), "who reported is kept")
+	})
+
+	It("judges a report's timestamp and EXECUTED against the dispatch's window, with a clock's skew", func(ctx SpecContext) {
+		// A dispatch whose window starts tomorrow (issue 47: it could be reported EXECUTED
+		// now, or timestamped year 1, and the household's page then said it "was paused").
+		ahead := time.Now().UTC().Truncate(30 * time.Minute).Add(24 * time.Hour)
+		_, err := store.Issue(ctx, o.Namespace, "https://flexsite.test", []dispatchstore.Dispatch{{FlexEvent: "window-ahead",
+			SiteID: siteID, AssetID: chargerID, MarketID: "limited_pause", LevelKW: 0, From: ahead, To: ahead.Add(time.Hour),
+			EventTimestamp: time.Now()}}, nil, time.Now())
+		Expect(err).NotTo(HaveOccurred())
+		future := dispatch.EventID(o.Namespace, "window-ahead", chargerID).String()
+		started := issue(ctx, o.Namespace, "window-started", siteID, chargerID)
+		at := func(status, timestamp string) map[string]any {
+			return map[string]any{"timestamp": timestamp, "status": status}
+		}
+		stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+		By("a timestamp out of the supported range, or later than now beyond the skew: 422 at the field")
+		for _, bad := range []struct{ timestamp, typ string }{
+			{"0001-01-01T00:00:00Z", "greater_than_equal"},
+			{"1899-12-31T23:59:59Z", "greater_than_equal"},
+			{"0000-01-01T00:00:00Z", "datetime_parsing"},
+			{"9999-12-31T23:59:59-01:00", "datetime_parsing"},
+			{"-infinity", "datetime_parsing"},
+			{stamp(time.Now().Add(dispatch.MaxReportSkew + time.Hour)), "value_error"},
+			{"9999-12-31T23:59:59Z", "value_error"},
+		} {
+			for _, id := range []string{future, started} {
+				for _, st := range []string{"ACCEPTED", "EXECUTED"} {
+					status, resp := call("POST", callbackPath(chargerID, id), tok, at(st, bad.timestamp))
+					expectValidationItem(status, resp, []any{"body", "timestamp"}, bad.typ)
+				}
+			}
+		}
+		Expect(statusOf(ctx, o.Namespace, future)).To(Equal("requested"))
+		Expect(statusOf(ctx, o.Namespace, started)).To(Equal("requested"))
+
+		By("EXECUTED of a window that starts tomorrow: 409, as the state machine's refusals; ACCEPTED is fine")
+		status, resp := call("POST", callbackPath(chargerID, future), tok, report("EXECUTED"))
+		Expect(status).To(Equal(http.StatusConflict), "%s", resp)
+		Expect(resp.Detail()).To(ContainSubstring("window has not started"))
+		mustCall("POST", callbackPath(chargerID, future), tok, report("ACCEPTED"))
+		status, resp = call("POST", callbackPath(chargerID, future), tok, at("EXECUTED", stamp(ahead.Add(30*time.Minute))))
+		Expect(status).To(Equal(http.StatusUnprocessableEntity), "timestamped in the window, tomorrow: in the future, %s", resp)
+		Expect(statusOf(ctx, o.Namespace, future)).To(Equal("accepted"))
+
+		By("EXECUTED of a started window, timestamped before it began: 409; timestamped now (or a skew ahead): 200")
+		status, resp = call("POST", callbackPath(chargerID, started), tok, at("EXECUTED", "1900-01-01T00:00:00Z"))
+		Expect(status).To(Equal(http.StatusConflict), "%s", resp)
+		status, resp = call("POST", callbackPath(chargerID, started), tok, at("EXECUTED", stamp(start.Add(-time.Hour))))
+		Expect(status).To(Equal(http.StatusConflict), "%s", resp)
+		Expect(statusOf(ctx, o.Namespace, started)).To(Equal("requested"))
+		status, resp = call("POST", callbackPath(chargerID, started), tok,
+			at("EXECUTED", stamp(time.Now().Add(dispatch.MaxReportSkew-time.Minute))))
+		Expect(status).To(Equal(http.StatusOK), "%s", resp)
+		Expect(statusOf(ctx, o.Namespace, started)).To(Equal("executed"))
 	})
 
 	It("refuses a report after the dispatch was cancelled with 409", func(ctx SpecContext) {

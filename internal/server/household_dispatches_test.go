@@ -100,4 +100,39 @@ var _ = Describe("What the household's devices did in a flex event", func() {
 		Expect(status).To(Equal(http.StatusOK), "%s", data)
 		Expect(string(data)).NotTo(ContainSubstring("Your charger"))
 	})
+
+	It("says what a device is doing while the window lasts, not what it did", func(ctx SpecContext) {
+		o := newOrg(ctx)
+		tok := o.token()
+		userTok, siteID, siteName := endUserSite(ctx, o, tok, "ongoing-user")
+		charger := mustCall("POST", "/entities/asset", tok, map[string]any{"site_id": siteID, "external_id": "charger-o",
+			"type": "charger", "asset_model": "zappi", "installation_date": "2025-06-15",
+			"properties": map[string]any{"power_kw": 7.4}})["id"].(string)
+		// A window that started at the last half-hour and lasts an hour: under way now.
+		start := time.Now().UTC().Truncate(30 * time.Minute)
+		ev := &flexv1.FlexEvent{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: "ongoing-" + o.Namespace},
+			Spec: flexv1.FlexEventSpec{Proposition: flexv1.PropositionLimitedPause, StartAt: metav1.NewTime(start),
+				EndAt: metav1.NewTime(start.Add(time.Hour)), Direction: flexv1.FlexTurnDown, RatePencePerKWh: "25",
+				SiteNames: []string{siteName}}}
+		Expect(k8sClient.Create(ctx, ev)).To(Succeed())
+		store := &dispatchstore.Store{Pool: testDB.Pool}
+		_, err := store.Issue(ctx, o.Namespace, apiServer.URL, []dispatchstore.Dispatch{{FlexEvent: ev.Name, SiteID: siteID,
+			AssetID: charger, MarketID: "limited_pause", From: start, To: start.Add(time.Hour),
+			EventTimestamp: start.Add(-time.Hour)}}, nil, start.Add(-time.Hour))
+		Expect(err).NotTo(HaveOccurred())
+		status, resp := call("POST", "/entities/asset/"+charger+"/callback/"+dispatch.EventID(o.Namespace, ev.Name, charger).String(),
+			tok, map[string]any{"timestamp": time.Now().UTC().Format(time.RFC3339), "status": "EXECUTED"})
+		Expect(status).To(Equal(http.StatusOK), "%s", resp)
+
+		until := start.Add(time.Hour).In(settlement.London).Format("15:04")
+		Eventually(func(g Gomega) {
+			status, data, err := testenv.CallWithHeaders(apiServer.URL, "GET", "/hosted/api/rewards", userTok, nil,
+				map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(status).To(Equal(http.StatusOK), "%s", data)
+			events, _ := response(data).Map()["flex_events"].([]any)
+			g.Expect(events).To(HaveLen(1))
+			g.Expect(events[0].(map[string]any)["devices"]).To(ConsistOf("Your charger is paused until " + until))
+		}).Should(Succeed())
+	})
 })

@@ -91,7 +91,7 @@ type FlexProblem struct {
 func (p FlexProblem) Error() string { return string(p.Field) + ": " + p.Err.Msg }
 
 // CheckFlexEvent is every rule of a flex event's window, direction and rate, in the order a
-// person reads them: the start (on a half-hour; not more than MaxFlexBackdate before
+// person reads them: each time within the supported range (TimeInRange), the start (on a half-hour; not more than MaxFlexBackdate before
 // DeclaredAt), the end (on a half-hour; after the start; at most MaxFlexWindow after it), the
 // direction, the rate, the deadline (not before the end). Nil when none is broken.
 func CheckFlexEvent(e FlexEvent) []FlexProblem {
@@ -99,6 +99,16 @@ func CheckFlexEvent(e FlexEvent) []FlexProblem {
 	add := func(f FlexField, err error) {
 		if err != nil {
 			out = append(out, FlexProblem{Field: f, Err: err.(*Error)})
+		}
+	}
+	// An instant out of the supported range (TimeInRange), whichever door it came through; a
+	// zero one is the door's to report (it could not read it).
+	for _, t := range []struct {
+		f  FlexField
+		at time.Time
+	}{{FlexStartField, e.Start}, {FlexEndField, e.End}, {FlexDeadlineField, e.Deadline}} {
+		if !t.at.IsZero() {
+			add(t.f, TimeInRange(t.at))
 		}
 	}
 	add(FlexStartField, HalfHourBoundary(e.Start))

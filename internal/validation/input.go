@@ -87,10 +87,13 @@ func ParseNumber(text string) (float64, error) {
 	return x, FiniteNumber(x)
 }
 
-// ValidateConsentTime refuses a consent time in the future (beyond MaxClockSkew of now),
-// with Type "value_error", as ValidateInstallationDate refuses a future date: a consent
-// cannot have been given later than it is recorded.
+// ValidateConsentTime refuses a consent time out of the supported range (TimeInRange), or in
+// the future (beyond MaxClockSkew of now) with Type "value_error", as ValidateInstallationDate
+// refuses a future date: a consent cannot have been given later than it is recorded.
 func ValidateConsentTime(t, now time.Time) error {
+	if err := TimeInRange(t); err != nil {
+		return err
+	}
 	if t.After(now.Add(MaxClockSkew)) {
 		return newError("value_error", msgConsentSoon)
 	}

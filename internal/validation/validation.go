@@ -191,7 +191,8 @@ var dateRE = regexp.MustCompile(`^(\d{4})-(\d{2})-(\d{2})$`)
 // result keeps the input's offset.
 //
 // A well-formed timestamp (or bare date) without a zone fails with Type "timezone_aware";
-// anything else unparsable fails with Type "datetime_parsing".
+// anything else unparsable fails with Type "datetime_parsing"; an instant outside the
+// supported range (TimeInRange) "greater_than_equal" or "less_than_equal".
 func ParseAwareTimestamp(s string) (time.Time, error) {
 	m := timestampRE.FindStringSubmatch(s)
 	if m == nil {
@@ -242,6 +243,9 @@ func ParseAwareTimestamp(s string) (time.Time, error) {
 	if y := t.UTC().Year(); y < 1 || y > 9999 {
 		return time.Time{}, datetimeError("year out of range once converted to UTC")
 	}
+	if err := TimeInRange(t); err != nil {
+		return time.Time{}, err
+	}
 	return t, nil
 }
 
@@ -250,7 +254,8 @@ func datetimeError(reason string) error {
 }
 
 // ParseDate parses a strict YYYY-MM-DD calendar date (no time, no zone) and returns it at
-// midnight UTC. Failures have Type "date_parsing".
+// midnight UTC. Failures have Type "date_parsing"; a real date outside the supported range
+// (DateInRange) "greater_than_equal" or "less_than_equal".
 func ParseDate(s string) (time.Time, error) {
 	m := dateRE.FindStringSubmatch(s)
 	if m == nil {
@@ -259,6 +264,9 @@ func ParseDate(s string) (time.Time, error) {
 	year, month, day := atoi(m[1]), atoi(m[2]), atoi(m[3])
 	if checkDate(year, month, day) != "" {
 		return time.Time{}, newError("date_parsing", msgDate)
+	}
+	if err := DateInRange(year, time.Month(month), day); err != nil {
+		return time.Time{}, err
 	}
 	return time.Date(year, time.Month(month), day, 0, 0, 0, 0, time.UTC), nil
 }

@@ -293,7 +293,7 @@ func TestParseDate(t *testing.T) {
 		{"2024-02-29", true}, // leap year
 		{"2000-02-29", true}, // divisible by 400
 		{"2026-12-31", true},
-		{"0001-01-01", true},
+		{"1900-01-01", true},
 		{"2025-02-29", false}, // not a leap year
 		{"1900-02-29", false}, // divisible by 100, not 400
 		{"2026-02-30", false},

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/flexsite/flexsite/internal/app"
@@ -607,4 +608,59 @@ func ReadBody(r *http.Request, parse func(f *Fields, body map[string]any)) error
 	f := &Fields{}
 	parse(f, body)
 	return f.Err()
+}
+
+// Timestamp reads an instant: RFC 3339 / ISO 8601 text with its zone, within the supported
+// range (validation.ParseAwareTimestamp: 422 at the field otherwise); ok is false when it is
+// absent or refused. Every date-time a door reads goes through it, or through QueryTimestamp,
+// Date, QueryDate or PathDate, so that no time out of the range reaches a store.
+func (f *Fields) Timestamp(obj map[string]any, loc []any, key string, required bool) (time.Time, bool) {
+	s, ok := f.Str(obj, loc, key, required)
+	if !ok {
+		return time.Time{}, false
+	}
+	return f.parseTimestamp(s, At(loc, key))
+}
+
+// QueryTimestamp reads an optional instant from a query parameter, as Timestamp (ok is false
+// when it is absent or refused).
+func (f *Fields) QueryTimestamp(q map[string][]string, key string) (time.Time, bool) {
+	raw := q[key]
+	if len(raw) == 0 || raw[0] == "" {
+		return time.Time{}, false
+	}
+	return f.parseTimestamp(raw[0], []any{"query", key})
+}
+
+func (f *Fields) parseTimestamp(s string, loc []any) (time.Time, bool) {
+	t, err := validation.ParseAwareTimestamp(s)
+	if err != nil {
+		f.AddValidation(err, loc)
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// Date reads a calendar date, YYYY-MM-DD within the supported range (validation.ParseDate: 422
+// at the field otherwise), at midnight UTC; ok is false when it is absent or refused.
+func (f *Fields) Date(obj map[string]any, loc []any, key string, required bool) (time.Time, bool) {
+	s, ok := f.Str(obj, loc, key, required)
+	if !ok {
+		return time.Time{}, false
+	}
+	return f.parseDate(s, At(loc, key))
+}
+
+// PathDate reads a path parameter that must be a date, as Date.
+func (f *Fields) PathDate(r *http.Request, name string) (time.Time, bool) {
+	return f.parseDate(r.PathValue(name), []any{"path", name})
+}
+
+func (f *Fields) parseDate(s string, loc []any) (time.Time, bool) {
+	d, err := validation.ParseDate(s)
+	if err != nil {
+		f.AddValidation(err, loc)
+		return time.Time{}, false
+	}
+	return d, true
 }

@@ -67,10 +67,12 @@ type CallbackResult struct {
 	Changed bool   `json:"changed"`
 }
 
-// Callback records a reported status of a dispatch of the caller's asset: the asset must be
-// the organisation's (404 otherwise), the event one of its dispatches (404); the same status
-// again changes nothing; a step back, or anything after a final status (a cancellation that
-// came first included), is a conflict (409); the database away is Unavailable (503).
+// Callback records a reported status of a dispatch of the caller's asset (its timestamp
+// already judged by the door: dispatch.CheckReportTime): the asset must be the organisation's
+// (404 otherwise), the event one of its dispatches (404); the same status again changes
+// nothing; a step back, anything after a final status (a cancellation that came first
+// included), or EXECUTED of a window not started (dispatch.Judge), is a conflict (409); the
+// database away is Unavailable (503).
 func (s *Service) Callback(ctx context.Context, p *auth.Principal, in CallbackInput) (CallbackResult, error) {
 	if p.Kind == auth.KindEndUser {
 		return CallbackResult{}, app.Fail(app.Forbidden, "An end-user token cannot report a dispatch's status")
@@ -92,7 +94,7 @@ func (s *Service) Callback(ctx context.Context, p *auth.Principal, in CallbackIn
 	switch {
 	case errors.Is(err, dispatchstore.ErrNotFound):
 		return CallbackResult{}, ErrDispatchNotFound
-	case errors.Is(err, dispatch.ErrStepBack), errors.Is(err, dispatch.ErrFinal):
+	case errors.Is(err, dispatch.ErrStepBack), errors.Is(err, dispatch.ErrFinal), errors.Is(err, dispatch.ErrNotStarted):
 		msg := err.Error()
 		return CallbackResult{}, app.Fail(app.Conflict, "Refused: %s%s", strings.ToUpper(msg[:1]), msg[1:])
 	case db.Unavailable(err):

@@ -367,6 +367,9 @@ type ExecutedDispatch struct {
 	// LevelKW is the power output it was asked for (the DispatchEvent's level_kw), over From–To.
 	LevelKW  float64
 	From, To time.Time
+	// Ongoing: the window had not ended when the events were read (the page says what the
+	// device is doing, not what it did).
+	Ongoing bool
 }
 
 // maxExecutedShown bounds the executed dispatches read for a site's events: a household has a
@@ -419,15 +422,17 @@ func (s *Service) OfSite(ctx context.Context, site *flexv1.Site, now time.Time) 
 		out.Events[i].Dispatches = dispatchCounts(counts[out.Events[i].ID])
 	}
 	slices.SortStableFunc(out.Events, func(a, b SiteEvent) int { return b.Start.Compare(a.Start) })
-	if err := s.withExecuted(ctx, site.Namespace, id, out.Events); err != nil {
+	if err := s.withExecuted(ctx, site.Namespace, id, out.Events, now); err != nil {
 		return SiteEvents{}, err
 	}
 	return out, nil
 }
 
-// withExecuted gives each of the site's events its executed dispatches, each with its asset's
-// type from the cache (one index lookup per asset).
-func (s *Service) withExecuted(ctx context.Context, organisation, siteID string, events []SiteEvent) error {
+// withExecuted gives each of the site's events its executed dispatches whose window has
+// started by now (one reported executed ahead of its window, before reports were judged
+// against it, says nothing yet), each with its asset's type from the cache (one index lookup
+// per asset).
+func (s *Service) withExecuted(ctx context.Context, organisation, siteID string, events []SiteEvent, now time.Time) error {
 	if s.Dispatches == nil || len(events) == 0 {
 		return nil
 	}
@@ -445,8 +450,11 @@ func (s *Service) withExecuted(ctx context.Context, organisation, siteID string,
 	}
 	byEvent := map[string][]ExecutedDispatch{}
 	for _, e := range executed {
+		if e.From.After(now) {
+			continue
+		}
 		byEvent[e.FlexEvent] = append(byEvent[e.FlexEvent], ExecutedDispatch{AssetID: e.AssetID,
-			AssetType: assetTypes[e.AssetID], LevelKW: e.LevelKW, From: e.From, To: e.To})
+			AssetType: assetTypes[e.AssetID], LevelKW: e.LevelKW, From: e.From, To: e.To, Ongoing: now.Before(e.To)})
 	}
 	for i := range events {
 		events[i].Executed = byEvent[events[i].ID]

@@ -298,7 +298,7 @@ func (s *Service) Deliveries(ctx context.Context, p *auth.Principal, id string, 
 			StatusCode: statusCode(int32(a.StatusCode)), //nolint:gosec // an HTTP status
 			At:         a.At.UTC().Format(time.RFC3339), LatencyMS: a.Latency.Milliseconds()}
 		if a.Error != "" {
-			e := a.Error
+			e := events.PublicDeliveryError(a.Error)
 			rec.Error = &e
 		}
 		out.Deliveries = append(out.Deliveries, rec)

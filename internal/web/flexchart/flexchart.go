@@ -66,7 +66,7 @@ func Of(events []flexevents.SiteEvent) []Event {
 func Devices(ev flexevents.SiteEvent) []string {
 	var out []string
 	for _, d := range ev.Executed {
-		if s := household.DispatchWords(d.AssetType, d.LevelKW, d.From, d.To); !slices.Contains(out, s) {
+		if s := household.DispatchWords(d.AssetType, d.LevelKW, d.From, d.To, d.Ongoing); !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
