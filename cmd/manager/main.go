@@ -254,8 +254,8 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, o options) error {
-	log := ctrl.Log.WithName("setup")
+// validate refuses flags that cannot work together, before anything starts.
+func (o options) validate() error {
 	if err := checkPprofAddr(o.pprofAddr, o.pprofAllowRemote); err != nil {
 		return err
 	}
@@ -271,6 +271,14 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.backgroundShare <= 0 || o.backgroundShare > 1 {
 		return fmt.Errorf("--background-share must be in (0, 1], not %g", o.backgroundShare)
+	}
+	return nil
+}
+
+func run(ctx context.Context, o options) error {
+	log := ctrl.Log.WithName("setup")
+	if err := o.validate(); err != nil {
+		return err
 	}
 	var cfg *rest.Config
 	if !o.embedded && o.database.url == "" && os.Getenv("FLEXSITE_DATABASE_URL") == "" {

@@ -169,7 +169,8 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time) (int64, error)
 		AND (e.event_type NOT IN ('plug_in', 'plug_out') OR EXISTS (SELECT 1 FROM asset_events n
 			WHERE n.organisation = e.organisation AND n.asset_id = e.asset_id AND n.event_type IN ('plug_in', 'plug_out') AND n.id > e.id))
 		AND (e.event_type NOT IN ('charge_now', 'charge_now_deleted') OR EXISTS (SELECT 1 FROM asset_events n
-			WHERE n.organisation = e.organisation AND n.asset_id = e.asset_id AND n.event_type IN ('charge_now', 'charge_now_deleted') AND n.id > e.id))
+			WHERE n.organisation = e.organisation AND n.asset_id = e.asset_id
+			AND n.event_type IN ('charge_now', 'charge_now_deleted') AND n.id > e.id))
 		AND (e.intent IS NULL OR EXISTS (SELECT 1 FROM asset_events n
 			WHERE n.organisation = e.organisation AND n.asset_id = e.asset_id AND n.intent IS NOT NULL AND n.id > e.id))
 		AND (e.tariff IS NULL OR EXISTS (SELECT 1 FROM asset_events n

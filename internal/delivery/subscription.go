@@ -366,7 +366,8 @@ func (st *subState) writeStatus(ctx context.Context) error {
 	for _, a := range attempts {
 		s.RecentDeliveries = append(s.RecentDeliveries, flexv1.DeliveryAttempt{EventID: a.EventID, Type: a.Type,
 			Attempt: int32(min(a.Attempt, 1<<30)), Time: metav1.NewTime(a.At.Truncate(time.Second)), //nolint:gosec // bounded
-			LatencyMillis: a.Latency.Milliseconds(), StatusCode: int32(a.StatusCode), Error: events.PublicDeliveryError(a.Error)}) //nolint:gosec // an HTTP status
+			LatencyMillis: a.Latency.Milliseconds(), StatusCode: int32(a.StatusCode), //nolint:gosec // an HTTP status
+			Error: events.PublicDeliveryError(a.Error)})
 	}
 	meta.SetStatusCondition(&s.Conditions, readyCondition(cur, stats))
 	if equality.Semantic.DeepEqual(base.Status, cur.Status) {

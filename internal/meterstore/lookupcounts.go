@@ -57,7 +57,8 @@ func (s *LookupCounts) Count(ctx context.Context, organisation string, counters 
 	starts := make([]time.Time, len(counters))
 	limits := make([]int64, len(counters))
 	for i, c := range counters {
-		households[i], spans[i], starts[i], limits[i] = c.Household, int32(c.Span/time.Second), c.Start, c.Limit //nolint:gosec // an hour or a day
+		span := int32(c.Span / time.Second) //nolint:gosec // an hour or a day
+		households[i], spans[i], starts[i], limits[i] = c.Household, span, c.Start, c.Limit
 	}
 	rows, err := s.Pool.Query(ctx, countLookup, organisation, households, spans, starts, limits)
 	if err != nil {

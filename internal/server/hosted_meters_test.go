@@ -198,8 +198,9 @@ var _ = Describe("The hosted flow's Find my meter (GET /hosted/api/meters, PUT /
 		GinkgoHelper()
 		status, data := search(token, hostedMetersPostcode, "")
 		Expect(status).To(Equal(http.StatusOK), "%s", data)
-		var out []map[string]any
-		for _, a := range data.Map()["addresses"].([]any) {
+		addresses := data.Map()["addresses"].([]any)
+		out := make([]map[string]any, 0, len(addresses))
+		for _, a := range addresses {
 			out = append(out, a.(map[string]any))
 		}
 		Expect(out).To(HaveLen(len(points)))

@@ -182,7 +182,7 @@ var _ = Describe("The cap on an organisation's notification subscriptions", func
 				fmt.Sprintf(`{"url": "https://hooks.flexsite.invalid/cap-%d"}`, i)))
 			return status, resp
 		}
-		var ids []string
+		ids := make([]string, 0, 3)
 		for i := range 3 {
 			status, resp := subscribe(i)
 			Expect(status).To(Equal(http.StatusCreated), "%s", resp)

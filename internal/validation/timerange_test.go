@@ -42,7 +42,7 @@ func TestTimeRange(t *testing.T) {
 			}
 			continue
 		}
-		checkErr(t, err, tt.wantType)
+		_ = checkErr(t, err, tt.wantType)
 	}
 
 	dates := []struct {
@@ -67,7 +67,7 @@ func TestTimeRange(t *testing.T) {
 			noErr(t, err)
 			continue
 		}
-		checkErr(t, err, tt.wantType)
+		_ = checkErr(t, err, tt.wantType)
 	}
 
 	// The rule itself, on instants that reach Flexsite some other way (admission, a store).
@@ -87,7 +87,7 @@ func TestTimeRange(t *testing.T) {
 			noErr(t, err)
 			continue
 		}
-		checkErr(t, err, tt.wantType)
+		_ = checkErr(t, err, tt.wantType)
 	}
 	if err := ValidateConsentTime(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Now()); err == nil {
 		t.Error("ValidateConsentTime took year 1")

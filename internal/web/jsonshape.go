@@ -204,25 +204,7 @@ func (s *jsonShape) stringByte(c byte) error {
 			s.esc = 0
 		}
 	case s.esc >= 2:
-		d := hexDigit(c)
-		if d < 0 { // not an escape (the decoder's to refuse): c read as it is
-			s.esc, s.high = 0, false
-			return s.stringByte(c)
-		}
-		s.hex = s.hex<<4 | d
-		if s.esc++; s.esc < 6 {
-			break
-		}
-		s.esc = 0
-		low := s.hex >= 0xDC00 && s.hex <= 0xDFFF
-		switch {
-		case s.high != low:
-			return s.invalid("JSON decode error: half of a surrogate pair")
-		case s.high:
-			s.high = false
-		case s.hex >= 0xD800 && s.hex <= 0xDBFF:
-			s.high = true
-		}
+		return s.escapeDigit(c)
 	case s.high && c != '\\':
 		return s.invalid("JSON decode error: half of a surrogate pair")
 	case c == '\\':
@@ -234,23 +216,8 @@ func (s *jsonShape) stringByte(c byte) error {
 		}
 		return nil
 	case c >= utf8Self:
-		s.lo, s.hi = 0x80, 0xBF
-		switch {
-		case c >= 0xC2 && c <= 0xDF:
-			s.need = 1
-		case c == 0xE0:
-			s.need, s.lo = 2, 0xA0
-		case c == 0xED:
-			s.need, s.hi = 2, 0x9F
-		case c >= 0xE1 && c <= 0xEF:
-			s.need = 2
-		case c == 0xF0:
-			s.need, s.lo = 3, 0x90
-		case c >= 0xF1 && c <= 0xF3:
-			s.need = 3
-		case c == 0xF4:
-			s.need, s.hi = 3, 0x8F
-		default:
+		var ok bool
+		if s.need, s.lo, s.hi, ok = utf8Lead(c); !ok {
 			return s.invalid("JSON decode error: the text is not valid UTF-8")
 		}
 	}
@@ -258,6 +225,63 @@ func (s *jsonShape) stringByte(c byte) error {
 		s.key = append(s.key, c)
 	}
 	return nil
+}
+
+// escapeDigit reads a byte of a \u escape's four hex digits: the escape's code unit, once
+// whole, must not be half of a surrogate pair.
+func (s *jsonShape) escapeDigit(c byte) error {
+	d := hexDigit(c)
+	if d < 0 { // not an escape (the decoder's to refuse): c read as it is
+		s.esc, s.high = 0, false
+		return s.stringByte(c)
+	}
+	s.hex = s.hex<<4 | d
+	if s.esc++; s.esc < 6 {
+		return s.keep(c)
+	}
+	s.esc = 0
+	low := s.hex >= 0xDC00 && s.hex <= 0xDFFF
+	switch {
+	case s.high != low:
+		return s.invalid("JSON decode error: half of a surrogate pair")
+	case s.high:
+		s.high = false
+	case s.hex >= 0xD800 && s.hex <= 0xDBFF:
+		s.high = true
+	}
+	return s.keep(c)
+}
+
+// keep adds a byte of a key's text to the key (what makes two spellings of a key one is
+// decided when the key is whole).
+func (s *jsonShape) keep(c byte) error {
+	if s.isKey {
+		s.key = append(s.key, c)
+	}
+	return nil
+}
+
+// utf8Lead is what a byte that starts a multi-byte UTF-8 sequence asks of the bytes after it:
+// how many, and the range of the first (RFC 3629: no overlong form, no surrogate, nothing
+// past U+10FFFF); ok is false for a byte that starts none.
+func utf8Lead(c byte) (need int, lo, hi byte, ok bool) {
+	switch {
+	case c >= 0xC2 && c <= 0xDF:
+		return 1, 0x80, 0xBF, true
+	case c == 0xE0:
+		return 2, 0xA0, 0xBF, true
+	case c == 0xED:
+		return 2, 0x80, 0x9F, true
+	case c >= 0xE1 && c <= 0xEF:
+		return 2, 0x80, 0xBF, true
+	case c == 0xF0:
+		return 3, 0x90, 0xBF, true
+	case c >= 0xF1 && c <= 0xF3:
+		return 3, 0x80, 0xBF, true
+	case c == 0xF4:
+		return 3, 0x80, 0x8F, true
+	}
+	return 0, 0, 0, false
 }
 
 func hexDigit(c byte) rune {

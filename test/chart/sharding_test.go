@@ -354,6 +354,7 @@ var _ = Describe("charts/flexsite with sharding.enabled", func() {
 		By("the same apply of a webhook configuration of another name is refused: it would be a create")
 		other := controllerring.WebhookConfigForControllerRing(&shardingv1alpha1.ControllerRing{
 			ObjectMeta: metav1.ObjectMeta{Name: "other"}}, sharderConfig.Webhook.Config)
+		//nolint:staticcheck // the very call upstream's sharder (v0.11.0) makes
 		err = client.WithFieldOwner(asSharder, "controllerring-controller").Patch(ctx, other, client.Apply)
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 	})
