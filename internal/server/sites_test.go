@@ -21,6 +21,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	householdcore "github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/server"
 )
 
 // Specs of the site endpoints other than onboard: initialise, eligibility, enrol/unenrol,
@@ -401,6 +402,26 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility", func() {
 			g.Expect(site.Status.EligiblePropositions).To(BeEmpty())
 			g.Expect(entityStatusRecord(site)).To(Equal(mustCall("GET", path, tok, nil)))
 		}).Should(Succeed())
+	})
+
+	It("answers a site onboarded with as many assets as one call may carry, listing every one of them", func(ctx SpecContext) {
+		// The Site's status must hold them all: a status the API server refuses (it once held
+		// 64) leaves the eligibility never current, and this read answering 503 for ever.
+		const mpan, count = "1012345678903", server.MaxAssetsPerCall
+		body := mustCall("POST", "/entities/site/onboard", tok, household(mpan, func(b map[string]any) {
+			assets := b["assets"].([]any)[:1] // the household's qualifying charger, and batteries
+			for i := 1; i < count; i++ {
+				assets = append(assets, map[string]any{"external_id": fmt.Sprintf("battery-%02d-%s", i, mpan), "type": "battery",
+					"properties": map[string]any{"power_kw": 5, "capacity_kwh": 13.5}})
+			}
+			b["assets"] = assets
+		}))
+		siteID := entitySiteID(body)
+		Eventually(func(g Gomega) {
+			status, resp := call("GET", "/entities/site/"+siteID+"/eligibility", tok, nil)
+			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
+			g.Expect(resp.Map()["assets"]).To(HaveLen(count))
+		}, "60s").Should(Succeed())
 	})
 
 	It("answers an unknown site with 404 and another organisation's site with 404", func(ctx SpecContext) {
