@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/validation"
@@ -32,6 +33,14 @@ func (v *assetValidator) ValidateCreate(ctx context.Context, asset *flexv1.Asset
 	}
 	if site == nil || !site.DeletionTimestamp.IsZero() {
 		errs = append(errs, field.NotFound(spec.Child("siteName"), asset.Spec.SiteName))
+	} else {
+		live, err := v.liveAssets(ctx, site)
+		if err != nil {
+			return nil, err
+		}
+		if full := household.AssetsFit(live, 1); full != nil {
+			errs = append(errs, field.Forbidden(spec.Child("siteName"), full.Error()))
+		}
 	}
 	taken, err := v.externalIDTaken(ctx, asset)
 	if err != nil {
@@ -45,6 +54,22 @@ func (v *assetValidator) ValidateCreate(ctx context.Context, asset *flexv1.Asset
 		return nil, err
 	}
 	return v.warnings(ctx, asset)
+}
+
+// liveAssets counts the site's live assets (in the cache), which household.AssetsFit bounds:
+// one past what its status can list would leave the site never evaluated.
+func (v *assetValidator) liveAssets(ctx context.Context, site *flexv1.Site) (int, error) {
+	assets, err := index.NewLookup(v.cache).AssetsOfSite(ctx, site.Namespace, site.Name)
+	if err != nil {
+		return 0, err
+	}
+	live := 0
+	for _, a := range assets {
+		if a.DeletionTimestamp.IsZero() {
+			live++
+		}
+	}
+	return live, nil
 }
 
 // ValidateUpdate checks the fields only: a site may be going away while its assets are

@@ -2,6 +2,7 @@ package admission_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -194,6 +195,22 @@ var _ = Describe("Asset webhook", func() {
 			ContainSubstring(`spec.externalID: Invalid value: "ext\x1b[31m": String should not contain control characters, found U+001B at character 4`),
 			ContainSubstring(`spec.model: Invalid value: "zappi\u0085": String should not contain control characters, found U+0085 at character 6`),
 			ContainSubstring(`spec.serialNumber: Invalid value: "SN\x7f1": String should not contain control characters, found U+007F at character 3`)))
+	})
+
+	It("refuses an asset past what its site's status holds, and takes one again once another goes", func(ctx SpecContext) {
+		// One more would make the site's status too long to write: the site never evaluated
+		// again, its eligibility reads waiting for ever.
+		Expect(k8sClient.Create(ctx, site(ns, "home", "1012345678903"))).To(Succeed())
+		for i := range flexv1.MaxSiteAssets {
+			Expect(k8sClient.Create(ctx, asset(ns, "home", fmt.Sprintf("full-%03d", i)))).To(Succeed())
+		}
+		extra := asset(ns, "home", "one-too-many")
+		Eventually(func() error { return k8sClient.Create(ctx, extra.DeepCopy(), client.DryRunAll) }).Should(MatchError(ContainSubstring(
+			fmt.Sprintf("spec.siteName: Forbidden: A site holds at most %d assets", flexv1.MaxSiteAssets))))
+		Expect(refusal(ctx, extra.DeepCopy())).To(ContainSubstring("holds at most"))
+
+		Expect(k8sClient.Delete(ctx, asset(ns, "home", "full-000"))).To(Succeed())
+		Eventually(func() error { return k8sClient.Create(ctx, extra.DeepCopy(), client.DryRunAll) }).Should(Succeed())
 	})
 
 	It("warns about, but stores, an asset model the catalogue does not know", func(ctx SpecContext) {

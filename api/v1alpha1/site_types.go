@@ -209,10 +209,11 @@ type SiteStatus struct {
 	// (~1 KiB of each Site in etcd, docs/scale.md) for a list only the controller writes.
 
 	// assets holds the per-asset, per-proposition eligibility detail, written whole by the
-	// controller.
+	// controller. It holds as many assets as one onboard may bring (100), so that such a site
+	// can be evaluated.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:MaxItems=100
 	Assets []AssetEligibility `json:"assets,omitempty"`
 
 	// enrolmentHistory lists the household's past enrolments that ended by its withdrawal,
@@ -224,6 +225,13 @@ type SiteStatus struct {
 	// +kubebuilder:validation:MaxItems=32
 	EnrolmentHistory []EnrolmentPeriod `json:"enrolmentHistory,omitempty"`
 }
+
+// MaxSiteAssets is how many assets a Site's status.assets holds (its MaxItems marker, which
+// must say the same number: api/v1alpha1's TestSiteAssetsBound). The REST API takes at most
+// this many assets in one onboard or initialise, so that the status of a site onboarded whole
+// can always be written: a status refused by the API server would leave the site's
+// eligibility never current, and every read of it waiting.
+const MaxSiteAssets = 100
 
 // EligibilityInputs are versions of what a site's eligibility depends on besides its spec,
 // each a digest (household.EligibilityInputsOf): equal digests, same inputs.

@@ -12,8 +12,8 @@ import (
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
-// MaxAssetsPerCall bounds the assets of one onboard or initialise request.
-const MaxAssetsPerCall = 100
+// MaxAssetsPerCall bounds the assets of one onboard or initialise: what a Site's status holds.
+const MaxAssetsPerCall = flexv1.MaxSiteAssets
 
 // UpsertInput is what initialise stores: a site and its assets, read and validated by a door.
 type UpsertInput struct {

@@ -104,9 +104,9 @@ func planUpsert(ctx context.Context, st store, ns string, req upsertRequest, rul
 		if err != nil {
 			return nil, err
 		}
-		if taken != nil && taken.Spec.MPAN != req.site.MPAN {
-			// The MPAN's own name is kept by a site that has since moved to another meter
-			// point: the new site takes another name and holds its MPAN by a claim.
+		if taken != nil && (taken.Spec.MPAN != req.site.MPAN || !taken.DeletionTimestamp.IsZero()) {
+			// The MPAN's own name is kept by a site that has moved to another meter point or is
+			// being deleted: the new site takes another name and holds its MPAN by a claim.
 			name = identity.SiteNameForMovedMPAN(req.site.MPAN, identity.NewID())
 			plan.claim = true
 		}

@@ -31,7 +31,8 @@ func SiteNameForMPAN(mpan string) string { return "mpan-" + mpan }
 func MPANClaimName(mpan string) string { return SiteNameForMPAN(mpan) }
 
 // SiteNameForMovedMPAN names a new Site for an MPAN whose own name, mpan-<MPAN>, is still taken
-// by a site that has since moved to another meter point. suffix tells such sites apart (the
+// by another site: one that has since moved to another meter point, or one still being
+// deleted (its household onboarded again at once). suffix tells such sites apart (the
 // caller passes something unique, e.g. a fresh id); the new site holds its MPAN by a claim.
 func SiteNameForMovedMPAN(mpan, suffix string) string {
 	return SiteNameForMPAN(mpan) + "-" + digest(suffix, 8)

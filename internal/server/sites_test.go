@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	householdcore "github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/server"
 )
 
 // Specs of the site endpoints other than onboard: initialise, eligibility, enrol/unenrol,
@@ -401,6 +403,26 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility", func() {
 			g.Expect(site.Status.EligiblePropositions).To(BeEmpty())
 			g.Expect(entityStatusRecord(site)).To(Equal(mustCall("GET", path, tok, nil)))
 		}).Should(Succeed())
+	})
+
+	It("answers a site onboarded with as many assets as one call may carry, listing every one of them", func(ctx SpecContext) {
+		// The Site's status must hold them all: a status the API server refuses (it once held
+		// 64) leaves the eligibility never current, and this read answering 503 for ever.
+		const mpan, count = "1012345678903", server.MaxAssetsPerCall
+		body := mustCall("POST", "/entities/site/onboard", tok, household(mpan, func(b map[string]any) {
+			assets := b["assets"].([]any)[:1] // the household's qualifying charger, and batteries
+			for i := 1; i < count; i++ {
+				assets = append(assets, map[string]any{"external_id": fmt.Sprintf("battery-%02d-%s", i, mpan), "type": "battery",
+					"properties": map[string]any{"power_kw": 5, "capacity_kwh": 13.5}})
+			}
+			b["assets"] = assets
+		}))
+		siteID := entitySiteID(body)
+		Eventually(func(g Gomega) {
+			status, resp := call("GET", "/entities/site/"+siteID+"/eligibility", tok, nil)
+			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
+			g.Expect(resp.Map()["assets"]).To(HaveLen(count))
+		}, "60s").Should(Succeed())
 	})
 
 	It("answers an unknown site with 404 and another organisation's site with 404", func(ctx SpecContext) {
@@ -1056,6 +1078,57 @@ var _ = Describe("POST /entities/site/{site_id}/offboard-site-and-assets", func(
 		record := mustCall("GET", "/entities/site/"+entitySiteID(other), tok, nil)
 		Expect(record["asset_ids"]).To(ConsistOf(entityAssetIDs(other)...))
 	})
+
+	It("onboards a household again straight after its offboard, while its old site is still being deleted: 200 with a new site, never 503",
+		func(ctx SpecContext) {
+			const mpan = "1200000000011"
+			first := mustCall("POST", "/entities/site/onboard", tok, household(mpan))
+			firstID := entitySiteID(first)
+			oldName := identity.SiteNameForMPAN(mpan)
+			entityWaitActive(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.EnrolmentName(oldName, flexv1.PropositionLimitedPause)})
+			// Another finalizer keeps the old site while it is deleted, as a slow one does (a
+			// provider revoking a device connection's tokens): the old site outlives any retry.
+			const hold = "example.com/held-by-test"
+			old := &flexv1.Site{}
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: oldName}, old)).To(Succeed())
+			patch := client.MergeFrom(old.DeepCopy())
+			old.Finalizers = append(old.Finalizers, hold)
+			Expect(k8sClient.Patch(ctx, old, patch)).To(Succeed())
+			mustCall("POST", "/entities/site/"+firstID+"/offboard-site-and-assets", tok, nil)
+
+			By("onboarding the household that left, at once")
+			status, again := call("POST", "/entities/site/onboard", tok, household(mpan))
+			Expect(status).To(Equal(http.StatusOK), "%s", again)
+			againID := entitySiteID(again.Map())
+			Expect(againID).NotTo(Equal(firstID), "a new site, not the one that left")
+
+			By("serving the new site and its eligibility, and not the old one")
+			eligible := func(g Gomega) {
+				status, resp := call("GET", "/entities/site/"+againID+"/eligibility", tok, nil)
+				g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
+				g.Expect(resp.Map()["assets"]).To(HaveLen(2))
+			}
+			Eventually(eligible).Should(Succeed())
+			status, gone := call("GET", "/entities/site/"+firstID, tok, nil)
+			Expect(status).To(Equal(http.StatusNotFound), "%s", gone)
+			page := mustCall("GET", "/entities/site?mpan="+mpan, tok, nil)
+			Expect(page["sites"]).To(ConsistOf(HaveKeyWithValue("id", againID)))
+
+			By("keeping the new site once the old one is gone, and refusing a second site for the MPAN")
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: oldName}, old)).To(Succeed())
+			patch = client.MergeFrom(old.DeepCopy())
+			old.Finalizers = slices.DeleteFunc(old.Finalizers, func(f string) bool { return f == hold })
+			Expect(k8sClient.Patch(ctx, old, patch)).To(Succeed())
+			Eventually(func() error {
+				return k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: oldName}, &flexv1.Site{})
+			}).Should(Satisfy(apierrors.IsNotFound))
+			Eventually(eligible).Should(Succeed())
+			Expect(mustCall("POST", "/entities/site/onboard", tok, household(mpan))["site"]).
+				To(HaveKeyWithValue("site_id", againID), "the same household onboarded again is the new site")
+			status, resp := call("POST", "/entities/site", tok, map[string]any{"mpan": mpan, "postcode": "SW1A 1AA",
+				"street_address": "11 Downing Street"})
+			Expect(status).To(Equal(http.StatusConflict), "%s", resp)
+		})
 
 	It("answers an unknown site with 404 and a malformed id with 422", func() {
 		status, resp := call("POST", "/entities/site/"+uuid.NewString()+"/offboard-site-and-assets", tok, nil)
