@@ -146,6 +146,11 @@ func (s summary) patch(ctx context.Context, base, obj statusObject, ready string
 		if apierrors.IsConflict(perr) {
 			return ctrl.Result{RequeueAfter: conflictRetryDelay}, nil
 		}
+		if apierrors.IsNotFound(perr) {
+			// Deleted since it was fetched (a kubectl delete between the cache's read and this
+			// write): there is nothing left to report on, and its deletion is the next event.
+			return ctrl.Result{}, nil
+		}
 		if retErr == nil {
 			retErr = perr
 		}
