@@ -3,7 +3,6 @@ package bootstrap_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -52,24 +51,8 @@ func TestSetLastAppliedAsKubectlRecordsIt(t *testing.T) {
 // then the tests that need it skip (`make test` sets it).
 var env *testenv.Env
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return m.Run()
-	}
-	e, err := testenv.Start(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the API server:", err)
-		return 1
-	}
-	defer func() {
-		if err := e.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the API server:", err)
-		}
-	}()
-	env = e
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunShared(m, &env))
 }
 
 // newClient is a client of the real API server, or skips the test without one.

@@ -25,26 +25,8 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
 	logf.SetLogger(logr.Discard())
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return m.Run()
-	}
-	e, err := testenv.Start(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the API server:", err)
-		return 1
-	}
-	defer func() {
-		if err := e.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the API server:", err)
-		}
-	}()
-	env = e
-	return m.Run()
+	os.Exit(testenv.RunShared(m, &env))
 }
 
 // wrapped is a reader that wraps the cache and knows nothing of indexes, as the suites'

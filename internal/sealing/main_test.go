@@ -1,8 +1,6 @@
 package sealing_test
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"testing"
 
@@ -16,25 +14,9 @@ import (
 // then they skip.
 var env *testenv.Env
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
+func TestMain(m *testing.M) {
 	logf.SetLogger(logr.Discard())
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return m.Run()
-	}
-	e, err := testenv.Start(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the API server:", err)
-		return 1
-	}
-	defer func() {
-		if err := e.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the API server:", err)
-		}
-	}()
-	env = e
-	return m.Run()
+	os.Exit(testenv.RunShared(m, &env))
 }
 
 // newNamespace is a namespace of the test's own (the test skips without an API server).

@@ -1,0 +1,29 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+)
+
+// RunShared runs a package's tests with one API server they share, set into *env while they
+// run, and answers their exit code (for TestMain's os.Exit). Without KUBEBUILDER_ASSETS it runs
+// them with *env nil: the tests that need the API server skip (`make test` sets it).
+func RunShared(m *testing.M, env **Env) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return m.Run()
+	}
+	e, err := Start(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the API server:", err)
+		return 1
+	}
+	defer func() {
+		if err := e.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the API server:", err)
+		}
+	}()
+	*env = e
+	return m.Run()
+}
