@@ -1,10 +1,8 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -102,22 +100,12 @@ func tagAPICalls(h http.Handler) http.Handler {
 	})
 }
 
-// postBody posts body as it is (with its Content-Encoding, when given) and answers the status and
-// body.
-func postBody(url, token string, body []byte, headers map[string]string) (int, string) {
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	Expect(err).NotTo(HaveOccurred())
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = resp.Body.Close() }()
-	out, err := io.ReadAll(resp.Body)
-	Expect(err).NotTo(HaveOccurred())
-	return resp.StatusCode, string(out)
+// postBody posts body as it is (with its Content-Encoding, when given) to path and answers the
+// status and body.
+func postBody(path, token string, body []byte, headers map[string]string) (int, string) {
+	GinkgoHelper()
+	status, out := sendRaw(http.MethodPost, path, token, body, headers)
+	return status, string(out)
 }
 
 var _ = Describe("Bounded work per request (hostile inputs)", func() {
@@ -128,13 +116,13 @@ var _ = Describe("Bounded work per request (hostile inputs)", func() {
 		Expect(len(bomb)).To(BeNumerically("<", restapi.MaxReadingsBodyBytes))
 		small := gzipped(bomb)
 		Expect(len(small)).To(BeNumerically("<", 10<<10))
-		status, body := postBody(apiServer.URL+"/data/readings", tok, small, map[string]string{"Content-Encoding": "gzip"})
+		status, body := postBody("/data/readings", tok, small, map[string]string{"Content-Encoding": "gzip"})
 		Expect(status).To(Equal(http.StatusRequestEntityTooLarge), body)
 		Expect(body).To(ContainSubstring(`"detail":"More than 10000 readings in one request`))
 
 		// 150 empty readings: a 422 naming the five missing fields of the first 100, and
 		// counting the other 50.
-		status, body = postBody(apiServer.URL+"/data/readings", tok,
+		status, body = postBody("/data/readings", tok,
 			[]byte(`{"readings":[`+strings.TrimSuffix(strings.Repeat("{},", 150), ",")+`]}`), nil)
 		Expect(status).To(Equal(http.StatusUnprocessableEntity), body)
 		detail := response(body).Detail().([]any)
@@ -146,7 +134,7 @@ var _ = Describe("Bounded work per request (hostile inputs)", func() {
 	It("refuses a list longer than its maximum while decoding, in the 422 form", func() {
 		tok := newOrg(context.Background()).token()
 		assets := strings.TrimSuffix(strings.Repeat(`{},`, 300_000), ",")
-		status, body := postBody(apiServer.URL+"/entities/site/onboard", tok, []byte(`{"site": {}, "assets": [`+assets+`]}`), nil)
+		status, body := postBody("/entities/site/onboard", tok, []byte(`{"site": {}, "assets": [`+assets+`]}`), nil)
 		Expect(status).To(Equal(http.StatusUnprocessableEntity), body)
 		Expect(response(body).Detail()).To(Equal([]any{map[string]any{"loc": []any{"body", "assets"},
 			"msg": fmt.Sprintf("List should have at most %d items", web.MaxListItems), "type": "too_long"}}))
