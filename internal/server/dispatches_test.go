@@ -41,8 +41,10 @@ var _ = Describe("Dispatch callbacks", Ordered, func() {
 		return "/entities/asset/" + asset + "/callback/" + fmt.Sprint(id)
 	}
 	// report is a report timestamped now (an EXECUTED one only of a window that has started).
+	// report is a report timestamped by the REST API's clock (the suite's, which tests move):
+	// a report is judged against that clock (dispatch.CheckReportTime), not the machine's.
 	report := func(status string) map[string]any {
-		return map[string]any{"timestamp": time.Now().UTC().Format(time.RFC3339), "status": status}
+		return map[string]any{"timestamp": clock.Load().UTC().Format(time.RFC3339), "status": status}
 	}
 	// issue issues a dispatch of flexEvent to asset of org ns, and answers its event id.
 	issue := func(ctx SpecContext, ns, flexEvent, site, asset string, skips ...dispatchstore.Skip) string {
@@ -197,7 +199,7 @@ var _ = Describe("Dispatch callbacks", Ordered, func() {
 		Expect(status).To(Equal(http.StatusConflict), "%s", resp)
 		Expect(statusOf(ctx, o.Namespace, started)).To(Equal("requested"))
 		status, resp = call("POST", callbackPath(chargerID, started), tok,
-			at("EXECUTED", stamp(time.Now().Add(dispatch.MaxReportSkew-time.Minute))))
+			at("EXECUTED", stamp(clock.Load().Add(dispatch.MaxReportSkew-time.Minute))))
 		Expect(status).To(Equal(http.StatusOK), "%s", resp)
 		Expect(statusOf(ctx, o.Namespace, started)).To(Equal("executed"))
 	})

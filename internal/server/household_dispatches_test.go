@@ -108,8 +108,13 @@ var _ = Describe("What the household's devices did in a flex event", func() {
 		charger := mustCall("POST", "/entities/asset", tok, map[string]any{"site_id": siteID, "external_id": "charger-o",
 			"type": "charger", "asset_model": "zappi", "installation_date": "2025-06-15",
 			"properties": map[string]any{"power_kw": 7.4}})["id"].(string)
+		// The REST API's clock (the suite's, which tests move) set to the machine's for this
+		// spec: the window and the report are judged by it, the flex event by the controllers'.
+		was, now := *clock.Load(), time.Now()
+		clock.Store(&now)
+		DeferCleanup(func() { clock.Store(&was) })
 		// A window that started at the last half-hour and lasts an hour: under way now.
-		start := time.Now().UTC().Truncate(30 * time.Minute)
+		start := now.UTC().Truncate(30 * time.Minute)
 		ev := &flexv1.FlexEvent{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: "ongoing-" + o.Namespace},
 			Spec: flexv1.FlexEventSpec{Proposition: flexv1.PropositionLimitedPause, StartAt: metav1.NewTime(start),
 				EndAt: metav1.NewTime(start.Add(time.Hour)), Direction: flexv1.FlexTurnDown, RatePencePerKWh: "25",
@@ -121,7 +126,7 @@ var _ = Describe("What the household's devices did in a flex event", func() {
 			EventTimestamp: start.Add(-time.Hour)}}, nil, start.Add(-time.Hour))
 		Expect(err).NotTo(HaveOccurred())
 		status, resp := call("POST", "/entities/asset/"+charger+"/callback/"+dispatch.EventID(o.Namespace, ev.Name, charger).String(),
-			tok, map[string]any{"timestamp": time.Now().UTC().Format(time.RFC3339), "status": "EXECUTED"})
+			tok, map[string]any{"timestamp": now.UTC().Format(time.RFC3339), "status": "EXECUTED"})
 		Expect(status).To(Equal(http.StatusOK), "%s", resp)
 
 		until := start.Add(time.Hour).In(settlement.London).Format("15:04")
