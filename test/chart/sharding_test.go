@@ -325,8 +325,12 @@ var _ = Describe("charts/flexsite with sharding.enabled", func() {
 		patchAsSharder := func(patch string) error {
 			return asSharder.Patch(ctx, site.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch)))
 		}
+		// Each try changes the spec anew: a try that got in before the policy was in force
+		// leaves the spec as it patched it, and the same patch again would change nothing.
+		tries := 0
 		Eventually(func(g Gomega) {
-			err := patchAsSharder(`{"spec":{"streetAddress":"13 High Street"}}`)
+			tries++
+			err := patchAsSharder(fmt.Sprintf(`{"spec":{"streetAddress":"%d High Street"}}`, 100+tries))
 			g.Expect(err).To(HaveOccurred())
 			g.Expect(err.Error()).To(ContainSubstring("the sharder may not change the spec"))
 		}).WithTimeout(30*time.Second).Should(Succeed(), "the policy is in force once the API server has it")
