@@ -24,9 +24,9 @@ func kstatusOf(obj client.Object) status.Status {
 }
 
 // kstatusNow reads obj afresh and computes its kstatus, for Eventually and Consistently.
-func kstatusNow(ctx SpecContext, obj client.Object) func() status.Status {
-	return func() status.Status {
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+func kstatusNow(ctx SpecContext, obj client.Object) func(Gomega) status.Status {
+	return func(g Gomega) status.Status {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
 		return kstatusOf(obj)
 	}
 }
@@ -57,7 +57,7 @@ var _ = Describe("kstatus", func() {
 		Expect(phaseOf(e)).To(Equal(flexv1.EnrolmentNotEligible))
 		Consistently(kstatusNow(ctx, e), "2s").Should(Equal(status.FailedStatus))
 		By("the site itself is Current: not being eligible is its domain state, not a failure")
-		Expect(kstatusNow(ctx, s)()).To(Equal(status.CurrentStatus))
+		Expect(kstatusNow(ctx, s)(Default)).To(Equal(status.CurrentStatus))
 
 	})
 

@@ -23,6 +23,7 @@ import (
 	householdcore "github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/server"
+	"github.com/flexsite/flexsite/internal/testenv"
 )
 
 // Specs of the site endpoints other than onboard: initialise, eligibility, enrol/unenrol,
@@ -1104,9 +1105,10 @@ var _ = Describe("POST /entities/site/{site_id}/offboard-site-and-assets", func(
 
 			By("serving the new site and its eligibility, and not the old one")
 			eligible := func(g Gomega) {
-				status, resp := call("GET", "/entities/site/"+againID+"/eligibility", tok, nil)
-				g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-				g.Expect(resp.Map()["assets"]).To(HaveLen(2))
+				status, body, err := testenv.Call(apiServer.URL, "GET", "/entities/site/"+againID+"/eligibility", tok, nil)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(status).To(Equal(http.StatusOK), "%s", body)
+				g.Expect(response(body).Map()["assets"]).To(HaveLen(2))
 			}
 			Eventually(eligible).Should(Succeed())
 			status, gone := call("GET", "/entities/site/"+firstID, tok, nil)
