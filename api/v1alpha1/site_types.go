@@ -227,7 +227,7 @@ type SiteStatus struct {
 }
 
 // MaxSiteAssets is how many assets a Site's status.assets holds (its MaxItems marker, which
-// must say the same number: api/v1alpha1's TestSiteAssetsBound). The REST API takes at most
+// must say the same number: internal/validation's TestSiteAssetsBound). The REST API takes at most
 // this many assets in one onboard or initialise, so that the status of a site onboarded whole
 // can always be written: a status refused by the API server would leave the site's
 // eligibility never current, and every read of it waiting.

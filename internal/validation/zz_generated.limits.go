@@ -87,3 +87,38 @@ var CRDMaxLength = map[string]int{
 	"UsernameClaim.spec.apiClientNamespace":            63,
 	"UsernameClaim.spec.username":                      128,
 }
+
+// CRDMaxItems is every maxItems of the CRDs (their +kubebuilder:validation:MaxItems markers),
+// keyed as CRDMaxLength is: a Go constant that must say the same as a marker is tested
+// against its entry here. Read it only.
+var CRDMaxItems = map[string]int{
+	"APIClient.spec.redirectURIs":                  16,
+	"APIClient.spec.roles":                         8,
+	"Asset.status.conditions":                      8,
+	"AssetModel.spec.assetTypes":                   8,
+	"AssetModel.spec.enrolEligibilityOverrides":    16,
+	"DeviceConnection.status.conditions":           8,
+	"DeviceProvider.spec.assetTypes":               8,
+	"DeviceProvider.spec.scopes":                   32,
+	"Enrolment.status.conditions":                  8,
+	"Enrolment.status.issues":                      16,
+	"FlexEvent.spec.siteNames":                     1000,
+	"FlexEvent.status.conditions":                  8,
+	"FlexEvent.status.dispatches.skipped":          4,
+	"FlexEvent.status.sitesSkipped":                2,
+	"Proposition.spec.assetTypes":                  8,
+	"RewardLedger.spec.transactions":               1000,
+	"RewardLedger.status.conditions":               8,
+	"RewardLedger.status.recentTransactions":       10,
+	"Site.spec.dispatchMethods":                    8,
+	"Site.spec.markets":                            8,
+	"Site.status.assets":                           100,
+	"Site.status.assets[*].propositions":           16,
+	"Site.status.assets[*].propositions[*].issues": 8,
+	"Site.status.conditions":                       8,
+	"Site.status.eligiblePropositions":             16,
+	"Site.status.enrolmentHistory":                 32,
+	"Subscription.spec.events":                     8,
+	"Subscription.status.conditions":               8,
+	"Subscription.status.recentDeliveries":         20,
+}
