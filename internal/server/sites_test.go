@@ -1117,10 +1117,14 @@ var _ = Describe("POST /entities/site/{site_id}/offboard-site-and-assets", func(
 			Expect(page["sites"]).To(ConsistOf(HaveKeyWithValue("id", againID)))
 
 			By("keeping the new site once the old one is gone, and refusing a second site for the MPAN")
-			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: oldName}, old)).To(Succeed())
-			patch = client.MergeFrom(old.DeepCopy())
-			old.Finalizers = slices.DeleteFunc(old.Finalizers, func(f string) bool { return f == hold })
-			Expect(k8sClient.Patch(ctx, old, patch)).To(Succeed())
+			// Under an optimistic lock, from a fresh read: the Site controller may release its own
+			// finalizer meanwhile, and a list written from an older read would add it back.
+			Eventually(func(g Gomega) {
+				g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: oldName}, old)).To(Succeed())
+				patch := client.MergeFromWithOptions(old.DeepCopy(), client.MergeFromWithOptimisticLock{})
+				old.Finalizers = slices.DeleteFunc(old.Finalizers, func(f string) bool { return f == hold })
+				g.Expect(k8sClient.Patch(ctx, old, patch)).To(Succeed())
+			}).Should(Succeed())
 			Eventually(func() error {
 				return k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: oldName}, &flexv1.Site{})
 			}).Should(Satisfy(apierrors.IsNotFound))
