@@ -8,7 +8,6 @@ import (
 
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/rewards"
-	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/web"
 	"github.com/flexsite/flexsite/internal/web/jsonappend"
 )
@@ -41,7 +40,7 @@ func (p transactionsPage) appendTransactionsArray(b []byte) []byte {
 	// (with one memo, working dates out was a fifth of encoding a page at 10,000 sites).
 	var memo dayMemos
 	b = appendTransactionsHead(b, p.SiteID)
-	b = memo.appendItems(b, p.Ledger, p.From, p.To, false)
+	b = memo.appendItems(b, p.TransactionsPage, false)
 	return append(b, ']')
 }
 
@@ -64,10 +63,11 @@ func appendTransactionsTail(b []byte, p *rewards.TransactionsPage) []byte {
 // dayMemos are the memos of an answer's times and of its settlement dates.
 type dayMemos struct{ times, settlements jsonappend.DayMemo }
 
-// appendItems writes transactions from..to of l as items of the array; after says an item
-// was written before them.
-func (m *dayMemos) appendItems(b []byte, l *ledger.Ledger, from, to int, after bool) []byte {
-	for i := from; i < to; i++ {
+// appendItems writes the page's transactions (From..To of its Ledger) as items of the array;
+// after says an item was written before them.
+func (m *dayMemos) appendItems(b []byte, p *rewards.TransactionsPage, after bool) []byte {
+	l, from := p.Ledger, p.From
+	for i := from; i < p.To; i++ {
 		if after || i > from {
 			b = append(b, ',')
 		}
@@ -120,7 +120,7 @@ func (p transactionsStream) StreamJSON(ctx context.Context, w io.Writer) error {
 	b := appendTransactionsHead(nil, p.SiteID)
 	written := false
 	for {
-		b = memo.appendItems(b, p.Ledger, p.From, p.To, written)
+		b = memo.appendItems(b, p.TransactionsPage, written)
 		written = written || p.To > p.From
 		if _, err := w.Write(b); err != nil {
 			return err

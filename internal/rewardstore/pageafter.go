@@ -28,7 +28,7 @@ const pageRowColumns = `SELECT t.transaction_id, t.transaction_type, t.credit_pe
 const afterDated = pageRowColumns + `
 	AND ($3::timestamptz IS NULL OR t.occurred_at >= $3) AND ($4::timestamptz IS NULL OR t.occurred_at < $4)
 	AND t.occurred_at <= $5 AND (t.occurred_at < $5 OR t.transaction_id > $6)
-	ORDER BY t.occurred_at DESC, t.transaction_id LIMIT $7`
+	ORDER BY t.occurred_at DESC NULLS LAST, t.transaction_id LIMIT $7`
 
 // afterUndated is the batch of the transactions without a time after id $5 (all of them
 // when $5 is NULL): the statement's end. A bounded query (since or until) has none.

@@ -106,7 +106,7 @@ var _ = Describe("GET /rewards/{site_id}/transactions: the whole history without
 		Expect(len(window)).To(BeNumerically(">", 500))
 		first := slices.Index(want, window[0])
 		Expect(first).To(BeNumerically(">", 0))
-		Expect(window).To(Equal(want[first:first+len(window)]))
+		Expect(window).To(Equal(want[first : first+len(window)]))
 
 		By("limit still pages")
 		Expect(transactionIDs(mustCall("GET", path+"?limit=1000&offset=200", tok, nil))).To(Equal(want[200:1200]))
