@@ -74,7 +74,7 @@ func TestWholeHistoryInBatches(t *testing.T) {
 	for _, n := range []int{0, 1, batch - 1, batch, batch + 1, 2 * batch, 3*batch + 2} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			key := newKey()
-			var txs []flexv1.RewardTransaction
+			txs := make([]flexv1.RewardTransaction, 0, n)
 			for i := range n {
 				tx := flexv1.RewardTransaction{ID: uuid.NewString(), Type: "flex event", CreditPence: int64(i + 1)}
 				switch {
