@@ -57,7 +57,9 @@ const (
 func readEndpoints(api string, ids []string) []readTarget {
 	return []readTarget{
 		{eligibilityTarget, func(i int) string { return api + "/entities/site/" + ids[i%len(ids)] + "/eligibility" }, roleManager},
-		{transactionsTarget, func(i int) string { return api + "/rewards/" + ids[i%len(ids)] + "/transactions" }, roleManager},
+		{transactionsTarget, func(i int) string {
+			return fmt.Sprintf("%s/rewards/%s/transactions?limit=%d", api, ids[i%len(ids)], txColdLimit)
+		}, roleManager},
 	}
 }
 

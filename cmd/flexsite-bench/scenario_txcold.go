@@ -53,7 +53,9 @@ const (
 	// noKeptPagesEnv is internal/app/rewards' switch of the same name (bench only): the
 	// manager run with it keeps no transactions page nor balance.
 	noKeptPagesEnv = "FLEXSITE_BENCH_NO_KEPT_PAGES"
-	// txColdLimit is the page both sides read: the REST API's default limit, asked for.
+	// txColdLimit is the page both sides read (and the read path's transactions target):
+	// a page of 100, asked for with limit (without it the REST API answers the whole
+	// history, the same 52 transactions of a bench ledger, but not as a page).
 	txColdLimit = 100
 	// txRowsHeader is how many transactions the raw server's page held, for the bench to check
 	// that it read the whole page.
@@ -269,7 +271,7 @@ func (b *bench) startTransactionsRaw(ctx context.Context) (string, error) {
 // serveTransactionsRaw is the cold page's baseline: net/http, configured as the REST API's
 // server, with a pool made as the manager makes its own (db.Open) on the same database. GET
 // /raw/transactions/{namespace}/{site_id}?limit=&bytes= runs rewardstore's PageWithBalance
-// (the page's SQL, the manager's statement) for the newest limit transactions, scans every
+// (the page's SQL, the manager's statement) for the newest limit (+1) transactions, scans every
 // row, and answers bytes bytes (the manager's answer's size for the site, which the bench
 // tells it) with the page's transaction count in X-Transactions. No authentication, no site
 // lookup, no encoding. It stops on SIGTERM.
@@ -297,7 +299,9 @@ func transactionRoutes(store *rewardstore.Store, mux *http.ServeMux) {
 		}
 		site := rewardstore.Site{Namespace: r.PathValue("namespace"), ID: r.PathValue("site_id")}
 		var rows int64
-		_, err = store.PageWithBalance(r.Context(), site, rewardstore.Page{Limit: limit}, func(*rewardstore.PageRow) { rows++ })
+		// One more than the page, as the manager's read asks (to say whether a next page follows).
+		_, err = store.PageWithBalance(r.Context(), site, rewardstore.Page{Limit: limit + 1}, func(*rewardstore.PageRow) { rows++ })
+		rows = min(rows, int64(limit))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return

@@ -94,6 +94,13 @@ func (l *Ledger) Trim() {
 	}
 }
 
+// Reset empties the ledger, keeping its room: a reader that walks a history a batch at a time
+// packs every batch into the same memory. Never for a ledger that is kept (Trim): others read it.
+func (l *Ledger) Reset() {
+	l.txs = l.txs[:0]
+	clear(l.odd)
+}
+
 // Len is the number of transactions.
 func (l *Ledger) Len() int {
 	if l == nil {

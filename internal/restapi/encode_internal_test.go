@@ -2,6 +2,7 @@ package restapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -179,6 +180,14 @@ func TestTransactionsPageMatchesResponse(t *testing.T) {
 		}
 		if m, _ := json.Marshal(p); string(m)+"\n" != want.String() {
 			t.Errorf("MarshalJSON %s", m)
+		}
+		// Streamed (the whole history's answer), a page is written byte for byte the same.
+		var streamed bytes.Buffer
+		if err := (transactionsStream{page}).StreamJSON(context.Background(), &streamed); err != nil {
+			t.Fatal(err)
+		}
+		if streamed.String() != want.String() {
+			t.Errorf("streamed page %d..%d:\n got %s\nwant %s", p.From, p.To, streamed.String(), want.String())
 		}
 	}
 }

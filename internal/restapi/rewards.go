@@ -2,6 +2,7 @@ package restapi
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/flexsite/flexsite/internal/app/rewards"
@@ -10,9 +11,13 @@ import (
 	"github.com/flexsite/flexsite/internal/web"
 )
 
+// transactions answers a site's reward history (docs/api.md, "Reward history"): without
+// limit the whole of it, as production's operation does (streamed when longer than a
+// batch); with limit a page, and a Link to the next page when more follow.
 func (a *API) transactions(r *http.Request, p *auth.Principal) (any, error) {
 	f := &fields{}
-	pg := transactionsQuery(f, r.URL.Query())
+	q := r.URL.Query()
+	pg := transactionsQuery(f, q)
 	if err := f.Err(); err != nil {
 		return nil, err
 	}
@@ -24,8 +29,19 @@ func (a *API) transactions(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	switch {
+	case page.Streamed():
+		return transactionsStream{page}, nil
+	case page.More:
+		q.Set("offset", strconv.Itoa(pg.Offset+pg.Limit))
+		next := "<" + r.URL.EscapedPath() + "?" + q.Encode() + `>; rel="next"`
+		return web.WithStatus{Headers: map[string]string{headerLink: next}, Body: transactionsPage{page}}, nil
+	}
 	return transactionsPage{page}, nil
 }
+
+// headerLink carries a page's link to the next one (RFC 8288, rel="next").
+const headerLink = "Link"
 
 func (a *API) rewardInfo(r *http.Request, p *auth.Principal) (any, error) {
 	id, err := pathID(r.PathValue("site_id"), "site_id")

@@ -145,9 +145,10 @@ func queryTime(f *fields, q map[string][]string, key string) time.Time {
 	return t.UTC()
 }
 
-// transactionsQuery reads limit, offset, since and until.
+// transactionsQuery reads limit, offset, since and until: without limit (Limit 0), every
+// transaction from offset on.
 func transactionsQuery(f *fields, q map[string][]string) rewards.TransactionsQuery {
-	out := rewards.TransactionsQuery{Paging: app.Paging{Limit: f.QueryInt(q, "limit", 100, 1, 1000),
+	out := rewards.TransactionsQuery{Paging: app.Paging{Limit: f.QueryInt(q, "limit", 0, 1, 1000),
 		Offset: f.QueryInt(q, "offset", 0, 0, -1)}, Since: queryTime(f, q, "since"), Until: queryTime(f, q, "until")}
 	if !out.Since.IsZero() && !out.Until.IsZero() && !out.Until.After(out.Since) {
 		f.Add("until must be after since", "value_error", []any{"query", "until"})

@@ -24,6 +24,15 @@ type PageRow struct {
 	// Settlement is the settlement date (midnight UTC) when HasSettlement.
 	Settlement    time.Time
 	HasSettlement bool
+	// Occurred is when the transaction happened, the statement's order (HasOccurred false:
+	// never said; such transactions come last).
+	Occurred    time.Time
+	HasOccurred bool
+}
+
+// Position is the transaction's place in the statement order, for PageAfter.
+func (r *PageRow) Position() Position {
+	return Position{Occurred: r.Occurred, HasOccurred: r.HasOccurred, ID: r.ID}
 }
 
 // pageWithBalance cuts Page's page from the site's history (siteHistory) and sums the balance
@@ -37,7 +46,7 @@ var pageWithBalance = `WITH history AS MATERIALIZED (` + siteHistory + `),
 		ORDER BY occurred_at DESC NULLS LAST, transaction_id LIMIT $6 OFFSET $7)
 	SELECT balance.current, balance.earnings, balance.first_reward,
 		page.transaction_id, page.transaction_type, page.credit_pence, page.flex_wh, page.start_at, page.end_at,
-		page.settlement_date, page.status
+		page.settlement_date, page.status, page.occurred_at
 	FROM balance LEFT JOIN page ON true
 	ORDER BY page.occurred_at DESC NULLS LAST, page.transaction_id`
 
@@ -70,6 +79,7 @@ func (s *Store) pageWithBalance(ctx context.Context, site Site, p Page, row func
 		credit, flex pgtype.Int8
 		start, end   pgtype.Timestamptz
 		settlement   pgtype.Date
+		occurred     pgtype.Timestamptz
 		r            PageRow
 		scanned      bool
 		// The texts of the row before: a page's types and statuses repeat row after row.
@@ -77,7 +87,7 @@ func (s *Store) pageWithBalance(ctx context.Context, site Site, p Page, row func
 	)
 	// The destinations once for every row: Scan's variadic slice would otherwise be made (on
 	// the heap: Rows is an interface) for each row of every page read.
-	dest := []any{&b.Current, &b.Earnings, &first, &id, &typ, &credit, &flex, &start, &end, &settlement, &status}
+	dest := []any{&b.Current, &b.Earnings, &first, &id, &typ, &credit, &flex, &start, &end, &settlement, &status, &occurred}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return b, err
@@ -94,7 +104,7 @@ func (s *Store) pageWithBalance(ctx context.Context, site Site, p Page, row func
 		}
 		r = PageRow{ID: id.Bytes, Type: sameText(&typText, typ), PaymentStatus: sameText(&statusText, status), CreditPence: credit.Int64,
 			FlexWh: flex.Int64, HasFlexWh: flex.Valid, Start: start.Time, HasStart: start.Valid, End: end.Time, HasEnd: end.Valid,
-			Settlement: settlement.Time, HasSettlement: settlement.Valid}
+			Settlement: settlement.Time, HasSettlement: settlement.Valid, Occurred: occurred.Time, HasOccurred: occurred.Valid}
 		row(&r)
 	}
 	if err := rows.Err(); err != nil {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 
@@ -17,10 +18,12 @@ type Handler func(r *http.Request, p *auth.Principal) (any, error)
 // NoContent is what a Handler answers for 204 No Content.
 type NoContent struct{}
 
-// WithStatus answers Body with a status other than 200.
+// WithStatus answers Body with a status other than 200, or with headers of its own.
 type WithStatus struct {
 	Status int
 	Body   any
+	// Headers are set on the answer (a page's Link to the next one).
+	Headers map[string]string
 }
 
 // bearerChallenge is the header every 401 carries (RFC 6750).
@@ -91,7 +94,12 @@ func (a *Authenticator) Guard(h Handler, endUserAllowed bool, roles ...flexv1.Ro
 		case NoContent:
 			w.WriteHeader(http.StatusNoContent)
 		case WithStatus:
-			WriteJSON(w, b.Status, b.Body)
+			for k, v := range b.Headers {
+				w.Header().Set(k, v)
+			}
+			WriteJSON(w, cmp.Or(b.Status, http.StatusOK), b.Body)
+		case Streamer:
+			WriteStream(a.Log, w, r, http.StatusOK, b)
 		default:
 			WriteJSON(w, http.StatusOK, body)
 		}

@@ -79,7 +79,7 @@ func Observe(log logr.Logger, trusted []netip.Prefix, next http.Handler) http.Ha
 		w.Header().Set(HeaderRequestID, id)
 		rec := &statusRecorder{ResponseWriter: w, info: requestInfo{id: id}}
 		info := &rec.info
-		serveRecovering(log, rec, r, next)
+		aborted := serveRecovering(log, rec, r, next)
 
 		if rec.status == 0 {
 			rec.status = http.StatusOK
@@ -99,21 +99,30 @@ func Observe(log logr.Logger, trusted []netip.Prefix, next http.Handler) http.Ha
 				kv = append(kv, "endUser", p.UserID)
 			}
 		}
+		if aborted {
+			kv = append(kv, "aborted", true)
+		}
 		log.Info("request", kv...)
+		if aborted { // logged and counted: now net/http drops the connection
+			panic(http.ErrAbortHandler)
+		}
 	})
 }
 
 // serveRecovering serves r with next; a handler that panics is a bug, but the caller still
 // gets the documented error form (500, unless the answer had begun) and the log the stack,
-// instead of a dropped connection.
-func serveRecovering(log logr.Logger, w *statusRecorder, r *http.Request, next http.Handler) {
+// instead of a dropped connection. A handler that aborts its answer on purpose
+// (http.ErrAbortHandler: WriteStream after the body began) is aborted: true, and the caller
+// panics with it again once the request is logged.
+func serveRecovering(log logr.Logger, w *statusRecorder, r *http.Request, next http.Handler) (aborted bool) {
 	defer func() {
 		v := recover()
 		if v == nil {
 			return
 		}
 		if v == http.ErrAbortHandler { //nolint:errorlint // net/http panics with this very value
-			panic(v)
+			aborted = true
+			return
 		}
 		log.Error(fmt.Errorf("panic: %v", v), "handler panicked", "method", r.Method, "route", RouteOf(r),
 			"stack", string(debug.Stack()))
@@ -122,6 +131,7 @@ func serveRecovering(log logr.Logger, w *statusRecorder, r *http.Request, next h
 		}
 	}()
 	next.ServeHTTP(w, r)
+	return false
 }
 
 var errHandlerPanicked = Fail(http.StatusInternalServerError, "Internal server error")

@@ -7,8 +7,10 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -140,6 +142,32 @@ func EncodeJSON(buf *bytes.Buffer, body any) error {
 		return nil
 	}
 	return json.NewEncoder(buf).Encode(body)
+}
+
+// Streamer is an answer too long to hold whole (the whole reward history): its body is
+// written as it is read, without a Content-Length (chunked, in HTTP/1.1).
+type Streamer interface {
+	// StreamJSON writes the body to w, a part at a time. An error is a failure to read what
+	// follows (or to write it): the status was sent already.
+	StreamJSON(ctx context.Context, w io.Writer) error
+}
+
+// WriteStream answers s with status. What can fail before anything is written is the
+// Streamer's maker's to find (and answer as an error); once the status is sent, a failure can
+// no longer be one: the connection is aborted (http.ErrAbortHandler: HTTP/1.1 closes it
+// without the chunked body's end, HTTP/2 resets the stream), so that the client reads a
+// truncated body, never a short one that parses.
+func WriteStream(log logr.Logger, w http.ResponseWriter, r *http.Request, status int, s Streamer) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if err := s.StreamJSON(r.Context(), w); err != nil {
+		if r.Context().Err() != nil { // the client went away: nothing to tell
+			log.V(1).Info("answer aborted: the client went away", "method", r.Method, "route", RouteOf(r))
+		} else {
+			log.Error(err, "answer aborted after it began", "method", r.Method, "route", RouteOf(r))
+		}
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // PublicBase is the scheme and host links point at: publicURL, else the request's.

@@ -51,12 +51,21 @@ func siteKey(site *flexv1.Site) rewardstore.Site {
 	return rewardstore.Site{Namespace: site.Namespace, ID: site.Labels[flexv1.IDLabel]}
 }
 
-// TransactionsQuery selects a page of a site's history: Limit from Offset, newest first,
-// within [Since, Until) when they are set.
+// TransactionsQuery selects part of a site's history, newest first, within [Since, Until)
+// when they are set: Limit transactions from Offset, or with Limit 0 every transaction from
+// Offset (the whole history), read a batch at a time (TransactionsPage.Next).
 type TransactionsQuery struct {
 	app.Paging
 	Since, Until time.Time
 }
+
+// historyBatch is how many transactions a read of the whole history takes from the database
+// at a time: the first batch in the statement that sums the balance, the others by position
+// (rewardstore.Store.PageAfter). A history shorter than a batch (a decade of weekly rewards)
+// is answered from that one statement, and kept as a page is; a longer one is never held
+// whole: the door writes each batch before the next is read. 500 transactions are 24 KB
+// packed (ledger), ~120 KB encoded.
+const historyBatch = 500
 
 // TransactionsIn is a page of the caller's site's reward history, from the database.
 func (s *Service) TransactionsIn(ctx context.Context, p *auth.Principal, siteID string, q TransactionsQuery) (*TransactionsPage, error) {
@@ -74,31 +83,38 @@ func (s *Service) transactionsOf(ctx context.Context, key rewardstore.Site, q Tr
 
 // readPage is a page of a site's history with the policy's verdicts on its balance, both from
 // the database in one statement (the balance kept in pageCache for its other readers). With
-// encoded (the REST door's read), a kept page may answer, and the page read may be kept.
+// encoded (the REST door's read), a kept page may answer, and the page read may be kept. A
+// page of Limit transactions reads one more, to say whether more follow (More); the whole
+// history (Limit 0) reads its first batch, and the rest only as the door writes it (Next).
 func (s *Service) readPage(ctx context.Context, key rewardstore.Site, q TransactionsQuery, encoded bool) (*TransactionsPage, error) {
+	whole := q.Limit == 0
 	cacheable := encoded && q.Since.IsZero() && q.Until.IsZero()
 	pk := pageKey{limit: q.Limit, offset: q.Offset}
 	if cacheable {
 		if l, b := s.pages.page(key, pk); l != nil {
-			return &TransactionsPage{SiteID: key.ID, Ledger: l, From: 0, To: l.Len(), Kept: true,
-				BelowMinimum: s.Policy.BelowMinimum(*b), DaysUntilWaitMet: s.Policy.DaysUntilWaitMet(*b, s.Now())}, nil
+			page := &TransactionsPage{SiteID: key.ID, Ledger: l, From: 0, To: l.Len(), Kept: true,
+				BelowMinimum: s.Policy.BelowMinimum(*b), DaysUntilWaitMet: s.Policy.DaysUntilWaitMet(*b, s.Now())}
+			page.cut(q.Limit)
+			return page, nil
 		}
 	}
 	epoch := s.pages.begin()
+	read := s.batch
+	if !whole {
+		read = q.Limit + 1
+	}
 	// One statement answers the page and the balance, and the page is packed straight from its
 	// rows (already in statement order) into the compact form the door encodes: a read that
 	// misses the kept pages costs one round trip, not two, and builds no RewardTransaction.
 	l := &ledger.Ledger{}
-	var r ledger.Row
-	b, err := s.Store.PageWithBalance(ctx, key, rewardstore.Page{Limit: q.Limit, Offset: q.Offset, Since: q.Since, Until: q.Until},
+	var (
+		r    ledger.Row
+		last rewardstore.Position
+	)
+	b, err := s.Store.PageWithBalance(ctx, key, rewardstore.Page{Limit: read, Offset: q.Offset, Since: q.Since, Until: q.Until},
 		func(row *rewardstore.PageRow) {
-			r = ledger.Row{ID: row.ID, Type: flexv1.TransactionType(row.Type), PaymentStatus: flexv1.PaymentStatus(row.PaymentStatus),
-				CreditPence: row.CreditPence, Start: row.Start.Unix(), HasStart: row.HasStart, End: row.End.Unix(), HasEnd: row.HasEnd,
-				FlexWh: row.FlexWh, HasFlex: row.HasFlexWh}
-			if row.HasSettlement {
-				r.SettlementDay, r.HasSettlement = int32(row.Settlement.Unix()/secondsPerDay), true
-			}
-			l.Append(&r)
+			appendRow(l, &r, row)
+			last = row.Position()
 		})
 	if err != nil {
 		return nil, storeErr(err)
@@ -106,10 +122,76 @@ func (s *Service) readPage(ctx context.Context, key rewardstore.Site, q Transact
 	s.pages.keepBalance(key, epoch, b)
 	page := &TransactionsPage{SiteID: key.ID, Ledger: l, From: 0, To: l.Len(),
 		BelowMinimum: s.Policy.BelowMinimum(b), DaysUntilWaitMet: s.Policy.DaysUntilWaitMet(b, s.Now())}
+	if whole && l.Len() == read {
+		// Longer than a batch, perhaps: the rest is read as it is written, and nothing kept.
+		page.rest = &historyReader{store: s.Store, key: key, after: last,
+			page: rewardstore.Page{Limit: read, Since: q.Since, Until: q.Until}}
+		return page, nil
+	}
+	page.cut(q.Limit)
 	if cacheable {
 		s.pages.keepPage(key, pk, epoch, l) // from now on read-only, shared by the reads it answers
 	}
 	return page, nil
+}
+
+// cut ends a page of limit transactions (0: the whole history) at its limit, and says
+// whether more follow.
+func (p *TransactionsPage) cut(limit int) {
+	if limit > 0 && p.To > limit {
+		p.To, p.More = limit, true
+	}
+}
+
+// historyReader reads the whole history's batches after the first (TransactionsPage.Next).
+type historyReader struct {
+	store *rewardstore.Store
+	key   rewardstore.Site
+	page  rewardstore.Page
+	after rewardstore.Position
+	done  bool
+	row   ledger.Row
+}
+
+// Streamed says whether the answer goes on past Ledger: the whole history was asked for and
+// fills a batch, so the rest is read as the door writes it (Next).
+func (p *TransactionsPage) Streamed() bool { return p.rest != nil }
+
+// Next replaces the page's transactions with the next batch of the whole history (From..To
+// over Ledger, whose memory it reuses: a batch is read until Next is called again); false
+// when the history is done. A failure is the database's (storeErr).
+func (p *TransactionsPage) Next(ctx context.Context) (bool, error) {
+	h := p.rest
+	if h == nil || h.done {
+		return false, nil
+	}
+	if p.Kept { // shared with other reads: never reused (a streamed page is never kept)
+		p.Ledger, p.Kept = &ledger.Ledger{}, false
+	}
+	l := p.Ledger
+	l.Reset()
+	n, err := h.store.PageAfter(ctx, h.key, h.page, h.after, func(row *rewardstore.PageRow) {
+		appendRow(l, &h.row, row)
+		h.after = row.Position()
+	})
+	p.From, p.To = 0, l.Len()
+	if err != nil {
+		h.done = true
+		return false, storeErr(err)
+	}
+	h.done = n < h.page.Limit
+	return n > 0, nil
+}
+
+// appendRow packs a row of the database's page into l (r: the caller's, reused).
+func appendRow(l *ledger.Ledger, r *ledger.Row, row *rewardstore.PageRow) {
+	*r = ledger.Row{ID: row.ID, Type: flexv1.TransactionType(row.Type), PaymentStatus: flexv1.PaymentStatus(row.PaymentStatus),
+		CreditPence: row.CreditPence, Start: row.Start.Unix(), HasStart: row.HasStart, End: row.End.Unix(), HasEnd: row.HasEnd,
+		FlexWh: row.FlexWh, HasFlex: row.HasFlexWh}
+	if row.HasSettlement {
+		r.SettlementDay, r.HasSettlement = int32(row.Settlement.Unix()/secondsPerDay), true
+	}
+	l.Append(r)
 }
 
 // keptBalance is the site's balance: kept (pageCache), else from the database (and kept).

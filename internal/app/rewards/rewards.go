@@ -62,6 +62,9 @@ type Service struct {
 	pages *pageCache
 	// written remembers the revisions of this replica's writes the summaries do not show yet.
 	written *writtenRevisions
+	// batch is how many transactions a read of the whole history takes at a time
+	// (historyBatch; tests make it small).
+	batch int
 }
 
 // New builds the rewards use cases. The database is required: Flexsite has no mode without
@@ -77,7 +80,8 @@ func New(cfg Config) *Service {
 	if cfg.HostedNamespace == "" {
 		cfg.HostedNamespace = DefaultHostedNamespace
 	}
-	return &Service{Config: cfg, pages: newPageCache(keptPageBytes()), written: newWrittenRevisions()}
+	return &Service{Config: cfg, pages: newPageCache(keptPageBytes()), written: newWrittenRevisions(),
+		batch: historyBatch}
 }
 
 // TransactionRecord is one item of `transactions` (internal/record's: notifications carry it too).
@@ -102,7 +106,9 @@ type BalanceInfo struct {
 
 // TransactionsPage is a page of a site's reward history straight from the compact ledger:
 // transactions From..To (newest first). A door encodes it as the TransactionsResponse of the
-// same page (Response) would be, with no record built in between.
+// same page (Response) would be, with no record built in between. When the whole history was
+// asked for and is longer than a batch (Streamed), Ledger holds its first batch and Next reads
+// the others, one at a time.
 type TransactionsPage struct {
 	SiteID   string
 	Ledger   *ledger.Ledger
@@ -113,6 +119,10 @@ type TransactionsPage struct {
 	// Kept: the page was answered from what this replica keeps (pageCache), with no SQL. The
 	// Ledger is then shared with other reads: read-only.
 	Kept bool
+	// More: a page of Limit transactions has more after it (at Offset+Limit).
+	More bool
+	// rest reads the whole history's further batches (nil: the page is the whole answer).
+	rest *historyReader
 }
 
 // Response is the page as a TransactionsResponse.
