@@ -56,6 +56,17 @@ func NewEnrolment(site *flexv1.Site, p flexv1.PropositionName, override bool) *f
 	return enrolment
 }
 
+// NewDeviceConnection is the connection of a stored site to a device provider as a request
+// creates it, with the site as its controller.
+func NewDeviceConnection(site *flexv1.Site, provider string) *flexv1.DeviceConnection {
+	conn := &flexv1.DeviceConnection{
+		ObjectMeta: metav1.ObjectMeta{Namespace: site.Namespace, Name: identity.DeviceConnectionName(site.Name, provider)},
+		Spec:       flexv1.DeviceConnectionSpec{SiteName: site.Name, Provider: provider},
+	}
+	ControlledBy(conn, site)
+	return conn
+}
+
 // ControlledBy makes site the controller of child (an Asset, Enrolment, DeviceConnection or
 // RewardLedger of it), and reports whether that changed child. The reference is what puts a
 // household's objects on its Site's shard (internal/shards) and lets the garbage collector

@@ -217,9 +217,7 @@ func (s *Service) ensureConnection(ctx context.Context, site *flexv1.Site, provi
 	case !apierrors.IsNotFound(err):
 		return nil, err
 	}
-	conn = &flexv1.DeviceConnection{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
-		Spec: flexv1.DeviceConnectionSpec{SiteName: site.Name, Provider: provider}}
-	household.ControlledBy(conn, site) // created with its site as controller: nothing writes it again for that
+	conn = household.NewDeviceConnection(site, provider) // its site its controller from the create
 	if err := s.client.Create(ctx, conn); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return conn, s.apiReader.Get(ctx, key, conn)
