@@ -189,8 +189,9 @@ var _ = Describe("Writes and etcd bytes per household", func() {
 			g.Expect(metav1.GetControllerOf(ledger)).NotTo(BeNil())
 		}).Should(Succeed())
 		total := 0
-		var parts []string
-		for _, kind := range []string{"Site", "Asset", "Enrolment", "RewardLedger", "MPANClaim"} {
+		kinds := []string{"Site", "Asset", "Enrolment", "RewardLedger", "MPANClaim"}
+		parts := make([]string, 0, len(kinds))
+		for _, kind := range kinds {
 			bytes, n := storedBytes(ctx, o.Namespace, kind)
 			total += bytes
 			parts = append(parts, fmt.Sprintf("%s %d (%d)", kind, bytes, n))
