@@ -145,7 +145,9 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 	if err != nil {
 		return err
 	}
-	// Its children carry it as their controller: that puts them on its shard.
+	// Its children carry it as their controller: that puts them on its shard. Those the REST
+	// API writes have it from their create; those written without it (kubectl, GitOps, older
+	// data) are adopted here, one patch each.
 	if err := householdstore.AdoptChildren(ctx, r.Client, site, found); err != nil {
 		return err
 	}

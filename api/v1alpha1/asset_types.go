@@ -123,6 +123,10 @@ type Asset struct {
 	// status is the observed state of the asset.
 	// +optional
 	// +default={"observedGeneration": -1}
+	// The status is atomic for server-side apply: its writers replace it whole (merge patches
+	// of what they computed), and its managed fields name it once rather than each of its fields
+	// (docs/scale.md, etcd per household).
+	// +structType=atomic
 	Status AssetStatus `json:"status,omitzero"`
 }
 

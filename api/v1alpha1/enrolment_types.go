@@ -112,6 +112,10 @@ type Enrolment struct {
 	// a verdict on the site to publish with its reasons.
 	// +optional
 	// +default={"observedGeneration": -1, "phase": "Pending"}
+	// The status is atomic for server-side apply: its writers replace it whole (merge patches
+	// of what they computed), and its managed fields name it once rather than each of its fields
+	// (docs/scale.md, etcd per household).
+	// +structType=atomic
 	Status EnrolmentStatus `json:"status,omitzero"`
 }
 

@@ -189,6 +189,10 @@ type RewardLedger struct {
 
 	// status is the ledger's notification state.
 	// +optional
+	// The status is atomic for server-side apply: its writers replace it whole (merge patches
+	// of what they computed), and its managed fields name it once rather than each of its fields
+	// (docs/scale.md, etcd per household).
+	// +structType=atomic
 	Status RewardLedgerStatus `json:"status,omitzero"`
 }
 

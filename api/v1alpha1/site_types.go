@@ -297,6 +297,10 @@ type Site struct {
 	// status is the site's eligibility and enrolment history.
 	// +optional
 	// +default={"observedGeneration": -1}
+	// The status is atomic for server-side apply: its writers replace it whole (merge patches
+	// of what they computed), and its managed fields name it once rather than each of its fields
+	// (docs/scale.md, etcd per household).
+	// +structType=atomic
 	Status SiteStatus `json:"status,omitzero"`
 }
 

@@ -58,7 +58,7 @@ func (s *Service) CreateAsset(ctx context.Context, p *auth.Principal, siteID str
 			asset = existing
 			return nil
 		}
-		asset = newAsset(p.Namespace, site.Name, in)
+		asset = newAsset(site, in) // with its site as controller
 		return s.create(ctx, log, asset)
 	})
 	if err != nil {

@@ -141,7 +141,7 @@ func planUpsert(ctx context.Context, st store, ns string, req upsertRequest, rul
 		ap := assetPlan{}
 		switch {
 		case current == nil:
-			ap.asset = newAsset(ns, plan.site.Name, in)
+			ap.asset = newAsset(plan.site, in)
 		case current.Spec.SiteName != plan.site.Name:
 			return nil, assetConflict(in.ExternalID, current.Labels[flexv1.IDLabel])
 		case current.Spec.Type != in.Type:
@@ -202,9 +202,9 @@ func householdOf(ctx context.Context, st store, ns string, in SiteInput, byMPAN 
 	return byUser, nil
 }
 
-// newAsset is a new asset as the request describes it.
-func newAsset(ns, siteName string, in AssetInput) *flexv1.Asset {
-	a := household.NewAsset(ns, siteName, in.ExternalID, in.Type)
+// newAsset is a new asset of site as the request describes it.
+func newAsset(site *flexv1.Site, in AssetInput) *flexv1.Asset {
+	a := household.NewAsset(site, in.ExternalID, in.Type)
 	household.MergeAsset(&a.Spec, in.AssetFields)
 	return a
 }
@@ -340,7 +340,8 @@ func (s *Service) writeUpsert(ctx context.Context, st store, log *writeLog, ns s
 	return plan, s.applyUpsert(ctx, log, plan)
 }
 
-// applyUpsert writes the plan: the site first (assets name it), then the assets. A new site
+// applyUpsert writes the plan: the site first (assets name it), then the assets, each written
+// with the site as its controller (the UID of a new site is in its create's answer). A new site
 // meets any claim of its MPAN as householdstore.Unclaimed says, or claims the MPAN first when it
 // cannot hold it by its name.
 func (s *Service) applyUpsert(ctx context.Context, log *writeLog, plan *upsertPlan) error {
@@ -361,6 +362,8 @@ func (s *Service) applyUpsert(ctx context.Context, log *writeLog, plan *upsertPl
 		}
 	}
 	for _, ap := range plan.assets {
+		// An asset the request updates anyway takes its controller in the same write.
+		household.ControlledBy(ap.asset, plan.site)
 		var before client.Object
 		if ap.before != nil {
 			before = ap.before

@@ -33,35 +33,55 @@ func NewSite(ns, name string) *flexv1.Site {
 	return site
 }
 
-// NewAsset is an Asset as a request creates it: named after its external id, with its id.
-func NewAsset(ns, siteName, externalID string, assetType flexv1.AssetType) *flexv1.Asset {
-	asset := &flexv1.Asset{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.AssetName(externalID)},
-		Spec: flexv1.AssetSpec{SiteName: siteName, ExternalID: externalID, Type: assetType}}
+// NewAsset is an Asset of site as a request creates it: named after its external id, with its
+// id, and with site as its controller when site is stored already (a site the same request
+// creates gives its assets their controller once it is: ControlledBy).
+func NewAsset(site *flexv1.Site, externalID string, assetType flexv1.AssetType) *flexv1.Asset {
+	asset := &flexv1.Asset{ObjectMeta: metav1.ObjectMeta{Namespace: site.Namespace, Name: identity.AssetName(externalID)},
+		Spec: flexv1.AssetSpec{SiteName: site.Name, ExternalID: externalID, Type: assetType}}
 	EnsureID(asset)
+	ControlledBy(asset, site)
 	return asset
 }
 
-// NewEnrolment is the Enrolment of a site in a proposition as a request creates it, with the
-// finalizer that records a withdrawal when it goes.
+// NewEnrolment is the Enrolment of a stored site in a proposition as a request creates it, with
+// the site as its controller and the finalizer that records a withdrawal when it goes.
 func NewEnrolment(site *flexv1.Site, p flexv1.PropositionName, override bool) *flexv1.Enrolment {
-	return &flexv1.Enrolment{
+	enrolment := &flexv1.Enrolment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: site.Namespace, Name: identity.EnrolmentName(site.Name, p),
 			Finalizers: []string{flexv1.Finalizer}},
 		Spec: flexv1.EnrolmentSpec{SiteName: site.Name, Proposition: p, OverrideWithdrawal: override},
 	}
+	ControlledBy(enrolment, site)
+	return enrolment
+}
+
+// NewDeviceConnection is the connection of a stored site to a device provider as a request
+// creates it, with the site as its controller.
+func NewDeviceConnection(site *flexv1.Site, provider string) *flexv1.DeviceConnection {
+	conn := &flexv1.DeviceConnection{
+		ObjectMeta: metav1.ObjectMeta{Namespace: site.Namespace, Name: identity.DeviceConnectionName(site.Name, provider)},
+		Spec:       flexv1.DeviceConnectionSpec{SiteName: site.Name, Provider: provider},
+	}
+	ControlledBy(conn, site)
+	return conn
 }
 
 // ControlledBy makes site the controller of child (an Asset, Enrolment, DeviceConnection or
 // RewardLedger of it), and reports whether that changed child. The reference is what puts a
 // household's objects on its Site's shard (internal/shards) and lets the garbage collector
-// tidy what a deleted site's finalizer missed. A child another object already controls is
-// left alone: it is not this site's to take.
+// tidy what a deleted site's finalizer missed. Whoever creates a child gives it the reference
+// in the create, so that nothing writes the child again for it; the Site controller adopts
+// only children written without one (kubectl, GitOps, older data). A child another object
+// already controls is left alone: it is not this site's to take. A site not stored yet (no
+// UID) gives nothing. The reference does not block the site's deletion (blockOwnerDeletion
+// left out: false).
 func ControlledBy(child metav1.Object, site *flexv1.Site) bool {
 	if site.UID == "" || metav1.GetControllerOfNoCopy(child) != nil {
 		return false
 	}
 	child.SetOwnerReferences(append(child.GetOwnerReferences(), metav1.OwnerReference{
 		APIVersion: flexv1.GroupVersion.String(), Kind: "Site", Name: site.Name, UID: site.UID,
-		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)}))
+		Controller: ptr.To(true)}))
 	return true
 }

@@ -44,7 +44,7 @@ func TestControlledBy(t *testing.T) {
 			}
 			ref := metav1.GetControllerOf(child)
 			if ref == nil || ref.Kind != "Site" || ref.Name != "mpan-1" || ref.UID != "site-uid" ||
-				ref.APIVersion != "flexsite.io/v1alpha1" || ptr.Deref(ref.BlockOwnerDeletion, true) {
+				ref.APIVersion != "flexsite.io/v1alpha1" || ptr.Deref(ref.BlockOwnerDeletion, false) {
 				t.Fatalf("controller reference %+v, want the site's, not blocking its deletion", ref)
 			}
 		})

@@ -48,8 +48,9 @@ func DeleteChildren(ctx context.Context, c client.Client, r client.Reader, site 
 
 // AdoptChildren gives each child of site found in c's cache (its Assets, which the caller has
 // found already, its Enrolments, device connections and RewardLedger) the site as controller
-// (household.ControlledBy), in one patch each, once. Children written by kubectl or GitOps
-// come without the reference, and so do those written before it existed. A patch meets the
+// (household.ControlledBy), in one patch each, once, if they lack it. The use cases that create
+// children give them the reference in the create, so these patches are for children written by
+// kubectl or GitOps, and for those written before the reference existed. A patch meets the
 // stored object or conflicts (a requeue).
 func AdoptChildren(ctx context.Context, c client.Client, site *flexv1.Site, assets []*flexv1.Asset) error {
 	lookup := index.NewLookup(c)

@@ -229,7 +229,7 @@ func checkIdempotent(t *testing.T, req app.UpsertInput) {
 		t.Fatalf("the same site again changes %v: stored %+v, request %+v", changed, stored.Spec, req.Site)
 	}
 	for _, a := range req.Assets {
-		asset := household.NewAsset("org-fuzz", site.Name, a.ExternalID, a.Type) // as the use case creates it
+		asset := household.NewAsset(site, a.ExternalID, a.Type) // as the use case creates it
 		household.MergeAsset(&asset.Spec, a.AssetFields)
 		storedAsset := &flexv1.Asset{}
 		roundTrip(t, asset, storedAsset)
@@ -1023,7 +1023,7 @@ func FuzzAssetUpdateBody(f *testing.F) {
 			t.Fatalf("asset_id %q reached the store", rawID)
 		}
 		checkStorableAsset(t, app.AssetInput{ExternalID: "e1", Type: flexv1.AssetTypeBattery, AssetFields: in}, "body")
-		asset := household.NewAsset("org-fuzz", "site", "e1", flexv1.AssetTypeBattery)
+		asset := household.NewAsset(&flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: "org-fuzz", Name: "site"}}, "e1", flexv1.AssetTypeBattery)
 		household.MergeAsset(&asset.Spec, in)
 		stored := &flexv1.Asset{}
 		roundTrip(t, asset, stored)

@@ -362,8 +362,8 @@ var _ = Describe("DELETE /entities/asset/{asset_id}", func() {
 		siteName := identity.SiteNameForMPAN(mpan)
 		site := householdcore.NewSite(o.Namespace, siteName)
 		site.Spec.MPAN, site.Spec.Postcode = mpan, "SW1A 1AA"
-		first := householdcore.NewAsset(o.Namespace, siteName, "first-"+mpan, flexv1.AssetTypeBattery)
-		second := householdcore.NewAsset(o.Namespace, siteName, "second-"+mpan, flexv1.AssetTypeBattery)
+		first := householdcore.NewAsset(site, "first-"+mpan, flexv1.AssetTypeBattery) // site not stored yet: no controller
+		second := householdcore.NewAsset(site, "second-"+mpan, flexv1.AssetTypeBattery)
 		householdcore.InFlight{Until: time.Now().Add(inFlight), Assets: []string{first.Name, second.Name}}.Mark(site)
 		Expect(k8sClient.Create(ctx, site)).To(Succeed())
 		Expect(k8sClient.Create(ctx, first)).To(Succeed())

@@ -81,6 +81,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 func countAPICalls(next http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		recordWrite(r) // writes_test.go
 		if tag, ok := r.Context().Value(countTag{}).(string); ok {
 			for _, key := range []string{tag, tag + " " + apiVerb(r)} {
 				n, _ := apiCalls.LoadOrStore(key, new(atomic.Int64))

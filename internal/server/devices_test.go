@@ -203,6 +203,11 @@ var _ = Describe("Device connections: initiate, callback, list, disconnect", fun
 		Expect(deviceProvider.CodeGrants()).To(Equal(grants + 1))
 
 		conn, sec = connectionOf(ctx, o.Namespace, siteID)
+		// Created with its site as controller (the sharder's assignment): nothing patches it for that.
+		Expect(metav1.GetControllerOf(conn)).To(HaveField("Kind", "Site"))
+		for _, w := range writesOf(o.Namespace) {
+			Expect(w.Body).NotTo(ContainSubstring("ownerReferences"), "%s", w)
+		}
 		t := deviceauth.Read(sec)
 		Expect(t.AccessToken).NotTo(BeEmpty())
 		Expect(t.RefreshToken).NotTo(BeEmpty())

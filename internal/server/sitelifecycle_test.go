@@ -249,7 +249,9 @@ var _ = Describe("DELETE /entities/site/{site_id}", func() {
 		// lateAsset creates an asset of the site straight on the API server, as kubectl would.
 		lateAsset := func(ctx context.Context, site, externalID string) *flexv1.Asset {
 			defer GinkgoRecover()
-			late := householdcore.NewAsset(o.Namespace, site, externalID, flexv1.AssetTypeCharger)
+			// A site named, not read: no controller reference, as kubectl writes it.
+			late := householdcore.NewAsset(&flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: site}},
+				externalID, flexv1.AssetTypeCharger)
 			Expect(k8sClient.Create(ctx, late)).To(Succeed())
 			return late
 		}

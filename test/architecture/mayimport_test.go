@@ -60,7 +60,7 @@ var packageMap = []row{
 	{pkgs: []string{"internal/app/meterpoints"}, may: join(apiTypes, pureRules, []string{"internal/app",
 		"internal/auth", "internal/db", "internal/sealing", "internal/metrics"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/app/devices"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/auth",
-		"internal/deviceauth", "internal/index"}), except: []string{"internal/app/"}},
+		"internal/deviceauth", "internal/household", "internal/index"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/deviceauth"}, may: join(apiTypes, pureRules, []string{"internal/events"})},
 	{pkgs: []string{"internal/app/readings"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/auth",
 		"internal/db", "internal/householdstore", "internal/index"}), except: []string{"internal/app/"}},

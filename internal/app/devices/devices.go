@@ -24,6 +24,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/deviceauth"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/validation"
@@ -216,8 +217,7 @@ func (s *Service) ensureConnection(ctx context.Context, site *flexv1.Site, provi
 	case !apierrors.IsNotFound(err):
 		return nil, err
 	}
-	conn = &flexv1.DeviceConnection{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
-		Spec: flexv1.DeviceConnectionSpec{SiteName: site.Name, Provider: provider}}
+	conn = household.NewDeviceConnection(site, provider) // its site its controller from the create
 	if err := s.client.Create(ctx, conn); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return conn, s.apiReader.Get(ctx, key, conn)
