@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -377,6 +378,94 @@ func TestNoExternalURLs(t *testing.T) {
 		}
 		if s := string(b); strings.Contains(s, "http://") || strings.Contains(s, "https://") || strings.Contains(s, "//cdn") {
 			t.Errorf("%s references an external URL", name)
+		}
+	}
+}
+
+// TestProductionOperations keeps a client generated from production's document working here
+// unchanged: each of production's operations keeps production's tags and operationId (client
+// generators name classes and methods after them), and Flexsite's own operations are tagged
+// with tags production does not use, so they never land in production's classes.
+func TestProductionOperations(t *testing.T) {
+	type op struct {
+		Tags        []string `json:"tags"`
+		OperationID string   `json:"operationId"`
+	}
+	type document struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+		Tags  []struct {
+			Name string `json:"name"`
+		} `json:"tags"`
+	}
+	read := func(b []byte) (document, map[string]op) {
+		var d document
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatal(err)
+		}
+		ops := map[string]op{}
+		for p, item := range d.Paths {
+			for m, raw := range item {
+				switch m {
+				case "get", "put", "post", "delete", "patch":
+					var o op
+					if err := json.Unmarshal(raw, &o); err != nil {
+						t.Fatal(err)
+					}
+					ops[strings.ToUpper(m)+" "+p] = o
+				}
+			}
+		}
+		return d, ops
+	}
+	prodBytes, err := os.ReadFile("testdata/production-openapi-1.4.6.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prodDoc, prod := read(prodBytes)
+	servedDoc, served := read(Document())
+	if len(prod) != 55 {
+		t.Fatalf("production's document has %d operations, want 55", len(prod))
+	}
+	prodTags := map[string]bool{}
+	for _, tag := range prodDoc.Tags {
+		prodTags[tag.Name] = true
+	}
+	declared := map[string]bool{}
+	for _, tag := range servedDoc.Tags {
+		declared[tag.Name] = true
+	}
+	for name := range prodTags {
+		if !declared[name] {
+			t.Errorf("production's tag %q is not declared", name)
+		}
+	}
+	for name, want := range prod {
+		got, ok := served[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: production's operation is not served", name)
+		case !slices.Equal(got.Tags, want.Tags):
+			t.Errorf("%s: tags %q, production's %q", name, got.Tags, want.Tags)
+		case got.OperationID != want.OperationID:
+			t.Errorf("%s: operationId %q, production's %q", name, got.OperationID, want.OperationID)
+		}
+	}
+	ids := map[string]string{}
+	for name, o := range served {
+		if other, dup := ids[o.OperationID]; dup || o.OperationID == "" {
+			t.Errorf("%s: operationId %q is empty or also %s's", name, o.OperationID, other)
+		}
+		ids[o.OperationID] = name
+		if len(o.Tags) == 0 {
+			t.Errorf("%s: no tag", name)
+		}
+		for _, tag := range o.Tags {
+			if !declared[tag] {
+				t.Errorf("%s: tag %q is not declared in the document's tags", name, tag)
+			}
+			if _, isProd := prod[name]; !isProd && prodTags[tag] {
+				t.Errorf("%s: Flexsite's own operation has production's tag %q", name, tag)
+			}
 		}
 	}
 }
