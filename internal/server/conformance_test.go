@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
@@ -826,6 +827,58 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		}
 		slices.Sort(uncovered)
 		Expect(uncovered).To(BeEmpty(), "production's operations documenting a 422 body that no request here refused")
+	})
+
+	It("answers 429 as documented, with Retry-After: past the per-client rate, bad tokens, failed logins, the meter budget", func(ctx SpecContext) {
+		ensureMeterRegister(ctx)
+		// tooMany checks a 429: a Retry-After of whole seconds, an operation that documents 429
+		// with that header, and a body that validates against the document's schema of it.
+		tooMany := func(resp *http.Response, method, path string) {
+			GinkgoHelper()
+			status, retryAfter, body := readAnswer(resp)
+			op := c.operation(method, path)
+			Expect(status).To(Equal(http.StatusTooManyRequests), "%s: %s", op, body)
+			Expect(strconv.Atoi(retryAfter)).To(BeNumerically(">=", 1), "%s: Retry-After %q", op, retryAfter)
+			Expect(c.served.headers[op]["429"]).To(ContainElement("Retry-After"), "%s documents no 429 with Retry-After", op)
+			instance, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+			Expect(err).NotTo(HaveOccurred(), "%s: %s", op, body)
+			Expect(c.served.check(op, status, instance, body)).To(BeTrue(), "%s documents no JSON 429 body", op)
+		}
+		limited := func(l server.Limits) *httptest.Server {
+			cfg := apiSrv.Config
+			cfg.Limits = l
+			srv := httptest.NewServer(server.NewServer(cfg))
+			DeferCleanup(srv.Close)
+			return srv
+		}
+		spent := server.Limit{Rate: 0.001, Burst: 1}
+
+		By("a client past its rate")
+		srv := limited(server.Limits{PerClient: spent})
+		sitePath := "/entities/site/" + legacy.id
+		Expect(limitedCall(srv, "GET", sitePath, tok, "", "").StatusCode).To(Equal(http.StatusOK))
+		tooMany(limitedCall(srv, "GET", sitePath, tok, "", ""), "GET", sitePath)
+		tooMany(limitedCall(srv, "POST", "/entities/site/onboard", tok, "application/json", "{}"), "POST", "/entities/site/onboard")
+
+		By("an address past its budget of bad tokens")
+		srv = limited(server.Limits{AuthFailuresPerAddress: spent})
+		Expect(limitedCall(srv, "GET", "/entities/site", "not-a-token", "", "").StatusCode).To(Equal(http.StatusUnauthorized))
+		tooMany(limitedCall(srv, "GET", "/rewards/"+legacy.id+"/info", "not-a-token", "", ""), "GET", "/rewards/"+legacy.id+"/info")
+
+		By("a username past its budget of failed logins")
+		srv = limited(server.Limits{LoginFailuresPerUsername: spent})
+		login := func(password string) *http.Response {
+			return limitedCall(srv, "POST", "/auth/token-form", "", "application/x-www-form-urlencoded",
+				fmt.Sprintf("username=%s&password=%s&grant_type=password", o.Username, password))
+		}
+		Expect(login("guess").StatusCode).To(Equal(http.StatusUnauthorized))
+		tooMany(login(o.Password), "POST", "/auth/token-form")
+
+		By("an organisation past its meter lookups' budget")
+		budget := budgeted(server.MeterBudgets{OrganisationPerHour: 1, OrganisationPerDay: 100})
+		fresh := newOrg(ctx, flexv1.RoleEntityRead).token() // the budget counts an organisation's lookups on every replica
+		Expect(limitedCall(budget, "GET", "/meter/"+meterMPAN(13), fresh, "", "").StatusCode).To(Equal(http.StatusOK))
+		tooMany(limitedCall(budget, "GET", "/meter/"+meterMPAN(13), fresh, "", ""), "GET", "/meter/"+meterMPAN(13))
 	})
 
 	It("has checked an answer of every documented operation, against the served document and production's", func() {

@@ -208,6 +208,12 @@ func TestOperationResponses(t *testing.T) {
 			if len(op.Security) > 0 && op.Responses["401"] == nil {
 				t.Errorf("%s needs auth but documents no 401", name)
 			}
+			// Every authenticated operation can be refused 429 (the per-client rate, an
+			// address's bad tokens), and the login its failed tries: each says so, with
+			// Retry-After.
+			if (len(op.Security) > 0 || p == "/auth/token-form") && !documentsRetryAfter(op.Responses["429"]) {
+				t.Errorf("%s can answer 429 but documents no 429 with Retry-After", name)
+			}
 			public := p == "/auth/token-form" || p == "/healthz" || p == "/readyz" || p == "/openapi.json" || p == "/docs" ||
 				strings.HasPrefix(p, "/hosted/flow") || p == "/oauth/callback"
 			// The hosted rewards page takes no bearer token: its one-time link and session
@@ -226,6 +232,25 @@ func TestOperationResponses(t *testing.T) {
 			}
 		}
 	}
+}
+
+// documentsRetryAfter reports whether a response (inline or the shared TooManyRequests)
+// describes the Retry-After header.
+func documentsRetryAfter(response any) bool {
+	r, _ := response.(map[string]any)
+	if ref, _ := r["$ref"].(string); ref != "" {
+		var doc struct {
+			Components struct {
+				Responses map[string]map[string]any `json:"responses"`
+			} `json:"components"`
+		}
+		if err := json.Unmarshal(Document(), &doc); err != nil {
+			return false
+		}
+		r = doc.Components.Responses[strings.TrimPrefix(ref, "#/components/responses/")]
+	}
+	headers, _ := r["headers"].(map[string]any)
+	return headers["Retry-After"] != nil
 }
 
 // TestPropositionEnums checks every proposition enum carries all three propositions.
