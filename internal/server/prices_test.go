@@ -414,7 +414,8 @@ var _ = Describe("Market prices", func() {
 				Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s: %s", p, resp)
 			}
 			By("a site that leaves price_curve has no curve any more")
-			Expect(mustCall("GET", curveOf(siteID), tok, nil)["half_hourly_traded_prices"]).To(HaveLen(46))
+			Expect(mustCall("GET", curveOf(siteID), tok, nil)).To(Equal(map[string]any{"half_hourly_traded_prices": []any{}}),
+				"nothing declared: a curve, with no period listed")
 			mustCall("POST", "/entities/site/"+siteID+"/unenrol", tok, map[string]any{"proposition": "price_curve"})
 			Eventually(func() int {
 				status, _ := call("GET", curveOf(siteID), tok, nil)
