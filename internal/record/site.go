@@ -20,13 +20,13 @@ type LegacySite struct {
 	ID string `json:"id"`
 	// MPAN is the site's MPAN as the caller may see it (meters.MPANFor): in full for the
 	// organisation's API clients, masked but for its last four digits for a household.
-	MPAN                   string                  `json:"mpan"`
-	Postcode               string                  `json:"postcode"`
-	Address                string                  `json:"address"`
-	AssetIDs               []string                `json:"asset_ids"`
-	Markets                []flexv1.Market         `json:"markets"`
-	DispatchMethods        []flexv1.DispatchMethod `json:"dispatch_methods"`
-	Tariff                 *Tariff                 `json:"tariff,omitempty"`
+	MPAN            string                  `json:"mpan"`
+	Postcode        string                  `json:"postcode"`
+	Address         string                  `json:"address"`
+	AssetIDs        []string                `json:"asset_ids"`
+	Markets         []flexv1.Market         `json:"markets"`
+	DispatchMethods []flexv1.DispatchMethod `json:"dispatch_methods"`
+	Tariff          *Tariff                 `json:"tariff,omitempty"`
 	// BoundaryMeterConsentAt is absent, never null, when no consent was given: production's
 	// SiteResponse declares it a string, and a strict client refuses a null.
 	BoundaryMeterConsentAt *string `json:"gave_boundary_meter_consent_at,omitempty"`

@@ -760,6 +760,14 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 			{"PATCH", "/entities/asset/" + bad, map[string]any{}},
 			{"POST", "/entities/asset/" + bad + "/callback/event", map[string]any{}},
 			{"GET", "/entities/asset/" + bad + "/intent", nil},
+			{"POST", "/entities/asset/" + bad + "/event", map[string]any{}},
+			{"POST", "/entities/asset/" + bad + "/event/plug-in", map[string]any{}},
+			{"POST", "/entities/asset/" + bad + "/event/plug-out", map[string]any{}},
+			{"POST", "/entities/asset/" + bad + "/event/intent", map[string]any{}},
+			{"POST", "/entities/asset/" + bad + "/event/charge-now", map[string]any{}},
+			{"POST", "/entities/asset/" + bad + "/event/charge-now-deleted", map[string]any{}},
+			{"POST", "/entities/asset/" + bad + "/event/tariff-update", map[string]any{}},
+			{"POST", "/entities/asset/" + bad + "/event/plug-in-schedule", map[string]any{}},
 			{"GET", "/entities/asset/" + bad + "/battery-schedule", nil},
 			{"GET", "/entities/asset/" + bad + "/price-curve", nil},
 			{"GET", "/entities/site?limit=0", nil},
@@ -794,13 +802,6 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 			{"GET", "/rewards/" + bad + "/url/balance", nil},
 			{"GET", "/rewards/" + bad + "/transactions", nil},
 			{"POST", "/validation/mpan", noObject},
-		}
-		for _, event := range []string{"", "/plug-in", "/plug-out", "/intent", "/charge-now", "/charge-now-deleted",
-			"/tariff-update", "/plug-in-schedule"} {
-			requests = append(requests, struct {
-				method, path string
-				body         any
-			}{"POST", "/entities/asset/" + bad + "/event" + event, map[string]any{}})
 		}
 		refused := map[string]bool{}
 		failures := InterceptGomegaFailures(func() {
