@@ -304,8 +304,10 @@ func (s *Service) MeterConsent(ctx context.Context, p *auth.Principal, siteID st
 
 // OffboardResponse answers offboard.
 type OffboardResponse struct {
-	Site  LegacySiteRecord `json:"site"`
-	Asset *AssetRecord     `json:"asset"`
+	Site LegacySiteRecord `json:"site"`
+	// Asset is the site's first asset; absent, never null, for a site without one (production
+	// declares it an AssetResponse, and a strict client refuses a null).
+	Asset *AssetRecord `json:"asset,omitempty"`
 }
 
 // Offboard deletes the site, then its enrolments, assets and reward ledger. The site goes

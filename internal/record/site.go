@@ -20,14 +20,16 @@ type LegacySite struct {
 	ID string `json:"id"`
 	// MPAN is the site's MPAN as the caller may see it (meters.MPANFor): in full for the
 	// organisation's API clients, masked but for its last four digits for a household.
-	MPAN                   string                  `json:"mpan"`
-	Postcode               string                  `json:"postcode"`
-	Address                string                  `json:"address"`
-	AssetIDs               []string                `json:"asset_ids"`
-	Markets                []flexv1.Market         `json:"markets"`
-	DispatchMethods        []flexv1.DispatchMethod `json:"dispatch_methods"`
-	Tariff                 *Tariff                 `json:"tariff,omitempty"`
-	BoundaryMeterConsentAt *string                 `json:"gave_boundary_meter_consent_at"`
+	MPAN            string                  `json:"mpan"`
+	Postcode        string                  `json:"postcode"`
+	Address         string                  `json:"address"`
+	AssetIDs        []string                `json:"asset_ids"`
+	Markets         []flexv1.Market         `json:"markets"`
+	DispatchMethods []flexv1.DispatchMethod `json:"dispatch_methods"`
+	Tariff          *Tariff                 `json:"tariff,omitempty"`
+	// BoundaryMeterConsentAt is absent, never null, when no consent was given: production's
+	// SiteResponse declares it a string, and a strict client refuses a null.
+	BoundaryMeterConsentAt *string `json:"gave_boundary_meter_consent_at,omitempty"`
 }
 
 // LegacySiteOf maps a Site (and its assets) onto the legacy record, as viewer may see it (its
@@ -48,10 +50,19 @@ func LegacySiteOf(s *flexv1.Site, assets []flexv1.Asset, withTariffType bool, vi
 		rec.AssetIDs = append(rec.AssetIDs, byName[i].Labels[flexv1.IDLabel])
 	}
 	if t := s.Spec.Tariff; t != nil {
-		rec.Tariff = &Tariff{CheapStartTime: t.CheapStartTime, CheapEndTime: t.CheapEndTime}
+		rec.Tariff = &Tariff{CheapStartTime: withSeconds(t.CheapStartTime), CheapEndTime: withSeconds(t.CheapEndTime)}
 		if withTariffType {
 			rec.Tariff.TariffType = t.Type
 		}
 	}
 	return rec
+}
+
+// withSeconds writes a tariff's time of day as HH:MM:SS, as production answers a time (a Site
+// keeps it as it was given, HH:MM or HH:MM:SS).
+func withSeconds(hhmm string) string {
+	if len(hhmm) == len("15:04") {
+		return hhmm + ":00"
+	}
+	return hhmm
 }

@@ -24,7 +24,7 @@ import (
 // server and a real PostgreSQL: a UK day declared whole (46, 48 or 50 periods, two decimals),
 // read back and replaced; every bad declaration a 422 that stores nothing; the role
 // prices_write; another organisation's day not found; the curve of a site (and of its asset)
-// actively enrolled in price_curve from the current period, null where no price is declared,
+// actively enrolled in price_curve from the current period, listing the periods whose price is declared,
 // to 23:00 today or tomorrow; and the database down a 503 with Retry-After.
 
 // pricesMPAN makes the i-th MPAN of these specs' series.
@@ -59,7 +59,8 @@ func marketPricesRows(ctx context.Context, ns string) int {
 	return n
 }
 
-// curvePrices is a price curve answer as (start, price) pairs, price "null" when none.
+// curvePrices is a price curve answer as (start, price) pairs. Every listed period has a
+// price: production declares it a required number, never null.
 func curvePrices(answer map[string]any) [][2]string {
 	GinkgoHelper()
 	Expect(answer).To(HaveLen(1), "prod's PriceCurveResponse has one member")
@@ -68,22 +69,30 @@ func curvePrices(answer map[string]any) [][2]string {
 	for i, item := range items {
 		m := item.(map[string]any)
 		Expect(m).To(HaveLen(2))
-		Expect(m).To(HaveKey("price_gbp_per_mwh"))
+		Expect(m["price_gbp_per_mwh"]).To(BeAssignableToTypeOf(0.0), "a listed period has a price, never null")
 		out[i] = [2]string{m["start_timestamp"].(string), fmt.Sprint(m["price_gbp_per_mwh"])}
-		if m["price_gbp_per_mwh"] == nil {
-			out[i][1] = "null"
-		}
 	}
 	return out
 }
 
-// wantCurve is the curve of the half-hours from `from` for n periods, priced by price (the
-// period's start: "null" or the price as Go prints a JSON number).
+// wantCurve is the horizon of the half-hours from `from` for n periods, priced by price (the
+// period's start: "null" when none is declared, else the price as Go prints a JSON number).
 func wantCurve(from time.Time, n int, price func(t time.Time) string) [][2]string {
 	out := make([][2]string, n)
 	for i := range out {
 		t := from.Add(time.Duration(i) * prices.HalfHour).UTC()
 		out[i] = [2]string{t.Format(time.RFC3339), price(t)}
+	}
+	return out
+}
+
+// listed is what a curve answers of a horizon: its periods with a declared price.
+func listed(horizon [][2]string) [][2]string {
+	out := [][2]string{}
+	for _, p := range horizon {
+		if p[1] != "null" {
+			out = append(out, p)
+		}
 	}
 	return out
 }
@@ -309,19 +318,19 @@ var _ = Describe("Market prices", func() {
 			tenth = time.Date(2027, 1, 10, 0, 0, 0, 0, time.UTC)
 		})
 
-		It("runs from the current period to 23:00, null where undeclared, to tomorrow's 23:00 once tomorrow is declared", func() {
+		It("runs from the current period to 23:00, listing the declared periods, to tomorrow's 23:00 once tomorrow is declared", func() {
 			// 14:10 on 12 January 2027, GMT: the current period began at 14:00.
 			atClock(startOfTheTwelfth.Add(14*time.Hour + 10*time.Minute))
 			from := startOfTheTwelfth.Add(14 * time.Hour)
-			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(wantCurve(from, 18, declared)),
-				"nothing declared: every period to 23:00 is null")
+			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(BeEmpty(),
+				"nothing declared: no period to 23:00 is listed")
 
 			putDay("2027-01-12", 48)
 			today := wantCurve(from, 18, declared)
 			Expect(today[0]).To(Equal([2]string{"2027-01-12T14:00:00Z", "128.25"}))
 			Expect(today[17]).To(Equal([2]string{"2027-01-12T22:30:00Z", "145.25"}))
-			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(today))
-			Expect(curvePrices(mustCall("GET", assetCurveOf(chargerID), tok, nil))).To(Equal(today), "the asset's is its site's")
+			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(listed(today)))
+			Expect(curvePrices(mustCall("GET", assetCurveOf(chargerID), tok, nil))).To(Equal(listed(today)), "the asset's is its site's")
 
 			By("tomorrow declared: the curve runs to 23:00 tomorrow")
 			putDay("2027-01-13", 48)
@@ -329,15 +338,16 @@ var _ = Describe("Market prices", func() {
 			both := wantCurve(from, 18+48, declared)
 			Expect(both[18]).To(Equal([2]string{"2027-01-12T23:00:00Z", "146.25"}))
 			Expect(both[65]).To(Equal([2]string{"2027-01-13T22:30:00Z", "145.25"}))
-			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(both))
+			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(listed(both)))
 
-			By("past 23:00 with tomorrow undeclared: the curve runs to 23:00 tomorrow, null after today's end")
+			By("past 23:00 with tomorrow undeclared: the horizon runs to 23:00 tomorrow; only today's last period is priced")
 			atClock(startOfTheTwelfth.Add(24*time.Hour + 23*time.Hour + 40*time.Minute))
 			late := wantCurve(startOfTheTwelfth.Add(24*time.Hour+23*time.Hour+30*time.Minute), 47, declared)
 			Expect(late[0]).To(Equal([2]string{"2027-01-13T23:30:00Z", "147.25"}))
 			Expect(late[1]).To(Equal([2]string{"2027-01-14T00:00:00Z", "null"}))
 			Expect(late[46]).To(Equal([2]string{"2027-01-14T22:30:00Z", "null"}))
-			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(late))
+			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(listed(late)))
+			Expect(listed(late)).To(HaveLen(1))
 		})
 
 		It("crosses a clock change: 23:00 UK time is 22:00 UTC in summer", func() {
@@ -353,7 +363,7 @@ var _ = Describe("Market prices", func() {
 			Expect(curve[9]).To(Equal([2]string{"2027-03-27T23:30:00Z", "null"}))
 			Expect(curve[10]).To(Equal([2]string{"2027-03-28T00:00:00Z", "100.25"}))
 			Expect(curve[53]).To(Equal([2]string{"2027-03-28T21:30:00Z", "143.25"}))
-			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(curve))
+			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(listed(curve)))
 		})
 
 		It("reads the market the price_curve Proposition names", Serial, func(ctx SpecContext) {
@@ -379,7 +389,7 @@ var _ = Describe("Market prices", func() {
 			})
 			By("the curve is the named market's: nothing declared there yet")
 			Eventually(func() [][2]string { return curvePrices(mustCall("GET", curveOf(siteID), tok, nil)) }).
-				Should(Equal([][2]string{{"2027-01-12T22:00:00Z", "null"}, {"2027-01-12T22:30:00Z", "null"}}))
+				Should(BeEmpty())
 			status, resp := call("PUT", "/market-prices/uk_day_ahead/2027-01-12", tok, dayPrices("2027-01-12", 48, pence))
 			Expect(status).To(Equal(http.StatusCreated), "%s", resp)
 			Expect(curvePrices(mustCall("GET", assetCurveOf(chargerID), tok, nil))).
@@ -404,7 +414,8 @@ var _ = Describe("Market prices", func() {
 				Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s: %s", p, resp)
 			}
 			By("a site that leaves price_curve has no curve any more")
-			Expect(mustCall("GET", curveOf(siteID), tok, nil)["half_hourly_traded_prices"]).To(HaveLen(46))
+			Expect(mustCall("GET", curveOf(siteID), tok, nil)).To(Equal(map[string]any{"half_hourly_traded_prices": []any{}}),
+				"nothing declared: a curve, with no period listed")
 			mustCall("POST", "/entities/site/"+siteID+"/unenrol", tok, map[string]any{"proposition": "price_curve"})
 			Eventually(func() int {
 				status, _ := call("GET", curveOf(siteID), tok, nil)

@@ -77,7 +77,7 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 		})
 		Expect(rec).To(HaveKeyWithValue("address", "11 Downing Street"))
 		Expect(rec).To(HaveKeyWithValue("postcode", "EC1A 1BB"))
-		Expect(rec["tariff"]).To(HaveKeyWithValue("tariff_cheap_start_time", "00:30"))
+		Expect(rec["tariff"]).To(HaveKeyWithValue("tariff_cheap_start_time", "00:30:00"), "a time answered as production does, HH:MM:SS")
 		after = storedSite(ctx, o.Namespace, before.Name)
 		Expect(after.Spec.Email).To(Equal("new@example.com"), "null keeps the stored value")
 		Expect(after.Spec.Tariff).To(Equal(&flexv1.Tariff{Type: "dual_rate", CheapStartTime: "00:30", CheapEndTime: "04:30"}))

@@ -27,10 +27,11 @@ type Declaration struct {
 }
 
 // HalfHourlyPrice is one settlement period's price as the API writes it: its start in UTC,
-// the price in £/MWh (two decimals), null where none is declared (a curve's).
+// the price in £/MWh (two decimals). Production declares the price a required number, so a
+// period without one is not listed (a curve's undeclared periods).
 type HalfHourlyPrice struct {
 	StartTimestamp time.Time `json:"start_timestamp"`
-	PriceGBPPerMWh *float64  `json:"price_gbp_per_mwh"`
+	PriceGBPPerMWh float64   `json:"price_gbp_per_mwh"`
 }
 
 // MarketPricesResponse is a declared day: GET and PUT /market-prices/{market}/{date}.
@@ -108,8 +109,7 @@ func marketPrices(market string, day prices.Day, ps []prices.Price, at time.Time
 	out := MarketPricesResponse{Market: market, Date: day.String(), UpdatedAt: at.UTC(), UpdatedBy: by,
 		HalfHourlyPrices: make([]HalfHourlyPrice, len(ps))}
 	for i, pr := range ps {
-		v := pr.Centi.Float()
-		out.HalfHourlyPrices[i] = HalfHourlyPrice{StartTimestamp: pr.Start.UTC(), PriceGBPPerMWh: &v}
+		out.HalfHourlyPrices[i] = HalfHourlyPrice{StartTimestamp: pr.Start.UTC(), PriceGBPPerMWh: pr.Centi.Float()}
 	}
 	return out
 }
@@ -152,12 +152,11 @@ func (s *Service) priceCurve(ctx context.Context, organisation string) (app.Enco
 	}
 	from, to := prices.Horizon(now, kept.span.DayDeclared)
 	curve := prices.Curve(from, to, kept.span.Prices)
-	out := PriceCurveResponse{HalfHourlyTradedPrices: make([]HalfHourlyPrice, len(curve))}
-	for i, period := range curve {
-		out.HalfHourlyTradedPrices[i].StartTimestamp = period.Start
-		if period.Centi != nil {
-			v := period.Centi.Float()
-			out.HalfHourlyTradedPrices[i].PriceGBPPerMWh = &v
+	out := PriceCurveResponse{HalfHourlyTradedPrices: make([]HalfHourlyPrice, 0, len(curve))}
+	for _, period := range curve {
+		if period.Centi != nil { // an undeclared period is not listed
+			out.HalfHourlyTradedPrices = append(out.HalfHourlyTradedPrices,
+				HalfHourlyPrice{StartTimestamp: period.Start, PriceGBPPerMWh: period.Centi.Float()})
 		}
 	}
 	// Encoded as the REST API's encoder would (HTML-safe, a trailing newline): the kept bytes

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -207,6 +208,12 @@ func TestOperationResponses(t *testing.T) {
 			if len(op.Security) > 0 && op.Responses["401"] == nil {
 				t.Errorf("%s needs auth but documents no 401", name)
 			}
+			// Every authenticated operation can be refused 429 (the per-client rate, an
+			// address's bad tokens), and the login its failed tries: each says so, with
+			// Retry-After.
+			if (len(op.Security) > 0 || p == "/auth/token-form") && !documentsRetryAfter(op.Responses["429"]) {
+				t.Errorf("%s can answer 429 but documents no 429 with Retry-After", name)
+			}
 			public := p == "/auth/token-form" || p == "/healthz" || p == "/readyz" || p == "/openapi.json" || p == "/docs" ||
 				strings.HasPrefix(p, "/hosted/flow") || p == "/oauth/callback"
 			// The hosted rewards page takes no bearer token: its one-time link and session
@@ -225,6 +232,25 @@ func TestOperationResponses(t *testing.T) {
 			}
 		}
 	}
+}
+
+// documentsRetryAfter reports whether a response (inline or the shared TooManyRequests)
+// describes the Retry-After header.
+func documentsRetryAfter(response any) bool {
+	r, _ := response.(map[string]any)
+	if ref, _ := r["$ref"].(string); ref != "" {
+		var doc struct {
+			Components struct {
+				Responses map[string]map[string]any `json:"responses"`
+			} `json:"components"`
+		}
+		if err := json.Unmarshal(Document(), &doc); err != nil {
+			return false
+		}
+		r = doc.Components.Responses[strings.TrimPrefix(ref, "#/components/responses/")]
+	}
+	headers, _ := r["headers"].(map[string]any)
+	return headers["Retry-After"] != nil
 }
 
 // TestPropositionEnums checks every proposition enum carries all three propositions.
@@ -377,6 +403,94 @@ func TestNoExternalURLs(t *testing.T) {
 		}
 		if s := string(b); strings.Contains(s, "http://") || strings.Contains(s, "https://") || strings.Contains(s, "//cdn") {
 			t.Errorf("%s references an external URL", name)
+		}
+	}
+}
+
+// TestProductionOperations keeps a client generated from production's document working here
+// unchanged: each of production's operations keeps production's tags and operationId (client
+// generators name classes and methods after them), and Flexsite's own operations are tagged
+// with tags production does not use, so they never land in production's classes.
+func TestProductionOperations(t *testing.T) {
+	type op struct {
+		Tags        []string `json:"tags"`
+		OperationID string   `json:"operationId"`
+	}
+	type document struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+		Tags  []struct {
+			Name string `json:"name"`
+		} `json:"tags"`
+	}
+	read := func(b []byte) (document, map[string]op) {
+		var d document
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatal(err)
+		}
+		ops := map[string]op{}
+		for p, item := range d.Paths {
+			for m, raw := range item {
+				switch m {
+				case "get", "put", "post", "delete", "patch":
+					var o op
+					if err := json.Unmarshal(raw, &o); err != nil {
+						t.Fatal(err)
+					}
+					ops[strings.ToUpper(m)+" "+p] = o
+				}
+			}
+		}
+		return d, ops
+	}
+	prodBytes, err := os.ReadFile("testdata/production-openapi-1.4.6.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prodDoc, prod := read(prodBytes)
+	servedDoc, served := read(Document())
+	if len(prod) != 55 {
+		t.Fatalf("production's document has %d operations, want 55", len(prod))
+	}
+	prodTags := map[string]bool{}
+	for _, tag := range prodDoc.Tags {
+		prodTags[tag.Name] = true
+	}
+	declared := map[string]bool{}
+	for _, tag := range servedDoc.Tags {
+		declared[tag.Name] = true
+	}
+	for name := range prodTags {
+		if !declared[name] {
+			t.Errorf("production's tag %q is not declared", name)
+		}
+	}
+	for name, want := range prod {
+		got, ok := served[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: production's operation is not served", name)
+		case !slices.Equal(got.Tags, want.Tags):
+			t.Errorf("%s: tags %q, production's %q", name, got.Tags, want.Tags)
+		case got.OperationID != want.OperationID:
+			t.Errorf("%s: operationId %q, production's %q", name, got.OperationID, want.OperationID)
+		}
+	}
+	ids := map[string]string{}
+	for name, o := range served {
+		if other, dup := ids[o.OperationID]; dup || o.OperationID == "" {
+			t.Errorf("%s: operationId %q is empty or also %s's", name, o.OperationID, other)
+		}
+		ids[o.OperationID] = name
+		if len(o.Tags) == 0 {
+			t.Errorf("%s: no tag", name)
+		}
+		for _, tag := range o.Tags {
+			if !declared[tag] {
+				t.Errorf("%s: tag %q is not declared in the document's tags", name, tag)
+			}
+			if _, isProd := prod[name]; !isProd && prodTags[tag] {
+				t.Errorf("%s: Flexsite's own operation has production's tag %q", name, tag)
+			}
 		}
 	}
 }

@@ -98,16 +98,22 @@ func TestResponseSchemasCompile(t *testing.T) {
 	}
 }
 
-// TestNullableResponseFields checks the document against answers the server gives, null where
-// the server sends null, so clients that validate answers accept them.
+// TestNullableResponseFields checks the document against answers the server gives: a field
+// production declares non-nullable is absent when the server has no value for it, never null
+// (a strict client refuses a null), and the document says so.
 func TestNullableResponseFields(t *testing.T) {
 	const (
 		siteID  = "a1b2c3d4-e5f6-7890-abcd-ef1234567890"
 		assetID = "b2c3d4e5-f6a7-8901-bcde-f23456789012"
 	)
+	// site is a site record; consent "" leaves gave_boundary_meter_consent_at out.
 	site := func(consent string) string {
-		return `{"id": "` + siteID + `", "mpan": "1200000000011", "postcode": "SW1A 1AA", "address": "1 Lane",
-			"asset_ids": [], "markets": [], "dispatch_methods": [], "gave_boundary_meter_consent_at": ` + consent + `}`
+		rec := `{"id": "` + siteID + `", "mpan": "1200000000011", "postcode": "SW1A 1AA", "address": "1 Lane",
+			"asset_ids": [], "markets": [], "dispatch_methods": []`
+		if consent != "" {
+			rec += `, "gave_boundary_meter_consent_at": ` + consent
+		}
+		return rec + "}"
 	}
 	asset := `{"id": "` + assetID + `", "external_id": "charger-1", "type": "charger", "site_id": "` + siteID + `",
 		"properties": {"power_kw": 7.4}}`
@@ -116,19 +122,24 @@ func TestNullableResponseFields(t *testing.T) {
 		name, op, body string
 		valid          bool
 	}{
-		{"site without consent", "GET /entities/site/{site_id}", site("null"), true},
+		{"site without consent", "GET /entities/site/{site_id}", site(""), true},
+		{"site with a null consent", "GET /entities/site/{site_id}", site("null"), false},
 		{"site with consent", "GET /entities/site/{site_id}", site(`"2026-01-15T10:30:00Z"`), true},
 		{"site with a malformed consent", "GET /entities/site/{site_id}", site(`"yesterday"`), false},
 		{"offboard of a site without assets", "POST /entities/site/{site_id}/offboard-site-and-assets",
-			`{"site": ` + site("null") + `, "asset": null}`, true},
+			`{"site": ` + site("") + `}`, true},
+		{"offboard of a site without assets, asset null", "POST /entities/site/{site_id}/offboard-site-and-assets",
+			`{"site": ` + site("") + `, "asset": null}`, false},
 		{"offboard of a site with an asset", "POST /entities/site/{site_id}/offboard-site-and-assets",
-			`{"site": ` + site("null") + `, "asset": ` + asset + `}`, true},
-		{"offboard answer without asset", "POST /entities/site/{site_id}/offboard-site-and-assets",
-			`{"site": ` + site("null") + `}`, false},
-		{"legacy onboard", "POST /entities/site/onboard-site-and-asset", `{"site": ` + site("null") + `, "asset": ` + asset + `}`, true},
-		{"legacy onboard without asset", "POST /entities/site/onboard-site-and-asset", `{"site": ` + site("null") + `, "asset": null}`, false},
+			`{"site": ` + site("") + `, "asset": ` + asset + `}`, true},
+		{"legacy onboard", "POST /entities/site/onboard-site-and-asset", `{"site": ` + site("") + `, "asset": ` + asset + `}`, true},
+		{"legacy onboard without asset", "POST /entities/site/onboard-site-and-asset", `{"site": ` + site("") + `, "asset": null}`, false},
 		{"legacy onboard asset without type", "POST /entities/site/onboard-site-and-asset",
-			`{"site": ` + site("null") + `, "asset": ` + strings.Replace(asset, `"type": "charger", `, "", 1) + `}`, false},
+			`{"site": ` + site("") + `, "asset": ` + strings.Replace(asset, `"type": "charger", `, "", 1) + `}`, false},
+		{"a price curve", "GET /entities/site/{site_id}/price-curve",
+			`{"half_hourly_traded_prices": [{"start_timestamp": "2027-01-12T14:00:00Z", "price_gbp_per_mwh": 45.67}]}`, true},
+		{"a price curve with a null price", "GET /entities/site/{site_id}/price-curve",
+			`{"half_hourly_traded_prices": [{"start_timestamp": "2027-01-12T14:00:00Z", "price_gbp_per_mwh": null}]}`, false},
 		{"a page of assets", "GET /entities/asset",
 			`{"assets": [` + asset + `], "total_num_assets": 11, "total_num_pages": 2, "page_number": 2}`, true},
 		{"an empty page of assets", "GET /entities/asset",
