@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/server"
 )
 
 // readWarmup precedes each measured read window: connections open, caches warm.
@@ -65,7 +66,15 @@ func readEndpoints(api string, ids []string) []readTarget {
 // manager, on the same machine) with C keep-alive clients each. Targets run in readPasses
 // mirrored passes (the A B B A rounds of the onboard comparison), so load drift weighs on all
 // alike.
-func runReads(ctx context.Context, b *bench, rep *report) error {
+func runReads(ctx context.Context, b *bench, rep *report) (err error) {
+	if b.fleet == nil { // the step alone: the fleet of the mode's largest size
+		if b.fleet, err = b.organisation(ctx, "bench-fleet", 10); err != nil {
+			return err
+		}
+		if err := b.growFleetTo(ctx, b.p.ScaleLevels[len(b.p.ScaleLevels)-1]); err != nil {
+			return err
+		}
+	}
 	ids := b.fleet.siteIDs
 	trivialURL, err := b.startTrivial(ctx)
 	if err != nil {
@@ -89,6 +98,7 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 		return err
 	}
 	targets := append([]readTarget{{"trivial", func(int) string { return trivialURL }, roleTrivial}}, sized...)
+	targets = append(targets, b.stackBaseline(eligibilityTarget, sizes[eligibilityTarget]))
 	if err := b.warmReads(ctx, endpoints, len(ids), token); err != nil {
 		return err
 	}
@@ -116,6 +126,20 @@ func (b *bench) warmReads(ctx context.Context, endpoints []readTarget, n int, to
 		logf("reads %s: every one of %d sites read once in %s (p50 %.1f ms)", e.name, n, t.wall.Round(time.Millisecond), t.percentileMS(50))
 	}
 	return nil
+}
+
+// stackTrivialName names the trivial read behind the manager's whole stack that answers as
+// many bytes as endpoint does.
+func stackTrivialName(endpoint string) string { return "stack_trivial_" + endpoint + "_size" }
+
+// stackBaseline is the second baseline of an endpoint (issue 49): the manager's own trivial
+// read (server.StackBaselinePath, mounted because the bench sets server.StackBaselineEnv),
+// behind the same mux, request id, access log, metrics and token check as the endpoint,
+// answering as many bytes. The endpoint ÷ it is the read's own work; it ÷ the bare trivial
+// handler of the same bytes is what the stack costs every request.
+func (b *bench) stackBaseline(endpoint string, size int) readTarget {
+	url := fmt.Sprintf("%s%s%d", b.mgr.apiURL, server.StackBaselinePath, size)
+	return readTarget{stackTrivialName(endpoint), func(int) string { return url }, roleManager}
 }
 
 // withSameSizeBaselines are the endpoints, each after a trivial baseline answering as many
@@ -319,10 +343,40 @@ func reportReads(rep *report, endpoints []readTarget, sizes map[string]int, resu
 		}
 		rep.add("reads", name+"_vs_same_size_trivial_server_cpu_ratio",
 			ratio(serverCPU(name, tg.server), serverCPU(sameSizeName(name), roleTrivial)), unitRatio)
+		if stack, ok := results[stackTrivialName(name)]; ok {
+			reportStackSplit(rep, "reads", name, t, same, stack.t,
+				serverCPU(name, tg.server), serverCPU(sameSizeName(name), roleTrivial), stack.cpuPerCallUS(roleManager))
+		}
 		logf("reads %s: %.0f/s (p99 %.2f ms, %.0f µs server CPU each) against trivial %.0f/s (p99 %.2f ms, %.0f µs); "+
 			"trivial answering its %d bytes: %.0f/s", name, t.rate(), t.percentileMS(99), serverCPU(name, tg.server),
 			trivial.t.rate(), trivial.t.percentileMS(99), trivialCPU, sizes[name], same.rate())
 	}
+}
+
+// stackOwnWorkTarget bounds a read ÷ the trivial read behind the same stack: the read's own
+// work (issue 49).
+const stackOwnWorkTarget = 0.85
+
+// reportStackSplit reports a read's gap to the bare trivial handler of its answer's size in
+// two parts: the stack every request pays (the trivial read behind the manager's whole stack ÷
+// the bare handler) and the read's own work (the read ÷ the trivial read behind the stack,
+// target ≥ stackOwnWorkTarget); the two multiply to the read ÷ the bare handler. The same in
+// CPU time a request: the stack's µs (behind the stack less bare) and the read's own µs (the
+// read less behind the stack).
+func reportStackSplit(rep *report, scenario, name string, read, bare, stack timings, readCPU, bareCPU, stackCPU float64) {
+	sn := stackTrivialName(name)
+	rep.add(scenario, sn+"_rps", stack.rate(), unitPerSec)
+	rep.add(scenario, sn+"_p99_ms", stack.percentileMS(99), unitMS)
+	rep.add(scenario, sn+"_server_cpu_us_per_request", stackCPU, unitCount)
+	rep.add(scenario, "stack_vs_bare_trivial_ratio", ratio(stack.rate(), bare.rate()), unitRatio)
+	rep.add(scenario, "stack_server_cpu_us_per_request", stackCPU-bareCPU, unitCount)
+	rep.addTarget(scenario, name+"_own_work_vs_stack_trivial_ratio", ratio(read.rate(), stack.rate()), unitRatio,
+		target{">=", stackOwnWorkTarget})
+	rep.add(scenario, name+"_own_server_cpu_us_per_request", readCPU-stackCPU, unitCount)
+	logf("%s %s: %.0f/s behind the stack's trivial read %.0f/s (own work %.2f; %.0f µs of its own a read), "+
+		"which is %.2f of the bare trivial handler's %.0f/s (the stack %.0f µs a request)", scenario, name, read.rate(),
+		stack.rate(), ratio(read.rate(), stack.rate()), readCPU-stackCPU, ratio(stack.rate(), bare.rate()), bare.rate(),
+		stackCPU-bareCPU)
 }
 
 // startTrivial runs this same binary as the trivial server and waits until it answers.
