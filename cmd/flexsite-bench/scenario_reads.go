@@ -439,12 +439,17 @@ var trivialBody = []byte(`{"ok":true}`)
 // maxTrivialBytes bounds what /bytes/{n} answers.
 const maxTrivialBytes = 1 << 20
 
+// sizedBody is "{}" and then spaces, maxTrivialBytes long: any prefix of two bytes or more is
+// a JSON document, which the baselines answer as their "same bytes".
+func sizedBody() []byte {
+	return append([]byte("{}"), bytes.Repeat([]byte(" "), maxTrivialBytes-2)...)
+}
+
 // serveTrivial is the read-path baseline: net/http with a handler that does nothing but
 // write a constant, configured like the REST API's server. At /bytes/{n} it answers a
 // constant JSON string of n bytes instead (the same-size baselines). It stops on SIGTERM.
 func serveTrivial(addr string) error {
-	// {} and then spaces: any prefix of two bytes or more is a JSON document.
-	sized := append([]byte("{}"), bytes.Repeat([]byte(" "), maxTrivialBytes-2)...)
+	sized := sizedBody()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
