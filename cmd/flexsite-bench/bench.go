@@ -61,6 +61,8 @@ type bench struct {
 	http *http.Client
 	// fleet is the households of scenario 4, which the later scenarios read and change.
 	fleet *org
+	// fleetRaw are the raw-write households beside the fleet (fleetRawHouseholds).
+	fleetRaw *households
 	// trivial is the read-path baseline server, while it runs.
 	trivial *childProc
 	// empty is the manager's memory before any household existed (nil until measured).

@@ -31,11 +31,18 @@ type readTarget struct {
 	server string
 }
 
-// readResult is a target's timings and the CPU time every process used meanwhile.
+// readResult is a target's timings and the CPU time every process used meanwhile, and the
+// bytes the manager allocated meanwhile (managerAlloc: its go_memstats_alloc_bytes_total
+// delta, less what reading it costs).
 type readResult struct {
-	t   timings
-	cpu cpuTimes
+	t            timings
+	cpu          cpuTimes
+	managerAlloc float64
 }
+
+// allocPerCall is the bytes the manager allocated per call of the target (warm-up calls
+// included, as in the CPU time): for a target the manager serves, what a read allocates.
+func (r *readResult) allocPerCall() float64 { return ratio(r.managerAlloc, float64(r.t.calls)) }
 
 // cpuPerCallUS is the CPU time (µs) the process of role used per call of the target,
 // warm-up calls included as in the CPU time measured around them.
@@ -192,11 +199,19 @@ func (b *bench) mirrored(ctx context.Context, names []string,
 	load func(ctx context.Context, j int, slot time.Duration) (timings, error)) (map[string]*readResult, error) {
 	results := map[string]*readResult{}
 	slot := time.Duration(b.p.ReadSeconds / readPasses * float64(time.Second))
+	scrape, err := b.scrapeAllocBytes(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for pass := range readPasses {
 		for i := range names {
 			j := i
 			if pass%2 == 1 {
 				j = len(names) - 1 - i
+			}
+			alloc0, err := b.managerAllocBytes(ctx)
+			if err != nil {
+				return nil, err
 			}
 			cpu0, pg0 := b.readCPU(), postgresCPU()
 			got, err := load(ctx, j, slot)
@@ -210,9 +225,46 @@ func (b *bench) mirrored(ctx context.Context, names []string,
 			used := b.readCPU().since(cpu0)
 			used[rolePostgres] = postgresCPU() - pg0
 			results[names[j]].cpu.add(used)
+			alloc1, err := b.managerAllocBytes(ctx)
+			if err != nil {
+				return nil, err
+			}
+			results[names[j]].managerAlloc += max(0, alloc1-alloc0-scrape)
 		}
 	}
 	return results, nil
+}
+
+// managerAllocBytes is the bytes the manager has allocated since it started
+// (go_memstats_alloc_bytes_total of its metrics).
+func (b *bench) managerAllocBytes(ctx context.Context) (float64, error) {
+	samples, err := fetchProm(ctx, probeClient, b.mgr.metricsURL, "go_memstats_alloc_bytes_total")
+	if err != nil {
+		return 0, fmt.Errorf("the manager's allocations: %w", err)
+	}
+	return sumOf(samples, "go_memstats_alloc_bytes_total"), nil
+}
+
+// scrapeAllocBytes is what one read of the manager's metrics allocates in it, which every
+// slot's two reads count once (the value is taken before the answer is written): the least of
+// three deltas between reads in a row, with no load between.
+func (b *bench) scrapeAllocBytes(ctx context.Context) (float64, error) {
+	prev, err := b.managerAllocBytes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	least := -1.0
+	for range 3 {
+		v, err := b.managerAllocBytes(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if d := v - prev; least < 0 || d < least {
+			least = d
+		}
+		prev = v
+	}
+	return least, nil
 }
 
 // profileSeconds is how long each read target's CPU profile runs.
@@ -332,6 +384,7 @@ func reportReads(rep *report, endpoints []readTarget, sizes map[string]int, resu
 		// A read that asks the database also costs PostgreSQL's CPU, on the same cores.
 		rep.add("reads", name+"_postgres_cpu_us_per_request", serverCPU(name, rolePostgres), unitCount)
 		rep.add("reads", name+"_vs_trivial_server_cpu_ratio", ratio(serverCPU(name, tg.server), trivialCPU), unitRatio)
+		rep.add("reads", name+"_alloc_bytes_per_request", results[name].allocPerCall(), unitCount)
 		rep.add("reads", name+"_answer_bytes", float64(sizes[name]), unitCount)
 		rep.add("reads", sameSizeName(name)+"_rps", same.rate(), unitPerSec)
 		rep.add("reads", sameSizeName(name)+"_vs_trivial_ratio", ratio(same.rate(), trivial.t.rate()), unitRatio)
@@ -346,6 +399,7 @@ func reportReads(rep *report, endpoints []readTarget, sizes map[string]int, resu
 		if stack, ok := results[stackTrivialName(name)]; ok {
 			reportStackSplit(rep, "reads", name, t, same, stack.t,
 				serverCPU(name, tg.server), serverCPU(sameSizeName(name), roleTrivial), stack.cpuPerCallUS(roleManager))
+			rep.add("reads", stackTrivialName(name)+"_alloc_bytes_per_request", stack.allocPerCall(), unitCount)
 		}
 		logf("reads %s: %.0f/s (p99 %.2f ms, %.0f µs server CPU each) against trivial %.0f/s (p99 %.2f ms, %.0f µs); "+
 			"trivial answering its %d bytes: %.0f/s", name, t.rate(), t.percentileMS(99), serverCPU(name, tg.server),
@@ -373,6 +427,10 @@ func reportStackSplit(rep *report, scenario, name string, read, bare, stack timi
 	rep.addTarget(scenario, name+"_own_work_vs_stack_trivial_ratio", ratio(read.rate(), stack.rate()), unitRatio,
 		target{">=", stackOwnWorkTarget})
 	rep.add(scenario, name+"_own_server_cpu_us_per_request", readCPU-stackCPU, unitCount)
+	// The same two parts in the serving process's CPU time a request, which moves less with
+	// the machine's load than throughput does: stack ÷ read, bare ÷ stack.
+	rep.add(scenario, name+"_own_work_vs_stack_trivial_cpu_ratio", ratio(stackCPU, readCPU), unitRatio)
+	rep.add(scenario, "stack_vs_bare_trivial_cpu_ratio", ratio(bareCPU, stackCPU), unitRatio)
 	logf("%s %s: %.0f/s behind the stack's trivial read %.0f/s (own work %.2f; %.0f µs of its own a read), "+
 		"which is %.2f of the bare trivial handler's %.0f/s (the stack %.0f µs a request)", scenario, name, read.rate(),
 		stack.rate(), ratio(read.rate(), stack.rate()), readCPU-stackCPU, ratio(stack.rate(), bare.rate()), bare.rate(),
