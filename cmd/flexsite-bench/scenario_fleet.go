@@ -101,14 +101,19 @@ func (b *bench) measureFleetAt(ctx context.Context, size int, raw *households) (
 	if err := b.growFleetTo(ctx, size-probe); err != nil {
 		return fleetSize{}, err
 	}
-	if err := b.growRawTo(ctx, raw, size-probe); err != nil {
+	// The raw namespace as large as the fleet's (which an earlier step may have grown past
+	// size-probe): the two sides of the probe write into namespaces of the same size.
+	restSites, err := b.siteCountIn(ctx, b.fleet.ns)
+	if err != nil {
+		return fleetSize{}, err
+	}
+	if err := b.growRawTo(ctx, raw, restSites); err != nil {
 		return fleetSize{}, err
 	}
 	if _, err := b.mgr.waitIdle(ctx, b.p.Settle); err != nil {
 		return fleetSize{}, err
 	}
 	var out fleetSize
-	var err error
 	if out.probe, err = b.compare(ctx, b.fleet, raw, probe); err != nil {
 		return out, err
 	}
