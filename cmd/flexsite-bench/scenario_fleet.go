@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"sort"
 	"strings"
@@ -68,7 +69,17 @@ type fleetSize struct {
 	rps map[string]float64
 }
 
+// fleetStepSizesFlag overrides fleetStepSizes, e.g. "200,400" to try the step quickly.
+var fleetStepSizesFlag = flag.String("fleet-step-sizes", "", "The fleet step's two sizes, comma-separated (\"\": 1000,5000).")
+
 func runFleet(ctx context.Context, b *bench, rep *report) error {
+	if *fleetStepSizesFlag != "" {
+		var a, c int
+		if _, err := fmt.Sscanf(*fleetStepSizesFlag, "%d,%d", &a, &c); err != nil || a <= 0 || c <= a {
+			return fmt.Errorf("-fleet-step-sizes %q: want two increasing sizes", *fleetStepSizesFlag)
+		}
+		fleetStepSizes = [2]int{a, c}
+	}
 	if b.fleet == nil {
 		fleet, err := b.organisation(ctx, "bench-fleet", 10)
 		if err != nil {

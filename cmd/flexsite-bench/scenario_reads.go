@@ -105,7 +105,8 @@ func runReads(ctx context.Context, b *bench, rep *report) (err error) {
 		return err
 	}
 	targets := append([]readTarget{{"trivial", func(int) string { return trivialURL }, roleTrivial}}, sized...)
-	targets = append(targets, b.stackBaseline(eligibilityTarget, sizes[eligibilityTarget]))
+	stack := b.stackBaseline(eligibilityTarget, sizes[eligibilityTarget])
+	targets = append(targets, stack)
 	if err := b.warmReads(ctx, endpoints, len(ids), token); err != nil {
 		return err
 	}
@@ -114,7 +115,8 @@ func runReads(ctx context.Context, b *bench, rep *report) (err error) {
 		return err
 	}
 	reportReads(rep, endpoints, sizes, results)
-	return b.profileEach(ctx, endpoints, token)
+	// The stack's own profile too: what every route pays.
+	return b.profileEach(ctx, append(endpoints, stack), token)
 }
 
 // warmReads reads each endpoint once for each of the n sites the targets walk, at C
