@@ -46,6 +46,8 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	info   requestInfo
+	// idHeader is the X-Request-Id header's value (Observe).
+	idHeader [1]string
 }
 
 func (w *statusRecorder) WriteHeader(code int) {
@@ -76,8 +78,10 @@ func Observe(log logr.Logger, trusted []netip.Prefix, next http.Handler) http.Ha
 		if !saneRequestID(id) {
 			id = uuid.NewString()
 		}
-		w.Header().Set(HeaderRequestID, id)
 		rec := &statusRecorder{ResponseWriter: w, info: requestInfo{id: id}}
+		// The header's value in the recorder, allocated with it: Set would allocate a slice.
+		rec.idHeader[0] = id
+		w.Header()[HeaderRequestID] = rec.idHeader[:]
 		info := &rec.info
 		serveRecovering(log, rec, r, next)
 
