@@ -327,6 +327,9 @@ func reportFleetRequests(rep *report, at [2]fleetSize) {
 	}
 	sort.Strings(names)
 	for _, v := range names {
+		if v == "LIST" {
+			continue // below, with its target
+		}
 		for i, k := range fleetSizeKeys {
 			rep.add(scenarioFleet, "api_"+strings.ToLower(v)+"_per_onboard_"+k, byVerb[i][v], unitCount)
 		}
