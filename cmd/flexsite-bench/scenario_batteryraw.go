@@ -128,11 +128,12 @@ func (b *bench) measureBatteryAgainstSQL(ctx context.Context, rep *report, ns st
 	// Each side walks every battery in turn across its slots (one counter a side).
 	var next [2]atomic.Int64
 	c := b.p.Concurrency
-	results, err := b.mirrored(ctx, []string{targets[0].name, targets[1].name}, func(ctx context.Context, j int, slot time.Duration) (timings, error) {
+	load := func(ctx context.Context, j int, slot time.Duration) (timings, error) {
 		return runFor(ctx, c, readWarmup, slot, func(ctx context.Context, _, _ int) error {
 			return getOK(ctx, b.http, targets[j].url(int(next[j].Add(1)-1)), token)
 		})
-	})
+	}
+	results, err := b.mirrored(ctx, []string{targets[0].name, targets[1].name}, load)
 	if err != nil {
 		return err
 	}
