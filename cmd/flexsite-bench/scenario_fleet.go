@@ -177,15 +177,23 @@ func (b *bench) growRawTo(ctx context.Context, raw *households, n int) error {
 
 // idleCPU is the manager's CPU time (ms) a second over idleSeconds with no request and no
 // change (the caller has waited for it to be idle).
+// It reads the manager's threads' schedstat (nanoseconds), or else its CPU ticks (10 ms:
+// 1 ms a second over idleSeconds).
 func (b *bench) idleCPU(ctx context.Context) (float64, error) {
+	pid := b.mgr.pid()
+	sched0, precise := schedCPU(pid)
 	cpu0, start := b.readCPU(), time.Now()
 	select {
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	case <-time.After(idleSeconds * time.Second):
 	}
+	elapsed := time.Since(start).Seconds()
+	if sched1, ok := schedCPU(pid); precise && ok {
+		return ms(sched1-sched0) / elapsed, nil
+	}
 	used := b.readCPU().since(cpu0)
-	return ms(used[roleManager]) / time.Since(start).Seconds(), nil
+	return ms(used[roleManager]) / elapsed, nil
 }
 
 // readsAt loads the reads over the fleet's first size sites, the trivial read behind the
