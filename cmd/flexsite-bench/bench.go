@@ -31,6 +31,7 @@ import (
 	"github.com/flexsite/flexsite/internal/db/pgserver"
 	"github.com/flexsite/flexsite/internal/embedded"
 	"github.com/flexsite/flexsite/internal/rewardstore"
+	"github.com/flexsite/flexsite/internal/server"
 )
 
 // tokenKeysNamespace holds the manager's token signing keys; it must exist before it starts.
@@ -60,6 +61,8 @@ type bench struct {
 	http *http.Client
 	// fleet is the households of scenario 4, which the later scenarios read and change.
 	fleet *org
+	// fleetRaw are the raw-write households beside the fleet (fleetRawHouseholds).
+	fleetRaw *households
 	// trivial is the read-path baseline server, while it runs.
 	trivial *childProc
 	// empty is the manager's memory before any household existed (nil until measured).
@@ -219,6 +222,11 @@ func (b *bench) managerConfig(o options) (managerConfig, error) {
 		// The hostile scenario's callbacks come from one address: each must be looked up (what
 		// it measures), not refused by the per-address limit of failed callbacks.
 		"--callback-failures-burst=1000",
+	}
+	// The read path's second baseline: a trivial read behind the manager's whole stack
+	// (stackTrivialTarget). The manager inherits the bench's environment (startChild).
+	if err := os.Setenv(server.StackBaselineEnv, "1"); err != nil {
+		return managerConfig{}, err
 	}
 	// Notifications go to the bench's receivers on loopback, whose certificate it trusts.
 	caFile, err := notifyCAFile(b.tmp)

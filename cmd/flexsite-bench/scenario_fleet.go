@@ -2,18 +2,37 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"sort"
+	"strings"
+	"time"
 )
 
-// The fleet step (issue 39): the read path's cost per read at two fleet sizes in one run. A
-// read whose cost grows with the number of households is a scaling bug whatever its absolute
-// figure, and the full run at 10,000 sites takes half an hour; this step shows such growth in
-// every quick run. It reads at fleetStepSizes[0] sites, grows the fleet (REST onboards and a year
-// of rewards each, as the scale step does) to fleetStepSizes[1], reads again, and reports the
-// manager's CPU time per read at the larger size ÷ at the smaller, for each read. The reads
-// walk every site of the fleet in turn, as the read path step does, after reading each site
-// once (warmReads: the reads measured are hot, as the issue's targets are), so a kept answer
-// or page that only the smaller fleet fits in shows as growth.
+// The fleet step (issues 39 and 49): every per-request figure at two fleet sizes in one run. A
+// request whose cost grows with the number of households is a scaling bug whatever its
+// absolute figure, and the full run at 10,000 sites takes half an hour; this step shows such
+// growth in every quick run. At each of fleetStepSizes it measures, on a settled fleet:
+//
+//   - the onboard: ScaleProbe REST onboards into the fleet's namespace against as many raw
+//     households (the same objects written straight through client-go) into a namespace
+//     grown to the same size (fleetRawNamespace), in the onboard comparison's alternating
+//     batches (compare); their p50s, and the API server's requests per REST onboard by verb
+//     (apiserver_request_total of Flexsite's group, the batches' deltas: every request the
+//     onboard caused, the controllers' included);
+//   - the manager's CPU while idle: no request and no change for idleSeconds, after the
+//     manager has gone idle (waitIdle), absolute (ms of CPU a second) and at the larger size ÷
+//     at the smaller;
+//   - the hot reads: eligibility, a transactions page and the trivial read behind the
+//     manager's whole stack of eligibility's size, against the bare trivial handler, in the
+//     read path's mirrored passes after every site was read once (warmReads). For each, the
+//     manager's CPU time a read and the bytes it allocated a read (go_memstats_alloc_bytes_total
+//     deltas ÷ reads); eligibility ÷ the trivial handler and ÷ the trivial read behind the
+//     stack.
+//
+// Growth (the larger size ÷ the smaller) is reported beside each figure. The sizes are the
+// fleet namespace's households; the cluster holds the raw namespace's too (and whatever
+// earlier steps made), reported as cluster_sites_*.
 //
 // It is last of the steps: every step before it runs at the mode's usual sizes. In the full
 // mode the scale step has already grown the fleet past fleetStepSizes[0], so the step is skipped
@@ -25,16 +44,42 @@ const scenarioFleet = "fleet"
 // labelFleet is the step's section of the table.
 const labelFleet = "15 fleet"
 
-// fleetStepSizes are the two sizes the step reads at: households of the bench's fleet.
+// fleetStepSizes are the two sizes the step measures at: households of the bench's fleet.
 var fleetStepSizes = [2]int{1000, 5000}
 
-// fleetGrowthTarget bounds the CPU a read costs at the larger fleet ÷ at the smaller.
+// fleetGrowthTarget bounds a per-request figure at the larger fleet ÷ at the smaller.
 const fleetGrowthTarget = 1.2
 
-// fleetReads are the two reads measured: the same endpoints as the read path step.
-var fleetReads = []string{eligibilityTarget, transactionsTarget}
+// idleSeconds is how long the manager's idle CPU is measured at each size.
+const idleSeconds = 10
+
+// fleetReads are the reads measured: the read path step's endpoints and eligibility's stack
+// baseline.
+var fleetReads = []string{eligibilityTarget, transactionsTarget, stackTrivialName(eligibilityTarget)}
+
+// fleetSize is what the step measured at one size.
+type fleetSize struct {
+	sites, rawSites, cluster int
+	probe                    comparison
+	// idleCPUMS is the manager's CPU time (ms) a second while idle.
+	idleCPUMS float64
+	// cpu and alloc are per read (µs, bytes) by read, "trivial" the bare trivial server's CPU.
+	cpu, alloc map[string]float64
+	// rps are the reads' throughputs, the bare trivial handler's as "trivial".
+	rps map[string]float64
+}
+
+// fleetStepSizesFlag overrides fleetStepSizes, e.g. "200,400" to try the step quickly.
+var fleetStepSizesFlag = flag.String("fleet-step-sizes", "", "The fleet step's two sizes, comma-separated (\"\": 1000,5000).")
 
 func runFleet(ctx context.Context, b *bench, rep *report) error {
+	if *fleetStepSizesFlag != "" {
+		var a, c int
+		if _, err := fmt.Sscanf(*fleetStepSizesFlag, "%d,%d", &a, &c); err != nil || a <= 0 || c <= a {
+			return fmt.Errorf("-fleet-step-sizes %q: want two increasing sizes", *fleetStepSizesFlag)
+		}
+		fleetStepSizes = [2]int{a, c}
+	}
 	if b.fleet == nil {
 		fleet, err := b.organisation(ctx, "bench-fleet", 10)
 		if err != nil {
@@ -46,6 +91,116 @@ func runFleet(ctx context.Context, b *bench, rep *report) error {
 		logf("fleet: the fleet already has %d sites, more than %d: skipped (the read path step measured at that size)", n, fleetStepSizes[0])
 		return nil
 	}
+	raw, err := b.fleetRawHouseholds(ctx)
+	if err != nil {
+		return err
+	}
+	var at [2]fleetSize
+	for i, size := range fleetStepSizes {
+		if at[i], err = b.measureFleetAt(ctx, size, raw); err != nil {
+			return err
+		}
+	}
+	reportFleet(rep, at)
+	return nil
+}
+
+// measureFleetAt grows both namespaces to size (less the probe, which brings each to size),
+// times the probe, measures the idle manager and the reads.
+func (b *bench) measureFleetAt(ctx context.Context, size int, raw *households) (fleetSize, error) {
+	probe := b.p.ScaleProbe
+	if err := b.growFleetTo(ctx, size-probe); err != nil {
+		return fleetSize{}, err
+	}
+	// The raw namespace as large as the fleet's (which an earlier step may have grown past
+	// size-probe): the two sides of the probe write into namespaces of the same size.
+	restSites, err := b.siteCountIn(ctx, b.fleet.ns)
+	if err != nil {
+		return fleetSize{}, err
+	}
+	if err := b.growRawTo(ctx, raw, restSites); err != nil {
+		return fleetSize{}, err
+	}
+	if _, err := b.mgr.waitIdle(ctx, b.p.Settle); err != nil {
+		return fleetSize{}, err
+	}
+	var out fleetSize
+	if out.probe, err = b.compare(ctx, b.fleet, raw, probe); err != nil {
+		return out, err
+	}
+	if err := b.writeLedgers(ctx, b.fleet.ns, out.probe.restNames); err != nil {
+		return out, err
+	}
+	if err := b.writeLedgers(ctx, raw.ns, out.probe.rawNames); err != nil {
+		return out, err
+	}
+	if _, err := b.mgr.waitIdle(ctx, b.p.Settle); err != nil {
+		return out, err
+	}
+	if out.cluster, err = b.siteCount(ctx); err != nil {
+		return out, err
+	}
+	if out.rawSites, err = b.siteCountIn(ctx, raw.ns); err != nil {
+		return out, err
+	}
+	out.sites = len(b.fleet.siteIDs)
+	if out.idleCPUMS, err = b.idleCPU(ctx); err != nil {
+		return out, err
+	}
+	logf("fleet at %d sites (raw namespace %d, cluster %d): onboard p50 %.1f ms (raw %.1f ms); requests per REST onboard %s; "+
+		"manager idle %.1f ms CPU a second", out.sites, out.rawSites, out.cluster, out.probe.rest.percentileMS(50),
+		out.probe.raw.percentileMS(50), out.probe.restReqs.perUnitString(float64(probe)), out.idleCPUMS)
+	if err := b.readsAt(ctx, &out, size); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// growRawTo writes raw households into raw's namespace until it holds n Sites, each with its
+// year of rewards, as the fleet's have.
+func (b *bench) growRawTo(ctx context.Context, raw *households, n int) error {
+	have, err := b.siteCountIn(ctx, raw.ns)
+	if err != nil {
+		return err
+	}
+	fill := n - have
+	if fill <= 0 {
+		return nil
+	}
+	t, names, err := b.rawHouseholds(ctx, raw, fill)
+	if err != nil {
+		return err
+	}
+	logf("fleet raw fill: %d households in %s (%.1f/s)", fill, t.wall.Round(time.Millisecond), t.rate())
+	return b.writeLedgers(ctx, raw.ns, names)
+}
+
+// idleCPU is the manager's CPU time (ms) a second over idleSeconds with no request and no
+// change (the caller has waited for it to be idle).
+// It reads the manager's threads' schedstat (nanoseconds), or else its CPU ticks (10 ms:
+// 1 ms a second over idleSeconds).
+func (b *bench) idleCPU(ctx context.Context) (float64, error) {
+	pid := b.mgr.pid()
+	sched0, precise := schedCPU(pid)
+	cpu0, start := b.readCPU(), time.Now()
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(idleSeconds * time.Second):
+	}
+	elapsed := time.Since(start).Seconds()
+	if sched1, ok := schedCPU(pid); precise && ok {
+		return ms(sched1-sched0) / elapsed, nil
+	}
+	used := b.readCPU().since(cpu0)
+	return ms(used[roleManager]) / elapsed, nil
+}
+
+// readsAt loads the reads over the fleet's first size sites, the trivial read behind the
+// stack and the bare trivial handler in mirrored passes, and records each one's manager CPU
+// and allocations a read, and throughput. It saves a CPU profile of each read at this size
+// (cpu-reads-<read>-<size>-sites.pb.gz), to compare with `go tool pprof -diff_base`.
+func (b *bench) readsAt(ctx context.Context, out *fleetSize, size int) error {
 	trivialURL, err := b.startTrivial(ctx)
 	if err != nil {
 		return err
@@ -55,21 +210,143 @@ func runFleet(ctx context.Context, b *bench, rep *report) error {
 	if err != nil {
 		return err
 	}
-	var perRead [2]map[string]float64
-	var clusterSites [2]int
-	for i, size := range fleetStepSizes {
-		if err := b.growFleetTo(ctx, size); err != nil {
-			return err
+	ids := b.fleet.siteIDs[:size]
+	if err := b.checkLedger(ctx, ids[len(ids)-1]); err != nil {
+		return err
+	}
+	endpoints := readEndpoints(b.mgr.apiURL, ids)
+	eligibilityBytes, err := getCounting(ctx, b.http, endpoints[0].url(0), token)
+	if err != nil {
+		return err
+	}
+	targets := append([]readTarget{{"trivial", func(int) string { return trivialURL }, roleTrivial}}, endpoints...)
+	targets = append(targets, b.stackBaseline(eligibilityTarget, int(eligibilityBytes)))
+	if err := b.warmReads(ctx, endpoints, len(ids), token); err != nil {
+		return err
+	}
+	results, err := b.measureMirrored(ctx, targets, token)
+	if err != nil {
+		return err
+	}
+	out.cpu, out.alloc, out.rps = map[string]float64{}, map[string]float64{}, map[string]float64{}
+	for _, t := range targets {
+		r := results[t.name]
+		out.cpu[t.name] = r.cpuPerCallUS(t.server)
+		out.rps[t.name] = r.t.rate()
+		if t.server == roleManager {
+			out.alloc[t.name] = r.allocPerCall()
 		}
-		if clusterSites[i], err = b.siteCount(ctx); err != nil {
-			return err
-		}
-		if perRead[i], err = b.readCostAt(ctx, size, trivialURL, token); err != nil {
+	}
+	logf("fleet at %d sites: manager CPU a read: eligibility %.0f µs, transactions %.0f µs, stack trivial %.0f µs "+
+		"(bare trivial %.0f µs); bytes allocated a read: %.0f, %.0f, %.0f", size, out.cpu[eligibilityTarget],
+		out.cpu[transactionsTarget], out.cpu[fleetReads[2]], out.cpu["trivial"], out.alloc[eligibilityTarget],
+		out.alloc[transactionsTarget], out.alloc[fleetReads[2]])
+	for _, e := range endpoints {
+		e.name = fmt.Sprintf("%s-%d-sites", e.name, size)
+		if err := b.profileReads(ctx, e, token); err != nil {
 			return err
 		}
 	}
-	reportFleet(rep, clusterSites, perRead)
 	return nil
+}
+
+// fleetSizeKeys name the two sizes' figures.
+var fleetSizeKeys = [2]string{"small", "large"}
+
+// reportFleet reports every per-request figure at both sizes and its growth.
+func reportFleet(rep *report, at [2]fleetSize) {
+	for i, k := range fleetSizeKeys {
+		rep.add(scenarioFleet, "fleet_sites_"+k, float64(at[i].sites), unitCount)
+		rep.add(scenarioFleet, "raw_namespace_sites_"+k, float64(at[i].rawSites), unitCount)
+		rep.add(scenarioFleet, "cluster_sites_"+k, float64(at[i].cluster), unitCount)
+	}
+	// The onboard: p50s, and their growth against the raw writes' in a namespace of the same
+	// size.
+	restP50 := [2]float64{at[0].probe.rest.percentileMS(50), at[1].probe.rest.percentileMS(50)}
+	rawP50 := [2]float64{at[0].probe.raw.percentileMS(50), at[1].probe.raw.percentileMS(50)}
+	for i, k := range fleetSizeKeys {
+		rep.add(scenarioFleet, "onboard_p50_ms_"+k, restP50[i], unitMS)
+		rep.add(scenarioFleet, "raw_onboard_p50_ms_"+k, rawP50[i], unitMS)
+	}
+	restGrowth, rawGrowth := ratio(restP50[1], restP50[0]), ratio(rawP50[1], rawP50[0])
+	rep.addTarget(scenarioFleet, "onboard_p50_growth_ratio", restGrowth, unitRatio, target{"<=", fleetGrowthTarget})
+	rep.add(scenarioFleet, "raw_onboard_p50_growth_ratio", rawGrowth, unitRatio)
+	rep.add(scenarioFleet, "onboard_p50_growth_vs_raw_growth_ratio", ratio(restGrowth, rawGrowth), unitRatio)
+	reportFleetRequests(rep, at)
+	// The idle manager.
+	for i, k := range fleetSizeKeys {
+		rep.add(scenarioFleet, "manager_idle_cpu_ms_per_second_"+k, at[i].idleCPUMS, unitMS)
+	}
+	rep.addTarget(scenarioFleet, "manager_idle_cpu_growth_ratio", ratio(at[1].idleCPUMS, at[0].idleCPUMS), unitRatio,
+		target{"<=", fleetGrowthTarget})
+	// The reads.
+	for i, k := range fleetSizeKeys {
+		rep.add(scenarioFleet, "trivial_server_cpu_us_"+k, at[i].cpu["trivial"], unitCount)
+	}
+	trivialGrowth := ratio(at[1].cpu["trivial"], at[0].cpu["trivial"])
+	for _, name := range fleetReads {
+		for i, k := range fleetSizeKeys {
+			rep.add(scenarioFleet, name+"_server_cpu_us_"+k, at[i].cpu[name], unitCount)
+			rep.add(scenarioFleet, name+"_alloc_bytes_per_read_"+k, at[i].alloc[name], unitCount)
+		}
+		growth := ratio(at[1].cpu[name], at[0].cpu[name])
+		if name == fleetReads[2] {
+			rep.add(scenarioFleet, name+"_cpu_per_read_growth_ratio", growth, unitRatio)
+		} else {
+			rep.addTarget(scenarioFleet, name+"_cpu_per_read_growth_ratio", growth, unitRatio, target{"<=", fleetGrowthTarget})
+		}
+		rep.add(scenarioFleet, name+"_cpu_per_read_growth_vs_trivial_ratio", ratio(growth, trivialGrowth), unitRatio)
+		rep.add(scenarioFleet, name+"_alloc_per_read_growth_ratio", ratio(at[1].alloc[name], at[0].alloc[name]), unitRatio)
+		logf("fleet: %s %.0f → %.0f µs of manager CPU and %.0f → %.0f bytes allocated a read, %d → %d sites: growth %.2f",
+			name, at[0].cpu[name], at[1].cpu[name], at[0].alloc[name], at[1].alloc[name], at[0].sites, at[1].sites, growth)
+	}
+	// Eligibility against its two baselines at each size.
+	stack := stackTrivialName(eligibilityTarget)
+	for i, k := range fleetSizeKeys {
+		r := at[i].rps
+		rep.add(scenarioFleet, "eligibility_vs_trivial_ratio_"+k, ratio(r[eligibilityTarget], r["trivial"]), unitRatio)
+		rep.add(scenarioFleet, "stack_vs_bare_trivial_ratio_"+k, ratio(r[stack], r["trivial"]), unitRatio)
+		rep.add(scenarioFleet, "eligibility_own_work_vs_stack_trivial_ratio_"+k, ratio(r[eligibilityTarget], r[stack]), unitRatio)
+		rep.add(scenarioFleet, "eligibility_own_server_cpu_us_"+k, at[i].cpu[eligibilityTarget]-at[i].cpu[stack], unitCount)
+	}
+}
+
+// reportFleetRequests reports the API server's requests per REST onboard by verb at both
+// sizes (and every series in the details), their growth, and the LISTs.
+func reportFleetRequests(rep *report, at [2]fleetSize) {
+	var totals [2]float64
+	var byVerb [2]map[string]float64
+	verbs := map[string]bool{}
+	for i, k := range fleetSizeKeys {
+		n := float64(len(at[i].probe.rest.durations))
+		byVerb[i] = map[string]float64{}
+		for key, v := range at[i].probe.restReqs {
+			byVerb[i][key.Verb] += v / n
+			verbs[key.Verb] = true
+		}
+		totals[i] = at[i].probe.restReqs.total() / n
+		rep.add(scenarioFleet, "api_requests_per_onboard_"+k, totals[i], unitCount)
+		rep.detail("fleet_rest_requests_per_onboard_"+k, at[i].probe.restReqs.perUnit(n))
+		rep.detail("fleet_raw_requests_per_household_"+k, at[i].probe.rawReqs.perUnit(float64(len(at[i].probe.raw.durations))))
+	}
+	names := make([]string, 0, len(verbs))
+	for v := range verbs {
+		names = append(names, v)
+	}
+	sort.Strings(names)
+	for _, v := range names {
+		if v == "LIST" {
+			continue // below, with its target
+		}
+		for i, k := range fleetSizeKeys {
+			rep.add(scenarioFleet, "api_"+strings.ToLower(v)+"_per_onboard_"+k, byVerb[i][v], unitCount)
+		}
+	}
+	for i, k := range fleetSizeKeys {
+		rep.addTarget(scenarioFleet, "api_list_per_onboard_"+k, byVerb[i]["LIST"], unitCount, target{"==", 0})
+	}
+	rep.addTarget(scenarioFleet, "api_requests_per_onboard_growth_ratio", ratio(totals[1], totals[0]), unitRatio,
+		target{"<=", 1})
 }
 
 // growFleetTo onboards households into the fleet until it holds size of them, credits each
@@ -85,60 +362,4 @@ func (b *bench) growFleetTo(ctx context.Context, size int) error {
 	}
 	_, err := b.mgr.waitIdle(ctx, b.p.Settle)
 	return err
-}
-
-// readCostAt loads the two reads over the fleet's first size sites and the trivial handler in
-// mirrored passes, and returns the manager's CPU time per read (µs) of each, and the trivial
-// server's per request as "trivial". It saves a CPU profile of each read at this size
-// (cpu-reads-<read>-<size>-sites.pb.gz), to compare with `go tool pprof -diff_base`.
-func (b *bench) readCostAt(ctx context.Context, size int, trivialURL, token string) (map[string]float64, error) {
-	ids := b.fleet.siteIDs[:size]
-	if err := b.checkLedger(ctx, ids[len(ids)-1]); err != nil {
-		return nil, err
-	}
-	endpoints := readEndpoints(b.mgr.apiURL, ids)
-	targets := append([]readTarget{{"trivial", func(int) string { return trivialURL }, roleTrivial}}, endpoints...)
-	if err := b.warmReads(ctx, endpoints, len(ids), token); err != nil {
-		return nil, err
-	}
-	results, err := b.measureMirrored(ctx, targets, token)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]float64{}
-	for _, t := range targets {
-		out[t.name] = results[t.name].cpuPerCallUS(t.server)
-	}
-	logf("fleet at %d sites: eligibility %.0f µs, transactions %.0f µs of manager CPU a read (trivial %.0f µs)",
-		size, out[eligibilityTarget], out[transactionsTarget], out["trivial"])
-	for _, e := range endpoints {
-		e.name = fmt.Sprintf("%s-%d-sites", e.name, size)
-		if err := b.profileReads(ctx, e, token); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// reportFleet reports each read's CPU per read at both sizes and its growth: plainly (the
-// issue's figure), and against the trivial handler's own cost at each size, which takes out
-// what the machine's load did to every process between the two measurements.
-func reportFleet(rep *report, clusterSites [2]int, perRead [2]map[string]float64) {
-	small, large := perRead[0], perRead[1]
-	rep.add(scenarioFleet, "fleet_sites_small", float64(fleetStepSizes[0]), unitCount)
-	rep.add(scenarioFleet, "fleet_sites_large", float64(fleetStepSizes[1]), unitCount)
-	rep.add(scenarioFleet, "cluster_sites_small", float64(clusterSites[0]), unitCount)
-	rep.add(scenarioFleet, "cluster_sites_large", float64(clusterSites[1]), unitCount)
-	rep.add(scenarioFleet, "trivial_server_cpu_us_small", small["trivial"], unitCount)
-	rep.add(scenarioFleet, "trivial_server_cpu_us_large", large["trivial"], unitCount)
-	for _, name := range fleetReads {
-		growth := ratio(large[name], small[name])
-		rep.add(scenarioFleet, name+"_server_cpu_us_small", small[name], unitCount)
-		rep.add(scenarioFleet, name+"_server_cpu_us_large", large[name], unitCount)
-		rep.addTarget(scenarioFleet, name+"_cpu_per_read_growth_ratio", growth, unitRatio, target{"<=", fleetGrowthTarget})
-		rep.add(scenarioFleet, name+"_cpu_per_read_growth_vs_trivial_ratio",
-			ratio(growth, ratio(large["trivial"], small["trivial"])), unitRatio)
-		logf("fleet: %s %.0f → %.0f µs of manager CPU a read, %d → %d sites: growth %.2f",
-			name, small[name], large[name], fleetStepSizes[0], fleetStepSizes[1], growth)
-	}
 }

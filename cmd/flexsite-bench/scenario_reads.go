@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/server"
 )
 
 // readWarmup precedes each measured read window: connections open, caches warm.
@@ -30,11 +31,18 @@ type readTarget struct {
 	server string
 }
 
-// readResult is a target's timings and the CPU time every process used meanwhile.
+// readResult is a target's timings and the CPU time every process used meanwhile, and the
+// bytes the manager allocated meanwhile (managerAlloc: its go_memstats_alloc_bytes_total
+// delta, less what reading it costs).
 type readResult struct {
-	t   timings
-	cpu cpuTimes
+	t            timings
+	cpu          cpuTimes
+	managerAlloc float64
 }
+
+// allocPerCall is the bytes the manager allocated per call of the target (warm-up calls
+// included, as in the CPU time): for a target the manager serves, what a read allocates.
+func (r *readResult) allocPerCall() float64 { return ratio(r.managerAlloc, float64(r.t.calls)) }
 
 // cpuPerCallUS is the CPU time (µs) the process of role used per call of the target,
 // warm-up calls included as in the CPU time measured around them.
@@ -67,7 +75,15 @@ func readEndpoints(api string, ids []string) []readTarget {
 // manager, on the same machine) with C keep-alive clients each. Targets run in readPasses
 // mirrored passes (the A B B A rounds of the onboard comparison), so load drift weighs on all
 // alike.
-func runReads(ctx context.Context, b *bench, rep *report) error {
+func runReads(ctx context.Context, b *bench, rep *report) (err error) {
+	if b.fleet == nil { // the step alone: the fleet of the mode's largest size
+		if b.fleet, err = b.organisation(ctx, "bench-fleet", 10); err != nil {
+			return err
+		}
+		if err := b.growFleetTo(ctx, b.p.ScaleLevels[len(b.p.ScaleLevels)-1]); err != nil {
+			return err
+		}
+	}
 	ids := b.fleet.siteIDs
 	trivialURL, err := b.startTrivial(ctx)
 	if err != nil {
@@ -91,6 +107,8 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 		return err
 	}
 	targets := append([]readTarget{{"trivial", func(int) string { return trivialURL }, roleTrivial}}, sized...)
+	stack := b.stackBaseline(eligibilityTarget, sizes[eligibilityTarget])
+	targets = append(targets, stack)
 	if err := b.warmReads(ctx, endpoints, len(ids), token); err != nil {
 		return err
 	}
@@ -99,7 +117,8 @@ func runReads(ctx context.Context, b *bench, rep *report) error {
 		return err
 	}
 	reportReads(rep, endpoints, sizes, results)
-	return b.profileEach(ctx, endpoints, token)
+	// The stack's own profile too: what every route pays.
+	return b.profileEach(ctx, append(endpoints, stack), token)
 }
 
 // warmReads reads each endpoint once for each of the n sites the targets walk, at C
@@ -118,6 +137,20 @@ func (b *bench) warmReads(ctx context.Context, endpoints []readTarget, n int, to
 		logf("reads %s: every one of %d sites read once in %s (p50 %.1f ms)", e.name, n, t.wall.Round(time.Millisecond), t.percentileMS(50))
 	}
 	return nil
+}
+
+// stackTrivialName names the trivial read behind the manager's whole stack that answers as
+// many bytes as endpoint does.
+func stackTrivialName(endpoint string) string { return "stack_trivial_" + endpoint + "_size" }
+
+// stackBaseline is the second baseline of an endpoint (issue 49): the manager's own trivial
+// read (server.StackBaselinePath, mounted because the bench sets server.StackBaselineEnv),
+// behind the same mux, request id, access log, metrics and token check as the endpoint,
+// answering as many bytes. The endpoint ÷ it is the read's own work; it ÷ the bare trivial
+// handler of the same bytes is what the stack costs every request.
+func (b *bench) stackBaseline(endpoint string, size int) readTarget {
+	url := fmt.Sprintf("%s%s%d", b.mgr.apiURL, server.StackBaselinePath, size)
+	return readTarget{stackTrivialName(endpoint), func(int) string { return url }, roleManager}
 }
 
 // withSameSizeBaselines are the endpoints, each after a trivial baseline answering as many
@@ -170,11 +203,19 @@ func (b *bench) mirrored(ctx context.Context, names []string,
 	load func(ctx context.Context, j int, slot time.Duration) (timings, error)) (map[string]*readResult, error) {
 	results := map[string]*readResult{}
 	slot := time.Duration(b.p.ReadSeconds / readPasses * float64(time.Second))
+	scrape, err := b.scrapeAllocBytes(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for pass := range readPasses {
 		for i := range names {
 			j := i
 			if pass%2 == 1 {
 				j = len(names) - 1 - i
+			}
+			alloc0, err := b.managerAllocBytes(ctx)
+			if err != nil {
+				return nil, err
 			}
 			cpu0, pg0 := b.readCPU(), postgresCPU()
 			got, err := load(ctx, j, slot)
@@ -188,9 +229,46 @@ func (b *bench) mirrored(ctx context.Context, names []string,
 			used := b.readCPU().since(cpu0)
 			used[rolePostgres] = postgresCPU() - pg0
 			results[names[j]].cpu.add(used)
+			alloc1, err := b.managerAllocBytes(ctx)
+			if err != nil {
+				return nil, err
+			}
+			results[names[j]].managerAlloc += max(0, alloc1-alloc0-scrape)
 		}
 	}
 	return results, nil
+}
+
+// managerAllocBytes is the bytes the manager has allocated since it started
+// (go_memstats_alloc_bytes_total of its metrics).
+func (b *bench) managerAllocBytes(ctx context.Context) (float64, error) {
+	samples, err := fetchProm(ctx, probeClient, b.mgr.metricsURL, "go_memstats_alloc_bytes_total")
+	if err != nil {
+		return 0, fmt.Errorf("the manager's allocations: %w", err)
+	}
+	return sumOf(samples, "go_memstats_alloc_bytes_total"), nil
+}
+
+// scrapeAllocBytes is what one read of the manager's metrics allocates in it, which every
+// slot's two reads count once (the value is taken before the answer is written): the least of
+// three deltas between reads in a row, with no load between.
+func (b *bench) scrapeAllocBytes(ctx context.Context) (float64, error) {
+	prev, err := b.managerAllocBytes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	least := -1.0
+	for range 3 {
+		v, err := b.managerAllocBytes(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if d := v - prev; least < 0 || d < least {
+			least = d
+		}
+		prev = v
+	}
+	return least, nil
 }
 
 // profileSeconds is how long each read target's CPU profile runs.
@@ -310,6 +388,7 @@ func reportReads(rep *report, endpoints []readTarget, sizes map[string]int, resu
 		// A read that asks the database also costs PostgreSQL's CPU, on the same cores.
 		rep.add("reads", name+"_postgres_cpu_us_per_request", serverCPU(name, rolePostgres), unitCount)
 		rep.add("reads", name+"_vs_trivial_server_cpu_ratio", ratio(serverCPU(name, tg.server), trivialCPU), unitRatio)
+		rep.add("reads", name+"_alloc_bytes_per_request", results[name].allocPerCall(), unitCount)
 		rep.add("reads", name+"_answer_bytes", float64(sizes[name]), unitCount)
 		rep.add("reads", sameSizeName(name)+"_rps", same.rate(), unitPerSec)
 		rep.add("reads", sameSizeName(name)+"_vs_trivial_ratio", ratio(same.rate(), trivial.t.rate()), unitRatio)
@@ -321,10 +400,45 @@ func reportReads(rep *report, endpoints []readTarget, sizes map[string]int, resu
 		}
 		rep.add("reads", name+"_vs_same_size_trivial_server_cpu_ratio",
 			ratio(serverCPU(name, tg.server), serverCPU(sameSizeName(name), roleTrivial)), unitRatio)
+		if stack, ok := results[stackTrivialName(name)]; ok {
+			reportStackSplit(rep, "reads", name, t, same, stack.t,
+				serverCPU(name, tg.server), serverCPU(sameSizeName(name), roleTrivial), stack.cpuPerCallUS(roleManager))
+			rep.add("reads", stackTrivialName(name)+"_alloc_bytes_per_request", stack.allocPerCall(), unitCount)
+		}
 		logf("reads %s: %.0f/s (p99 %.2f ms, %.0f µs server CPU each) against trivial %.0f/s (p99 %.2f ms, %.0f µs); "+
 			"trivial answering its %d bytes: %.0f/s", name, t.rate(), t.percentileMS(99), serverCPU(name, tg.server),
 			trivial.t.rate(), trivial.t.percentileMS(99), trivialCPU, sizes[name], same.rate())
 	}
+}
+
+// stackOwnWorkTarget bounds a read ÷ the trivial read behind the same stack: the read's own
+// work (issue 49).
+const stackOwnWorkTarget = 0.85
+
+// reportStackSplit reports a read's gap to the bare trivial handler of its answer's size in
+// two parts: the stack every request pays (the trivial read behind the manager's whole stack ÷
+// the bare handler) and the read's own work (the read ÷ the trivial read behind the stack,
+// target ≥ stackOwnWorkTarget); the two multiply to the read ÷ the bare handler. The same in
+// CPU time a request: the stack's µs (behind the stack less bare) and the read's own µs (the
+// read less behind the stack).
+func reportStackSplit(rep *report, scenario, name string, read, bare, stack timings, readCPU, bareCPU, stackCPU float64) {
+	sn := stackTrivialName(name)
+	rep.add(scenario, sn+"_rps", stack.rate(), unitPerSec)
+	rep.add(scenario, sn+"_p99_ms", stack.percentileMS(99), unitMS)
+	rep.add(scenario, sn+"_server_cpu_us_per_request", stackCPU, unitCount)
+	rep.add(scenario, "stack_vs_bare_trivial_ratio", ratio(stack.rate(), bare.rate()), unitRatio)
+	rep.add(scenario, "stack_server_cpu_us_per_request", stackCPU-bareCPU, unitCount)
+	rep.addTarget(scenario, name+"_own_work_vs_stack_trivial_ratio", ratio(read.rate(), stack.rate()), unitRatio,
+		target{">=", stackOwnWorkTarget})
+	rep.add(scenario, name+"_own_server_cpu_us_per_request", readCPU-stackCPU, unitCount)
+	// The same two parts in the serving process's CPU time a request, which moves less with
+	// the machine's load than throughput does: stack ÷ read, bare ÷ stack.
+	rep.add(scenario, name+"_own_work_vs_stack_trivial_cpu_ratio", ratio(stackCPU, readCPU), unitRatio)
+	rep.add(scenario, "stack_vs_bare_trivial_cpu_ratio", ratio(bareCPU, stackCPU), unitRatio)
+	logf("%s %s: %.0f/s behind the stack's trivial read %.0f/s (own work %.2f; %.0f µs of its own a read), "+
+		"which is %.2f of the bare trivial handler's %.0f/s (the stack %.0f µs a request)", scenario, name, read.rate(),
+		stack.rate(), ratio(read.rate(), stack.rate()), readCPU-stackCPU, ratio(stack.rate(), bare.rate()), bare.rate(),
+		stackCPU-bareCPU)
 }
 
 // startTrivial runs this same binary as the trivial server and waits until it answers.
@@ -387,12 +501,17 @@ var trivialBody = []byte(`{"ok":true}`)
 // maxTrivialBytes bounds what /bytes/{n} answers.
 const maxTrivialBytes = 1 << 20
 
+// sizedBody is "{}" and then spaces, maxTrivialBytes long: any prefix of two bytes or more is
+// a JSON document, which the baselines answer as their "same bytes".
+func sizedBody() []byte {
+	return append([]byte("{}"), bytes.Repeat([]byte(" "), maxTrivialBytes-2)...)
+}
+
 // serveTrivial is the read-path baseline: net/http with a handler that does nothing but
 // write a constant, configured like the REST API's server. At /bytes/{n} it answers a
 // constant JSON string of n bytes instead (the same-size baselines). It stops on SIGTERM.
 func serveTrivial(addr string) error {
-	// {} and then spaces: any prefix of two bytes or more is a JSON document.
-	sized := append([]byte("{}"), bytes.Repeat([]byte(" "), maxTrivialBytes-2)...)
+	sized := sizedBody()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

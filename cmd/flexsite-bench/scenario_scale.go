@@ -39,6 +39,19 @@ func measureEmpty(ctx context.Context, b *bench, rep *report) error {
 // fleetRawNamespace holds the raw-write households of each level's probe.
 const fleetRawNamespace = "bench-fleet-raw"
 
+// fleetRawHouseholds are the raw-write households of fleetRawNamespace, made (with the
+// namespace) on first use: the scale step's probes and the fleet step's raw side share them,
+// and their MPANs.
+func (b *bench) fleetRawHouseholds(ctx context.Context) (*households, error) {
+	if b.fleetRaw == nil {
+		if err := b.namespace(ctx, fleetRawNamespace); err != nil {
+			return nil, err
+		}
+		b.fleetRaw = newHouseholds(fleetRawNamespace, 14)
+	}
+	return b.fleetRaw, nil
+}
+
 // level is what scenario 4 measures at one fleet size.
 type level struct {
 	sites int
@@ -55,10 +68,10 @@ func runScale(ctx context.Context, b *bench, rep *report) error {
 		return err
 	}
 	b.fleet = fleet
-	if err := b.namespace(ctx, fleetRawNamespace); err != nil {
+	raw, err := b.fleetRawHouseholds(ctx)
+	if err != nil {
 		return err
 	}
-	raw := newHouseholds(fleetRawNamespace, 14)
 	var levels []level
 	for _, size := range b.p.ScaleLevels {
 		l, err := b.growFleet(ctx, size, raw)
@@ -162,6 +175,15 @@ func (b *bench) fillFleet(ctx context.Context, n int) error {
 func (b *bench) siteCount(ctx context.Context) (int, error) {
 	sites := &flexv1.SiteList{}
 	if err := b.watch.cache.List(ctx, sites); err != nil {
+		return 0, err
+	}
+	return len(sites.Items), nil
+}
+
+// siteCountIn is how many Sites namespace ns holds, as the bench's watch sees them.
+func (b *bench) siteCountIn(ctx context.Context, ns string) (int, error) {
+	sites := &flexv1.SiteList{}
+	if err := b.watch.cache.List(ctx, sites, client.InNamespace(ns)); err != nil {
 		return 0, err
 	}
 	return len(sites.Items), nil

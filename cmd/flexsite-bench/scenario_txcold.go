@@ -283,8 +283,7 @@ func serveTransactionsRaw(addr string) error {
 
 // transactionRoutes are serveTransactionsRaw's page.
 func transactionRoutes(store *rewardstore.Store, mux *http.ServeMux) {
-	// {} and then spaces: any prefix of two bytes or more is a JSON document.
-	body := append([]byte("{}"), bytes.Repeat([]byte(" "), maxTrivialBytes-2)...)
+	body := sizedBody()
 	mux.HandleFunc("GET /raw/transactions/{namespace}/{site_id}", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		limit, err := strconv.Atoi(q.Get("limit"))

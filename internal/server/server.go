@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/assetevents"
 	"github.com/flexsite/flexsite/internal/app/devices"
@@ -69,6 +70,10 @@ const (
 	DefaultMaxSubscriptions = validation.DefaultMaxSubscriptions
 	DefaultInFlightTimeout  = app.DefaultInFlightTimeout
 	DefaultHostedNamespace  = rewards.DefaultHostedNamespace
+	// StackBaselineEnv, set in the environment, mounts the bench's trivial read behind the
+	// whole stack at StackBaselinePath + "{n}" (web.StackBaselinePattern).
+	StackBaselineEnv  = web.StackBaselineEnv
+	StackBaselinePath = web.StackBaselinePath
 )
 
 // DefaultLimits are the manager's defaults.
@@ -240,6 +245,11 @@ func NewServer(cfg Config) *Server {
 			mux.Handle(pattern, e.Handler)
 			mounted[pattern] = true
 		}
+	}
+	if web.StackBaselineEnabled() {
+		// The bench's baseline: guarded as the eligibility read is (an organisation's or an
+		// end user's token, entity_read).
+		mux.Handle(web.StackBaselinePattern, guard.Guard(web.StackBaseline, true, flexv1.RoleEntityRead))
 	}
 	for _, extra := range []map[string]http.Handler{rest.Extra(), page.Extra()} {
 		for pattern, h := range extra {

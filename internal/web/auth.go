@@ -70,7 +70,7 @@ func (a *Authenticator) Guard(h Handler, endUserAllowed bool, roles ...flexv1.Ro
 				err = TooManyRequests(a.Limits.AuthFailures, "auth_failures")
 			}
 			a.Limits.AuthFailures.Charge(address)
-		case !a.Limits.PerClient.Allow(rateKey(p)):
+		case !a.Limits.PerClient.allowKey(appendRateKey(make([]byte, 0, 128), p)):
 			err = TooManyRequests(a.Limits.PerClient, "per_client")
 		default:
 			err = authorise(p, endUserAllowed, roles)
@@ -125,12 +125,15 @@ func (a *Authenticator) principal(r *http.Request) (*auth.Principal, error) {
 	return p, nil
 }
 
-// rateKey is whose budget a request spends: the API client's, or the end user's.
-func rateKey(p *auth.Principal) string {
+// appendRateKey appends whose budget a request spends: the API client's, or the end user's.
+// Into a buffer on the caller's stack: the key is only looked up (allowKey), never kept,
+// except once by the limiter for a caller it has not seen.
+func appendRateKey(b []byte, p *auth.Principal) []byte {
+	b = append(b, p.Namespace...)
 	if p.Kind == auth.KindEndUser {
-		return p.Namespace + "/user/" + p.UserID
+		return append(append(b, "/user/"...), p.UserID...)
 	}
-	return p.Namespace + "/client/" + p.ClientName
+	return append(append(b, "/client/"...), p.ClientName...)
 }
 
 func authorise(p *auth.Principal, endUserAllowed bool, roles []flexv1.Role) error {

@@ -23,9 +23,16 @@ const CORSAllowHeaders = "authorization, content-type"
 // corsMaxAge is how long (seconds) a browser may cache a preflight's answer.
 const corsMaxAge = "600"
 
+// varyOrigin is the Vary header's value of an answer whose CORS grant depends on its Origin.
+var varyOrigin = []string{"Origin"}
+
 // corsGrant adds the CORS headers of an actual request made with an end-user token.
 func corsGrant(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	w.Header().Add("Vary", "Origin")
+	if h := w.Header(); h["Vary"] == nil {
+		h["Vary"] = varyOrigin // shared, as jsonContentType is: Add would allocate a slice
+	} else {
+		h.Add("Vary", "Origin")
+	}
 	origin := r.Header.Get("Origin")
 	if p == nil || p.Kind != auth.KindEndUser || origin == "" || origin != p.AllowedOrigin {
 		return

@@ -5,9 +5,7 @@ import (
 
 	"fmt"
 	"net/http"
-	"regexp"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +14,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flexsite/flexsite/internal/auth"
-	"github.com/flexsite/flexsite/internal/metrics"
 )
 
 // Every answer carries a request id, and every request leaves one access log line and its
@@ -27,8 +24,6 @@ import (
 // HeaderRequestID carries the request's id: the caller's, when it sent a sane one (so a
 // client's and a proxy's logs can be joined with ours), otherwise a new UUID.
 const HeaderRequestID = "X-Request-Id"
-
-var saneRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
 // requestInfo is what the inner handlers learn about a request that the access log needs.
 type requestInfo struct {
@@ -51,6 +46,8 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	info   requestInfo
+	// idHeader is the X-Request-Id header's value (Observe).
+	idHeader [1]string
 }
 
 func (w *statusRecorder) WriteHeader(code int) {
@@ -69,15 +66,22 @@ func (w *statusRecorder) Write(b []byte) (int, error) {
 
 // Observe wraps next with the request id, the access log line (to log) and the request
 // metrics; client addresses are read behind the trusted proxies.
+//
+// A read answered without an error (GET, HEAD or OPTIONS below 400) is logged at debug level
+// (V(1): the manager's --zap-log-level=debug shows it); every write, and every request answered
+// 4xx or 5xx, at info. The line of a read costs more than the read itself at info level (its
+// JSON encoding and its write to the log); its metrics are counted either way.
 func Observe(log logr.Logger, trusted []netip.Prefix, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := r.Header.Get(HeaderRequestID)
-		if !saneRequestID.MatchString(id) {
+		if !saneRequestID(id) {
 			id = uuid.NewString()
 		}
-		w.Header().Set(HeaderRequestID, id)
 		rec := &statusRecorder{ResponseWriter: w, info: requestInfo{id: id}}
+		// The header's value in the recorder, allocated with it: Set would allocate a slice.
+		rec.idHeader[0] = id
+		w.Header()[HeaderRequestID] = rec.idHeader[:]
 		info := &rec.info
 		aborted := serveRecovering(log, rec, r, next)
 
@@ -86,10 +90,16 @@ func Observe(log logr.Logger, trusted []netip.Prefix, next http.Handler) http.Ha
 		}
 		elapsed := time.Since(start)
 		route := RouteOf(r)
-		metrics.HTTPRequests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
-		metrics.HTTPDuration.WithLabelValues(route, r.Method).Observe(elapsed.Seconds())
+		requestSeries(route, r.Method, rec.status).observe(elapsed)
+		line := log
+		// An aborted answer is a failure, whatever status it began with: logged at info.
+		if !aborted && quietRead(r.Method, rec.status) {
+			if line = log.V(1); !line.Enabled() {
+				return
+			}
+		}
 		// Room for every pair at once: growing the slice for the principal's pairs was a tenth
-		// of a cached read's allocations (built even when the log's sampling drops the line).
+		// of a cached read's allocations.
 		kv := make([]any, 0, 18)
 		kv = append(kv, "method", r.Method, "route", route, "status", rec.status,
 			"latencyMs", float64(elapsed.Microseconds())/1000, "requestID", id, "remote", ClientAddress(r, trusted))
@@ -102,12 +112,43 @@ func Observe(log logr.Logger, trusted []netip.Prefix, next http.Handler) http.Ha
 		if aborted {
 			kv = append(kv, "aborted", true)
 		}
-		log.Info("request", kv...)
+		line.Info("request", kv...)
 		if aborted { // logged and counted: now net/http drops the connection
 			panic(http.ErrAbortHandler)
 		}
 	})
 }
+
+// quietRead reports whether a request's access log line goes at debug level: a read that
+// did not fail.
+func quietRead(method string, status int) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return status < http.StatusBadRequest
+	}
+	return false
+}
+
+// saneRequestID reports whether a caller's request id may be kept: 1 to 128 of
+// [A-Za-z0-9._-]. A table, not a regular expression: it runs on every request.
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if !requestIDByte[id[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+var requestIDByte = func() (t [256]bool) {
+	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-" {
+		t[c] = true
+	}
+	return t
+}()
 
 // serveRecovering serves r with next; a handler that panics is a bug, but the caller still
 // gets the documented error form (500, unless the answer had begun) and the log the stack,

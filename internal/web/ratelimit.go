@@ -73,6 +73,12 @@ func NewKeyedLimiter(l Limit) *KeyedLimiter {
 }
 
 func (k *KeyedLimiter) get(key string, now time.Time) *rate.Limiter {
+	return k.getKey([]byte(key), now)
+}
+
+// getKey is get of a key in bytes: looking it up copies nothing (only a new key is kept, as
+// a string).
+func (k *KeyedLimiter) getKey(key []byte, now time.Time) *rate.Limiter {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if now.Sub(k.swept) > bucketIdleAfter {
@@ -83,10 +89,10 @@ func (k *KeyedLimiter) get(key string, now time.Time) *rate.Limiter {
 		}
 		k.swept = now
 	}
-	b, ok := k.byKey[key]
+	b, ok := k.byKey[string(key)]
 	if !ok {
 		b = &bucket{lim: rate.NewLimiter(rate.Limit(k.limit.Rate), k.limit.Burst)}
-		k.byKey[key] = b
+		k.byKey[string(key)] = b
 	}
 	b.seen = now
 	return b.lim
@@ -98,6 +104,15 @@ func (k *KeyedLimiter) Allow(key string) bool {
 		return true
 	}
 	return k.get(key, time.Now()).Allow()
+}
+
+// allowKey is Allow of a key in bytes, which it does not keep (nil limiter: always, and
+// the key is not looked at).
+func (k *KeyedLimiter) allowKey(key []byte) bool {
+	if k == nil {
+		return true
+	}
+	return k.getKey(key, time.Now()).Allow()
 }
 
 // exhausted reports whether key has no token left, without taking one: for limits that are

@@ -125,11 +125,16 @@ func WriteJSON(w http.ResponseWriter, status int, body any) {
 		buf.WriteString(`{"detail":"Internal Server Error"}` + "\n")
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h["Content-Type"] = jsonContentType
 	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }
+
+// jsonContentType is the Content-Type header's value of every JSON answer, shared: Set would
+// allocate a slice per answer. net/http only reads it (and Set or Add replace it, never
+// change it in place).
+var jsonContentType = []string{"application/json"}
 
 // EncodeJSON encodes an answer as WriteJSON sends it.
 func EncodeJSON(buf *bytes.Buffer, body any) error {
