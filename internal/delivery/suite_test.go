@@ -138,7 +138,6 @@ func startManager() {
 		Schedule: testSchedule,
 		Interval: 100 * time.Millisecond,
 		Lease:    testLease,
-		HoldBack: 300 * time.Millisecond,
 		// A new subscription's missing Secret is waited for this long, then a failure.
 		SecretGrace: 3 * time.Second,
 	}

@@ -145,11 +145,11 @@ func TestClaimsKeepEachSiteInOrder(t *testing.T) {
 	if fanned := fanOut(t, o, sub); fanned < 3 {
 		t.Fatalf("fanned out %d events", fanned)
 	}
-	first, err := store.Claim(ctx, sub, 10, time.Minute, 0)
+	first, err := store.Claim(ctx, sub, 10, time.Minute)
 	if err != nil || sites(first) != "ab" {
 		t.Fatalf("first claim: %q, %v (want each site's head: a, b)", sites(first), err)
 	}
-	if again, err := store.Claim(ctx, sub, 10, time.Minute, 0); err != nil || len(again) != 0 {
+	if again, err := store.Claim(ctx, sub, 10, time.Minute); err != nil || len(again) != 0 {
 		t.Fatalf("claimed while leased, or a site's next before its head: %q, %v", sites(again), err)
 	}
 	// a's head fails (retried later); b's is delivered.
@@ -160,10 +160,10 @@ func TestClaimsKeepEachSiteInOrder(t *testing.T) {
 	if err := store.Record(ctx, first[1], outboxstore.Outcome{Result: outboxstore.Delivered, At: time.Now(), StatusCode: 204}); err != nil {
 		t.Fatal(err)
 	}
-	if next, err := store.Claim(ctx, sub, 10, time.Minute, 0); err != nil || len(next) != 0 {
+	if next, err := store.Claim(ctx, sub, 10, time.Minute); err != nil || len(next) != 0 {
 		t.Fatalf("a's second event claimed before its first was delivered: %q, %v", sites(next), err)
 	}
-	due, at, err := store.Due(ctx, []string{sub}, 0)
+	due, at, err := store.Due(ctx, []string{sub})
 	if err != nil || len(due) != 0 || at.Before(time.Now().Add(50*time.Minute)) {
 		t.Fatalf("due %v at %v, %v: want none, the retry in an hour", due, at, err)
 	}
@@ -175,13 +175,13 @@ func TestClaimsKeepEachSiteInOrder(t *testing.T) {
 		AND event_seq = $2`, sub, first[0].Seq); err != nil {
 		t.Fatal(err)
 	}
-	next, err := store.Claim(ctx, sub, 10, 0, 0)
+	next, err := store.Claim(ctx, sub, 10, 0)
 	if err != nil || sites(next) != "a" || next[0].Seq <= first[0].Seq {
 		t.Fatalf("after a's head was given up: %q, %v", sites(next), err)
 	}
 	// A lease of 0 has expired at once: another worker claims the event again (a worker that
 	// died mid-delivery), with the same id.
-	again, err := store.Claim(ctx, sub, 10, time.Minute, 0)
+	again, err := store.Claim(ctx, sub, 10, time.Minute)
 	if err != nil || len(again) != 1 || again[0].Event.ID != next[0].Event.ID {
 		t.Fatalf("claimed again after the lease: %+v, %v", again, err)
 	}
@@ -235,7 +235,7 @@ func TestRecordAllKeepsCountsAndOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	fanOut(t, o, sub)
-	heads, err := store.Claim(ctx, sub, 10, time.Minute, 0)
+	heads, err := store.Claim(ctx, sub, 10, time.Minute)
 	if err != nil || sites(heads) != "abcd" {
 		t.Fatalf("claimed %q, %v (want each site's head)", sites(heads), err)
 	}
@@ -257,7 +257,7 @@ func TestRecordAllKeepsCountsAndOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	// b's head delivered: b's next is claimable; a's head waits for its retry, so a's next waits too.
-	next, err := store.Claim(ctx, sub, 10, time.Minute, 0)
+	next, err := store.Claim(ctx, sub, 10, time.Minute)
 	if err != nil || sites(next) != "b" || next[0].Seq <= heads[1].Seq {
 		t.Fatalf("after the batch: %q, %v (want b's second event alone)", sites(next), err)
 	}
