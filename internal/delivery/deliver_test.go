@@ -226,7 +226,7 @@ var _ = Describe("Delivery", func() {
 		}
 		inOrder(r.delivered())
 		By("the outbox drains")
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(BeZero())
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(BeZero())
 	})
 
 	It("waits for the signing Secret of a new subscription made a moment after it, without a failed attempt", func(ctx SpecContext) {
@@ -286,7 +286,7 @@ var _ = Describe("Delivery", func() {
 		sub := subscribe(ctx, ns, r)
 		ready(ctx, sub)
 		household(ctx, ns, "1200000000011", "zappi")
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(BeNumerically(">=", 2))
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(BeNumerically(">=", 2))
 
 		By("starting a standby, then stopping the leader with events pending")
 		stopLeader := stopManager
@@ -295,7 +295,7 @@ var _ = Describe("Delivery", func() {
 		// Only now does the receiver recover: what it gets, the standby delivered.
 		r.setAnswer(nil)
 		Eventually(r.kinds).Should(ContainElements("asset.changed:created", "site.eligibility_changed"))
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(BeZero())
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(BeZero())
 	})
 
 	It("pauses a subscription whose receiver answers 410 Gone", func(ctx SpecContext) {
@@ -396,11 +396,11 @@ var _ = Describe("Delivery", func() {
 		for _, mpan := range []string{"1200000000011", "2301234567894", "1012345678903"} {
 			household(ctx, ns, mpan, "zappi")
 		}
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(BeNumerically(">=", 3))
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(BeNumerically(">=", 3))
 
 		By("deleting it: its deliveries go; another subscription of the organisation gets the new events")
 		Expect(k8sClient.Delete(ctx, doomed)).To(Succeed())
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(BeZero())
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(BeZero())
 		healthy := newReceiver()
 		ready(ctx, subscribe(ctx, ns, healthy))
 		household(ctx, ns, "2000000000017", "zappi")
@@ -532,7 +532,7 @@ var _ = Describe("Deletions", func() {
 		r.setAnswer(func(int) int { return http.StatusBadGateway })
 		del(ctx, e)
 		Eventually(gone(ctx, e)).Should(BeTrue())
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(Equal(1))
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(Equal(1))
 
 		By("enrolling again meanwhile")
 		e2 := enrol(ctx, s)
@@ -575,13 +575,18 @@ func credit(ctx context.Context, ns, siteID string, n int) []string {
 	return ids
 }
 
-// creditedIDs are the transaction ids of a site's delivered credits, in the order delivered.
+// creditedIDs are the transaction ids of a site's delivered credits, in the order delivered;
+// one whose signature did not verify with the Standard Webhooks library shows as
+// "unverified <id>" (polled: it asserts nothing itself, the caller's matcher sees it).
 func creditedIDs(r *receiver, siteID string) []string {
 	var out []string
 	for _, g := range r.delivered() {
 		if g.Type == string(flexv1.EventRewardsTransactionCredited) && g.Data["site_id"] == siteID {
-			Expect(g.Verified).To(BeTrue(), "event %s verifies with the Standard Webhooks library", g.ID)
-			out = append(out, g.Data["transaction_id"].(string))
+			id, _ := g.Data["transaction_id"].(string)
+			if !g.Verified {
+				id = "unverified " + id
+			}
+			out = append(out, id)
 		}
 	}
 	return out
@@ -604,12 +609,12 @@ var _ = Describe("One outbox: nothing capped, nothing dropped", func() {
 		ids := credit(ctx, ns, siteID, 40)
 		Eventually(func() int { return len(r.all()) }).Should(BeNumerically(">=", 3))
 		Expect(r.delivered()).To(BeEmpty())
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(Equal(40))
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(Equal(40))
 
 		By("the receiver back: every credit, in the order credited, verified")
 		r.setAnswer(nil)
 		Eventually(func() []string { return creditedIDs(r, siteID) }).Should(Equal(ids))
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(BeZero())
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(BeZero())
 		Consistently(func() int { return len(r.delivered()) }, "1s").Should(Equal(40))
 		Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())

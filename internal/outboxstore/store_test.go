@@ -3,10 +3,12 @@ package outboxstore_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
@@ -290,5 +292,74 @@ func TestRecordAllKeepsCountsAndOrder(t *testing.T) {
 	}
 	if fmt.Sprint(codes) != "[502 503 204 500 200]" {
 		t.Errorf("attempts newest first: status codes %v, want [502 503 204 500 200]", codes)
+	}
+}
+
+// insertIn writes a site's event in the caller's transaction, as a writer of credits does.
+func insertIn(t *testing.T, q pgx.Tx, o, site, id string) {
+	t.Helper()
+	if _, err := q.Exec(context.Background(), `INSERT INTO outbox (organisation, site_id, event_type, event_id, payload)
+		VALUES ($1, $2, 'enrolment.changed', $3, '{}')`, o, site, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCommitOrderAcrossTransactions: two writers of one site's events, the first to begin
+// writing committing last. The later writer's event is not fanned out while the earlier one's
+// transaction runs (Held says so); once it commits, the site's events are claimed in the order
+// their writers began writing, not the order they committed.
+func TestCommitOrderAcrossTransactions(t *testing.T) {
+	ctx := context.Background()
+	o, sub := org(), uuid.NewString()
+	first, err := testDB.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = first.Rollback(ctx) }()
+	insertIn(t, first, o, "a", "evt-first")
+	second, err := testDB.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insertIn(t, second, o, "a", "evt-second")
+	insertIn(t, second, o, "b", "evt-other-site")
+	if err := second.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if n := fanOut(t, o, sub); n != 0 {
+		t.Fatalf("fanned out %d events committed after a transaction still running began", n)
+	}
+	held, _, err := store.Held(ctx)
+	if err != nil || !held {
+		t.Fatalf("Held: %v, %v; want the committed events held back", held, err)
+	}
+	if ds, err := store.Claim(ctx, sub, 10, time.Minute); err != nil || len(ds) != 0 {
+		t.Fatalf("claimed %q, %v while the first writer runs", sites(ds), err)
+	}
+
+	if err := first.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if held, _, err := store.Held(ctx); err != nil || held {
+		t.Fatalf("Held after the commit: %v, %v", held, err)
+	}
+	if n := fanOut(t, o, sub); n != 3 {
+		t.Fatalf("fanned out %d events, want 3", n)
+	}
+	var order []string
+	for range 3 {
+		ds, err := store.Claim(ctx, sub, 1, time.Minute)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("claim: %+v, %v", ds, err)
+		}
+		order = append(order, ds[0].Event.ID)
+		if err := store.Record(ctx, ds[0], outboxstore.Outcome{Result: outboxstore.Delivered, At: time.Now(), StatusCode: 204}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both of the second writer's events come after the first's: the order is the writers'.
+	if want := []string{"evt-first", "evt-second", "evt-other-site"}; !slices.Equal(order, want) {
+		t.Errorf("claimed %v, want %v", order, want)
 	}
 }
