@@ -222,14 +222,15 @@ const head = `(d.site_id = '' OR (
 		AND o.fanned_out_at IS NULL AND (o.xid, o.id) < (d.event_xid, d.event_seq))))`
 
 // dueScan answers, for each subscription, whether a delivery can be claimed now (the first in
-// claim order that is due, unleased and its site's head: an index scan that stops at it) and
+// claim order that is due, unleased and its site's head: an index scan that stops at it; a
+// scalar subquery, as EXISTS would drop the order and may scan the table) and
 // how long until the soonest retry falls due (one probe of the next-attempt index). Neither
 // groups or sorts a subscription's pending rows.
 const dueScan = `SELECT u.uid,
-		EXISTS (SELECT 1 FROM notification_deliveries d
+		coalesce((SELECT true FROM notification_deliveries d
 			WHERE d.subscription_uid = u.uid AND d.state = 'pending' AND d.next_attempt_at <= now()
 				AND (d.claimed_until IS NULL OR d.claimed_until <= now()) AND ` + head + `
-			ORDER BY d.event_xid, d.event_seq LIMIT 1),
+			ORDER BY d.event_xid, d.event_seq LIMIT 1), false),
 		coalesce((SELECT extract(epoch FROM d.next_attempt_at - now()) FROM notification_deliveries d
 			WHERE d.subscription_uid = u.uid AND d.state = 'pending' AND d.next_attempt_at > now()
 			ORDER BY d.next_attempt_at LIMIT 1), -1)
