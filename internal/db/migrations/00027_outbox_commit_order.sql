@@ -33,9 +33,12 @@ CREATE INDEX notification_deliveries_pending ON notification_deliveries (subscri
 DROP INDEX notification_deliveries_claim_order;
 CREATE INDEX notification_deliveries_claim_order ON notification_deliveries (subscription_uid, event_xid, event_seq)
     WHERE state = 'pending' AND next_attempt_at IS NOT NULL;
--- When a subscription's next delivery falls due (Due: one index probe per subscription).
+-- When a subscription's next delivery falls due (Due: one index probe per subscription). As
+-- with the claim order's, the predicate on next_attempt_at (never null) keeps the index out of
+-- the head-of-site subqueries, which do not name it: there, without statistics, the planner
+-- took it and filtered all of a subscription's pending rows for each row.
 CREATE INDEX notification_deliveries_next_attempt ON notification_deliveries (subscription_uid, next_attempt_at)
-    WHERE state = 'pending';
+    WHERE state = 'pending' AND next_attempt_at IS NOT NULL;
 
 -- +goose Down
 DROP INDEX notification_deliveries_next_attempt;
