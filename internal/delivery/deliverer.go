@@ -74,6 +74,10 @@ const (
 	heldPollMax = 100 * time.Millisecond
 )
 
+// heldLogAfter is how long events must have waited for the horizon before the deliverer logs
+// the session holding it (at most every heldLogAfter).
+const heldLogAfter = 10 * time.Second
+
 // DefaultSecretGrace is the default SecretGrace.
 const DefaultSecretGrace = 10 * time.Second
 
@@ -134,6 +138,8 @@ type Deliverer struct {
 	lastBacklog, lastCleanup time.Time
 	// heldPoll is the wait before the next pass while events wait for the horizon (0: none do).
 	heldPoll time.Duration
+	// lastHeldLog is when the pass last logged the session holding the horizon.
+	lastHeldLog time.Time
 }
 
 // NeedLeaderElection: every replica delivers (the outbox's claims keep them apart).
@@ -327,6 +333,10 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 		return d.Interval, err
 	}
 	metrics.NotificationHorizonHeldAge.Set(heldAge.Seconds())
+	if heldAge >= heldLogAfter && time.Since(d.lastHeldLog) >= heldLogAfter {
+		d.lastHeldLog = time.Now()
+		d.logHolder(ctx, heldAge)
+	}
 	switch {
 	case !held:
 		d.heldPoll = 0
@@ -367,6 +377,18 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 		wait = min(wait, d.heldPoll)
 	}
 	return wait, nil
+}
+
+// logHolder says which session holds notifications back (docs/operations.md, "Delivery horizon").
+func (d *Deliverer) logHolder(ctx context.Context, heldAge time.Duration) {
+	log := ctrl.LoggerFrom(ctx)
+	h, ok, err := d.Store.HorizonHolder(ctx)
+	if err != nil || !ok {
+		log.Info("notifications are held back by a database transaction that is still running", "heldFor", heldAge.Round(time.Second))
+		return
+	}
+	log.Info("notifications are held back by a database transaction that is still running", "heldFor", heldAge.Round(time.Second),
+		"pid", h.PID, "user", h.User, "applicationName", h.ApplicationName, "state", h.State, "transactionAge", h.Age.Round(time.Second))
 }
 
 // housekeeping measures the backlog (every few seconds) and deletes what was delivered long

@@ -264,6 +264,35 @@ func (s *Store) Due(ctx context.Context, uids []string) (due []string, next time
 	return due, next, s.classify(err)
 }
 
+// Holder is the session holding the horizon back, as pg_stat_activity shows it (other roles'
+// sessions only to a member of pg_read_all_stats: their fields may be empty).
+type Holder struct {
+	PID             int
+	User            string
+	ApplicationName string
+	State           string
+	// Age is how long its transaction has run (0 when not shown).
+	Age time.Duration
+}
+
+// HorizonHolder finds the oldest transaction with a transaction id still running (the one
+// holding the horizon), or a prepared transaction (PID 0, ApplicationName its gid), for the
+// deliverer's log; ok is false when none is seen.
+func (s *Store) HorizonHolder(ctx context.Context) (h Holder, ok bool, err error) {
+	var age float64
+	err = s.Pool.QueryRow(ctx, `SELECT pid, coalesce(usename, ''), coalesce(application_name, ''), coalesce(state, ''),
+			coalesce(extract(epoch FROM now() - xact_start), 0)
+		FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()
+		UNION ALL
+		SELECT 0, owner::text, gid, 'prepared', extract(epoch FROM now() - prepared) FROM pg_prepared_xacts
+		ORDER BY 5 DESC LIMIT 1`).Scan(&h.PID, &h.User, &h.ApplicationName, &h.State, &age)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Holder{}, false, nil
+	}
+	h.Age = time.Duration(age * float64(time.Second))
+	return h, err == nil, s.classify(err)
+}
+
 // Delivery is a claimed delivery: one event for one subscription.
 type Delivery struct {
 	SubscriptionUID string

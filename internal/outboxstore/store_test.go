@@ -334,6 +334,13 @@ func TestCommitOrderAcrossTransactions(t *testing.T) {
 	if err != nil || !held {
 		t.Fatalf("Held: %v, %v; want the committed events held back", held, err)
 	}
+	var pid int
+	if err := first.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if h, ok, err := store.HorizonHolder(ctx); err != nil || !ok || h.PID != pid {
+		t.Errorf("HorizonHolder: %+v, %v, %v; want the first writer's session, pid %d", h, ok, err, pid)
+	}
 	if ds, err := store.Claim(ctx, sub, 10, time.Minute); err != nil || len(ds) != 0 {
 		t.Fatalf("claimed %q, %v while the first writer runs", sites(ds), err)
 	}
