@@ -9,7 +9,8 @@
 // each gets one delivery row per subscription that wants it (subscriptions as this replica's
 // cache knows them), in one SQL transaction, events another replica is fanning out skipped
 // (FOR UPDATE SKIP LOCKED). While committed events wait beyond the horizon, the next pass comes
-// within heldPollMax (the transaction holding them ends unannounced). It then asks which subscriptions have a delivery due and, for each with a free
+// within heldPollMax (the transaction holding them ends unannounced). It then asks which
+// subscriptions have a delivery due and, for each with a free
 // worker, claims that many due deliveries, each the head of its site: a lease (claimed_until)
 // in one short transaction. A worker posts the event outside any transaction; the
 // subscription's settler records the outcomes in another, all those ready together in one (a

@@ -354,7 +354,7 @@ func TestCommitOrderAcrossTransactions(t *testing.T) {
 	if n := fanOut(t, o, sub); n != 3 {
 		t.Fatalf("fanned out %d events, want 3", n)
 	}
-	var order []string
+	order := make([]string, 0, 3)
 	for range 3 {
 		ds, err := store.Claim(ctx, sub, 1, time.Minute)
 		if err != nil || len(ds) != 1 {
