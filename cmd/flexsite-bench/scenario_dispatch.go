@@ -321,7 +321,8 @@ func (b *bench) rawDispatchBaseline(ctx context.Context, market string, sites in
 	httpc := rcv.Client()
 	httpc.Transport.(*http.Transport).MaxIdleConnsPerHost = rawWorkers
 	t0 := time.Now()
-	if _, err := b.db.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_raw_outbox (id bigint GENERATED ALWAYS AS IDENTITY, event_id text, payload jsonb)`); err != nil {
+	if _, err := b.db.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_raw_outbox (
+			id bigint GENERATED ALWAYS AS IDENTITY, event_id text, payload jsonb)`); err != nil {
 		return 0, err
 	}
 	if _, err := b.db.Exec(ctx, `INSERT INTO bench_raw_outbox (event_id, payload) SELECT * FROM unnest($1::text[], $2::jsonb[])`,
