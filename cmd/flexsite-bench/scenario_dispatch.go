@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -10,8 +11,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,15 +51,29 @@ type dispatchReceiver struct {
 	secret string
 	mu     sync.Mutex
 	at     map[string][]time.Time
+	// unverified counts the requests whose signature did not verify.
+	unverified int
 }
 
 func newDispatchReceiver() *dispatchReceiver {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	r := &dispatchReceiver{secret: "whsec_" + base64.StdEncoding.EncodeToString(key), at: map[string][]time.Time{}}
+	wh, err := standardwebhooks.NewWebhook(r.secret)
+	if err != nil {
+		panic(err)
+	}
 	r.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		now := time.Now()
 		body, _ := io.ReadAll(req.Body)
+		// Every delivery is verified, as a receiver does (and as the tests' receivers do).
+		if wh.Verify(body, req.Header) != nil {
+			r.mu.Lock()
+			r.unverified++
+			r.mu.Unlock()
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		now := time.Now()
 		var ev struct {
 			Type string `json:"type"`
 			Data struct {
@@ -188,7 +207,17 @@ func runDispatch(ctx context.Context, b *bench, rep *report) error {
 		dispatched = append(dispatched, lat...)
 		perRound = append(perRound, slices.Max(lat))
 	}
+	raw, err := b.rawDispatchBaseline(ctx, fmt.Sprintf("bench-round-%d", dispatchRound), sites, rcv)
+	if err != nil {
+		return fmt.Errorf("the raw sender's baseline: %w", err)
+	}
+	rcv.mu.Lock()
+	unverified := rcv.unverified
+	rcv.mu.Unlock()
 	d99, n99 := ms(percentile(dispatched, 99)), ms(percentile(notified, 99))
+	logf("dispatch: raw sender (the last round's %d bodies inserted in one transaction, signed and posted over %d "+
+		"connections) %v; each round's last delivery ÷ it %.2f (worst); unverified requests %d",
+		sites, rawWorkers, raw, ratio(ms(slices.Max(perRound)), ms(raw)), unverified)
 	logf("dispatch: %d sites, creation -> all issued %v; -> dispatch.requested delivered p50 %.1f ms, p99 %.1f ms (all delivered: %v); "+
 		"notification p99 %.1f ms (%d samples); ratio %.2f",
 		sites, issuedIn, ms(percentile(dispatched, 50)), d99, perRound, n99, len(notified), ratio(d99, n99))
@@ -198,6 +227,10 @@ func runDispatch(ctx context.Context, b *bench, rep *report) error {
 	rep.add(dispatchScenario, "creation_to_all_delivered_max_ms", ms(slices.Max(perRound)), unitMS)
 	rep.add(dispatchScenario, "creation_to_all_issued_max_ms", ms(slices.Max(issuedIn)), unitMS)
 	rep.add(dispatchScenario, "notification_p99_ms", n99, unitMS)
+	rep.add(dispatchScenario, "raw_sender_all_delivered_ms", ms(raw), unitMS)
+	rep.add(dispatchScenario, "unverified_requests", float64(unverified), unitCount)
+	rep.addTarget(dispatchScenario, "all_delivered_vs_raw_sender_ratio", ratio(ms(slices.Max(perRound)), ms(raw)), unitRatio,
+		target{"<=", 2})
 	rep.addTarget(dispatchScenario, "dispatch_vs_notification_p99_ratio", ratio(d99, n99), unitRatio, target{"<=", 2})
 	return nil
 }
@@ -251,4 +284,93 @@ func (b *bench) dispatchRound(ctx context.Context, ns string, round, sites int, 
 		latencies[i] = at.Sub(t0)
 	}
 	return latencies, issued, nil
+}
+
+// rawWorkers is how many connections the raw sender posts over: a subscription's workers
+// (internal/delivery's DefaultWorkers).
+const rawWorkers = 16
+
+// rawDispatchBaseline is the physical limit of a dispatch round's work on this machine: the
+// same bodies (the round's dispatch.requested payloads, read back from the outbox, their market
+// renamed so that the receiver counts them apart) inserted in one transaction, then signed with
+// Standard Webhooks and posted over rawWorkers connections to the same receiver. It answers the
+// time from the start to the last arrival.
+func (b *bench) rawDispatchBaseline(ctx context.Context, market string, sites int, rcv *dispatchReceiver) (time.Duration, error) {
+	rawMarket := market + "-raw"
+	var ids, payloads []string
+	rows, err := b.db.Query(ctx, `SELECT event_id || '-raw', jsonb_set(payload, '{market_id}', to_jsonb($2::text))::text
+		FROM outbox WHERE event_type = $1 AND payload->>'market_id' = $3 ORDER BY id`,
+		string(flexv1.EventDispatchRequested), rawMarket, market)
+	if err != nil {
+		return 0, err
+	}
+	var id, payload string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &payload}, func() error {
+		ids, payloads = append(ids, id), append(payloads, payload)
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	if len(ids) < sites {
+		return 0, fmt.Errorf("%d of %d dispatch.requested bodies found in the outbox", len(ids), sites)
+	}
+	wh, err := standardwebhooks.NewWebhook(rcv.secret)
+	if err != nil {
+		return 0, err
+	}
+	httpc := rcv.Client()
+	httpc.Transport.(*http.Transport).MaxIdleConnsPerHost = rawWorkers
+	t0 := time.Now()
+	if _, err := b.db.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_raw_outbox (
+			id bigint GENERATED ALWAYS AS IDENTITY, event_id text, payload jsonb)`); err != nil {
+		return 0, err
+	}
+	if _, err := b.db.Exec(ctx, `INSERT INTO bench_raw_outbox (event_id, payload) SELECT * FROM unnest($1::text[], $2::jsonb[])`,
+		ids, payloads); err != nil {
+		return 0, err
+	}
+	if _, err := runConcurrent(ctx, len(ids), rawWorkers, func(ctx context.Context, i int) error {
+		// The deliverer's body (internal/events.Body): type, id, timestamp, data.
+		body, err := json.Marshal(struct {
+			Type      flexv1.EventType `json:"type"`
+			ID        string           `json:"id"`
+			Timestamp string           `json:"timestamp"`
+			Data      json.RawMessage  `json:"data"`
+		}{flexv1.EventDispatchRequested, ids[i], time.Now().UTC().Format("2006-01-02T15:04:05.000000Z07:00"),
+			json.RawMessage(payloads[i])})
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		sig, err := wh.Sign(ids[i], now, body)
+		if err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, rcv.URL, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("content-type", "application/json")
+		req.Header.Set(standardwebhooks.HeaderWebhookID, ids[i])
+		req.Header.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
+		req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
+		resp, err := httpc.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("the receiver answered %d", resp.StatusCode)
+		}
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	got := rcv.arrivals(rawMarket)
+	if len(got) < len(ids) {
+		return 0, fmt.Errorf("%d of %d raw posts arrived", len(got), len(ids))
+	}
+	_, _ = b.db.Exec(ctx, `DROP TABLE bench_raw_outbox`)
+	return slices.MaxFunc(got, time.Time.Compare).Sub(t0), nil
 }

@@ -87,7 +87,7 @@ func openDatabase(ctx context.Context, o options) (*pgxpool.Pool, func(), error)
 	if url == "" {
 		return nil, nil, errNoDatabase
 	}
-	pool, err := db.Open(ctx, url)
+	pool, err := db.OpenBounded(ctx, url)
 	if err != nil {
 		stop()
 		return nil, nil, err

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -38,10 +39,31 @@ func Migrations() fs.FS {
 // (goose's session locker: pg_advisory_lock with this id, released when done).
 const migrationLockID = 0x666c6578_73697465 // "flexsite"
 
+// The manager's bounds on its own sessions (OpenBounded): every transaction that writes holds
+// the notification outbox's delivery horizon while it runs (docs/operations.md, "Delivery
+// horizon"), so none of the manager's may run long. A statement past StatementTimeout is
+// cancelled; a session idle inside a transaction past IdleInTransactionTimeout (a forgotten
+// transaction) is ended.
+const (
+	StatementTimeout         = time.Minute
+	IdleInTransactionTimeout = 10 * time.Second
+)
+
+// OpenBounded is Open with the manager's bounds on its sessions (StatementTimeout,
+// IdleInTransactionTimeout), for the manager's pool. Migrate runs without them.
+func OpenBounded(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	return open(ctx, url, map[string]string{
+		"statement_timeout":                   strconv.FormatInt(StatementTimeout.Milliseconds(), 10),
+		"idle_in_transaction_session_timeout": strconv.FormatInt(IdleInTransactionTimeout.Milliseconds(), 10),
+	})
+}
+
 // Open connects a pool to url (a postgres:// URL or a key=value string). It does not wait
 // for the database: a pool connects on first use, so a manager whose database is down starts
 // and answers 503 until it is back.
-func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+func Open(ctx context.Context, url string) (*pgxpool.Pool, error) { return open(ctx, url, nil) }
+
+func open(ctx context.Context, url string, params map[string]string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// The URL may hold a password: never repeat it.
@@ -54,13 +76,21 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	// idle ones sooner.
 	cfg.HealthCheckPeriod = 5 * time.Second
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	for k, v := range params {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
 // Migrate brings the schema to the newest version. Managers that start together are safe: each
 // takes the same session-level advisory lock first, so one migrates and the others find it done.
+// A migration may take longer than the manager's bounds allow its own statements: it runs on
+// connections of its own, without them.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	sqlDB := stdlib.OpenDBFromPool(pool)
+	cfg := pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["statement_timeout"] = "0"
+	cfg.RuntimeParams["idle_in_transaction_session_timeout"] = "0"
+	sqlDB := stdlib.OpenDB(*cfg)
 	defer func() { _ = sqlDB.Close() }()
 	return migrate(ctx, sqlDB)
 }

@@ -90,7 +90,14 @@ func countOf(kinds []string, kind string) int {
 	return n
 }
 
-// inOrder checks that each site's events reached the receiver in the order they happened.
+// inOrder checks that each subject's events (a site's eligibility, an asset's changes, an
+// enrolment's status, a site's ledger) reached the receiver in the order they happened. Those
+// are each written by one controller, one reconcile after another: a later one's transaction
+// begins after the earlier one committed, so commit-horizon order keeps them in order. Events
+// that different controllers write at once about one change (an asset's update and the
+// eligibility change it causes) go in the order their transactions began writing, which their
+// timestamps (each controller's clock when it computed the event) need not follow to the
+// millisecond (docs/notifications.md, "Order").
 func inOrder(got []received) {
 	last := map[string]string{}
 	for _, g := range got {
@@ -98,8 +105,16 @@ func inOrder(got []received) {
 		if site == "" {
 			continue
 		}
-		Expect(g.Timestamp >= last[site]).To(BeTrue(), "event %s of site %s at %s arrived after one at %s", g.Type, site, g.Timestamp, last[site])
-		last[site] = g.Timestamp
+		subject := site + "/" + g.Type
+		if asset, ok := g.Data["asset"].(map[string]any); ok {
+			subject += "/" + fmt.Sprint(asset["id"])
+		}
+		if p, ok := g.Data["proposition"].(string); ok {
+			subject += "/" + p
+		}
+		Expect(g.Timestamp >= last[subject]).To(BeTrue(), "event %s of %s at %s arrived after one at %s", g.ID, subject,
+			g.Timestamp, last[subject])
+		last[subject] = g.Timestamp
 	}
 }
 
@@ -226,7 +241,7 @@ var _ = Describe("Delivery", func() {
 		}
 		inOrder(r.delivered())
 		By("the outbox drains")
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(BeZero())
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(BeZero())
 	})
 
 	It("waits for the signing Secret of a new subscription made a moment after it, without a failed attempt", func(ctx SpecContext) {
@@ -286,7 +301,7 @@ var _ = Describe("Delivery", func() {
 		sub := subscribe(ctx, ns, r)
 		ready(ctx, sub)
 		household(ctx, ns, "1200000000011", "zappi")
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(BeNumerically(">=", 2))
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(BeNumerically(">=", 2))
 
 		By("starting a standby, then stopping the leader with events pending")
 		stopLeader := stopManager
@@ -295,7 +310,7 @@ var _ = Describe("Delivery", func() {
 		// Only now does the receiver recover: what it gets, the standby delivered.
 		r.setAnswer(nil)
 		Eventually(r.kinds).Should(ContainElements("asset.changed:created", "site.eligibility_changed"))
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(BeZero())
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(BeZero())
 	})
 
 	It("pauses a subscription whose receiver answers 410 Gone", func(ctx SpecContext) {
@@ -396,11 +411,11 @@ var _ = Describe("Delivery", func() {
 		for _, mpan := range []string{"1200000000011", "2301234567894", "1012345678903"} {
 			household(ctx, ns, mpan, "zappi")
 		}
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(BeNumerically(">=", 3))
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(BeNumerically(">=", 3))
 
 		By("deleting it: its deliveries go; another subscription of the organisation gets the new events")
 		Expect(k8sClient.Delete(ctx, doomed)).To(Succeed())
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(BeZero())
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(BeZero())
 		healthy := newReceiver()
 		ready(ctx, subscribe(ctx, ns, healthy))
 		household(ctx, ns, "2000000000017", "zappi")
@@ -532,7 +547,7 @@ var _ = Describe("Deletions", func() {
 		r.setAnswer(func(int) int { return http.StatusBadGateway })
 		del(ctx, e)
 		Eventually(gone(ctx, e)).Should(BeTrue())
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(Equal(1))
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(Equal(1))
 
 		By("enrolling again meanwhile")
 		e2 := enrol(ctx, s)
@@ -575,13 +590,18 @@ func credit(ctx context.Context, ns, siteID string, n int) []string {
 	return ids
 }
 
-// creditedIDs are the transaction ids of a site's delivered credits, in the order delivered.
+// creditedIDs are the transaction ids of a site's delivered credits, in the order delivered;
+// one whose signature did not verify with the Standard Webhooks library shows as
+// "unverified <id>" (polled: it asserts nothing itself, the caller's matcher sees it).
 func creditedIDs(r *receiver, siteID string) []string {
 	var out []string
 	for _, g := range r.delivered() {
 		if g.Type == string(flexv1.EventRewardsTransactionCredited) && g.Data["site_id"] == siteID {
-			Expect(g.Verified).To(BeTrue(), "event %s verifies with the Standard Webhooks library", g.ID)
-			out = append(out, g.Data["transaction_id"].(string))
+			id, _ := g.Data["transaction_id"].(string)
+			if !g.Verified {
+				id = "unverified " + id
+			}
+			out = append(out, id)
 		}
 	}
 	return out
@@ -604,12 +624,12 @@ var _ = Describe("One outbox: nothing capped, nothing dropped", func() {
 		ids := credit(ctx, ns, siteID, 40)
 		Eventually(func() int { return len(r.all()) }).Should(BeNumerically(">=", 3))
 		Expect(r.delivered()).To(BeEmpty())
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(Equal(40))
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(Equal(40))
 
 		By("the receiver back: every credit, in the order credited, verified")
 		r.setAnswer(nil)
 		Eventually(func() []string { return creditedIDs(r, siteID) }).Should(Equal(ids))
-		Eventually(func() int { return pendingDeliveries(ctx, ns) }).Should(BeZero())
+		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(BeZero())
 		Consistently(func() int { return len(r.delivered()) }, "1s").Should(Equal(40))
 		Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())

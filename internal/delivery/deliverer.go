@@ -4,10 +4,13 @@
 // replica (no leader election).
 //
 // Flow: a pass (on every insert into the outbox, told by PostgreSQL's NOTIFY; on every change
-// of a Subscription; and at least every Interval) first fans out the new events: each gets one
-// delivery row per subscription that wants it (subscriptions as this replica's cache knows
-// them), in one SQL transaction, events another replica is fanning out skipped (FOR UPDATE
-// SKIP LOCKED). It then asks which subscriptions have a delivery due and, for each with a free
+// of a Subscription; and at least every Interval) first fans out the new events whose writer's
+// transaction is below the horizon (the oldest transaction still running), in (xid, id) order:
+// each gets one delivery row per subscription that wants it (subscriptions as this replica's
+// cache knows them), in one SQL transaction, events another replica is fanning out skipped
+// (FOR UPDATE SKIP LOCKED). While committed events wait beyond the horizon, the next pass comes
+// within heldPollMax (the transaction holding them ends unannounced). It then asks which
+// subscriptions have a delivery due and, for each with a free
 // worker, claims that many due deliveries, each the head of its site: a lease (claimed_until)
 // in one short transaction. A worker posts the event outside any transaction; the
 // subscription's settler records the outcomes in another, all those ready together in one (a
@@ -63,8 +66,18 @@ const Timeout = 10 * time.Second
 // signing Secret's read), so that a live worker's claim never expires under it.
 const DefaultLease = time.Minute
 
-// DefaultHoldBack is the default HoldBack.
-const DefaultHoldBack = 500 * time.Millisecond
+// heldPollMin and heldPollMax bound the wait between passes while a committed event waits for
+// the horizon (outboxstore.Held): the transaction holding it back ends unannounced (NOTIFY
+// tells only of inserts), so the deliverer looks again soon, doubling the wait from heldPollMin
+// up to heldPollMax while it lasts, and stops looking once nothing is held back.
+const (
+	heldPollMin = 2 * time.Millisecond
+	heldPollMax = 100 * time.Millisecond
+)
+
+// heldLogAfter is how long events must have waited for the horizon before the deliverer logs
+// the session holding it (at most every heldLogAfter).
+const heldLogAfter = 10 * time.Second
 
 // DefaultSecretGrace is the default SecretGrace.
 const DefaultSecretGrace = 10 * time.Second
@@ -105,10 +118,6 @@ type Deliverer struct {
 	Interval time.Duration
 	// Lease is how long a claimed delivery is this worker's (DefaultLease when 0).
 	Lease time.Duration
-	// HoldBack is how old an event must be before it is delivered (DefaultHoldBack when 0):
-	// one that happened a moment earlier may be committed by another controller a moment
-	// later (outboxstore), and a site's events go out in the order they happened.
-	HoldBack time.Duration
 	// SecretGrace is how long after the deliverer first sees a subscription a missing signing
 	// Secret is waited for rather than counted as a failed delivery (DefaultSecretGrace when
 	// 0): the REST API makes the Secret just after the Subscription (it is owned by it, so it
@@ -128,6 +137,10 @@ type Deliverer struct {
 	wg   sync.WaitGroup
 	// lastBacklog and lastCleanup are when the pass last measured the backlog and cleaned up.
 	lastBacklog, lastCleanup time.Time
+	// heldPoll is the wait before the next pass while events wait for the horizon (0: none do).
+	heldPoll time.Duration
+	// lastHeldLog is when the pass last logged the session holding the horizon.
+	lastHeldLog time.Time
 }
 
 // NeedLeaderElection: every replica delivers (the outbox's claims keep them apart).
@@ -162,9 +175,6 @@ func (d *Deliverer) defaults() {
 	}
 	if d.Lease <= 0 {
 		d.Lease = DefaultLease
-	}
-	if d.HoldBack <= 0 {
-		d.HoldBack = DefaultHoldBack
 	}
 	if d.Now == nil {
 		d.Now = time.Now
@@ -255,7 +265,7 @@ func (d *Deliverer) Start(ctx context.Context) error {
 			default:
 			}
 		}
-		timer.Reset(max(wait, 10*time.Millisecond))
+		timer.Reset(max(wait, heldPollMin))
 	}
 }
 
@@ -318,7 +328,25 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 			break
 		}
 	}
-	due, next, err := d.Store.Due(ctx, active, d.HoldBack)
+	// Committed events the horizon holds back: measured, and looked at again soon.
+	held, heldAge, err := d.Store.Held(ctx)
+	if err != nil {
+		return d.Interval, err
+	}
+	metrics.NotificationHorizonHeldAge.Set(heldAge.Seconds())
+	if heldAge >= heldLogAfter && time.Since(d.lastHeldLog) >= heldLogAfter {
+		d.lastHeldLog = time.Now()
+		d.logHolder(ctx, heldAge)
+	}
+	switch {
+	case !held:
+		d.heldPoll = 0
+	case d.heldPoll == 0:
+		d.heldPoll = heldPollMin
+	default:
+		d.heldPoll = min(2*d.heldPoll, heldPollMax)
+	}
+	due, next, err := d.Store.Due(ctx, active)
 	if err != nil {
 		return d.Interval, err
 	}
@@ -346,7 +374,22 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 	if !next.IsZero() {
 		wait = min(wait, time.Until(next))
 	}
+	if d.heldPoll > 0 {
+		wait = min(wait, d.heldPoll)
+	}
 	return wait, nil
+}
+
+// logHolder says which session holds notifications back (docs/operations.md, "Delivery horizon").
+func (d *Deliverer) logHolder(ctx context.Context, heldAge time.Duration) {
+	log := ctrl.LoggerFrom(ctx)
+	h, ok, err := d.Store.HorizonHolder(ctx)
+	if err != nil || !ok {
+		log.Info("notifications are held back by a database transaction that is still running", "heldFor", heldAge.Round(time.Second))
+		return
+	}
+	log.Info("notifications are held back by a database transaction that is still running", "heldFor", heldAge.Round(time.Second),
+		"pid", h.PID, "user", h.User, "applicationName", h.ApplicationName, "state", h.State, "transactionAge", h.Age.Round(time.Second))
 }
 
 // housekeeping measures the backlog (every few seconds) and deletes what was delivered long

@@ -172,7 +172,7 @@ func (st *subState) claim(ctx context.Context) (int, error) {
 	}
 	st.inflight += free
 	st.mu.Unlock()
-	claimed, err := st.d.Store.Claim(ctx, st.uid, free, st.d.Lease, st.d.HoldBack)
+	claimed, err := st.d.Store.Claim(ctx, st.uid, free, st.d.Lease)
 	st.mu.Lock()
 	st.inflight -= free - len(claimed)
 	st.mu.Unlock()

@@ -13,9 +13,9 @@ var (
 	NotificationStage = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "flexsite_notification_stage_seconds",
 		Help: "Duration of each stage of a notification delivery: event recorded -> fanned out, -> claimed " +
-			"(includes the hold-back), claimed -> a worker starts it, signing, the POST (dial, TLS, receiver), " +
+			"(includes waiting for the commit horizon), claimed -> a worker starts it, signing, the POST (dial, TLS, receiver), " +
 			"recording the outcome, and event recorded -> receiver answered.",
-		// 0.5 ms to about 33 s: a hold-back of 0.5 s and retries of seconds both land in a bucket of their own.
+		// 0.5 ms to about 33 s: a pass of milliseconds and retries of seconds both land in a bucket of their own.
 		Buckets: prometheus.ExponentialBuckets(0.0005, 1.5, 28),
 	}, []string{"stage"})
 	// NotificationConnections counts the connections the deliverer's POSTs went over, by whether

@@ -171,11 +171,20 @@ var (
 		Name: "flexsite_notification_oldest_pending_age_seconds",
 		Help: "Age of the oldest notification event not yet delivered everywhere it is owed (0 when none).",
 	})
+	// NotificationHorizonHeldAge is the age of the first committed event the delivery horizon
+	// holds back: a transaction older than its writer's is still running (docs/operations.md,
+	// "Delivery horizon").
+	NotificationHorizonHeldAge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "flexsite_notification_horizon_held_age_seconds",
+		Help: "Age of the first committed notification event held back by the delivery horizon " +
+			"(a transaction that began before its writer's is still running anywhere in the database; 0 when none).",
+	})
 )
 
 // labelOutcome is the outcome label of NotificationDeliveries.
 const labelOutcome = "outcome"
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(NotificationDeliveries, NotificationsPending, NotificationOldestPendingAge)
+	ctrlmetrics.Registry.MustRegister(NotificationDeliveries, NotificationsPending, NotificationOldestPendingAge,
+		NotificationHorizonHeldAge)
 }

@@ -52,7 +52,7 @@ func BenchmarkClaim(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
-		ds, err := store.Claim(ctx, sub, 8, 0, 0)
+		ds, err := store.Claim(ctx, sub, 8, 0)
 		if err != nil || len(ds) != 8 {
 			b.Fatalf("claimed %d, %v", len(ds), err)
 		}
@@ -63,7 +63,7 @@ func BenchmarkClaim(b *testing.B) {
 func BenchmarkRecord(b *testing.B) {
 	sub := seedBurst(b)
 	ctx := context.Background()
-	ds, err := store.Claim(ctx, sub, b.N, time.Hour, 0)
+	ds, err := store.Claim(ctx, sub, b.N, time.Hour)
 	if err != nil || len(ds) < min(b.N, burst) {
 		b.Fatalf("claimed %d, %v", len(ds), err)
 	}
@@ -82,7 +82,7 @@ func BenchmarkDue(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
-		if due, _, err := store.Due(ctx, []string{sub}, 0); err != nil || len(due) != 1 {
+		if due, _, err := store.Due(ctx, []string{sub}); err != nil || len(due) != 1 {
 			b.Fatalf("due %v, %v", due, err)
 		}
 	}
@@ -93,7 +93,7 @@ func BenchmarkDue(b *testing.B) {
 func BenchmarkRecordAll(b *testing.B) {
 	sub := seedBurst(b)
 	ctx := context.Background()
-	ds, err := store.Claim(ctx, sub, 16*b.N, time.Hour, 0)
+	ds, err := store.Claim(ctx, sub, 16*b.N, time.Hour)
 	if err != nil || len(ds) < min(16*b.N, burst) {
 		b.Fatalf("claimed %d, %v", len(ds), err)
 	}

@@ -5,3 +5,6 @@ const (
 	FanOutPlan = fanOutPlan
 	FanOutScan = fanOutScan
 )
+
+// DueScan is Due's query, for the test of its plan.
+const DueScan = dueScan

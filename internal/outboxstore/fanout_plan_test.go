@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flexsite/flexsite/internal/events"
@@ -98,5 +99,50 @@ func TestFanOutScanSkipsWhatWasFannedOut(t *testing.T) {
 	// the 20,000 dead versions' (560 blocks through the bitmap scan before migration 00023, 59 after).
 	if blocks > 200 {
 		t.Errorf("the fan-out's scan touched %d blocks to find one event after %d were fanned out", blocks, fanned)
+	}
+}
+
+// A pass asks which subscriptions have a delivery due: with 10,000 pending for one
+// subscription (a flex event's burst), the answer costs what the first claimable delivery and
+// one probe for the next retry cost, not a scan of every pending row (Due grouped them all by
+// subscription, once a pass: issue 50).
+func TestDueDoesNotScanEveryPendingDelivery(t *testing.T) {
+	ctx := context.Background()
+	o, sub := org(), uuid.NewString()
+	evs := make([]events.Event, 10000)
+	for i := range evs {
+		evs[i] = events.Stamp(change(fmt.Sprintf("site-%05d", i), events.EnrolmentActive), time.Now().Add(-time.Minute))
+	}
+	if err := store.Add(ctx, o, evs); err != nil {
+		t.Fatal(err)
+	}
+	if fanned := fanOut(t, o, sub); fanned < len(evs) {
+		t.Fatalf("fanned out %d", fanned)
+	}
+	if _, err := testDB.Pool.Exec(ctx, `ANALYZE notification_deliveries`); err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	if err := testDB.Pool.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+outboxstore.DueScan, []string{sub}).Scan(&out); err != nil {
+		t.Fatal(err)
+	}
+	var plan []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(out, &plan); err != nil || len(plan) != 1 {
+		t.Fatalf("plan: %s, %v", out, err)
+	}
+	top := plan[0].Plan
+	top.walk(func(n planNode) {
+		switch n.NodeType {
+		case "Aggregate", "Sort", "Seq Scan", "Bitmap Heap Scan":
+			t.Errorf("Due's plan has a %s: it visits every pending delivery: %s", n.NodeType, out)
+		}
+	})
+	if blocks := top.HitBlocks + top.ReadBlock; blocks > 100 {
+		t.Errorf("Due touched %d blocks with 10,000 deliveries pending", blocks)
+	}
+	if due, _, err := store.Due(ctx, []string{sub}); err != nil || len(due) != 1 {
+		t.Errorf("due %v, %v", due, err)
 	}
 }

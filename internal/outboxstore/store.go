@@ -5,8 +5,11 @@
 // write that shows the change; writers of credits write theirs in the SQL transaction of the
 // credit (internal/rewardstore, internal/settlementstore).
 //
-// Order: a site's next event is claimed for a subscription only once its previous one is
-// delivered or given up, and never while an earlier event of the site waits to be fanned out.
+// Order: events are taken in commit-horizon order (each row carries its writer's transaction
+// id; the fan-out takes only those below the oldest transaction still running, by (xid, id):
+// migration 00027, docs/notifications.md "Order"). A site's next event is claimed for a
+// subscription only once its previous one is delivered or given up, and never while an
+// earlier event of the site waits to be fanned out.
 // At least once: a claim is a lease (claimed_until); a worker that dies between its POST and
 // its outcome lets the lease expire and the event is claimed again, with the same id.
 package outboxstore
@@ -116,9 +119,36 @@ type Unfanned struct {
 // out, on every pass of the deliverer.
 const fanOutPlan = `SET LOCAL enable_bitmapscan = off`
 
-// fanOutScan takes the oldest events not fanned out yet.
+// horizon is the oldest transaction still running (docs/notifications.md, "Order"): every
+// transaction with a lower id has finished, so no event below it can appear any more.
+const horizon = `pg_snapshot_xmin(pg_current_snapshot())`
+
+// fanOutScan takes the first events not fanned out yet, in commit-horizon order: those whose
+// writer's transaction is below the horizon, by (xid, id), from outbox_fan_out_order
+// (migration 00027). Events committed by one transaction become due together.
 const fanOutScan = `SELECT id, organisation, site_id, event_type, coalesce(subscription_uid, ''), created_at
-	FROM outbox WHERE fanned_out_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`
+	FROM outbox WHERE fanned_out_at IS NULL AND xid < ` + horizon + `
+	ORDER BY xid, id LIMIT $1 FOR UPDATE SKIP LOCKED`
+
+// heldScan finds the first event committed but not yet below the horizon (a transaction that
+// began before its writer is still running), from the same index.
+const heldScan = `SELECT extract(epoch FROM now() - created_at) FROM outbox
+	WHERE fanned_out_at IS NULL AND xid >= ` + horizon + ` ORDER BY xid, id LIMIT 1`
+
+// Held answers whether a committed event waits for the horizon (a transaction older than its
+// writer's still running), and how old the first such event is (0 when none): the fan-out
+// takes it once that transaction ends, which nothing notifies.
+func (s *Store) Held(ctx context.Context) (bool, time.Duration, error) {
+	var age float64
+	err := s.Pool.QueryRow(ctx, heldScan).Scan(&age)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, 0, nil
+	}
+	if err != nil {
+		return false, 0, s.classify(err)
+	}
+	return true, time.Duration(max(age, 0) * float64(time.Second)), nil
+}
 
 // FanOut gives up to limit events, oldest first, a delivery row for each subscription
 // targets names (by uid), and marks them fanned out; an event targets answers not ready for
@@ -162,9 +192,13 @@ func (s *Store) FanOut(ctx context.Context, limit int, targets func(Unfanned) (u
 			return nil
 		}
 		if len(seqs) > 0 {
+			// Each delivery keeps its event's place in commit-horizon order (event_xid, event_seq).
 			if _, err := q.Exec(ctx, `INSERT INTO notification_deliveries (subscription_uid, event_seq, organisation, site_id,
-					event_at)
-				SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[]) ON CONFLICT DO NOTHING`,
+					event_at, event_xid)
+				SELECT u.sub, u.seq, u.org, u.site, u.at, o.xid
+				FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[]) AS u(sub, seq, org, site, at)
+				JOIN outbox o ON o.id = u.seq
+				ON CONFLICT DO NOTHING`,
 				subs, seqs, orgs, sites, times); err != nil {
 				return err
 			}
@@ -177,45 +211,86 @@ func (s *Store) FanOut(ctx context.Context, limit int, targets func(Unfanned) (u
 }
 
 // head is the condition that a pending delivery d is its site's next for its subscription:
-// no event of the site that happened earlier is pending for the subscription, nor waiting to
-// be fanned out. Pings (no site) are in no order.
+// no event of the site earlier in commit-horizon order (its writer's transaction id, then its
+// sequence) is pending for the subscription, nor waiting to be fanned out. Pings (no site) are
+// in no order. Every delivery row is of an event below the horizon when it was fanned out, so
+// every earlier event of its site is committed and visible here.
 const head = `(d.site_id = '' OR (
 	NOT EXISTS (SELECT 1 FROM notification_deliveries e WHERE e.subscription_uid = d.subscription_uid
-		AND e.site_id = d.site_id AND e.state = 'pending' AND (e.event_at, e.event_seq) < (d.event_at, d.event_seq))
+		AND e.site_id = d.site_id AND e.state = 'pending' AND (e.event_xid, e.event_seq) < (d.event_xid, d.event_seq))
 	AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.organisation = d.organisation AND o.site_id = d.site_id
-		AND o.fanned_out_at IS NULL AND (o.created_at, o.id) < (d.event_at, d.event_seq))))`
+		AND o.fanned_out_at IS NULL AND (o.xid, o.id) < (d.event_xid, d.event_seq))))`
 
-// Deliveries are claimed only once their event is holdBack old: a site's events are written
-// by several controllers (an asset change by the Asset's, the eligibility change it causes by
-// the Site's), so one that happened a moment earlier may be committed a moment later; holding
-// events back briefly lets it arrive, so that a site's events go out in the order they happened.
+// dueScan answers, for each subscription, whether a delivery can be claimed now (the first in
+// claim order that is due, unleased and its site's head: an index scan that stops at it; a
+// scalar subquery, as EXISTS would drop the order and may scan the table) and
+// how long until the soonest retry falls due (one probe of the next-attempt index). Neither
+// groups or sorts a subscription's pending rows.
+const dueScan = `SELECT u.uid,
+		coalesce((SELECT true FROM notification_deliveries d
+			WHERE d.subscription_uid = u.uid AND d.state = 'pending' AND d.next_attempt_at <= now()
+				AND (d.claimed_until IS NULL OR d.claimed_until <= now()) AND ` + head + `
+			ORDER BY d.event_xid, d.event_seq LIMIT 1), false),
+		coalesce((SELECT extract(epoch FROM d.next_attempt_at - now()) FROM notification_deliveries d
+			WHERE d.subscription_uid = u.uid AND d.state = 'pending' AND d.next_attempt_at > now()
+			ORDER BY d.next_attempt_at LIMIT 1), -1)
+	FROM unnest($1::text[]) AS u(uid)`
 
-// Due answers which of the subscriptions uids have a delivery to claim now (events held back
-// holdBack), and when the soonest of the others falls due (zero when none waits).
-func (s *Store) Due(ctx context.Context, uids []string, holdBack time.Duration) (due []string, next time.Time, err error) {
+// Due answers which of the subscriptions uids have a delivery to claim now, and when the
+// soonest retry of the others falls due (zero when none waits; a lease that expires is
+// found by the deliverer's interval).
+func (s *Store) Due(ctx context.Context, uids []string) (due []string, next time.Time, err error) {
 	if len(uids) == 0 {
 		return nil, time.Time{}, nil
 	}
-	rows, err := s.Pool.Query(ctx, `SELECT d.subscription_uid,
-			min(greatest(d.next_attempt_at, coalesce(d.claimed_until, '-infinity'),
-				d.event_at + $2::bigint * interval '1 millisecond')) AS at, now()
-		FROM notification_deliveries d
-		WHERE d.state = 'pending' AND d.subscription_uid = ANY($1) AND `+head+`
-		GROUP BY d.subscription_uid`, uids, holdBack.Milliseconds())
+	rows, err := s.Pool.Query(ctx, dueScan, uids)
 	if err != nil {
 		return nil, time.Time{}, s.classify(err)
 	}
 	var uid string
-	var at, now time.Time
-	_, err = pgx.ForEachRow(rows, []any{&uid, &at, &now}, func() error {
-		if !at.After(now) {
+	var now bool
+	var in float64
+	start := time.Now()
+	_, err = pgx.ForEachRow(rows, []any{&uid, &now, &in}, func() error {
+		if now {
 			due = append(due, uid)
-		} else if wait := time.Now().Add(at.Sub(now)); next.IsZero() || wait.Before(next) {
-			next = wait
+		} else if in >= 0 {
+			if wait := start.Add(time.Duration(in * float64(time.Second))); next.IsZero() || wait.Before(next) {
+				next = wait
+			}
 		}
 		return nil
 	})
 	return due, next, s.classify(err)
+}
+
+// Holder is the session holding the horizon back, as pg_stat_activity shows it (other roles'
+// sessions only to a member of pg_read_all_stats: their fields may be empty).
+type Holder struct {
+	PID             int
+	User            string
+	ApplicationName string
+	State           string
+	// Age is how long its transaction has run (0 when not shown).
+	Age time.Duration
+}
+
+// HorizonHolder finds the oldest transaction with a transaction id still running (the one
+// holding the horizon), or a prepared transaction (PID 0, ApplicationName its gid), for the
+// deliverer's log; ok is false when none is seen.
+func (s *Store) HorizonHolder(ctx context.Context) (h Holder, ok bool, err error) {
+	var age float64
+	err = s.Pool.QueryRow(ctx, `SELECT pid, coalesce(usename, ''), coalesce(application_name, ''), coalesce(state, ''),
+			coalesce(extract(epoch FROM now() - xact_start), 0)
+		FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid()
+		UNION ALL
+		SELECT 0, owner::text, gid, 'prepared', extract(epoch FROM now() - prepared) FROM pg_prepared_xacts
+		ORDER BY 5 DESC LIMIT 1`).Scan(&h.PID, &h.User, &h.ApplicationName, &h.State, &age)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Holder{}, false, nil
+	}
+	h.Age = time.Duration(age * float64(time.Second))
+	return h, err == nil, s.classify(err)
 }
 
 // Delivery is a claimed delivery: one event for one subscription.
@@ -230,20 +305,19 @@ type Delivery struct {
 	ClaimedAt time.Time
 }
 
-// Claim leases up to n of a subscription's due deliveries (each the head of its site, its
-// event at least holdBack old) for lease: until it ends no other worker claims them.
-func (s *Store) Claim(ctx context.Context, uid string, n int, lease, holdBack time.Duration) ([]Delivery, error) {
+// Claim leases up to n of a subscription's due deliveries (each the head of its site), in
+// commit-horizon order, for lease: until it ends no other worker claims them.
+func (s *Store) Claim(ctx context.Context, uid string, n int, lease time.Duration) ([]Delivery, error) {
 	rows, err := s.Pool.Query(ctx, `WITH due AS (
 			SELECT d.subscription_uid, d.event_seq FROM notification_deliveries d
 			WHERE d.subscription_uid = $1 AND d.state = 'pending' AND d.next_attempt_at <= now()
-				AND d.event_at <= now() - $4::bigint * interval '1 millisecond'
 				AND (d.claimed_until IS NULL OR d.claimed_until <= now()) AND `+head+`
-			ORDER BY d.event_at, d.event_seq LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
+			ORDER BY d.event_xid, d.event_seq LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
 		UPDATE notification_deliveries d SET claimed_until = now() + $3::bigint * interval '1 millisecond'
 		FROM due, outbox o
 		WHERE d.subscription_uid = due.subscription_uid AND d.event_seq = due.event_seq AND o.id = d.event_seq
 		RETURNING d.event_seq, d.attempts, d.organisation, o.event_id, o.event_type, o.site_id, o.payload::text, o.created_at`,
-		uid, n, lease.Milliseconds(), holdBack.Milliseconds())
+		uid, n, lease.Milliseconds())
 	if err != nil {
 		return nil, s.classify(err)
 	}
@@ -256,7 +330,7 @@ func (s *Store) Claim(ctx context.Context, uid string, n int, lease, holdBack ti
 		out = append(out, d)
 		return nil
 	})
-	// Within a site, in order: the claim's order is the sequence's.
+	// Within a site, in order: each claim takes only a site's head.
 	return out, s.classify(err)
 }
 

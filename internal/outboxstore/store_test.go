@@ -3,10 +3,12 @@ package outboxstore_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
@@ -145,11 +147,11 @@ func TestClaimsKeepEachSiteInOrder(t *testing.T) {
 	if fanned := fanOut(t, o, sub); fanned < 3 {
 		t.Fatalf("fanned out %d events", fanned)
 	}
-	first, err := store.Claim(ctx, sub, 10, time.Minute, 0)
+	first, err := store.Claim(ctx, sub, 10, time.Minute)
 	if err != nil || sites(first) != "ab" {
 		t.Fatalf("first claim: %q, %v (want each site's head: a, b)", sites(first), err)
 	}
-	if again, err := store.Claim(ctx, sub, 10, time.Minute, 0); err != nil || len(again) != 0 {
+	if again, err := store.Claim(ctx, sub, 10, time.Minute); err != nil || len(again) != 0 {
 		t.Fatalf("claimed while leased, or a site's next before its head: %q, %v", sites(again), err)
 	}
 	// a's head fails (retried later); b's is delivered.
@@ -160,10 +162,10 @@ func TestClaimsKeepEachSiteInOrder(t *testing.T) {
 	if err := store.Record(ctx, first[1], outboxstore.Outcome{Result: outboxstore.Delivered, At: time.Now(), StatusCode: 204}); err != nil {
 		t.Fatal(err)
 	}
-	if next, err := store.Claim(ctx, sub, 10, time.Minute, 0); err != nil || len(next) != 0 {
+	if next, err := store.Claim(ctx, sub, 10, time.Minute); err != nil || len(next) != 0 {
 		t.Fatalf("a's second event claimed before its first was delivered: %q, %v", sites(next), err)
 	}
-	due, at, err := store.Due(ctx, []string{sub}, 0)
+	due, at, err := store.Due(ctx, []string{sub})
 	if err != nil || len(due) != 0 || at.Before(time.Now().Add(50*time.Minute)) {
 		t.Fatalf("due %v at %v, %v: want none, the retry in an hour", due, at, err)
 	}
@@ -175,13 +177,13 @@ func TestClaimsKeepEachSiteInOrder(t *testing.T) {
 		AND event_seq = $2`, sub, first[0].Seq); err != nil {
 		t.Fatal(err)
 	}
-	next, err := store.Claim(ctx, sub, 10, 0, 0)
+	next, err := store.Claim(ctx, sub, 10, 0)
 	if err != nil || sites(next) != "a" || next[0].Seq <= first[0].Seq {
 		t.Fatalf("after a's head was given up: %q, %v", sites(next), err)
 	}
 	// A lease of 0 has expired at once: another worker claims the event again (a worker that
 	// died mid-delivery), with the same id.
-	again, err := store.Claim(ctx, sub, 10, time.Minute, 0)
+	again, err := store.Claim(ctx, sub, 10, time.Minute)
 	if err != nil || len(again) != 1 || again[0].Event.ID != next[0].Event.ID {
 		t.Fatalf("claimed again after the lease: %+v, %v", again, err)
 	}
@@ -235,7 +237,7 @@ func TestRecordAllKeepsCountsAndOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	fanOut(t, o, sub)
-	heads, err := store.Claim(ctx, sub, 10, time.Minute, 0)
+	heads, err := store.Claim(ctx, sub, 10, time.Minute)
 	if err != nil || sites(heads) != "abcd" {
 		t.Fatalf("claimed %q, %v (want each site's head)", sites(heads), err)
 	}
@@ -257,7 +259,7 @@ func TestRecordAllKeepsCountsAndOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	// b's head delivered: b's next is claimable; a's head waits for its retry, so a's next waits too.
-	next, err := store.Claim(ctx, sub, 10, time.Minute, 0)
+	next, err := store.Claim(ctx, sub, 10, time.Minute)
 	if err != nil || sites(next) != "b" || next[0].Seq <= heads[1].Seq {
 		t.Fatalf("after the batch: %q, %v (want b's second event alone)", sites(next), err)
 	}
@@ -290,5 +292,81 @@ func TestRecordAllKeepsCountsAndOrder(t *testing.T) {
 	}
 	if fmt.Sprint(codes) != "[502 503 204 500 200]" {
 		t.Errorf("attempts newest first: status codes %v, want [502 503 204 500 200]", codes)
+	}
+}
+
+// insertIn writes a site's event in the caller's transaction, as a writer of credits does.
+func insertIn(t *testing.T, q pgx.Tx, o, site, id string) {
+	t.Helper()
+	if _, err := q.Exec(context.Background(), `INSERT INTO outbox (organisation, site_id, event_type, event_id, payload)
+		VALUES ($1, $2, 'enrolment.changed', $3, '{}')`, o, site, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCommitOrderAcrossTransactions: two writers of one site's events, the first to begin
+// writing committing last. The later writer's event is not fanned out while the earlier one's
+// transaction runs (Held says so); once it commits, the site's events are claimed in the order
+// their writers began writing, not the order they committed.
+func TestCommitOrderAcrossTransactions(t *testing.T) {
+	ctx := context.Background()
+	o, sub := org(), uuid.NewString()
+	first, err := testDB.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = first.Rollback(ctx) }()
+	insertIn(t, first, o, "a", "evt-first")
+	second, err := testDB.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insertIn(t, second, o, "a", "evt-second")
+	insertIn(t, second, o, "b", "evt-other-site")
+	if err := second.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if n := fanOut(t, o, sub); n != 0 {
+		t.Fatalf("fanned out %d events committed after a transaction still running began", n)
+	}
+	held, _, err := store.Held(ctx)
+	if err != nil || !held {
+		t.Fatalf("Held: %v, %v; want the committed events held back", held, err)
+	}
+	var pid int
+	if err := first.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if h, ok, err := store.HorizonHolder(ctx); err != nil || !ok || h.PID != pid {
+		t.Errorf("HorizonHolder: %+v, %v, %v; want the first writer's session, pid %d", h, ok, err, pid)
+	}
+	if ds, err := store.Claim(ctx, sub, 10, time.Minute); err != nil || len(ds) != 0 {
+		t.Fatalf("claimed %q, %v while the first writer runs", sites(ds), err)
+	}
+
+	if err := first.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if held, _, err := store.Held(ctx); err != nil || held {
+		t.Fatalf("Held after the commit: %v, %v", held, err)
+	}
+	if n := fanOut(t, o, sub); n != 3 {
+		t.Fatalf("fanned out %d events, want 3", n)
+	}
+	order := make([]string, 0, 3)
+	for range 3 {
+		ds, err := store.Claim(ctx, sub, 1, time.Minute)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("claim: %+v, %v", ds, err)
+		}
+		order = append(order, ds[0].Event.ID)
+		if err := store.Record(ctx, ds[0], outboxstore.Outcome{Result: outboxstore.Delivered, At: time.Now(), StatusCode: 204}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both of the second writer's events come after the first's: the order is the writers'.
+	if want := []string{"evt-first", "evt-second", "evt-other-site"}; !slices.Equal(order, want) {
+		t.Errorf("claimed %v, want %v", order, want)
 	}
 }

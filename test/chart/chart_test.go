@@ -211,9 +211,9 @@ var _ = Describe("charts/flexsite", func() {
 			[]string{"Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
 				"Service", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "Issuer", "Certificate",
 				"PodDisruptionBudget", "Proposition", "AssetModel"},
-			[]string{"Ingress", "NetworkPolicy", "ServiceMonitor"}),
+			[]string{"Ingress", "NetworkPolicy", "ServiceMonitor", "PrometheusRule"}),
 		Entry("with every toggle on (ci/all-on-values.yaml)", "ci/all-on-values.yaml",
-			[]string{"Deployment", "Ingress", "NetworkPolicy", "ServiceMonitor", "Certificate", "PodDisruptionBudget",
+			[]string{"Deployment", "Ingress", "NetworkPolicy", "ServiceMonitor", "PrometheusRule", "Certificate", "PodDisruptionBudget",
 				"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "Proposition", "AssetModel"},
 			[]string{"Issuer"}), // the certificate comes from the given ClusterIssuer
 		Entry("with a certificate of one's own (ci/own-cert-values.yaml)", "ci/own-cert-values.yaml",
