@@ -33,7 +33,9 @@ func (unreachableRegister) Ranked(context.Context, string, string, int) ([]meter
 	return nil, webtest.ErrStoreReached
 }
 
-func (unreachableRegister) Loaded(context.Context) (bool, error) { return false, webtest.ErrStoreReached }
+func (unreachableRegister) Loaded(context.Context) (bool, error) {
+	return false, webtest.ErrStoreReached
+}
 
 var fuzzPrincipal = &auth.Principal{Kind: auth.KindOrganisation, Namespace: "org-fuzz"}
 
