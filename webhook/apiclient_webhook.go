@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -12,6 +13,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/tenancy"
+	"github.com/flexsite/flexsite/internal/validation"
 )
 
 // The webhook writes a UsernameClaim when it admits a client, so its side effects are none
@@ -31,17 +33,38 @@ type apiClientValidator struct {
 }
 
 func (v *apiClientValidator) ValidateCreate(ctx context.Context, c *flexv1.APIClient) (admission.Warnings, error) {
+	if err := redirectURIs(c); err != nil {
+		return nil, err
+	}
 	return nil, v.claim(ctx, c)
 }
 
-// ValidateUpdate checks only a change of username: a client keeps the username it holds, so
-// that one of two clients that share a name from before the webhook existed can still be
-// disabled or renamed.
+// ValidateUpdate checks the redirect URIs when they or the schemes change, and a change of
+// username: a client keeps the username it holds, so that one of two clients that share a
+// name from before the webhook existed can still be disabled or renamed.
 func (v *apiClientValidator) ValidateUpdate(ctx context.Context, old, c *flexv1.APIClient) (admission.Warnings, error) {
+	if !slices.Equal(old.Spec.RedirectURIs, c.Spec.RedirectURIs) || !slices.Equal(old.Spec.RedirectSchemes, c.Spec.RedirectSchemes) {
+		if err := redirectURIs(c); err != nil {
+			return nil, err
+		}
+	}
 	if old.Spec.Username == c.Spec.Username {
 		return nil, nil
 	}
 	return nil, v.claim(ctx, c)
+}
+
+// redirectURIs refuses a registered redirect URI that no device authorisation could name:
+// each must pass validation.RedirectURI (https, http to a loopback host, or one of the
+// client's own spec.redirectSchemes), the rule the REST API applies to a redirect_uri.
+func redirectURIs(c *flexv1.APIClient) error {
+	var errs field.ErrorList
+	for i, u := range c.Spec.RedirectURIs {
+		if _, err := validation.RedirectURI(u, c.Spec.RedirectSchemes); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "redirectURIs").Index(i), u, err.Error()))
+		}
+	}
+	return invalid("APIClient", c.Name, errs)
 }
 
 func (v *apiClientValidator) ValidateDelete(context.Context, *flexv1.APIClient) (admission.Warnings, error) {

@@ -72,6 +72,33 @@ var _ = Describe("APIClient webhook", func() {
 		Expect(claim.Spec).To(Equal(flexv1.UsernameClaimSpec{Username: username, APIClientNamespace: ns, APIClientName: "app"}))
 	})
 
+	It("takes registered redirect URIs that are https, loopback http, or of a scheme the client declares", func(ctx SpecContext) {
+		c := apiClient(ns, "mobile", "mobile-"+ns)
+		c.Spec.RedirectURIs = []string{"https://app.example.com/done", "com.example.app:/oauth", "http://app.example.com/x"}
+		msg := refusal(ctx, c)
+		Expect(msg).To(ContainSubstring(`spec.redirectURIs[1]: Invalid value: "com.example.app:/oauth": ` +
+			`redirect_uri's scheme "com.example.app" is not one of the API client's redirectSchemes`))
+		Expect(msg).To(ContainSubstring(`spec.redirectURIs[2]: Invalid value: "http://app.example.com/x": redirect_uri must use https`))
+
+		By("taking the app's URI once its scheme is declared")
+		c.Spec.RedirectURIs = c.Spec.RedirectURIs[:2]
+		c.Spec.RedirectSchemes = []string{"com.example.app"}
+		Expect(k8sClient.Create(ctx, c)).To(Succeed())
+
+		By("refusing a scheme that is not a reverse domain name (the CRD's pattern)")
+		c.Spec.RedirectSchemes = []string{"myapp"}
+		err := k8sClient.Update(ctx, c)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.redirectSchemes[0]"))
+
+		By("refusing to withdraw a scheme a registered URI still uses")
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(c), c)).To(Succeed())
+		c.Spec.RedirectSchemes = nil
+		err = k8sClient.Update(ctx, c)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.redirectURIs[1]"))
+	})
+
 	// The cache of the webhook's manager cannot see a client stored a millisecond earlier, and
 	// a List of the API server cannot see one being admitted at the same moment: the claim's
 	// name is what the API server serialises.

@@ -101,6 +101,20 @@ type APIClientSpec struct {
 	// +kubebuilder:validation:items:MaxLength=2048
 	RedirectURIs []string `json:"redirectURIs,omitempty"`
 
+	// redirectSchemes are the private-use URI schemes of the organisation's mobile apps
+	// (RFC 8252 section 7.1): each a reverse domain name the organisation controls, in lower
+	// case, such as com.example.app. A redirect_uri the client names (the rewards link's, a
+	// device authorisation's, and each of redirectURIs) may use one of them
+	// (com.example.app:/callback) instead of https; a private-use scheme not listed here is
+	// refused. The rule is validation.AppScheme's.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MinLength=3
+	// +kubebuilder:validation:items:MaxLength=100
+	// +kubebuilder:validation:items:Pattern=`^[a-z]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$`
+	RedirectSchemes []string `json:"redirectSchemes,omitempty"`
+
 	// disabled refuses every login and every token already issued to the client.
 	// +optional
 	Disabled bool `json:"disabled,omitempty"`

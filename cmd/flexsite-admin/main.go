@@ -40,6 +40,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/index"
+	flexvalidation "github.com/flexsite/flexsite/internal/validation"
 )
 
 func main() {
@@ -58,7 +59,7 @@ func run(args []string, password string, stdout, stderr io.Writer) error {
 	}
 	if len(args) == 0 || args[0] != "organisation" {
 		return errors.New("usage: flexsite-admin organisation --name NAMESPACE --username USER " +
-			"[--roles " + knownRoles() + "] [--consent-exempt]\n" +
+			"[--roles " + knownRoles() + "] [--consent-exempt] [--redirect-schemes com.example.app,...]\n" +
 			"   or: " + strings.TrimPrefix(paymentUsage, "usage: ") + "\n" +
 			"   or: " + strings.TrimPrefix(metersUsage, "usage: "))
 	}
@@ -69,6 +70,8 @@ func run(args []string, password string, stdout, stderr io.Writer) error {
 	roles := fs.String("roles", "entity_read,entity_write,rewards,components,flex_events_write,prices_write",
 		"Comma-separated roles of the API client.")
 	exempt := fs.Bool("consent-exempt", false, "Exempt the client from sending boundary meter consent for new end users.")
+	schemes := fs.String("redirect-schemes", "", "Comma-separated private-use URI schemes of the organisation's mobile apps "+
+		"(reverse domain names, e.g. com.example.app), which a redirect_uri may use instead of https.")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -82,13 +85,17 @@ func run(args []string, password string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	redirectSchemes, err := parseSchemes(*schemes)
+	if err != nil {
+		return err
+	}
 	if password == "" {
 		if password, err = generatePassword(); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "generated password for %s (shown once, store it now): %s\n", *username, password)
 	}
-	docs, err := organisationYAML(*name, *username, password, clientRoles, *exempt)
+	docs, err := organisationYAML(*name, *username, password, clientRoles, *exempt, redirectSchemes)
 	if err != nil {
 		return err
 	}
@@ -111,6 +118,21 @@ func parseRoles(s string) ([]flexv1.Role, error) {
 	return out, nil
 }
 
+// parseSchemes reads --redirect-schemes: each one a scheme flexvalidation.AppScheme accepts.
+func parseSchemes(s string) ([]string, error) {
+	var out []string
+	for _, scheme := range strings.Split(s, ",") {
+		if scheme = strings.TrimSpace(scheme); scheme == "" {
+			continue
+		}
+		if err := flexvalidation.AppScheme(scheme); err != nil {
+			return nil, fmt.Errorf("--redirect-schemes %q: %w", scheme, err)
+		}
+		out = append(out, scheme)
+	}
+	return out, nil
+}
+
 func generatePassword() (string, error) {
 	b := make([]byte, 24)
 	if _, err := rand.Read(b); err != nil {
@@ -121,7 +143,7 @@ func generatePassword() (string, error) {
 
 // organisationYAML renders the organisation's Namespace, the Secret with the client's bcrypt
 // password hash, and the APIClient.
-func organisationYAML(name, username, password string, roles []flexv1.Role, exempt bool) (string, error) {
+func organisationYAML(name, username, password string, roles []flexv1.Role, exempt bool, schemes []string) (string, error) {
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
 	if err != nil {
 		return "", err
@@ -149,6 +171,7 @@ func organisationYAML(name, username, password string, roles []flexv1.Role, exem
 				PasswordHashSecretRef: flexv1.SecretKeyRef{Name: secretName, Key: "password-hash"},
 				Roles:                 roles,
 				ConsentExempt:         exempt,
+				RedirectSchemes:       schemes,
 			},
 		},
 	}

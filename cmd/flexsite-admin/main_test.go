@@ -14,7 +14,8 @@ import (
 
 func TestOrganisationYAML(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if err := run([]string{"organisation", "--name", "acme", "--username", "acme-app", "--roles", "entity_read,rewards"},
+	if err := run([]string{"organisation", "--name", "acme", "--username", "acme-app", "--roles", "entity_read,rewards",
+		"--redirect-schemes", "com.acme.app, com.acme.rewards"},
 		"s3cret-password", &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,8 @@ func TestOrganisationYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	if client.Namespace != "acme" || client.Spec.Username != "acme-app" ||
-		client.Spec.PasswordHashSecretRef.Name != secret.Name || len(client.Spec.Roles) != 2 {
+		client.Spec.PasswordHashSecretRef.Name != secret.Name || len(client.Spec.Roles) != 2 ||
+		strings.Join(client.Spec.RedirectSchemes, ",") != "com.acme.app,com.acme.rewards" {
 		t.Fatalf("unexpected API client: %+v", client)
 	}
 }
@@ -61,6 +63,8 @@ func TestRejectsBadInput(t *testing.T) {
 		{"organisation", "--name", "Not_A_Namespace", "--username", "u"},
 		{"organisation", "--name", "acme"},
 		{"organisation", "--name", "acme", "--username", "u", "--roles", "admin"},
+		{"organisation", "--name", "acme", "--username", "u", "--redirect-schemes", "https"},
+		{"organisation", "--name", "acme", "--username", "u", "--redirect-schemes", "com.acme.app:/cb"},
 	} {
 		var out, errOut bytes.Buffer
 		if err := run(args, "pw", &out, &errOut); err == nil {

@@ -2,7 +2,10 @@ package app
 
 import (
 	"context"
+	"errors"
 	"slices"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/auth"
@@ -216,4 +219,21 @@ func (s *Service) LegacyOnboard(ctx context.Context, p *auth.Principal, in Legac
 		return nil
 	})
 	return out, err
+}
+
+// RedirectURI checks a redirect_uri the caller names by validation.RedirectURI, with the private-use
+// schemes its API client declares (one cached Get, only when one is named): 422 saying why.
+func RedirectURI(ctx context.Context, cache client.Reader, p *auth.Principal, raw string) (string, error) {
+	norm, err := validation.RedirectURI(raw, nil)
+	if validation.NeedsAppSchemes(err) {
+		cl := &flexv1.APIClient{}
+		if err := cache.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.ClientName}, cl); client.IgnoreNotFound(err) != nil {
+			return "", err
+		}
+		norm, err = validation.RedirectURI(raw, cl.Spec.RedirectSchemes)
+	}
+	if v := (*validation.Error)(nil); errors.As(err, &v) {
+		return "", InvalidFields(Field(v.Msg, v.Type, "query", "redirect_uri"))
+	}
+	return norm, err
 }

@@ -284,4 +284,7 @@ type Register interface {
 	// address to address (TellingWords of both), best first (ties in natural address
 	// order), at most limit.
 	Ranked(ctx context.Context, postcode, address string, limit int) ([]Candidate, error)
+	// Loaded tells whether the register holds any meter point: an empty one (none imported
+	// yet) cannot tell a meter point that does not exist from one it was never given.
+	Loaded(ctx context.Context) (bool, error)
 }

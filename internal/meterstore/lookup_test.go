@@ -97,6 +97,16 @@ func TestByMPAN(t *testing.T) {
 	}
 }
 
+func TestLoaded(t *testing.T) {
+	ctx := context.Background()
+	if loaded, err := freshRegister(t).Loaded(ctx); err != nil || loaded {
+		t.Errorf("Loaded() of an empty register = %v, %v; want false", loaded, err)
+	}
+	if loaded, err := freshRegister(t, at(1, "EX1 1AA", "1 High Street")).Loaded(ctx); err != nil || !loaded {
+		t.Errorf("Loaded() of a register of one = %v, %v; want true", loaded, err)
+	}
+}
+
 func TestRanked(t *testing.T) {
 	ctx := context.Background()
 	s := freshRegister(t,

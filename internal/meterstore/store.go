@@ -62,6 +62,15 @@ func (s *Store) ByMPAN(ctx context.Context, mpan string) (meters.Point, bool, er
 	}
 }
 
+// Loaded tells whether the register holds any meter point (one row of the primary key read).
+func (s *Store) Loaded(ctx context.Context) (bool, error) {
+	var loaded bool
+	if err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM meter_points)`).Scan(&loaded); err != nil {
+		return false, s.classify(err)
+	}
+	return loaded, nil
+}
+
 // Ranked is the meter points at a normalised postcode ranked by the by-address rule, best
 // first, ties in natural address order, at most limit: pg_trgm's similarity of the words that
 // tell the postcode's addresses apart (meters.TellingWords) to the given address's, or 0 for

@@ -204,7 +204,7 @@ func (a *API) Routes() []web.Route {
 		{Method: "PUT", Path: marketPricesRoute, Handler: org(a.putMarketPrices, flexv1.RolePricesWrite)},
 		{Method: "GET", Path: marketPricesRoute, Handler: org(a.getMarketPrices, read)},
 
-		{Method: "POST", Path: "/validation/mpan", Handler: org(validateMPAN)},
+		{Method: "POST", Path: "/validation/mpan", Handler: org(a.validateMPAN)},
 
 		{Method: "POST", Path: "/data/readings", Handler: org(a.postReadings, write)},
 

@@ -76,13 +76,10 @@ func (a *API) listAssets(r *http.Request, p *auth.Principal) (any, error) {
 	return a.Households.ListAssets(r.Context(), p, pg)
 }
 
-func validateMPAN(r *http.Request, _ *auth.Principal) (any, error) {
+func (a *API) validateMPAN(r *http.Request, p *auth.Principal) (any, error) {
 	var mpan string
 	if err := readBody(r, func(f *fields, body map[string]any) { mpan, _ = f.Str(body, []any{"body"}, "mpan", true) }); err != nil {
 		return nil, err
 	}
-	if _, err := validation.NormaliseMPAN(mpan); err != nil {
-		return nil, &web.Error{Status: http.StatusBadRequest, Detail: []string{err.Error()}}
-	}
-	return map[string]bool{"isValid": true}, nil
+	return a.Meters.ValidateMPAN(r.Context(), p, mpan)
 }

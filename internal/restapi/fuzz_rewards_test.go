@@ -30,6 +30,10 @@ func FuzzBalanceURLQuery(f *testing.F) {
 		{"redirect_uri=https%3A%2F%2Fa%27b.example", "00000000-0000-0000-0000-000000000000"},
 		{"redirect_uri=https%3A%2F%2Fexample.com%3Bscript-src%2F", "00000000-0000-0000-0000-000000000000"},
 		{"redirect_uri=https%3A%2F%2Fa%2Cb", "00000000-0000-0000-0000-000000000000"},
+		// Private-use schemes (the API client's declared schemes decide).
+		{"redirect_uri=com.example.app%3A%2Fcallback", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e"},
+		{"redirect_uri=myapp%3A%2Fcallback", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e"},
+		{"redirect_uri=com.example.app%3A%2F%2Fu%3Ap%40cb", "8f14e45f-ceea-467a-9af0-6b1f2a3c4d5e"},
 	} {
 		f.Add(seed.query, seed.id)
 	}
@@ -44,12 +48,16 @@ func FuzzBalanceURLQuery(f *testing.F) {
 			return
 		}
 		q, _ := url.ParseQuery(rawQuery)
-		norm, err := validation.RedirectURI(q.Get("redirect_uri"))
+		norm, err := validation.RedirectURI(q.Get("redirect_uri"), nil)
+		if validation.NeedsAppSchemes(err) {
+			// A private-use scheme: the API client's declared schemes are read (the store).
+			norm, err = validation.RedirectURI(q.Get("redirect_uri"), []string{strings.SplitN(q.Get("redirect_uri"), ":", 2)[0]})
+		}
 		if err != nil {
 			t.Fatalf("reached the store with redirect_uri %q", q.Get("redirect_uri"))
 		}
 		u, err := url.Parse(norm)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		if err != nil || u.User != nil || validation.RedirectSource(norm) == "" {
 			t.Fatalf("redirect_uri %q normalised to %q", q.Get("redirect_uri"), norm)
 		}
 		for _, key := range []string{"enforce_two_factor_auth", "hide_transactions", "auto_redirect_to_setup"} {
@@ -62,9 +70,9 @@ func FuzzBalanceURLQuery(f *testing.F) {
 		if _, err := pathID(id, "site_id"); err != nil {
 			t.Fatalf("reached the store with site_id %q", id)
 		}
-		// The redirect is allowed into the page's form-action as its origin, nothing more.
-		if strings.ContainsAny(u.Host, " ;,'\"<>") {
-			t.Fatalf("redirect host %q could break the Content-Security-Policy", u.Host)
+		// The redirect is allowed into the page's form-action as its origin or scheme, nothing more.
+		if strings.ContainsAny(validation.RedirectSource(norm), " ;,'\"<>") {
+			t.Fatalf("redirect %q could break the Content-Security-Policy", norm)
 		}
 	})
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/auth"
-	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
@@ -64,10 +63,6 @@ func (a *API) balanceURL(r *http.Request, p *auth.Principal) (any, error) {
 	redirect := q.Get("redirect_uri")
 	if redirect == "" {
 		f.Add("Field required", "missing", []any{"query", "redirect_uri"})
-	} else if norm, err := validation.RedirectURI(redirect); err != nil {
-		f.AddValidation(err, []any{"query", "redirect_uri"})
-	} else {
-		redirect = norm // stored and sent back normalised: encoded for a Location header
 	}
 	twoFactor := queryBool(f, q, "enforce_two_factor_auth")
 	hide := queryBool(f, q, "hide_transactions")

@@ -139,15 +139,9 @@ type transactionView struct{ Date, Description, Amount, Status string }
 
 type bankView struct{ AccountName, SortCode, AccountNumber string }
 
-// formAction is the origin a page's last form may post to (redirect_uri's, as
-// validation.RedirectURI normalised it), or "" when target is none.
-func formAction(target string) string {
-	norm, err := validation.RedirectURI(target)
-	if err != nil {
-		return ""
-	}
-	return validation.Origin(norm)
-}
+// formAction is the source a page's last form may send the browser on to (redirect_uri's
+// origin, or its private-use scheme: validation.RedirectSource), or "" when target is none.
+func formAction(target string) string { return validation.RedirectSource(target) }
 
 // setHeaders are the headers of every page answer: no caching, no referrer, a CSP that allows
 // only the page's own stylesheet and forms posting to itself (and, after the last form, the

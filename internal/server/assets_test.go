@@ -1,9 +1,12 @@
 package server_test
 
 import (
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	. "github.com/onsi/ginkgo/v2"
@@ -12,7 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/meterstore"
+	"github.com/flexsite/flexsite/internal/server"
+	"github.com/flexsite/flexsite/internal/validation"
 )
 
 // Specs of the asset endpoints (create, get by id and by external id) and of MPAN validation.
@@ -244,18 +251,31 @@ var _ = Describe("GET /entities/asset/{asset_id} and /entities/asset/external-id
 	})
 })
 
+// unregisteredMPAN is a well-formed MPAN of distributor 98, which neither the generated
+// register (10 to 23) nor the handmade one (99) uses.
+var unregisteredMPAN = func() string {
+	first12 := "980000000001"
+	return first12 + fmt.Sprint(validation.MPANCheckDigit(first12))
+}()
+
 var _ = Describe("POST /validation/mpan", func() {
 	var tok string
-	BeforeEach(func(ctx SpecContext) { tok = newOrg(ctx).token() })
+	BeforeEach(func(ctx SpecContext) {
+		ensureMeterRegister(ctx)
+		tok = newOrg(ctx).token()
+	})
 
-	DescribeTable("validates an MPAN",
+	DescribeTable("validates an MPAN against the meter register",
 		func(body any, status int, answer map[string]any) {
 			got, resp := call("POST", "/validation/mpan", tok, body)
 			Expect(got).To(Equal(status), "%s", resp)
 			Expect(resp.Map()).To(Equal(answer))
 		},
-		Entry("a valid MPAN", map[string]any{"mpan": "1200000000011"}, http.StatusOK, map[string]any{"isValid": true}),
-		Entry("a valid MPAN with spaces", map[string]any{"mpan": "12 0000 0000 011"}, http.StatusOK, map[string]any{"isValid": true}),
+		Entry("an MPAN of the register", map[string]any{"mpan": meterMPAN(30)}, http.StatusOK, map[string]any{"isValid": true}),
+		Entry("an MPAN of the register with spaces", map[string]any{"mpan": meterMPAN(30)[:2] + " " + meterMPAN(30)[2:6] + " " +
+			meterMPAN(30)[6:10] + " " + meterMPAN(30)[10:]}, http.StatusOK, map[string]any{"isValid": true}),
+		Entry("a well-formed MPAN the register does not hold", map[string]any{"mpan": unregisteredMPAN}, http.StatusNotFound,
+			map[string]any{"detail": []any{"No connected import meter with this MPAN was found"}}),
 		Entry("a failed check digit", map[string]any{"mpan": "1234567890123"}, http.StatusBadRequest,
 			map[string]any{"detail": []any{"MPAN check digit is invalid"}}),
 		Entry("too short", map[string]any{"mpan": "12345"}, http.StatusBadRequest,
@@ -263,6 +283,46 @@ var _ = Describe("POST /validation/mpan", func() {
 		Entry("not digits", map[string]any{"mpan": "12000000000AB"}, http.StatusBadRequest,
 			map[string]any{"detail": []any{"MPAN must be exactly 13 digits"}}),
 	)
+
+	It("counts a validation of a well-formed MPAN as a lookup of the register: 429 past the organisation's budget",
+		func(ctx SpecContext) {
+			replica := budgeted(server.MeterBudgets{OrganisationPerHour: 2, OrganisationPerDay: 100})
+			start := clock.Load().UTC().Truncate(time.Hour).Add(10 * time.Minute)
+			was := *clock.Load()
+			DeferCleanup(func() { clock.Store(&was) })
+			clock.Store(&start)
+			own := newOrg(ctx).token()
+			validate := func(mpan string) (int, string, response) {
+				return readAnswer(limitedCall(replica, "POST", "/validation/mpan", own, "application/json",
+					fmt.Sprintf(`{"mpan": %q}`, mpan)))
+			}
+			status, _, resp := validate("1234567890123") // malformed: refused before any lookup, costs nothing
+			Expect(status).To(Equal(http.StatusBadRequest), "%s", resp)
+			status, _, resp = validate(meterMPAN(30))
+			Expect(status).To(Equal(http.StatusOK), "%s", resp)
+			status, _, resp = validate(unregisteredMPAN)
+			Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
+			status, retryAfter, resp := validate(meterMPAN(30))
+			Expect(status).To(Equal(http.StatusTooManyRequests), "%s", resp)
+			Expect(retryAfter).To(Equal(untilHourEnds()))
+		})
+
+	It("checks the form alone while no register is loaded", func(ctx SpecContext) {
+		empty, err := dbtest.New(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { empty.Close(ctx) })
+		cfg := apiSrv.Config
+		cfg.MeterRegister = &meterstore.Store{Pool: empty.Pool}
+		replica := httptest.NewServer(server.NewServer(cfg))
+		DeferCleanup(replica.Close)
+		status, _, resp := readAnswer(limitedCall(replica, "POST", "/validation/mpan", tok, "application/json",
+			`{"mpan": "1200000000011"}`))
+		Expect(status).To(Equal(http.StatusOK), "%s", resp)
+		Expect(resp.Map()).To(Equal(map[string]any{"isValid": true}))
+		status, _, resp = readAnswer(limitedCall(replica, "POST", "/validation/mpan", tok, "application/json",
+			`{"mpan": "1234567890123"}`))
+		Expect(status).To(Equal(http.StatusBadRequest), "%s", resp)
+	})
 
 	It("answers a missing or mistyped mpan with 422 and no token with 401", func() {
 		status, resp := call("POST", "/validation/mpan", tok, map[string]any{})

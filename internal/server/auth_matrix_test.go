@@ -266,7 +266,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			"DELETE /entities/asset/{asset_id}": {role: flexv1.RoleEntityWrite, scoped: true, body: noBody,
 				success: http.StatusNoContent},
 			"GET /entities/asset/external-id/{external_id}": {role: flexv1.RoleEntityRead, scoped: true, body: noBody},
-			"POST /validation/mpan":                         {body: jsonBody(map[string]any{"mpan": "1234567890126"})},
+			"POST /validation/mpan":                         {body: jsonBody(map[string]any{"mpan": meterMPAN(31)})},
 			"GET /rewards/{site_id}/transactions":           {role: flexv1.RoleRewards, scoped: true, body: noBody},
 			"GET /rewards/{site_id}/info":                   {role: flexv1.RoleRewards, scoped: true, body: noBody},
 			"POST /rewards/{site_id}/transactions": {role: flexv1.RoleRewardsWrite, scoped: true, success: http.StatusCreated,

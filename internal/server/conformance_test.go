@@ -494,8 +494,9 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		}).Should(Succeed())
 	})
 
-	It("answers the MPAN validation as documented", func() {
-		c.call("POST", "/validation/mpan", tok, map[string]any{"mpan": home.mpan})
+	It("answers the MPAN validation as documented", func(ctx SpecContext) {
+		ensureMeterRegister(ctx)
+		c.call("POST", "/validation/mpan", tok, map[string]any{"mpan": meterMPAN(30)})
 	})
 
 	It("answers POST /data/readings as documented, with readings accepted and rejected", func() {

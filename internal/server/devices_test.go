@@ -254,6 +254,36 @@ var _ = Describe("Device connections: initiate, callback, list, disconnect", fun
 		Expect(status).To(Equal(http.StatusNotFound))
 	})
 
+	It("sends the household back to a mobile app's private-use scheme only when the API client declares it and registers the URI", func(ctx SpecContext) {
+		const appURI = "com.example.app:/oauth/done"
+		initiate := func(redirect string) (int, response) {
+			return call("GET", "/entities/site/"+siteID+"/oauth/example/initiate?redirect_uri="+url.QueryEscape(redirect), tok, nil)
+		}
+		status, resp := initiate(appURI)
+		expectValidationItem(status, resp, []any{"query", "redirect_uri"}, "url_scheme_undeclared")
+
+		patchAPIClient(ctx, o, func(c *flexv1.APIClient) {
+			c.Spec.RedirectSchemes = []string{"com.example.app"}
+			c.Spec.RedirectURIs = []string{registeredURI, appURI}
+		})
+		var authURL string
+		Eventually(func(g Gomega) {
+			status, resp := initiate(appURI)
+			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
+			authURL = resp.Map()["authorization_url"].(string)
+		}).Should(Succeed())
+		By("refusing the declared scheme at a URI the client did not register")
+		status, resp = initiate("com.example.app:/elsewhere")
+		expectValidationItem(status, resp, []any{"query", "redirect_uri"}, "value_error")
+
+		cb, err := oauthprovider.Consent(authURL, true)
+		Expect(err).NotTo(HaveOccurred())
+		status, loc, body := openCallback(cb)
+		Expect(status).To(Equal(http.StatusSeeOther), body)
+		Expect(loc.Scheme + ":" + loc.Path).To(Equal(appURI))
+		Expect(loc.Query().Get("connection")).To(Equal("connected"))
+	})
+
 	It("answers bad input as the spec says, and stores nothing for a denied, reused or expired authorisation", func(ctx SpecContext) {
 		initiate := func(site, provider, redirect string) (int, response) {
 			return call("GET", "/entities/site/"+site+"/oauth/"+provider+"/initiate?redirect_uri="+url.QueryEscape(redirect), tok, nil)

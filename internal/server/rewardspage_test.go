@@ -228,6 +228,43 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 		Expect(p.location).NotTo(ContainAny(`"<> `))
 	})
 
+	It("takes a redirect_uri of a private-use scheme (a mobile app's) only when the API client declares it", func(ctx SpecContext) {
+		balance := func(raw string) (int, response) {
+			return call("GET", "/rewards/"+siteID+"/url/balance?redirect_uri="+url.QueryEscape(raw), tok, nil)
+		}
+		refusal := func(status int, resp response) string {
+			GinkgoHelper()
+			expectValidationItem(status, resp, []any{"query", "redirect_uri"}, "")
+			return resp.Detail().([]any)[0].(map[string]any)["msg"].(string)
+		}
+		By("refusing every private-use scheme while the API client declares none")
+		Expect(refusal(balance("com.example.app:/callback"))).To(ContainSubstring(`"com.example.app" is not one of the API client's redirectSchemes`))
+		By("refusing plain http beyond loopback, and a scheme that is no app's, each saying why")
+		Expect(refusal(balance("http://app.example.com/done"))).To(ContainSubstring("must use https"))
+		Expect(refusal(balance("myapp:/callback"))).To(ContainSubstring("reverse domain name"))
+
+		patchAPIClient(ctx, o, func(c *flexv1.APIClient) { c.Spec.RedirectSchemes = []string{"com.example.app"} })
+		By("taking the declared scheme once the API client declares it, and no other")
+		var answer map[string]any
+		Eventually(func(g Gomega) {
+			status, resp := balance("COM.Example.App:/callback?done=1")
+			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
+			answer = resp.Map()
+		}).Should(Succeed())
+		Expect(refusal(balance("com.example.app.evil:/callback"))).To(ContainSubstring("is not one of the API client's redirectSchemes"))
+		Expect(refusal(balance("com.example.app:callback"))).NotTo(BeEmpty(), "an opaque URI is refused")
+		Expect(refusal(balance("com.example.app://user:pw@cb/"))).NotTo(BeEmpty(), "credentials are refused")
+
+		By("allowing the page's last form to send the browser on to the app's scheme, and nowhere else")
+		b := newBrowser()
+		p := b.do("GET", answer["balance_withdrawal_url"].(string), nil)
+		Expect(p.status).To(Equal(http.StatusOK), p.body)
+		Expect(p.header.Get("Content-Security-Policy")).To(ContainSubstring("form-action 'self' com.example.app:;"))
+		p = b.do("POST", "/hosted/rewards/finish", url.Values{"csrf_token": {p.csrf()}})
+		Expect(p.status).To(Equal(http.StatusSeeOther))
+		Expect(p.location).To(Equal("com.example.app:/callback?done=1"))
+	})
+
 	It("answers a form larger than its bound with 413, and stores nothing", func(ctx SpecContext) {
 		b := newBrowser()
 		p := b.do("GET", link("&enforce_two_factor_auth=false")["balance_withdrawal_url"].(string), nil)

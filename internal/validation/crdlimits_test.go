@@ -14,3 +14,10 @@ func TestSiteAssetsBound(t *testing.T) {
 		t.Fatalf("status.assets maxItems = %d, want flexv1.MaxSiteAssets (%d)", got, flexv1.MaxSiteAssets)
 	}
 }
+
+// TestAppSchemeBound: the APIClient CRD bounds a declared redirect scheme as AppScheme does.
+func TestAppSchemeBound(t *testing.T) {
+	if got := CRDMaxLength["APIClient.spec.redirectSchemes[*]"]; got != MaxAppSchemeLength {
+		t.Fatalf("spec.redirectSchemes items maxLength = %d, want MaxAppSchemeLength (%d)", got, MaxAppSchemeLength)
+	}
+}

@@ -10,6 +10,7 @@ package validation
 var CRDMaxLength = map[string]int{
 	"APIClient.spec.passwordHashSecretRef.key":         253,
 	"APIClient.spec.passwordHashSecretRef.name":        253,
+	"APIClient.spec.redirectSchemes[*]":                100,
 	"APIClient.spec.redirectURIs[*]":                   2048,
 	"APIClient.spec.username":                          128,
 	"Asset.spec.externalID":                            256,
@@ -92,6 +93,7 @@ var CRDMaxLength = map[string]int{
 // keyed as CRDMaxLength is: a Go constant that must say the same as a marker is tested
 // against its entry here. Read it only.
 var CRDMaxItems = map[string]int{
+	"APIClient.spec.redirectSchemes":               8,
 	"APIClient.spec.redirectURIs":                  16,
 	"APIClient.spec.roles":                         8,
 	"Asset.status.conditions":                      8,

@@ -153,16 +153,16 @@ const (
 	cachePoll = 2 * time.Millisecond
 )
 
-// checkRedirect normalises a redirect URI and checks it is registered for the caller: one of
-// its API client's redirectURIs, or, for a household's token, on its allowed origin.
+// checkRedirect normalises a redirect URI (app.RedirectURI: https, or a private-use scheme the
+// API client declares) and checks it is registered for the caller: one of its API client's
+// redirectURIs, or, for a household's token, on its allowed origin.
 func (s *Service) checkRedirect(ctx context.Context, p *auth.Principal, raw string) (string, error) {
 	if raw == "" {
 		return "", nil
 	}
-	norm, err := validation.RedirectURI(raw)
+	norm, err := app.RedirectURI(ctx, s.cache, p, raw)
 	if err != nil {
-		return "", app.InvalidFields(app.Field("Input should be an absolute https URL with a valid host name",
-			"url_parsing", "query", "redirect_uri"))
+		return "", err
 	}
 	if p.Kind == auth.KindEndUser && p.AllowedOrigin != "" && validation.Origin(norm) == p.AllowedOrigin {
 		return norm, nil
@@ -175,7 +175,7 @@ func (s *Service) checkRedirect(ctx context.Context, p *auth.Principal, raw stri
 		return "", err
 	}
 	for _, u := range cl.Spec.RedirectURIs {
-		if n, err := validation.RedirectURI(u); err == nil && n == norm {
+		if n, err := validation.RedirectURI(u, cl.Spec.RedirectSchemes); err == nil && n == norm {
 			return norm, nil
 		}
 	}

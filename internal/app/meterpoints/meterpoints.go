@@ -306,3 +306,43 @@ func (s *Service) ByAddress(ctx context.Context, p *auth.Principal, address stri
 	}
 	return meterOf(pt), nil
 }
+
+// MPANValidation is the answer of an MPAN validated (prod's MPANValidationResponse).
+type MPANValidation struct {
+	IsValid bool `json:"isValid"`
+	// Registered tells whether the register confirmed the meter point (false: no register is
+	// loaded, so only the MPAN's form was checked). Not in prod's answer.
+	Registered bool `json:"-"`
+}
+
+// ValidateMPAN checks that an MPAN is one of a connected import meter: well formed (13 digits,
+// check digit valid; refused BadRequest with the problem, prod's MPANValidationError) and held
+// by the register (NotFound, the same form, when not). It is a lookup of the register like
+// ByMPAN: it tells whether a meter point exists, so it is counted against the caller's budgets
+// (spend) and refused 429 past them. While the register holds no meter point at all (none
+// imported), the form alone is checked, nothing is counted, and Registered is false.
+func (s *Service) ValidateMPAN(ctx context.Context, p *auth.Principal, mpan string) (MPANValidation, error) {
+	core, err := validation.NormaliseMPAN(mpan)
+	if err != nil {
+		return MPANValidation{}, &app.Error{Kind: app.BadRequest, Detail: []string{err.Error()}}
+	}
+	loaded, err := s.Register.Loaded(ctx)
+	if err != nil {
+		return MPANValidation{}, s.failed(err)
+	}
+	if !loaded {
+		return MPANValidation{IsValid: true}, nil
+	}
+	if err := s.spend(ctx, p); err != nil {
+		return MPANValidation{}, err
+	}
+	_, ok, err := s.Register.ByMPAN(ctx, core)
+	switch {
+	case err != nil:
+		return MPANValidation{}, s.failed(err)
+	case !ok:
+		return MPANValidation{}, &app.Error{Kind: app.NotFound,
+			Detail: []string{"No connected import meter with this MPAN was found"}}
+	}
+	return MPANValidation{IsValid: true, Registered: true}, nil
+}

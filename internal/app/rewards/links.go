@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/household"
@@ -93,7 +94,8 @@ var (
 
 // LinkRequest asks for a link to a site's rewards page.
 type LinkRequest struct {
-	// RedirectURI is where the household goes when it leaves (a door checked its form).
+	// RedirectURI is where the household goes when it leaves, as the caller named it: IssueLink
+	// checks it (app.RedirectURI) and stores it normalised.
 	RedirectURI string
 	// TwoFactor enforces the emailed code (nil: the API client's default).
 	TwoFactor *bool
@@ -157,6 +159,10 @@ func EqualHash(a, b string) bool {
 
 // IssueLink makes a one-time link to the rewards page of the caller's site siteID.
 func (s *Service) IssueLink(ctx context.Context, p *auth.Principal, siteID string, in LinkRequest) (Link, error) {
+	redirect, err := app.RedirectURI(ctx, s.Cache, p, in.RedirectURI)
+	if err != nil {
+		return Link{}, err
+	}
 	site, err := s.Sites.SiteToRead(ctx, p, siteID)
 	if err != nil {
 		return Link{}, err
@@ -173,7 +179,7 @@ func (s *Service) IssueLink(ctx context.Context, p *auth.Principal, siteID strin
 	code := rand.Text()
 	link := linkState{
 		LinkHash: sha256Hex(code), Namespace: site.Namespace, ClientName: p.ClientName, SiteName: site.Name,
-		SiteID: site.Labels[flexv1.IDLabel], RedirectURI: in.RedirectURI, TwoFactor: *twoFactor,
+		SiteID: site.Labels[flexv1.IDLabel], RedirectURI: redirect, TwoFactor: *twoFactor,
 		HideTransactions: in.HideTransactions, AutoSetup: in.AutoSetup, Expires: now.Add(LinkTTL),
 	}
 	data, err := json.Marshal(link)

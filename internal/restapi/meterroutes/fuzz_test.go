@@ -33,6 +33,10 @@ func (unreachableRegister) Ranked(context.Context, string, string, int) ([]meter
 	return nil, webtest.ErrStoreReached
 }
 
+func (unreachableRegister) Loaded(context.Context) (bool, error) {
+	return false, webtest.ErrStoreReached
+}
+
 var fuzzPrincipal = &auth.Principal{Kind: auth.KindOrganisation, Namespace: "org-fuzz"}
 
 // Whatever body or query a client sends, the Meters group answers a well-formed 4xx or looks
