@@ -88,7 +88,9 @@ func (s *Service) Unenrol(ctx context.Context, p *auth.Principal, siteID string,
 	if err != nil {
 		return EnrolResult{}, err
 	}
-	enrolments, err := s.store(true).enrolmentsOf(ctx, site)
+	// As stored now (a GET each, no LIST): the enrolments the cache has seen, and the one the
+	// API names after the site and the proposition.
+	enrolments, err := s.store(true).enrolmentsOf(ctx, site, prop)
 	if err != nil {
 		return EnrolResult{}, err
 	}
@@ -186,10 +188,14 @@ func (s *Service) liveEnrolment(ctx context.Context, st store, log *writeLog, si
 	}
 	inP := func(e flexv1.Enrolment) bool { return e.Spec.Proposition == p }
 	if !slices.ContainsFunc(enrolments, inP) && st.cached && !log.wasCreated(site) {
-		// Before deciding there is none, make sure none was declared a moment ago under
-		// another name (GitOps): the API server cannot catch that duplicate by name. (A site
-		// this request has just created has had no time to be declared against.)
-		if enrolments, err = s.store(true).enrolmentsOf(ctx, site); err != nil {
+		// Before deciding there is none, make sure none was made a moment ago that the cache
+		// has not seen yet: by another request (it named it after the site and p, which is read
+		// by GET), or by GitOps under another name, which the cache has seen unless it came
+		// within the cache's lag (the Enrolment webhook refuses a second enrolment of a site in
+		// a proposition from its cache likewise). Reading by GET, not a LIST: a LIST of the
+		// site's enrolments costs the API server the whole namespace. (A site this request has
+		// just created has had no time to be declared against.)
+		if enrolments, err = s.store(true).enrolmentsOf(ctx, site, p); err != nil {
 			return nil, err
 		}
 	}

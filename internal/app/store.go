@@ -2,18 +2,24 @@ package app
 
 import (
 	"context"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 )
 
 // store finds Flexsite objects by their keys. A cached store answers from the manager's
-// cache through its indexes; a fresh one asks the API server (label and field selectors on
-// the same keys: the CRDs declare them selectable). Requests start cached and go fresh after
-// a write conflict, which says the cache was behind.
+// cache through its indexes; a fresh one reads from the API server, by GET only
+// (index.NewFreshLookup: what the cache finds, and the names derived from the key, as stored
+// now), never by a LIST, whose cost grows with the organisation (docs/scale.md, "Request
+// paths: no LIST"). Requests start cached and go fresh after a write conflict, which says the
+// cache was behind; the objects a conflict is about are named (a site by its MPAN, an asset by
+// its external id, an enrolment by its site and proposition), so reading those names is what
+// a lost race needs.
 type store struct {
 	r      client.Reader
 	lookup index.Lookup
@@ -22,7 +28,7 @@ type store struct {
 
 func (s *Service) store(fresh bool) store {
 	if fresh {
-		return store{r: s.APIReader, lookup: index.NewAPIServerLookup(s.APIReader)}
+		return store{r: s.APIReader, lookup: index.NewFreshLookup(s.Cache, s.APIReader)}
 	}
 	return store{r: s.Cache, lookup: index.NewLookup(s.Cache), cached: true}
 }
@@ -118,12 +124,15 @@ func (st store) assetsOf(ctx context.Context, site *flexv1.Site) ([]flexv1.Asset
 	return live, nil
 }
 
-func (st store) enrolmentsOf(ctx context.Context, site *flexv1.Site) ([]flexv1.Enrolment, error) {
+// enrolmentsOf lists a site's enrolments. A fresh store reads, besides those the cache has
+// seen, the enrolment of each of props under the name the API gives it
+// (identity.EnrolmentName): one made a moment ago by another request is found by it.
+func (st store) enrolmentsOf(ctx context.Context, site *flexv1.Site, props ...flexv1.PropositionName) ([]flexv1.Enrolment, error) {
 	found, err := st.lookup.EnrolmentsOfSite(ctx, site.Namespace, site.Name)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]flexv1.Enrolment, len(found))
+	out := make([]flexv1.Enrolment, len(found), len(found)+len(props))
 	for i, e := range found {
 		if st.cached {
 			e.DeepCopyInto(&out[i])
@@ -131,13 +140,38 @@ func (st store) enrolmentsOf(ctx context.Context, site *flexv1.Site) ([]flexv1.E
 			out[i] = *e
 		}
 	}
+	if st.cached {
+		return out, nil
+	}
+	for _, p := range props {
+		name := identity.EnrolmentName(site.Name, p)
+		if slices.ContainsFunc(out, func(e flexv1.Enrolment) bool { return e.Name == name }) {
+			continue
+		}
+		e := &flexv1.Enrolment{}
+		switch err := st.r.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: name}, e); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, err
+		case e.Spec.SiteName == site.Name:
+			out = append(out, *e)
+		}
+	}
 	return out, nil
 }
 
+// ledgersOf is the site's RewardLedger, read by its name (identity.RewardLedgerName: one per
+// site, named after it), none when it has none.
 func (st store) ledgersOf(ctx context.Context, site *flexv1.Site) ([]flexv1.RewardLedger, error) {
-	list := &flexv1.RewardLedgerList{}
-	if err := st.r.List(ctx, list, index.OfSiteOnAPIServer(site.Namespace, site.Name)); err != nil {
+	ledger := &flexv1.RewardLedger{}
+	err := st.r.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}, ledger)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
 		return nil, err
+	case ledger.Spec.SiteName != site.Name:
+		return nil, nil
 	}
-	return list.Items, nil
+	return []flexv1.RewardLedger{*ledger}, nil
 }
