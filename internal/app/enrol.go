@@ -189,14 +189,19 @@ func (s *Service) liveEnrolment(ctx context.Context, st store, log *writeLog, si
 	inP := func(e flexv1.Enrolment) bool { return e.Spec.Proposition == p }
 	if !slices.ContainsFunc(enrolments, inP) && st.cached && !log.wasCreated(site) {
 		// Before deciding there is none, make sure none was made a moment ago that the cache
-		// has not seen yet: by another request (it named it after the site and p, which is read
-		// by GET), or by GitOps under another name, which the cache has seen unless it came
-		// within the cache's lag (the Enrolment webhook refuses a second enrolment of a site in
-		// a proposition from its cache likewise). Reading by GET, not a LIST: a LIST of the
-		// site's enrolments costs the API server the whole namespace. (A site this request has
-		// just created has had no time to be declared against.)
-		if enrolments, err = s.store(true).enrolmentsOf(ctx, site, p); err != nil {
+		// has not seen yet: by another request, which named it after the site and p (one GET
+		// of that name), or by GitOps under another name, which the cache has seen unless it
+		// came within the cache's lag (the Enrolment webhook refuses a second enrolment of a
+		// site in a proposition from its cache likewise). Not a LIST of the site's enrolments:
+		// the API server answers it by going through the whole namespace (docs/scale.md,
+		// "Request paths: no LIST"). (A site this request has just created has had no time to
+		// be declared against.)
+		named, err := s.store(true).namedEnrolment(ctx, site, p)
+		if err != nil {
 			return nil, err
+		}
+		if named != nil {
+			enrolments = append(enrolments, *named)
 		}
 	}
 	i := slices.IndexFunc(enrolments, inP)

@@ -144,20 +144,33 @@ func (st store) enrolmentsOf(ctx context.Context, site *flexv1.Site, props ...fl
 		return out, nil
 	}
 	for _, p := range props {
-		name := identity.EnrolmentName(site.Name, p)
-		if slices.ContainsFunc(out, func(e flexv1.Enrolment) bool { return e.Name == name }) {
+		if slices.ContainsFunc(out, func(e flexv1.Enrolment) bool { return e.Name == identity.EnrolmentName(site.Name, p) }) {
 			continue
 		}
-		e := &flexv1.Enrolment{}
-		switch err := st.r.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: name}, e); {
-		case apierrors.IsNotFound(err):
-		case err != nil:
+		e, err := st.namedEnrolment(ctx, site, p)
+		if err != nil {
 			return nil, err
-		case e.Spec.SiteName == site.Name:
+		}
+		if e != nil {
 			out = append(out, *e)
 		}
 	}
 	return out, nil
+}
+
+// namedEnrolment is the site's enrolment in p under the name the API gives it
+// (identity.EnrolmentName), read from st by GET; nil when there is none.
+func (st store) namedEnrolment(ctx context.Context, site *flexv1.Site, p flexv1.PropositionName) (*flexv1.Enrolment, error) {
+	e := &flexv1.Enrolment{}
+	switch err := st.r.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.EnrolmentName(site.Name, p)}, e); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case e.Spec.SiteName != site.Name || e.Spec.Proposition != p:
+		return nil, nil
+	}
+	return e, nil
 }
 
 // ledgersOf is the site's RewardLedger, read by its name (identity.RewardLedgerName: one per
