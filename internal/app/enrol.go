@@ -88,11 +88,15 @@ func (s *Service) Unenrol(ctx context.Context, p *auth.Principal, siteID string,
 	if err != nil {
 		return EnrolResult{}, err
 	}
-	// As stored now (a GET each, no LIST): the enrolments the cache has seen, and the one the
-	// API names after the site and the proposition.
-	enrolments, err := s.store(true).enrolmentsOf(ctx, site, prop)
+	// As stored now, by GET: those the cache has seen, and the one named after site and prop.
+	enrolments, err := s.store(true).enrolmentsOf(ctx, site)
 	if err != nil {
 		return EnrolResult{}, err
+	}
+	if named, err := householdstore.NamedEnrolment(ctx, s.APIReader, site, prop); err != nil {
+		return EnrolResult{}, err
+	} else if named != nil && !slices.ContainsFunc(enrolments, func(e flexv1.Enrolment) bool { return e.Name == named.Name }) {
+		enrolments = append(enrolments, *named)
 	}
 	var mine []flexv1.Enrolment
 	for _, e := range enrolments {
@@ -188,15 +192,12 @@ func (s *Service) liveEnrolment(ctx context.Context, st store, log *writeLog, si
 	}
 	inP := func(e flexv1.Enrolment) bool { return e.Spec.Proposition == p }
 	if !slices.ContainsFunc(enrolments, inP) && st.cached && !log.wasCreated(site) {
-		// Before deciding there is none, make sure none was made a moment ago that the cache
-		// has not seen yet: by another request, which named it after the site and p (one GET
-		// of that name), or by GitOps under another name, which the cache has seen unless it
-		// came within the cache's lag (the Enrolment webhook refuses a second enrolment of a
-		// site in a proposition from its cache likewise). Not a LIST of the site's enrolments:
-		// the API server answers it by going through the whole namespace (docs/scale.md,
-		// "Request paths: no LIST"). (A site this request has just created has had no time to
-		// be declared against.)
-		named, err := s.store(true).namedEnrolment(ctx, site, p)
+		// Before deciding there is none, make sure no other request made one a moment ago: it
+		// named it after the site and p (one GET; not a LIST, docs/scale.md "Request paths: no
+		// LIST"). One GitOps declared under another name is in the cache but within its lag,
+		// when the Enrolment webhook refuses the second from its cache alike. (A site this
+		// request has just created has had no time to be declared against.)
+		named, err := householdstore.NamedEnrolment(ctx, s.APIReader, site, p)
 		if err != nil {
 			return nil, err
 		}

@@ -64,14 +64,10 @@ func (s *Service) SiteInCache(ctx context.Context, p *auth.Principal, id string)
 	return site, nil
 }
 
-// findSite finds the caller's site with API id id in the cache, through its index, never by
-// asking the API server for an id: an id is random (no name derives from it), so the API
-// server could only LIST the namespace for it, at a cost that grows with the organisation
-// (docs/scale.md, "Request paths: no LIST"), once per unknown id a caller sends. A write
-// through the API answers once this replica's cache has it (awaitCache), so a client reads
-// its own sites; only a site made elsewhere a moment ago can be missed, not found as an
-// unknown one. An end user's token names its site: that one is read by its name from the API
-// server when the cache misses it (the component-token flow creates it a moment before).
+// findSite finds the site in the cache alone: no name derives from a random id, so the API
+// server could only LIST the namespace for it (docs/scale.md, "Request paths: no LIST"). A
+// write through the API answers once this replica's cache has it (awaitCache); only a site
+// made elsewhere a moment ago is missed. An end user's token names its site: read by name.
 func (s *Service) findSite(ctx context.Context, p *auth.Principal, id string,
 	byID func(st store, ctx context.Context, ns, id string) (*flexv1.Site, error)) (*flexv1.Site, error) {
 	site, err := byID(s.store(false), ctx, p.Namespace, id)
@@ -323,9 +319,7 @@ type OffboardResponse struct {
 // and its own finalizer finishes the cleanup if this request dies halfway. Repeating the
 // request on a site already being deleted finishes the job.
 func (s *Service) Offboard(ctx context.Context, p *auth.Principal, siteID string) (OffboardResponse, error) {
-	// The site as stored now, found by its id in the cache and read by GET (a site being
-	// deleted too: repeating the request finishes the job).
-	fresh := s.store(true)
+	fresh := s.store(true) // as stored now, by GET; one being deleted too (a repeat finishes it)
 	sites, err := fresh.lookup.SitesByID(ctx, p.Namespace, siteID)
 	if err != nil {
 		return OffboardResponse{}, err
@@ -368,14 +362,12 @@ func (s *Service) Offboard(ctx context.Context, p *auth.Principal, siteID string
 // history or an onboarding still in progress is a bad request pointing at offboard, which
 // removes everything.
 //
-// What it holds is read as stored now, by GET (the site and the children the cache has seen,
-// its ledger by name: no LIST, docs/scale.md "Request paths: no LIST"), and the site is
-// deleted only at the version that was read (a precondition), so a change to it in between
-// (the Site controller re-evaluating it because an asset arrived, say) means looking again. An
-// asset created in the instant before that look that the cache has not seen yet, or between
-// the look and the deletion, cannot be refused any more: the deletion wins, and the asset goes
-// with the site, deleted here when found (as offboard does) and by the Site finalizer
-// (householdstore.DeleteChildren, which lists). An asset created once the site is marked for
+// What it holds is read as stored now, by GET (what the cache has seen, the ledger by name; no
+// LIST: docs/scale.md), and the site is deleted only at the version read (a precondition), so
+// a change to it in between (the Site controller re-evaluating it because an asset arrived,
+// say) means looking again. An asset the cache had not seen at the look, or created after it,
+// cannot be refused any more: the deletion wins, and the asset goes with the site, here (as
+// offboard does) and by the Site finalizer (householdstore.DeleteChildren, which lists). An asset created once the site is marked for
 // deletion is refused: the asset webhook does not admit an asset of a site being deleted, and
 // the use cases answer not found for a site on its way out. Both read the site from a cache
 // first, so for as long as a cache lags the mark one may still be admitted; while the site

@@ -2,24 +2,19 @@ package app
 
 import (
 	"context"
-	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
 )
 
 // store finds Flexsite objects by their keys. A cached store answers from the manager's
-// cache through its indexes; a fresh one reads from the API server, by GET only
-// (index.NewFreshLookup: what the cache finds, and the names derived from the key, as stored
-// now), never by a LIST, whose cost grows with the organisation (docs/scale.md, "Request
-// paths: no LIST"). Requests start cached and go fresh after a write conflict, which says the
-// cache was behind; the objects a conflict is about are named (a site by its MPAN, an asset by
-// its external id, an enrolment by its site and proposition), so reading those names is what
-// a lost race needs.
+// cache through its indexes; a fresh one reads the API server by GET, never by LIST
+// (index.NewFreshLookup; docs/scale.md, "Request paths: no LIST"). Requests start cached and
+// go fresh after a write conflict, which says the cache was behind.
 type store struct {
 	r      client.Reader
 	lookup index.Lookup
@@ -124,15 +119,12 @@ func (st store) assetsOf(ctx context.Context, site *flexv1.Site) ([]flexv1.Asset
 	return live, nil
 }
 
-// enrolmentsOf lists a site's enrolments. A fresh store reads, besides those the cache has
-// seen, the enrolment of each of props under the name the API gives it
-// (identity.EnrolmentName): one made a moment ago by another request is found by it.
-func (st store) enrolmentsOf(ctx context.Context, site *flexv1.Site, props ...flexv1.PropositionName) ([]flexv1.Enrolment, error) {
+func (st store) enrolmentsOf(ctx context.Context, site *flexv1.Site) ([]flexv1.Enrolment, error) {
 	found, err := st.lookup.EnrolmentsOfSite(ctx, site.Namespace, site.Name)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]flexv1.Enrolment, len(found), len(found)+len(props))
+	out := make([]flexv1.Enrolment, len(found))
 	for i, e := range found {
 		if st.cached {
 			e.DeepCopyInto(&out[i])
@@ -140,51 +132,14 @@ func (st store) enrolmentsOf(ctx context.Context, site *flexv1.Site, props ...fl
 			out[i] = *e
 		}
 	}
-	if st.cached {
-		return out, nil
-	}
-	for _, p := range props {
-		if slices.ContainsFunc(out, func(e flexv1.Enrolment) bool { return e.Name == identity.EnrolmentName(site.Name, p) }) {
-			continue
-		}
-		e, err := st.namedEnrolment(ctx, site, p)
-		if err != nil {
-			return nil, err
-		}
-		if e != nil {
-			out = append(out, *e)
-		}
-	}
 	return out, nil
 }
 
-// namedEnrolment is the site's enrolment in p under the name the API gives it
-// (identity.EnrolmentName), read from st by GET; nil when there is none.
-func (st store) namedEnrolment(ctx context.Context, site *flexv1.Site, p flexv1.PropositionName) (*flexv1.Enrolment, error) {
-	e := &flexv1.Enrolment{}
-	switch err := st.r.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.EnrolmentName(site.Name, p)}, e); {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, err
-	case e.Spec.SiteName != site.Name || e.Spec.Proposition != p:
-		return nil, nil
-	}
-	return e, nil
-}
-
-// ledgersOf is the site's RewardLedger, read by its name (identity.RewardLedgerName: one per
-// site, named after it), none when it has none.
+// ledgersOf is the site's RewardLedger, read by its name (householdstore.LedgerOf).
 func (st store) ledgersOf(ctx context.Context, site *flexv1.Site) ([]flexv1.RewardLedger, error) {
-	ledger := &flexv1.RewardLedger{}
-	err := st.r.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}, ledger)
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
+	ledger, err := householdstore.LedgerOf(ctx, st.r, site)
+	if ledger == nil {
 		return nil, err
-	case ledger.Spec.SiteName != site.Name:
-		return nil, nil
 	}
 	return []flexv1.RewardLedger{*ledger}, nil
 }

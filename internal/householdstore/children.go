@@ -10,7 +10,6 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/household"
-	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 )
 
@@ -62,12 +61,12 @@ func DeleteFoundChildren(ctx context.Context, c client.Client, r client.Reader, 
 	for _, o := range assets {
 		children = append(children, o)
 	}
-	ledger := &flexv1.RewardLedger{}
-	switch err := r.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}, ledger); {
-	case err == nil && ledger.Spec.SiteName == site.Name:
-		children = append(children, ledger)
-	case client.IgnoreNotFound(err) != nil:
+	ledger, err := LedgerOf(ctx, r, site)
+	if err != nil {
 		return nil, err
+	}
+	if ledger != nil {
+		children = append(children, ledger)
 	}
 	claims, err := lookup.MPANClaimsOfSite(ctx, site.Namespace, site.Name)
 	if err != nil {
@@ -125,12 +124,12 @@ func AdoptChildren(ctx context.Context, c client.Client, site *flexv1.Site, asse
 	for _, d := range connections {
 		children = append(children, d)
 	}
-	ledger := &flexv1.RewardLedger{}
-	switch err := c.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.RewardLedgerName(site.Name)}, ledger); {
-	case err == nil && ledger.Spec.SiteName == site.Name:
-		children = append(children, ledger)
-	case client.IgnoreNotFound(err) != nil:
+	ledger, err := LedgerOf(ctx, c, site)
+	if err != nil {
 		return err
+	}
+	if ledger != nil {
+		children = append(children, ledger)
 	}
 	for _, child := range children {
 		if !child.GetDeletionTimestamp().IsZero() || metav1.GetControllerOfNoCopy(child) != nil {

@@ -10,7 +10,6 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/household"
-	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 )
 
@@ -73,13 +72,11 @@ func written(ctx context.Context, m household.InFlight, r client.Reader, lookup 
 	// there is looked for among the site's enrolments (one declared under another name).
 	var missing []flexv1.PropositionName
 	for _, p := range m.Enrolments {
-		e := &flexv1.Enrolment{}
-		err := r.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.EnrolmentName(site.Name, p)}, e)
-		switch {
-		case err == nil && e.Spec.SiteName == site.Name && e.Spec.Proposition == p:
-		case client.IgnoreNotFound(err) != nil:
+		e, err := NamedEnrolment(ctx, r, site, p)
+		if err != nil {
 			return false, err
-		default:
+		}
+		if e == nil {
 			missing = append(missing, p)
 		}
 	}
