@@ -192,11 +192,10 @@ func (s *Service) liveEnrolment(ctx context.Context, st store, log *writeLog, si
 	}
 	inP := func(e flexv1.Enrolment) bool { return e.Spec.Proposition == p }
 	if !slices.ContainsFunc(enrolments, inP) && st.cached && !log.wasCreated(site) {
-		// Before deciding there is none, make sure no other request made one a moment ago: it
-		// named it after the site and p (one GET; not a LIST, docs/scale.md "Request paths: no
-		// LIST"). One GitOps declared under another name is in the cache but within its lag,
-		// when the Enrolment webhook refuses the second from its cache alike. (A site this
-		// request has just created has had no time to be declared against.)
+		// Before deciding there is none, make sure no other request made one a moment ago, named
+		// after the site and p: one GET, not a LIST (docs/scale.md). One GitOps declared under
+		// another name is in the cache unless within its lag, as for the Enrolment webhook. (A
+		// site this request has just created has had no time to be declared against.)
 		named, err := householdstore.NamedEnrolment(ctx, s.APIReader, site, p)
 		if err != nil {
 			return nil, err

@@ -350,7 +350,8 @@ func (s *Service) applyUpsert(ctx context.Context, log *writeLog, plan *upsertPl
 		}
 	} else {
 		if plan.claim {
-			created, err := householdstore.ClaimMPAN(ctx, s.Client, s.APIReader, s.store(true).lookup, plan.siteBefore, plan.site.Spec.MPAN, time.Now())
+			created, err := householdstore.ClaimMPAN(ctx, s.Client, s.APIReader, s.store(true).lookup, plan.siteBefore,
+				plan.site.Spec.MPAN, time.Now())
 			log.adoptClaim(created, err)
 			if err != nil {
 				return mpanTaken(err, meters.OrganisationViewer) // upserts are the organisation's alone

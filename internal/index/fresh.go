@@ -88,9 +88,10 @@ func (l *freshLookup) MPANClaimsOfSite(ctx context.Context, ns, siteName string)
 }
 
 func (l *freshLookup) DeviceConnectionsByOAuthState(ctx context.Context, stateHash string) ([]*flexv1.DeviceConnection, error) {
-	return fresh(ctx, l, deviceConnectionsByOAuthState, "", stateHash, func(ctx context.Context, _, v string) ([]*flexv1.DeviceConnection, error) {
-		return l.cached.DeviceConnectionsByOAuthState(ctx, v)
-	})
+	return fresh(ctx, l, deviceConnectionsByOAuthState, "", stateHash,
+		func(ctx context.Context, _, v string) ([]*flexv1.DeviceConnection, error) {
+			return l.cached.DeviceConnectionsByOAuthState(ctx, v)
+		})
 }
 
 func (l *freshLookup) AssetsOfModel(ctx context.Context, model string) ([]*flexv1.Asset, error) {
