@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/tenancy"
 	"github.com/flexsite/flexsite/internal/validation"
 )
@@ -24,10 +25,12 @@ import (
 
 // apiClientValidator keeps usernames unique across organisations (internal/tenancy): a
 // client is admitted only with the UsernameClaim of its username, and only when no other
-// client, in any namespace, holds the username. Everything is read from the API server, not
-// the cache, so that two clients created a moment apart are caught.
+// client, in any namespace, holds the username. The claims are read from the API server, not
+// the cache, so that two clients created a moment apart are caught; the clients holding the
+// username are found in the cache and read by GET (tenancy.ClaimUsername), not by a LIST.
 type apiClientValidator struct {
 	client client.Client
+	cache  client.Reader
 	api    client.Reader
 	now    func() time.Time
 }
@@ -77,7 +80,7 @@ func (v *apiClientValidator) claim(ctx context.Context, c *flexv1.APIClient) err
 		return err
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
-	err = tenancy.ClaimUsername(ctx, v.client, v.api, c, v.now(), dryRun)
+	err = tenancy.ClaimUsername(ctx, v.client, v.api, index.NewFreshLookup(v.cache, v.api), c, v.now(), dryRun)
 	var taken *tenancy.UsernameTakenError
 	if !errors.As(err, &taken) {
 		return err

@@ -42,12 +42,18 @@ func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enr
 	}
 	req := household.EnrolmentRequest{Site: site, Proposition: enr.Spec.Proposition,
 		Override: enr.Spec.OverrideWithdrawal, Enrolment: enr, Rules: rules}
-	if site != nil {
+	if site != nil && evaluatedNow(site) {
 		// The status judges the assets it was evaluated with: an asset created a moment ago
 		// (declared in the same apply, just before the enrolment) is not in it yet, and its
 		// verdict would warn of a site "with no assets" that has one. Only a status evaluated
-		// from exactly what the API server holds now is taken; else the verdict is pending.
-		assets, err := v.storedAssets(ctx, site)
+		// from exactly the assets the cache holds is taken; else the verdict is pending. Only
+		// a site whose status is current needs them (a new household's has none yet: its
+		// verdict is pending whatever its assets), and they come from the cache's index, not
+		// a LIST: the API server answers a LIST by going through the whole namespace, on every
+		// Enrolment created (docs/scale.md, "Request paths: no LIST"). An asset the cache has
+		// not seen yet can only make the answer a warning the enrolment's status soon corrects
+		// (the Enrolment controller decides from the site's next status); never a refusal.
+		assets, err := index.NewLookup(v.cache).AssetsOfSite(ctx, site.Namespace, site.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -76,9 +82,11 @@ func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enr
 	return warnings, invalid("Enrolment", enr.Name, errs)
 }
 
-// storedAssets are the site's Assets as the API server holds them now.
-func (v *enrolmentValidator) storedAssets(ctx context.Context, site *flexv1.Site) ([]*flexv1.Asset, error) {
-	return index.NewAPIServerLookup(v.api).AssetsOfSite(ctx, site.Namespace, site.Name)
+// evaluatedNow reports whether the site's status holds an eligibility computed from its
+// current spec.
+func evaluatedNow(site *flexv1.Site) bool {
+	_, current := household.EvaluatedEligibility(site)
+	return current
 }
 
 // otherEnrolment names another live Enrolment of the same site in the same proposition.

@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -48,7 +49,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	testDB, err := dbtest.ForSuite(ctx, Fail, Skip)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
-	mgr, err := env.NewManager()
+	// The webhooks' API-server requests are counted by verb (nolist_test.go).
+	counted := rest.CopyConfig(env.Config)
+	counted.Wrap(countAdmissionCalls)
+	mgr, err := env.NewManagerWithConfig(counted, func(o *ctrl.Options) { o.WebhookServer = taggingServer{o.WebhookServer} })
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupWithManager(mgrCtx, mgr, controllers.Options{DB: testDB.Pool})).To(Succeed())
 	Expect(admission.Setup(mgr, admission.Options{MaxSubscriptions: maxSubscriptions})).To(Succeed())

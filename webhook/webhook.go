@@ -60,7 +60,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &flexv1.APIClient{}).
-		WithValidator(&apiClientValidator{client: mgr.GetClient(), api: mgr.GetAPIReader(), now: now}).Complete()
+		WithValidator(&apiClientValidator{client: mgr.GetClient(), cache: mgr.GetCache(), api: mgr.GetAPIReader(), now: now}).Complete()
 }
 
 // lookups reads what a rule needs from other objects: from the cache, and from the API server

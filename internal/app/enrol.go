@@ -88,9 +88,15 @@ func (s *Service) Unenrol(ctx context.Context, p *auth.Principal, siteID string,
 	if err != nil {
 		return EnrolResult{}, err
 	}
+	// As stored now, by GET: those the cache has seen, and the one named after site and prop.
 	enrolments, err := s.store(true).enrolmentsOf(ctx, site)
 	if err != nil {
 		return EnrolResult{}, err
+	}
+	if named, err := householdstore.NamedEnrolment(ctx, s.APIReader, site, prop); err != nil {
+		return EnrolResult{}, err
+	} else if named != nil && !slices.ContainsFunc(enrolments, func(e flexv1.Enrolment) bool { return e.Name == named.Name }) {
+		enrolments = append(enrolments, *named)
 	}
 	var mine []flexv1.Enrolment
 	for _, e := range enrolments {
@@ -186,11 +192,16 @@ func (s *Service) liveEnrolment(ctx context.Context, st store, log *writeLog, si
 	}
 	inP := func(e flexv1.Enrolment) bool { return e.Spec.Proposition == p }
 	if !slices.ContainsFunc(enrolments, inP) && st.cached && !log.wasCreated(site) {
-		// Before deciding there is none, make sure none was declared a moment ago under
-		// another name (GitOps): the API server cannot catch that duplicate by name. (A site
-		// this request has just created has had no time to be declared against.)
-		if enrolments, err = s.store(true).enrolmentsOf(ctx, site); err != nil {
+		// Before deciding there is none, make sure no other request made one a moment ago, named
+		// after the site and p: one GET, not a LIST (docs/scale.md). One GitOps declared under
+		// another name is in the cache unless within its lag, as for the Enrolment webhook. (A
+		// site this request has just created has had no time to be declared against.)
+		named, err := householdstore.NamedEnrolment(ctx, s.APIReader, site, p)
+		if err != nil {
 			return nil, err
+		}
+		if named != nil {
+			enrolments = append(enrolments, *named)
 		}
 	}
 	i := slices.IndexFunc(enrolments, inP)

@@ -22,9 +22,8 @@ import (
 // A site is named, in every use case, by its API id: a canonical UUID the door has read
 // (validation.ParseUUID) and answered a malformed one itself.
 
-// site is the caller's site with API id id: the cache first, then the API server (the cache
-// may not have seen a site this client created a moment ago). Another organisation's site,
-// and for an end user any site but their own, is not found.
+// site is the caller's site with API id id, found in the cache (findSite). Another
+// organisation's site, and for an end user any site but their own, is not found.
 func (s *Service) site(ctx context.Context, p *auth.Principal, id string) (*flexv1.Site, error) {
 	return s.findSite(ctx, p, id, store.siteByID)
 }
@@ -65,11 +64,18 @@ func (s *Service) SiteInCache(ctx context.Context, p *auth.Principal, id string)
 	return site, nil
 }
 
+// findSite finds the site in the cache alone: no name derives from a random id, so the API
+// server could only LIST the namespace for it (docs/scale.md, "Request paths: no LIST"). A
+// write through the API answers once this replica's cache has it (awaitCache); only a site
+// made elsewhere a moment ago is missed. An end user's token names its site: read by name.
 func (s *Service) findSite(ctx context.Context, p *auth.Principal, id string,
 	byID func(st store, ctx context.Context, ns, id string) (*flexv1.Site, error)) (*flexv1.Site, error) {
 	site, err := byID(s.store(false), ctx, p.Namespace, id)
-	if err == nil && site == nil {
-		site, err = s.store(true).siteByID(ctx, p.Namespace, id)
+	if err == nil && site == nil && p.Kind == auth.KindEndUser && p.SiteName != "" {
+		site, err = s.store(true).siteByName(ctx, p.Namespace, p.SiteName)
+		if site != nil && site.Labels[flexv1.IDLabel] != id {
+			site = nil
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -246,7 +252,7 @@ func (s *Service) PatchSite(ctx context.Context, p *auth.Principal, siteID strin
 						RetryAfter: household.RetryAfter(wait)}
 				}
 			}
-			claim, err := householdstore.ClaimMPAN(ctx, s.Client, s.APIReader, current, in.MPAN, now)
+			claim, err := householdstore.ClaimMPAN(ctx, s.Client, s.APIReader, s.store(true).lookup, current, in.MPAN, now)
 			log.adoptClaim(claim, err)
 			if err != nil {
 				return mpanTaken(err, p.MPANViewer())
@@ -315,15 +321,15 @@ type OffboardResponse struct {
 // and its own finalizer finishes the cleanup if this request dies halfway. Repeating the
 // request on a site already being deleted finishes the job.
 func (s *Service) Offboard(ctx context.Context, p *auth.Principal, siteID string) (OffboardResponse, error) {
-	sites := &flexv1.SiteList{}
-	if err := s.APIReader.List(ctx, sites, client.InNamespace(p.Namespace), client.MatchingLabels{flexv1.IDLabel: siteID}); err != nil {
+	fresh := s.store(true) // as stored now, by GET; one being deleted too (a repeat finishes it)
+	sites, err := fresh.lookup.SitesByID(ctx, p.Namespace, siteID)
+	if err != nil {
 		return OffboardResponse{}, err
 	}
-	if len(sites.Items) == 0 {
+	if len(sites) == 0 {
 		return OffboardResponse{}, ErrSiteNotFound
 	}
-	site := &sites.Items[0]
-	fresh := s.store(true)
+	site := sites[0]
 	assets, err := fresh.assetsOf(ctx, site)
 	if err != nil {
 		return OffboardResponse{}, err
@@ -346,7 +352,7 @@ func (s *Service) Offboard(ctx context.Context, p *auth.Principal, siteID string
 	}
 	// The site's finalizer deletes the same children; deleting them here as well means the
 	// answer goes out with the household gone, not merely going.
-	children, err := householdstore.DeleteChildren(ctx, s.Client, s.APIReader, site)
+	children, err := householdstore.DeleteFoundChildren(ctx, s.Client, s.APIReader, index.NewFreshLookup(s.Cache, s.APIReader), site)
 	if err != nil {
 		return OffboardResponse{}, err
 	}
@@ -358,12 +364,12 @@ func (s *Service) Offboard(ctx context.Context, p *auth.Principal, siteID string
 // history or an onboarding still in progress is a bad request pointing at offboard, which
 // removes everything.
 //
-// What it holds is read from the API server, not the cache, and the site is deleted only at
-// the version that was read (a precondition), so a change to it in between (the Site
-// controller re-evaluating it because an asset arrived, say) means looking again. An asset
-// created in the instant between that look and the deletion cannot be refused any more: the
-// deletion wins, and the asset goes with the site, deleted here (as offboard does) and by the
-// Site finalizer (householdstore.DeleteChildren). An asset created once the site is marked for
+// What it holds is read as stored now, by GET (what the cache has seen, the ledger by name; no
+// LIST: docs/scale.md), and the site is deleted only at the version read (a precondition), so
+// a change to it in between (the Site controller re-evaluating it because an asset arrived,
+// say) means looking again. An asset the cache had not seen at the look, or created after it,
+// cannot be refused any more: the deletion wins, and the asset goes with the site, here (as
+// offboard does) and by the Site finalizer (householdstore.DeleteChildren, which lists). An asset created once the site is marked for
 // deletion is refused: the asset webhook does not admit an asset of a site being deleted, and
 // the use cases answer not found for a site on its way out. Both read the site from a cache
 // first, so for as long as a cache lags the mark one may still be admitted; while the site
@@ -381,7 +387,7 @@ func (s *Service) DeleteSite(ctx context.Context, p *auth.Principal, siteID stri
 	// happens here: the Site finalizer deletes the same children, so a failure is logged,
 	// not answered. The answer waits until this replica's cache no longer holds the site
 	// (nor those), so the client reads its delete.
-	children, err := householdstore.DeleteChildren(ctx, s.Client, s.APIReader, site)
+	children, err := householdstore.DeleteFoundChildren(ctx, s.Client, s.APIReader, index.NewFreshLookup(s.Cache, s.APIReader), site)
 	if err != nil {
 		s.Log.Error(err, "deleting what arrived at a deleted site; its finalizer finishes", "site", site.Name)
 	}
@@ -413,7 +419,8 @@ func (s *Service) deleteIfEmpty(ctx context.Context, ns, id string) (*flexv1.Sit
 		return nil, err
 	}
 	// The in-flight deadline is on the wall clock (inFlightDeadline), not the settable Now.
-	inFlight, _, err := householdstore.CheckInFlight(ctx, householdstore.Readers{Fresh: s.APIReader}, site, time.Now())
+	inFlight, _, err := householdstore.CheckInFlight(ctx, householdstore.Readers{Fresh: s.APIReader,
+		FreshLookup: fresh.lookup}, site, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -512,8 +519,8 @@ func (s *Service) ChangeDispatch(ctx context.Context, p *auth.Principal, siteID 
 
 // OriginAllowed reports whether origin was recorded for the organisation's site siteID when
 // its end user's tokens were issued (household.OriginAllowed): a CORS preflight carries no
-// token, so it is answered from that record. fresh asks the API server instead of the cache
-// (which may not have seen a token issued a moment ago).
+// token, so it is answered from that record. fresh reads the site the cache finds by GET, as
+// stored now (the cache may not have seen an origin recorded a moment ago), never by a LIST.
 func (s *Service) OriginAllowed(ctx context.Context, siteID, origin string, fresh bool) bool {
 	sites, err := s.store(fresh).lookup.SitesByID(ctx, "", siteID)
 	if err != nil {

@@ -7,13 +7,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
 )
 
 // store finds Flexsite objects by their keys. A cached store answers from the manager's
-// cache through its indexes; a fresh one asks the API server (label and field selectors on
-// the same keys: the CRDs declare them selectable). Requests start cached and go fresh after
-// a write conflict, which says the cache was behind.
+// cache through its indexes; a fresh one reads the API server by GET, never by LIST
+// (index.NewFreshLookup; docs/scale.md, "Request paths: no LIST"). Requests start cached and
+// go fresh after a write conflict, which says the cache was behind.
 type store struct {
 	r      client.Reader
 	lookup index.Lookup
@@ -22,7 +23,7 @@ type store struct {
 
 func (s *Service) store(fresh bool) store {
 	if fresh {
-		return store{r: s.APIReader, lookup: index.NewAPIServerLookup(s.APIReader)}
+		return store{r: s.APIReader, lookup: index.NewFreshLookup(s.Cache, s.APIReader)}
 	}
 	return store{r: s.Cache, lookup: index.NewLookup(s.Cache), cached: true}
 }
@@ -134,10 +135,11 @@ func (st store) enrolmentsOf(ctx context.Context, site *flexv1.Site) ([]flexv1.E
 	return out, nil
 }
 
+// ledgersOf is the site's RewardLedger, read by its name (householdstore.LedgerOf).
 func (st store) ledgersOf(ctx context.Context, site *flexv1.Site) ([]flexv1.RewardLedger, error) {
-	list := &flexv1.RewardLedgerList{}
-	if err := st.r.List(ctx, list, index.OfSiteOnAPIServer(site.Namespace, site.Name)); err != nil {
+	ledger, err := householdstore.LedgerOf(ctx, st.r, site)
+	if ledger == nil {
 		return nil, err
 	}
-	return list.Items, nil
+	return []flexv1.RewardLedger{*ledger}, nil
 }

@@ -351,7 +351,8 @@ func (s *Service) applyUpsert(ctx context.Context, log *writeLog, plan *upsertPl
 		}
 	} else {
 		if plan.claim {
-			created, err := householdstore.ClaimMPAN(ctx, s.Client, s.APIReader, plan.siteBefore, plan.site.Spec.MPAN, time.Now())
+			created, err := householdstore.ClaimMPAN(ctx, s.Client, s.APIReader, s.store(true).lookup, plan.siteBefore,
+				plan.site.Spec.MPAN, time.Now())
 			log.adoptClaim(created, err)
 			if err != nil {
 				return mpanTaken(err, meters.OrganisationViewer) // upserts are the organisation's alone
@@ -380,7 +381,7 @@ func (s *Service) applyUpsert(ctx context.Context, log *writeLog, plan *upsertPl
 // deleted at once, before anything names it: the claimant won (householdstore.Unclaimed).
 func (s *Service) createSite(ctx context.Context, log *writeLog, site *flexv1.Site, claim bool) error {
 	if claim {
-		created, err := householdstore.ClaimMPAN(ctx, s.Client, s.APIReader, site, site.Spec.MPAN, time.Now())
+		created, err := householdstore.ClaimMPAN(ctx, s.Client, s.APIReader, s.store(true).lookup, site, site.Spec.MPAN, time.Now())
 		log.adoptClaim(created, err)
 		if err != nil {
 			return mpanTaken(err, meters.OrganisationViewer) // sites are created by the organisation alone

@@ -19,14 +19,19 @@ import (
 // this call created it, or may have (its Create failed in a way that does not prove it was
 // refused): the caller deletes it if the request then fails. It answers nil when the site
 // claimed it already. An MPANTakenError says another site holds or is taking the MPAN. fresh
-// must read from the API server, not a cache.
-func ClaimMPAN(ctx context.Context, c client.Client, fresh client.Reader, site *flexv1.Site, mpan string,
-	now time.Time) (*flexv1.MPANClaim, error) {
+// must read from the API server, not a cache; holders finds the sites that hold an MPAN as
+// stored now: a request's is index.NewFreshLookup, by GET, no LIST (docs/scale.md, "Request
+// paths: no LIST"). It reads the site named after the MPAN, which a creator meets the claim
+// with (Unclaimed), from the API server, so the meeting below stays linearisable; a site
+// declared by kubectl or GitOps under another name is found as the cache has seen it, as the
+// Site webhook finds it.
+func ClaimMPAN(ctx context.Context, c client.Client, fresh client.Reader, holders index.Lookup, site *flexv1.Site,
+	mpan string, now time.Time) (*flexv1.MPANClaim, error) {
 	for range maxRecordAttempts {
 		claim := household.NewClaim(site, mpan)
 		err := c.Create(ctx, claim)
 		if err == nil {
-			if err := holderOtherThan(ctx, fresh, site, mpan); err != nil {
+			if err := holderOtherThan(ctx, holders, site, mpan); err != nil {
 				if delErr := c.Delete(ctx, claim); client.IgnoreNotFound(delErr) != nil {
 					return claim, fmt.Errorf("%w (and withdrawing the claim: %w)", err, delErr)
 				}
@@ -52,7 +57,7 @@ func ClaimMPAN(ctx context.Context, c client.Client, fresh client.Reader, site *
 		switch {
 		case existing.Spec.SiteName == site.Name && standing != claimrule.Stale:
 			// Ours, from an attempt of this request that lost a race later on.
-			return nil, holderOtherThan(ctx, fresh, site, mpan)
+			return nil, holderOtherThan(ctx, holders, site, mpan)
 		case standing == claimrule.Stale:
 			// Replace it; the precondition keeps us from deleting a claim made a moment ago.
 			err := c.Delete(ctx, existing, client.Preconditions{UID: &existing.UID, ResourceVersion: &existing.ResourceVersion})
@@ -89,8 +94,8 @@ func Unclaimed(ctx context.Context, fresh client.Reader, site *flexv1.Site, now 
 }
 
 // holderOtherThan reports, as an MPANTakenError, a live site other than site that holds mpan.
-func holderOtherThan(ctx context.Context, fresh client.Reader, site *flexv1.Site, mpan string) error {
-	sites, err := index.NewAPIServerLookup(fresh).SitesByMPAN(ctx, site.Namespace, mpan)
+func holderOtherThan(ctx context.Context, holders index.Lookup, site *flexv1.Site, mpan string) error {
+	sites, err := holders.SitesByMPAN(ctx, site.Namespace, mpan)
 	if err != nil {
 		return err
 	}

@@ -15,8 +15,20 @@ import (
 
 // Readers are where a use reads objects from: Cached first (a cache that may be behind), and
 // Fresh (the API server) before a verdict a stale read could make wrong. A use that reads
-// the API server only leaves Cached nil.
-type Readers struct{ Cached, Fresh client.Reader }
+// the API server only leaves Cached nil. FreshLookup is how Fresh finds a site's children
+// (nil: index.NewAPIServerLookup, a LIST, for a controller; a request path, which may not
+// LIST, passes index.NewFreshLookup).
+type Readers struct {
+	Cached, Fresh client.Reader
+	FreshLookup   index.Lookup
+}
+
+func (r Readers) freshLookup() index.Lookup {
+	if r.FreshLookup != nil {
+		return r.FreshLookup
+	}
+	return index.NewAPIServerLookup(r.Fresh)
+}
 
 // CheckInFlight tells where a marked site stands and, while Writing, how long to wait. It
 // checks the named objects in r.Cached and, before declaring a site abandoned, in r.Fresh
@@ -29,7 +41,7 @@ func CheckInFlight(ctx context.Context, r Readers, site *flexv1.Site, now time.T
 	}
 	cached, cachedLookup := r.Cached, index.NewLookup(r.Cached)
 	if cached == nil {
-		cached, cachedLookup = r.Fresh, index.NewAPIServerLookup(r.Fresh)
+		cached, cachedLookup = r.Fresh, r.freshLookup()
 	}
 	complete, err := written(ctx, m, cached, cachedLookup, site)
 	if err != nil || complete {
@@ -38,7 +50,7 @@ func CheckInFlight(ctx context.Context, r Readers, site *flexv1.Site, now time.T
 	if now.Before(m.Until) {
 		return household.Writing, m.Until.Sub(now), nil
 	}
-	if complete, err = written(ctx, m, r.Fresh, index.NewAPIServerLookup(r.Fresh), site); err != nil || complete {
+	if complete, err = written(ctx, m, r.Fresh, r.freshLookup(), site); err != nil || complete {
 		return household.Written, 0, err
 	}
 	return household.Abandoned, 0, nil
@@ -55,14 +67,27 @@ func written(ctx context.Context, m household.InFlight, r client.Reader, lookup 
 			return false, err
 		}
 	}
-	if len(m.Enrolments) == 0 {
+	// The request that marked the site writes its enrolments under the names it derives from
+	// the site and the proposition (household.NewEnrolment): read by GET. Only one not found
+	// there is looked for among the site's enrolments (one declared under another name).
+	var missing []flexv1.PropositionName
+	for _, p := range m.Enrolments {
+		e, err := NamedEnrolment(ctx, r, site, p)
+		if err != nil {
+			return false, err
+		}
+		if e == nil {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) == 0 {
 		return true, nil
 	}
 	enrolments, err := lookup.EnrolmentsOfSite(ctx, site.Namespace, site.Name)
 	if err != nil {
 		return false, err
 	}
-	for _, p := range m.Enrolments {
+	for _, p := range missing {
 		if !slices.ContainsFunc(enrolments, func(e *flexv1.Enrolment) bool { return e.Spec.Proposition == p }) {
 			return false, nil
 		}

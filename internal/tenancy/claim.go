@@ -55,20 +55,22 @@ func (e *UsernameTakenError) Error() string {
 }
 
 // ClaimUsername reserves c's username for c before c is stored, or reports an
-// UsernameTakenError. It claims first and then looks for other holders, reading from the API
-// server (fresh must not be a cache): a client stored without a claim (before the webhook
-// existed) is found by the look, and two clients admitted at the same moment meet at the
-// claim's name, where the API server lets one create it. A claim this call made is withdrawn
-// when another holder turns up. With dryRun it writes nothing and answers what a real
-// request would meet now.
-func ClaimUsername(ctx context.Context, w client.Client, fresh client.Reader, c *flexv1.APIClient,
+// UsernameTakenError. It claims first and then looks for other holders: the claims are read
+// from the API server (fresh must not be a cache), and two clients admitted at the same moment
+// meet at the claim's name, where the API server lets one create it. The look for holders
+// finds a client stored without a claim (before the webhook existed), which the cache has long
+// seen: holders finds them as the cache has, read as stored now by GET (an admission
+// webhook's is index.NewFreshLookup), never by a LIST of every API client (docs/scale.md,
+// "Request paths: no LIST"). A claim this call made is withdrawn when another holder turns up.
+// With dryRun it writes nothing and answers what a real request would meet now.
+func ClaimUsername(ctx context.Context, w client.Client, fresh client.Reader, holders index.Lookup, c *flexv1.APIClient,
 	now time.Time, dryRun bool) error {
 	for range claimAttempts {
 		claim := NewClaim(c)
 		if !dryRun {
 			err := w.Create(ctx, claim)
 			if err == nil {
-				if err := otherHolder(ctx, fresh, c); err != nil {
+				if err := otherHolder(ctx, holders, c); err != nil {
 					if delErr := w.Delete(ctx, claim); client.IgnoreNotFound(delErr) != nil {
 						return fmt.Errorf("%w (and withdrawing the claim: %w)", err, delErr)
 					}
@@ -84,7 +86,7 @@ func ClaimUsername(ctx context.Context, w client.Client, fresh client.Reader, c 
 		if err := fresh.Get(ctx, client.ObjectKeyFromObject(claim), existing); err != nil {
 			if apierrors.IsNotFound(err) {
 				if dryRun {
-					return otherHolder(ctx, fresh, c)
+					return otherHolder(ctx, holders, c)
 				}
 				continue // withdrawn meanwhile: claim again
 			}
@@ -98,9 +100,9 @@ func ClaimUsername(ctx context.Context, w client.Client, fresh client.Reader, c 
 		switch {
 		case existing.Spec.APIClientNamespace == c.Namespace && existing.Spec.APIClientName == c.Name && standing != claimrule.Stale:
 			// Ours: the client is updated, re-applied, or retried after a failed store.
-			return otherHolder(ctx, fresh, c)
+			return otherHolder(ctx, holders, c)
 		case standing == claimrule.Stale && dryRun:
-			return otherHolder(ctx, fresh, c)
+			return otherHolder(ctx, holders, c)
 		case standing == claimrule.Stale:
 			// Replace it, even when it names c: a fresh claim is what makes a racer that
 			// reads it now back off. The precondition keeps us from deleting a claim made a
@@ -120,13 +122,16 @@ func ClaimUsername(ctx context.Context, w client.Client, fresh client.Reader, c 
 
 // otherHolder reports, as a UsernameTakenError, an API client other than c, in any
 // namespace, that holds c's username.
-func otherHolder(ctx context.Context, fresh client.Reader, c *flexv1.APIClient) error {
-	list := &flexv1.APIClientList{}
-	// A field selector the API server applies (spec.username is a selectable field of the CRD).
-	if err := fresh.List(ctx, list, client.MatchingFields{index.Username: c.Spec.Username}); err != nil {
+func otherHolder(ctx context.Context, holders index.Lookup, c *flexv1.APIClient) error {
+	found, err := holders.APIClientsByUsername(ctx, c.Spec.Username)
+	if err != nil {
 		return fmt.Errorf("looking up API clients with username %q: %w", c.Spec.Username, err)
 	}
-	for _, other := range Holders(list.Items, c.Spec.Username) {
+	items := make([]flexv1.APIClient, len(found))
+	for i, o := range found {
+		items[i] = *o
+	}
+	for _, other := range Holders(items, c.Spec.Username) {
 		if other.Namespace != c.Namespace || other.Name != c.Name {
 			return &UsernameTakenError{Username: c.Spec.Username, Holder: client.ObjectKeyFromObject(other)}
 		}

@@ -8,6 +8,7 @@ package devices
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 
@@ -496,11 +497,11 @@ func (s *Service) Connections(ctx context.Context, p *auth.Principal, siteID str
 	if err != nil {
 		return ConnectionsResult{}, err
 	}
-	conns, err := s.connectionsOf(ctx, s.apiReader, site)
+	byProvider, err := s.assetsByProvider(ctx, site)
 	if err != nil {
 		return ConnectionsResult{}, err
 	}
-	byProvider, err := s.assetsByProvider(ctx, site)
+	conns, err := s.connectionsOf(ctx, site, byProvider)
 	if err != nil {
 		return ConnectionsResult{}, err
 	}
@@ -541,10 +542,27 @@ func (s *Service) displayName(ctx context.Context, provider string) string {
 	return provider
 }
 
-func (s *Service) connectionsOf(ctx context.Context, r client.Reader, site *flexv1.Site) ([]flexv1.DeviceConnection, error) {
-	found, err := index.NewAPIServerLookup(r).DeviceConnectionsOfSite(ctx, site.Namespace, site.Name)
+// connectionsOf are the site's live connections as stored now: those the cache has seen, and
+// the connection to each provider of byProvider under the name the flow gives it
+// (identity.DeviceConnectionName; one made a moment ago), each read by GET, never a LIST of
+// the namespace (docs/scale.md, "Request paths: no LIST").
+func (s *Service) connectionsOf(ctx context.Context, site *flexv1.Site, byProvider map[string][]string) ([]flexv1.DeviceConnection, error) {
+	found, err := index.NewFreshLookup(s.cache, s.apiReader).DeviceConnectionsOfSite(ctx, site.Namespace, site.Name)
 	if err != nil {
 		return nil, err
+	}
+	for prov := range byProvider {
+		name := identity.DeviceConnectionName(site.Name, prov)
+		if prov == "" || slices.ContainsFunc(found, func(c *flexv1.DeviceConnection) bool { return c.Name == name }) {
+			continue
+		}
+		c := &flexv1.DeviceConnection{}
+		switch err := s.apiReader.Get(ctx, types.NamespacedName{Namespace: site.Namespace, Name: name}, c); {
+		case err == nil && c.Spec.SiteName == site.Name:
+			found = append(found, c)
+		case client.IgnoreNotFound(err) != nil:
+			return nil, err
+		}
 	}
 	var out []flexv1.DeviceConnection
 	for _, c := range found {
@@ -596,7 +614,7 @@ func (s *Service) HouseholdProviders(ctx context.Context, p *auth.Principal) ([]
 	if err != nil {
 		return nil, nil, err
 	}
-	conns, err := s.connectionsOf(ctx, s.apiReader, site)
+	conns, err := s.connectionsOf(ctx, site, byProvider)
 	if err != nil {
 		return nil, nil, err
 	}
