@@ -65,7 +65,7 @@ func New(cfg Config) *Service {
 		cfg.InFlightTimeout = DefaultInFlightTimeout
 	}
 	// Every write names the API client that made it (managedFields).
-	cfg.Client = ownedClient{cfg.Client}
+	cfg.Client = auth.OwnedClient{Client: cfg.Client}
 	return &Service{Config: cfg, catalogue: newCatalogue(cfg), reads: newReadIndexes(cfg.Cache)}
 }
 

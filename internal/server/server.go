@@ -64,7 +64,7 @@ type (
 const (
 	HeaderRequestID         = web.HeaderRequestID
 	EmbedderOriginHeader    = hostedflow.EmbedderOriginHeader
-	FieldManagerPrefix      = app.FieldManagerPrefix
+	FieldManagerPrefix      = auth.FieldManagerPrefix
 	RewardsLinkTTL          = rewards.LinkTTL
 	MaxAssetsPerCall        = app.MaxAssetsPerCall
 	DefaultMaxSubscriptions = validation.DefaultMaxSubscriptions

@@ -1,14 +1,12 @@
-package app
+package auth
 
 import (
 	"context"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/flexsite/flexsite/internal/auth"
 )
 
-// Every write a use case makes for a caller names who made it: the field manager is the API client (and the end user,
+// Every write the use cases (internal/app) make for a caller names who made it: the field manager is the API client (and the end user,
 // when a component token made it), so `kubectl get site -o yaml --show-managed-fields` shows
 // which client changed which field, as it shows kubectl's and Flux's changes. Writes outside a
 // request (none today) stay the manager's.
@@ -20,9 +18,9 @@ const FieldManagerPrefix = "flexsite-api:"
 const maxFieldManager = 128
 
 // FieldManager names the writer of a request made with p.
-func FieldManager(p *auth.Principal) string {
+func FieldManager(p *Principal) string {
 	name := FieldManagerPrefix + p.ClientName
-	if p.Kind == auth.KindEndUser {
+	if p.Kind == KindEndUser {
 		name += "/user:" + p.UserID
 	}
 	if len(name) > maxFieldManager {
@@ -31,39 +29,39 @@ func FieldManager(p *auth.Principal) string {
 	return name
 }
 
-// ownedClient writes with the field manager of the request's principal (from the context).
-type ownedClient struct{ client.Client }
+// OwnedClient writes with the field manager of the request's principal (from the context).
+type OwnedClient struct{ client.Client }
 
 func owner(ctx context.Context) (client.FieldOwner, bool) {
-	p, ok := auth.PrincipalFrom(ctx)
+	p, ok := PrincipalFrom(ctx)
 	if !ok || p == nil {
 		return "", false
 	}
 	return client.FieldOwner(FieldManager(p)), true
 }
 
-func (c ownedClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+func (c OwnedClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
 	if o, ok := owner(ctx); ok {
 		opts = append(opts, o)
 	}
 	return c.Client.Create(ctx, obj, opts...)
 }
 
-func (c ownedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+func (c OwnedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	if o, ok := owner(ctx); ok {
 		opts = append(opts, o)
 	}
 	return c.Client.Update(ctx, obj, opts...)
 }
 
-func (c ownedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+func (c OwnedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	if o, ok := owner(ctx); ok {
 		opts = append(opts, o)
 	}
 	return c.Client.Patch(ctx, obj, patch, opts...)
 }
 
-func (c ownedClient) Status() client.SubResourceWriter { return ownedStatus{c.Client.Status()} }
+func (c OwnedClient) Status() client.SubResourceWriter { return ownedStatus{c.Client.Status()} }
 
 type ownedStatus struct{ client.SubResourceWriter }
 
