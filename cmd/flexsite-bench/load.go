@@ -72,9 +72,9 @@ func runConcurrent(ctx context.Context, n, c int, job func(ctx context.Context, 
 	return timings{durations: durations, wall: time.Since(start)}, nil
 }
 
-// runFor keeps c workers calling job for d after a warm-up (whose calls are not counted),
-// and times each call. Requests per second are calls over d.
-func runFor(ctx context.Context, c int, warmup, d time.Duration, job func(ctx context.Context, worker, i int) error) (timings, error) {
+// runFor keeps c workers calling job for d after a warm-up of readWarmup (whose calls are not
+// counted), and times each call. Requests per second are calls over d.
+func runFor(ctx context.Context, c int, d time.Duration, job func(ctx context.Context, worker, i int) error) (timings, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make([][]time.Duration, c)
@@ -82,7 +82,7 @@ func runFor(ctx context.Context, c int, warmup, d time.Duration, job func(ctx co
 	var firstErr error
 	var once sync.Once
 	var wg sync.WaitGroup
-	measureFrom := time.Now().Add(warmup)
+	measureFrom := time.Now().Add(readWarmup)
 	stopAt := measureFrom.Add(d)
 	for w := range c {
 		wg.Go(func() {

@@ -129,7 +129,7 @@ func (b *bench) measureBatteryAgainstSQL(ctx context.Context, rep *report, ns st
 	var next [2]atomic.Int64
 	c := b.p.Concurrency
 	load := func(ctx context.Context, j int, slot time.Duration) (timings, error) {
-		return runFor(ctx, c, readWarmup, slot, func(ctx context.Context, _, _ int) error {
+		return runFor(ctx, c, slot, func(ctx context.Context, _, _ int) error {
 			return getOK(ctx, b.http, targets[j].url(int(next[j].Add(1)-1)), token)
 		})
 	}

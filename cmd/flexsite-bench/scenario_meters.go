@@ -551,7 +551,7 @@ func (b *bench) measureLookupsMirrored(ctx context.Context, targets []meterLooku
 	}
 	c := b.p.Concurrency
 	return b.mirrored(ctx, names, func(ctx context.Context, j int, slot time.Duration) (timings, error) {
-		return runFor(ctx, c, readWarmup, slot, func(ctx context.Context, worker, i int) error {
+		return runFor(ctx, c, slot, func(ctx context.Context, worker, i int) error {
 			return targets[j].do(ctx, worker+i*c)
 		})
 	})

@@ -305,7 +305,7 @@ func (b *bench) profileReads(ctx context.Context, t readTarget, token string) er
 // loadReads keeps C clients GETting the target for d, each client walking its own sites.
 func (b *bench) loadReads(ctx context.Context, t readTarget, token string, d time.Duration) (timings, error) {
 	c := b.p.Concurrency
-	return runFor(ctx, c, readWarmup, d, func(ctx context.Context, worker, i int) error {
+	return runFor(ctx, c, d, func(ctx context.Context, worker, i int) error {
 		return getOK(ctx, b.http, t.url(worker+i*c), token)
 	})
 }

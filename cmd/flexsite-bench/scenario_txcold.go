@@ -128,7 +128,7 @@ func runTxCold(ctx context.Context, b *bench, rep *report) (err error) {
 	var next [2]atomic.Int64
 	c := b.p.Concurrency
 	results, err := b.mirrored(ctx, []string{txColdPage, txColdRaw}, func(ctx context.Context, j int, slot time.Duration) (timings, error) {
-		return runFor(ctx, c, readWarmup, slot, func(ctx context.Context, _, _ int) error {
+		return runFor(ctx, c, slot, func(ctx context.Context, _, _ int) error {
 			return getOK(ctx, b.http, targets[j].url(int(next[j].Add(1)-1)), token)
 		})
 	})
