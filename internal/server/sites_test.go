@@ -912,11 +912,10 @@ var _ = Describe("POST /entities/site/onboard-site-and-asset (legacy)", func() {
 		}))
 		Expect(siteRec).To(gstruct.MatchAllKeys(gstruct.Keys{
 			"id": Equal(siteID), "mpan": Equal(mpan), "postcode": Equal("SW1A 1AA"), "address": Equal("1 Legacy Lane"),
-			"asset_ids":                      Equal([]any{assetRec["id"]}),
-			"markets":                        Equal([]any{"cm"}),
-			"dispatch_methods":               ConsistOf("cm_infrequent_dispatch", "limited_pause"),
-			"gave_boundary_meter_consent_at": BeNil(),
-		}))
+			"asset_ids":        Equal([]any{assetRec["id"]}),
+			"markets":          Equal([]any{"cm"}),
+			"dispatch_methods": ConsistOf("cm_infrequent_dispatch", "limited_pause"),
+		}), "no consent given: gave_boundary_meter_consent_at left out, never null")
 
 		By("storing the site with its dispatch methods and markets, the asset, and an enrolment in limited_pause")
 		site := entityStoredSite(ctx, o.Namespace, mpan)
