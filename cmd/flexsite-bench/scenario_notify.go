@@ -153,8 +153,10 @@ func (b *bench) subscribeTo(ctx context.Context, ns, name, url, secret string, t
 // notifyPhase is one phase's figures.
 type notifyPhase struct {
 	converge, deliver []time.Duration
-	statusWrites      float64
-	elapsed           time.Duration
+	// started is when each delivered sample's change was made (deliver's order).
+	started      []time.Time
+	statusWrites float64
+	elapsed      time.Duration
 	// recorded is change -> the event's own timestamp, outbox its timestamp -> the receiver.
 	recorded, outbox []time.Duration
 	// The deliverer's stage histograms and connections before and after the phase.
@@ -275,7 +277,7 @@ func (b *bench) notifyPhase(ctx context.Context, ns string, mpans []string, rcv 
 		mu.Lock()
 		out.converge = append(out.converge, conv)
 		if rcv != nil {
-			out.deliver = append(out.deliver, deliv)
+			out.deliver, out.started = append(out.deliver, deliv), append(out.started, t0)
 			out.recorded, out.outbox = append(out.recorded, recorded), append(out.outbox, outbox)
 		}
 		mu.Unlock()

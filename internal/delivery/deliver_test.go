@@ -38,8 +38,8 @@ func newNamespace(ctx context.Context) string {
 
 // ready waits until the deliverer has seen the subscription (events are recorded for it).
 func ready(ctx context.Context, sub *flexv1.Subscription) {
-	Eventually(func() bool {
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+	Eventually(func(g Gomega) bool {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
 		return meta.FindStatusCondition(sub.Status.Conditions, flexv1.ReadyCondition) != nil
 	}).Should(BeTrue())
 }
@@ -171,8 +171,8 @@ var _ = Describe("Notifications through the Kubernetes API (kubectl, GitOps, a c
 		Expect(kindOf(got[len(got)-1])).To(Equal("site.offboarded"))
 
 		By("the subscription's status counts the deliveries")
-		Eventually(func() int64 {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+		Eventually(func(g Gomega) int64 {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
 			return sub.Status.Delivered
 		}).Should(BeNumerically(">=", int64(len(got))))
 		Expect(sub.Status.LastDelivery).NotTo(BeNil())
@@ -191,8 +191,8 @@ var _ = Describe("Notifications through the Kubernetes API (kubectl, GitOps, a c
 		sub := subscribe(ctx, ns, r, flexv1.EventSiteEligibilityChanged)
 		ready(ctx, sub)
 		s, _ := household(ctx, ns, "2301234567894", "notify_test_model")
-		Eventually(func() []flexv1.PropositionName {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+		Eventually(func(g Gomega) []flexv1.PropositionName {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
 			return s.Status.EligiblePropositions
 		}).ShouldNot(BeEmpty())
 		Eventually(r.kinds).Should(HaveLen(1))
@@ -217,8 +217,8 @@ var _ = Describe("Delivery", func() {
 
 		By("failing for a while")
 		Eventually(func() int { return len(r.all()) }).Should(BeNumerically(">=", 4))
-		Eventually(func() int32 {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+		Eventually(func(g Gomega) int32 {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
 			return sub.Status.ConsecutiveFailures
 		}).Should(BeNumerically(">=", 2))
 		Expect(meta.IsStatusConditionFalse(sub.Status.Conditions, flexv1.ReadyCondition)).To(BeTrue())
@@ -320,12 +320,12 @@ var _ = Describe("Delivery", func() {
 		sub := subscribe(ctx, ns, r)
 		ready(ctx, sub)
 		household(ctx, ns, "1200000000011", "zappi")
-		Eventually(func() bool {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+		Eventually(func(g Gomega) bool {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
 			return sub.Spec.Paused
 		}).Should(BeTrue())
-		Eventually(func() string {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
+		Eventually(func(g Gomega) string {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
 			return meta.FindStatusCondition(sub.Status.Conditions, flexv1.ReadyCondition).Reason
 		}).Should(Equal(flexv1.ReasonPaused))
 	})
@@ -430,8 +430,8 @@ var _ = Describe("Reward notifications", func() {
 		sub := subscribe(ctx, ns, r, flexv1.EventRewardsTransactionCredited)
 		ready(ctx, sub)
 		s, _ := household(ctx, ns, "1200000000011", "zappi")
-		Eventually(func() string {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+		Eventually(func(g Gomega) string {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
 			return s.Labels[flexv1.IDLabel]
 		}).ShouldNot(BeEmpty())
 		tx := func(id string, pence int64) flexv1.RewardTransaction {
@@ -462,8 +462,8 @@ var _ = Describe("Reward notifications", func() {
 		sub := subscribe(ctx, ns, r, flexv1.EventRewardsTransactionCredited)
 		ready(ctx, sub)
 		s, _ := household(ctx, ns, "1200000000011", "zappi")
-		Eventually(func() string {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+		Eventually(func(g Gomega) string {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
 			return s.Labels[flexv1.IDLabel]
 		}).ShouldNot(BeEmpty())
 
@@ -483,9 +483,9 @@ var _ = Describe("Reward notifications", func() {
 		Eventually(r.kinds).Should(Equal([]string{"rewards.transaction_credited"}))
 		Expect(r.delivered()[0].Data).To(HaveKeyWithValue("transaction_id", untold))
 		store := &rewardstore.Store{Pool: testDB.Pool}
-		Eventually(func() int {
+		Eventually(func(g Gomega) int {
 			all, err := store.All(ctx, rewardstore.Site{Namespace: ns, ID: s.Labels[flexv1.IDLabel]})
-			Expect(err).NotTo(HaveOccurred())
+			g.Expect(err).NotTo(HaveOccurred())
 			return len(all)
 		}).Should(Equal(2))
 		Eventually(func(g Gomega) {
@@ -503,8 +503,8 @@ var _ = Describe("Reward notifications", func() {
 		sub := subscribe(ctx, ns, r, flexv1.EventRewardsTransactionCredited)
 		ready(ctx, sub)
 		s, _ := household(ctx, ns, "1200000000011", "zappi")
-		Eventually(func() string {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+		Eventually(func(g Gomega) string {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
 			return s.Labels[flexv1.IDLabel]
 		}).ShouldNot(BeEmpty())
 
@@ -536,8 +536,8 @@ var _ = Describe("Deletions", func() {
 		sub := subscribe(ctx, ns, r, flexv1.EventEnrolmentChanged)
 		ready(ctx, sub)
 		s, _ := household(ctx, ns, "1200000000011", "zappi")
-		Eventually(func() []flexv1.PropositionName {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+		Eventually(func(g Gomega) []flexv1.PropositionName {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
 			return s.Status.EligiblePropositions
 		}).Should(ContainElement(lp))
 		e := enrol(ctx, s)
@@ -551,8 +551,8 @@ var _ = Describe("Deletions", func() {
 
 		By("enrolling again meanwhile")
 		e2 := enrol(ctx, s)
-		Eventually(func() flexv1.EnrolmentPhase {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(e2), e2)).To(Succeed())
+		Eventually(func(g Gomega) flexv1.EnrolmentPhase {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(e2), e2)).To(Succeed())
 			return e2.Status.Phase
 		}).ShouldNot(BeEmpty())
 
@@ -566,8 +566,8 @@ var _ = Describe("Deletions", func() {
 
 // siteIDOf waits for a site's API id.
 func siteIDOf(ctx context.Context, s *flexv1.Site) string {
-	Eventually(func() string {
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+	Eventually(func(g Gomega) string {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
 		return s.Labels[flexv1.IDLabel]
 	}).ShouldNot(BeEmpty())
 	return s.Labels[flexv1.IDLabel]
@@ -576,6 +576,11 @@ func siteIDOf(ctx context.Context, s *flexv1.Site) string {
 // credit commits n credits to a site as the REST API commits them (the credit and its event in
 // one SQL transaction) and answers their ids, in order.
 func credit(ctx context.Context, ns, siteID string, n int) []string {
+	return creditWith(ctx, Default, ns, siteID, n)
+}
+
+// creditWith is credit asserting with g (a polled function's Gomega).
+func creditWith(ctx context.Context, g Gomega, ns, siteID string, n int) []string {
 	store := &rewardstore.Store{Pool: testDB.Pool}
 	ids := make([]string, 0, n)
 	for i := range n {
@@ -583,8 +588,8 @@ func credit(ctx context.Context, ns, siteID string, n int) []string {
 		_, created, err := store.Append(ctx, rewardstore.Site{Namespace: ns, ID: siteID},
 			flexv1.RewardTransaction{ID: id, Type: "goodwill credit", CreditPence: int64(10 + i), SettlementDate: "2026-11-01"},
 			rewardstore.SourceAPI)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(created).To(BeTrue())
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(created).To(BeTrue())
 		ids = append(ids, id)
 	}
 	return ids
@@ -713,8 +718,8 @@ var _ = Describe("One outbox: nothing capped, nothing dropped", func() {
 
 		// A credit each poll: those signed within a second of the last read carry the old
 		// signature; a later one carries the new.
-		Eventually(func() bool {
-			credit(ctx, ns, "rotating-site", 1)
+		Eventually(func(g Gomega) bool {
+			creditWith(ctx, g, ns, "rotating-site", 1)
 			for _, g := range r.delivered() {
 				if g.Type == string(flexv1.EventRewardsTransactionCredited) && g.Verified &&
 					g.Data["transaction_id"] != first[0] {
@@ -758,9 +763,9 @@ var _ = Describe("Dispatch notifications", func() {
 		sub := subscribe(ctx, ns, r, flexv1.EventDispatchRequested)
 		ready(ctx, sub)
 		s, a := household(ctx, ns, "1200000000011", "zappi")
-		Eventually(func() []string {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
+		Eventually(func(g Gomega) []string {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
 			return []string{s.Labels[flexv1.IDLabel], a.Labels[flexv1.IDLabel]}
 		}).ShouldNot(ContainElement(BeEmpty()))
 

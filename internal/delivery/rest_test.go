@@ -104,8 +104,11 @@ var _ = Describe("Notifications through the REST API", func() {
 		inOrder(got)
 
 		By("the recent deliveries, through REST")
-		Eventually(func() int {
-			_, d := rest("GET", "/notifications/subscriptions/"+sub.Name+"/deliveries", tok, nil)
+		Eventually(func(g Gomega) int {
+			_, data, err := testenv.Call(apiServer.URL, "GET", "/notifications/subscriptions/"+sub.Name+"/deliveries", tok, nil)
+			g.Expect(err).NotTo(HaveOccurred())
+			var d map[string]any
+			g.Expect(json.Unmarshal(data, &d)).To(Succeed())
 			list, _ := d["deliveries"].([]any)
 			return len(list)
 		}).Should(BeNumerically(">=", 10))

@@ -3,10 +3,12 @@ package delivery_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -184,10 +186,18 @@ type receiver struct {
 	// request, once recorded, until released closes or the caller gives up.
 	answer   func(n int) int
 	released chan struct{}
+	// abandoned counts the held requests whose sender went away before they were released.
+	abandoned int
+	// isDown: the receiver's address refuses connections (down, until up).
+	isDown bool
 }
 
 // hold is the answer that holds a request without answering it.
 const hold = 0
+
+// goDown is the answer that takes the receiver down on this request: it is not answered, every
+// open connection is cut and its address refuses connections until up.
+const goDown = -1
 
 // newReceiver starts a receiver; given a channel, it hangs on every request until the channel
 // closes (a dead receiver).
@@ -223,11 +233,18 @@ func newReceiver(hang ...chan struct{}) *receiver {
 		}
 		r.got = append(r.got, rec)
 		r.mu.Unlock()
-		if rec.Status == hold {
+		switch rec.Status {
+		case hold:
 			select {
 			case <-r.released:
 			case <-req.Context().Done():
+				r.mu.Lock()
+				r.abandoned++
+				r.mu.Unlock()
 			}
+			return
+		case goDown:
+			r.down()
 			return
 		}
 		w.WriteHeader(rec.Status)
@@ -246,6 +263,45 @@ func (r *receiver) release() {
 	default:
 		close(r.released)
 	}
+}
+
+// down makes the receiver's address refuse connections and cuts those open (requests in
+// flight get no answer).
+func (r *receiver) down() {
+	r.mu.Lock()
+	if r.isDown {
+		r.mu.Unlock()
+		return
+	}
+	r.isDown = true
+	r.mu.Unlock()
+	_ = r.Listener.Close()
+	r.CloseClientConnections()
+}
+
+// up serves again on the address the receiver had.
+func (r *receiver) up() {
+	l, err := net.Listen("tcp", r.Listener.Addr().String())
+	Expect(err).NotTo(HaveOccurred())
+	r.Listener = tls.NewListener(l, r.TLS)
+	go func() { _ = r.Config.Serve(r.Listener) }()
+	r.mu.Lock()
+	r.isDown = false
+	r.mu.Unlock()
+}
+
+// downNow answers whether the receiver is down (polled: no assertion inside).
+func (r *receiver) downNow() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.isDown
+}
+
+// abandonedHeld is how many held requests their senders gave up.
+func (r *receiver) abandonedHeld() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.abandoned
 }
 
 // pendingDeliveries counts an organisation's deliveries not yet delivered nor given up (polled:
