@@ -1,0 +1,120 @@
+package app
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+)
+
+// maxKeptEligibilityBytes bounds the kept eligibility answers by the memory they take: 16 MiB,
+// ~10,000 sites of a few assets each (an answer is ~1 KB). Past the bound, arbitrary sites
+// make room; their next read encodes again.
+const maxKeptEligibilityBytes = 16 << 20
+
+// keptEligibilityBookkeeping is what a kept answer costs beside its bytes (entry, map slot,
+// the site's identity), and keptAssetBytes what each asset's stamp costs, rounded up.
+const (
+	keptEligibilityBookkeeping = 256
+	keptAssetBytes             = 96
+)
+
+// keptEligibility keeps each site's encoded eligibility answer with what it was found current
+// against, so that the read of an unchanged site costs its lookups, a comparison and the
+// bytes (docs/performance.md). The answer is the site's status (and its spec's site issues,
+// its id label): fixed for the site's identity (UID) and resourceVersion. Whether that status
+// is current depends on the site's assets and the catalogue too (household.CurrentEligibility),
+// so an answer is served only while the site, every one of its cached assets
+// (UID and resourceVersion) and the catalogue's version (householdstore.Catalogue.Version)
+// are exactly those it was found current against; anything else is a miss, read and encoded
+// afresh. The answer does not depend on who asks: the caller's reach is checked before the
+// lookup (Reaches), and entries are keyed by namespace and name.
+type keptEligibility struct {
+	mu       sync.RWMutex
+	sites    map[types.NamespacedName]*keptAnswer
+	bytes    int
+	maxBytes int
+}
+
+// keptAnswer is one site's answer and what it was found current against.
+type keptAnswer struct {
+	uid             types.UID
+	resourceVersion string
+	catalogue       uint64
+	assets          []keptAsset
+	body            EncodedJSON
+	cost            int
+}
+
+type keptAsset struct {
+	uid             types.UID
+	resourceVersion string
+}
+
+func newKeptEligibility(maxBytes int) *keptEligibility {
+	return &keptEligibility{sites: map[types.NamespacedName]*keptAnswer{}, maxBytes: maxBytes}
+}
+
+// answer is the site's kept answer when it was found current against exactly this site,
+// these assets and this catalogue version (nil otherwise). The bytes are shared: read-only.
+func (k *keptEligibility) answer(site *flexv1.Site, assets []*flexv1.Asset, catalogue uint64) EncodedJSON {
+	if k == nil {
+		return nil
+	}
+	k.mu.RLock()
+	e := k.sites[types.NamespacedName{Namespace: site.Namespace, Name: site.Name}]
+	k.mu.RUnlock()
+	if e == nil || e.uid != site.UID || e.resourceVersion != site.ResourceVersion || e.catalogue != catalogue ||
+		len(e.assets) != len(assets) {
+		return nil
+	}
+	for _, a := range assets { // a handful: the index answers them in any order
+		if !e.holds(a) {
+			return nil
+		}
+	}
+	return e.body
+}
+
+func (e *keptAnswer) holds(a *flexv1.Asset) bool {
+	for _, s := range e.assets {
+		if s.uid == a.UID {
+			return s.resourceVersion == a.ResourceVersion
+		}
+	}
+	return false
+}
+
+// keep keeps body, found current against this site, these assets and this catalogue version;
+// body is read-only from then on.
+func (k *keptEligibility) keep(site *flexv1.Site, assets []*flexv1.Asset, catalogue uint64, body EncodedJSON) {
+	if k == nil || site.ResourceVersion == "" {
+		return
+	}
+	e := &keptAnswer{uid: site.UID, resourceVersion: site.ResourceVersion, catalogue: catalogue,
+		assets: make([]keptAsset, len(assets)), body: body,
+		cost: keptEligibilityBookkeeping + len(body) + keptAssetBytes*len(assets)}
+	for i, a := range assets {
+		e.assets[i] = keptAsset{uid: a.UID, resourceVersion: a.ResourceVersion}
+	}
+	key := types.NamespacedName{Namespace: site.Namespace, Name: site.Name}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if old := k.sites[key]; old != nil {
+		k.bytes -= old.cost
+		delete(k.sites, key)
+	}
+	if e.cost > k.maxBytes {
+		return
+	}
+	for other, o := range k.sites { // arbitrary sites make room
+		if k.bytes+e.cost <= k.maxBytes {
+			break
+		}
+		k.bytes -= o.cost
+		delete(k.sites, other)
+	}
+	k.sites[key] = e
+	k.bytes += e.cost
+}
