@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -100,5 +101,115 @@ func BenchmarkEligibilityRead(b *testing.B) {
 			b.Fatal(enc, err)
 		}
 		i++
+	}
+}
+
+// fresh is the site's answer encoded afresh from its status, as the read encodes a miss.
+func (f *eligibilityFixture) fresh(t *testing.T, name string) EncodedJSON {
+	t.Helper()
+	obj, ok, err := f.sites.GetByKey("org/" + name)
+	if err != nil || !ok {
+		t.Fatal(name, ok, err)
+	}
+	site := obj.(*flexv1.Site)
+	res, _ := household.EvaluatedEligibility(site)
+	enc, err := EncodeEligibility(eligibilityRecord(site.Labels[flexv1.IDLabel], *res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enc
+}
+
+// The kept eligibility answer is the answer encoded afresh, and is served only while the
+// site (its resourceVersion), its assets and the catalogue are those it was found current
+// against: a new status is answered at once, an asset the status has yet to count makes the
+// read wait for the controller as without the kept answer, and the answer of one
+// organisation's site is never another's.
+func TestKeptEligibilityIsTheFreshAnswerUntilTheSiteChanges(t *testing.T) {
+	f := newEligibilityFixture(t, 2)
+	ctx := t.Context()
+	read := func(p *auth.Principal, id string) (EncodedJSON, error) { return f.svc.EligibilityJSON(ctx, p, id) }
+	first, err := read(benchOrg, "id-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first, f.fresh(t, "site-0")) {
+		t.Fatalf("first read\n%s\nfresh\n%s", first, f.fresh(t, "site-0"))
+	}
+	again, err := read(benchOrg, "id-0")
+	if err != nil || !bytes.Equal(again, first) || &again[0] != &first[0] {
+		t.Fatalf("second read not the kept answer: %s %v", again, err)
+	}
+
+	// A new status (the consent withdrawn and evaluated again): a new resourceVersion.
+	obj, _, _ := f.sites.GetByKey("org/site-0")
+	site := obj.(*flexv1.Site).DeepCopy()
+	site.Spec.BoundaryMeterConsentAt = nil
+	site.Generation, site.ResourceVersion = 2, "2"
+	children, _ := f.svc.reads.assetsOf(site)
+	f.evaluate(site, children)
+	if err := f.sites.Update(site); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := read(benchOrg, "id-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(changed, first) || !bytes.Equal(changed, f.fresh(t, "site-0")) {
+		t.Fatalf("after the site changed\n%s\nfresh\n%s", changed, f.fresh(t, "site-0"))
+	}
+
+	// A changed asset the status has yet to count: not current, whatever was kept.
+	obj, _, _ = f.assets.GetByKey("org/site-0-charger")
+	asset := obj.(*flexv1.Asset).DeepCopy()
+	asset.Generation, asset.ResourceVersion = 2, "3"
+	if err := f.assets.Update(asset); err != nil {
+		t.Fatal(err)
+	}
+	if _, res, body, err := f.svc.evaluatedEligibility(ctx, benchOrg, "id-0", true); err != nil || res != nil || body != nil {
+		t.Fatalf("a status behind its assets was served: %v %s %v", res, body, err)
+	}
+
+	// Another organisation's site of the same name and id is its own answer.
+	other := &auth.Principal{Kind: auth.KindOrganisation, Namespace: "other"}
+	obj, _, _ = f.sites.GetByKey("org/site-1")
+	theirs := obj.(*flexv1.Site).DeepCopy()
+	theirs.Namespace, theirs.UID = "other", "uid-other-site-1"
+	theirs.Spec.BoundaryMeterConsentAt = nil
+	f.evaluate(theirs, nil)
+	if err := f.sites.Add(theirs); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := read(benchOrg, "id-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := read(other, "id-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(got, mine) {
+		t.Fatalf("the other organisation was answered this one's site: %s", got)
+	}
+	if _, err := read(&auth.Principal{Kind: auth.KindEndUser, Namespace: "org", SiteName: "site-0"}, "id-1"); err == nil {
+		t.Fatal("an end user read a site not its own")
+	}
+}
+
+// A kept answer costs the read its lookups and nothing per byte of the answer: a handful of
+// allocations (the two index lookups), where an answer encoded afresh takes 30 and more.
+func TestKeptEligibilityReadAllocations(t *testing.T) {
+	f := newEligibilityFixture(t, 100)
+	ctx := t.Context()
+	if _, err := f.svc.EligibilityJSON(ctx, benchOrg, "id-7"); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := f.svc.EligibilityJSON(ctx, benchOrg, "id-7"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 12 {
+		t.Fatalf("%.0f allocations a kept read", allocs)
 	}
 }
