@@ -6,12 +6,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/metrics"
 )
 
-// maxKeptEligibilityBytes bounds the kept eligibility answers by the memory they take: 16 MiB,
-// ~10,000 sites of a few assets each (an answer is ~1 KB). Past the bound, arbitrary sites
-// make room; their next read encodes again.
-const maxKeptEligibilityBytes = 16 << 20
+// maxKeptEligibilityBytes bounds the kept eligibility answers by the memory they take: 32 MiB,
+// ~20,000 sites of two assets (an answer is ~1 KB, ~1.5 KB kept), so that a fleet of 10,000
+// sites read in turn is answered from memory. Past the bound, arbitrary sites make room;
+// their next read encodes again. flexsite_eligibility_kept_answer_bytes shows what is held.
+const maxKeptEligibilityBytes = 32 << 20
 
 // keptEligibilityBookkeeping is what a kept answer costs beside its bytes (entry, map slot,
 // the site's identity), and keptAssetBytes what each asset's stamp costs, rounded up.
@@ -106,6 +108,7 @@ func (k *keptEligibility) keep(site *flexv1.Site, assets []*flexv1.Asset, catalo
 		delete(k.sites, key)
 	}
 	if e.cost > k.maxBytes {
+		metrics.KeptEligibilityBytes.Set(float64(k.bytes))
 		return
 	}
 	for other, o := range k.sites { // arbitrary sites make room
@@ -117,4 +120,5 @@ func (k *keptEligibility) keep(site *flexv1.Site, assets []*flexv1.Asset, catalo
 	}
 	k.sites[key] = e
 	k.bytes += e.cost
+	metrics.KeptEligibilityBytes.Set(float64(k.bytes))
 }
