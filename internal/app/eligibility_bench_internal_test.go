@@ -44,7 +44,7 @@ func newEligibilityFixture(t testing.TB, n int) *eligibilityFixture {
 	}
 	for i := range n {
 		name := fmt.Sprintf("site-%d", i)
-		var children []*flexv1.Asset
+		children := make([]*flexv1.Asset, 0, 2)
 		for _, kind := range []flexv1.AssetType{flexv1.AssetTypeCharger, flexv1.AssetTypeBattery} {
 			a := &flexv1.Asset{ObjectMeta: metav1.ObjectMeta{Namespace: "org", Name: name + "-" + string(kind),
 				UID: types.UID(fmt.Sprintf("uid-%s-%s", name, kind)), Generation: 1, ResourceVersion: "1",
@@ -104,12 +104,12 @@ func BenchmarkEligibilityRead(b *testing.B) {
 	}
 }
 
-// fresh is the site's answer encoded afresh from its status, as the read encodes a miss.
-func (f *eligibilityFixture) fresh(t *testing.T, name string) EncodedJSON {
+// fresh is site-0's answer encoded afresh from its status, as the read encodes a miss.
+func (f *eligibilityFixture) fresh(t *testing.T) EncodedJSON {
 	t.Helper()
-	obj, ok, err := f.sites.GetByKey("org/" + name)
+	obj, ok, err := f.sites.GetByKey("org/site-0")
 	if err != nil || !ok {
-		t.Fatal(name, ok, err)
+		t.Fatal(ok, err)
 	}
 	site := obj.(*flexv1.Site)
 	res, _ := household.EvaluatedEligibility(site)
@@ -133,8 +133,8 @@ func TestKeptEligibilityIsTheFreshAnswerUntilTheSiteChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(first, f.fresh(t, "site-0")) {
-		t.Fatalf("first read\n%s\nfresh\n%s", first, f.fresh(t, "site-0"))
+	if !bytes.Equal(first, f.fresh(t)) {
+		t.Fatalf("first read\n%s\nfresh\n%s", first, f.fresh(t))
 	}
 	again, err := read(benchOrg, "id-0")
 	if err != nil || !bytes.Equal(again, first) || &again[0] != &first[0] {
@@ -155,8 +155,8 @@ func TestKeptEligibilityIsTheFreshAnswerUntilTheSiteChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Equal(changed, first) || !bytes.Equal(changed, f.fresh(t, "site-0")) {
-		t.Fatalf("after the site changed\n%s\nfresh\n%s", changed, f.fresh(t, "site-0"))
+	if bytes.Equal(changed, first) || !bytes.Equal(changed, f.fresh(t)) {
+		t.Fatalf("after the site changed\n%s\nfresh\n%s", changed, f.fresh(t))
 	}
 
 	// A changed asset the status has yet to count: not current, whatever was kept.

@@ -140,7 +140,8 @@ const (
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(HTTPRequests, HTTPDuration, RateLimited,
-		Onboards, Enrolments, Withdrawals, EligibilityChanges, KeptRewardPageBytes, KeptEligibilityBytes, KeptPriceBytes, TokensIssued, LoginFailures,
+		Onboards, Enrolments, Withdrawals, EligibilityChanges, KeptRewardPageBytes, KeptEligibilityBytes, KeptPriceBytes,
+		TokensIssued, LoginFailures,
 		MeterLookups, MeterLookupsRefused)
 	// The series whose label values are known up front start at 0, so that rate() and
 	// increase() see their first event, and a dashboard shows 0 rather than "no data".
