@@ -38,7 +38,7 @@ var ErrEligibilityPending = &Error{Kind: Unavailable,
 // currentEligibility is the caller's site and the eligibility in its status, once current.
 // The usual read finds it current at once, and costs no more than the lookups. encoded asks
 // for the answer encoded too (body): a site's kept answer when it is still current
-// (keptEligibility, with res nil then), else the result encoded and kept.
+// (keptanswer.Eligibility, with res nil then), else the result encoded and kept.
 func (s *Service) currentEligibility(ctx context.Context, p *auth.Principal, siteID string, encoded bool) (
 	site *flexv1.Site, res *eligibility.Result, body EncodedJSON, err error) {
 	site, res, body, err = s.evaluatedEligibility(ctx, p, siteID, encoded)
@@ -104,7 +104,7 @@ func (s *Service) evaluatedEligibility(ctx context.Context, p *auth.Principal, s
 	}
 	kept := encoded && s.kept != nil
 	if kept {
-		if body := s.kept.answer(site, assets, s.catalogue.Version()); body != nil {
+		if body := s.kept.Answer(site, assets, s.catalogue.Version()); body != nil {
 			return site, nil, body, nil
 		}
 	}
@@ -121,7 +121,7 @@ func (s *Service) evaluatedEligibility(ctx context.Context, p *auth.Principal, s
 		return nil, nil, nil, err
 	}
 	if kept {
-		s.kept.keep(site, assets, version, body)
+		s.kept.Keep(site, assets, version, body)
 	}
 	return site, res, body, nil
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app/keptanswer"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/household"
@@ -68,7 +69,7 @@ func newEligibilityFixture(t testing.TB, n int) *eligibilityFixture {
 	f.svc = &Service{Config: Config{Now: time.Now}, catalogue: householdstore.FixedCatalogue(rules),
 		reads: &readIndexes{lookup: index.NewStoreLookup(map[client.Object]toolscache.Indexer{
 			&flexv1.Site{}: f.sites, &flexv1.Asset{}: f.assets}), changes: &cacheChanges{}},
-		kept: newKeptEligibility(maxKeptEligibilityBytes)}
+		kept: keptanswer.New(keptanswer.MaxBytes)}
 	return f
 }
 

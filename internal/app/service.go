@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flexsite/flexsite/internal/app/keptanswer"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
@@ -54,9 +55,9 @@ type Service struct {
 	catalogue *householdstore.Catalogue
 	// reads finds sites and assets for the hot reads (reads.go; nil without informers).
 	reads *readIndexes
-	// kept keeps the encoded eligibility answers (eligibilitycache.go; nil without reads and
+	// kept keeps the encoded eligibility answers (internal/app/keptanswer; nil without reads and
 	// catalogue: nothing tells then whether an answer is still current).
-	kept *keptEligibility
+	kept *keptanswer.Eligibility
 }
 
 // New builds the use cases on cfg.
@@ -71,7 +72,7 @@ func New(cfg Config) *Service {
 	cfg.Client = auth.OwnedClient{Client: cfg.Client}
 	s := &Service{Config: cfg, catalogue: newCatalogue(cfg), reads: newReadIndexes(cfg.Cache)}
 	if s.catalogue != nil && s.reads != nil {
-		s.kept = newKeptEligibility(maxKeptEligibilityBytes)
+		s.kept = keptanswer.New(keptanswer.MaxBytes)
 	}
 	return s
 }

@@ -117,7 +117,7 @@ func (s *Service) OwnSite(ctx context.Context, p *auth.Principal) (*flexv1.Site,
 
 // EligibilityJSON is the eligibility record of the caller's site, encoded (EncodedJSON):
 // the Site controller's evaluation in the site's status, once it is current (eligibility.go).
-// The answer of an unchanged site is kept encoded (keptEligibility): the read of a site
+// The answer of an unchanged site is kept encoded (keptanswer.Eligibility): the read of a site
 // read before costs its lookups, a comparison and the bytes.
 func (s *Service) EligibilityJSON(ctx context.Context, p *auth.Principal, siteID string) (EncodedJSON, error) {
 	site, res, body, err := s.currentEligibility(ctx, p, siteID, true)

@@ -98,7 +98,7 @@ var (
 	})
 
 	// KeptEligibilityBytes is the memory the REST API's kept eligibility answers are counted
-	// for (bounded; see internal/app's eligibilitycache.go).
+	// for (bounded; see internal/app/keptanswer).
 	KeptEligibilityBytes = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "flexsite_eligibility_kept_answer_bytes",
 		Help: "Bytes of encoded GET /entities/site/{site_id}/eligibility answers the REST API keeps " +

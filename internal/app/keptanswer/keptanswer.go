@@ -1,4 +1,6 @@
-package app
+// Package keptanswer keeps the REST API's encoded eligibility answers, each with what it was
+// found current against (docs/architecture.md, "Eligibility: decided once").
+package keptanswer
 
 import (
 	"sync"
@@ -9,20 +11,20 @@ import (
 	"github.com/flexsite/flexsite/internal/metrics"
 )
 
-// maxKeptEligibilityBytes bounds the kept eligibility answers by the memory they take: 32 MiB,
+// MaxBytes bounds the kept eligibility answers by the memory they take: 32 MiB,
 // ~20,000 sites of two assets (an answer is ~1 KB, ~1.5 KB kept), so that a fleet of 10,000
 // sites read in turn is answered from memory. Past the bound, arbitrary sites make room;
 // their next read encodes again. flexsite_eligibility_kept_answer_bytes shows what is held.
-const maxKeptEligibilityBytes = 32 << 20
+const MaxBytes = 32 << 20
 
-// keptEligibilityBookkeeping is what a kept answer costs beside its bytes (entry, map slot,
+// answerBookkeeping is what a kept answer costs beside its bytes (entry, map slot,
 // the site's identity), and keptAssetBytes what each asset's stamp costs, rounded up.
 const (
-	keptEligibilityBookkeeping = 256
-	keptAssetBytes             = 96
+	answerBookkeeping = 256
+	keptAssetBytes    = 96
 )
 
-// keptEligibility keeps each site's encoded eligibility answer with what it was found current
+// Eligibility keeps each site's encoded eligibility answer with what it was found current
 // against, so that the read of an unchanged site costs its lookups, a comparison and the
 // bytes (docs/performance.md). The answer is the site's status (and its spec's site issues,
 // its id label): fixed for the site's identity (UID) and resourceVersion. Whether that status
@@ -31,8 +33,8 @@ const (
 // (UID and resourceVersion) and the catalogue's version (householdstore.Catalogue.Version)
 // are exactly those it was found current against; anything else is a miss, read and encoded
 // afresh. The answer does not depend on who asks: the caller's reach is checked before the
-// lookup (Reaches), and entries are keyed by namespace and name.
-type keptEligibility struct {
+// lookup (app.Reaches), and entries are keyed by namespace and name.
+type Eligibility struct {
 	mu       sync.RWMutex
 	sites    map[types.NamespacedName]*keptAnswer
 	bytes    int
@@ -45,7 +47,7 @@ type keptAnswer struct {
 	resourceVersion string
 	catalogue       uint64
 	assets          []keptAsset
-	body            EncodedJSON
+	body            []byte
 	cost            int
 }
 
@@ -54,13 +56,14 @@ type keptAsset struct {
 	resourceVersion string
 }
 
-func newKeptEligibility(maxBytes int) *keptEligibility {
-	return &keptEligibility{sites: map[types.NamespacedName]*keptAnswer{}, maxBytes: maxBytes}
+// New keeps answers up to maxBytes (MaxBytes in the manager).
+func New(maxBytes int) *Eligibility {
+	return &Eligibility{sites: map[types.NamespacedName]*keptAnswer{}, maxBytes: maxBytes}
 }
 
-// answer is the site's kept answer when it was found current against exactly this site,
+// Answer is the site's kept answer when it was found current against exactly this site,
 // these assets and this catalogue version (nil otherwise). The bytes are shared: read-only.
-func (k *keptEligibility) answer(site *flexv1.Site, assets []*flexv1.Asset, catalogue uint64) EncodedJSON {
+func (k *Eligibility) Answer(site *flexv1.Site, assets []*flexv1.Asset, catalogue uint64) []byte {
 	if k == nil {
 		return nil
 	}
@@ -88,15 +91,15 @@ func (e *keptAnswer) holds(a *flexv1.Asset) bool {
 	return false
 }
 
-// keep keeps body, found current against this site, these assets and this catalogue version;
+// Keep keeps body, found current against this site, these assets and this catalogue version;
 // body is read-only from then on.
-func (k *keptEligibility) keep(site *flexv1.Site, assets []*flexv1.Asset, catalogue uint64, body EncodedJSON) {
+func (k *Eligibility) Keep(site *flexv1.Site, assets []*flexv1.Asset, catalogue uint64, body []byte) {
 	if k == nil || site.ResourceVersion == "" {
 		return
 	}
 	e := &keptAnswer{uid: site.UID, resourceVersion: site.ResourceVersion, catalogue: catalogue,
 		assets: make([]keptAsset, len(assets)), body: body,
-		cost: keptEligibilityBookkeeping + len(body) + keptAssetBytes*len(assets)}
+		cost: answerBookkeeping + len(body) + keptAssetBytes*len(assets)}
 	for i, a := range assets {
 		e.assets[i] = keptAsset{uid: a.UID, resourceVersion: a.ResourceVersion}
 	}
