@@ -36,11 +36,14 @@ var ErrEligibilityPending = &Error{Kind: Unavailable,
 	Detail: "The site's eligibility is being evaluated; retry shortly", RetryAfter: "1"}
 
 // currentEligibility is the caller's site and the eligibility in its status, once current.
-// The usual read finds it current at once, and costs no more than the lookups.
-func (s *Service) currentEligibility(ctx context.Context, p *auth.Principal, siteID string) (*flexv1.Site, *eligibility.Result, error) {
-	site, res, err := s.evaluatedEligibility(ctx, p, siteID)
-	if err != nil || res != nil {
-		return site, res, err
+// The usual read finds it current at once, and costs no more than the lookups. encoded asks
+// for the answer encoded too (body): a site's kept answer when it is still current
+// (keptanswer.Eligibility, with res nil then), else the result encoded and kept.
+func (s *Service) currentEligibility(ctx context.Context, p *auth.Principal, siteID string, encoded bool) (
+	site *flexv1.Site, res *eligibility.Result, body EncodedJSON, err error) {
+	site, res, body, err = s.evaluatedEligibility(ctx, p, siteID, encoded)
+	if err != nil || res != nil || body != nil {
+		return site, res, body, err
 	}
 	if s.EvaluateFirst != nil && site != nil {
 		// Most often the controller is about to write it; behind a catalogue change's
@@ -58,21 +61,21 @@ func (s *Service) currentEligibility(ctx context.Context, p *auth.Principal, sit
 	for {
 		// Taken before the look, so that an event during it is not missed.
 		changed := next()
-		site, res, err := s.evaluatedEligibility(ctx, p, siteID)
+		site, res, body, err := s.evaluatedEligibility(ctx, p, siteID, encoded)
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, nil, ErrEligibilityPending // the wait's end, met inside a lookup
+			return nil, nil, nil, ErrEligibilityPending // the wait's end, met inside a lookup
 		}
-		if err != nil || res != nil {
-			return site, res, err
+		if err != nil || res != nil || body != nil {
+			return site, res, body, err
 		}
 		recheck := time.NewTimer(eligibilityRecheck)
 		select {
 		case <-ctx.Done():
 			recheck.Stop()
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, nil, ErrEligibilityPending
+				return nil, nil, nil, ErrEligibilityPending
 			}
-			return nil, nil, ctx.Err()
+			return nil, nil, nil, ctx.Err()
 		case <-changed:
 		case <-recheck.C:
 		}
@@ -81,28 +84,46 @@ func (s *Service) currentEligibility(ctx context.Context, p *auth.Principal, sit
 }
 
 // evaluatedEligibility is the caller's site and the eligibility in its status when it is
-// current against this replica's cache (nil result when not yet). A site on its way out is
-// evaluated no more: its last evaluation is served.
-func (s *Service) evaluatedEligibility(ctx context.Context, p *auth.Principal, siteID string) (*flexv1.Site, *eligibility.Result, error) {
+// current against this replica's cache (nil result and body when not yet). A site on its way
+// out is evaluated no more: its last evaluation is served. encoded: as currentEligibility.
+func (s *Service) evaluatedEligibility(ctx context.Context, p *auth.Principal, siteID string, encoded bool) (
+	*flexv1.Site, *eligibility.Result, EncodedJSON, error) {
 	site, err := s.siteToRead(ctx, p, siteID)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if !site.DeletionTimestamp.IsZero() {
 		if res, _ := household.EvaluatedEligibility(site); res != nil {
-			return site, res, nil
+			return site, res, nil, nil
 		}
-		return nil, nil, ErrSiteNotFound
-	}
-	rules, err := s.rulesToRead(ctx)
-	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, ErrSiteNotFound
 	}
 	assets, err := s.assetsToRead(ctx, site)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return site, household.CurrentEligibility(site, assets, rules), nil
+	kept := encoded && s.kept != nil
+	if kept {
+		if body := s.kept.Answer(site, assets, s.catalogue.Version()); body != nil {
+			return site, nil, body, nil
+		}
+	}
+	rules, version, err := s.rulesToRead(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	res := household.CurrentEligibility(site, assets, rules)
+	if res == nil || !encoded {
+		return site, res, nil, nil
+	}
+	body, err := EncodeEligibility(eligibilityRecord(site.Labels[flexv1.IDLabel], *res))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if kept {
+		s.kept.Keep(site, assets, version, body)
+	}
+	return site, res, body, nil
 }
 
 // assetsToRead are the site's cached Assets, read-only: from the informer's index when the

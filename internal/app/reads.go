@@ -124,9 +124,11 @@ type EncodedJSON []byte
 // rulesToRead are the rules in force for an answer that only reads (GET eligibility): from
 // the householdstore.Catalogue kept up to date by the cache's informers, without listing the
 // catalogue per request, when the cache has informers; else listed (householdstore.LoadRules).
-func (s *Service) rulesToRead(ctx context.Context) (eligibility.Rules, error) {
+// version is the catalogue's (householdstore.Catalogue.Version; 0 without one).
+func (s *Service) rulesToRead(ctx context.Context) (rules eligibility.Rules, version uint64, err error) {
 	if s.catalogue != nil {
-		return s.catalogue.Rules(ctx)
+		return s.catalogue.RulesAt(ctx)
 	}
-	return householdstore.LoadRules(ctx, s.Cache)
+	rules, err = householdstore.LoadRules(ctx, s.Cache)
+	return rules, 0, err
 }

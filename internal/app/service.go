@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flexsite/flexsite/internal/app/keptanswer"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
@@ -54,6 +55,9 @@ type Service struct {
 	catalogue *householdstore.Catalogue
 	// reads finds sites and assets for the hot reads (reads.go; nil without informers).
 	reads *readIndexes
+	// kept keeps the encoded eligibility answers (internal/app/keptanswer; nil without reads and
+	// catalogue: nothing tells then whether an answer is still current).
+	kept *keptanswer.Eligibility
 }
 
 // New builds the use cases on cfg.
@@ -66,7 +70,11 @@ func New(cfg Config) *Service {
 	}
 	// Every write names the API client that made it (managedFields).
 	cfg.Client = auth.OwnedClient{Client: cfg.Client}
-	return &Service{Config: cfg, catalogue: newCatalogue(cfg), reads: newReadIndexes(cfg.Cache)}
+	s := &Service{Config: cfg, catalogue: newCatalogue(cfg), reads: newReadIndexes(cfg.Cache)}
+	if s.catalogue != nil && s.reads != nil {
+		s.kept = keptanswer.New(keptanswer.MaxBytes)
+	}
+	return s
 }
 
 // inFlightDeadline is when a site created now must be complete. It uses the wall clock, not

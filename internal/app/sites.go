@@ -117,12 +117,14 @@ func (s *Service) OwnSite(ctx context.Context, p *auth.Principal) (*flexv1.Site,
 
 // EligibilityJSON is the eligibility record of the caller's site, encoded (EncodedJSON):
 // the Site controller's evaluation in the site's status, once it is current (eligibility.go).
+// The answer of an unchanged site is kept encoded (keptanswer.Eligibility): the read of a site
+// read before costs its lookups, a comparison and the bytes.
 func (s *Service) EligibilityJSON(ctx context.Context, p *auth.Principal, siteID string) (EncodedJSON, error) {
-	rec, err := s.Eligibility(ctx, p, siteID)
-	if err != nil {
-		return nil, err
+	site, res, body, err := s.currentEligibility(ctx, p, siteID, true)
+	if err != nil || body != nil {
+		return body, err
 	}
-	return EncodeEligibility(rec)
+	return EncodeEligibility(eligibilityRecord(site.Labels[flexv1.IDLabel], *res))
 }
 
 // EncodeEligibility encodes a record as encoding/json's Encoder would, through goccy/go-json
@@ -139,7 +141,7 @@ func EncodeEligibility(rec *EligibilityRecord) (EncodedJSON, error) {
 // Eligibility is the eligibility record of the caller's site: the Site controller's
 // evaluation in the site's status, once it is current (eligibility.go).
 func (s *Service) Eligibility(ctx context.Context, p *auth.Principal, siteID string) (*EligibilityRecord, error) {
-	site, res, err := s.currentEligibility(ctx, p, siteID)
+	site, res, _, err := s.currentEligibility(ctx, p, siteID, false)
 	if err != nil {
 		return nil, err
 	}

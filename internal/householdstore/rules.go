@@ -75,15 +75,34 @@ func NewCatalogue(ctx context.Context, r client.Reader, informers index.Informer
 // Rules are the rules in force, as of the last catalogue event handled: rebuilt on the
 // first call after an event, else the ones built last.
 func (c *Catalogue) Rules(ctx context.Context) (eligibility.Rules, error) {
+	rules, _, err := c.RulesAt(ctx)
+	return rules, err
+}
+
+// RulesAt are Rules and the version they are kept for: while Version answers the same, the
+// rules in force are these.
+func (c *Catalogue) RulesAt(ctx context.Context) (eligibility.Rules, uint64, error) {
 	v := c.version.Load()
 	if b := c.built.Load(); b != nil && b.version == v {
-		return b.rules, nil
+		return b.rules, v, nil
 	}
 	rules, err := LoadRules(ctx, c.reader)
 	if err != nil {
-		return eligibility.Rules{}, err
+		return eligibility.Rules{}, 0, err
 	}
 	// Read at version v or later: kept for v (a later event rebuilds them again).
 	c.built.Store(&versionedRules{version: v, rules: rules})
-	return rules, nil
+	return rules, v, nil
+}
+
+// Version counts the catalogue events seen: the rules RulesAt answered for a version are
+// still the ones in force while Version answers it.
+func (c *Catalogue) Version() uint64 { return c.version.Load() }
+
+// FixedCatalogue is a Catalogue that answers rules and never changes (no informers): for the
+// use cases' unit tests and benchmarks.
+func FixedCatalogue(rules eligibility.Rules) *Catalogue {
+	c := &Catalogue{}
+	c.built.Store(&versionedRules{rules: rules})
+	return c
 }

@@ -97,6 +97,14 @@ var (
 			"until PostgreSQL notifies their site's ledger changed (bounded).",
 	})
 
+	// KeptEligibilityBytes is the memory the REST API's kept eligibility answers are counted
+	// for (bounded; see internal/app/keptanswer).
+	KeptEligibilityBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "flexsite_eligibility_kept_answer_bytes",
+		Help: "Bytes of encoded GET /entities/site/{site_id}/eligibility answers the REST API keeps " +
+			"while their site, its assets and the catalogue are unchanged (bounded).",
+	})
+
 	// KeptPriceBytes is the memory the kept market prices and encoded price curves are
 	// counted for (bounded; see internal/app/pricing's pricecache.go).
 	KeptPriceBytes = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -132,7 +140,8 @@ const (
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(HTTPRequests, HTTPDuration, RateLimited,
-		Onboards, Enrolments, Withdrawals, EligibilityChanges, KeptRewardPageBytes, KeptPriceBytes, TokensIssued, LoginFailures,
+		Onboards, Enrolments, Withdrawals, EligibilityChanges, KeptRewardPageBytes, KeptEligibilityBytes, KeptPriceBytes,
+		TokensIssued, LoginFailures,
 		MeterLookups, MeterLookupsRefused)
 	// The series whose label values are known up front start at 0, so that rate() and
 	// increase() see their first event, and a dashboard shows 0 rather than "no data".
