@@ -57,4 +57,31 @@ var _ = Describe("A site declared by kubectl", func() {
 			g.Expect(meta.FindStatusCondition(second.Status.Conditions, flexv1.StalledCondition)).To(BeNil())
 		}).Should(Succeed())
 	})
+
+	It("is refused the MPAN a site named after it holds, and takes it once that site is gone", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		const mpan = "1200000000011"
+		byName := site(ns, mpan)
+		declared := site(ns, mpan, func(s *flexv1.Site) { s.Name = "declared-later" })
+		create(ctx, byName)
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(byName), byName)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(byName.Status.Conditions, flexv1.ReadyCondition)).To(BeTrue())
+		}).Should(Succeed())
+		create(ctx, declared)
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(declared), declared)).To(Succeed())
+			g.Expect(meta.FindStatusCondition(declared.Status.Conditions, flexv1.StalledCondition)).To(
+				HaveField("Reason", flexv1.ReasonMPANTaken))
+		}).Should(Succeed(), "the declared site reports the MPAN taken")
+		claim := &flexv1.MPANClaim{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: identity.MPANClaimName(mpan)}, claim)).To(
+			WithTransform(apierrors.IsNotFound, BeTrue()), "no claim against the site that holds the MPAN by its name")
+
+		Expect(k8sClient.Delete(ctx, byName)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: identity.MPANClaimName(mpan)}, claim)).To(Succeed())
+			g.Expect(claim.Spec.SiteName).To(Equal(declared.Name))
+		}).Should(Succeed(), "the declared site claims the MPAN once the holder is gone")
+	})
 })

@@ -150,7 +150,7 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 		case errors.As(err, &taken) && taken.Pending:
 			return waiting(household.ClaimGrace, flexv1.ReasonMPANTaken, taken.Error())
 		case errors.As(err, &taken):
-			// Looked at again when the holder's claim goes (claimsChanged).
+			// Looked at again when the holder's claim, or the holder, goes (claimsChanged, othersOfMPAN).
 			return stalled(flexv1.ReasonMPANTaken, taken.Error()+": change this site's MPAN, or delete the other site")
 		}
 		return err
@@ -269,6 +269,8 @@ func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opti
 		// Claims: a new one may need releasing later; a deleted one may be what a deleted site waits for.
 		// A deleted one may free its MPAN for another site declared with it.
 		Watches(&flexv1.MPANClaim{}, handler.EnqueueRequestsFromMapFunc(r.claimsChanged), builder.WithPredicates(createdOrDeleted)).
+		// A site gone frees its MPAN (held by its name) for another site declared with it.
+		Watches(&flexv1.Site{}, handler.EnqueueRequestsFromMapFunc(r.othersOfMPAN), builder.WithPredicates(deletedOnly)).
 		// A catalogue change re-evaluates many sites: queued behind the sites someone just
 		// changed (low priority), and thinned out while REST requests are in flight.
 		Watches(&flexv1.Proposition{}, r.fanOut(r.allSites),
@@ -376,21 +378,38 @@ func siteOfChild(_ context.Context, obj client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: siteName}}}
 }
 
-// claimsChanged maps an MPANClaim to its Site and, from the cache's index, to the other Sites
-// declared with its MPAN (one refused it may take it now).
+// claimsChanged maps an MPANClaim to its Site and to the other Sites declared with its MPAN
+// (one refused it may take it now).
 func (r *SiteReconciler) claimsChanged(ctx context.Context, obj client.Object) []reconcile.Request {
 	reqs := siteOfChild(ctx, obj)
-	claim, ok := obj.(*flexv1.MPANClaim)
-	if !ok || claim.Spec.MPAN == "" {
-		return reqs
+	if claim, ok := obj.(*flexv1.MPANClaim); ok {
+		reqs = append(reqs, r.sitesOfMPAN(ctx, claim.Namespace, claim.Spec.MPAN, claim.Spec.SiteName)...)
 	}
-	sites, err := index.NewLookup(r.Client).SitesByMPAN(ctx, claim.Namespace, claim.Spec.MPAN)
+	return reqs
+}
+
+// othersOfMPAN maps a deleted Site to the other Sites declared with its MPAN.
+func (r *SiteReconciler) othersOfMPAN(ctx context.Context, obj client.Object) []reconcile.Request {
+	site, ok := obj.(*flexv1.Site)
+	if !ok {
+		return nil
+	}
+	return r.sitesOfMPAN(ctx, site.Namespace, site.Spec.MPAN, site.Name)
+}
+
+// sitesOfMPAN finds, from the cache's index, the Sites with mpan other than except.
+func (r *SiteReconciler) sitesOfMPAN(ctx context.Context, ns, mpan, except string) []reconcile.Request {
+	if mpan == "" {
+		return nil
+	}
+	sites, err := index.NewLookup(r.Client).SitesByMPAN(ctx, ns, mpan)
 	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "finding the sites of a claim's MPAN")
-		return reqs
+		ctrl.LoggerFrom(ctx).Error(err, "finding the sites of an MPAN")
+		return nil
 	}
+	var reqs []reconcile.Request
 	for _, s := range sites {
-		if s.Name != claim.Spec.SiteName {
+		if s.Name != except {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
 		}
 	}

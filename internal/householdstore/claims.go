@@ -47,6 +47,11 @@ func ClaimDeclared(ctx context.Context, c client.Client, fresh client.Reader, si
 	if err := c.Get(ctx, client.ObjectKeyFromObject(held), held); err == nil && held.Spec.SiteName == site.Name && held.Spec.MPAN == mpan {
 		return nil // claimed before, as the cache has seen it
 	}
+	// Looked for before the claim too, so that a site refused by a name writes nothing (a claim
+	// made and withdrawn would wake its controller again); looked for after, for the race.
+	if err := heldByName(ctx, fresh, site, mpan); err != nil {
+		return err
+	}
 	// A claim perhaps stored by a failed attempt is this site's: the next reconcile finds it.
 	_, err := claimMPAN(ctx, c, fresh, site, mpan, now, func() error { return heldByName(ctx, fresh, site, mpan) })
 	return err
