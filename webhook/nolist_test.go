@@ -16,6 +16,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/testenv"
 )
 
 // The API-server requests each webhook makes are counted by verb: the suite's webhook server
@@ -45,36 +46,11 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 func countAdmissionCalls(next http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		if path, ok := r.Context().Value(admissionPath{}).(string); ok {
-			n, _ := admissionCalls.LoadOrStore(path+" "+apiVerb(r), new(atomic.Int64))
+			n, _ := admissionCalls.LoadOrStore(path+" "+testenv.APIVerb(r), new(atomic.Int64))
 			n.(*atomic.Int64).Add(1)
 		}
 		return next.RoundTrip(r)
 	})
-}
-
-// apiVerb is the API server's verb of a request: a GET of a collection is a list (a watch
-// with ?watch=true), of one object a get.
-func apiVerb(r *http.Request) string {
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	}
-	if len(parts) >= 3 && parts[0] == "namespaces" {
-		parts = parts[2:]
-	}
-	collection := len(parts) == 1
-	switch {
-	case r.Method == http.MethodGet && r.URL.Query().Get("watch") != "":
-		return "watch"
-	case r.Method == http.MethodGet && collection:
-		return "list"
-	case r.Method == http.MethodGet:
-		return "get"
-	}
-	return strings.ToLower(r.Method)
 }
 
 // admissionCounts is the webhook's count of each verb so far.

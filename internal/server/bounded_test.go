@@ -37,44 +37,6 @@ func apiCallsOf(tag string) int64 {
 // "watch", "create", ...).
 func apiCallsOfVerb(tag, verb string) int64 { return apiCallsOf(tag + " " + verb) }
 
-// apiVerb is the API server's verb of a request: a GET of a collection is a list (a watch
-// with ?watch=true), of one object a get.
-func apiVerb(r *http.Request) string {
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	}
-	if len(parts) >= 3 && parts[0] == "namespaces" {
-		parts = parts[2:] // namespaces/{ns}/{resource}...; "namespaces/{ns}" alone is a get of a namespace
-	}
-	collection := len(parts) == 1
-	switch r.Method {
-	case http.MethodGet:
-		if r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1" {
-			return "watch"
-		}
-		if collection {
-			return "list"
-		}
-		return "get"
-	case http.MethodPost:
-		return "create"
-	case http.MethodPut:
-		return "update"
-	case http.MethodPatch:
-		return "patch"
-	case http.MethodDelete:
-		if collection {
-			return "deletecollection"
-		}
-		return "delete"
-	}
-	return strings.ToLower(r.Method)
-}
-
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
@@ -83,7 +45,7 @@ func countAPICalls(next http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		recordWrite(r) // writes_test.go
 		if tag, ok := r.Context().Value(countTag{}).(string); ok {
-			for _, key := range []string{tag, tag + " " + apiVerb(r)} {
+			for _, key := range []string{tag, tag + " " + testenv.APIVerb(r)} {
 				n, _ := apiCalls.LoadOrStore(key, new(atomic.Int64))
 				n.(*atomic.Int64).Add(1)
 			}

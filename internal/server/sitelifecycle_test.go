@@ -22,6 +22,7 @@ import (
 	householdcore "github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/server"
+	"github.com/flexsite/flexsite/internal/testenv"
 )
 
 // Specs of the site lifecycle rows of api-reference.md: DELETE /entities/site/{site_id},
@@ -333,9 +334,9 @@ var _ = Describe("DELETE /entities/site/{site_id}", func() {
 				lcGone(ctx, o.Namespace, name)
 				Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(late), &flexv1.Asset{}))).
 					To(BeTrue(), "the site went with the late asset still stored")
-				Eventually(func() int {
-					status, _ := call("GET", "/entities/asset/"+late.Labels[flexv1.IDLabel], tok, nil)
-					return status
+				Eventually(func() (int, error) {
+					status, _, err := testenv.Call(apiServer.URL, "GET", "/entities/asset/"+late.Labels[flexv1.IDLabel], tok, nil)
+					return status, err
 				}).Should(Equal(http.StatusNotFound))
 			})
 

@@ -22,6 +22,7 @@ import (
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/shards"
+	"github.com/flexsite/flexsite/internal/testenv"
 )
 
 // Every write the manager (controllers and REST API alike) makes to the API server is
@@ -57,7 +58,7 @@ func writesOf(ns string) []apiWrite {
 
 // recordWrite notes r if it is a write to a namespaced object.
 func recordWrite(r *http.Request) {
-	verb := apiVerb(r)
+	verb := testenv.APIVerb(r)
 	if verb != "create" && verb != "update" && verb != "patch" {
 		return
 	}
