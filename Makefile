@@ -48,8 +48,9 @@ chart: manifests ## Copy the CRDs, RBAC, webhook and default rules of config/ in
 	hack/sync-chart.sh
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.
+generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods, and the OpenADR door's shapes from the Alliance's document.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+	go generate ./internal/openadr/oadr
 
 .PHONY: fmt
 fmt: ## go fmt (both modules).
