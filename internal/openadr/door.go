@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-logr/logr"
 
-	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/vtn"
 	"github.com/flexsite/flexsite/internal/auth"
@@ -127,9 +126,3 @@ func (d *Door) guard(h web.Handler, scope Scope) http.Handler {
 		return nil, forbidden("The token's scopes do not include %s (the API client lacks the %s role)", scope, rolesText(roles))
 	}, false)
 }
-
-// IsVEN tells whether p speaks as a VEN rather than as the organisation's business logic: a
-// client that may not write events (flex_events_write) is a VEN, and sees only what targets
-// it (its own VENs and their resources, the events that target those resources, its own
-// reports and subscriptions).
-func IsVEN(p *auth.Principal) bool { return !p.HasRole(flexv1.RoleFlexEventsWrite) }

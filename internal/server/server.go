@@ -51,6 +51,7 @@ import (
 	"github.com/flexsite/flexsite/internal/sealing"
 	"github.com/flexsite/flexsite/internal/settlementstore"
 	"github.com/flexsite/flexsite/internal/validation"
+	"github.com/flexsite/flexsite/internal/vtnstore"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
@@ -239,7 +240,7 @@ func NewServer(cfg Config) *Server {
 	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,
 		PublicURL: cfg.PublicURL, FlexEvents: flexEvents, Pricing: pricingSvc}
 
-	vtnDoor := openadr.New(openadr.Config{Log: cfg.Log.WithName("openadr"), Households: households, VTN: vtn.New(households),
+	vtnDoor := openadr.New(openadr.Config{Log: cfg.Log.WithName("openadr"), Households: households, VTN: vtn.New(households, &vtnstore.Store{Pool: cfg.DB}),
 		Guard: guard, Authenticator: cfg.Authenticator, Issuer: cfg.Issuer, Now: cfg.Now})
 
 	s := &Server{Config: cfg, rewards: rewardsSvc, pricing: pricingSvc}

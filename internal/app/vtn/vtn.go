@@ -7,6 +7,7 @@ package vtn
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -14,24 +15,63 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/vtnstore"
 )
 
 // Service runs the VTN's own use cases.
 type Service struct {
 	// Households reads the organisation's assets and the catalogue.
 	Households *app.Service
+	// Store keeps the VENs and their resources (required).
+	Store *vtnstore.Store
 	// Now is the clock.
 	Now func() time.Time
 }
 
-// New builds the use cases on the household ones.
-func New(households *app.Service) *Service {
+// New builds the use cases on the household ones and the VTN's records.
+func New(households *app.Service, store *vtnstore.Store) *Service {
+	if store == nil {
+		panic("vtn.New: the VTN's store is required")
+	}
 	now := households.Now
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{Households: households, Now: now}
+	return &Service{Households: households, Store: store, Now: now}
 }
+
+// ErrUnavailable answers a request the database could not serve now: nothing was changed.
+var ErrUnavailable = &app.Error{Kind: app.Unavailable,
+	Detail: "The VTN's records are unavailable; nothing was changed, retry", RetryAfter: db.RetryAfterSeconds}
+
+// Viewer is what an OpenADR caller sees of the organisation's events and reports: All for the
+// business logic; a VEN client, only what targets the assets its VENs hold.
+type Viewer struct {
+	All bool
+	// Assets are the asset ids the VEN client's VENs hold (when not All).
+	Assets []string
+}
+
+// Sees reads p's Viewer: a client that may write events (flex_events_write) is the
+// organisation's business logic; any other speaks as a VEN (docs/openadr.md).
+func (s *Service) Sees(ctx context.Context, p *auth.Principal) (Viewer, error) {
+	if p.HasRole(flexv1.RoleFlexEventsWrite) {
+		return Viewer{All: true}, nil
+	}
+	held, err := s.Store.AssetsHeldBy(ctx, p.Namespace, p.ClientName)
+	if errors.Is(err, db.ErrUnavailable) {
+		return Viewer{}, ErrUnavailable
+	}
+	if err != nil {
+		return Viewer{}, err
+	}
+	return Viewer{Assets: held}, nil
+}
+
+// Holds tells whether v sees the asset's events.
+func (v Viewer) Holds(assetID string) bool { return v.All || slices.Contains(v.Assets, assetID) }
 
 // ErrProgramNotFound answers a program id that names no proposition offered.
 var ErrProgramNotFound = app.Fail(app.NotFound, "Program not found")
