@@ -141,6 +141,10 @@ const (
 	ReasonNotEligible = "NotEligible"
 	ReasonNoAssets    = "NoAssets"
 
+	// ReasonMPANTaken: another site holds the Site's MPAN (its claim, or its name), or is
+	// taking it; the site is not evaluated until it holds its MPAN.
+	ReasonMPANTaken = "MPANTaken"
+
 	// Why an Asset or Enrolment is not (yet) in effect.
 	ReasonSiteNotFound       = "SiteNotFound"
 	ReasonSiteDeleting       = "SiteDeleting"
