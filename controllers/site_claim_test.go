@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 )
 
@@ -83,5 +84,44 @@ var _ = Describe("A site declared by kubectl", func() {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: identity.MPANClaimName(mpan)}, claim)).To(Succeed())
 			g.Expect(claim.Spec.SiteName).To(Equal(declared.Name))
 		}).Should(Succeed(), "the declared site claims the MPAN once the holder is gone")
+	})
+
+	// A PATCH of a site's MPAN claims the new MPAN, writes the site, and on a failure (a timeout
+	// after the write was applied) deletes its claim and puts the old MPAN back: between the two,
+	// the controller sees the site stored with an MPAN it holds by no claim, and claims it. That
+	// claim must go as soon as the site is back, not once stale (ClaimGrace).
+	It("releases the claim it made as soon as the site is back on the MPAN its name holds", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		const mpan, moved = "1200000000011", "2301234567894"
+		s := site(ns, mpan)
+		create(ctx, s)
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(s.Status.Conditions, flexv1.ReadyCondition)).To(BeTrue())
+		}).Should(Succeed())
+		setMPAN := func(to string) {
+			Eventually(func(g Gomega) {
+				g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+				s.Spec.MPAN = to
+				g.Expect(k8sClient.Update(ctx, s)).To(Succeed())
+			}).Should(Succeed())
+		}
+
+		setMPAN(moved) // the request's write, its claim already rolled back
+		claim := &flexv1.MPANClaim{}
+		claimKey := client.ObjectKey{Namespace: ns, Name: identity.MPANClaimName(moved)}
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, claimKey, claim)).To(Succeed())
+			g.Expect(claim.Spec.SiteName).To(Equal(s.Name))
+			g.Expect(household.Declared(claim)).To(BeTrue())
+		}).Should(Succeed(), "the controller claims the MPAN the site is stored with")
+
+		setMPAN(mpan) // the rollback puts the old MPAN back
+		Eventually(func() bool { return apierrors.IsNotFound(k8sClient.Get(ctx, claimKey, &flexv1.MPANClaim{})) }).
+			WithTimeout(household.ClaimGrace/4).Should(BeTrue(), "the controller's claim is released at once, not after the grace")
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(s.Status.Conditions, flexv1.ReadyCondition)).To(BeTrue())
+		}).Should(Succeed())
 	})
 })

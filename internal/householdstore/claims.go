@@ -27,7 +27,8 @@ import (
 // Site webhook finds it.
 func ClaimMPAN(ctx context.Context, c client.Client, fresh client.Reader, holders index.Lookup, site *flexv1.Site,
 	mpan string, now time.Time) (*flexv1.MPANClaim, error) {
-	return claimMPAN(ctx, c, fresh, site, mpan, now, func() error { return holderOtherThan(ctx, holders, site, mpan) })
+	return claimMPAN(ctx, c, fresh, household.NewClaim(site, mpan), site, now,
+		func() error { return holderOtherThan(ctx, holders, site, mpan) })
 }
 
 // ClaimDeclared gives a site declared by kubectl or GitOps (under a name that does not hold
@@ -36,8 +37,11 @@ func ClaimMPAN(ctx context.Context, c client.Client, fresh client.Reader, holder
 // by a claim, now made or made before), and an MPANTakenError when another site holds it or
 // is taking it: the site named after the MPAN, or the site an earlier claim names. Unlike a
 // request, it does not back off from other sites declared with the same MPAN and no claim:
-// the first to claim holds it. c may read from a cache, fresh must read from the API server;
-// no LIST.
+// the first to claim holds it. The claim it makes is a declared one (household.NewDeclaredClaim):
+// made for a site already stored with the MPAN, it binds only while the site holds it, so
+// one made for a failed request's write, seen before the request rolled it back, is stale
+// as soon as the site is back (ReleaseClaims deletes it then). c may read from a cache,
+// fresh must read from the API server; no LIST.
 func ClaimDeclared(ctx context.Context, c client.Client, fresh client.Reader, site *flexv1.Site, now time.Time) error {
 	mpan := site.Spec.MPAN
 	if mpan == "" || household.HoldsByName(site) {
@@ -53,7 +57,8 @@ func ClaimDeclared(ctx context.Context, c client.Client, fresh client.Reader, si
 		return err
 	}
 	// A claim perhaps stored by a failed attempt is this site's: the next reconcile finds it.
-	_, err := claimMPAN(ctx, c, fresh, site, mpan, now, func() error { return heldByName(ctx, fresh, site, mpan) })
+	_, err := claimMPAN(ctx, c, fresh, household.NewDeclaredClaim(site, mpan), site, now,
+		func() error { return heldByName(ctx, fresh, site, mpan) })
 	return err
 }
 
@@ -71,13 +76,14 @@ func heldByName(ctx context.Context, fresh client.Reader, site *flexv1.Site, mpa
 	return nil
 }
 
-// claimMPAN is the claim protocol both claimants share: create the claim, then look for
-// another holder with holderOther (withdrawing the claim when there is one); replace a stale
-// claim; refuse a standing one of another site.
-func claimMPAN(ctx context.Context, c client.Client, fresh client.Reader, site *flexv1.Site,
-	mpan string, now time.Time, holderOther func() error) (*flexv1.MPANClaim, error) {
+// claimMPAN is the claim protocol both claimants share: create want (site's claim), then
+// look for another holder with holderOther (withdrawing the claim when there is one);
+// replace a stale claim; refuse a standing one of another site.
+func claimMPAN(ctx context.Context, c client.Client, fresh client.Reader, want *flexv1.MPANClaim, site *flexv1.Site,
+	now time.Time, holderOther func() error) (*flexv1.MPANClaim, error) {
+	mpan := want.Spec.MPAN
 	for range maxRecordAttempts {
-		claim := household.NewClaim(site, mpan)
+		claim := want.DeepCopy()
 		err := c.Create(ctx, claim)
 		if err == nil {
 			if err := holderOther(); err != nil {
