@@ -104,7 +104,7 @@ var _ = Describe("Battery schedule", func() {
 		Eventually(func(g Gomega) {
 			status, resp := call("GET", schedulePath(id), tok, nil)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-			out = resp.Map()
+			out = resp.MapG(g)
 		}).Should(Succeed())
 		return out
 	}

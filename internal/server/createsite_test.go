@@ -72,10 +72,10 @@ var _ = Describe("POST /entities/site", func() {
 	// expectRefused sends body, expects status, and that nothing stored changed.
 	expectRefused := func(ctx SpecContext, body map[string]any, status int) response {
 		GinkgoHelper()
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		got, resp := call("POST", "/entities/site", tok, body)
 		Expect(got).To(Equal(status), "%s", resp)
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before), "a refused request stores nothing")
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before), "a refused request stores nothing")
 		return resp
 	}
 

@@ -302,7 +302,7 @@ var _ = Describe("Dispatch callbacks", Ordered, func() {
 			status, resp := call("GET", "/entities/site/"+siteID+"/flex-events", tok, nil)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
 			var found map[string]any
-			for _, ev := range resp.Map()["events"].([]any) {
+			for _, ev := range resp.MapG(g)["events"].([]any) {
 				if ev.(map[string]any)["id"] == flexEventID {
 					found = ev.(map[string]any)
 				}
