@@ -19,6 +19,7 @@ import (
 type benchFigure struct {
 	Pattern string // scenario.key, with * where the source cannot tell
 	Target  bool   // written by addTarget
+	Bound   string // the target as the source writes it ("<= 2"), when it can tell
 	Pos     string // file:line of the call
 }
 
@@ -50,7 +51,13 @@ func benchFigures(dir string) ([]benchFigure, error) {
 	}
 	var out []benchFigure
 	for _, f := range parsed {
+		var stack []ast.Node
 		ast.Inspect(f, func(n ast.Node) bool {
+			if n == nil {
+				stack = stack[:len(stack)-1]
+				return true
+			}
+			stack = append(stack, n)
 			call, ok := n.(*ast.CallExpr)
 			if !ok {
 				return true
@@ -64,17 +71,118 @@ func benchFigures(dir string) ([]benchFigure, error) {
 				return true
 			}
 			pos := fset.Position(call.Pos())
+			bound := ""
+			if target {
+				bound = e.target(call.Args[4])
+			}
+			e.env = e.narrowed(stack, call)
 			for _, s := range e.eval(call.Args[0], 0) {
 				for _, k := range e.eval(call.Args[1], 0) {
-					out = append(out, benchFigure{Pattern: squeeze(s + "." + k), Target: target,
+					out = append(out, benchFigure{Pattern: squeeze(s + "." + k), Target: target, Bound: bound,
 						Pos: filepath.Base(pos.Filename) + ":" + strconv.Itoa(pos.Line)})
 				}
 			}
+			e.env = nil
 			return true
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Pattern < out[j].Pattern })
 	return out, nil
+}
+
+// narrowed binds the variables the call's enclosing ifs fix: inside `if name == X { … }`, name
+// is X (the bench writes a target for one of a loop's names, and a plain figure for the rest).
+func (e *evaluator) narrowed(stack []ast.Node, call *ast.CallExpr) map[*ast.Object][]string {
+	env := map[*ast.Object][]string{}
+	for _, n := range stack {
+		ifs, ok := n.(*ast.IfStmt)
+		if !ok || call.Pos() < ifs.Body.Pos() || call.End() > ifs.Body.End() {
+			continue
+		}
+		cond, ok := ifs.Cond.(*ast.BinaryExpr)
+		if !ok || cond.Op != token.EQL {
+			continue
+		}
+		id, ok := cond.X.(*ast.Ident)
+		if !ok || id.Obj == nil {
+			continue
+		}
+		if v := e.eval(cond.Y, 0); !strings.Contains(strings.Join(v, ""), "*") {
+			env[id.Obj] = v
+		}
+	}
+	return env
+}
+
+// target reads a target{op, bound} literal: "<= 2", or "" when the source cannot tell.
+func (e *evaluator) target(x ast.Expr) string {
+	lit, ok := x.(*ast.CompositeLit)
+	if !ok || len(lit.Elts) != 2 {
+		return ""
+	}
+	var op, bound ast.Expr = lit.Elts[0], lit.Elts[1]
+	for _, el := range lit.Elts {
+		if kv, ok := el.(*ast.KeyValueExpr); ok {
+			switch k, _ := kv.Key.(*ast.Ident); {
+			case k != nil && k.Name == "Op":
+				op = kv.Value
+			case k != nil && k.Name == "Bound":
+				bound = kv.Value
+			}
+		}
+	}
+	ops := e.eval(op, 0)
+	v, ok := e.number(bound, 0)
+	if len(ops) != 1 || strings.Contains(ops[0], "*") || !ok {
+		return ""
+	}
+	return ops[0] + " " + strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// number evaluates a numeric constant expression of the bench's source.
+func (e *evaluator) number(x ast.Expr, depth int) (float64, bool) {
+	if depth > depthLimit {
+		return 0, false
+	}
+	switch x := x.(type) {
+	case *ast.BasicLit:
+		if x.Kind == token.INT || x.Kind == token.FLOAT {
+			v, err := strconv.ParseFloat(x.Value, 64)
+			return v, err == nil
+		}
+	case *ast.ParenExpr:
+		return e.number(x.X, depth+1)
+	case *ast.Ident:
+		if vs, ok := declOf(x).(*ast.ValueSpec); ok {
+			for i, n := range vs.Names {
+				if n.Name == x.Name && i < len(vs.Values) {
+					return e.number(vs.Values[i], depth+1)
+				}
+			}
+		}
+		if v, ok := e.consts[x.Name]; ok && x.Obj == nil {
+			return e.number(v, depth+1)
+		}
+	case *ast.BinaryExpr:
+		a, ok1 := e.number(x.X, depth+1)
+		b, ok2 := e.number(x.Y, depth+1)
+		if !ok1 || !ok2 {
+			return 0, false
+		}
+		switch x.Op {
+		case token.ADD:
+			return a + b, true
+		case token.SUB:
+			return a - b, true
+		case token.MUL:
+			return a * b, true
+		case token.QUO:
+			if b != 0 {
+				return a / b, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // squeeze folds runs of "*" into one.

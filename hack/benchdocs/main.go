@@ -61,7 +61,7 @@ func run(resultsFile, benchSrc string, check, list bool) error {
 			if f.Target {
 				kind = "target"
 			}
-			fmt.Printf("%s %s %s\n", kind, f.Pattern, f.Pos)
+			fmt.Printf("%s %s %s %s\n", kind, f.Pattern, f.Pos, f.Bound)
 		}
 		return nil
 	}
@@ -72,6 +72,7 @@ func run(resultsFile, benchSrc string, check, list bool) error {
 	if err != nil {
 		return err
 	}
+	r.code = figs
 	files := make([]string, 0, len(pages))
 	for file := range pages {
 		files = append(files, file)

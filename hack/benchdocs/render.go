@@ -33,6 +33,9 @@ type results struct {
 		Met    bool    `json:"met"`
 	} `json:"targets"`
 	Error string `json:"error"`
+	// code is what the bench's source writes: a target the run did not judge is shown as the
+	// source states it.
+	code []benchFigure
 }
 
 func readResults(file string) (*results, error) {
@@ -85,6 +88,16 @@ func (r *results) target(figure string) (string, bool, bool) {
 		}
 	}
 	return "", false, false
+}
+
+// codeTarget answers the target the bench's source gives figure, or "".
+func (r *results) codeTarget(figure string) string {
+	for _, f := range r.code {
+		if ok, _ := path.Match(f.Pattern, figure); ok && f.Target && f.Bound != "" {
+			return f.Bound
+		}
+	}
+	return ""
 }
 
 func targetText(t string) string {
@@ -219,6 +232,11 @@ func (r *results) topicTable(t topic) string {
 			tgt := "—"
 			if text, met, ok := r.target(fig); ok {
 				tgt = text + " " + mark(met)
+			} else if bound := r.codeTarget(fig); bound != "" {
+				tgt = targetText(bound)
+				if now != notInRun {
+					tgt += " (not judged in this run)"
+				}
 			}
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", fig, row.What, now, tgt)
 		}
