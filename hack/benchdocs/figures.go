@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"go/ast"
+	"go/constant"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -26,16 +28,16 @@ type benchFigure struct {
 // maxPatterns bounds the names one expression may expand to before it becomes "*".
 const maxPatterns = 64
 
-// benchFigures parses the bench's package in dir and returns the figures it writes.
+// benchFigures parses and type-checks the bench's package in dir (its imports stubbed: only
+// its own constants, variables and functions matter here) and returns the figures it writes.
 func benchFigures(dir string) ([]benchFigure, error) {
 	fset := token.NewFileSet()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		return nil, err
 	}
-	e := &evaluator{consts: map[string]ast.Expr{}, vars: map[string]ast.Expr{}, funcs: map[string]*ast.FuncDecl{}}
-	var parsed []*ast.File
-	for _, name := range files {
+	var files []*ast.File
+	for _, name := range names {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
 		}
@@ -43,14 +45,22 @@ func benchFigures(dir string) ([]benchFigure, error) {
 		if err != nil {
 			return nil, err
 		}
-		parsed = append(parsed, f)
-		e.collect(f)
+		files = append(files, f)
 	}
-	if len(parsed) == 0 {
+	if len(files) == 0 {
 		return nil, fmt.Errorf("no Go files in %s", dir)
 	}
+	e := &evaluator{
+		info:  &types.Info{Types: map[ast.Expr]types.TypeAndValue{}, Defs: map[*ast.Ident]types.Object{}, Uses: map[*ast.Ident]types.Object{}},
+		decls: map[types.Object]decl{},
+	}
+	conf := types.Config{Importer: stubImporter{}, Error: func(error) {}}
+	_, _ = conf.Check("main", fset, files, e.info) // errors: what the stubbed imports leave undefined
+	for _, f := range files {
+		e.collect(f)
+	}
 	var out []benchFigure
-	for _, f := range parsed {
+	for _, f := range files {
 		var stack []ast.Node
 		ast.Inspect(f, func(n ast.Node) bool {
 			if n == nil {
@@ -86,148 +96,80 @@ func benchFigures(dir string) ([]benchFigure, error) {
 			return true
 		})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Pattern < out[j].Pattern })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Pattern != out[j].Pattern {
+			return out[i].Pattern < out[j].Pattern
+		}
+		return out[i].Pos < out[j].Pos
+	})
 	return out, nil
 }
 
-// narrowed binds the variables the call's enclosing ifs fix: inside `if name == X { … }`, name
-// is X (the bench writes a target for one of a loop's names, and a plain figure for the rest).
-func (e *evaluator) narrowed(stack []ast.Node, call *ast.CallExpr) map[*ast.Object][]string {
-	env := map[*ast.Object][]string{}
-	for _, n := range stack {
-		ifs, ok := n.(*ast.IfStmt)
-		if !ok || call.Pos() < ifs.Body.Pos() || call.End() > ifs.Body.End() {
-			continue
-		}
-		cond, ok := ifs.Cond.(*ast.BinaryExpr)
-		if !ok || cond.Op != token.EQL {
-			continue
-		}
-		id, ok := cond.X.(*ast.Ident)
-		if !ok || id.Obj == nil {
-			continue
-		}
-		if v := e.eval(cond.Y, 0); !strings.Contains(strings.Join(v, ""), "*") {
-			env[id.Obj] = v
-		}
-	}
-	return env
+// stubImporter answers every import with an empty package: the bench's own declarations
+// type-check, what it uses of its imports does not, and that is never a figure's name.
+type stubImporter struct{}
+
+func (stubImporter) Import(path string) (*types.Package, error) {
+	p := types.NewPackage(path, filepath.Base(path))
+	p.MarkComplete()
+	return p, nil
 }
 
-// target reads a target{op, bound} literal: "<= 2", or "" when the source cannot tell.
-func (e *evaluator) target(x ast.Expr) string {
-	lit, ok := x.(*ast.CompositeLit)
-	if !ok || len(lit.Elts) != 2 {
-		return ""
-	}
-	var op, bound ast.Expr = lit.Elts[0], lit.Elts[1]
-	for _, el := range lit.Elts {
-		if kv, ok := el.(*ast.KeyValueExpr); ok {
-			switch k, _ := kv.Key.(*ast.Ident); {
-			case k != nil && k.Name == "Op":
-				op = kv.Value
-			case k != nil && k.Name == "Bound":
-				bound = kv.Value
-			}
-		}
-	}
-	ops := e.eval(op, 0)
-	v, ok := e.number(bound, 0)
-	if len(ops) != 1 || strings.Contains(ops[0], "*") || !ok {
-		return ""
-	}
-	return ops[0] + " " + strconv.FormatFloat(v, 'f', -1, 64)
-}
-
-// number evaluates a numeric constant expression of the bench's source.
-func (e *evaluator) number(x ast.Expr, depth int) (float64, bool) {
-	if depth > depthLimit {
-		return 0, false
-	}
-	switch x := x.(type) {
-	case *ast.BasicLit:
-		if x.Kind == token.INT || x.Kind == token.FLOAT {
-			v, err := strconv.ParseFloat(x.Value, 64)
-			return v, err == nil
-		}
-	case *ast.ParenExpr:
-		return e.number(x.X, depth+1)
-	case *ast.Ident:
-		if vs, ok := declOf(x).(*ast.ValueSpec); ok {
-			for i, n := range vs.Names {
-				if n.Name == x.Name && i < len(vs.Values) {
-					return e.number(vs.Values[i], depth+1)
-				}
-			}
-		}
-		if v, ok := e.consts[x.Name]; ok && x.Obj == nil {
-			return e.number(v, depth+1)
-		}
-	case *ast.BinaryExpr:
-		a, ok1 := e.number(x.X, depth+1)
-		b, ok2 := e.number(x.Y, depth+1)
-		if !ok1 || !ok2 {
-			return 0, false
-		}
-		switch x.Op {
-		case token.ADD:
-			return a + b, true
-		case token.SUB:
-			return a - b, true
-		case token.MUL:
-			return a * b, true
-		case token.QUO:
-			if b != 0 {
-				return a / b, true
-			}
-		}
-	}
-	return 0, false
-}
-
-// squeeze folds runs of "*" into one.
-func squeeze(s string) string {
-	for strings.Contains(s, "**") {
-		s = strings.ReplaceAll(s, "**", "*")
-	}
-	return s
+// decl is where a variable or function gets its value: an expression, a range over a list,
+// or a one-line helper's body.
+type decl struct {
+	value  ast.Expr      // x := value, var x = value
+	ranged ast.Expr      // for _, x := range ranged
+	fn     *ast.FuncDecl // a function
 }
 
 // evaluator turns a string expression of the bench's source into the names it may have.
 type evaluator struct {
-	consts map[string]ast.Expr      // package-level constants (string-valued or not)
-	vars   map[string]ast.Expr      // package-level variables with a value
-	funcs  map[string]*ast.FuncDecl // package-level functions
-	// env binds a one-line helper's parameters to its arguments' names while it is inlined.
-	env map[*ast.Object][]string
+	info  *types.Info
+	decls map[types.Object]decl
+	// env binds variables to names while a call is read: a one-line helper's parameters to
+	// its arguments, a variable an enclosing if fixes.
+	env map[types.Object][]string
 }
 
+// collect records every declaration of f that gives a variable or function its value.
 func (e *evaluator) collect(f *ast.File) {
-	for _, d := range f.Decls {
-		switch d := d.(type) {
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
 		case *ast.FuncDecl:
-			if d.Recv == nil {
-				e.funcs[d.Name.Name] = d
+			if obj := e.info.Defs[n.Name]; obj != nil && n.Recv == nil {
+				e.decls[obj] = decl{fn: n}
 			}
-		case *ast.GenDecl:
-			for _, s := range d.Specs {
-				vs, ok := s.(*ast.ValueSpec)
-				if !ok {
-					continue
+		case *ast.ValueSpec:
+			for i, id := range n.Names {
+				if obj := e.info.Defs[id]; obj != nil && i < len(n.Values) && len(n.Names) == len(n.Values) {
+					e.decls[obj] = decl{value: n.Values[i]}
 				}
-				for i, n := range vs.Names {
-					if i >= len(vs.Values) {
-						continue
-					}
-					if d.Tok == token.CONST {
-						e.consts[n.Name] = vs.Values[i]
-					} else {
-						e.vars[n.Name] = vs.Values[i]
-					}
+			}
+		case *ast.AssignStmt:
+			if n.Tok != token.DEFINE || len(n.Lhs) != len(n.Rhs) {
+				return true
+			}
+			for i, l := range n.Lhs {
+				if id, ok := l.(*ast.Ident); ok && e.info.Defs[id] != nil {
+					e.decls[e.info.Defs[id]] = decl{value: n.Rhs[i]}
 				}
+			}
+		case *ast.RangeStmt:
+			if id, ok := n.Value.(*ast.Ident); ok && n.Tok == token.DEFINE && e.info.Defs[id] != nil {
+				e.decls[e.info.Defs[id]] = decl{ranged: n.X}
 			}
 		}
+		return true
+	})
+}
+
+// object answers what an identifier names.
+func (e *evaluator) object(id *ast.Ident) types.Object {
+	if obj := e.info.Uses[id]; obj != nil {
+		return obj
 	}
+	return e.info.Defs[id]
 }
 
 const depthLimit = 8
@@ -237,13 +179,10 @@ func (e *evaluator) eval(x ast.Expr, depth int) []string {
 	if depth > depthLimit {
 		return []string{"*"}
 	}
+	if tv, ok := e.info.Types[x]; ok && tv.Value != nil && tv.Value.Kind() == constant.String {
+		return []string{constant.StringVal(tv.Value)}
+	}
 	switch x := x.(type) {
-	case *ast.BasicLit:
-		if x.Kind == token.STRING {
-			if s, err := strconv.Unquote(x.Value); err == nil {
-				return []string{s}
-			}
-		}
 	case *ast.ParenExpr:
 		return e.eval(x.X, depth+1)
 	case *ast.BinaryExpr:
@@ -251,62 +190,32 @@ func (e *evaluator) eval(x ast.Expr, depth int) []string {
 			return product(e.eval(x.X, depth+1), e.eval(x.Y, depth+1))
 		}
 	case *ast.Ident:
-		return e.ident(x, depth)
+		obj := e.object(x)
+		if obj == nil {
+			break
+		}
+		if v, ok := e.env[obj]; ok {
+			return v
+		}
+		if d, ok := e.decls[obj]; ok {
+			switch {
+			case d.value != nil:
+				return e.eval(d.value, depth+1)
+			case d.ranged != nil:
+				return e.list(d.ranged, depth+1)
+			}
+		}
 	case *ast.CallExpr:
 		return e.inline(x, depth)
 	}
 	return []string{"*"}
 }
 
-func (e *evaluator) ident(x *ast.Ident, depth int) []string {
-	if x.Obj == nil { // declared at package level, in this file or another
-		if v, ok := e.consts[x.Name]; ok {
-			return e.eval(v, depth+1)
-		}
-		return []string{"*"}
-	}
-	if v, ok := e.env[x.Obj]; ok {
-		return v
-	}
-	switch d := x.Obj.Decl.(type) {
-	case *ast.ValueSpec: // a local const or var
-		for i, n := range d.Names {
-			if n.Name == x.Name && i < len(d.Values) {
-				return e.eval(d.Values[i], depth+1)
-			}
-		}
-	case *ast.AssignStmt:
-		i := slicesIndex(d.Lhs, x.Name)
-		if i < 0 {
-			break
-		}
-		if len(d.Rhs) == 1 {
-			if u, ok := d.Rhs[0].(*ast.UnaryExpr); ok && u.Op == token.RANGE {
-				if i == 1 { // the value of a range over a list of strings
-					return e.list(u.X, depth+1)
-				}
-				break
-			}
-		}
-		if len(d.Rhs) == len(d.Lhs) {
-			return e.eval(d.Rhs[i], depth+1)
-		}
-	}
-	return []string{"*"}
-}
-
-// list returns the names of a range expression: a literal list, or a package-level variable
-// holding one.
+// list returns the names of a range expression: a literal list, or a variable holding one.
 func (e *evaluator) list(x ast.Expr, depth int) []string {
 	if id, ok := x.(*ast.Ident); ok {
-		if vs, ok := declOf(id).(*ast.ValueSpec); ok {
-			for i, n := range vs.Names {
-				if n.Name == id.Name && i < len(vs.Values) {
-					x = vs.Values[i]
-				}
-			}
-		} else if v, ok := e.vars[id.Name]; ok && id.Obj == nil {
-			x = v
+		if d, ok := e.decls[e.object(id)]; ok && d.value != nil {
+			x = d.value
 		}
 	}
 	lit, ok := x.(*ast.CompositeLit)
@@ -336,36 +245,93 @@ func (e *evaluator) inline(call *ast.CallExpr, depth int) []string {
 	if !ok {
 		return []string{"*"}
 	}
-	fn, ok := e.funcs[id.Name]
-	if !ok || fn.Body == nil || len(fn.Body.List) != 1 {
+	fn := e.decls[e.object(id)].fn
+	if fn == nil || fn.Body == nil || len(fn.Body.List) != 1 {
 		return []string{"*"}
 	}
 	ret, ok := fn.Body.List[0].(*ast.ReturnStmt)
 	if !ok || len(ret.Results) != 1 {
 		return []string{"*"}
 	}
-	env := map[*ast.Object][]string{}
+	env := map[types.Object][]string{}
+	for k, v := range e.env {
+		env[k] = v
+	}
 	i := 0
 	for _, field := range fn.Type.Params.List {
 		for _, n := range field.Names {
 			if i >= len(call.Args) {
 				return []string{"*"}
 			}
-			env[n.Obj] = e.eval(call.Args[i], depth+1)
+			env[e.info.Defs[n]] = e.eval(call.Args[i], depth+1)
 			i++
 		}
 	}
 	saved := e.env
-	merged := map[*ast.Object][]string{}
-	for k, v := range saved {
-		merged[k] = v
-	}
-	for k, v := range env {
-		merged[k] = v
-	}
-	e.env = merged
+	e.env = env
 	defer func() { e.env = saved }()
 	return e.eval(ret.Results[0], depth+1)
+}
+
+// narrowed binds the variables the call's enclosing ifs fix: inside `if name == X { … }`, name
+// is X (the bench writes a target for one of a loop's names, and a plain figure for the rest).
+func (e *evaluator) narrowed(stack []ast.Node, call *ast.CallExpr) map[types.Object][]string {
+	env := map[types.Object][]string{}
+	for _, n := range stack {
+		ifs, ok := n.(*ast.IfStmt)
+		if !ok || call.Pos() < ifs.Body.Pos() || call.End() > ifs.Body.End() {
+			continue
+		}
+		cond, ok := ifs.Cond.(*ast.BinaryExpr)
+		if !ok || cond.Op != token.EQL {
+			continue
+		}
+		id, ok := cond.X.(*ast.Ident)
+		if !ok || e.object(id) == nil {
+			continue
+		}
+		if v := e.eval(cond.Y, 0); !strings.Contains(strings.Join(v, ""), "*") {
+			env[e.object(id)] = v
+		}
+	}
+	return env
+}
+
+// target reads a target{op, bound} literal: "<= 2", or "" when the source cannot tell.
+func (e *evaluator) target(x ast.Expr) string {
+	lit, ok := x.(*ast.CompositeLit)
+	if !ok || len(lit.Elts) != 2 {
+		return ""
+	}
+	op, bound := lit.Elts[0], lit.Elts[1]
+	for _, el := range lit.Elts {
+		if kv, ok := el.(*ast.KeyValueExpr); ok {
+			switch k, _ := kv.Key.(*ast.Ident); {
+			case k != nil && k.Name == "Op":
+				op = kv.Value
+			case k != nil && k.Name == "Bound":
+				bound = kv.Value
+			}
+		}
+	}
+	ops := e.eval(op, 0)
+	tv, ok := e.info.Types[bound]
+	if len(ops) != 1 || strings.Contains(ops[0], "*") || !ok || tv.Value == nil {
+		return ""
+	}
+	v, exact := constant.Float64Val(constant.ToFloat(tv.Value))
+	if !exact && v == 0 {
+		return ""
+	}
+	return ops[0] + " " + strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// squeeze folds runs of "*" into one.
+func squeeze(s string) string {
+	for strings.Contains(s, "**") {
+		s = strings.ReplaceAll(s, "**", "*")
+	}
+	return s
 }
 
 func product(a, b []string) []string {
@@ -379,20 +345,4 @@ func product(a, b []string) []string {
 		}
 	}
 	return out
-}
-
-func declOf(id *ast.Ident) any {
-	if id.Obj == nil {
-		return nil
-	}
-	return id.Obj.Decl
-}
-
-func slicesIndex(lhs []ast.Expr, name string) int {
-	for i, l := range lhs {
-		if id, ok := l.(*ast.Ident); ok && id.Name == name {
-			return i
-		}
-	}
-	return -1
 }
