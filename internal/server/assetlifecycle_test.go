@@ -23,7 +23,7 @@ import (
 	"github.com/flexsite/flexsite/internal/identity"
 )
 
-// Specs of the asset lifecycle after creation (api-reference.md, "The asset and site
+// Specs of the asset lifecycle after creation (docs/api.md, "The site and asset
 // lifecycle"): PATCH and DELETE /entities/asset/{asset_id} and GET /entities/asset. Each spec
 // runs in an organisation of its own and checks what is stored, not only the answer.
 

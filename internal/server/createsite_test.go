@@ -13,7 +13,7 @@ import (
 	"github.com/flexsite/flexsite/internal/identity"
 )
 
-// POST /entities/site (spec/meters.md, "Create site"): a site alone, under onboarding's rules,
+// POST /entities/site (docs/api.md, "Create site"): a site alone, under onboarding's rules,
 // refused when the organisation already has a site with its MPAN or at its address.
 
 // createSiteMPAN is the MPAN of the i-th site of these specs.

@@ -37,9 +37,9 @@ import (
 	"github.com/flexsite/flexsite/internal/testing/oauthprovider"
 )
 
-// Device connections (device-connection.md) against a real OAuth 2.0 authorisation server on
-// loopback (internal/testing/oauthprovider: ory/fosite, PKCE S256, refresh-token rotation,
-// revocation, a consent page).
+// Device connections (docs/api.md, "Device connections") against a real OAuth 2.0 authorisation
+// server on loopback (internal/testing/oauthprovider: ory/fosite, PKCE S256, refresh-token
+// rotation, revocation, a consent page).
 
 const (
 	// deviceProviderName is the suite's DeviceProvider; deviceModel is an AssetModel it controls.

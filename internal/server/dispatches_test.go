@@ -22,7 +22,7 @@ import (
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
-// The dispatch status callback (spec/dispatch.md, "Status back from the asset controller")
+// The dispatch status callback (docs/api.md, "Dispatch status callbacks")
 // and the dispatch counts of the flex event answers. The FlexEvent controller's issuing is
 // another part's: the dispatches here are issued straight into the database
 // (dispatchstore.Issue), for a site and assets made through the API.

@@ -20,12 +20,12 @@ import (
 	"github.com/flexsite/flexsite/internal/pricestore"
 )
 
-// Specs of market prices and price curves (spec/dispatch.md, "Prices") against the real API
-// server and a real PostgreSQL: a UK day declared whole (46, 48 or 50 periods, two decimals),
-// read back and replaced; every bad declaration a 422 that stores nothing; the role
-// prices_write; another organisation's day not found; the curve of a site (and of its asset)
-// actively enrolled in price_curve from the current period, listing the periods whose price is declared,
-// to 23:00 today or tomorrow; and the database down a 503 with Retry-After.
+// Specs of market prices and price curves (docs/api.md, "Prices") against the real API server and a
+// real PostgreSQL: a UK day declared whole (46, 48 or 50 periods, two decimals), read back and
+// replaced; every bad declaration a 422 that stores nothing; the role prices_write; another
+// organisation's day not found; the curve of a site (and of its asset) actively enrolled in
+// price_curve from the current period, listing the periods whose price is declared, to 23:00 today
+// or tomorrow; and the database down a 503 with Retry-After.
 
 // pricesMPAN makes the i-th MPAN of these specs' series.
 func pricesMPAN(i int) string { return validMPAN(36000 + i) }

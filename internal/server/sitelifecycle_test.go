@@ -25,10 +25,10 @@ import (
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
-// Specs of the site lifecycle rows of api-reference.md: DELETE /entities/site/{site_id},
-// POST /entities/site/check-eligibility and POST /entities/site/{site_id}/dispatch-consent
-// and …/dispatch-deconsent. Each spec runs in an organisation of its own and checks what is
-// stored, not only the answer.
+// Specs of the site rows of docs/api.md, "The site and asset lifecycle": DELETE
+// /entities/site/{site_id}, POST /entities/site/check-eligibility and POST
+// /entities/site/{site_id}/dispatch-consent and …/dispatch-deconsent. Each spec runs in an
+// organisation of its own and checks what is stored, not only the answer.
 
 // lcBareSite stores a site that holds nothing, as kubectl would (with the id and finalizer
 // the REST API gives its sites), and waits until the REST API serves it. It answers the site's

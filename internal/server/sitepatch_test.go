@@ -15,7 +15,7 @@ import (
 	"github.com/flexsite/flexsite/internal/meters"
 )
 
-// Specs of PATCH /entities/site/{site_id} (api-reference.md "The asset and site lifecycle"):
+// Specs of PATCH /entities/site/{site_id} (docs/api.md, "The site and asset lifecycle"):
 // only what is sent changes, a PATCH that changes nothing writes nothing, and a new MPAN keeps
 // the site's id while no two sites ever hold one MPAN (household/claim.go).
 

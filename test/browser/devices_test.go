@@ -21,7 +21,7 @@ import (
 	"github.com/flexsite/flexsite/test/browser/oauthprovider"
 )
 
-// The Connect step (device-connection.md, "The household's side") against a real OAuth 2.0
+// The Connect step (docs/hosted-flow.md, "Connect") against a real OAuth 2.0
 // authorisation server on loopback (test/browser/oauthprovider, in process), whose consent page the
 // browser clicks through in the window the flow opens.
 

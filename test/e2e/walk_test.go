@@ -16,8 +16,8 @@ import (
 )
 
 // One household walked through both doors in turn: whichever door withdraws it, overrides the
-// withdrawal or repeats a request, both doors give the same answer afterwards (the state rows
-// of interface.md, and api-reference.md "Withdrawal and re-enrolment").
+// withdrawal or repeats a request, both doors give the same answer afterwards (docs/api.md,
+// "Withdrawal and re-enrolment").
 var _ = Describe("One household through kubectl and REST alternately", func() {
 	var (
 		w        walker
