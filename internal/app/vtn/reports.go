@@ -282,8 +282,8 @@ func (s *Service) CreateReport(ctx context.Context, p *auth.Principal, in Report
 	if err := s.apply(ctx, p, j); err != nil {
 		return Report{}, err
 	}
-	now := s.Now().UTC()
-	r := Report{ID: uuid.New(), ClientName: p.ClientName, ProgramID: in.ProgramID, EventID: in.EventID,
+	now := s.stamp()
+	r := Report{ID: newID(), ClientName: p.ClientName, ProgramID: in.ProgramID, EventID: in.EventID,
 		ReportClientName: in.ClientName, Name: in.Name, Body: in.Body, Created: now, Modified: now}
 	err = s.Store.CreateReport(ctx, p.Namespace, r, MaxReportsPerEvent)
 	if errors.Is(err, vtnstore.ErrFull) {
@@ -351,7 +351,7 @@ func (s *Service) UpdateReport(ctx context.Context, p *auth.Principal, id string
 		return Report{}, err
 	}
 	cur.ProgramID, cur.EventID, cur.ReportClientName, cur.Name, cur.Body = in.ProgramID, in.EventID, in.ClientName, in.Name, in.Body
-	cur.Modified = s.Now().UTC()
+	cur.Modified = s.stamp()
 	out, err := s.Store.UpdateReport(ctx, p.Namespace, cur)
 	return out, failed(err, ErrReportNotFound)
 }

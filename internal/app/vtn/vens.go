@@ -3,6 +3,7 @@ package vtn
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -92,8 +93,8 @@ func (s *Service) CreateVEN(ctx context.Context, p *auth.Principal, in VENInput)
 	if err := organisationOnly(p); err != nil {
 		return VEN{}, err
 	}
-	now := s.Now().UTC()
-	v := VEN{ID: uuid.New(), ClientName: p.ClientName, Name: in.Name, Attributes: in.Attributes, Targets: in.Targets,
+	now := s.stamp()
+	v := VEN{ID: newID(), ClientName: p.ClientName, Name: in.Name, Attributes: in.Attributes, Targets: in.Targets,
 		Created: now, Modified: now}
 	err := s.Store.CreateVEN(ctx, p.Namespace, v, MaxVENsPerOrganisation)
 	switch {
@@ -150,7 +151,7 @@ func (s *Service) UpdateVEN(ctx context.Context, p *auth.Principal, id string, i
 	if err != nil {
 		return VEN{}, err
 	}
-	v.Name, v.Attributes, v.Targets, v.Modified = in.Name, in.Attributes, in.Targets, s.Now().UTC()
+	v.Name, v.Attributes, v.Targets, v.Modified = in.Name, in.Attributes, in.Targets, s.stamp()
 	out, err := s.Store.UpdateVEN(ctx, p.Namespace, v)
 	if errors.Is(err, vtnstore.ErrNameTaken) {
 		return VEN{}, venNameTaken(in.Name)
@@ -230,8 +231,8 @@ func (s *Service) CreateResource(ctx context.Context, p *auth.Principal, venID s
 	if err != nil {
 		return Resource{}, err
 	}
-	now := s.Now().UTC()
-	r := vtnstore.Resource{ID: uuid.New(), VENID: v.ID, Name: in.Name, Attributes: in.Attributes, Targets: in.Targets,
+	now := s.stamp()
+	r := vtnstore.Resource{ID: newID(), VENID: v.ID, Name: in.Name, Attributes: in.Attributes, Targets: in.Targets,
 		Created: now, Modified: now}
 	err = s.Store.CreateResource(ctx, p.Namespace, r, MaxResourcesPerClient)
 	switch {
@@ -303,7 +304,7 @@ func (s *Service) UpdateResource(ctx context.Context, p *auth.Principal, venID, 
 		}
 	}
 	r := cur.Resource
-	r.Name, r.Attributes, r.Targets, r.Modified = in.Name, in.Attributes, in.Targets, s.Now().UTC()
+	r.Name, r.Attributes, r.Targets, r.Modified = in.Name, in.Attributes, in.Targets, s.stamp()
 	out, err := s.Store.UpdateResource(ctx, p.Namespace, r)
 	if errors.Is(err, vtnstore.ErrHeld) {
 		return Resource{}, heldElsewhere(in.Name)
@@ -326,3 +327,11 @@ func (s *Service) DeleteResource(ctx context.Context, p *auth.Principal, venID, 
 	}
 	return Resource{Resource: out, Asset: cur.Asset}, nil
 }
+
+// stamp is now as the records keep it (to the microsecond, as PostgreSQL does), so that an
+// object answered on its creation reads the same as it does later.
+func (s *Service) stamp() time.Time { return s.Now().UTC().Truncate(time.Microsecond) }
+
+// newID is a new object's id: a UUIDv7, so that objects created in the same microsecond
+// still page in the order they were created.
+func newID() uuid.UUID { return uuid.Must(uuid.NewV7()) }
