@@ -67,8 +67,10 @@ type ReportedUsage struct {
 	Loc        []any
 }
 
-// ErrEventNotFound answers a report on an event the caller does not see.
-var ErrEventNotFound = app.Fail(app.NotFound, "Event not found")
+// ErrEventNotFound answers a report on an event the caller does not see: none of that id,
+// another organisation's, or (to a VEN client) one that targets no resource its VENs hold. It
+// is the report's field at fault (the document answers a report's creation 400, never 404).
+var ErrEventNotFound = app.InvalidFields(app.Field("eventID names no event the client sees", "value_error", "body", "eventID"))
 
 // ErrReportNotFound answers a report the caller does not see.
 var ErrReportNotFound = app.Fail(app.NotFound, "Report not found")
