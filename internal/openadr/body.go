@@ -68,10 +68,13 @@ func jsonKind(goKind string) string {
 	return "object"
 }
 
-// checkText refuses a text outside the document's length bounds (characters).
-func checkText(field, v string, minLen, maxLen int) error {
-	if n := utf8.RuneCountInString(v); n < minLen || n > maxLen {
-		return badRequest("%s must be %d to %d characters long", field, minLen, maxLen)
+// maxText is the document's bound on its names and ids, in characters.
+const maxText = 128
+
+// checkText refuses a text outside the document's length bounds: 1 to maxText characters.
+func checkText(field, v string) error {
+	if n := utf8.RuneCountInString(v); n < 1 || n > maxText {
+		return badRequest("%s must be 1 to %d characters long", field, maxText)
 	}
 	return nil
 }
@@ -80,7 +83,7 @@ var objectIDPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 // checkObjectID refuses what the document's objectID is not.
 func checkObjectID(field, v string) error {
-	if err := checkText(field, v, 1, 128); err != nil {
+	if err := checkText(field, v); err != nil {
 		return err
 	}
 	if !objectIDPattern.MatchString(v) {
@@ -109,7 +112,7 @@ func valuesIn(field string, in *[]oadr.ValuesMap) ([]vtn.Values, error) {
 	out := make([]vtn.Values, len(*in))
 	for i, m := range *in {
 		at := fmt.Sprintf("%s[%d]", field, i)
-		if err := checkText(at+".type", m.Type, 1, 128); err != nil {
+		if err := checkText(at+".type", m.Type); err != nil {
 			return nil, err
 		}
 		if m.Values == nil {
@@ -182,7 +185,7 @@ func parseDuration(s string) (d time.Duration, exact bool, err error) {
 	if len(rest) > 0 && rest[0] == '-' {
 		rest = rest[1:]
 	}
-	if m == nil || len(rest) < 2 || !(isDigit(rest[1]) || (rest[1] == 'T' && len(rest) > 2 && isDigit(rest[2]))) {
+	if m == nil || len(rest) < 2 || (!isDigit(rest[1]) && (rest[1] != 'T' || len(rest) < 3 || !isDigit(rest[2]))) {
 		return 0, false, fmt.Errorf("%q is not an ISO 8601 duration", s)
 	}
 	exact = m[2] == "" && m[3] == ""

@@ -34,117 +34,25 @@ func reportIn(r *http.Request) (vtn.ReportInput, error) {
 	if err := decodeBody(r, maxReportBody, &body); err != nil {
 		return vtn.ReportInput{}, err
 	}
-	if err := checkObjectType("objectType", body.ObjectType, oadr.ReportObjectTypeREPORT); err != nil {
+	if err := checkReportFields(&body); err != nil {
 		return vtn.ReportInput{}, err
 	}
-	if err := checkObjectID("programID", body.ProgramID); err != nil {
+	kwh, err := usageUnit(body.PayloadDescriptors)
+	if err != nil {
 		return vtn.ReportInput{}, err
 	}
-	if err := checkObjectID("eventID", body.EventID); err != nil {
-		return vtn.ReportInput{}, err
-	}
-	if err := checkText("clientName", body.ClientName, 1, 128); err != nil {
-		return vtn.ReportInput{}, err
-	}
-	if body.Resources == nil {
-		return vtn.ReportInput{}, badRequest("resources is required")
-	}
-	if len(body.Resources) > maxReportResources {
-		return vtn.ReportInput{}, badRequest("resources holds at most %d resources", maxReportResources)
-	}
-	name := ""
+	in := vtn.ReportInput{ProgramID: body.ProgramID, EventID: body.EventID, ClientName: body.ClientName}
 	if body.ReportName != nil {
-		if err := checkText("reportName", *body.ReportName, 1, 128); err != nil {
-			return vtn.ReportInput{}, err
-		}
-		name = *body.ReportName
+		in.Name = *body.ReportName
 	}
-	kwh := 1.0 // USAGE values are kWh unless a descriptor says Wh
-	if body.PayloadDescriptors != nil {
-		if len(*body.PayloadDescriptors) > maxReportPayloads {
-			return vtn.ReportInput{}, badRequest("payloadDescriptors holds at most %d descriptors", maxReportPayloads)
-		}
-		for i, pd := range *body.PayloadDescriptors {
-			at := fmt.Sprintf("payloadDescriptors[%d]", i)
-			if err := checkObjectType(at+".objectType", pd.ObjectType, oadr.REPORTPAYLOADDESCRIPTOR); err != nil {
-				return vtn.ReportInput{}, err
-			}
-			if pd.PayloadType != ReportOperatingState && pd.PayloadType != ReportUsage {
-				return vtn.ReportInput{}, badRequest("%s.payloadType must be %s or %s", at, ReportOperatingState, ReportUsage)
-			}
-			if pd.Confidence != nil && (*pd.Confidence < 0 || *pd.Confidence > 100) {
-				return vtn.ReportInput{}, badRequest("%s.confidence must be from 0 to 100", at)
-			}
-			if pd.PayloadType == ReportUsage && pd.Units != nil {
-				switch *pd.Units {
-				case UnitsKWH:
-				case "WH":
-					kwh = 0.001
-				default:
-					return vtn.ReportInput{}, badRequest("%s.units: USAGE is reported in %s (or WH)", at, UnitsKWH)
-				}
-			}
-		}
-	}
-	in := vtn.ReportInput{ProgramID: body.ProgramID, EventID: body.EventID, ClientName: body.ClientName, Name: name}
 	intervals := 0
 	for i, res := range body.Resources {
-		at := fmt.Sprintf("resources[%d]", i)
-		if err := checkText(at+".resourceName", res.ResourceName, 1, 128); err != nil {
-			return vtn.ReportInput{}, err
-		}
-		if res.Intervals == nil {
-			return vtn.ReportInput{}, badRequest("%s.intervals is required", at)
-		}
 		if intervals += len(res.Intervals); intervals > maxReportIntervals {
 			return vtn.ReportInput{}, badRequest("a report holds at most %d intervals", maxReportIntervals)
 		}
-		if err := checkPeriod(at+".intervalPeriod", res.IntervalPeriod); err != nil {
+		rr, err := reportedResource(i, res.ResourceName, res.IntervalPeriod, res.Intervals, kwh)
+		if err != nil {
 			return vtn.ReportInput{}, err
-		}
-		rr := vtn.ReportedResource{Name: res.ResourceName, Index: i}
-		for j, iv := range res.Intervals {
-			ivAt := fmt.Sprintf("%s.intervals[%d]", at, j)
-			if err := checkPeriod(ivAt+".intervalPeriod", iv.IntervalPeriod); err != nil {
-				return vtn.ReportInput{}, err
-			}
-			if iv.Payloads == nil {
-				return vtn.ReportInput{}, badRequest("%s.payloads is required", ivAt)
-			}
-			if len(iv.Payloads) > maxReportPayloads {
-				return vtn.ReportInput{}, badRequest("%s.payloads holds at most %d payloads", ivAt, maxReportPayloads)
-			}
-			for k, pl := range iv.Payloads {
-				plAt := fmt.Sprintf("%s.payloads[%d]", ivAt, k)
-				loc := []any{"body", "resources", i, "intervals", j, "payloads", k, "values", 0}
-				if len(pl.Values) != 1 {
-					return vtn.ReportInput{}, badRequest("%s.values must hold one value", plAt)
-				}
-				v, err := valueOf(pl.Values[0])
-				if err != nil {
-					return vtn.ReportInput{}, badRequest("%s.values[0] must be a number, a string, a boolean or a point", plAt)
-				}
-				switch pl.Type {
-				case ReportOperatingState:
-					s, ok := v.(string)
-					if !ok {
-						return vtn.ReportInput{}, badRequest("%s.values[0]: an OPERATING_STATE is a string", plAt)
-					}
-					rr.States = append(rr.States, vtn.ReportedState{State: s, Loc: loc})
-				case ReportUsage:
-					f, ok := v.(float64)
-					if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
-						return vtn.ReportInput{}, badRequest("%s.values[0]: a USAGE is a number (kWh)", plAt)
-					}
-					start, end, err := intervalTimes(res.IntervalPeriod, iv.IntervalPeriod, j)
-					if err != nil {
-						return vtn.ReportInput{}, badRequest("%s: %v", ivAt, err)
-					}
-					rr.Usage = append(rr.Usage, vtn.ReportedUsage{Start: start, End: end, KWh: f * kwh, Loc: loc})
-				default:
-					return vtn.ReportInput{}, badRequest("%s.type must be %s or %s", plAt, ReportOperatingState, ReportUsage)
-				}
-			}
 		}
 		in.Resources = append(in.Resources, rr)
 	}
@@ -156,6 +64,129 @@ func reportIn(r *http.Request) (vtn.ReportInput, error) {
 		return vtn.ReportInput{}, err
 	}
 	return in, nil
+}
+
+// checkReportFields refuses a report's own fields outside the document's bounds.
+func checkReportFields(body *oadr.Report) error {
+	if err := checkObjectType("objectType", body.ObjectType, oadr.ReportObjectTypeREPORT); err != nil {
+		return err
+	}
+	if err := checkObjectID("programID", body.ProgramID); err != nil {
+		return err
+	}
+	if err := checkObjectID("eventID", body.EventID); err != nil {
+		return err
+	}
+	if err := checkText("clientName", body.ClientName); err != nil {
+		return err
+	}
+	if body.ReportName != nil {
+		if err := checkText("reportName", *body.ReportName); err != nil {
+			return err
+		}
+	}
+	if body.Resources == nil {
+		return badRequest("resources is required")
+	}
+	if len(body.Resources) > maxReportResources {
+		return badRequest("resources holds at most %d resources", maxReportResources)
+	}
+	return nil
+}
+
+// usageUnit reads the payloadDescriptors: what one USAGE value is in kWh (1 unless a
+// descriptor says WH); any payload type but OPERATING_STATE and USAGE is refused.
+func usageUnit(descriptors *[]oadr.ReportPayloadDescriptor) (float64, error) {
+	kwh := 1.0
+	if descriptors == nil {
+		return kwh, nil
+	}
+	if len(*descriptors) > maxReportPayloads {
+		return 0, badRequest("payloadDescriptors holds at most %d descriptors", maxReportPayloads)
+	}
+	for i, pd := range *descriptors {
+		at := fmt.Sprintf("payloadDescriptors[%d]", i)
+		if err := checkObjectType(at+".objectType", pd.ObjectType, oadr.REPORTPAYLOADDESCRIPTOR); err != nil {
+			return 0, err
+		}
+		if pd.PayloadType != ReportOperatingState && pd.PayloadType != ReportUsage {
+			return 0, badRequest("%s.payloadType must be %s or %s", at, ReportOperatingState, ReportUsage)
+		}
+		if pd.Confidence != nil && (*pd.Confidence < 0 || *pd.Confidence > 100) {
+			return 0, badRequest("%s.confidence must be from 0 to 100", at)
+		}
+		if pd.PayloadType == ReportUsage && pd.Units != nil {
+			switch *pd.Units {
+			case UnitsKWH:
+			case UnitsWH:
+				kwh = 0.001
+			default:
+				return 0, badRequest("%s.units: USAGE is reported in %s (or %s)", at, UnitsKWH, UnitsWH)
+			}
+		}
+	}
+	return kwh, nil
+}
+
+// reportedResource reads the i-th resource of a report: its OPERATING_STATE values and its
+// USAGE intervals (values times kwh, in kWh).
+func reportedResource(i int, name string, period *oadr.IntervalPeriod, intervals []oadr.Interval,
+	kwh float64) (vtn.ReportedResource, error) {
+	at := fmt.Sprintf("resources[%d]", i)
+	if err := checkText(at+".resourceName", name); err != nil {
+		return vtn.ReportedResource{}, err
+	}
+	if intervals == nil {
+		return vtn.ReportedResource{}, badRequest("%s.intervals is required", at)
+	}
+	if err := checkPeriod(at+".intervalPeriod", period); err != nil {
+		return vtn.ReportedResource{}, err
+	}
+	rr := vtn.ReportedResource{Name: name, Index: i}
+	for j, iv := range intervals {
+		ivAt := fmt.Sprintf("%s.intervals[%d]", at, j)
+		if err := checkPeriod(ivAt+".intervalPeriod", iv.IntervalPeriod); err != nil {
+			return vtn.ReportedResource{}, err
+		}
+		if iv.Payloads == nil {
+			return vtn.ReportedResource{}, badRequest("%s.payloads is required", ivAt)
+		}
+		if len(iv.Payloads) > maxReportPayloads {
+			return vtn.ReportedResource{}, badRequest("%s.payloads holds at most %d payloads", ivAt, maxReportPayloads)
+		}
+		for k, pl := range iv.Payloads {
+			plAt := fmt.Sprintf("%s.payloads[%d]", ivAt, k)
+			loc := []any{"body", "resources", i, "intervals", j, "payloads", k, "values", 0}
+			if len(pl.Values) != 1 {
+				return vtn.ReportedResource{}, badRequest("%s.values must hold one value", plAt)
+			}
+			v, err := valueOf(pl.Values[0])
+			if err != nil {
+				return vtn.ReportedResource{}, badRequest("%s.values[0] must be a number, a string, a boolean or a point", plAt)
+			}
+			switch pl.Type {
+			case ReportOperatingState:
+				s, ok := v.(string)
+				if !ok {
+					return vtn.ReportedResource{}, badRequest("%s.values[0]: an OPERATING_STATE is a string", plAt)
+				}
+				rr.States = append(rr.States, vtn.ReportedState{State: s, Loc: loc})
+			case ReportUsage:
+				f, ok := v.(float64)
+				if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
+					return vtn.ReportedResource{}, badRequest("%s.values[0]: a USAGE is a number (kWh)", plAt)
+				}
+				start, end, err := intervalTimes(period, iv.IntervalPeriod, j)
+				if err != nil {
+					return vtn.ReportedResource{}, badRequest("%s: %v", ivAt, err)
+				}
+				rr.Usage = append(rr.Usage, vtn.ReportedUsage{Start: start, End: end, KWh: f * kwh, Loc: loc})
+			default:
+				return vtn.ReportedResource{}, badRequest("%s.type must be %s or %s", plAt, ReportOperatingState, ReportUsage)
+			}
+		}
+	}
+	return rr, nil
 }
 
 // intervalTimes is the j-th interval's span: its own intervalPeriod, else the resource's,
@@ -214,7 +245,7 @@ func (d *Door) searchReports(r *http.Request, p *auth.Principal) (any, error) {
 		}
 	}
 	if in.ClientName != "" {
-		if err := checkText("clientName", in.ClientName, 1, 128); err != nil {
+		if err := checkText("clientName", in.ClientName); err != nil {
 			return nil, err
 		}
 	}

@@ -28,7 +28,7 @@ func (d *Door) venSearch(r *http.Request, nameParam string) (vtn.Search, error) 
 	}
 	name := r.URL.Query().Get(nameParam)
 	if name != "" {
-		if err := checkText(nameParam, name, 1, 128); err != nil {
+		if err := checkText(nameParam, name); err != nil {
 			return vtn.Search{}, err
 		}
 	}
@@ -60,7 +60,7 @@ func venIn(r *http.Request) (vtn.VENInput, error) {
 	if err := checkObjectType("objectType", body.ObjectType, oadr.VenObjectTypeVEN); err != nil {
 		return vtn.VENInput{}, err
 	}
-	if err := checkText("venName", body.VenName, 1, 128); err != nil {
+	if err := checkText("venName", body.VenName); err != nil {
 		return vtn.VENInput{}, err
 	}
 	if body.Resources != nil && len(*body.Resources) > 0 {
@@ -150,7 +150,7 @@ func resourceIn(r *http.Request) (vtn.ResourceInput, error) {
 	if err := checkObjectType("objectType", body.ObjectType, oadr.ResourceObjectTypeRESOURCE); err != nil {
 		return vtn.ResourceInput{}, err
 	}
-	if err := checkText("resourceName", body.ResourceName, 1, 128); err != nil {
+	if err := checkText("resourceName", body.ResourceName); err != nil {
 		return vtn.ResourceInput{}, err
 	}
 	if body.VenID != nil && *body.VenID != r.PathValue("venID") {

@@ -211,8 +211,9 @@ var _ = Describe("The OpenADR door: reports", Ordered, func() {
 		charger := eventOf(started, chargerID)
 		oadrCreated("/reports", venA, report(charger, chargerID, halfHours(startedAt), usage(1.5), usage(2)))
 		oadrCreated("/reports", venA, report(eventOf(started, batteryID), batteryID, halfHours(startedAt), usage(-1)))
-		var got []storedReading
-		for _, r := range storedReadings(ctx, o.Namespace) {
+		stored := storedReadings(ctx, o.Namespace)
+		got := make([]storedReading, 0, len(stored))
+		for _, r := range stored {
 			r.Partition = ""
 			r.Start, r.End = r.Start.UTC(), r.End.UTC()
 			got = append(got, r)
@@ -262,9 +263,15 @@ var _ = Describe("The OpenADR door: reports", Ordered, func() {
 			good(func(r map[string]any) { r["resources"] = "all of them" }),
 			good(func(r map[string]any) { interval(r)["id"] = "one" }),
 			good(func(r map[string]any) { interval(r)["id"] = 1 << 40 }),
-			good(func(r map[string]any) { interval(r)["payloads"] = []any{map[string]any{"type": "PRICE", "values": []any{1}}} }),
-			good(func(r map[string]any) { interval(r)["payloads"] = []any{map[string]any{"type": "USAGE", "values": []any{1, 2}}} }),
-			good(func(r map[string]any) { interval(r)["payloads"] = []any{map[string]any{"type": "USAGE", "values": []any{"1"}}} }),
+			good(func(r map[string]any) {
+				interval(r)["payloads"] = []any{map[string]any{"type": "PRICE", "values": []any{1}}}
+			}),
+			good(func(r map[string]any) {
+				interval(r)["payloads"] = []any{map[string]any{"type": "USAGE", "values": []any{1, 2}}}
+			}),
+			good(func(r map[string]any) {
+				interval(r)["payloads"] = []any{map[string]any{"type": "USAGE", "values": []any{"1"}}}
+			}),
 			good(func(r map[string]any) { interval(r)["payloads"] = []any{state(3)} }),
 			good(func(r map[string]any) {
 				r["payloadDescriptors"] = []any{map[string]any{"payloadType": "BASELINE"}}

@@ -99,7 +99,7 @@ var _ = Describe("The OpenADR door: VENs and resources", Ordered, func() {
 		oadrCreated("/vens", otherTk, map[string]any{"venName": "ven-a"})
 
 		idB := oadrCreated("/vens", venB, map[string]any{"venName": "ven-b",
-			"targets": []any{map[string]any{"type": "GROUP", "values": []any{"north", "east"}}},
+			"targets":    []any{map[string]any{"type": "GROUP", "values": []any{"north", "east"}}},
 			"attributes": []any{map[string]any{"type": "DESCRIPTION", "values": []any{"the garage"}}}})["id"].(string)
 		idLogic := oadrCreated("/vens", logic, map[string]any{"venName": "ven-logic"})["id"].(string)
 

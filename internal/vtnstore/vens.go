@@ -198,10 +198,9 @@ func targetFilter(q Query, nameColumn string, n int) (string, []any) {
 func (s *Store) VENs(ctx context.Context, q Query) ([]VEN, error) {
 	sql := `SELECT ` + venColumns + ` FROM openadr_vens WHERE organisation = $1
 		AND ($2 = '' OR client_name = $2) AND ($3 = '' OR ven_name = $3)`
-	args := []any{q.Organisation, q.ClientName, q.Name}
 	cond, more := targetFilter(q, "ven_name", 4)
 	sql += cond
-	args = append(args, more...)
+	args := append([]any{q.Organisation, q.ClientName, q.Name}, more...)
 	sql += fmt.Sprintf(` ORDER BY created_at, id OFFSET $%d LIMIT $%d`, len(args)+1, len(args)+2)
 	args = append(args, q.Skip, q.Limit)
 	rows, err := s.Pool.Query(ctx, sql, args...)
@@ -307,10 +306,9 @@ func (s *Store) Resource(ctx context.Context, organisation string, venID, id uui
 func (s *Store) Resources(ctx context.Context, venID uuid.UUID, q Query) ([]Resource, error) {
 	sql := `SELECT ` + resourceColumns + ` FROM openadr_resources WHERE organisation = $1 AND ven_id = $2
 		AND ($3 = '' OR resource_name = $3)`
-	args := []any{q.Organisation, venID, q.Name}
 	cond, more := targetFilter(q, "resource_name", 4)
 	sql += cond
-	args = append(args, more...)
+	args := append([]any{q.Organisation, venID, q.Name}, more...)
 	sql += fmt.Sprintf(` ORDER BY created_at, id OFFSET $%d LIMIT $%d`, len(args)+1, len(args)+2)
 	args = append(args, q.Skip, q.Limit)
 	rows, err := s.Pool.Query(ctx, sql, args...)

@@ -76,7 +76,7 @@ func TestVENSearchByTargetsAndName(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := []string{}
+		out := make([]string, 0, len(vs))
 		for _, v := range vs {
 			out = append(out, v.Name)
 		}
