@@ -120,6 +120,12 @@ func TestResourcesHeldOnceAndBoundedPerClient(t *testing.T) {
 	if err := s.CreateResource(ctx, org, r1, 2); err != nil {
 		t.Fatal(err)
 	}
+	if holder, held, err := s.HolderOf(ctx, org, "asset-1"); err != nil || !held || holder != "c1" {
+		t.Fatalf("asset-1's holder: %q %v %v", holder, held, err)
+	}
+	if _, held, err := s.HolderOf(ctx, "other-"+org, "asset-1"); err != nil || held {
+		t.Fatalf("asset-1 in another organisation: %v %v", held, err)
+	}
 	if err := s.CreateResource(ctx, org, res(other.ID, "asset-1"), 2); !errors.Is(err, vtnstore.ErrHeld) {
 		t.Fatalf("asset-1 again: %v, want ErrHeld", err)
 	}
