@@ -57,6 +57,10 @@ type Options struct {
 	// shard lease for its own sites; the organisation-wide ones (FlexEvent, Organisation)
 	// under the leader lease. Unset: every reconciler runs under the manager's own election.
 	Shard *shards.Replica
+	// FlexEventNow is the clock the FlexEvent reconciler dispatches and settles by (nil:
+	// time.Now). A suite that walks a flex event through its window moves it, as it moves the
+	// REST API's (server.Config.Now); the other reconcilers keep the machine's clock.
+	FlexEventNow func() time.Time
 }
 
 // errNoDatabase refuses to set up a reconciler without Flexsite's PostgreSQL: every part of
@@ -78,6 +82,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
+	}
+	if o.FlexEventNow == nil {
+		o.FlexEventNow = time.Now
 	}
 	workers := controller.Options{MaxConcurrentReconciles: o.Concurrency}
 	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
@@ -130,7 +137,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	}
 	if err := (&FlexEventReconciler{Client: cl, Recorder: mgr.GetEventRecorder("flexevent-controller"),
 		Store: &settlementstore.Store{Pool: o.DB}, Dispatches: &dispatchstore.Store{Pool: o.DB},
-		AssetEvents: &asseteventstore.Store{Pool: o.DB}, PublicURL: o.PublicURL, Now: time.Now}).SetupWithManager(orgWide, workers); err != nil {
+		AssetEvents: &asseteventstore.Store{Pool: o.DB}, PublicURL: o.PublicURL, Now: o.FlexEventNow}).SetupWithManager(orgWide, workers); err != nil {
 		return err
 	}
 	// Ingests RewardLedgers' transactions and copies the database's summary of the history.
