@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,7 +17,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/settlement"
-	"github.com/flexsite/flexsite/internal/testenv"
+	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/test/ven"
 )
 
@@ -58,34 +60,17 @@ type reportResource = struct {
 var _ = Describe("A VEN generated from the Alliance's document", func() {
 	It("takes part in a flex event: token, programs, VEN and resource, subscription, the event on its callback, "+
 		"OPERATING_STATE then USAGE reports, the household's credit", func(ctx SpecContext) {
-		// The event's window is a settled working day's 17:30–18:30 (its history is on the days
-		// before); the clock starts two hours before it and moves through it.
-		start := testenv.SettledWorkingDay(time.Now()).UTC()
+		// The event's window is a working day's 17:30–18:30, days ahead (its history is on the
+		// working days before); the clock starts two hours before it and moves through it.
+		start := eventDay(time.Now())
 		end := start.Add(time.Hour)
 		setClock(ctx, start.Add(-2*time.Hour), "")
 		o := newOrg(ctx)
 
 		By("the organisation onboards a household with a charger in limited_pause, with its history and dispatch consent (REST)")
 		rest := o.restToken()
-		siteID, chargerID := onboard(ctx, o, rest)
-		history := make([]any, 0, 24)
-		for back, n := 1, 0; n < 12; back++ {
-			d := time.Date(start.Year(), start.Month(), start.Day()-back, 17, 30, 0, 0, settlement.London)
-			if d.Weekday() == time.Saturday || d.Weekday() == time.Sunday {
-				continue
-			}
-			for i, kwh := range usualKWh {
-				at := d.Add(time.Duration(i) * 30 * time.Minute)
-				history = append(history, map[string]any{"asset_id": chargerID, "label": usageLabel, "value": kwh,
-					"start_timestamp": at.Format(time.RFC3339), "end_timestamp": at.Add(30 * time.Minute).Format(time.RFC3339)})
-			}
-			n++
-		}
-		status, answer := call(Default, "POST", "/data/readings", rest, map[string]any{"readings": history})
-		Expect(status).To(Equal(http.StatusOK), "%v", answer)
-		for _, r := range answer["responses"].([]any) {
-			Expect(r).To(HaveKeyWithValue("accepted", true))
-		}
+		siteID, chargerID := onboard(ctx, o, rest, mpan(1))
+		sendHistory(o, rest, chargerID, start)
 
 		By("the VEN's token: OAuth 2.0 client credentials at auth/token, for the scopes a VEN needs")
 		venScopes := []string{"read_all", "write_vens", "write_subscriptions", "write_reports"}
@@ -160,11 +145,7 @@ var _ = Describe("A VEN generated from the Alliance's document", func() {
 		Expect(subscribed.JSON201.Id).NotTo(BeNil())
 
 		By("the business logic declares a flex event over the household (REST POST /flex-events)")
-		status, created := call(Default, "POST", "/flex-events", rest, map[string]any{"proposition": "limited_pause",
-			"start_at": start.Format(time.RFC3339), "end_at": end.Format(time.RFC3339),
-			"direction": "turn_down", "rate_pence_per_kwh": ratePence, "site_ids": []any{siteID}})
-		Expect(status).To(Equal(http.StatusCreated), "%v", created)
-		flexEvent := created["id"].(string)
+		flexEvent := declare(rest, siteID, start)
 
 		By("the event arrives on the VEN's callback, with the subscription's bearer token")
 		var told ven.Event
@@ -237,26 +218,17 @@ var _ = Describe("A VEN generated from the Alliance's document", func() {
 
 		By("the event settles from them and the household is credited, as from REST readings")
 		setClock(ctx, end.Add(5*time.Minute), o.Namespace, flexEvent)
-		Eventually(func(g Gomega) {
-			status, ev := call(g, "GET", "/flex-events/"+flexEvent, rest, nil)
-			g.Expect(status).To(Equal(http.StatusOK), "%v", ev)
-			g.Expect(ev).To(And(HaveKeyWithValue("status", "settled"), HaveKeyWithValue("credit_pence", BeNumerically("==", creditPence))))
-		}).Should(Succeed())
-		Eventually(func(g Gomega) {
-			status, h := call(g, "GET", "/rewards/"+siteID+"/transactions", rest, nil)
-			g.Expect(status).To(Equal(http.StatusOK), "%v", h)
-			g.Expect(h["transactions"]).To(ConsistOf(HaveKeyWithValue("credit_pence", BeNumerically("==", creditPence))))
-		}).Should(Succeed())
+		settled(rest, flexEvent, siteID)
 		Expect(callback.Refused()).To(BeZero())
 	})
 })
 
 // onboard onboards a household with a charger in limited_pause, waits for its enrolment, and
 // gives its dispatch consent: the site's and the charger's ids.
-func onboard(ctx context.Context, o org, rest string) (siteID, chargerID string) {
+func onboard(ctx context.Context, o org, rest, mpan string) (siteID, chargerID string) {
 	GinkgoHelper()
 	status, onboarded := call(Default, "POST", "/entities/site/onboard", rest, map[string]any{
-		"site": map[string]any{"mpan": "2301234567894", "postcode": "SW1A 1AA", "email": "ven-" + o.Namespace + "@example.com",
+		"site": map[string]any{"mpan": mpan, "postcode": "SW1A 1AA", "email": "ven-" + o.Namespace + "@example.com",
 			"gave_boundary_meter_consent_at": "2026-01-15T10:30:00Z"},
 		"assets": []any{map[string]any{"external_id": "charger-" + o.Namespace, "type": "charger", "asset_model": "zappi",
 			"installation_date": "2025-06-15", "properties": map[string]any{"power_kw": 7.4}}},
@@ -275,6 +247,75 @@ func onboard(ctx context.Context, o org, rest string) (siteID, chargerID string)
 		map[string]any{"dispatch_methods": []any{"limited_pause"}})
 	Expect(status).To(Equal(http.StatusOK), "%v", consent)
 	return siteID, chargerID
+}
+
+// eventDay is the suite's flex event start: 17:30 UK time on the first working day at least
+// three days after now. The suite's clock, not the machine's, walks through it: it is ahead of
+// the objects' creation times (the API server's clock), so the dispatches fall due as they
+// would a day before a real event.
+func eventDay(now time.Time) time.Time {
+	d := now.Add(72 * time.Hour).In(settlement.London)
+	d = time.Date(d.Year(), d.Month(), d.Day(), 17, 30, 0, 0, settlement.London)
+	for d.Weekday() == time.Saturday || d.Weekday() == time.Sunday {
+		d = d.AddDate(0, 0, 1)
+	}
+	return d.UTC()
+}
+
+// mpan is the i-th MPAN of this suite (a valid check digit; one household per MPAN).
+func mpan(i int) string {
+	first12 := fmt.Sprintf("23%010d", i)
+	return first12 + strconv.Itoa(validation.MPANCheckDigit(first12))
+}
+
+// sendHistory sends the charger's usual use on the twelve working days before start (the
+// settlement's baseline) through POST /data/readings, as the organisation's readings flow.
+func sendHistory(o org, rest, chargerID string, start time.Time) {
+	GinkgoHelper()
+	history := make([]any, 0, 24)
+	for back, n := 1, 0; n < 12; back++ {
+		d := time.Date(start.Year(), start.Month(), start.Day()-back, 17, 30, 0, 0, settlement.London)
+		if d.Weekday() == time.Saturday || d.Weekday() == time.Sunday {
+			continue
+		}
+		for i, kwh := range usualKWh {
+			at := d.Add(time.Duration(i) * 30 * time.Minute)
+			history = append(history, map[string]any{"asset_id": chargerID, "label": usageLabel, "value": kwh,
+				"start_timestamp": at.Format(time.RFC3339), "end_timestamp": at.Add(30 * time.Minute).Format(time.RFC3339)})
+		}
+		n++
+	}
+	status, answer := call(Default, "POST", "/data/readings", rest, map[string]any{"readings": history})
+	Expect(status).To(Equal(http.StatusOK), "%v", answer)
+	for _, r := range answer["responses"].([]any) {
+		Expect(r).To(HaveKeyWithValue("accepted", true))
+	}
+}
+
+// declare declares the flex event over the site through REST: its id.
+func declare(rest, siteID string, start time.Time) string {
+	GinkgoHelper()
+	status, created := call(Default, "POST", "/flex-events", rest, map[string]any{"proposition": "limited_pause",
+		"start_at": start.Format(time.RFC3339), "end_at": start.Add(time.Hour).Format(time.RFC3339),
+		"direction": "turn_down", "rate_pence_per_kwh": ratePence, "site_ids": []any{siteID}})
+	Expect(status).To(Equal(http.StatusCreated), "%v", created)
+	return created["id"].(string)
+}
+
+// settled waits for the flex event to settle with the credit, and for the credit in the
+// household's reward history.
+func settled(rest, flexEvent, siteID string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		status, ev := call(g, "GET", "/flex-events/"+flexEvent, rest, nil)
+		g.Expect(status).To(Equal(http.StatusOK), "%v", ev)
+		g.Expect(ev).To(And(HaveKeyWithValue("status", "settled"), HaveKeyWithValue("credit_pence", BeNumerically("==", creditPence))))
+	}).Should(Succeed())
+	Eventually(func(g Gomega) {
+		status, h := call(g, "GET", "/rewards/"+siteID+"/transactions", rest, nil)
+		g.Expect(status).To(Equal(http.StatusOK), "%v", h)
+		g.Expect(h["transactions"]).To(ConsistOf(HaveKeyWithValue("credit_pence", BeNumerically("==", creditPence))))
+	}).Should(Succeed())
 }
 
 // dispatches polls the flex event's dispatch counts through REST.
