@@ -22,7 +22,7 @@ var _ = Describe("The VEN suite's harness", func() {
 		o := newOrg(ctx)
 		rest := o.restToken()
 		siteID, chargerID := onboard(ctx, o, rest, mpan(2))
-		sendHistory(o, rest, chargerID, start)
+		sendHistory(rest, chargerID, start)
 		flexEvent := declare(rest, siteID, start)
 		Eventually(dispatches(rest, flexEvent)).Should(HaveKeyWithValue("requested", BeNumerically("==", 1)))
 

@@ -70,7 +70,7 @@ var _ = Describe("A VEN generated from the Alliance's document", func() {
 		By("the organisation onboards a household with a charger in limited_pause, with its history and dispatch consent (REST)")
 		rest := o.restToken()
 		siteID, chargerID := onboard(ctx, o, rest, mpan(1))
-		sendHistory(o, rest, chargerID, start)
+		sendHistory(rest, chargerID, start)
 
 		By("the VEN's token: OAuth 2.0 client credentials at auth/token, for the scopes a VEN needs")
 		venScopes := []string{"read_all", "write_vens", "write_subscriptions", "write_reports"}
@@ -104,7 +104,7 @@ var _ = Describe("A VEN generated from the Alliance's document", func() {
 		Expect(program).NotTo(BeNil(), "%s", programs.Body)
 		Expect(program.Id).To(HaveValue(Equal(program.ProgramName)))
 		Expect(program.PayloadDescriptors).NotTo(BeNil())
-		var carried []string
+		carried := make([]string, 0, len(*program.PayloadDescriptors))
 		for _, item := range *program.PayloadDescriptors {
 			d, err := item.AsEventPayloadDescriptor()
 			Expect(err).NotTo(HaveOccurred())
@@ -173,7 +173,7 @@ var _ = Describe("A VEN generated from the Alliance's document", func() {
 			Expect(payload(in, "DISPATCH_SETPOINT")).To(Equal([]float64{0}), "a charger turned down: paused, 0 kW")
 		}
 		Expect(event.ReportDescriptors).NotTo(BeNil())
-		var asked []string
+		asked := make([]string, 0, len(*event.ReportDescriptors))
 		for _, d := range *event.ReportDescriptors {
 			asked = append(asked, d.PayloadType)
 		}
@@ -270,7 +270,7 @@ func mpan(i int) string {
 
 // sendHistory sends the charger's usual use on the twelve working days before start (the
 // settlement's baseline) through POST /data/readings, as the organisation's readings flow.
-func sendHistory(o org, rest, chargerID string, start time.Time) {
+func sendHistory(rest, chargerID string, start time.Time) {
 	GinkgoHelper()
 	history := make([]any, 0, 24)
 	for back, n := 1, 0; n < 12; back++ {
@@ -350,7 +350,7 @@ func readingsOf(ctx context.Context, organisation, assetID string, from, to time
 // period's repeated (the document's rule for intervals without a period).
 func windowOf(e ven.Event) []time.Time {
 	GinkgoHelper()
-	var out []time.Time
+	out := make([]time.Time, 0, len(e.Intervals))
 	var next time.Time
 	var step time.Duration
 	if e.IntervalPeriod != nil {
