@@ -1,9 +1,12 @@
 package ven_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -33,6 +36,7 @@ import (
 	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/openadr/oadr"
+	"github.com/flexsite/flexsite/internal/openadr/oadrtest"
 	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
@@ -205,9 +209,48 @@ func credentials(id, secret string, scopes ...string) *clientcredentials.Config 
 }
 
 // vtn is the generated client on the door, its requests carrying the token source's tokens.
+// ctx is conforming's: every answer the VEN gets, tokens included, is checked against the
+// document.
 func vtn(ctx context.Context, cc *clientcredentials.Config) *ven.ClientWithResponses {
 	GinkgoHelper()
 	c, err := ven.NewClientWithResponses(serverURL+oadr.BasePath+"/", ven.WithHTTPClient(cc.Client(ctx)))
 	Expect(err).NotTo(HaveOccurred())
 	return c
+}
+
+// conforming is ctx with the HTTP client the OAuth 2.0 library and the generated client use:
+// an answer of the door that breaks the Alliance's document is an error of the call, so a
+// lenient generated client (unknown fields ignored, required ones left zero) cannot hide it.
+func conforming(ctx context.Context) context.Context {
+	GinkgoHelper()
+	contract, err := oadrtest.Load(serverURL)
+	Expect(err).NotTo(HaveOccurred())
+	return context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: checked{contract}})
+}
+
+// checked validates the door's answers against the document (401, 429 and 503, which every
+// door may answer, as problems too).
+type checked struct{ contract *oadrtest.Contract }
+
+func (c checked) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil || !strings.HasPrefix(req.URL.Path, oadr.BasePath+"/") {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	call, err := oadrtest.Request(req.Method, req.URL.String())
+	if err != nil {
+		return nil, err
+	}
+	if err := c.contract.Check(call, resp.StatusCode, resp.Header, body,
+		http.StatusUnauthorized, http.StatusTooManyRequests, http.StatusServiceUnavailable); err != nil {
+		return nil, fmt.Errorf("%s %s answered %d, not as the Alliance's document says: %w: %s",
+			req.Method, req.URL.Path, resp.StatusCode, err, body)
+	}
+	return resp, nil
 }

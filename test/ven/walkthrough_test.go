@@ -73,26 +73,27 @@ var _ = Describe("A VEN generated from the Alliance's document", func() {
 		sendHistory(rest, chargerID, start)
 
 		By("the VEN's token: OAuth 2.0 client credentials at auth/token, for the scopes a VEN needs")
+		venCtx := conforming(ctx)
 		venScopes := []string{"read_all", "write_vens", "write_subscriptions", "write_reports"}
 		creds := credentials(o.VENClient, o.VENClientPassword, venScopes...)
 		var tok *oauth2.Token
 		Eventually(func(g Gomega) {
 			var err error
-			tok, err = creds.Token(ctx)
+			tok, err = creds.Token(venCtx)
 			g.Expect(err).NotTo(HaveOccurred())
 		}).Should(Succeed())
 		Expect(tok.AccessToken).NotTo(BeEmpty())
 		Expect(tok.Type()).To(Equal("Bearer"))
 		Expect(strings.Fields(tok.Extra("scope").(string))).To(ConsistOf(venScopes))
 		By("a VEN's client is refused the business logic's scope")
-		_, err := credentials(o.VENClient, o.VENClientPassword, "write_events").Token(ctx)
+		_, err := credentials(o.VENClient, o.VENClientPassword, "write_events").Token(venCtx)
 		var refused *oauth2.RetrieveError
 		Expect(errors.As(err, &refused)).To(BeTrue(), "%v", err)
 		Expect(refused.ErrorCode).To(Equal("invalid_scope"))
-		c := vtn(ctx, creds)
+		c := vtn(venCtx, creds)
 
 		By("GET /programs: limited_pause, its events carrying DISPATCH_SETPOINT")
-		programs, err := c.SearchAllProgramsWithResponse(ctx, &ven.SearchAllProgramsParams{})
+		programs, err := c.SearchAllProgramsWithResponse(venCtx, &ven.SearchAllProgramsParams{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(programs.StatusCode()).To(Equal(http.StatusOK), "%s", programs.Body)
 		var program *ven.Program
@@ -115,7 +116,7 @@ var _ = Describe("A VEN generated from the Alliance's document", func() {
 
 		By("POST /vens: the VEN registers itself")
 		venName := "ven-" + o.Namespace
-		registered, err := c.CreateVenWithResponse(ctx, ven.Ven{VenName: venName})
+		registered, err := c.CreateVenWithResponse(venCtx, ven.Ven{VenName: venName})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(registered.StatusCode()).To(Equal(http.StatusCreated), "%s", registered.Body)
 		Expect(registered.JSON201.Id).NotTo(BeNil())
@@ -123,7 +124,7 @@ var _ = Describe("A VEN generated from the Alliance's document", func() {
 		Expect(registered.JSON201.VenName).To(Equal(venName))
 
 		By("POST /vens/{venID}/resources: the charger, named by its asset_id")
-		resource, err := c.CreateResourceWithResponse(ctx, venID, ven.Resource{ResourceName: chargerID, VenID: &venID})
+		resource, err := c.CreateResourceWithResponse(venCtx, venID, ven.Resource{ResourceName: chargerID, VenID: &venID})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(resource.StatusCode()).To(Equal(http.StatusCreated), "%s", resource.Body)
 		Expect(resource.JSON201.ResourceName).To(Equal(chargerID))
@@ -132,7 +133,7 @@ var _ = Describe("A VEN generated from the Alliance's document", func() {
 		By("POST /subscriptions: the program's events, to the VEN's HTTPS callback with a bearer token")
 		bearer := "bearer-" + o.Namespace
 		callback := newReceiver(bearer)
-		subscribed, err := c.CreateSubscriptionWithResponse(ctx, ven.Subscription{
+		subscribed, err := c.CreateSubscriptionWithResponse(venCtx, ven.Subscription{
 			ClientName: venName, ProgramID: programID,
 			ObjectOperations: []objectOperation{{CallbackUrl: callback.CallbackURL(), BearerToken: &bearer,
 				Objects: []ven.ObjectTypes{ven.ObjectTypesEVENT},
@@ -151,14 +152,18 @@ var _ = Describe("A VEN generated from the Alliance's document", func() {
 		var told ven.Event
 		Eventually(func(g Gomega) {
 			got := callback.Events(ven.NotificationOperationPOST)
-			g.Expect(got).To(HaveLen(1))
+			g.Expect(got).NotTo(BeEmpty())
 			told = got[0]
 		}).Should(Succeed())
 		Expect(told.Id).NotTo(BeNil())
+		// Delivery is at least once: a POST told again is the same event.
+		Expect(callback.Events(ven.NotificationOperationPOST)).To(HaveEach(HaveField("Id", HaveValue(Equal(*told.Id)))))
+		Expect(told.Targets).NotTo(BeNil())
+		Expect(*told.Targets).To(ContainElement(HaveField("Values", WithTransform(texts, ConsistOf(chargerID)))))
 		Expect(callback.Refused()).To(BeZero())
 
 		By("GET /events: exactly the event of its resource, with DISPATCH_SETPOINT intervals over the window")
-		events, err := c.SearchAllEventsWithResponse(ctx, &ven.SearchAllEventsParams{})
+		events, err := c.SearchAllEventsWithResponse(venCtx, &ven.SearchAllEventsParams{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(events.StatusCode()).To(Equal(http.StatusOK), "%s", events.Body)
 		Expect(*events.JSON200).To(HaveLen(1), "%s", events.Body)
@@ -182,7 +187,7 @@ var _ = Describe("A VEN generated from the Alliance's document", func() {
 
 		report := func(name string, descriptor ven.ReportPayloadDescriptor, intervals ...ven.Interval) {
 			GinkgoHelper()
-			sent, err := c.CreateReportWithResponse(ctx, ven.Report{ClientName: venName, ProgramID: programID,
+			sent, err := c.CreateReportWithResponse(venCtx, ven.Report{ClientName: venName, ProgramID: programID,
 				EventID: eventID, ReportName: &name, PayloadDescriptors: &[]ven.ReportPayloadDescriptor{descriptor},
 				Resources: []reportResource{{ResourceName: chargerID, Intervals: intervals}}})
 			Expect(err).NotTo(HaveOccurred())
