@@ -163,11 +163,14 @@ var _ = Describe("A VEN generated from the Alliance's document", func() {
 		Expect(callback.Refused()).To(BeZero())
 
 		By("GET /events: exactly the event of its resource, with DISPATCH_SETPOINT intervals over the window")
-		events, err := c.SearchAllEventsWithResponse(venCtx, &ven.SearchAllEventsParams{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(events.StatusCode()).To(Equal(http.StatusOK), "%s", events.Body)
-		Expect(*events.JSON200).To(HaveLen(1), "%s", events.Body)
-		event := (*events.JSON200)[0]
+		var event ven.Event
+		Eventually(func(g Gomega) {
+			events, err := c.SearchAllEventsWithResponse(venCtx, &ven.SearchAllEventsParams{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(events.StatusCode()).To(Equal(http.StatusOK), "%s", events.Body)
+			g.Expect(*events.JSON200).To(HaveLen(1), "%s", events.Body)
+			event = (*events.JSON200)[0]
+		}).Should(Succeed())
 		Expect(event.Id).To(Equal(told.Id))
 		Expect(event.ProgramID).To(Equal(programID))
 		Expect(event.Targets).NotTo(BeNil())
