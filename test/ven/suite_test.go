@@ -111,9 +111,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	mgr, err := env.NewManager()
 	Expect(err).NotTo(HaveOccurred())
 	Expect(controllers.SetupWithManager(suiteCtx, mgr, controllers.Options{DB: testDB.Pool, FlexEventNow: tick})).To(Succeed())
-	Expect((&delivery.Deliverer{Store: &outboxstore.Store{Pool: testDB.Pool}, Policy: loopback, RootCAs: receiverRoots,
-		Interval: 100 * time.Millisecond}).SetupWithManager(suiteCtx, mgr)).To(Succeed())
-
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNamespace, "flexsite-token-keys")
 	Expect(keys.Ensure(ctx)).To(Succeed())
 	srv := server.NewServer(server.Config{
@@ -129,6 +126,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Now:                tick,
 		NotificationPolicy: loopback,
 	})
+	// The deliverer, as cmd/manager sets it up: every replica delivers.
+	Expect((&delivery.Deliverer{Store: &outboxstore.Store{Pool: testDB.Pool}, Policy: loopback, RootCAs: receiverRoots,
+		Interval: 100 * time.Millisecond}).SetupWithManager(suiteCtx, mgr)).To(Succeed())
 	api := httptest.NewServer(srv)
 	DeferCleanup(api.Close)
 	serverURL = api.URL

@@ -139,7 +139,6 @@ var _ = Describe("A VEN generated from the Alliance's document", func() {
 				Objects: []ven.ObjectTypes{ven.ObjectTypesEVENT},
 				Operations: []ven.SubscriptionObjectOperationsOperations{ven.SubscriptionObjectOperationsOperationsCREATE,
 					ven.SubscriptionObjectOperationsOperationsUPDATE, ven.SubscriptionObjectOperationsOperationsDELETE}}},
-			Targets: &[]ven.ValuesMap{valuesMap("RESOURCE_NAME", chargerID)},
 		})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(subscribed.StatusCode()).To(Equal(http.StatusCreated), "%s", subscribed.Body)
