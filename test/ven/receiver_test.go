@@ -2,33 +2,42 @@ package ven_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
 
+	"github.com/flexsite/flexsite/internal/openadr/oadrtest"
 	"github.com/flexsite/flexsite/test/ven"
 )
 
 // receiver is a VEN's callback: an HTTPS server on loopback that keeps the OpenADR
-// notifications it is sent with the bearer token the subscription gave, and counts what came
-// without it.
+// notifications it is sent with the bearer token the subscription gave, counts what came
+// without it, and keeps why a body was not the document's notification.
 type receiver struct {
 	*httptest.Server
-	bearer string
+	bearer   string
+	contract *oadrtest.Contract
 
 	mu            sync.Mutex
 	notifications []ven.Notification
 	refused       int
+	malformed     []string
 }
 
 // callbackPath is where the VEN's receiver takes notifications.
 const callbackPath = "/openadr/notifications"
 
 func newReceiver(bearer string) *receiver {
-	r := &receiver{bearer: bearer}
+	GinkgoHelper()
+	contract, err := oadrtest.Load(serverURL)
+	Expect(err).NotTo(HaveOccurred())
+	r := &receiver{bearer: bearer, contract: contract}
 	r.Server = httptest.NewTLSServer(http.HandlerFunc(r.serve))
 	DeferCleanup(r.Close)
 	return r
@@ -52,10 +61,15 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(req.Body, 1<<20))
 	var n ven.Notification
 	if err == nil {
+		err = r.contract.CheckSchema("notification", body)
+	}
+	if err == nil {
 		err = json.Unmarshal(body, &n)
 	}
 	if err != nil {
-		GinkgoWriter.Printf("receiver: a notification that is not the document's: %v: %s\n", err, body)
+		r.mu.Lock()
+		r.malformed = append(r.malformed, fmt.Sprintf("%v: %s", err, body))
+		r.mu.Unlock()
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
@@ -85,6 +99,13 @@ func (r *receiver) Events(operation ven.NotificationOperation) []ven.Event {
 		out = append(out, e)
 	}
 	return out
+}
+
+// Malformed are the bodies that were not the document's notification, with why.
+func (r *receiver) Malformed() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.malformed)
 }
 
 // Refused counts the notifications that came without the subscription's bearer token.

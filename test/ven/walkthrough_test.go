@@ -155,6 +155,7 @@ var _ = Describe("A VEN generated from the Alliance's document", func() {
 			told = got[0]
 		}).Should(Succeed())
 		Expect(told.Id).NotTo(BeNil())
+		Expect(callback.Malformed()).To(BeEmpty(), "every notification is the document's")
 		// Delivery is at least once: a POST told again is the same event.
 		Expect(callback.Events(ven.NotificationOperationPOST)).To(HaveEach(HaveField("Id", HaveValue(Equal(*told.Id)))))
 		Expect(told.Targets).NotTo(BeNil())
@@ -227,6 +228,7 @@ var _ = Describe("A VEN generated from the Alliance's document", func() {
 		setClock(ctx, end.Add(5*time.Minute), o.Namespace, flexEvent)
 		settled(rest, flexEvent, siteID)
 		Expect(callback.Refused()).To(BeZero())
+		Expect(callback.Malformed()).To(BeEmpty())
 	})
 })
 
