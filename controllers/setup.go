@@ -57,9 +57,8 @@ type Options struct {
 	// shard lease for its own sites; the organisation-wide ones (FlexEvent, Organisation)
 	// under the leader lease. Unset: every reconciler runs under the manager's own election.
 	Shard *shards.Replica
-	// FlexEventNow is the clock the FlexEvent reconciler dispatches and settles by (nil:
-	// time.Now). A suite that walks a flex event through its window moves it, as it moves the
-	// REST API's (server.Config.Now); the other reconcilers keep the machine's clock.
+	// FlexEventNow is the clock the FlexEvent reconciler dispatches and settles by (nil: time.Now),
+	// which a suite walking an event through its window moves; the other reconcilers keep time.Now.
 	FlexEventNow func() time.Time
 }
 
@@ -82,9 +81,6 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
-	}
-	if o.FlexEventNow == nil {
-		o.FlexEventNow = time.Now
 	}
 	workers := controller.Options{MaxConcurrentReconciles: o.Concurrency}
 	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
