@@ -132,8 +132,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		return err
 	}
 	if err := (&FlexEventReconciler{Client: cl, Recorder: mgr.GetEventRecorder("flexevent-controller"),
-		Store: &settlementstore.Store{Pool: o.DB}, Dispatches: &dispatchstore.Store{Pool: o.DB},
-		AssetEvents: &asseteventstore.Store{Pool: o.DB}, PublicURL: o.PublicURL, Now: o.FlexEventNow}).SetupWithManager(orgWide, workers); err != nil {
+		Store: &settlementstore.Store{Pool: o.DB}, Dispatches: &dispatchstore.Store{Pool: o.DB}, PublicURL: o.PublicURL,
+		AssetEvents: &asseteventstore.Store{Pool: o.DB}, Now: o.FlexEventNow}).SetupWithManager(orgWide, workers); err != nil {
 		return err
 	}
 	// Ingests RewardLedgers' transactions and copies the database's summary of the history.
