@@ -21,7 +21,7 @@ import (
 	"github.com/flexsite/flexsite/test/ven"
 )
 
-// The walkthrough of docs/openadr.md's "For VEN makers", step by step, by a VEN generated from
+// The walkthrough of docs/openadr.md, "For VEN makers", step by step, by a VEN generated from
 // the Alliance's document: everything it does goes through the generated client; the
 // organisation's business logic speaks REST, as Flexsite's users do.
 
