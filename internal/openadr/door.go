@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/app/vtn"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/openadr/oadr"
@@ -23,8 +24,10 @@ type Config struct {
 	Log logr.Logger
 	// Households reads the catalogue and the organisation's assets.
 	Households *app.Service
-	// VTN holds the use cases only this door needs: programs, VENs, resources, reports.
+	// VTN holds the use cases only this door needs: programs, VENs, resources, reports, events.
 	VTN *vtn.Service
+	// FlexEvents declares and cancels the organisation's flex events (POST and DELETE /events).
+	FlexEvents *flexevents.Service
 	// Guard authenticates the routes; Authenticator and Issuer answer auth/token.
 	Guard         *web.Authenticator
 	Authenticator *auth.Authenticator

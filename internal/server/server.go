@@ -241,7 +241,7 @@ func NewServer(cfg Config) *Server {
 		PublicURL: cfg.PublicURL, FlexEvents: flexEvents, Pricing: pricingSvc}
 
 	vtnDoor := openadr.New(openadr.Config{Log: cfg.Log.WithName("openadr"), Households: households, VTN: vtn.New(households, &vtnstore.Store{Pool: cfg.DB}),
-		Guard: guard, Authenticator: cfg.Authenticator, Issuer: cfg.Issuer, Now: cfg.Now})
+		FlexEvents: flexEvents, Guard: guard, Authenticator: cfg.Authenticator, Issuer: cfg.Issuer, Now: cfg.Now})
 
 	s := &Server{Config: cfg, rewards: rewardsSvc, pricing: pricingSvc}
 	mux := http.NewServeMux()

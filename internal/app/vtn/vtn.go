@@ -17,6 +17,8 @@ import (
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/dispatchstore"
+	"github.com/flexsite/flexsite/internal/pricestore"
 	"github.com/flexsite/flexsite/internal/vtnstore"
 )
 
@@ -26,6 +28,10 @@ type Service struct {
 	Households *app.Service
 	// Store keeps the VENs and their resources (required).
 	Store *vtnstore.Store
+	// Dispatches are the flex events' dispatches (the events), and Prices the declared market
+	// prices (price_curve's events carry them): the same database as Store.
+	Dispatches *dispatchstore.Store
+	Prices     *pricestore.Store
 	// Now is the clock.
 	Now func() time.Time
 }
@@ -39,7 +45,8 @@ func New(households *app.Service, store *vtnstore.Store) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{Households: households, Store: store, Now: now}
+	return &Service{Households: households, Store: store, Now: now, Dispatches: &dispatchstore.Store{Pool: store.Pool},
+		Prices: &pricestore.Store{Pool: store.Pool}}
 }
 
 // ErrUnavailable answers a request the database could not serve now: nothing was changed.
