@@ -2,20 +2,18 @@ package restapi
 
 import (
 	"net/http"
-	"net/url"
 	"slices"
-	"strings"
-	"unicode"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
 // The notification endpoints (notifications.md) map requests onto the subscription use cases.
 
 // maxURL bounds a subscription's url (as the CRD does).
-const maxURL = 2048
+const maxURL = events.MaxURL
 
 func (a *API) createSubscription(r *http.Request, p *auth.Principal) (any, error) {
 	var raw string
@@ -59,28 +57,8 @@ func parseSubscription(f *fields, body map[string]any) (string, []flexv1.EventTy
 	return raw, events
 }
 
-// checkURL answers why a subscription url is refused, or "" (the address itself is checked
-// at every delivery, on the resolved address).
-func checkURL(raw string) string {
-	if len(raw) > maxURL {
-		return "URL is too long"
-	}
-	if strings.IndexFunc(raw, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		return "URL must not contain spaces or control characters"
-	}
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil || u.Host == "" || u.Hostname() == "":
-		return "URL is not valid"
-	case u.Scheme != "https":
-		return "URL must use https"
-	case u.User != nil:
-		return "URL must not carry credentials"
-	case u.Fragment != "":
-		return "URL must not have a fragment"
-	}
-	return ""
-}
+// checkURL is the form a subscription's url must have (events.CheckURL).
+func checkURL(raw string) string { return events.CheckURL(raw) }
 
 func (a *API) listSubscriptions(r *http.Request, p *auth.Principal) (any, error) {
 	return a.Subscriptions.List(r.Context(), p)
