@@ -13,10 +13,10 @@ import (
 
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
-	"github.com/flexsite/flexsite/internal/app/subscriptions"
+	subscriptionuses "github.com/flexsite/flexsite/internal/app/subscriptions"
 	"github.com/flexsite/flexsite/internal/app/vtn"
 	"github.com/flexsite/flexsite/internal/auth"
-	"github.com/flexsite/flexsite/internal/events"
+	notification "github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/openadr/oadr"
 	"github.com/flexsite/flexsite/internal/web"
 )
@@ -32,8 +32,8 @@ type Config struct {
 	FlexEvents *flexevents.Service
 	// Subscriptions keeps the organisation's notification subscriptions, OpenADR's among them;
 	// NotificationPolicy is the deliverer's address policy, which their callback URLs must meet.
-	Subscriptions      *subscriptions.Service
-	NotificationPolicy events.AddressPolicy
+	Subscriptions      *subscriptionuses.Service
+	NotificationPolicy notification.AddressPolicy
 	// Guard authenticates the routes; Authenticator and Issuer answer auth/token.
 	Guard         *web.Authenticator
 	Authenticator *auth.Authenticator

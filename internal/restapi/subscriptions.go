@@ -17,9 +17,9 @@ const maxURL = events.MaxURL
 
 func (a *API) createSubscription(r *http.Request, p *auth.Principal) (any, error) {
 	var raw string
-	var events []flexv1.EventType
+	var wanted []flexv1.EventType
 	if err := readBody(r, func(f *fields, body map[string]any) {
-		raw, events = parseSubscription(f, body)
+		raw, wanted = parseSubscription(f, body)
 		// An address literal is judged now, as every delivery would judge it (a name is
 		// judged on its addresses at each delivery).
 		if raw != "" && len(f.Items()) == 0 {
@@ -30,7 +30,7 @@ func (a *API) createSubscription(r *http.Request, p *auth.Principal) (any, error
 	}); err != nil {
 		return nil, err
 	}
-	created, err := a.Subscriptions.Create(r.Context(), p, raw, events)
+	created, err := a.Subscriptions.Create(r.Context(), p, raw, wanted)
 	if err != nil {
 		return nil, err
 	}
@@ -46,15 +46,15 @@ func parseSubscription(f *fields, body map[string]any) (string, []flexv1.EventTy
 			f.Add(msg, "value_error", at(loc, "url"))
 		}
 	}
-	var events []flexv1.EventType
+	var wanted []flexv1.EventType
 	if list, ok := f.Array(body, loc, "events", false); ok {
 		for i, v := range list {
-			if t, ok := web.EnumValue(f, v, at(at(loc, "events"), i), flexv1.AllEventTypes); ok && !slices.Contains(events, t) {
-				events = append(events, t)
+			if t, ok := web.EnumValue(f, v, at(at(loc, "events"), i), flexv1.AllEventTypes); ok && !slices.Contains(wanted, t) {
+				wanted = append(wanted, t)
 			}
 		}
 	}
-	return raw, events
+	return raw, wanted
 }
 
 // checkURL is the form a subscription's url must have (events.CheckURL).

@@ -111,7 +111,7 @@ var _ = Describe("The OpenADR door: subscriptions", func() {
 				g.Expect(status).To(Equal(http.StatusOK))
 				var subs []map[string]any
 				g.Expect(json.Unmarshal(body, &subs)).To(Succeed())
-				out := []string{}
+				out := make([]string, 0, len(subs))
 				for _, s := range subs {
 					out = append(out, s["id"].(string))
 				}

@@ -246,9 +246,10 @@ func NewServer(cfg Config) *Server {
 	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,
 		PublicURL: cfg.PublicURL, FlexEvents: flexEvents, Pricing: pricingSvc}
 
-	vtnDoor := openadr.New(openadr.Config{Log: cfg.Log.WithName("openadr"), Households: households, VTN: vtn.New(households, &vtnstore.Store{Pool: cfg.DB}),
-		FlexEvents: flexEvents, Subscriptions: subs, NotificationPolicy: cfg.NotificationPolicy,
-		Guard: guard, Authenticator: cfg.Authenticator, Issuer: cfg.Issuer, Now: cfg.Now})
+	vtnDoor := openadr.New(openadr.Config{Log: cfg.Log.WithName("openadr"), Households: households,
+		VTN: vtn.New(households, &vtnstore.Store{Pool: cfg.DB}), FlexEvents: flexEvents, Subscriptions: subs,
+		NotificationPolicy: cfg.NotificationPolicy,
+		Guard:              guard, Authenticator: cfg.Authenticator, Issuer: cfg.Issuer, Now: cfg.Now})
 	s := &Server{Config: cfg, rewards: rewardsSvc, pricing: pricingSvc, openADR: vtnDoor}
 
 	mux := http.NewServeMux()

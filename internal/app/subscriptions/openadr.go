@@ -48,7 +48,7 @@ func (s *Service) CreateOpenADR(ctx context.Context, p *auth.Principal, in OpenA
 	if err != nil {
 		return OpenADRRecord{}, err
 	}
-	data := map[string][]byte{"secret": []byte(secret)}
+	data := map[string][]byte{signingSecretKey: []byte(secret)}
 	spec := openADRSpec(p, in)
 	if in.BearerToken != "" {
 		data[BearerTokenKey] = []byte(in.BearerToken)
@@ -63,7 +63,7 @@ func (s *Service) CreateOpenADR(ctx context.Context, p *auth.Principal, in OpenA
 
 func openADRSpec(p *auth.Principal, in OpenADRInput) flexv1.SubscriptionSpec {
 	o := &flexv1.OpenADRSubscription{ClientName: in.ClientName, ProgramID: in.ProgramID,
-		Objects: slices.Compact(slices.Sorted(slices.Values(in.Objects))),
+		Objects:    slices.Compact(slices.Sorted(slices.Values(in.Objects))),
 		Operations: slices.Compact(slices.Sorted(slices.Values(in.Operations))), APIClient: p.ClientName}
 	return flexv1.SubscriptionSpec{URL: in.CallbackURL, Events: o.OpenADREventTypes(), OpenADR: o}
 }

@@ -106,6 +106,9 @@ type TestAccepted struct {
 	EventID string `json:"event_id"`
 }
 
+// signingSecretKey is the key of a subscription's Secret holding its signing secret.
+const signingSecretKey = "secret"
+
 const (
 	// secretBytes is the signing secret's length (notifications.md: 24 to 64 random bytes).
 	secretBytes = 32
@@ -129,7 +132,8 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, url string, wan
 	if err != nil {
 		return SubscriptionCreated{}, err
 	}
-	sub, err := s.create(ctx, p, flexv1.SubscriptionSpec{URL: url, Events: wanted}, map[string][]byte{"secret": []byte(secret)})
+	sub, err := s.create(ctx, p, flexv1.SubscriptionSpec{URL: url, Events: wanted},
+		map[string][]byte{signingSecretKey: []byte(secret)})
 	if err != nil {
 		return SubscriptionCreated{}, err
 	}
@@ -148,12 +152,13 @@ func newSigningSecret() (string, error) {
 
 // create makes a Subscription of spec (its secretRef set here) and the Secret holding data
 // that it owns, within the organisation's cap. Secret data never enters the Subscription.
-func (s *Service) create(ctx context.Context, p *auth.Principal, spec flexv1.SubscriptionSpec, data map[string][]byte) (*flexv1.Subscription, error) {
+func (s *Service) create(ctx context.Context, p *auth.Principal, spec flexv1.SubscriptionSpec,
+	data map[string][]byte) (*flexv1.Subscription, error) {
 	if err := s.room(ctx, p.Namespace); err != nil {
 		return nil, err
 	}
 	id := uuid.NewString()
-	spec.SecretRef = flexv1.SecretKeyReference{Name: SubscriptionSecretName(id), Key: "secret"}
+	spec.SecretRef = flexv1.SecretKeyReference{Name: SubscriptionSecretName(id), Key: signingSecretKey}
 	sub := &flexv1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: id}, Spec: spec}
 	if err := s.Client.Create(ctx, sub); err != nil {
 		return nil, capRefused(err)
