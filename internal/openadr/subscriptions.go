@@ -282,15 +282,19 @@ func (d *Door) Notification(ctx context.Context, sub *flexv1.Subscription, ev *e
 	if !v.Holds(e.AssetID) {
 		return nil, false, nil
 	}
-	shape := EventShape(e)
+	body, err = eventNotification(operation, EventShape(e))
+	return body, err == nil, err
+}
+
+// eventNotification is the document's notification of operation on the event shape.
+func eventNotification(operation oadr.NotificationOperation, shape oadr.Event) ([]byte, error) {
 	object, err := json.Marshal(shape)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	n := oadr.Notification{ObjectType: oadr.ObjectTypesEVENT, Operation: operation, Targets: shape.Targets}
 	if err := n.Object.UnmarshalJSON(object); err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	body, err = json.Marshal(n)
-	return body, err == nil, err
+	return json.Marshal(n)
 }

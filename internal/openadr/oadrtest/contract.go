@@ -5,6 +5,7 @@ package oadrtest
 
 import (
 	"bytes"
+	"encoding/json"
 	"context"
 	"fmt"
 	"io"
@@ -134,4 +135,18 @@ type matcher struct{ re *regexp2.Regexp }
 func (m matcher) MatchString(s string) bool {
 	ok, err := m.re.MatchString(s)
 	return ok && err == nil
+}
+
+// CheckSchema validates body (JSON) against the document's component schema name, e.g.
+// "notification": what Flexsite sends rather than answers.
+func (c *Contract) CheckSchema(name string, body []byte) error {
+	ref, ok := c.Doc.Components.Schemas[name]
+	if !ok {
+		return fmt.Errorf("the document has no schema %q", name)
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return err
+	}
+	return ref.Value.VisitJSON(v, openapi3.MultiErrors(), openapi3.SetSchemaRegexCompiler(ecmaScript))
 }
