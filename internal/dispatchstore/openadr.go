@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,9 +43,9 @@ const issuedColumns = `event_id, flex_event, site_id, asset_id, market_id, COALE
 	level_kw, from_time, to_time, issued_at, updated_at`
 
 // SearchIssued answers a page of the organisation's dispatches not cancelled, latest window
-// end first (then by id), from the indexes of migration 00030 (or dispatches_asset when the
-// assets are named): the rows read are the page's and those it skips, never the history
-// beyond.
+// end first (then by id), from the indexes of migration 00030: the rows read are the page's
+// and those it skips, never the history beyond. Assets named are read a page's worth each (by
+// dispatches_openadr_asset), then merged: at most (skip + limit) rows per asset.
 func (s *Store) SearchIssued(ctx context.Context, organisation string, q IssuedQuery) ([]Issued, error) {
 	if q.Assets != nil && len(q.Assets) == 0 || q.Limit <= 0 {
 		return []Issued{}, nil
@@ -55,12 +56,16 @@ func (s *Store) SearchIssued(ctx context.Context, organisation string, q IssuedQ
 		args = append(args, q.Proposition)
 		where = append(where, fmt.Sprintf("COALESCE(proposition, market_id) = $%d", len(args)))
 	}
+	query := `SELECT ` + issuedColumns + ` FROM dispatches WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY to_time DESC, event_id LIMIT $2 OFFSET $3`
 	if q.Assets != nil {
 		args = append(args, q.Assets)
-		where = append(where, fmt.Sprintf("asset_id = ANY($%d)", len(args)))
+		query = `SELECT ` + issuedColumns + ` FROM unnest($` + strconv.Itoa(len(args)) + `::text[]) AS a(asset)
+			CROSS JOIN LATERAL (SELECT * FROM dispatches WHERE ` + strings.Join(where, " AND ") + ` AND asset_id = a.asset
+				ORDER BY to_time DESC, event_id LIMIT $2::bigint + $3::bigint) d
+			ORDER BY to_time DESC, event_id LIMIT $2 OFFSET $3`
 	}
-	rows, err := s.Pool.Query(ctx, `SELECT `+issuedColumns+` FROM dispatches WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY to_time DESC, event_id LIMIT $2 OFFSET $3`, args...)
+	rows, err := s.Pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, s.classify(err)
 	}
