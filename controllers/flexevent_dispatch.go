@@ -183,8 +183,9 @@ func (r *FlexEventReconciler) issue(ctx context.Context, ev *flexv1.FlexEvent, n
 			}
 			power, _ := dispatch.PowerW(c.asset.Spec)
 			ds = append(ds, dispatchstore.Dispatch{FlexEvent: ev.Name, SiteID: c.siteID, AssetID: c.assetID,
-				MarketID: ev.Spec.MarketOrDefault(), LevelKW: dispatch.LevelKW(c.asset.Spec.Type, ev.Spec.Direction, power),
-				From: start, To: end, EventTimestamp: ev.CreationTimestamp.Time})
+				MarketID: ev.Spec.MarketOrDefault(), Proposition: string(ev.Spec.Proposition),
+				LevelKW: dispatch.LevelKW(c.asset.Spec.Type, ev.Spec.Direction, power), From: start, To: end,
+				EventTimestamp: ev.CreationTimestamp.Time})
 		}
 	}
 	_, err = r.Dispatches.Issue(ctx, ev.Namespace, r.callbackBase(), ds, skips, now)

@@ -128,7 +128,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	})
 	// The deliverer, as cmd/manager sets it up: every replica delivers.
 	Expect((&delivery.Deliverer{Store: &outboxstore.Store{Pool: testDB.Pool}, Policy: loopback, RootCAs: receiverRoots,
-		Interval: 100 * time.Millisecond}).SetupWithManager(suiteCtx, mgr)).To(Succeed())
+		Interval: 100 * time.Millisecond, OpenADR: srv.OpenADRNotifications()}).SetupWithManager(suiteCtx, mgr)).To(Succeed())
 	api := httptest.NewServer(srv)
 	DeferCleanup(api.Close)
 	serverURL = api.URL

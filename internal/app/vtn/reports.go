@@ -67,10 +67,10 @@ type ReportedUsage struct {
 	Loc        []any
 }
 
-// ErrEventNotFound answers a report on an event the caller does not see: none of that id,
+// ErrReportedEventNotFound answers a report on an event the caller does not see: none of that id,
 // another organisation's, or (to a VEN client) one that targets no resource its VENs hold. It
 // is the report's field at fault (the document answers a report's creation 400, never 404).
-var ErrEventNotFound = app.InvalidFields(app.Field("eventID names no event the client sees", "value_error", "body", "eventID"))
+var ErrReportedEventNotFound = app.InvalidFields(app.Field("eventID names no event the client sees", "value_error", "body", "eventID"))
 
 // ErrReportNotFound answers a report the caller does not see.
 var ErrReportNotFound = app.Fail(app.NotFound, "Report not found")
@@ -127,24 +127,24 @@ type judged struct {
 func (s *Service) judge(ctx context.Context, p *auth.Principal, in ReportInput) (judged, error) {
 	eventID, err := uuid.Parse(in.EventID)
 	if err != nil {
-		return judged{}, ErrEventNotFound
+		return judged{}, ErrReportedEventNotFound
 	}
 	d, err := s.Dispatches.Store.Of(ctx, p.Namespace, eventID)
 	if errors.Is(err, dispatchstore.ErrNotFound) {
-		return judged{}, ErrEventNotFound
+		return judged{}, ErrReportedEventNotFound
 	}
 	if err != nil {
-		return judged{}, failed(err, ErrEventNotFound)
+		return judged{}, failed(err, ErrReportedEventNotFound)
 	}
 	if !businessLogic(p) {
 		// A VEN client reports only on what its VENs hold (what Viewer.Holds tells), asked of
 		// the one asset rather than of every asset the client holds.
 		holder, held, err := s.Store.HolderOf(ctx, p.Namespace, d.AssetID)
 		if err != nil {
-			return judged{}, failed(err, ErrEventNotFound)
+			return judged{}, failed(err, ErrReportedEventNotFound)
 		}
 		if !held || holder != p.ClientName {
-			return judged{}, ErrEventNotFound
+			return judged{}, ErrReportedEventNotFound
 		}
 	}
 	ev := &flexv1.FlexEvent{}
