@@ -15,7 +15,7 @@ import (
 
 func newVEN(client, name string, targets ...vtnstore.Values) vtnstore.VEN {
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	return vtnstore.VEN{ID: uuid.New(), ClientName: client, Name: name, Targets: targets, Created: now, Modified: now}
+	return vtnstore.VEN{ID: uuid.Must(uuid.NewV7()), ClientName: client, Name: name, Targets: targets, Created: now, Modified: now}
 }
 
 func TestVENsNamedOnceAndBounded(t *testing.T) {
@@ -64,6 +64,9 @@ func TestVENSearchByTargetsAndName(t *testing.T) {
 	org := "org-" + uuid.NewString()
 	a := newVEN("c1", "ven-a", vtnstore.Values{Type: "GROUP", Values: []any{"north", "east"}})
 	b := newVEN("c2", "ven-b", vtnstore.Values{Type: "GROUP", Values: []any{"south"}})
+	// Pages are in creation order: b strictly after a (made in one microsecond, the random ids
+	// would decide).
+	b.Created = a.Created.Add(time.Millisecond)
 	for _, v := range []vtnstore.VEN{a, b} {
 		if err := s.CreateVEN(ctx, org, v, 10); err != nil {
 			t.Fatal(err)
