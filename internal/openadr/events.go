@@ -44,7 +44,7 @@ func (d *Door) searchEvents(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := vtn.EventQuery{Program: r.URL.Query().Get("programID"), Skip: s.Skip, Limit: s.Limit}
+	q := vtn.EventQuery{Program: r.URL.Query().Get(fieldProgramID), Skip: s.Skip, Limit: s.Limit}
 	switch {
 	case s.TargetType == "":
 	case s.TargetType == TargetResourceName && len(s.TargetValues) > 0:
@@ -422,7 +422,7 @@ func jsonProblem(err error) string {
 
 // eventFields are the document's names of the flex event's parts the use case refuses.
 var eventFields = map[string]string{
-	"proposition": "programID", "start_at": "intervalPeriod.start", "end_at": "intervalPeriod.duration",
+	"proposition": fieldProgramID, "start_at": "intervalPeriod.start", "end_at": "intervalPeriod.duration",
 	"direction": PayloadFlexDirection, "rate_pence_per_kwh": PayloadFlexRate, "site_ids": "targets(" + TargetSiteID + ")",
 	"deadline": "intervalPeriod",
 }

@@ -47,7 +47,7 @@ func (d *Door) searchPrograms(r *http.Request, _ *auth.Principal) (any, error) {
 }
 
 func (d *Door) getProgram(r *http.Request, _ *auth.Principal) (any, error) {
-	p, err := d.VTN.Program(r.Context(), r.PathValue("programID"))
+	p, err := d.VTN.Program(r.Context(), r.PathValue(fieldProgramID))
 	if err != nil {
 		return nil, err
 	}

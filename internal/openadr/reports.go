@@ -71,7 +71,7 @@ func checkReportFields(body *oadr.Report) error {
 	if err := checkObjectType("objectType", body.ObjectType, oadr.ReportObjectTypeREPORT); err != nil {
 		return err
 	}
-	if err := checkObjectID("programID", body.ProgramID); err != nil {
+	if err := checkObjectID(fieldProgramID, body.ProgramID); err != nil {
 		return err
 	}
 	if err := checkObjectID("eventID", body.EventID); err != nil {
@@ -235,9 +235,9 @@ func (d *Door) searchReports(r *http.Request, p *auth.Principal) (any, error) {
 		return nil, err
 	}
 	q := r.URL.Query()
-	in := vtn.ReportSearch{ProgramID: q.Get("programID"), EventID: q.Get("eventID"), ClientName: q.Get("clientName"),
+	in := vtn.ReportSearch{ProgramID: q.Get(fieldProgramID), EventID: q.Get("eventID"), ClientName: q.Get("clientName"),
 		Skip: s.Skip, Limit: s.Limit}
-	for field, v := range map[string]string{"programID": in.ProgramID, "eventID": in.EventID} {
+	for field, v := range map[string]string{fieldProgramID: in.ProgramID, "eventID": in.EventID} {
 		if v != "" {
 			if err := checkObjectID(field, v); err != nil {
 				return nil, err

@@ -5,6 +5,10 @@ import (
 	"strconv"
 )
 
+// fieldProgramID is the document's name of a program's id, in bodies, queries and the problems
+// that name it.
+const fieldProgramID = "programID"
+
 // MaxLimit is the most objects one search answers: the document's maximum for `limit`, and
 // its default when `limit` is absent (docs/openadr.md).
 const MaxLimit = 50

@@ -50,7 +50,7 @@ func (d *Door) searchSubscriptions(r *http.Request, p *auth.Principal) (any, err
 	}
 	found := slices.DeleteFunc(all, func(rec subscriptions.OpenADRRecord) bool {
 		return s.TargetType != "" ||
-			(q.Get("programID") != "" && rec.ProgramID != q.Get("programID")) ||
+			(q.Get(fieldProgramID) != "" && rec.ProgramID != q.Get(fieldProgramID)) ||
 			(q.Get("clientName") != "" && rec.ClientName != q.Get("clientName")) ||
 			(len(objects) > 0 && !slices.ContainsFunc(objects, func(o flexv1.OpenADRObject) bool { return slices.Contains(rec.Objects, o) }))
 	})
@@ -235,7 +235,7 @@ func enumList[T ~string](vs, allowed []string, name string, bad func(string, ...
 // token is never answered.
 func subscriptionShape(rec subscriptions.OpenADRRecord) oadr.Subscription {
 	raw, _ := json.Marshal(map[string]any{
-		"id": rec.ID, "objectType": "SUBSCRIPTION", "clientName": rec.ClientName, "programID": rec.ProgramID,
+		"id": rec.ID, "objectType": "SUBSCRIPTION", "clientName": rec.ClientName, fieldProgramID: rec.ProgramID,
 		"createdDateTime": rec.Created.UTC(), "modificationDateTime": rec.Modified.UTC(),
 		"objectOperations": []any{map[string]any{"objects": rec.Objects, "operations": rec.Operations,
 			"callbackUrl": rec.CallbackURL}},
