@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,17 +28,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
+	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/shards"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
-// The sharding suite runs Flexsite's per-site reconcilers as shards of the ring, as the chart
-// does with sharding.enabled: the upstream sharder (its controllers and webhook, here in a
-// manager of its own, as its Deployment) and two or three replicas, each holding its shard
-// lease and the leader lease, against one API server (envtest) whose audit log tells which
-// replica wrote what. It proves the faults: a shard added under load, a shard that
-// dies with its lease, a shard that stops on SIGTERM, and a sharder that is down.
+// The sharding suite runs Flexsite in its two tiers, as the chart does with sharding.enabled
+// (docs/scale.md, "Two tiers"): an API tier replica (the REST API and the organisation-wide
+// work under the leader lease, caching every household), the upstream sharder (its controllers
+// and webhook, here in a manager of its own, as its Deployment) and two or three controller
+// tier shards, each holding its shard lease and caching only its own households, against one
+// API server (envtest) whose audit log tells which replica wrote what. It proves the faults: a
+// shard added under load, a shard that dies with its lease, a shard that stops on SIGTERM, and
+// a sharder that is down; and that a write through the API tier is reconciled by the owning
+// shard, with no shard's cache holding another's households.
 const (
 	managerNamespace = "flexsite-system"
 	leaderLease      = "flexsite-manager.flexsite.io"
@@ -50,6 +57,8 @@ const (
 	sharderResync = 10 * time.Second
 	// userAgentPrefix names a shard's requests in the audit log.
 	userAgentPrefix = "flexsite-shard-"
+	// keysSecret holds the API tier's token signing keys.
+	keysSecret = "flexsite-token-keys"
 )
 
 var (
@@ -96,9 +105,11 @@ rules:
 	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
 }, NodeTimeout(3*time.Minute))
 
-// process is one running manager: the sharder, or a replica of Flexsite in shard mode.
+// process is one running manager: the sharder, the API tier replica, or a controller tier shard.
 type process struct {
 	name   string
+	mgr    ctrl.Manager
+	api    *httptest.Server // the API tier's REST API
 	cancel context.CancelFunc
 	// done receives what mgr.Start returned, once.
 	done chan error
@@ -136,9 +147,47 @@ func startSharder(ctx context.Context) *process {
 	return run(ctx, "sharder", mgr)
 }
 
-// startShard runs a replica of Flexsite in shard mode, as cmd/manager does with --shard:
-// every reconciler, the per-site ones under its shard lease. crash leaves its leases held when
-// it stops, as a killed process does.
+// startAPI runs an API tier replica, as cmd/manager does with --tier=api --leader-elect: the
+// REST API (here behind an httptest server) and the organisation-wide reconcilers under the
+// leader lease, held with the API tier's identity; its cache holds every household.
+func startAPI(ctx context.Context, name string) *process {
+	GinkgoHelper()
+	lease, err := shards.APITierLease(env.Config, managerNamespace, leaderLease, name)
+	Expect(err).NotTo(HaveOccurred())
+	mgr, err := env.NewManager(func(o *ctrl.Options) {
+		o.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
+		o.LeaderElection, o.LeaderElectionID, o.LeaderElectionNamespace = true, leaderLease, managerNamespace
+		o.LeaderElectionResourceLockInterface, o.LeaderElectionReleaseOnCancel = lease, true
+		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = ptr.To(leaseDuration), ptr.To(renewDeadline), ptr.To(retryPeriod)
+	})
+	Expect(err).NotTo(HaveOccurred())
+	runCtx := context.WithoutCancel(ctx)
+	Expect(controllers.SetupWithManager(runCtx, mgr, controllers.Options{DB: testDB.Pool, Holder: name,
+		Work: controllers.OrgWideWork})).To(Succeed())
+	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), managerNamespace, keysSecret)
+	Expect(keys.Ensure(ctx)).To(Succeed())
+	srv := server.NewServer(server.Config{
+		Log:           ctrl.Log.WithName(name).WithName("api"),
+		Cache:         mgr.GetCache(),
+		APIReader:     mgr.GetAPIReader(),
+		Client:        mgr.GetClient(),
+		Issuer:        auth.NewIssuer(keys, time.Now),
+		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
+		Rewards:       server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
+		Now:           time.Now,
+		DB:            testDB.Pool,
+	})
+	api := httptest.NewServer(srv)
+	DeferCleanup(api.Close)
+	p := run(ctx, name, mgr)
+	p.api = api
+	return p
+}
+
+// startShard runs a controller tier shard, as cmd/manager does with --tier=controllers
+// --leader-elect: the per-site reconcilers under its shard lease, and a cache of only its own
+// households (shards.OwnCache). crash leaves its lease held when it stops, as a killed process
+// does.
 func startShard(ctx context.Context, name string, crash bool) *process {
 	GinkgoHelper()
 	cfg := rest.CopyConfig(env.Config)
@@ -146,22 +195,24 @@ func startShard(ctx context.Context, name string, crash bool) *process {
 	// Several managers in one process register controllers of the same names.
 	mgr, err := env.NewManagerWithConfig(cfg, func(o *ctrl.Options) {
 		o.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
+		o.Cache = shards.OwnCache(o.Cache, name)
 	})
 	Expect(err).NotTo(HaveOccurred())
 	replica, err := shards.Join(mgr, shards.Options{Shard: name, Namespace: managerNamespace, LeaderElectionID: leaderLease,
-		Timing:           shards.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod},
+		PerSiteOnly: true, Timing: shards.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod},
 		KeepLeasesOnStop: crash, Observe: reconciles.observe})
 	Expect(err).NotTo(HaveOccurred())
+	Expect(replica.OrgWide).To(BeNil(), "a controller tier shard does no organisation-wide work")
 	runCtx := context.WithoutCancel(ctx)
-	Expect(controllers.SetupWithManager(runCtx, replica.OrgWide, controllers.Options{DB: testDB.Pool, Holder: name,
-		Shard: replica})).To(Succeed())
+	Expect(controllers.SetupWithManager(runCtx, mgr, controllers.Options{DB: testDB.Pool, Holder: name,
+		Shard: replica, Work: controllers.PerSiteWork})).To(Succeed())
 	return run(ctx, name, mgr)
 }
 
 func run(ctx context.Context, name string, mgr ctrl.Manager) *process {
 	GinkgoHelper()
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	p := &process{name: name, cancel: cancel, done: make(chan error, 1)}
+	p := &process{name: name, mgr: mgr, cancel: cancel, done: make(chan error, 1)}
 	go func() { p.done <- mgr.Start(runCtx) }()
 	DeferCleanup(p.stop)
 	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
@@ -175,10 +226,19 @@ type overlaps struct {
 	inFlight map[string]map[string]int
 	found    []string
 	byShard  map[string]int
+	// byKey: which shards reconciled each controller and object, how often.
+	byKey map[string]map[string]int
 }
 
 func newOverlaps() *overlaps {
-	return &overlaps{inFlight: map[string]map[string]int{}, byShard: map[string]int{}}
+	return &overlaps{inFlight: map[string]map[string]int{}, byShard: map[string]int{}, byKey: map[string]map[string]int{}}
+}
+
+// reconciledBy tells which shards ran controller's reconcile of req, how often each.
+func (o *overlaps) reconciledBy(controller string, req reconcile.Request) map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.byKey[controller+" "+req.String()])
 }
 
 func (o *overlaps) observe(shard, controller string, req reconcile.Request) func() {
@@ -195,6 +255,10 @@ func (o *overlaps) observe(shard, controller string, req reconcile.Request) func
 	}
 	o.inFlight[key][shard]++
 	o.byShard[shard]++
+	if o.byKey[key] == nil {
+		o.byKey[key] = map[string]int{}
+	}
+	o.byKey[key][shard]++
 	return func() {
 		o.mu.Lock()
 		defer o.mu.Unlock()
