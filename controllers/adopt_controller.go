@@ -24,6 +24,9 @@ import (
 // only what the sharder has assigned to it, and a child without its controller is assigned to
 // no shard until it is adopted, so no shard would ever see it. The API tier caches every
 // household; once adopted, the sharder puts the child on its site's shard.
+//
+// +kubebuilder:rbac:groups=flexsite.io,resources=sites;assets;enrolments;deviceconnections;rewardledgers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=flexsite.io,resources=assets;enrolments;deviceconnections;rewardledgers,verbs=patch
 type AdoptionReconciler struct {
 	client.Client
 }

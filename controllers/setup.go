@@ -100,7 +100,11 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		o.Work = AllWork
 	}
 	workers := controller.Options{MaxConcurrentReconciles: o.Concurrency}
-	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
+	var notRead []client.Object
+	if o.Work == PerSiteWork {
+		notRead = append(notRead, &flexv1.APIClient{}) // only the doors authenticate API clients
+	}
+	if err := index.Register(ctx, mgr.GetFieldIndexer(), notRead...); err != nil {
 		return err
 	}
 	// Every reconcile that may write a notification lists the namespace's Subscriptions:

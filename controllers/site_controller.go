@@ -64,7 +64,7 @@ type SiteReconciler struct {
 	Shard *shards.Replica
 }
 
-// +kubebuilder:rbac:groups=flexsite.io,resources=sites,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=flexsite.io,resources=sites,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites/finalizers,verbs=update
 // +kubebuilder:rbac:groups=flexsite.io,resources=assets;enrolments;rewardledgers;mpanclaims,verbs=get;list;watch;delete

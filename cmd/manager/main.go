@@ -96,6 +96,7 @@ type options struct {
 	embeddedMeterPoints             int
 	organisationSecretsRole         string
 	serviceAccount                  string
+	controllersServiceAccount       string
 	notificationAllow               []netip.Prefix
 	providerAllow                   []netip.Prefix
 	notificationCAFile              string
@@ -178,6 +179,9 @@ func main() {
 	flag.StringVar(&o.serviceAccount, "service-account", os.Getenv("POD_SERVICE_ACCOUNT"),
 		"the manager's ServiceAccount (in the token keys' namespace), which organisations' RoleBindings name; "+
 			"empty: none are made (the manager then needs its Secrets access some other way, as with --embedded).")
+	flag.StringVar(&o.controllersServiceAccount, "controllers-service-account", "",
+		"With --tier=api: the controller tier's ServiceAccount (in the token keys' namespace), which organisations' "+
+			"RoleBindings name beside --service-account (its device connections' tokens are the organisations' Secrets).")
 	flag.StringVar(&o.bankKeysSecret, "bank-keys-secret", pagestore.DefaultKeysSecret,
 		"name of the Secret, in the token keys' namespace, holding the keys that seal bank details "+
 			"(created with a fresh key if missing; docs/operations.md for rotation).")
@@ -566,7 +570,8 @@ func setupWork(ctx context.Context, mgr manager.Manager, o options, pool *pgxpoo
 	if err := controllers.SetupWithManager(ctx, lm, controllers.Options{Concurrency: o.concurrency, Background: background,
 		Work: work, Shard: replica, DB: pool, Devices: deviceauth.Dialer{Policy: o.providerPolicy(), SecretNamespace: keysNS},
 		OrganisationAccess: bootstrap.OrganisationAccess{ClusterRole: o.organisationSecretsRole,
-			ServiceAccountNamespace: keysNS, ServiceAccountName: o.serviceAccount},
+			ServiceAccountNamespace: keysNS, ServiceAccountName: o.serviceAccount,
+			ControllersServiceAccountName: o.controllersServiceAccount},
 		PublicURL: callbackURL(o.mail.publicURL, o.apiAddr)}); err != nil {
 		return nil, fmt.Errorf("setting up the controllers: %w", err)
 	}

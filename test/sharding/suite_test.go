@@ -2,9 +2,12 @@ package sharding_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http/httptest"
 	"os"
@@ -18,10 +21,14 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -29,6 +36,7 @@ import (
 
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/shards"
@@ -59,7 +67,68 @@ const (
 	userAgentPrefix = "flexsite-shard-"
 	// keysSecret holds the API tier's token signing keys.
 	keysSecret = "flexsite-token-keys"
+	// The tiers' ServiceAccounts: each replica impersonates its tier's, bound to the roles
+	// `make manifests` generates for it (config/rbac/*_tier_role.yaml), as the chart binds them.
+	apiServiceAccount         = "flexsite-api"
+	controllersServiceAccount = "flexsite-controllers"
 )
+
+// installTierRBAC creates each tier's roles as config/rbac has them and binds them, and the
+// leader election Role, to the tier's ServiceAccount; and the organisation Secrets ClusterRole
+// the API tier binds both to in every organisation's namespace.
+func installTierRBAC(ctx context.Context) {
+	GinkgoHelper()
+	bind := func(role client.Object, sa string) {
+		ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: role.GetObjectKind().GroupVersionKind().Kind, Name: role.GetName()}
+		subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: managerNamespace, Name: sa}}
+		name := sa + "-" + role.GetName()
+		if ref.Kind == "ClusterRole" {
+			Expect(env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+				RoleRef: ref, Subjects: subjects})).To(Succeed())
+			return
+		}
+		Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: managerNamespace, Name: name},
+			RoleRef: ref, Subjects: subjects})).To(Succeed())
+	}
+	for file, sas := range map[string][]string{
+		"api_tier_role.yaml":             {apiServiceAccount},
+		"controller_tier_role.yaml":      {controllersServiceAccount},
+		"leader_election_role.yaml":      {apiServiceAccount, controllersServiceAccount},
+		"organisation_secrets_role.yaml": nil,
+	} {
+		data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", file))
+		Expect(err).NotTo(HaveOccurred())
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			obj := &unstructured.Unstructured{}
+			if err := dec.Decode(obj); errors.Is(err, io.EOF) {
+				break
+			} else {
+				Expect(err).NotTo(HaveOccurred())
+			}
+			if obj.GetKind() != "Role" && obj.GetKind() != "ClusterRole" {
+				continue // the kustomize bindings: bound here instead
+			}
+			if obj.GetKind() == "Role" {
+				obj.SetNamespace(managerNamespace)
+			}
+			if file == "organisation_secrets_role.yaml" {
+				obj.SetName(bootstrap.DefaultOrganisationSecretsRole) // as the installers name it
+			}
+			Expect(env.Client.Create(ctx, obj)).To(Succeed())
+			for _, sa := range sas {
+				bind(obj, sa)
+			}
+		}
+	}
+}
+
+// as is cfg acting as a tier's ServiceAccount.
+func as(cfg *rest.Config, sa string) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + managerNamespace + ":" + sa}
+	return cfg
+}
 
 var (
 	env      *testenv.Env
@@ -98,6 +167,7 @@ rules:
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(env.Stop()).To(Succeed()) })
 	Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}})).To(Succeed())
+	installTierRBAC(ctx)
 	testDB, err = dbtest.ForSuite(ctx, Fail, Skip)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
@@ -152,9 +222,10 @@ func startSharder(ctx context.Context) *process {
 // leader lease, held with the API tier's identity; its cache holds every household.
 func startAPI(ctx context.Context, name string) *process {
 	GinkgoHelper()
-	lease, err := shards.APITierLease(env.Config, managerNamespace, leaderLease, name)
+	cfg := as(env.Config, apiServiceAccount)
+	lease, err := shards.APITierLease(cfg, managerNamespace, leaderLease, name)
 	Expect(err).NotTo(HaveOccurred())
-	mgr, err := env.NewManager(func(o *ctrl.Options) {
+	mgr, err := env.NewManagerWithConfig(cfg, func(o *ctrl.Options) {
 		o.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
 		o.LeaderElection, o.LeaderElectionID, o.LeaderElectionNamespace = true, leaderLease, managerNamespace
 		o.LeaderElectionResourceLockInterface, o.LeaderElectionReleaseOnCancel = lease, true
@@ -163,7 +234,8 @@ func startAPI(ctx context.Context, name string) *process {
 	Expect(err).NotTo(HaveOccurred())
 	runCtx := context.WithoutCancel(ctx)
 	Expect(controllers.SetupWithManager(runCtx, mgr, controllers.Options{DB: testDB.Pool, Holder: name,
-		Work: controllers.OrgWideWork})).To(Succeed())
+		Work: controllers.OrgWideWork, OrganisationAccess: bootstrap.OrganisationAccess{ServiceAccountNamespace: managerNamespace,
+			ServiceAccountName: apiServiceAccount, ControllersServiceAccountName: controllersServiceAccount}})).To(Succeed())
 	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), managerNamespace, keysSecret)
 	Expect(keys.Ensure(ctx)).To(Succeed())
 	srv := server.NewServer(server.Config{
@@ -190,7 +262,7 @@ func startAPI(ctx context.Context, name string) *process {
 // does.
 func startShard(ctx context.Context, name string, crash bool) *process {
 	GinkgoHelper()
-	cfg := rest.CopyConfig(env.Config)
+	cfg := as(env.Config, controllersServiceAccount)
 	cfg.UserAgent = userAgentPrefix + name
 	// Several managers in one process register controllers of the same names.
 	mgr, err := env.NewManagerWithConfig(cfg, func(o *ctrl.Options) {
