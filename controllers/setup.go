@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/controllers/adoption"
 	"github.com/flexsite/flexsite/internal/asseteventstore"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/deviceauth"
@@ -70,7 +71,7 @@ const (
 	// PerSiteWork: the Site, Asset, Enrolment, DeviceConnection and RewardLedger reconcilers.
 	PerSiteWork Work = 1 << iota
 	// OrgWideWork: the FlexEvent and Organisation reconcilers, and, without PerSiteWork, the
-	// adoption of children written without their site as controller (AdoptionReconciler).
+	// adoption of children written without their site as controller (controllers/adoption).
 	OrgWideWork
 	// AllWork is every reconciler (one workload, the default).
 	AllWork = PerSiteWork | OrgWideWork
@@ -180,5 +181,5 @@ func setupOrgWide(mgr ctrl.Manager, cl client.Client, o Options, workers control
 	if o.Work&PerSiteWork != 0 {
 		return nil // the Site reconciler adopts its sites' children itself
 	}
-	return (&AdoptionReconciler{Client: cl}).SetupWithManager(mgr, workers)
+	return (&adoption.Reconciler{Client: cl}).SetupWithManager(mgr, workers)
 }

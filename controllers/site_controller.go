@@ -344,17 +344,7 @@ var createdOrDeleted = predicate.Funcs{
 
 // siteOfChild maps an Asset, Enrolment, RewardLedger or MPANClaim to its Site.
 func siteOfChild(_ context.Context, obj client.Object) []reconcile.Request {
-	var siteName string
-	switch o := obj.(type) {
-	case *flexv1.Asset:
-		siteName = o.Spec.SiteName
-	case *flexv1.Enrolment:
-		siteName = o.Spec.SiteName
-	case *flexv1.RewardLedger:
-		siteName = o.Spec.SiteName
-	case *flexv1.MPANClaim:
-		siteName = o.Spec.SiteName
-	}
+	siteName := household.SiteNameOf(obj)
 	if siteName == "" {
 		return nil
 	}

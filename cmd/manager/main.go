@@ -329,6 +329,23 @@ func (o options) validateTier() error {
 	return fmt.Errorf("--tier must be one of %s, %s or %s, not %q", tierAll, tierAPI, tierControllers, o.tier)
 }
 
+// tierOptions are the tier's cache and, for the API tier, its leader lease. A shard of the
+// controller tier caches only its own households (and whole the small kinds every shard
+// needs): its memory falls with the number of shards. The API tier's holder identity says it
+// runs no per-site reconciler: the controller tier's shards reconcile beside it, and wait only
+// for a leader without shards.
+func (o options) tierOptions(cfg *rest.Config, leaseNS string) (cache.Options, resourcelock.Interface, error) {
+	cacheOpts := index.CacheOptions()
+	if o.tier == tierControllers {
+		cacheOpts = shards.OwnCache(cacheOpts, o.shardName)
+	}
+	if o.tier != tierAPI || !o.leaderElect {
+		return cacheOpts, nil, nil
+	}
+	lease, err := shards.APITierLease(cfg, leaseNS, leaderElectionID, o.shardName)
+	return cacheOpts, lease, err
+}
+
 func run(ctx context.Context, o options) error {
 	log := ctrl.Log.WithName("setup")
 	if err := o.validate(); err != nil {
@@ -380,19 +397,9 @@ func run(ctx context.Context, o options) error {
 	if !ok {
 		return fmt.Errorf("--token-keys-secret must be namespace/name, not %q", o.tokenKeysSecret)
 	}
-	cacheOpts := index.CacheOptions()
-	if o.tier == tierControllers {
-		// A shard of the controller tier caches only its own households (and the small kinds
-		// every shard needs whole): its memory falls with the number of shards.
-		cacheOpts = shards.OwnCache(cacheOpts, o.shardName)
-	}
-	var apiLease resourcelock.Interface
-	if o.tier == tierAPI && o.leaderElect {
-		// The API tier's holder identity says it runs no per-site reconciler: the controller
-		// tier's shards reconcile beside it, and wait only for a leader without shards.
-		if apiLease, err = shards.APITierLease(cfg, keysNS, leaderElectionID, o.shardName); err != nil {
-			return err
-		}
+	cacheOpts, apiLease, err := o.tierOptions(cfg, keysNS)
+	if err != nil {
+		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,

@@ -44,9 +44,10 @@ func generatedRules(file, kind string) []rbacv1.PolicyRule {
 }
 
 func splitYAML(data []byte) [][]byte {
-	var docs [][]byte
-	for _, d := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1) {
-		docs = append(docs, []byte(d))
+	parts := regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1)
+	docs := make([][]byte, len(parts))
+	for i, d := range parts {
+		docs[i] = []byte(d)
 	}
 	return docs
 }

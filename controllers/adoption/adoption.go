@@ -1,9 +1,10 @@
-package controllers
+// Package adoption gives a site's children written without their controller reference their
+// site as controller, where no Site reconciler runs beside the doors (the API tier).
+package adoption
 
 import (
 	"context"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -14,11 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
 )
 
-// AdoptionReconciler gives a site's children that lack their controller reference (written
+// Reconciler gives a site's children that lack their controller reference (written
 // by kubectl or GitOps) their site as controller, as the Site reconciler does for its own
 // sites. It runs in the API tier (docs/scale.md, "Two tiers"): a controller tier shard caches
 // only what the sharder has assigned to it, and a child without its controller is assigned to
@@ -27,13 +29,13 @@ import (
 //
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites;assets;enrolments;deviceconnections;rewardledgers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=flexsite.io,resources=assets;enrolments;deviceconnections;rewardledgers,verbs=patch
-type AdoptionReconciler struct {
+type Reconciler struct {
 	client.Client
 }
 
 // Reconcile adopts the site's unadopted children (householdstore.AdoptChildren, one patch
 // each). A child whose site does not exist yet waits for it: the site's creation comes here.
-func (r *AdoptionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	site := &flexv1.Site{}
 	if err := r.Get(ctx, req.NamespacedName, site); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -45,13 +47,8 @@ func (r *AdoptionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := householdstore.AdoptChildren(ctx, r.Client, site, assets); err != nil {
-		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
-		}
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{}, nil
+	// A conflict (the child changed meanwhile) is an error: requeued, it meets the stored child.
+	return ctrl.Result{}, householdstore.AdoptChildren(ctx, r.Client, site, assets)
 }
 
 // unadopted passes the events of a child without a controller reference.
@@ -61,7 +58,7 @@ var unadopted = predicate.NewPredicateFuncs(func(obj client.Object) bool {
 
 // SetupWithManager watches the children without a controller, and the sites' creation (a
 // child may come before its site).
-func (r *AdoptionReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	createdOnly := predicate.Funcs{
 		UpdateFunc:  func(event.UpdateEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
@@ -72,18 +69,16 @@ func (r *AdoptionReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.
 		Named("adoption").
 		WithOptions(opts)
 	for _, child := range []client.Object{&flexv1.Asset{}, &flexv1.Enrolment{}, &flexv1.DeviceConnection{}, &flexv1.RewardLedger{}} {
-		b = b.Watches(child, handler.EnqueueRequestsFromMapFunc(siteOfChildOrConnection), builder.WithPredicates(unadopted))
+		b = b.Watches(child, handler.EnqueueRequestsFromMapFunc(siteOf), builder.WithPredicates(unadopted))
 	}
 	return b.Complete(r)
 }
 
-// siteOfChildOrConnection maps a child, a device connection too, to its Site.
-func siteOfChildOrConnection(ctx context.Context, obj client.Object) []ctrl.Request {
-	if conn, ok := obj.(*flexv1.DeviceConnection); ok {
-		if conn.Spec.SiteName == "" {
-			return nil
-		}
-		return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: conn.Namespace, Name: conn.Spec.SiteName}}}
+// siteOf maps a child to its Site.
+func siteOf(_ context.Context, obj client.Object) []ctrl.Request {
+	name := household.SiteNameOf(obj)
+	if name == "" {
+		return nil
 	}
-	return siteOfChild(ctx, obj)
+	return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}}}
 }
