@@ -4,7 +4,13 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/priority"
+	"github.com/flexsite/flexsite/internal/shards"
 )
 
 // Flags that contradict the tier are refused before anything starts, with a message that
@@ -41,5 +47,36 @@ func TestTierFlags(t *testing.T) {
 				t.Fatalf("refused with %q, want it to say %q", err, c.want)
 			}
 		})
+	}
+}
+
+// The controller tier's cache is narrowed to its shard's households; the API tier's is whole,
+// and its leader lease is held with the API tier's identity.
+func TestTierOptions(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+	narrowed := func(c cache.Options) bool {
+		for obj, by := range c.ByObject {
+			if _, ok := obj.(*flexv1.Site); ok && by.Label != nil {
+				return by.Label.Matches(labels.Set{shards.ShardLabel: "flexsite-controllers-0"}) &&
+					!by.Label.Matches(labels.Set{shards.ShardLabel: "flexsite-controllers-1"})
+			}
+		}
+		return false
+	}
+	c, lease, err := options{tier: tierControllers, shardName: "flexsite-controllers-0", leaderElect: true}.tierOptions(cfg, "ns")
+	if err != nil || lease != nil || !narrowed(c) {
+		t.Fatalf("controllers: narrowed %v, lease %v, %v", narrowed(c), lease, err)
+	}
+	for _, tier := range []string{tierAPI, tierAll} {
+		c, lease, err := options{tier: tier, shardName: "flexsite-0", leaderElect: true}.tierOptions(cfg, "ns")
+		if err != nil || narrowed(c) {
+			t.Fatalf("%s: narrowed %v, %v", tier, narrowed(c), err)
+		}
+		if got := tier == tierAPI; (lease != nil) != got {
+			t.Fatalf("%s: lease %v", tier, lease)
+		}
+		if lease != nil && !strings.HasPrefix(lease.Identity(), shards.APIHolderPrefix+"flexsite-0_") {
+			t.Fatalf("the API tier holds the lease as %q", lease.Identity())
+		}
 	}
 }
