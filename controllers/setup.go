@@ -15,6 +15,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers/adoption"
+	"github.com/flexsite/flexsite/controllers/organisation"
 	"github.com/flexsite/flexsite/internal/asseteventstore"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/deviceauth"
@@ -168,7 +169,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 // replica runs no per-site reconciler (the API tier), the adoption of unadopted children.
 func setupOrgWide(mgr ctrl.Manager, cl client.Client, o Options, workers controller.Options) error {
 	if o.OrganisationAccess.ServiceAccountName != "" {
-		if err := (&OrganisationReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		if err := (&organisation.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 			Access: o.OrganisationAccess}).SetupWithManager(mgr); err != nil {
 			return err
 		}
