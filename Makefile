@@ -49,8 +49,9 @@ chart: manifests ## Copy the CRDs, RBAC, webhook and default rules of config/ in
 	hack/sync-chart.sh
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.
+generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods, and the OpenADR door's shapes from the Alliance's document.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+	go generate ./internal/openadr/oadr
 
 .PHONY: fmt
 fmt: ## go fmt (both modules).
@@ -111,11 +112,16 @@ oauth-provider: ## Build the test module's OAuth 2.0 provider (bin/flexsite-oaut
 	go -C $(TEST_MODULE) build -o $(OAUTH_PROVIDER) ./cmd/flexsite-oauth-provider
 
 .PHONY: bench
-bench: build ## Measure bin/manager against the API server's own write path: a table, and bench/results.json (BENCH_QUICK=1: under 5 min).
+bench: build ## Measure bin/manager against the API server's own write path: a table, bench/results.json, and the docs' figures from it (bench-docs). BENCH_QUICK=1: under 5 min.
 	@assets="$(K8S_ASSETS)"; test -n "$$assets" || { echo "could not get the control-plane binaries" >&2; exit 1; }; \
 	postgres="$$(hack/ensure-postgres.sh)" || { echo "could not get PostgreSQL (see above)" >&2; exit 1; }; \
 	go build -o bin/flexsite-bench ./cmd/flexsite-bench && \
-	FLEXSITE_POSTGRES_BIN="$$postgres" exec bin/flexsite-bench --bin-dir "$$assets" --manager bin/manager --out bench/results.json $(BENCH_ARGS)
+	FLEXSITE_POSTGRES_BIN="$$postgres" bin/flexsite-bench --bin-dir "$$assets" --manager bin/manager --out bench/results.json $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory bench-docs
+
+.PHONY: bench-docs
+bench-docs: ## Write bench/results.json's figures into README.md and docs/performance.md (their generated blocks; test/docs checks them).
+	go run ./hack/benchdocs -results bench/results.json
 
 ##@ Build and run
 

@@ -68,6 +68,7 @@ type SiteReconciler struct {
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites/finalizers,verbs=update
 // +kubebuilder:rbac:groups=flexsite.io,resources=assets;enrolments;rewardledgers;mpanclaims,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=flexsite.io,resources=mpanclaims,verbs=create
 // +kubebuilder:rbac:groups=flexsite.io,resources=assets;enrolments;rewardledgers;deviceconnections,verbs=patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=propositions;assetmodels,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -140,6 +141,19 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 			return err
 		}
 		return errAbandoned
+	}
+	// A site declared by kubectl or GitOps under a name that does not hold its MPAN holds it by
+	// a claim, made here (the REST API makes its own); a site that already holds it is left alone.
+	if err := householdstore.ClaimDeclared(ctx, r.Client, r.APIReader, site, r.Now()); err != nil {
+		var taken *household.MPANTakenError
+		switch {
+		case errors.As(err, &taken) && taken.Pending:
+			return waiting(household.ClaimGrace, flexv1.ReasonMPANTaken, taken.Error())
+		case errors.As(err, &taken):
+			// Looked at again when the holder's claim, or the holder, goes (claimsChanged, othersOfMPAN).
+			return stalled(flexv1.ReasonMPANTaken, taken.Error()+": change this site's MPAN, or delete the other site")
+		}
+		return err
 	}
 	found, err := index.NewLookup(r.Client).AssetsOfSite(ctx, site.Namespace, site.Name)
 	if err != nil {
@@ -253,7 +267,10 @@ func (r *SiteReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opti
 		Watches(&flexv1.RewardLedger{}, handler.EnqueueRequestsFromMapFunc(siteOfChild),
 			builder.WithPredicates(r.Shard.MineOrUnassigned(), deletedOnly)).
 		// Claims: a new one may need releasing later; a deleted one may be what a deleted site waits for.
-		Watches(&flexv1.MPANClaim{}, handler.EnqueueRequestsFromMapFunc(siteOfChild), builder.WithPredicates(createdOrDeleted)).
+		// A deleted one may free its MPAN for another site declared with it.
+		Watches(&flexv1.MPANClaim{}, handler.EnqueueRequestsFromMapFunc(r.claimsChanged), builder.WithPredicates(createdOrDeleted)).
+		// A site gone frees its MPAN (held by its name) for another site declared with it.
+		Watches(&flexv1.Site{}, handler.EnqueueRequestsFromMapFunc(r.othersOfMPAN), builder.WithPredicates(deletedOnly)).
 		// A catalogue change re-evaluates many sites: queued behind the sites someone just
 		// changed (low priority), and thinned out while REST requests are in flight.
 		Watches(&flexv1.Proposition{}, r.fanOut(r.allSites),
@@ -349,6 +366,44 @@ func siteOfChild(_ context.Context, obj client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: siteName}}}
+}
+
+// claimsChanged maps an MPANClaim to its Site and to the other Sites declared with its MPAN
+// (one refused it may take it now).
+func (r *SiteReconciler) claimsChanged(ctx context.Context, obj client.Object) []reconcile.Request {
+	reqs := siteOfChild(ctx, obj)
+	if claim, ok := obj.(*flexv1.MPANClaim); ok {
+		reqs = append(reqs, r.sitesOfMPAN(ctx, claim.Namespace, claim.Spec.MPAN, claim.Spec.SiteName)...)
+	}
+	return reqs
+}
+
+// othersOfMPAN maps a deleted Site to the other Sites declared with its MPAN.
+func (r *SiteReconciler) othersOfMPAN(ctx context.Context, obj client.Object) []reconcile.Request {
+	site, ok := obj.(*flexv1.Site)
+	if !ok {
+		return nil
+	}
+	return r.sitesOfMPAN(ctx, site.Namespace, site.Spec.MPAN, site.Name)
+}
+
+// sitesOfMPAN finds, from the cache's index, the Sites with mpan other than except.
+func (r *SiteReconciler) sitesOfMPAN(ctx context.Context, ns, mpan, except string) []reconcile.Request {
+	if mpan == "" {
+		return nil
+	}
+	sites, err := index.NewLookup(r.Client).SitesByMPAN(ctx, ns, mpan)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "finding the sites of an MPAN")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, s := range sites {
+		if s.Name != except {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
+		}
+	}
+	return reqs
 }
 
 // allSites maps a Proposition change to every Site: a proposition's rules apply to all.

@@ -88,6 +88,11 @@ const (
 	// NoWithdrawalAnnotation on an Enrolment being deleted says the deletion is not the
 	// household's choice (a failed request undoing what it wrote), so it records no withdrawal.
 	NoWithdrawalAnnotation = "flexsite.io/no-withdrawal"
+	// DeclaredClaimAnnotation, with the value "true", marks an MPANClaim the Site controller
+	// made for a site declared (kubectl, GitOps) with the MPAN already stored. No request is
+	// writing its site, so it has no grace: it binds only while its site holds the MPAN
+	// (household.Standing).
+	DeclaredClaimAnnotation = "flexsite.io/declared-claim"
 	// MaxFlexRateAnnotation, on an organisation's namespace, is the highest rate its flex
 	// events may pay, in pence per kWh as a FlexEvent spells a rate ("1000", "1250.5");
 	// absent or not a rate: 1,000 p/kWh (validation.DefaultMaxFlexRateCentipence). Raising it
@@ -140,6 +145,10 @@ const (
 	ReasonEligible    = "Eligible"
 	ReasonNotEligible = "NotEligible"
 	ReasonNoAssets    = "NoAssets"
+
+	// ReasonMPANTaken: another site holds the Site's MPAN (its claim, or its name), or is
+	// taking it; the site is not evaluated until it holds its MPAN.
+	ReasonMPANTaken = "MPANTaken"
 
 	// Why an Asset or Enrolment is not (yet) in effect.
 	ReasonSiteNotFound       = "SiteNotFound"

@@ -8,7 +8,7 @@ import (
 // +kubebuilder:validation:Enum="site.eligibility_changed";"enrolment.changed";"asset.changed";"site.offboarded";"rewards.transaction_credited";"dispatch.requested";"dispatch.cancelled";"ping"
 type EventType string
 
-// The event types of notifications.md.
+// The event types (docs/notifications.md, "What arrives").
 const (
 	EventSiteEligibilityChanged     EventType = "site.eligibility_changed"
 	EventEnrolmentChanged           EventType = "enrolment.changed"

@@ -27,6 +27,12 @@ import (
 // A claim whose site does not hold its MPAN is pending (a change on its way) for ClaimGrace,
 // and stale after it (the change died half-way, or the site moved on): anyone may then take it,
 // and the Site controller deletes it.
+//
+// A site declared by kubectl or GitOps with an MPAN its name does not hold gets its claim from
+// the Site controller (NewDeclaredClaim), made only once the site is stored with the MPAN.
+// Such a claim has no grace: no request is on its way behind it, so once its site does not
+// hold the MPAN (it moved on, or the write the controller saw was a failed request's, since
+// rolled back) it is stale at once.
 
 // ClaimGrace is how long a claim whose site does not hold its MPAN is honoured: the request
 // that made it is still writing the site.
@@ -61,8 +67,25 @@ func NewClaim(site *flexv1.Site, mpan string) *flexv1.MPANClaim {
 	}
 }
 
-// Standing judges c given its site (nil when the site does not exist).
+// NewDeclaredClaim is the claim of mpan the Site controller makes for site, declared with it.
+func NewDeclaredClaim(site *flexv1.Site, mpan string) *flexv1.MPANClaim {
+	c := NewClaim(site, mpan)
+	c.Annotations = map[string]string{flexv1.DeclaredClaimAnnotation: "true"}
+	return c
+}
+
+// Declared reports whether c is a claim the Site controller made (NewDeclaredClaim).
+func Declared(c *flexv1.MPANClaim) bool {
+	return c.Annotations[flexv1.DeclaredClaimAnnotation] == "true"
+}
+
+// Standing judges c given its site (nil when the site does not exist). A declared claim
+// (NewDeclaredClaim) has no grace.
 func Standing(c *flexv1.MPANClaim, site *flexv1.Site, now time.Time) claimrule.Standing {
 	held := site != nil && site.DeletionTimestamp.IsZero() && site.Spec.MPAN == c.Spec.MPAN
-	return claimrule.Judge(held, c.CreationTimestamp.Time, ClaimGrace, now)
+	grace := ClaimGrace
+	if Declared(c) {
+		grace = 0
+	}
+	return claimrule.Judge(held, c.CreationTimestamp.Time, grace, now)
 }

@@ -45,6 +45,37 @@ func TestStanding(t *testing.T) {
 	}
 }
 
+// TestStandingDeclared reads claim.go: the claim the Site controller makes for a site declared
+// with its MPAN binds while the site holds the MPAN, and has no grace once it does not.
+func TestStandingDeclared(t *testing.T) {
+	made := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	declared := &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Name: "declared"}, Spec: flexv1.SiteSpec{MPAN: "1200000000011"}}
+	claim := NewDeclaredClaim(declared, "1200000000011")
+	claim.CreationTimestamp = metav1.NewTime(made)
+	if !Declared(claim) || Declared(NewClaim(declared, "1200000000011")) {
+		t.Fatalf("Declared tells the controller's claim from a request's")
+	}
+	moved := declared.DeepCopy()
+	moved.Spec.MPAN = "2301234567894"
+	cases := []struct {
+		name string
+		site *flexv1.Site
+		at   time.Time
+		want claimrule.Standing
+	}{
+		{"its site holds the MPAN", declared, made.Add(time.Hour), claimrule.Held},
+		{"its site left the MPAN, at once", moved, made, claimrule.Stale},
+		{"its site is gone, at once", nil, made.Add(time.Second), claimrule.Stale},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Standing(claim, tc.site, tc.at); got != tc.want {
+				t.Errorf("Standing = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestHoldsByName(t *testing.T) {
 	for _, tc := range []struct {
 		name, mpan string

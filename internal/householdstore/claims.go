@@ -27,11 +27,66 @@ import (
 // Site webhook finds it.
 func ClaimMPAN(ctx context.Context, c client.Client, fresh client.Reader, holders index.Lookup, site *flexv1.Site,
 	mpan string, now time.Time) (*flexv1.MPANClaim, error) {
+	return claimMPAN(ctx, c, fresh, household.NewClaim(site, mpan), site, now,
+		func() error { return holderOtherThan(ctx, holders, site, mpan) })
+}
+
+// ClaimDeclared gives a site declared by kubectl or GitOps (under a name that does not hold
+// its MPAN) the claim of its MPAN, for the Site controller: the claim is the only proof of an
+// MPAN held under another name. It answers nil when the site holds its MPAN (by its name, or
+// by a claim, now made or made before), and an MPANTakenError when another site holds it or
+// is taking it: the site named after the MPAN, or the site an earlier claim names. Unlike a
+// request, it does not back off from other sites declared with the same MPAN and no claim:
+// the first to claim holds it. The claim it makes is a declared one (household.NewDeclaredClaim):
+// made for a site already stored with the MPAN, it binds only while the site holds it, so
+// one made for a failed request's write, seen before the request rolled it back, is stale
+// as soon as the site is back (ReleaseClaims deletes it then). c may read from a cache,
+// fresh must read from the API server; no LIST.
+func ClaimDeclared(ctx context.Context, c client.Client, fresh client.Reader, site *flexv1.Site, now time.Time) error {
+	mpan := site.Spec.MPAN
+	if mpan == "" || household.HoldsByName(site) {
+		return nil
+	}
+	held := household.NewClaim(site, mpan)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(held), held); err == nil && held.Spec.SiteName == site.Name && held.Spec.MPAN == mpan {
+		return nil // claimed before, as the cache has seen it
+	}
+	// Looked for before the claim too, so that a site refused by a name writes nothing (a claim
+	// made and withdrawn would wake its controller again); looked for after, for the race.
+	if err := heldByName(ctx, fresh, site, mpan); err != nil {
+		return err
+	}
+	// A claim perhaps stored by a failed attempt is this site's: the next reconcile finds it.
+	_, err := claimMPAN(ctx, c, fresh, household.NewDeclaredClaim(site, mpan), site, now,
+		func() error { return heldByName(ctx, fresh, site, mpan) })
+	return err
+}
+
+// heldByName reports, as an MPANTakenError, a live site other than site named after mpan
+// that holds it: the site a creator meets a claim with (Unclaimed).
+func heldByName(ctx context.Context, fresh client.Reader, site *flexv1.Site, mpan string) error {
+	other := &flexv1.Site{}
+	err := fresh.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.SiteNameForMPAN(mpan)}, other)
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if other.Name != site.Name && other.DeletionTimestamp.IsZero() && other.Spec.MPAN == mpan {
+		return &household.MPANTakenError{MPAN: mpan, Holder: other.Name}
+	}
+	return nil
+}
+
+// claimMPAN is the claim protocol both claimants share: create want (site's claim), then
+// look for another holder with holderOther (withdrawing the claim when there is one);
+// replace a stale claim; refuse a standing one of another site.
+func claimMPAN(ctx context.Context, c client.Client, fresh client.Reader, want *flexv1.MPANClaim, site *flexv1.Site,
+	now time.Time, holderOther func() error) (*flexv1.MPANClaim, error) {
+	mpan := want.Spec.MPAN
 	for range maxRecordAttempts {
-		claim := household.NewClaim(site, mpan)
+		claim := want.DeepCopy()
 		err := c.Create(ctx, claim)
 		if err == nil {
-			if err := holderOtherThan(ctx, holders, site, mpan); err != nil {
+			if err := holderOther(); err != nil {
 				if delErr := c.Delete(ctx, claim); client.IgnoreNotFound(delErr) != nil {
 					return claim, fmt.Errorf("%w (and withdrawing the claim: %w)", err, delErr)
 				}
@@ -57,7 +112,7 @@ func ClaimMPAN(ctx context.Context, c client.Client, fresh client.Reader, holder
 		switch {
 		case existing.Spec.SiteName == site.Name && standing != claimrule.Stale:
 			// Ours, from an attempt of this request that lost a race later on.
-			return nil, holderOtherThan(ctx, holders, site, mpan)
+			return nil, holderOther()
 		case standing == claimrule.Stale:
 			// Replace it; the precondition keeps us from deleting a claim made a moment ago.
 			err := c.Delete(ctx, existing, client.Preconditions{UID: &existing.UID, ResourceVersion: &existing.ResourceVersion})

@@ -12,7 +12,8 @@ import (
 	"github.com/flexsite/flexsite/internal/web"
 )
 
-// The notification endpoints (notifications.md) map requests onto the subscription use cases.
+// The notification endpoints (docs/notifications.md, "Subscribe") map requests onto the
+// subscription use cases.
 
 // maxURL bounds a subscription's url (as the CRD does).
 const maxURL = 2048

@@ -1,7 +1,6 @@
 package restapi
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
@@ -50,26 +49,8 @@ func (a *API) tokenForm(w http.ResponseWriter, r *http.Request) {
 		web.WriteError(a.Log, w, r, oauthError(err, code))
 		return
 	}
-	// Password guessing: once a username (tried from this address) or an address has used up
-	// its failures, answer 429 without checking any password. The username's budget is kept
-	// per address, so that nobody elsewhere can lock an organisation out of its own login by
-	// failing with its username; the address is the client's, behind trusted proxies too.
-	limits := a.Guard.Limits
-	address := a.Guard.TrustedProxies.ClientAddress(r)
-	userKey := username + "\x00" + address
-	if limits.LoginUser.Exhausted(userKey) || limits.LoginAddress.Exhausted(address) {
-		metrics.LoginFailures.WithLabelValues(metrics.LoginRateLimited).Inc()
-		web.WriteError(a.Log, w, r, oauthError(web.TooManyRequests(limits.LoginUser, "login_failures"), "invalid_request"))
-		return
-	}
-	p, err := a.Authenticator.Login(r.Context(), username, password)
+	p, err := a.Guard.Login(r, username, password)
 	if err != nil {
-		if errors.Is(err, auth.ErrInvalidCredentials) || errors.Is(err, auth.ErrClientDisabled) {
-			metrics.LoginFailures.WithLabelValues(metrics.LoginBadCredentials).Inc()
-			limits.LoginUser.Charge(userKey)
-			limits.LoginAddress.Charge(address)
-			err = web.Unauthorized("Incorrect username or password", "invalid_grant")
-		}
 		web.WriteError(a.Log, w, r, err)
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -29,6 +30,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/app/subscriptions"
+	"github.com/flexsite/flexsite/internal/app/vtn"
 	"github.com/flexsite/flexsite/internal/asseteventstore"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/deviceauth"
@@ -38,6 +40,7 @@ import (
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/meters"
 	"github.com/flexsite/flexsite/internal/meterstore"
+	"github.com/flexsite/flexsite/internal/openadr"
 	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/pagestore"
 	"github.com/flexsite/flexsite/internal/pricestore"
@@ -48,6 +51,7 @@ import (
 	"github.com/flexsite/flexsite/internal/sealing"
 	"github.com/flexsite/flexsite/internal/settlementstore"
 	"github.com/flexsite/flexsite/internal/validation"
+	"github.com/flexsite/flexsite/internal/vtnstore"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
@@ -158,10 +162,13 @@ type Route struct{ Method, Path string }
 // leader lease): reads come from the shared cache, writes go to the API server.
 type Server struct {
 	Config
-	routes  []web.Route
-	handler http.Handler
-	rewards *rewards.Service
-	pricing *pricing.Service
+	routes []web.Route
+	// openadrRoutes are the OpenADR door's, checked against the Alliance's document rather
+	// than the served one.
+	openadrRoutes []web.Route
+	handler       http.Handler
+	rewards       *rewards.Service
+	pricing       *pricing.Service
 }
 
 // NewServer builds the use cases and mounts the doors.
@@ -233,13 +240,17 @@ func NewServer(cfg Config) *Server {
 	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,
 		PublicURL: cfg.PublicURL, FlexEvents: flexEvents, Pricing: pricingSvc}
 
+	vtnDoor := openadr.New(openadr.Config{Log: cfg.Log.WithName("openadr"), Households: households, VTN: vtn.New(households, &vtnstore.Store{Pool: cfg.DB}),
+		Guard: guard, Authenticator: cfg.Authenticator, Issuer: cfg.Issuer, Now: cfg.Now})
+
 	s := &Server{Config: cfg, rewards: rewardsSvc, pricing: pricingSvc}
 	mux := http.NewServeMux()
 	// One mux for every door, so that the access log and the metrics name each route's own
 	// pattern whichever door serves it.
 	s.routes = append(append(append(rest.Routes(), hosted.Routes()...), page.Routes()...), callback.Routes()...)
+	s.openadrRoutes = vtnDoor.Routes()
 	mounted := map[string]bool{}
-	for _, e := range s.routes {
+	for _, e := range slices.Concat(s.routes, s.openadrRoutes) {
 		pattern := e.Method + " " + cmp.Or(e.Pattern, e.Path)
 		if !mounted[pattern] {
 			mux.Handle(pattern, e.Handler)
@@ -267,6 +278,15 @@ func NewServer(cfg Config) *Server {
 func (s *Server) Routes() []Route {
 	out := make([]Route, len(s.routes))
 	for i, e := range s.routes {
+		out[i] = Route{Method: e.Method, Path: e.Path}
+	}
+	return out
+}
+
+// OpenADRRoutes returns every route of the OpenADR door.
+func (s *Server) OpenADRRoutes() []Route {
+	out := make([]Route, len(s.openadrRoutes))
+	for i, e := range s.openadrRoutes {
 		out[i] = Route{Method: e.Method, Path: e.Path}
 	}
 	return out

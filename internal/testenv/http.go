@@ -19,6 +19,13 @@ type Raw string
 // empty. body is nil, a Form, url.Values, Raw, or anything JSON-encodable. It answers the
 // status and the body as read.
 func Call(baseURL, method, path, token string, body any) (int, []byte, error) {
+	status, data, _, err := CallFull(baseURL, method, path, token, body, nil)
+	return status, data, err
+}
+
+// CallFull is Call with extra request headers (an empty value sends no header) that answers
+// the response's headers too.
+func CallFull(baseURL, method, path, token string, body any, headers map[string]string) (int, []byte, http.Header, error) {
 	var reader io.Reader
 	contentType := ""
 	switch b := body.(type) {
@@ -36,13 +43,13 @@ func Call(baseURL, method, path, token string, body any) (int, []byte, error) {
 	default:
 		data, err := json.Marshal(b)
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, nil, err
 		}
 		reader, contentType = bytes.NewReader(data), "application/json"
 	}
 	req, err := http.NewRequest(method, baseURL+path, reader)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -50,13 +57,18 @@ func Call(baseURL, method, path, token string, body any) (int, []byte, error) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	for k, v := range headers {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, data, err
+	return resp.StatusCode, data, resp.Header, err
 }
 
 // CallWithHeaders is Call with extra request headers (an empty value sends no header).

@@ -9,6 +9,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/metrics"
 )
 
 // Handler is an authenticated endpoint: it answers the 200 body (NoContent for a 204,
@@ -57,6 +58,15 @@ type Authenticator struct {
 // organisation token must hold every role listed. The principal rides in the request's
 // context (auth.WithPrincipal), so that every write names its field manager.
 func (a *Authenticator) Guard(h Handler, endUserAllowed bool, roles ...flexv1.Role) http.Handler {
+	return a.GuardWith(WriteError, h, endUserAllowed, roles...)
+}
+
+// ErrorWriter answers a refusal in a door's own error form: WriteError's FastAPI form for the
+// REST API, the OpenADR door's problem form for OpenADR.
+type ErrorWriter func(log logr.Logger, w http.ResponseWriter, r *http.Request, err error)
+
+// GuardWith is Guard answering every refusal (its own and the handler's) with writeError.
+func (a *Authenticator) GuardWith(writeError ErrorWriter, h Handler, endUserAllowed bool, roles ...flexv1.Role) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A valid token is never refused for others' failures: the token is verified first
 		// (a signature check, no API call), and only a caller whose token fails spends the
@@ -82,12 +92,12 @@ func (a *Authenticator) Guard(h Handler, endUserAllowed bool, roles ...flexv1.Ro
 			corsGrant(w, r, p)
 		}
 		if err != nil {
-			WriteError(a.Log, w, r, err)
+			writeError(a.Log, w, r, err)
 			return
 		}
 		body, err := h(r.WithContext(auth.WithPrincipal(r.Context(), p)), p)
 		if err != nil {
-			WriteError(a.Log, w, r, err)
+			writeError(a.Log, w, r, err)
 			return
 		}
 		switch b := body.(type) {
@@ -149,4 +159,34 @@ func authorise(p *auth.Principal, endUserAllowed bool, roles []flexv1.Role) erro
 		}
 	}
 	return nil
+}
+
+// Login checks an API client's username and password for a token endpoint (the REST API's
+// password form, OpenADR's client credentials), under the password-guessing budgets: once a
+// username (tried from this address) or an address has used up its failures, it answers 429
+// without checking any password. The username's budget is kept per address, so that nobody
+// elsewhere can lock an organisation out of its own login by failing with its username; the
+// address is the client's, behind trusted proxies too. Its refusals carry their RFC 6749
+// error code (invalid_grant for bad credentials).
+func (a *Authenticator) Login(r *http.Request, username, password string) (*auth.Principal, error) {
+	limits := a.Limits
+	address := a.TrustedProxies.ClientAddress(r)
+	userKey := username + "\x00" + address
+	if limits.LoginUser.Exhausted(userKey) || limits.LoginAddress.Exhausted(address) {
+		metrics.LoginFailures.WithLabelValues(metrics.LoginRateLimited).Inc()
+		e := TooManyRequests(limits.LoginUser, "login_failures").(*Error) //nolint:errorlint,forcetypeassert // built just above
+		e.OAuth = "invalid_request"
+		return nil, e
+	}
+	p, err := a.Authenticator.Login(r.Context(), username, password)
+	if err != nil {
+		if errors.Is(err, auth.ErrInvalidCredentials) || errors.Is(err, auth.ErrClientDisabled) {
+			metrics.LoginFailures.WithLabelValues(metrics.LoginBadCredentials).Inc()
+			limits.LoginUser.Charge(userKey)
+			limits.LoginAddress.Charge(address)
+			return nil, Unauthorized("Incorrect username or password", "invalid_grant")
+		}
+		return nil, err
+	}
+	return p, nil
 }

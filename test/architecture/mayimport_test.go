@@ -30,7 +30,7 @@ var (
 	helpers = []string{"internal/auth", "internal/index", "internal/ledger", "internal/priority", "internal/metrics",
 		"internal/mail", "internal/tenancy", "internal/record", "internal/resourceversion", "internal/embedded",
 		"internal/bootstrap", "internal/testenv", "internal/testing/oauthprovider", "internal/shards", "internal/statuswrites"}
-	httpDoors = []string{"internal/restapi", "internal/hostedflow", "internal/rewardspage", "internal/devicecallback"}
+	httpDoors = []string{"internal/restapi", "internal/hostedflow", "internal/rewardspage", "internal/devicecallback", "internal/openadr"}
 )
 
 func join(groups ...[]string) []string { return slices.Concat(groups...) }
@@ -73,6 +73,12 @@ var packageMap = []row{
 	{pkgs: []string{"internal/web/webtest"}, may: []string{"internal/app", "internal/web"}, except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/restapi"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/web", "internal/auth",
 		"internal/events", "internal/household", "internal/metrics"})},
+	{pkgs: []string{"internal/openadr"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/web", "internal/auth",
+		"internal/events", "internal/household", "internal/metrics"})},
+	{pkgs: []string{"internal/app/vtn"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/auth", "internal/db",
+		"internal/index", "internal/household", "internal/householdstore", "internal/vtnstore", "internal/dispatchstore",
+		"internal/outboxstore", "internal/events", "internal/record", "internal/metrics"})},
+	{pkgs: []string{"internal/vtnstore"}, may: join(apiTypes, pureRules, []string{"internal/db", "internal/events"})},
 	{pkgs: []string{"internal/hostedflow"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/web",
 		"internal/auth", "internal/household"})},
 	{pkgs: []string{"internal/rewardspage"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/app/rewards",

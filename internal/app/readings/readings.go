@@ -1,4 +1,4 @@
-// Package readings holds the use case of a household's readings (rewards-engine.md,
+// Package readings holds the use case of a household's readings (docs/api.md,
 // "Readings"): an organisation sends its assets' readings in batches, each is judged on its
 // own (internal/settlement.CheckReadingAt and CheckReadingPower, and whether the asset is the
 // caller's), and those accepted are stored in PostgreSQL in one SQL transaction, a reading

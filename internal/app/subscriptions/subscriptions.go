@@ -1,7 +1,7 @@
 // Package subscriptions holds the use cases of an organisation's notification subscriptions
-// (notifications.md): subscribing a URL, its signing secret (shown once, kept only in a
-// Secret), listing, deleting, a test ping (written to the outbox in PostgreSQL, delivered like
-// any event) and the recent deliveries (the outbox's log of attempts). Delivery itself is
+// (docs/notifications.md, "Subscribe"): subscribing a URL, its signing secret (shown once, kept
+// only in a Secret), listing, deleting, a test ping (written to the outbox in PostgreSQL, delivered
+// like any event) and the recent deliveries (the outbox's log of attempts). Delivery itself is
 // internal/delivery's. It speaks no HTTP.
 package subscriptions
 
@@ -107,7 +107,7 @@ type TestAccepted struct {
 }
 
 const (
-	// secretBytes is the signing secret's length (notifications.md: 24 to 64 random bytes).
+	// secretBytes is the signing secret's length (docs/notifications.md, "Subscribe").
 	secretBytes = 32
 )
 

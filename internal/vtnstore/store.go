@@ -1,0 +1,46 @@
+// Package vtnstore keeps the OpenADR door's own records in PostgreSQL (docs/openadr.md): the
+// VENs an organisation's clients register and the assets each holds as resources (migration
+// 00028). Every query names the organisation, so one organisation never reads another's.
+package vtnstore
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/flexsite/flexsite/internal/db"
+)
+
+// Store is the VTN's records.
+type Store struct {
+	Pool *pgxpool.Pool
+}
+
+func (s *Store) classify(err error) error { return db.ClassifyOn(s.Pool, err) }
+
+// MaxHeld bounds how many assets one client's VENs hold that a lookup answers: a VEN
+// client's searches filter by them, so the bound keeps every such search's cost fixed.
+const MaxHeld = 10_000
+
+// AssetsHeldBy answers the asset ids (resource names) held by the VENs that the API client
+// clientName of organisation registered, at most MaxHeld: what a VEN client's token sees of
+// events, and may report on.
+func (s *Store) AssetsHeldBy(ctx context.Context, organisation, clientName string) ([]string, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT r.resource_name FROM openadr_resources r
+		JOIN openadr_vens v ON v.organisation = r.organisation AND v.id = r.ven_id
+		WHERE v.organisation = $1 AND v.client_name = $2
+		ORDER BY r.resource_name LIMIT $3`, organisation, clientName, MaxHeld)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, s.classify(err)
+		}
+		out = append(out, name)
+	}
+	return out, s.classify(rows.Err())
+}
