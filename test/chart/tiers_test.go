@@ -120,7 +120,7 @@ var _ = Describe("charts/flexsite's two tiers (sharding.enabled)", func() {
 		}{{
 			sa: controllersTier,
 			// The per-site reconcilers: their kinds' status and finalizers, adoption patches,
-			// ledgers made for a history, claims released, abandoned sites deleted; the shard
+			// ledgers made for a history, claims made and released, abandoned sites deleted; the shard
 			// Lease; the device providers' client secrets.
 			may: []access{
 				{"update", "flexsite.io", "sites", "status", organisation, "s"},
@@ -131,6 +131,7 @@ var _ = Describe("charts/flexsite's two tiers (sharding.enabled)", func() {
 				{"update", "flexsite.io", "enrolments", "status", organisation, "e"},
 				{"create", "flexsite.io", "rewardledgers", "", organisation, ""},
 				{"update", "flexsite.io", "deviceconnections", "status", organisation, "d"},
+				{"create", "flexsite.io", "mpanclaims", "", organisation, ""}, // a declared site's claim
 				{"delete", "flexsite.io", "mpanclaims", "", organisation, "c"},
 				{"list", "flexsite.io", "propositions", "", "", ""},
 				{"list", "flexsite.io", "subscriptions", "", "", ""},
@@ -145,7 +146,6 @@ var _ = Describe("charts/flexsite's two tiers (sharding.enabled)", func() {
 				{"create", "flexsite.io", "assets", "", organisation, ""},
 				{"create", "flexsite.io", "enrolments", "", organisation, ""},
 				{"create", "flexsite.io", "deviceconnections", "", organisation, ""},
-				{"create", "flexsite.io", "mpanclaims", "", organisation, ""},
 				{"list", "flexsite.io", "apiclients", "", "", ""},
 				{"create", "flexsite.io", "usernameclaims", "", "", ""},
 				{"get", "flexsite.io", "flexevents", "", organisation, ""},
