@@ -63,6 +63,9 @@ type Options struct {
 	// Work is what this replica reconciles (zero: AllWork). The API tier runs OrgWideWork,
 	// the controller tier PerSiteWork (docs/scale.md, "Two tiers").
 	Work Work
+	// FlexEventNow is the clock the FlexEvent reconciler dispatches and settles by (nil: time.Now),
+	// which a suite walking an event through its window moves; the other reconcilers keep time.Now.
+	FlexEventNow func() time.Time
 }
 
 // Work names parts of the reconcilers.
@@ -175,8 +178,8 @@ func setupOrgWide(mgr ctrl.Manager, cl client.Client, o Options, workers control
 		}
 	}
 	if err := (&FlexEventReconciler{Client: cl, Recorder: mgr.GetEventRecorder("flexevent-controller"),
-		Store: &settlementstore.Store{Pool: o.DB}, Dispatches: &dispatchstore.Store{Pool: o.DB},
-		AssetEvents: &asseteventstore.Store{Pool: o.DB}, PublicURL: o.PublicURL, Now: time.Now}).SetupWithManager(mgr, workers); err != nil {
+		Store: &settlementstore.Store{Pool: o.DB}, Dispatches: &dispatchstore.Store{Pool: o.DB}, PublicURL: o.PublicURL,
+		AssetEvents: &asseteventstore.Store{Pool: o.DB}, Now: o.FlexEventNow}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
 	if o.Work&PerSiteWork != 0 {

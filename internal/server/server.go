@@ -240,7 +240,9 @@ func NewServer(cfg Config) *Server {
 	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,
 		PublicURL: cfg.PublicURL, FlexEvents: flexEvents, Pricing: pricingSvc}
 
-	vtnDoor := openadr.New(openadr.Config{Log: cfg.Log.WithName("openadr"), Households: households, VTN: vtn.New(households, &vtnstore.Store{Pool: cfg.DB}),
+	vtnSvc := vtn.New(households, &vtnstore.Store{Pool: cfg.DB})
+	vtnSvc.Dispatches, vtnSvc.Readings = dispatches.New(households, flexEvents.Dispatches), readingsSvc
+	vtnDoor := openadr.New(openadr.Config{Log: cfg.Log.WithName("openadr"), Households: households, VTN: vtnSvc,
 		Guard: guard, Authenticator: cfg.Authenticator, Issuer: cfg.Issuer, Now: cfg.Now})
 
 	s := &Server{Config: cfg, rewards: rewardsSvc, pricing: pricingSvc}

@@ -15,6 +15,8 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/dispatches"
+	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/vtnstore"
@@ -24,8 +26,13 @@ import (
 type Service struct {
 	// Households reads the organisation's assets and the catalogue.
 	Households *app.Service
-	// Store keeps the VENs and their resources (required).
+	// Store keeps the VENs, their resources and the reports (required).
 	Store *vtnstore.Store
+	// Dispatches judge and record what a report says of a dispatch (the dispatch callback's
+	// use case), and find the dispatch an event is.
+	Dispatches *dispatches.Service
+	// Readings judge and store a report's USAGE as readings.
+	Readings *readings.Service
 	// Now is the clock.
 	Now func() time.Time
 }
