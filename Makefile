@@ -45,6 +45,7 @@ help: ## Show this help.
 manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook configurations from the API types and markers, and the REST API's length limits from the CRDs.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./..." output:crd:artifacts:config=config/crd/bases
 	go run ./hack/crdlimits
+	go run ./hack/tierroles
 
 .PHONY: chart
 chart: manifests ## Copy the CRDs, RBAC, webhook and default rules of config/ into charts/flexsite; render config/argocd.

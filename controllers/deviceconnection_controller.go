@@ -84,6 +84,7 @@ type DeviceConnectionReconciler struct {
 // +kubebuilder:rbac:groups=flexsite.io,resources=deviceconnections,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=deviceconnections/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=deviceproviders,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=flexsite-system,resources=secrets,verbs=get
 // Device tokens Secrets: in organisation namespaces only (bootstrap.OrganisationAccess).
 
 // revokeGiveUp is how long a deletion keeps retrying a revocation the provider does not

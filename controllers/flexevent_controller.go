@@ -63,6 +63,7 @@ type FlexEventReconciler struct {
 // +kubebuilder:rbac:groups=flexsite.io,resources=flexevents,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=flexevents/finalizers,verbs=update
 // +kubebuilder:rbac:groups=flexsite.io,resources=flexevents/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile fetches the event, settles what can be settled, and patches its status once.
 func (r *FlexEventReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

@@ -10,9 +10,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/controllers/adoption"
+	"github.com/flexsite/flexsite/controllers/organisation"
 	"github.com/flexsite/flexsite/internal/asseteventstore"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/deviceauth"
@@ -57,10 +60,26 @@ type Options struct {
 	// shard lease for its own sites; the organisation-wide ones (FlexEvent, Organisation)
 	// under the leader lease. Unset: every reconciler runs under the manager's own election.
 	Shard *shards.Replica
+	// Work is what this replica reconciles (zero: AllWork). The API tier runs OrgWideWork,
+	// the controller tier PerSiteWork (docs/scale.md, "Two tiers").
+	Work Work
 	// FlexEventNow is the clock the FlexEvent reconciler dispatches and settles by (nil: time.Now),
 	// which a suite walking an event through its window moves; the other reconcilers keep time.Now.
 	FlexEventNow func() time.Time
 }
+
+// Work names parts of the reconcilers.
+type Work int
+
+const (
+	// PerSiteWork: the Site, Asset, Enrolment, DeviceConnection and RewardLedger reconcilers.
+	PerSiteWork Work = 1 << iota
+	// OrgWideWork: the FlexEvent and Organisation reconcilers, and, without PerSiteWork, the
+	// adoption of children written without their site as controller (controllers/adoption).
+	OrgWideWork
+	// AllWork is every reconciler (one workload, the default).
+	AllWork = PerSiteWork | OrgWideWork
+)
 
 // errNoDatabase refuses to set up a reconciler without Flexsite's PostgreSQL: every part of
 // Flexsite needs it (cmd/manager refuses to start without one), so a missing pool is a wiring
@@ -82,8 +101,15 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
 	}
+	if o.Work == 0 {
+		o.Work = AllWork
+	}
 	workers := controller.Options{MaxConcurrentReconciles: o.Concurrency}
-	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
+	var notRead []client.Object
+	if o.Work == PerSiteWork {
+		notRead = append(notRead, &flexv1.APIClient{}) // only the doors authenticate API clients
+	}
+	if err := index.Register(ctx, mgr.GetFieldIndexer(), notRead...); err != nil {
 		return err
 	}
 	// Every reconcile that may write a notification lists the namespace's Subscriptions:
@@ -98,11 +124,16 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 	if o.Shard != nil {
 		perSite, orgWide = o.Shard.PerSite, o.Shard.OrgWide
 	}
-	if o.OrganisationAccess.ServiceAccountName != "" {
-		if err := (&OrganisationReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-			Access: o.OrganisationAccess}).SetupWithManager(orgWide); err != nil {
+	if o.Work&OrgWideWork != 0 && orgWide == nil {
+		return errors.New("controllers: organisation-wide work on a shard that does none (shards.Options.PerSiteOnly)")
+	}
+	if o.Work&OrgWideWork != 0 {
+		if err := setupOrgWide(orgWide, cl, o, workers); err != nil {
 			return err
 		}
+	}
+	if o.Work&PerSiteWork == 0 {
+		return nil
 	}
 	bankDetails := &pagestore.Store{Pool: o.DB}
 	// The events the controllers observe go to the outbox in PostgreSQL.
@@ -131,13 +162,28 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		Dialer: o.Devices, Now: time.Now, Holder: o.Holder, DB: o.DB, Shard: o.Shard}).SetupWithManager(perSite, workers); err != nil {
 		return err
 	}
-	if err := (&FlexEventReconciler{Client: cl, Recorder: mgr.GetEventRecorder("flexevent-controller"),
-		Store: &settlementstore.Store{Pool: o.DB}, Dispatches: &dispatchstore.Store{Pool: o.DB}, PublicURL: o.PublicURL,
-		AssetEvents: &asseteventstore.Store{Pool: o.DB}, Now: o.FlexEventNow}).SetupWithManager(orgWide, workers); err != nil {
-		return err
-	}
 	// Ingests RewardLedgers' transactions and copies the database's summary of the history.
 	return (&RewardLedgerReconciler{Client: cl, APIReader: mgr.GetAPIReader(), Now: time.Now,
 		Recorder: mgr.GetEventRecorder("rewardledger-controller"), Store: &rewardstore.Store{Pool: o.DB}, Shard: o.Shard}).
 		SetupWithManager(perSite, workers)
+}
+
+// setupOrgWide adds the organisation-wide reconcilers to mgr (the leader's), and, where this
+// replica runs no per-site reconciler (the API tier), the adoption of unadopted children.
+func setupOrgWide(mgr ctrl.Manager, cl client.Client, o Options, workers controller.Options) error {
+	if o.OrganisationAccess.ServiceAccountName != "" {
+		if err := (&organisation.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+			Access: o.OrganisationAccess}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	if err := (&FlexEventReconciler{Client: cl, Recorder: mgr.GetEventRecorder("flexevent-controller"),
+		Store: &settlementstore.Store{Pool: o.DB}, Dispatches: &dispatchstore.Store{Pool: o.DB}, PublicURL: o.PublicURL,
+		AssetEvents: &asseteventstore.Store{Pool: o.DB}, Now: o.FlexEventNow}).SetupWithManager(mgr, workers); err != nil {
+		return err
+	}
+	if o.Work&PerSiteWork != 0 {
+		return nil // the Site reconciler adopts its sites' children itself
+	}
+	return (&adoption.Reconciler{Client: cl}).SetupWithManager(mgr, workers)
 }

@@ -64,7 +64,7 @@ type SiteReconciler struct {
 	Shard *shards.Replica
 }
 
-// +kubebuilder:rbac:groups=flexsite.io,resources=sites,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=flexsite.io,resources=sites,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites/finalizers,verbs=update
 // +kubebuilder:rbac:groups=flexsite.io,resources=assets;enrolments;rewardledgers;mpanclaims,verbs=get;list;watch;delete
@@ -361,17 +361,7 @@ var createdOrDeleted = predicate.Funcs{
 
 // siteOfChild maps an Asset, Enrolment, RewardLedger or MPANClaim to its Site.
 func siteOfChild(_ context.Context, obj client.Object) []reconcile.Request {
-	var siteName string
-	switch o := obj.(type) {
-	case *flexv1.Asset:
-		siteName = o.Spec.SiteName
-	case *flexv1.Enrolment:
-		siteName = o.Spec.SiteName
-	case *flexv1.RewardLedger:
-		siteName = o.Spec.SiteName
-	case *flexv1.MPANClaim:
-		siteName = o.Spec.SiteName
-	}
+	siteName := household.SiteNameOf(obj)
 	if siteName == "" {
 		return nil
 	}

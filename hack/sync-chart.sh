@@ -25,7 +25,7 @@ rm -rf "$chart/crds" "$chart/files/config"
 for f in config/crd/bases/*.yaml config/crd/external/*.yaml; do
   copy "$f" "$chart/crds/$(basename "$f")"
 done
-for f in config/rbac/role.yaml config/rbac/aggregate_roles.yaml config/rbac/leader_election_role.yaml \
+for f in config/rbac/role.yaml config/rbac/api_tier_role.yaml config/rbac/controller_tier_role.yaml config/rbac/aggregate_roles.yaml config/rbac/leader_election_role.yaml \
          config/rbac/metrics_reader_role.yaml config/rbac/organisation_secrets_role.yaml \
          config/webhook/manifests.yaml config/rules/propositions.yaml config/rules/assetmodels.yaml; do
   copy "$f" "$chart/files/$f"

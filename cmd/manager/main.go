@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,6 +71,8 @@ const defaultDemoPassword = "flexsite-demo"
 type options struct {
 	apiAddr, metricsAddr, probeAddr string
 	leaderElect                     bool
+	tier                            string
+	shardSet                        bool // --shard was given
 	shard, sharder                  bool
 	shardName                       string
 	sharderWebhookURL               string
@@ -93,6 +96,7 @@ type options struct {
 	embeddedMeterPoints             int
 	organisationSecretsRole         string
 	serviceAccount                  string
+	controllersServiceAccount       string
 	notificationAllow               []netip.Prefix
 	providerAllow                   []netip.Prefix
 	notificationCAFile              string
@@ -121,6 +125,11 @@ func main() {
 		"Address of the manager's own /healthz and /readyz; 0 disables it (the REST API serves both too).")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false,
 		"Elect a leader so that only one replica reconciles; every replica serves the REST API.")
+	flag.StringVar(&o.tier, "tier", tierAll,
+		"What this replica runs (docs/scale.md, \"Two tiers\"): \"api\" the REST API, hosted flow, rewards page, OAuth "+
+			"callbacks, admission webhooks, notification delivery and the organisation-wide leader work, caching every "+
+			"household, with no per-site reconciler; \"controllers\" the per-site reconcilers only, as a shard of "+
+			"ControllerRing \""+shards.RingName+"\" (implies --shard) caching only its own households; \"all\" both (one workload).")
 	flag.BoolVar(&o.shard, "shard", false,
 		"Run the per-site reconcilers as a shard of ControllerRing \""+shards.RingName+"\" (every replica reconciles the sites "+
 			"the sharder assigns it, under its own shard lease); organisation-wide work keeps the --leader-elect lease.")
@@ -170,6 +179,9 @@ func main() {
 	flag.StringVar(&o.serviceAccount, "service-account", os.Getenv("POD_SERVICE_ACCOUNT"),
 		"the manager's ServiceAccount (in the token keys' namespace), which organisations' RoleBindings name; "+
 			"empty: none are made (the manager then needs its Secrets access some other way, as with --embedded).")
+	flag.StringVar(&o.controllersServiceAccount, "controllers-service-account", "",
+		"With --tier=api: the controller tier's ServiceAccount (in the token keys' namespace), which organisations' "+
+			"RoleBindings name beside --service-account (its device connections' tokens are the organisations' Secrets).")
 	flag.StringVar(&o.bankKeysSecret, "bank-keys-secret", pagestore.DefaultKeysSecret,
 		"name of the Secret, in the token keys' namespace, holding the keys that seal bank details "+
 			"(created with a fresh key if missing; docs/operations.md for rotation).")
@@ -234,6 +246,10 @@ func main() {
 	o.database.bind(flag.CommandLine)
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	flag.Visit(func(f *flag.Flag) { o.shardSet = o.shardSet || f.Name == "shard" })
+	if o.tier == tierControllers && !o.shardSet {
+		o.shard = true // the controller tier is made of shards
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if o.embedded {
 		// A developer's machine: metrics on by default, in plain HTTP on the loopback interface
@@ -259,6 +275,9 @@ func (o options) validate() error {
 	if err := checkPprofAddr(o.pprofAddr, o.pprofAllowRemote); err != nil {
 		return err
 	}
+	if err := o.validateTier(); err != nil {
+		return err
+	}
 	if o.sharder && !o.shard {
 		return errors.New("--sharder runs the sharder for this manager's shards: it needs --shard")
 	}
@@ -273,6 +292,58 @@ func (o options) validate() error {
 		return fmt.Errorf("--background-share must be in (0, 1], not %g", o.backgroundShare)
 	}
 	return nil
+}
+
+// The tiers (--tier).
+const (
+	tierAll         = "all"
+	tierAPI         = "api"
+	tierControllers = "controllers"
+)
+
+// validateTier refuses a tier that is none of the three, and flags that contradict the tier.
+func (o options) validateTier() error {
+	switch o.tier {
+	case tierAll:
+		return nil
+	case tierAPI:
+		if o.shard || o.sharder {
+			return errors.New("--tier=api runs no per-site reconciler: --shard and --sharder are the controller tier's " +
+				"(--tier=controllers), or --tier=all's")
+		}
+		return nil
+	case tierControllers:
+		switch {
+		case !o.shard:
+			return errors.New("--tier=controllers runs the per-site reconcilers as shards of the ring: it cannot have --shard=false")
+		case o.sharder:
+			return errors.New("--tier=controllers takes no leader lease, which the sharder runs under: run the sharder " +
+				"as its own Deployment (the chart does), or use --tier=all")
+		case o.embedded:
+			return errors.New("--embedded is one process for development: it needs --tier=all (the default)")
+		case o.installRules:
+			return errors.New("--install-default-rules is the API tier's work (--tier=api or all), not the controller tier's")
+		}
+		return nil
+	}
+	return fmt.Errorf("--tier must be one of %s, %s or %s, not %q", tierAll, tierAPI, tierControllers, o.tier)
+}
+
+// tierOptions are the tier's cache and, for the API tier, its leader lease. A shard of the
+// controller tier caches only its own households (and whole the small kinds every shard
+// needs): its memory falls with the number of shards. The API tier's holder identity says it
+// runs no per-site reconciler: the controller tier's shards reconcile beside it, and wait only
+// for a leader without shards.
+func (o options) tierOptions(cfg *rest.Config, leaseNS string) (cache.Options, resourcelock.Interface, error) {
+	cacheOpts := index.CacheOptions()
+	if o.tier == tierControllers {
+		cacheOpts = shards.OwnCache(cacheOpts, o.shardName)
+	}
+	if o.tier != tierAPI || !o.leaderElect {
+		return cacheOpts, nil, nil
+	}
+	lease, err := shards.APITierLease(cfg, leaseNS, leaderElectionID, o.shardName)
+	return cacheOpts, lease, err
 }
 
 func run(ctx context.Context, o options) error {
@@ -322,35 +393,48 @@ func run(ctx context.Context, o options) error {
 	utilruntime.Must(flexv1.AddToScheme(scheme))
 	utilruntime.Must(shards.AddToScheme(scheme))
 
+	keysNS, keysName, ok := strings.Cut(o.tokenKeysSecret, "/")
+	if !ok {
+		return fmt.Errorf("--token-keys-secret must be namespace/name, not %q", o.tokenKeysSecret)
+	}
+	cacheOpts, apiLease, err := o.tierOptions(cfg, keysNS)
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		// The cache holds no Secret; the client reads the few the manager needs from the API
 		// server, by name, in its own namespace and the organisations'.
 		// The reward history is the database's: the cache keeps ledgers without transactions.
-		Cache:                  index.CacheOptions(),
+		Cache:                  cacheOpts,
 		Client:                 index.ClientOptions(),
 		Metrics:                metrics.ServerOptions(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
 		HealthProbeBindAddress: o.probeAddr,
 		WebhookServer:          webhook.NewServer(webhookOpts),
 		PprofBindAddress:       o.pprofAddr,
 		// A shard holds its two leases itself (shards.Join).
-		LeaderElection:                o.leaderElect && !o.shard,
-		LeaderElectionID:              leaderElectionID,
-		LeaderElectionReleaseOnCancel: true,
+		LeaderElection:                      o.leaderElect && !o.shard,
+		LeaderElectionID:                    leaderElectionID,
+		LeaderElectionResourceLockInterface: apiLease,
+		LeaderElectionReleaseOnCancel:       true,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 	// Catalogue fan-outs yield to the REST requests that write (one Gate for both).
 	background := priority.NewGate(max(o.concurrency, 1), priority.Options{Share: o.backgroundShare})
-	keysNS, keysName, ok := strings.Cut(o.tokenKeysSecret, "/")
-	if !ok {
-		return fmt.Errorf("--token-keys-secret must be namespace/name, not %q", o.tokenKeysSecret)
-	}
 	openADR := &openADRNotifications{}
 	lm, err := setupWork(ctx, mgr, o, pool, background, keysNS, webhookOpts, caData, openADR)
 	if err != nil {
 		return err
+	}
+	if o.tier == tierControllers {
+		// No door: the probes are the manager's own (--health-probe-bind-address).
+		if err := addProbes(mgr, nil); err != nil {
+			return err
+		}
+		log.Info("starting the manager", "tier", o.tier, "shard", o.shardName)
+		return mgr.Start(ctx)
 	}
 	if err := admission.Setup(mgr, admission.Options{MaxSubscriptions: o.maxSubscriptions}); err != nil {
 		return fmt.Errorf("setting up the webhooks: %w", err)
@@ -454,18 +538,22 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *page
 	if err := mgr.Add(srv.LegacyImporter()); err != nil {
 		return err
 	}
+	return addProbes(mgr, &synced)
+}
+
+// addProbes adds the health and readiness checks: ready once the caches have synced (the
+// doors read through them; synced is theirs, or nil where there is no door).
+func addProbes(mgr ctrl.Manager, synced *atomic.Bool) error {
+	if synced == nil {
+		synced = &atomic.Bool{}
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("readyz", func(_ *http.Request) error { return readyErr(synced.Load()) }); err != nil {
 		return err
 	}
-	// Mark ready once the caches have synced: the REST API reads through them.
-	if err := mgr.Add(cacheSyncedMarker(mgr.GetCache(), &synced)); err != nil {
-		return err
-	}
-
-	return nil
+	return mgr.Add(cacheSyncedMarker(mgr.GetCache(), synced))
 }
 
 // setupWork adds the reconcilers, the notification deliverer and the readings partitions. It
@@ -481,12 +569,23 @@ func setupWork(ctx context.Context, mgr manager.Manager, o options, pool *pgxpoo
 			return nil, err
 		}
 	}
+	work := controllers.AllWork
+	switch o.tier {
+	case tierAPI:
+		work = controllers.OrgWideWork
+	case tierControllers:
+		work = controllers.PerSiteWork
+	}
 	if err := controllers.SetupWithManager(ctx, lm, controllers.Options{Concurrency: o.concurrency, Background: background,
-		Shard: replica, DB: pool, Devices: deviceauth.Dialer{Policy: o.providerPolicy(), SecretNamespace: keysNS},
+		Work: work, Shard: replica, DB: pool, Devices: deviceauth.Dialer{Policy: o.providerPolicy(), SecretNamespace: keysNS},
 		OrganisationAccess: bootstrap.OrganisationAccess{ClusterRole: o.organisationSecretsRole,
-			ServiceAccountNamespace: keysNS, ServiceAccountName: o.serviceAccount},
+			ServiceAccountNamespace: keysNS, ServiceAccountName: o.serviceAccount,
+			ControllersServiceAccountName: o.controllersServiceAccount},
 		PublicURL: callbackURL(o.mail.publicURL, o.apiAddr)}); err != nil {
 		return nil, fmt.Errorf("setting up the controllers: %w", err)
+	}
+	if o.tier == tierControllers {
+		return mgr, nil // delivery and the partitions are the API tier's
 	}
 	if err := setupNotifier(ctx, lm, o, pool, openADR); err != nil {
 		return nil, err
@@ -519,9 +618,13 @@ func joinRing(ctx context.Context, mgr manager.Manager, o options, leaseNS strin
 	if o.leaderElect {
 		id = leaderElectionID
 	}
-	replica, err := shards.Join(mgr, shards.Options{Shard: o.shardName, Namespace: leaseNS, LeaderElectionID: id})
+	replica, err := shards.Join(mgr, shards.Options{Shard: o.shardName, Namespace: leaseNS, LeaderElectionID: id,
+		PerSiteOnly: o.tier == tierControllers})
 	if err != nil {
 		return nil, nil, err
+	}
+	if o.tier == tierControllers {
+		return replica, mgr, nil // no organisation-wide work (validate refuses --sharder)
 	}
 	if !o.sharder && !o.embedded {
 		return replica, replica.OrgWide, nil

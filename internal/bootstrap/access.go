@@ -37,6 +37,10 @@ type OrganisationAccess struct {
 	ClusterRole string
 	// ServiceAccountNamespace and ServiceAccountName: the manager's ServiceAccount.
 	ServiceAccountNamespace, ServiceAccountName string
+	// ControllersServiceAccountName, when set, is the controller tier's ServiceAccount (in
+	// the same namespace), which the RoleBinding names too: its device connections' tokens
+	// are Secrets of the organisation (docs/scale.md, "Two tiers").
+	ControllersServiceAccountName string
 }
 
 func (a OrganisationAccess) clusterRole() string {
@@ -57,10 +61,20 @@ func (a OrganisationAccess) RoleBinding(namespace string) *rbacv1.RoleBinding {
 	return &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: OrganisationSecretsBinding,
 			Labels: map[string]string{"app.kubernetes.io/managed-by": "flexsite"}},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: a.clusterRole()},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: a.ServiceAccountNamespace,
-			Name: a.ServiceAccountName}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: a.clusterRole()},
+		Subjects: a.subjects(),
 	}
+}
+
+// subjects are the ServiceAccounts the RoleBinding names: the manager's, and the controller
+// tier's where it has one of its own.
+func (a OrganisationAccess) subjects() []rbacv1.Subject {
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: a.ServiceAccountNamespace, Name: a.ServiceAccountName}}
+	if a.ControllersServiceAccountName != "" && a.ControllersServiceAccountName != a.ServiceAccountName {
+		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: a.ServiceAccountNamespace,
+			Name: a.ControllersServiceAccountName})
+	}
+	return subjects
 }
 
 // EnsureOrganisationAccess creates (or puts right) the manager's RoleBinding in the

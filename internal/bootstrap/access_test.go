@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"slices"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -39,5 +40,19 @@ func TestOrganisationRoleBinding(t *testing.T) {
 				t.Errorf("subjects %+v, want only %+v", rb.Subjects, want)
 			}
 		})
+	}
+}
+
+// With two tiers, an organisation's RoleBinding names the controller tier's ServiceAccount
+// too (its device connections' tokens are the organisation's Secrets).
+func TestOrganisationRoleBindingNamesTheControllerTier(t *testing.T) {
+	rb := OrganisationAccess{ServiceAccountNamespace: "flexsite-system", ServiceAccountName: "flexsite",
+		ControllersServiceAccountName: "flexsite-controllers"}.RoleBinding("acme")
+	want := []rbacv1.Subject{
+		{Kind: rbacv1.ServiceAccountKind, Namespace: "flexsite-system", Name: "flexsite"},
+		{Kind: rbacv1.ServiceAccountKind, Namespace: "flexsite-system", Name: "flexsite-controllers"},
+	}
+	if !slices.Equal(rb.Subjects, want) {
+		t.Fatalf("subjects %+v, want %+v", rb.Subjects, want)
 	}
 }

@@ -85,3 +85,21 @@ func ControlledBy(child metav1.Object, site *flexv1.Site) bool {
 		Controller: ptr.To(true)}))
 	return true
 }
+
+// SiteNameOf is the name of the Site a household's object belongs to (its spec.siteName): an
+// Asset, Enrolment, DeviceConnection, RewardLedger or MPANClaim; "" for any other object.
+func SiteNameOf(obj any) string {
+	switch o := obj.(type) {
+	case *flexv1.Asset:
+		return o.Spec.SiteName
+	case *flexv1.Enrolment:
+		return o.Spec.SiteName
+	case *flexv1.DeviceConnection:
+		return o.Spec.SiteName
+	case *flexv1.RewardLedger:
+		return o.Spec.SiteName
+	case *flexv1.MPANClaim:
+		return o.Spec.SiteName
+	}
+	return ""
+}

@@ -7,6 +7,8 @@ package index
 
 import (
 	"context"
+	"reflect"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/fields"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -56,14 +58,19 @@ func OfSiteOnAPIServer(ns, siteName string) client.ListOption {
 	return &client.ListOptions{Namespace: ns, FieldSelector: fields.OneTermEqualSelector(siteNameKey, siteName)}
 }
 
-// Register adds every Flexsite index to the indexer (a manager's or a cache's).
+// Register adds every Flexsite index to the indexer (a manager's or a cache's), but those of
+// the kinds skip names: an index starts its kind's informer, and a replica that never reads
+// a kind (the controller tier, APIClients) should neither cache it nor need the right to.
 //
 // The keys an object is looked up by within its namespace (an organisation's sites by id,
 // MPAN and end user; assets by id and external id; a site's children by its name) are
 // bucketed (bucket.go; find by them with a Lookup): a fleet holds one of each per object, and
 // client-go's index keeps a set per value, ~360 bytes for a set of one. AssetModel and
 // Username are looked up across namespaces, with few values each: plain field indexes.
-func Register(ctx context.Context, indexer client.FieldIndexer) error {
+func Register(ctx context.Context, indexer client.FieldIndexer, skip ...client.Object) error {
+	skipped := func(obj client.Object) bool {
+		return slices.ContainsFunc(skip, func(s client.Object) bool { return reflect.TypeOf(s) == reflect.TypeOf(obj) })
+	}
 	for _, ix := range []struct {
 		obj     client.Object
 		field   string
@@ -72,12 +79,18 @@ func Register(ctx context.Context, indexer client.FieldIndexer) error {
 		{assetsByModel.sample, AssetModel, assetsByModel.index().extract},
 		{apiClientsByUsername.sample, Username, apiClientsByUsername.index().extract},
 	} {
+		if skipped(ix.obj) {
+			continue
+		}
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
 			return err
 		}
 	}
 	informers, isCache := indexer.(InformerSource)
 	for _, k := range bucketedIndexes {
+		if skipped(k.sample) {
+			continue
+		}
 		var err error
 		if isCache {
 			err = indexBuckets(ctx, informers, k)

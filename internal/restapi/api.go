@@ -37,6 +37,7 @@ import (
 // +kubebuilder:rbac:groups=flexsite.io,resources=propositions;assetmodels;deviceproviders,verbs=get;list;watch
 // +kubebuilder:rbac:groups=flexsite.io,resources=deviceconnections,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=deviceconnections/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=flexsite.io,resources=sites/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=flexsite.io,resources=flexevents,verbs=get;list;watch;create
 

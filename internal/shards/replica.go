@@ -33,6 +33,12 @@ type Options struct {
 	// replica at a time (cmd/manager's --leader-elect). Unset: it runs on every replica, which
 	// is right for one replica only.
 	LeaderElectionID string
+	// PerSiteOnly makes the replica a shard of the controller tier (cmd/manager's
+	// --tier=controllers): it does no organisation-wide work (the API tier does, under
+	// LeaderElectionID) and never seeks that lease; it only reads it, to wait before reconciling
+	// sites while a replica without shards holds it (waitForShardedLeader). Replica.OrgWide is
+	// then nil.
+	PerSiteOnly bool
 	// Timing of both leases (zero: DefaultTiming).
 	Timing Timing
 	// KeepLeasesOnStop leaves the leases held when the manager stops, as a crash does (tests);
@@ -51,7 +57,8 @@ type Replica struct {
 	Name string
 	// PerSite runs what is added to it while the replica holds its shard lease.
 	PerSite manager.Manager
-	// OrgWide runs what needs a leader while the replica holds the leader lease.
+	// OrgWide runs what needs a leader while the replica holds the leader lease (nil in the
+	// controller tier, Options.PerSiteOnly: it runs no organisation-wide work).
 	OrgWide manager.Manager
 	observe func(shard, controller string, req reconcile.Request) func()
 }
@@ -72,38 +79,64 @@ func Join(mgr manager.Manager, o Options) (*Replica, error) {
 	}
 	var leaderLock resourcelock.Interface
 	if o.LeaderElectionID != "" {
-		cfg := rest.CopyConfig(mgr.GetConfig())
-		rest.AddUserAgent(cfg, "leader-election")
-		coordination, err := coordinationv1client.NewForConfig(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("shards: the leader lease: %w", err)
-		}
 		// A holder's identity is unique per process, as controller-runtime makes it: a replica
 		// restarted under the same name must not take for its own a lease its old self held.
-		leaderLock = &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.LeaderElectionID},
-			Client: coordination, LockConfig: resourcelock.ResourceLockConfig{Identity: shardedHolderPrefix + o.Shard + "_" + identity.NewID()}}
+		if leaderLock, err = LeaderLease(mgr.GetConfig(), o.Namespace, o.LeaderElectionID,
+			shardedHolderPrefix+o.Shard+"_"+identity.NewID()); err != nil {
+			return nil, err
+		}
 	}
 	shard := newElected("shard "+o.Shard, shardLock, o.Timing, !o.KeepLeasesOnStop)
 	if leaderLock != nil {
 		shard.first = waitForShardedLeader(leaderLock, o.Timing.RetryPeriod)
 	}
-	leader := newElected("leader", leaderLock, o.Timing, !o.KeepLeasesOnStop)
-	for _, g := range []*elected{shard, leader} {
-		if err := mgr.Add(g); err != nil {
-			return nil, err
-		}
+	if err := mgr.Add(shard); err != nil {
+		return nil, err
 	}
-	return &Replica{Name: o.Shard, PerSite: grouped{Manager: mgr, group: shard}, OrgWide: grouped{Manager: mgr, group: leader},
-		observe: o.Observe}, nil
+	replica := &Replica{Name: o.Shard, PerSite: grouped{Manager: mgr, group: shard}, observe: o.Observe}
+	if o.PerSiteOnly {
+		return replica, nil
+	}
+	leader := newElected("leader", leaderLock, o.Timing, !o.KeepLeasesOnStop)
+	if err := mgr.Add(leader); err != nil {
+		return nil, err
+	}
+	replica.OrgWide = grouped{Manager: mgr, group: leader}
+	return replica, nil
 }
 
 // shardedHolderPrefix marks the leader lease's holder as a replica with shards.
 const shardedHolderPrefix = "shard/"
 
+// APIHolderPrefix marks the leader lease's holder as a replica of the API tier, which runs no
+// per-site reconciler: the controller tier's shards reconcile beside it.
+const APIHolderPrefix = "api/"
+
+// APITierLease is the leader lease as an API tier replica named name holds it (the manager's
+// LeaderElectionResourceLockInterface): its holder identity, unique per process as
+// controller-runtime makes it, says it is the API tier's, so that the controller tier's
+// shards reconcile beside it (waitForShardedLeader).
+func APITierLease(cfg *rest.Config, namespace, id, name string) (resourcelock.Interface, error) {
+	return LeaderLease(cfg, namespace, id, APIHolderPrefix+name+"_"+identity.NewID())
+}
+
+// LeaderLease is the lease namespace/id held as holder.
+func LeaderLease(cfg *rest.Config, namespace, id, holder string) (resourcelock.Interface, error) {
+	cfg = rest.CopyConfig(cfg)
+	rest.AddUserAgent(cfg, "leader-election")
+	coordination, err := coordinationv1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("shards: the leader lease: %w", err)
+	}
+	return &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: namespace, Name: id},
+		Client: coordination, LockConfig: resourcelock.ResourceLockConfig{Identity: holder}}, nil
+}
+
 // waitForShardedLeader holds the per-site work back while the leader lease is held, and
 // renewed, by a replica without shards: one of an install being switched to shards, which
 // runs every per-site reconciler itself until its rollout ends. Reconciling beside it would
-// be two replicas on one site.
+// be two replicas on one site. A holder with shards, or of the API tier (which runs no
+// per-site reconciler), is no reason to wait.
 func waitForShardedLeader(lock resourcelock.Interface, retry time.Duration) func(context.Context) error {
 	return func(ctx context.Context) error {
 		logged := false
@@ -113,6 +146,7 @@ func waitForShardedLeader(lock resourcelock.Interface, retry time.Duration) func
 			case apierrors.IsNotFound(err):
 				return nil
 			case err == nil && (record.HolderIdentity == "" || strings.HasPrefix(record.HolderIdentity, shardedHolderPrefix) ||
+				strings.HasPrefix(record.HolderIdentity, APIHolderPrefix) ||
 				time.Since(record.RenewTime.Time) > time.Duration(record.LeaseDurationSeconds)*time.Second):
 				return nil
 			case err == nil && !logged:

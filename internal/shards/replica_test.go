@@ -64,6 +64,7 @@ func TestWaitForShardedLeaderGoesOnAtOnce(t *testing.T) {
 		"no leader lease yet":                   nil,
 		"a released lease":                      held("", now),
 		"a lease a replica with shards holds":   held(shardedHolderPrefix+"flexsite-0_abc", now),
+		"a lease an API tier replica holds":     held(APIHolderPrefix+"flexsite-api-0_abc", now),
 		"a lease its holder stopped renewing":   held("flexsite-7d9_abc", now.Add(-time.Minute)),
 		"held by a replica with shards, lapsed": held(shardedHolderPrefix+"x", now.Add(-time.Minute)),
 	}

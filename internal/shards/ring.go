@@ -6,8 +6,12 @@
 package shards
 
 import (
+	"reflect"
+
 	shardingv1alpha1 "github.com/timebertt/kubernetes-controller-sharding/pkg/apis/sharding/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -55,3 +59,38 @@ func RingLists() []client.ObjectList {
 
 // ShardOf is the shard an object is assigned to ("" while the sharder has not assigned it).
 func ShardOf(obj client.Object) string { return obj.GetLabels()[ShardLabel] }
+
+// OwnCache narrows a shard's cache to its own households (the controller tier): the ring's
+// kinds are cached only where they carry this shard's label, so that a shard's memory falls
+// with the number of shards. Every other kind (the catalogue, propositions, subscriptions,
+// the organisations' namespaces) is cached whole, as before. What opts says of a ring kind
+// (a transform) is kept.
+//
+// A child written without its site as controller (kubectl, GitOps) is not assigned, so no
+// shard sees it: the API tier, which caches every household, adopts it (its site becomes its
+// controller), and the sharder then puts it on its site's shard.
+func OwnCache(opts cache.Options, shard string) cache.Options {
+	mine := labels.SelectorFromSet(labels.Set{ShardLabel: shard})
+	byObject := make(map[client.Object]cache.ByObject, len(opts.ByObject)+len(RingLists()))
+	for obj, by := range opts.ByObject {
+		byObject[obj] = by
+	}
+	for _, obj := range ringObjects() {
+		by := cache.ByObject{}
+		for known, b := range byObject {
+			if reflect.TypeOf(known) == reflect.TypeOf(obj) {
+				by = b
+				delete(byObject, known)
+			}
+		}
+		by.Label = mine
+		byObject[obj] = by
+	}
+	opts.ByObject = byObject
+	return opts
+}
+
+// ringObjects are objects of Ring's kinds.
+func ringObjects() []client.Object {
+	return []client.Object{&flexv1.Site{}, &flexv1.Asset{}, &flexv1.Enrolment{}, &flexv1.DeviceConnection{}, &flexv1.RewardLedger{}}
+}

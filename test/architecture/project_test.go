@@ -92,7 +92,20 @@ func treeKinds(t *testing.T, root string) map[string]*kindFacts {
 	for kind := range kinds {
 		plural[strings.ToLower(kind)+"s"] = kind
 	}
-	scanLines(t, filepath.Join(root, "controllers"), func(line string) {
+	// The controllers' packages: controllers/ and those below it (controllers/organisation).
+	controllerDirs := []string{filepath.Join(root, "controllers")}
+	entries, _ := os.ReadDir(controllerDirs[0])
+	for _, e := range entries {
+		if e.IsDir() {
+			controllerDirs = append(controllerDirs, filepath.Join(controllerDirs[0], e.Name()))
+		}
+	}
+	forEachLine := func(f func(string)) {
+		for _, dir := range controllerDirs {
+			scanLines(t, dir, f)
+		}
+	}
+	forEachLine(func(line string) {
 		if m := forLine.FindStringSubmatch(line); m != nil {
 			key := m[2]
 			if m[1] != "flexv1" {

@@ -47,6 +47,8 @@ const (
 	sharder        = release + "-sharder"
 	// webhookConfig is the MutatingWebhookConfiguration upstream's sharder applies for the ring.
 	webhookConfig = "controllerring-" + controllerRing
+	// controllersTier names the controller tier's Deployment and ServiceAccount.
+	controllersTier = release + "-controllers"
 )
 
 // as converts a rendered object into its typed form (nil-safe: fails when it was not rendered).
@@ -66,7 +68,9 @@ var _ = Describe("charts/flexsite with sharding.enabled", func() {
 		}
 		manager := as[appsv1.Deployment](find(objs, "Deployment", release), "Deployment", release).Spec.Template.Spec.Containers[0]
 		Expect(manager.Args).NotTo(ContainElement(HavePrefix("--shard")))
+		Expect(manager.Args).NotTo(ContainElement(HavePrefix("--tier")), "one workload: the default tier, all")
 		Expect(manager.Env).NotTo(ContainElement(HaveField("Name", "POD_NAME")))
+		Expect(find(objs, "Deployment", controllersTier)).To(BeNil(), "no controller tier")
 	})
 
 	It("renders the ControllerRing, the sharder at upstream's release and the manager's --shard, wired to each other", func(ctx SpecContext) {
@@ -78,10 +82,15 @@ var _ = Describe("charts/flexsite with sharding.enabled", func() {
 		Expect(ring.Spec).To(Equal(shards.Ring().Spec))
 		Expect(ring.Spec.NamespaceSelector).NotTo(BeNil())
 
-		By("the manager runs the per-site controllers as a shard named after its pod, under the leader for the rest")
+		By("the release's Deployment is the API tier, leader-elected; the controller tier's shards are named after their pods")
 		manager := as[appsv1.Deployment](find(objs, "Deployment", release), "Deployment", release)
-		Expect(manager.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--shard", "--leader-elect"))
-		Expect(manager.Spec.Template.Spec.Containers[0].Env).To(ContainElement(And(HaveField("Name", "POD_NAME"),
+		Expect(manager.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--tier=api", "--leader-elect",
+			"--controllers-service-account="+controllersTier))
+		Expect(manager.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(HavePrefix("--shard")))
+		shardsDeploy := as[appsv1.Deployment](find(objs, "Deployment", controllersTier), "Deployment", controllersTier)
+		Expect(shardsDeploy.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--tier=controllers", "--leader-elect"))
+		Expect(shardsDeploy.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement(HavePrefix("--sharder")))
+		Expect(shardsDeploy.Spec.Template.Spec.Containers[0].Env).To(ContainElement(And(HaveField("Name", "POD_NAME"),
 			HaveField("ValueFrom.FieldRef.FieldPath", "metadata.name"))))
 		leases := as[rbacv1.Role](find(objs, "Role", release+"-leader-election"), "Role", release+"-leader-election")
 		Expect(leases.Rules).To(ContainElement(And(HaveField("Resources", ContainElement("leases")),

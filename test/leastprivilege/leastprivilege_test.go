@@ -28,6 +28,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/controllers/organisation"
 	"github.com/flexsite/flexsite/internal/app/meterpoints"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
@@ -186,7 +187,7 @@ func TestManagerReachesOnlyItsOwnAndOrganisationsSecrets(t *testing.T) {
 	// The bootstrap, run as the manager: RBAC lets it bind itself to the organisation Secrets
 	// ClusterRole (it holds bind on it), in this namespace.
 	access := bootstrap.OrganisationAccess{ServiceAccountNamespace: managerNamespace, ServiceAccountName: serviceAccount}
-	reconciler := &controllers.OrganisationReconciler{Client: manager, APIReader: manager, Access: access}
+	reconciler := &organisation.Reconciler{Client: manager, APIReader: manager, Access: access}
 	if _, err := reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: org}}); err != nil {
 		t.Fatalf("the organisation's bootstrap as the manager: %v", err)
 	}

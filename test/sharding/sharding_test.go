@@ -2,8 +2,11 @@ package sharding_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -14,12 +17,16 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/shards"
+	"github.com/flexsite/flexsite/internal/testenv"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
@@ -193,14 +200,16 @@ func changeAt(ctx context.Context, keys []client.ObjectKey, perSecond int, stop 
 var _ = Describe("Shards of the ring", Ordered, func() {
 	var (
 		sharder *process
-		b       *process
+		api     *process
+		a, b    *process
 		ns      string
 		keys    []client.ObjectKey
 	)
 
 	BeforeAll(func(ctx SpecContext) {
 		sharder = startSharder(ctx)
-		startShard(ctx, "shard-a", false)
+		api = startAPI(ctx, "api-0")
+		a = startShard(ctx, "shard-a", false)
 		var err error
 		ns, err = env.Namespace(ctx)
 		Expect(err).NotTo(HaveOccurred())
@@ -254,6 +263,70 @@ var _ = Describe("Shards of the ring", Ordered, func() {
 			}
 			Expect(reconciles.count("shard-b")).To(BeNumerically(">", 0))
 		}, NodeTimeout(5*time.Minute))
+
+	It("reconciles a write through the API tier on its site's shard, and no shard caches another shard's households",
+		func(ctx SpecContext) {
+			org := "org-tiers"
+			Expect(bootstrap.EnsureOrganisation(ctx, env.Client, bootstrap.Organisation{
+				Namespace: org, Username: "tiers-app", Password: "tiers-password",
+				Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite, flexv1.RoleRewards, flexv1.RoleComponents}})).To(Succeed())
+			var token string
+			Eventually(func(g Gomega) {
+				status, body := call(api, "POST", "/auth/token-form", "", url.Values{
+					"username": {"tiers-app"}, "password": {"tiers-password"}, "grant_type": {"password"}})
+				g.Expect(status).To(Equal(http.StatusOK), "%v", body)
+				token, _ = body["access_token"].(string)
+			}).Should(Succeed())
+			m := mpan(2000)
+			status, body := call(api, "POST", "/entities/site/onboard", token, onboardRequest(m))
+			Expect(status).To(Equal(http.StatusOK), "%v", body)
+			key := client.ObjectKey{Namespace: org, Name: identity.SiteNameForMPAN(m)}
+			// The site is assigned to a shard, and only that shard reconciles it.
+			Eventually(func(g Gomega) {
+				site := &flexv1.Site{}
+				g.Expect(env.Client.Get(ctx, key, site)).To(Succeed())
+				owner := shards.ShardOf(site)
+				g.Expect(owner).To(BeElementOf("shard-a", "shard-b"))
+				g.Expect(site.Status.ObservedGeneration).To(Equal(site.Generation))
+				g.Expect(meta.FindStatusCondition(site.Status.Conditions, flexv1.ReadyCondition)).NotTo(BeNil())
+				g.Expect(reconciles.reconciledBy("site", reconcile.Request{NamespacedName: key})).
+					To(And(HaveKey(owner), HaveLen(1)), "the site reconciled by its shard %s only", owner)
+			}).Should(Succeed())
+
+			// Every object a shard caches carries its label: the cache holds no other shard's.
+			for _, p := range []*process{a, b} {
+				for _, list := range shards.RingLists() {
+					Expect(p.mgr.GetCache().List(ctx, list)).To(Succeed())
+					Expect(meta.EachListItem(list, func(obj runtime.Object) error {
+						o := obj.(client.Object)
+						if shards.ShardOf(o) != p.name {
+							return fmt.Errorf("%T %s/%s, on %q, in %s's cache", o, o.GetNamespace(), o.GetName(), shards.ShardOf(o), p.name)
+						}
+						return nil
+					})).To(Succeed())
+				}
+			}
+			// And it holds every household of its own: a shard's cached sites are the sites the
+			// API server has on it, and the API tier's cache holds every site.
+			Eventually(func(g Gomega) {
+				all := &flexv1.SiteList{}
+				g.Expect(env.Client.List(ctx, all)).To(Succeed())
+				cachedByAPI := &flexv1.SiteList{}
+				g.Expect(api.mgr.GetCache().List(ctx, cachedByAPI)).To(Succeed())
+				g.Expect(cachedByAPI.Items).To(HaveLen(len(all.Items)), "the API tier caches every household")
+				held := 0
+				for _, p := range []*process{a, b} {
+					theirs := &flexv1.SiteList{}
+					g.Expect(env.Client.List(ctx, theirs, client.MatchingLabels{shards.ShardLabel: p.name})).To(Succeed())
+					cached := &flexv1.SiteList{}
+					g.Expect(p.mgr.GetCache().List(ctx, cached)).To(Succeed())
+					g.Expect(siteNames(cached)).To(ConsistOf(siteNames(theirs)), "%s's cached sites", p.name)
+					g.Expect(cached.Items).NotTo(BeEmpty(), "%s caches its own households", p.name)
+					held += len(cached.Items)
+				}
+				g.Expect(held).To(Equal(len(all.Items)), "every site is cached by exactly one shard")
+			}).Should(Succeed())
+		}, NodeTimeout(3*time.Minute))
 
 	It("gives a killed shard's sites (its lease held, not released) to another, starting within 3 lease durations",
 		func(ctx SpecContext) {
@@ -347,3 +420,34 @@ var _ = Describe("Shards of the ring", Ordered, func() {
 		keys = append(keys, late...)
 	}, NodeTimeout(2*time.Minute))
 })
+
+// siteNames are the namespace/name of a list's sites.
+func siteNames(l *flexv1.SiteList) []string {
+	names := make([]string, len(l.Items))
+	for i := range l.Items {
+		names[i] = l.Items[i].Namespace + "/" + l.Items[i].Name
+	}
+	return names
+}
+
+// onboardRequest is a REST onboard of a site with a qualifying charger.
+func onboardRequest(mpan string) map[string]any {
+	return map[string]any{
+		"site": map[string]any{"mpan": mpan, "postcode": "SW1A 1AA", "gave_boundary_meter_consent_at": "2026-01-15T10:30:00Z"},
+		"assets": []any{map[string]any{"external_id": "charger-" + mpan, "type": "charger", "asset_model": "zappi",
+			"installation_date": "2025-06-15", "properties": map[string]any{"power_kw": 7.4}}},
+		"proposition": "limited_pause",
+	}
+}
+
+// call makes a request of the API tier's REST API and decodes its JSON answer.
+func call(p *process, method, path, token string, body any) (int, map[string]any) {
+	GinkgoHelper()
+	status, data, err := testenv.Call(p.api.URL, method, path, token, body)
+	Expect(err).NotTo(HaveOccurred())
+	answer := map[string]any{}
+	if len(data) > 0 {
+		_ = json.Unmarshal(data, &answer)
+	}
+	return status, answer
+}

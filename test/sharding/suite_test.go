@@ -2,9 +2,14 @@ package sharding_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,27 +21,37 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/flexsite/flexsite/controllers"
+	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
+	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/shards"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
-// The sharding suite runs Flexsite's per-site reconcilers as shards of the ring, as the chart
-// does with sharding.enabled: the upstream sharder (its controllers and webhook, here in a
-// manager of its own, as its Deployment) and two or three replicas, each holding its shard
-// lease and the leader lease, against one API server (envtest) whose audit log tells which
-// replica wrote what. It proves the issue's faults: a shard added under load, a shard that
-// dies with its lease, a shard that stops on SIGTERM, and a sharder that is down.
+// The sharding suite runs Flexsite in its two tiers, as the chart does with sharding.enabled
+// (docs/scale.md, "Two tiers"): an API tier replica (the REST API and the organisation-wide
+// work under the leader lease, caching every household), the upstream sharder (its controllers
+// and webhook, here in a manager of its own, as its Deployment) and two or three controller
+// tier shards, each holding its shard lease and caching only its own households, against one
+// API server (envtest) whose audit log tells which replica wrote what. It proves the faults: a
+// shard added under load, a shard that dies with its lease, a shard that stops on SIGTERM, and
+// a sharder that is down; and that a write through the API tier is reconciled by the owning
+// shard, with no shard's cache holding another's households.
 const (
 	managerNamespace = "flexsite-system"
 	leaderLease      = "flexsite-manager.flexsite.io"
@@ -50,7 +65,70 @@ const (
 	sharderResync = 10 * time.Second
 	// userAgentPrefix names a shard's requests in the audit log.
 	userAgentPrefix = "flexsite-shard-"
+	// keysSecret holds the API tier's token signing keys.
+	keysSecret = "flexsite-token-keys"
+	// The tiers' ServiceAccounts: each replica impersonates its tier's, bound to the roles
+	// `make manifests` generates for it (config/rbac/*_tier_role.yaml), as the chart binds them.
+	apiServiceAccount         = "flexsite-api"
+	controllersServiceAccount = "flexsite-controllers"
 )
+
+// installTierRBAC creates each tier's roles as config/rbac has them and binds them, and the
+// leader election Role, to the tier's ServiceAccount; and the organisation Secrets ClusterRole
+// the API tier binds both to in every organisation's namespace.
+func installTierRBAC(ctx context.Context) {
+	GinkgoHelper()
+	bind := func(role client.Object, sa string) {
+		ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: role.GetObjectKind().GroupVersionKind().Kind, Name: role.GetName()}
+		subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: managerNamespace, Name: sa}}
+		name := sa + "-" + role.GetName()
+		if ref.Kind == "ClusterRole" {
+			Expect(env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+				RoleRef: ref, Subjects: subjects})).To(Succeed())
+			return
+		}
+		Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: managerNamespace, Name: name},
+			RoleRef: ref, Subjects: subjects})).To(Succeed())
+	}
+	for file, sas := range map[string][]string{
+		"api_tier_role.yaml":             {apiServiceAccount},
+		"controller_tier_role.yaml":      {controllersServiceAccount},
+		"leader_election_role.yaml":      {apiServiceAccount, controllersServiceAccount},
+		"organisation_secrets_role.yaml": nil,
+	} {
+		data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", file))
+		Expect(err).NotTo(HaveOccurred())
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			obj := &unstructured.Unstructured{}
+			if err := dec.Decode(obj); errors.Is(err, io.EOF) {
+				break
+			} else {
+				Expect(err).NotTo(HaveOccurred())
+			}
+			if obj.GetKind() != "Role" && obj.GetKind() != "ClusterRole" {
+				continue // the kustomize bindings: bound here instead
+			}
+			if obj.GetKind() == "Role" {
+				obj.SetNamespace(managerNamespace)
+			}
+			if file == "organisation_secrets_role.yaml" {
+				obj.SetName(bootstrap.DefaultOrganisationSecretsRole) // as the installers name it
+			}
+			Expect(env.Client.Create(ctx, obj)).To(Succeed())
+			for _, sa := range sas {
+				bind(obj, sa)
+			}
+		}
+	}
+}
+
+// as is cfg acting as a tier's ServiceAccount.
+func as(cfg *rest.Config, sa string) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + managerNamespace + ":" + sa}
+	return cfg
+}
 
 var (
 	env      *testenv.Env
@@ -89,6 +167,7 @@ rules:
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(env.Stop()).To(Succeed()) })
 	Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}})).To(Succeed())
+	installTierRBAC(ctx)
 	testDB, err = dbtest.ForSuite(ctx, Fail, Skip)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) { testDB.Close(ctx) })
@@ -96,9 +175,11 @@ rules:
 	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
 }, NodeTimeout(3*time.Minute))
 
-// process is one running manager: the sharder, or a replica of Flexsite in shard mode.
+// process is one running manager: the sharder, the API tier replica, or a controller tier shard.
 type process struct {
 	name   string
+	mgr    ctrl.Manager
+	api    *httptest.Server // the API tier's REST API
 	cancel context.CancelFunc
 	// done receives what mgr.Start returned, once.
 	done chan error
@@ -136,32 +217,74 @@ func startSharder(ctx context.Context) *process {
 	return run(ctx, "sharder", mgr)
 }
 
-// startShard runs a replica of Flexsite in shard mode, as cmd/manager does with --shard:
-// every reconciler, the per-site ones under its shard lease. crash leaves its leases held when
-// it stops, as a killed process does.
+// startAPI runs an API tier replica, as cmd/manager does with --tier=api --leader-elect: the
+// REST API (here behind an httptest server) and the organisation-wide reconcilers under the
+// leader lease, held with the API tier's identity; its cache holds every household.
+func startAPI(ctx context.Context, name string) *process {
+	GinkgoHelper()
+	cfg := as(env.Config, apiServiceAccount)
+	lease, err := shards.APITierLease(cfg, managerNamespace, leaderLease, name)
+	Expect(err).NotTo(HaveOccurred())
+	mgr, err := env.NewManagerWithConfig(cfg, func(o *ctrl.Options) {
+		o.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
+		o.LeaderElection, o.LeaderElectionID, o.LeaderElectionNamespace = true, leaderLease, managerNamespace
+		o.LeaderElectionResourceLockInterface, o.LeaderElectionReleaseOnCancel = lease, true
+		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = ptr.To(leaseDuration), ptr.To(renewDeadline), ptr.To(retryPeriod)
+	})
+	Expect(err).NotTo(HaveOccurred())
+	runCtx := context.WithoutCancel(ctx)
+	Expect(controllers.SetupWithManager(runCtx, mgr, controllers.Options{DB: testDB.Pool, Holder: name,
+		Work: controllers.OrgWideWork, OrganisationAccess: bootstrap.OrganisationAccess{ServiceAccountNamespace: managerNamespace,
+			ServiceAccountName: apiServiceAccount, ControllersServiceAccountName: controllersServiceAccount}})).To(Succeed())
+	keys := auth.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), managerNamespace, keysSecret)
+	Expect(keys.Ensure(ctx)).To(Succeed())
+	srv := server.NewServer(server.Config{
+		Log:           ctrl.Log.WithName(name).WithName("api"),
+		Cache:         mgr.GetCache(),
+		APIReader:     mgr.GetAPIReader(),
+		Client:        mgr.GetClient(),
+		Issuer:        auth.NewIssuer(keys, time.Now),
+		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()),
+		Rewards:       server.RewardPolicy{MinimumWithdrawalPence: 1000, WithdrawalMinWaitDays: 30},
+		Now:           time.Now,
+		DB:            testDB.Pool,
+	})
+	api := httptest.NewServer(srv)
+	DeferCleanup(api.Close)
+	p := run(ctx, name, mgr)
+	p.api = api
+	return p
+}
+
+// startShard runs a controller tier shard, as cmd/manager does with --tier=controllers
+// --leader-elect: the per-site reconcilers under its shard lease, and a cache of only its own
+// households (shards.OwnCache). crash leaves its lease held when it stops, as a killed process
+// does.
 func startShard(ctx context.Context, name string, crash bool) *process {
 	GinkgoHelper()
-	cfg := rest.CopyConfig(env.Config)
+	cfg := as(env.Config, controllersServiceAccount)
 	cfg.UserAgent = userAgentPrefix + name
 	// Several managers in one process register controllers of the same names.
 	mgr, err := env.NewManagerWithConfig(cfg, func(o *ctrl.Options) {
 		o.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
+		o.Cache = shards.OwnCache(o.Cache, name)
 	})
 	Expect(err).NotTo(HaveOccurred())
 	replica, err := shards.Join(mgr, shards.Options{Shard: name, Namespace: managerNamespace, LeaderElectionID: leaderLease,
-		Timing:           shards.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod},
+		PerSiteOnly: true, Timing: shards.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod},
 		KeepLeasesOnStop: crash, Observe: reconciles.observe})
 	Expect(err).NotTo(HaveOccurred())
+	Expect(replica.OrgWide).To(BeNil(), "a controller tier shard does no organisation-wide work")
 	runCtx := context.WithoutCancel(ctx)
-	Expect(controllers.SetupWithManager(runCtx, replica.OrgWide, controllers.Options{DB: testDB.Pool, Holder: name,
-		Shard: replica})).To(Succeed())
+	Expect(controllers.SetupWithManager(runCtx, mgr, controllers.Options{DB: testDB.Pool, Holder: name,
+		Shard: replica, Work: controllers.PerSiteWork})).To(Succeed())
 	return run(ctx, name, mgr)
 }
 
 func run(ctx context.Context, name string, mgr ctrl.Manager) *process {
 	GinkgoHelper()
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	p := &process{name: name, cancel: cancel, done: make(chan error, 1)}
+	p := &process{name: name, mgr: mgr, cancel: cancel, done: make(chan error, 1)}
 	go func() { p.done <- mgr.Start(runCtx) }()
 	DeferCleanup(p.stop)
 	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
@@ -175,10 +298,19 @@ type overlaps struct {
 	inFlight map[string]map[string]int
 	found    []string
 	byShard  map[string]int
+	// byKey: which shards reconciled each controller and object, how often.
+	byKey map[string]map[string]int
 }
 
 func newOverlaps() *overlaps {
-	return &overlaps{inFlight: map[string]map[string]int{}, byShard: map[string]int{}}
+	return &overlaps{inFlight: map[string]map[string]int{}, byShard: map[string]int{}, byKey: map[string]map[string]int{}}
+}
+
+// reconciledBy tells which shards ran controller's reconcile of req, how often each.
+func (o *overlaps) reconciledBy(controller string, req reconcile.Request) map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.byKey[controller+" "+req.String()])
 }
 
 func (o *overlaps) observe(shard, controller string, req reconcile.Request) func() {
@@ -195,6 +327,10 @@ func (o *overlaps) observe(shard, controller string, req reconcile.Request) func
 	}
 	o.inFlight[key][shard]++
 	o.byShard[shard]++
+	if o.byKey[key] == nil {
+		o.byKey[key] = map[string]int{}
+	}
+	o.byKey[key][shard]++
 	return func() {
 		o.mu.Lock()
 		defer o.mu.Unlock()

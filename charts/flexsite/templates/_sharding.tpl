@@ -75,3 +75,25 @@ webhook:
       caBundle: {{ required "sharding.sharder.webhook.caBundle (or webhook.caBundle) is required when sharding.enabled and webhook.certManager.enabled is false" $caBundle }}
       {{- end }}
 {{- end }}
+
+{{/*
+The controller tier (sharding.enabled, docs/scale.md "Two tiers"): the per-site reconcilers as
+shards of the ring, in a Deployment of their own. Its pods must not carry the API tier's
+selector labels (name and instance), or the API's Services, PodDisruptionBudget and
+NetworkPolicy would select them too: their name is <name>-controllers.
+*/}}
+{{- define "flexsite.controllersName" -}}{{ include "flexsite.fullname" . | trunc 51 | trimSuffix "-" }}-controllers{{- end }}
+
+{{- define "flexsite.controllersSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "flexsite.name" . }}-controllers
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controllers
+{{- end }}
+
+{{- define "flexsite.controllersLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "flexsite.controllersSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: {{ include "flexsite.name" . }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}

@@ -1,4 +1,6 @@
-package controllers
+// Package organisation bootstraps an organisation on the manager's side: its access to the
+// organisation's Secrets.
+package organisation
 
 import (
 	"context"
@@ -13,11 +15,11 @@ import (
 	"github.com/flexsite/flexsite/internal/bootstrap"
 )
 
-// OrganisationReconciler is an organisation's bootstrap on the manager's side: when a
+// Reconciler is an organisation's bootstrap on the manager's side: when a
 // namespace carries flexsite.io/organisation (flexsite-admin's YAML, the embedded demo, the
 // bench), it gives the manager the Secrets verbs there (bootstrap.EnsureOrganisationAccess),
 // and nowhere else.
-type OrganisationReconciler struct {
+type Reconciler struct {
 	client.Client
 	// APIReader reads the RoleBinding (not cached: the manager may get RoleBindings, not
 	// list or watch them).
@@ -28,7 +30,7 @@ type OrganisationReconciler struct {
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // Reconcile gives the manager its access to an organisation's Secrets.
-func (r *OrganisationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ns := &corev1.Namespace{}
 	if err := r.Get(ctx, req.NamespacedName, ns); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -40,7 +42,7 @@ func (r *OrganisationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 }
 
 // SetupWithManager watches the organisations' namespaces.
-func (r *OrganisationReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	organisations := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		_, ok := o.GetLabels()[flexv1.OrganisationLabel]
 		return ok
