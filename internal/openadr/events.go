@@ -100,7 +100,7 @@ func (d *Door) eventByID(r *http.Request, p *auth.Principal) (oadr.Event, error)
 }
 
 // createEvent declares a flex event from the document's event, through the same use case and
-// rules as REST POST /flex-events (docs/openadr.md, "Declaring an event"): programID is the
+// rules as REST POST /flex-events (docs/openadr.md, "Declaring a flex event"): programID is the
 // proposition; intervalPeriod (start, duration) the window; a FLEX_DIRECTION and a FLEX_RATE
 // payload its direction and rate; targets of type SITE_ID its sites (none: every site enrolled).
 // It answers 201 with the flex event as an event whose id is the flex event's, which the

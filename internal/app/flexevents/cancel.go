@@ -15,7 +15,7 @@ var ErrEventEnded = app.Fail(app.Conflict, "The flex event has ended: it is sett
 
 // Cancel cancels the organisation's event id before its end by deleting it: its FlexEvent's
 // dispatch finalizer cancels its open dispatches first (dispatch.cancelled to each asset
-// controller), as a deletion with kubectl does (spec/dispatch.md). It answers the event as it
+// controller), as a deletion with kubectl does (docs/platform.md, "Dispatch: asking the devices"). It answers the event as it
 // was. An event that has ended is refused (ErrEventEnded).
 func (s *Service) Cancel(ctx context.Context, p *auth.Principal, id string) (EventRecord, error) {
 	ev, err := s.event(ctx, p, id)
