@@ -20,14 +20,4 @@ func TestMain(m *testing.M) {
 }
 
 // newNamespace is a namespace of the test's own (the test skips without an API server).
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	if env == nil {
-		t.Skip("KUBEBUILDER_ASSETS is not set: run `make test`")
-	}
-	ns, err := env.Namespace(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ns
-}
+func newNamespace(t *testing.T) string { return testenv.SharedNamespace(t, env) }

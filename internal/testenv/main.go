@@ -27,3 +27,17 @@ func RunShared(m *testing.M, env **Env) int {
 	*env = e
 	return m.Run()
 }
+
+// SharedNamespace is a fresh namespace of the shared API server (RunShared's env) for one
+// test, which skips when there is none.
+func SharedNamespace(t testing.TB, env *Env) string {
+	t.Helper()
+	if env == nil {
+		t.Skip("KUBEBUILDER_ASSETS is not set: run `make test`")
+	}
+	ns, err := env.Namespace(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
