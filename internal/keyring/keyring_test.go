@@ -2,16 +2,13 @@ package keyring_test
 
 import (
 	"errors"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flexsite/flexsite/internal/keyring"
 	"github.com/flexsite/flexsite/internal/testenv"
@@ -21,10 +18,7 @@ import (
 // tests that need it skip.
 var env *testenv.Env
 
-func TestMain(m *testing.M) {
-	logf.SetLogger(logr.Discard())
-	os.Exit(testenv.RunShared(m, &env))
-}
+func TestMain(m *testing.M) { testenv.MainShared(m, &env) }
 
 func newNamespace(t *testing.T) string { return testenv.SharedNamespace(t, env) }
 

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/go-logr/logr"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // RunShared runs a package's tests with one API server they share, set into *env while they
@@ -40,4 +43,11 @@ func SharedNamespace(t testing.TB, env *Env) string {
 		t.Fatal(err)
 	}
 	return ns
+}
+
+// MainShared is the whole of a TestMain whose tests share one API server (RunShared): the
+// controller-runtime log discarded, and the tests' exit code.
+func MainShared(m *testing.M, env **Env) {
+	logf.SetLogger(logr.Discard())
+	os.Exit(RunShared(m, env))
 }

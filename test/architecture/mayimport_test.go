@@ -26,10 +26,10 @@ var (
 		"internal/identity", "internal/settlement", "internal/dispatch", "internal/prices", "internal/evschedule",
 		"internal/batteryschedule", "internal/ocpp", "internal/meters"}
 	// helpers: the map's "the rest" that sit below the use cases: tokens, cache keys, compact
-	// ledgers, metrics, mail, bootstrap, key rings, kept-while-listening caches, the local control plane and the suites' envtest.
+	// ledgers, metrics, mail, bootstrap, key rings, kept-while-listening caches, the claim protocol, the local control plane and the suites' envtest.
 	helpers = []string{"internal/auth", "internal/index", "internal/ledger", "internal/priority", "internal/metrics",
 		"internal/mail", "internal/tenancy", "internal/record", "internal/resourceversion", "internal/embedded",
-		"internal/bootstrap", "internal/testenv", "internal/testing/oauthprovider", "internal/shards", "internal/statuswrites", "internal/keyring", "internal/keptcache"}
+		"internal/bootstrap", "internal/testenv", "internal/testing/oauthprovider", "internal/shards", "internal/statuswrites", "internal/keyring", "internal/keptcache", "internal/claiming"}
 	httpDoors = []string{"internal/restapi", "internal/hostedflow", "internal/rewardspage", "internal/devicecallback", "internal/openadr"}
 )
 
@@ -42,7 +42,7 @@ var packageMap = []row{
 	{pkgs: apiTypes},
 	{pkgs: pureRules, may: join(apiTypes, pureRules)},
 	{pkgs: []string{"internal/household"}, may: join(apiTypes, pureRules)},
-	{pkgs: []string{"internal/householdstore"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/index"})},
+	{pkgs: []string{"internal/householdstore"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/index", "internal/claiming"})},
 	{pkgs: []string{"internal/app"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/householdstore",
 		"internal/auth", "internal/index", "internal/metrics", "internal/record", "internal/resourceversion"})},
 	{pkgs: []string{"internal/app/rewards", "internal/app/subscriptions", "internal/app/flexevents"},
