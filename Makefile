@@ -21,9 +21,12 @@ KUSTOMIZE      := $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 # hack/tools/kal, whose go.mod pins both (KAL has no releases: a pseudo-version).
 KAL_VERSION       := $(shell sed -n 's/^[[:space:]]*sigs.k8s.io\/kube-api-linter //p' hack/tools/kal/go.mod)
 GOLANGCI_LINT_KAL := $(LOCALBIN)/golangci-lint-kal-$(GOLANGCI_LINT_VERSION)-$(KAL_VERSION)
-# The test module: the suites and tools whose dependencies the manager must not carry (chromedp
-# for the browser suite, ory/fosite for the OAuth provider). Every Go target covers it too.
+# The test modules: the suites and tools whose dependencies the manager must not carry (chromedp
+# for the browser suite, ory/fosite for the OAuth provider; the generated OpenADR VEN client and
+# golang.org/x/oauth2's client credentials for the VEN suite). Every Go target covers them too.
 TEST_MODULE    := test/browser
+VEN_MODULE     := test/ven
+TEST_MODULES   := $(TEST_MODULE) $(VEN_MODULE)
 OAUTH_PROVIDER := $(LOCALBIN)/flexsite-oauth-provider
 K8S_ASSETS      = $(shell K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/ensure-k8s-binaries.sh)
 IMG            ?= flexsite-manager:latest
@@ -48,29 +51,30 @@ chart: manifests ## Copy the CRDs, RBAC, webhook and default rules of config/ in
 	hack/sync-chart.sh
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods, and the OpenADR door's shapes from the Alliance's document.
+generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods, and the OpenADR door's shapes and the VEN suite's client from the Alliance's document.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
 	go generate ./internal/openadr/oadr
+	go -C $(VEN_MODULE) generate ./...
 
 .PHONY: fmt
-fmt: ## go fmt (both modules).
+fmt: ## go fmt (every module).
 	go fmt ./...
-	go -C $(TEST_MODULE) fmt ./...
+	for m in $(TEST_MODULES); do go -C $$m fmt ./... || exit 1; done
 
 .PHONY: vet
-vet: ## go vet (both modules).
+vet: ## go vet (every module).
 	go vet ./...
-	go -C $(TEST_MODULE) vet ./...
+	for m in $(TEST_MODULES); do go -C $$m vet ./... || exit 1; done
 
 .PHONY: tidy
-tidy: ## go mod tidy (both modules).
+tidy: ## go mod tidy (every module).
 	go mod tidy
-	go -C $(TEST_MODULE) mod tidy
+	for m in $(TEST_MODULES); do go -C $$m mod tidy || exit 1; done
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint (both modules), then the Kube API Linter on the API types (lint-api).
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (every module), then the Kube API Linter on the API types (lint-api).
 	$(GOLANGCI_LINT) run ./...
-	cd $(TEST_MODULE) && $(GOLANGCI_LINT) run ./...
+	for m in $(TEST_MODULES); do (cd $$m && $(GOLANGCI_LINT) run ./...) || exit 1; done
 	@$(MAKE) --no-print-directory lint-api
 
 .PHONY: lint-api
@@ -94,7 +98,7 @@ k8s-binaries: ## Build (or reuse) etcd, kube-apiserver and kubectl; print their 
 	@echo $(K8S_ASSETS)
 
 .PHONY: test
-test: oauth-provider ## Run every test of both modules: unit, fuzz seeds, envtest suites (real kube-apiserver + etcd, real PostgreSQL), the chart's dry run (helm), the browser tests (Chromium).
+test: oauth-provider ## Run every test of every module: unit, fuzz seeds, envtest suites (real kube-apiserver + etcd, real PostgreSQL), the chart's dry run (helm), the browser tests (Chromium), the generated OpenADR VEN.
 	@assets="$(K8S_ASSETS)"; test -n "$$assets" || { echo "could not get the control-plane binaries" >&2; exit 1; }; \
 	helm="$$(hack/ensure-helm.sh)" || echo "helm is not available: test/chart fails in CI and is skipped elsewhere" >&2; \
 	chromium="$$(hack/ensure-chromium.sh)" || echo "Chromium is not available: test/browser fails in CI and is skipped elsewhere" >&2; \
@@ -102,8 +106,10 @@ test: oauth-provider ## Run every test of both modules: unit, fuzz seeds, envtes
 	export KUBEBUILDER_ASSETS="$$assets" HELM="$$helm" FLEXSITE_CHROMIUM="$$chromium" FLEXSITE_POSTGRES_BIN="$$postgres" \
 	  FLEXSITE_OAUTH_PROVIDER="$(OAUTH_PROVIDER)"; status=0; \
 	go test ./... -timeout 30m -coverprofile cover.out $(TEST_ARGS) || status=$$?; \
-	echo "--- the test module ($(TEST_MODULE))"; \
-	go -C $(TEST_MODULE) test ./... $(TEST_ARGS) || status=$$?; \
+	for m in $(TEST_MODULES); do \
+	  echo "--- the test module $$m"; \
+	  go -C $$m test ./... $(TEST_ARGS) || status=$$?; \
+	done; \
 	exit $$status
 
 .PHONY: oauth-provider
@@ -111,11 +117,16 @@ oauth-provider: ## Build the test module's OAuth 2.0 provider (bin/flexsite-oaut
 	go -C $(TEST_MODULE) build -o $(OAUTH_PROVIDER) ./cmd/flexsite-oauth-provider
 
 .PHONY: bench
-bench: build ## Measure bin/manager against the API server's own write path: a table, and bench/results.json (BENCH_QUICK=1: under 5 min).
+bench: build ## Measure bin/manager against the API server's own write path: a table, bench/results.json, and the docs' figures from it (bench-docs). BENCH_QUICK=1: under 5 min.
 	@assets="$(K8S_ASSETS)"; test -n "$$assets" || { echo "could not get the control-plane binaries" >&2; exit 1; }; \
 	postgres="$$(hack/ensure-postgres.sh)" || { echo "could not get PostgreSQL (see above)" >&2; exit 1; }; \
 	go build -o bin/flexsite-bench ./cmd/flexsite-bench && \
-	FLEXSITE_POSTGRES_BIN="$$postgres" exec bin/flexsite-bench --bin-dir "$$assets" --manager bin/manager --out bench/results.json $(BENCH_ARGS)
+	FLEXSITE_POSTGRES_BIN="$$postgres" bin/flexsite-bench --bin-dir "$$assets" --manager bin/manager --out bench/results.json $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory bench-docs
+
+.PHONY: bench-docs
+bench-docs: ## Write bench/results.json's figures into README.md and docs/performance.md (their generated blocks; test/docs checks them).
+	go run ./hack/benchdocs -results bench/results.json
 
 ##@ Build and run
 

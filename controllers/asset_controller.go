@@ -164,7 +164,7 @@ var connectionLapseChanged = predicate.Funcs{
 }
 
 // needsReauthorisation: the asset's site has a connection, for the provider of the asset's
-// model or the client's own covering every asset, that lapsed (device-connection.md).
+// model or the client's own covering every asset, that lapsed (docs/api.md, "Device connections").
 func (r *AssetReconciler) needsReauthorisation(ctx context.Context, asset *flexv1.Asset) (bool, error) {
 	providers := []string{flexv1.ClientProvider}
 	if asset.Spec.Model != "" {

@@ -28,7 +28,7 @@ var _ = Describe("Enrolment", func() {
 		ready := meta.FindStatusCondition(e.Status.Conditions, flexv1.ReadyCondition)
 		Expect(ready.Status).To(Equal(metav1.ConditionTrue))
 		Expect(ready.ObservedGeneration).To(Equal(e.Generation))
-		Eventually(func() []string { return eventReasons(ctx, ns, e.Name) }).Should(ContainElement(flexv1.ReasonEnrolled))
+		Eventually(func(g Gomega) []string { return eventReasons(g, ctx, ns, e.Name) }).Should(ContainElement(flexv1.ReasonEnrolled))
 	})
 
 	It("says why a site is not eligible and turns active by itself once it is", func(ctx SpecContext) {
@@ -145,9 +145,9 @@ var _ = Describe("Asset", func() {
 	})
 })
 
-func eventReasons(ctx SpecContext, ns, name string) []string {
+func eventReasons(g Gomega, ctx SpecContext, ns, name string) []string {
 	events := &eventsv1.EventList{}
-	Expect(k8sClient.List(ctx, events, client.InNamespace(ns))).To(Succeed())
+	g.Expect(k8sClient.List(ctx, events, client.InNamespace(ns))).To(Succeed())
 	var reasons []string
 	for _, ev := range events.Items {
 		if ev.Regarding.Name == name {

@@ -36,9 +36,10 @@ import (
 // deadline; until then the event is requeued. The settlements live in the database and
 // outlive the object.
 //
-// It also dispatches the event (spec/dispatch.md, flexevent_dispatch.go): it issues the
-// dispatches once when they are due, cancels the open ones when the event is deleted before
-// its end (the flexsite.io/dispatches finalizer), and counts them in the status.
+// It also dispatches the event (docs/platform.md, "Dispatch: asking the devices";
+// flexevent_dispatch.go): it issues the dispatches once when they are due, cancels the open ones
+// when the event is deleted before its end (the flexsite.io/dispatches finalizer), and counts them
+// in the status.
 type FlexEventReconciler struct {
 	client.Client
 	Recorder recorder.EventRecorder

@@ -20,10 +20,10 @@ import (
 	"github.com/flexsite/flexsite/internal/index"
 )
 
-// The FlexEvent controller's part in dispatch (spec/dispatch.md): it issues the event's
-// dispatches once, when they are due; cancels the open ones when the event is deleted before
-// its end (the flexsite.io/dispatches finalizer); and copies their counts into the status,
-// on every reconcile and whenever PostgreSQL tells of a change (a callback on any replica).
+// The FlexEvent controller's part in dispatch (docs/platform.md, "Dispatch: asking the devices"):
+// it issues the event's dispatches once, when they are due; cancels the open ones when the event is
+// deleted before its end (the flexsite.io/dispatches finalizer); and copies their counts into the
+// status, on every reconcile and whenever PostgreSQL tells of a change (a callback on any replica).
 
 // dispatchBatch is how many assets' device states are read in one query.
 const dispatchBatch = 1000
@@ -183,8 +183,9 @@ func (r *FlexEventReconciler) issue(ctx context.Context, ev *flexv1.FlexEvent, n
 			}
 			power, _ := dispatch.PowerW(c.asset.Spec)
 			ds = append(ds, dispatchstore.Dispatch{FlexEvent: ev.Name, SiteID: c.siteID, AssetID: c.assetID,
-				MarketID: ev.Spec.MarketOrDefault(), LevelKW: dispatch.LevelKW(c.asset.Spec.Type, ev.Spec.Direction, power),
-				From: start, To: end, EventTimestamp: ev.CreationTimestamp.Time})
+				MarketID: ev.Spec.MarketOrDefault(), Proposition: string(ev.Spec.Proposition),
+				LevelKW: dispatch.LevelKW(c.asset.Spec.Type, ev.Spec.Direction, power), From: start, To: end,
+				EventTimestamp: ev.CreationTimestamp.Time})
 		}
 	}
 	_, err = r.Dispatches.Issue(ctx, ev.Namespace, r.callbackBase(), ds, skips, now)

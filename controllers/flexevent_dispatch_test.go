@@ -170,6 +170,15 @@ func TestFlexEventIssuesCountsAndCancelsDispatches(t *testing.T) {
 	}
 	ev := f.dispatchEvent(ns, "ahead", start, flexv1.FlexTurnDown, "consenting", "unconsenting")
 	due := f.checkIssuedAtLead(ns, ev, created, start, events)
+	// Each dispatch keeps its flex event's proposition (the OpenADR event's programID).
+	var kept, all int
+	if err := f.db.Pool.QueryRow(f.ctx, `SELECT count(*) FILTER (WHERE proposition = 'limited_pause'), count(*)
+		FROM dispatches WHERE organisation = $1 AND flex_event = $2`, ns, ev.Name).Scan(&kept, &all); err != nil {
+		t.Fatal(err)
+	}
+	if all == 0 || kept != all {
+		t.Fatalf("dispatches keeping their proposition: %d of %d", kept, all)
+	}
 	f.checkReportsAndCancellation(ns, ev, due, start)
 	f.checkTurnUpAndBackdated(ns, created)
 }

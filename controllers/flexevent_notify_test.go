@@ -25,7 +25,7 @@ var _ = Describe("A flex event's dispatch counts", func() {
 				SiteNames: []string{"no-such-site"}}}
 		create(ctx, ev)
 		Eventually(func(g Gomega) {
-			g.Expect(fetched(ctx, ev)().Status.Dispatches).NotTo(BeNil())
+			g.Expect(fetched(ctx, ev)(g).Status.Dispatches).NotTo(BeNil())
 			g.Expect(ev.Status.Dispatches.IssuedAt).NotTo(BeNil())
 		}).Should(Succeed())
 		Expect(ev.Status.Dispatches.Summary).To(Equal("none asked"))
@@ -37,13 +37,13 @@ var _ = Describe("A flex event's dispatch counts", func() {
 		_, err := store.Issue(ctx, ns, "https://flexsite.test", []dispatchstore.Dispatch{{FlexEvent: ev.Name, SiteID: "site-1",
 			AssetID: "asset-1", MarketID: "limited_pause", From: start, To: start.Add(time.Hour), EventTimestamp: now}}, nil, now)
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() int32 { return fetched(ctx, ev)().Status.Dispatches.Issued }).Should(BeEquivalentTo(1))
+		Eventually(func(g Gomega) int32 { return fetched(ctx, ev)(g).Status.Dispatches.Issued }).Should(BeEquivalentTo(1))
 
 		By("the asset controller reporting EXECUTED (once the window has started)")
 		_, err = store.Record(ctx, ns, dispatchstore.Report{AssetID: "asset-1", EventID: dispatch.EventID(ns, ev.Name, "asset-1"),
 			Status: dispatch.Executed, At: start, By: "test"}, start)
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() string { return fetched(ctx, ev)().Status.Dispatches.Summary }).Should(Equal("1 asked: 1 executed"))
+		Eventually(func(g Gomega) string { return fetched(ctx, ev)(g).Status.Dispatches.Summary }).Should(Equal("1 asked: 1 executed"))
 		Expect(ev.Status.Dispatches.Executed).To(BeEquivalentTo(1))
 		Expect(ev.Generation).To(Equal(generation))
 	})

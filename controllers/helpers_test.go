@@ -61,10 +61,11 @@ func create(ctx context.Context, objs ...client.Object) {
 	}
 }
 
-// fetched returns a function that reads obj afresh, for Eventually.
-func fetched[T client.Object](ctx context.Context, obj T) func() T {
-	return func() T {
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+// fetched returns a function that reads obj afresh, for Eventually: a failed read fails the
+// attempt (through the Gomega it is handed), not the spec.
+func fetched[T client.Object](ctx context.Context, obj T) func(g Gomega) T {
+	return func(g Gomega) T {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
 		return obj
 	}
 }

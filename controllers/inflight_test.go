@@ -57,7 +57,7 @@ var _ = Describe("A site created by a request that writes more after it", func()
 
 		Eventually(gone(ctx, s)).Should(BeTrue())
 		Eventually(gone(ctx, charger)).Should(BeTrue())
-		Eventually(func() []string { return eventReasons(ctx, ns, s.Name) }).Should(ContainElement("AbandonedOnboard"))
+		Eventually(func(g Gomega) []string { return eventReasons(g, ctx, ns, s.Name) }).Should(ContainElement("AbandonedOnboard"))
 	})
 
 	It("ignores a marker long past its deadline (a site restored from a backup)", func(ctx SpecContext) {

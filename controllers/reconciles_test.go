@@ -8,9 +8,9 @@ import (
 // reconcilesOf is how many reconciles the named controller has finished, whatever their
 // result (controller-runtime's own counter, of this process's managers): a test's proof that a
 // reconcile it caused has run before it asserts that the reconcile wrote nothing.
-func reconcilesOf(controller string) float64 {
+func reconcilesOf(g Gomega, controller string) float64 {
 	families, err := ctrlmetrics.Registry.Gather()
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred())
 	var n float64
 	for _, family := range families {
 		if family.GetName() != "controller_runtime_reconcile_total" {

@@ -57,6 +57,9 @@ type Options struct {
 	// shard lease for its own sites; the organisation-wide ones (FlexEvent, Organisation)
 	// under the leader lease. Unset: every reconciler runs under the manager's own election.
 	Shard *shards.Replica
+	// FlexEventNow is the clock the FlexEvent reconciler dispatches and settles by (nil: time.Now),
+	// which a suite walking an event through its window moves; the other reconcilers keep time.Now.
+	FlexEventNow func() time.Time
 }
 
 // errNoDatabase refuses to set up a reconciler without Flexsite's PostgreSQL: every part of
@@ -129,8 +132,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...Options) er
 		return err
 	}
 	if err := (&FlexEventReconciler{Client: cl, Recorder: mgr.GetEventRecorder("flexevent-controller"),
-		Store: &settlementstore.Store{Pool: o.DB}, Dispatches: &dispatchstore.Store{Pool: o.DB},
-		AssetEvents: &asseteventstore.Store{Pool: o.DB}, PublicURL: o.PublicURL, Now: time.Now}).SetupWithManager(orgWide, workers); err != nil {
+		Store: &settlementstore.Store{Pool: o.DB}, Dispatches: &dispatchstore.Store{Pool: o.DB}, PublicURL: o.PublicURL,
+		AssetEvents: &asseteventstore.Store{Pool: o.DB}, Now: o.FlexEventNow}).SetupWithManager(orgWide, workers); err != nil {
 		return err
 	}
 	// Ingests RewardLedgers' transactions and copies the database's summary of the history.

@@ -200,7 +200,7 @@ var _ = Describe("Site eligibility", func() {
 		By("changing a proposition's description, which re-evaluates every site")
 		sites := &flexv1.SiteList{}
 		Expect(k8sClient.List(ctx, sites)).To(Succeed())
-		before := reconcilesOf("site")
+		before := reconcilesOf(Default, "site")
 		prop := &flexv1.Proposition{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "price-curve"}, prop)).To(Succeed())
 		base := prop.DeepCopy()
@@ -208,7 +208,7 @@ var _ = Describe("Site eligibility", func() {
 		Expect(k8sClient.Patch(ctx, prop, client.MergeFrom(base))).To(Succeed())
 		// The re-evaluation has run (one reconcile per site at least; the spec is Serial, so
 		// little else reconciles meanwhile): only now can "no write" mean it wrote nothing.
-		Eventually(func() float64 { return reconcilesOf("site") - before }).
+		Eventually(func(g Gomega) float64 { return reconcilesOf(g, "site") - before }).
 			Should(BeNumerically(">=", len(sites.Items)), "the site controller re-evaluated every site")
 		Consistently(fetched(ctx, s), "2s").Should(WithTransform(func(s *flexv1.Site) string { return s.ResourceVersion }, Equal(settled)))
 	})

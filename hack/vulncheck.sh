@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs govulncheck (pinned, built through the Go module proxy) on every package of both modules
-# (the main module and the test module, test/browser) and fails on
+# Runs govulncheck (pinned, built through the Go module proxy) on every package of every module
+# (the main module and the test modules, test/browser and test/ven) and fails on
 # the known vulnerabilities the code reaches (govulncheck's exit status 3). Vulnerable modules
 # that are required but never called are listed and do not fail.
 #
@@ -34,5 +34,7 @@ esac
 
 echo "vulncheck: govulncheck $GOVULNCHECK_VERSION, database $db" >&2
 go run "golang.org/x/vuln/cmd/govulncheck@$GOVULNCHECK_VERSION" -db "$db" ./...
-echo "vulncheck: the test module (test/browser)" >&2
-go -C test/browser run "golang.org/x/vuln/cmd/govulncheck@$GOVULNCHECK_VERSION" -db "$db" ./...
+for m in test/browser test/ven; do
+  echo "vulncheck: the test module ($m)" >&2
+  go -C "$m" run "golang.org/x/vuln/cmd/govulncheck@$GOVULNCHECK_VERSION" -db "$db" ./...
+done

@@ -45,14 +45,14 @@ var _ = Describe("APIClient webhook", func() {
 		username := "app-" + strings.TrimPrefix(ns, "org-") // a username that does not spell the namespace
 		Expect(k8sClient.Create(ctx, apiClient(ns, "app", username))).To(Succeed())
 
-		msg := refusal(ctx, apiClient(other, "impostor", username))
+		msg := refusal(Default, ctx, apiClient(other, "impostor", username))
 		Expect(msg).To(ContainSubstring(`admission webhook "vapiclient.flexsite.io" denied the request: ` +
 			`APIClient.flexsite.io "impostor" is invalid: spec.username: Invalid value: "` + username + `": ` +
 			`username is already used by another API client (usernames are unique across organisations)`))
 		Expect(msg).NotTo(ContainSubstring(ns), "another organisation's namespace is not told")
 
 		By("naming the holder within the organisation")
-		Expect(refusal(ctx, apiClient(ns, "second", username))).To(ContainSubstring(
+		Expect(refusal(Default, ctx, apiClient(ns, "second", username))).To(ContainSubstring(
 			`spec.username: Invalid value: "` + username + `": username is already used by APIClient "app"`))
 
 		By("refusing a change to the username, and not an update that keeps it")
@@ -75,7 +75,7 @@ var _ = Describe("APIClient webhook", func() {
 	It("takes registered redirect URIs that are https, loopback http, or of a scheme the client declares", func(ctx SpecContext) {
 		c := apiClient(ns, "mobile", "mobile-"+ns)
 		c.Spec.RedirectURIs = []string{"https://app.example.com/done", "com.example.app:/oauth", "http://app.example.com/x"}
-		msg := refusal(ctx, c)
+		msg := refusal(Default, ctx, c)
 		Expect(msg).To(ContainSubstring(`spec.redirectURIs[1]: Invalid value: "com.example.app:/oauth": ` +
 			`redirect_uri's scheme "com.example.app" is not one of the API client's redirectSchemes`))
 		Expect(msg).To(ContainSubstring(`spec.redirectURIs[2]: Invalid value: "http://app.example.com/x": redirect_uri must use https`))

@@ -36,9 +36,9 @@ func enrolment(ns, siteName string) *flexv1.Enrolment {
 }
 
 // refusal returns the API server's message for creating obj, which must be refused as Invalid.
-func refusal(ctx SpecContext, obj client.Object) string {
+func refusal(g Gomega, ctx SpecContext, obj client.Object) string {
 	err := k8sClient.Create(ctx, obj)
-	ExpectWithOffset(1, apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+	g.ExpectWithOffset(1, apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
 	return err.Error()
 }
 
@@ -51,7 +51,7 @@ var _ = Describe("Site webhook", func() {
 	})
 
 	It("refuses an MPAN whose check digit is wrong, naming the field", func(ctx SpecContext) {
-		Expect(refusal(ctx, site(ns, "s1", "1234567890123"))).To(ContainSubstring(
+		Expect(refusal(Default, ctx, site(ns, "s1", "1234567890123"))).To(ContainSubstring(
 			`admission webhook "vsite.flexsite.io" denied the request: Site.flexsite.io "s1" is invalid: ` +
 				`spec.mpan: Invalid value: "1234567890123": MPAN check digit is invalid`))
 	})
@@ -59,7 +59,7 @@ var _ = Describe("Site webhook", func() {
 	It("refuses an invalid email", func(ctx SpecContext) {
 		s := site(ns, "s2", "1200000000011")
 		s.Spec.Email = "not an email"
-		Expect(refusal(ctx, s)).To(ContainSubstring(`spec.email: Invalid value: "not an email": email is not a valid email address`))
+		Expect(refusal(Default, ctx, s)).To(ContainSubstring(`spec.email: Invalid value: "not an email": email is not a valid email address`))
 	})
 
 	It("normalises a postcode and an MPAN typed with spaces", func(ctx SpecContext) {
@@ -105,7 +105,7 @@ var _ = Describe("Site webhook", func() {
 		s := site(ns, "ctl", "1200000000011")
 		s.Spec.StreetAddress = "1 Test\u0000\u0007\u001b[31mStreet"
 		s.Spec.ExternalUserID = "cu\x00x"
-		Expect(refusal(ctx, s)).To(SatisfyAll(
+		Expect(refusal(Default, ctx, s)).To(SatisfyAll(
 			ContainSubstring(`spec.streetAddress: Invalid value: "1 Test\x00\a\x1b[31mStreet": `+
 				`String should not contain control characters, found U+0000 at character 7`),
 			ContainSubstring(`spec.externalUserID: Invalid value: "cu\x00x": `+
@@ -128,7 +128,7 @@ var _ = Describe("Site webhook", func() {
 	It("refuses a boundary meter consent given in the future", func(ctx SpecContext) {
 		s := site(ns, "consent", "1200000000011")
 		s.Spec.BoundaryMeterConsentAt = &metav1.Time{Time: time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)}
-		Expect(refusal(ctx, s)).To(ContainSubstring(
+		Expect(refusal(Default, ctx, s)).To(ContainSubstring(
 			`spec.boundaryMeterConsentAt: Invalid value: "9999-12-31T23:59:59Z": Consent time must not be in the future`))
 		s = site(ns, "consent", "1200000000011")
 		s.Spec.BoundaryMeterConsentAt = &metav1.Time{Time: time.Now().Add(-time.Minute)}
@@ -138,7 +138,7 @@ var _ = Describe("Site webhook", func() {
 	It("refuses a boundary meter consent before the supported range, as the REST API does", func(ctx SpecContext) {
 		s := site(ns, "consent-old", "1200000000011")
 		s.Spec.BoundaryMeterConsentAt = &metav1.Time{Time: time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC)}
-		Expect(refusal(ctx, s)).To(ContainSubstring(`spec.boundaryMeterConsentAt: Invalid value: "0001-01-01T00:00:01Z": ` +
+		Expect(refusal(Default, ctx, s)).To(ContainSubstring(`spec.boundaryMeterConsentAt: Invalid value: "0001-01-01T00:00:01Z": ` +
 			`Input should be greater than or equal to 1900-01-01T00:00:00Z`))
 		s = site(ns, "consent-old", "1200000000011")
 		s.Spec.BoundaryMeterConsentAt = &metav1.Time{Time: time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -147,7 +147,7 @@ var _ = Describe("Site webhook", func() {
 
 	It("refuses a second site with the same MPAN in the organisation", func(ctx SpecContext) {
 		Expect(k8sClient.Create(ctx, site(ns, "first", "2301234567894"))).To(Succeed())
-		Eventually(func() string { return refusal(ctx, site(ns, "second", "2301234567894")) }).Should(ContainSubstring(
+		Eventually(func(g Gomega) string { return refusal(g, ctx, site(ns, "second", "2301234567894")) }).Should(ContainSubstring(
 			`spec.mpan: Invalid value: "2301234567894": MPAN is already registered in this organisation by Site "first"`))
 
 		By("allowing the same MPAN in another organisation")
@@ -166,7 +166,7 @@ var _ = Describe("Asset webhook", func() {
 	})
 
 	It("refuses an asset whose site does not exist", func(ctx SpecContext) {
-		Expect(refusal(ctx, asset(ns, "nowhere", "a1"))).To(ContainSubstring(`spec.siteName: Not found: "nowhere"`))
+		Expect(refusal(Default, ctx, asset(ns, "nowhere", "a1"))).To(ContainSubstring(`spec.siteName: Not found: "nowhere"`))
 	})
 
 	It("accepts an asset created right after its site, as kubectl apply of one file does", func(ctx SpecContext) {
@@ -180,7 +180,7 @@ var _ = Describe("Asset webhook", func() {
 		again := asset(ns, "home", "dup")
 		again.Name = "another-name"
 		again.Spec.InstallationDate = time.Now().AddDate(1, 0, 0).Format(time.DateOnly)
-		Eventually(func() string { return refusal(ctx, again) }).Should(SatisfyAll(
+		Eventually(func(g Gomega) string { return refusal(g, ctx, again) }).Should(SatisfyAll(
 			ContainSubstring(`spec.installationDate: Invalid value: "`+again.Spec.InstallationDate+`": Date must not be in the future`),
 			ContainSubstring(`spec.externalID: Invalid value: "dup": external ID is already used in this organisation by Asset "`+
 				identity.AssetName("dup")+`"`)))
@@ -191,7 +191,7 @@ var _ = Describe("Asset webhook", func() {
 		a := asset(ns, "home", "ext\x1b[31m")
 		a.Spec.Model = "zappi\u0085"
 		a.Spec.SerialNumber = "SN\x7f1"
-		Eventually(func() string { return refusal(ctx, a) }).Should(SatisfyAll(
+		Eventually(func(g Gomega) string { return refusal(g, ctx, a) }).Should(SatisfyAll(
 			ContainSubstring(`spec.externalID: Invalid value: "ext\x1b[31m": String should not contain control characters, found U+001B at character 4`),
 			ContainSubstring(`spec.model: Invalid value: "zappi\u0085": String should not contain control characters, found U+0085 at character 6`),
 			ContainSubstring(`spec.serialNumber: Invalid value: "SN\x7f1": String should not contain control characters, found U+007F at character 3`)))
@@ -207,7 +207,7 @@ var _ = Describe("Asset webhook", func() {
 		extra := asset(ns, "home", "one-too-many")
 		Eventually(func() error { return k8sClient.Create(ctx, extra.DeepCopy(), client.DryRunAll) }).Should(MatchError(ContainSubstring(
 			fmt.Sprintf("spec.siteName: Forbidden: A site holds at most %d assets", flexv1.MaxSiteAssets))))
-		Expect(refusal(ctx, extra.DeepCopy())).To(ContainSubstring("holds at most"))
+		Expect(refusal(Default, ctx, extra.DeepCopy())).To(ContainSubstring("holds at most"))
 
 		Expect(k8sClient.Delete(ctx, asset(ns, "home", "full-000"))).To(Succeed())
 		Eventually(func() error { return k8sClient.Create(ctx, extra.DeepCopy(), client.DryRunAll) }).Should(Succeed())
@@ -237,7 +237,7 @@ var _ = Describe("Enrolment webhook", func() {
 		s.Status.EnrolmentHistory = []flexv1.EnrolmentPeriod{{Proposition: flexv1.PropositionLimitedPause, WithdrawnAt: withdrawnAt}}
 		Expect(k8sClient.Status().Patch(ctx, s, client.MergeFrom(base))).To(Succeed())
 
-		Expect(refusal(ctx, enrolment(ns, "home"))).To(ContainSubstring(
+		Expect(refusal(Default, ctx, enrolment(ns, "home"))).To(ContainSubstring(
 			`spec.overrideWithdrawal: Forbidden: The household withdrew from limited_pause at 2026-03-01T10:00:00Z (Site "home"); ` +
 				`set spec.overrideWithdrawal: true to re-enrol it`))
 
@@ -261,7 +261,7 @@ var _ = Describe("Enrolment webhook", func() {
 		Expect(k8sClient.Create(ctx, site(ns, "home", "1234567890126"))).To(Succeed())
 		first := enrolment(ns, "home")
 		Expect(k8sClient.Create(ctx, first)).To(Succeed())
-		Expect(refusal(ctx, enrolment(ns, "home"))).To(ContainSubstring(
+		Expect(refusal(Default, ctx, enrolment(ns, "home"))).To(ContainSubstring(
 			`spec.proposition: Invalid value: "limited_pause": Site "home" is already enrolled in it by Enrolment "` + first.Name + `"`))
 	})
 

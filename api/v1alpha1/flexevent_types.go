@@ -243,9 +243,9 @@ type FlexEventStatus struct {
 	// +optional
 	FlexWh int64 `json:"flexWh,omitempty"`
 
-	// dispatches counts the event's dispatches (spec/dispatch.md) by state, and the assets of
-	// its target sites that were not asked, by reason. Copied from PostgreSQL, where every
-	// dispatch and each change of its status is kept.
+	// dispatches counts the event's dispatches (docs/platform.md, "Dispatch: asking the devices") by
+	// state, and the assets of its target sites that were not asked, by reason. Copied from
+	// PostgreSQL, where every dispatch and each change of its status is kept.
 	// +optional
 	Dispatches *FlexDispatches `json:"dispatches,omitempty"`
 

@@ -8,7 +8,7 @@ import (
 // +kubebuilder:validation:Enum="site.eligibility_changed";"enrolment.changed";"asset.changed";"site.offboarded";"rewards.transaction_credited";"dispatch.requested";"dispatch.cancelled";"ping"
 type EventType string
 
-// The event types of notifications.md.
+// The event types (docs/notifications.md, "What arrives").
 const (
 	EventSiteEligibilityChanged     EventType = "site.eligibility_changed"
 	EventEnrolmentChanged           EventType = "enrolment.changed"
@@ -63,6 +63,98 @@ type SubscriptionSpec struct {
 	// receiver answering 410 Gone pauses its subscription.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// openADR makes this an OpenADR 3 subscription, made through the OpenADR door: it receives
+	// the document's notification (the object as the door answers it) instead of Flexsite's
+	// event body, and only the event types its objects and operations map onto (events then
+	// lists exactly those; none: nothing is delivered).
+	// +optional
+	OpenADR *OpenADRSubscription `json:"openADR,omitempty"`
+}
+
+// OpenADRObject is an object type of the OpenADR 3 document.
+// +kubebuilder:validation:Enum=PROGRAM;EVENT;REPORT;SUBSCRIPTION;VEN;RESOURCE
+type OpenADRObject string
+
+// OpenADROperation is an operation an OpenADR 3 subscription asks to be notified of.
+// +kubebuilder:validation:Enum=READ;CREATE;UPDATE;DELETE
+type OpenADROperation string
+
+// The OpenADR objects and operations Flexsite notifies of.
+const (
+	OpenADRObjectEvent     OpenADRObject    = "EVENT"
+	OpenADROperationCreate OpenADROperation = "CREATE"
+	OpenADROperationDelete OpenADROperation = "DELETE"
+)
+
+// OpenADRSubscription is what an OpenADR 3 subscription says beyond where it is delivered
+// (spec.url, its callbackUrl) and its Secret (spec.secretRef, which holds its bearer token
+// too): the document's clientName, programID, objects and operations, and the API client that
+// made it.
+type OpenADRSubscription struct {
+	// clientName is the subscription's clientName, as its maker named it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	ClientName string `json:"clientName,omitempty"`
+
+	// programID is the program (a proposition's name) it is for.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_-]*$`
+	ProgramID string `json:"programID,omitempty"`
+
+	// objects it subscribes to.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=6
+	Objects []OpenADRObject `json:"objects,omitempty"`
+
+	// operations it subscribes to.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	Operations []OpenADROperation `json:"operations,omitempty"`
+
+	// apiClient is the API client that made it: a VEN client's subscriptions are its own, and
+	// are notified only of the events of the assets its VENs hold.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	APIClient string `json:"apiClient,omitempty"`
+
+	// bearerTokenKey is the key of secretRef's Secret holding the bearer token sent as
+	// `Authorization: Bearer`; absent, none is sent. The token is never copied into this object.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	BearerTokenKey string `json:"bearerTokenKey,omitempty"`
+}
+
+// OpenADREventTypes are the event types an OpenADR subscription's objects and operations map
+// onto: EVENT CREATE is dispatch.requested, EVENT DELETE dispatch.cancelled.
+func (o *OpenADRSubscription) OpenADREventTypes() []EventType {
+	var out []EventType
+	if o == nil {
+		return out
+	}
+	for _, obj := range o.Objects {
+		if obj != OpenADRObjectEvent {
+			continue
+		}
+		for _, op := range o.Operations {
+			switch op {
+			case OpenADROperationCreate:
+				out = append(out, EventDispatchRequested)
+			case OpenADROperationDelete:
+				out = append(out, EventDispatchCancelled)
+			}
+		}
+	}
+	return out
 }
 
 // DeliveryResult is the outcome of one delivery attempt.

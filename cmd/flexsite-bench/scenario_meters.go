@@ -25,8 +25,8 @@ import (
 	"github.com/flexsite/flexsite/internal/meterstore"
 )
 
-// The meter-point register (issue 37, spec/meters.md), with a generated register of 1,000,000
-// meter points (100,000 in quick mode):
+// The meter-point register (docs/api.md, "Meters: finding a household's meter"), with a generated
+// register of 1,000,000 meter points (100,000 in quick mode):
 //
 //   - the import (meterstore.Store.Import, what `flexsite-admin meters import` runs: every row
 //     checked in Go, COPYed into a staging table, merged in one transaction) against a raw

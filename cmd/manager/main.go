@@ -347,7 +347,8 @@ func run(ctx context.Context, o options) error {
 	if !ok {
 		return fmt.Errorf("--token-keys-secret must be namespace/name, not %q", o.tokenKeysSecret)
 	}
-	lm, err := setupWork(ctx, mgr, o, pool, background, keysNS, webhookOpts, caData)
+	openADR := &openADRNotifications{}
+	lm, err := setupWork(ctx, mgr, o, pool, background, keysNS, webhookOpts, caData, openADR)
 	if err != nil {
 		return err
 	}
@@ -391,7 +392,7 @@ func run(ctx context.Context, o options) error {
 		Failed: func(err error) { log.Error(err, "rotating the meter reference keys; trying again in a minute") }}); err != nil {
 		return err
 	}
-	if err := setupServer(lm, o, keys, bankKeys, meterRefKeys, keysNS, background, pool); err != nil {
+	if err := setupServer(lm, o, keys, bankKeys, meterRefKeys, keysNS, background, pool, openADR); err != nil {
 		return err
 	}
 
@@ -410,7 +411,7 @@ func run(ctx context.Context, o options) error {
 // doors read through have synced.
 func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *sealing.KeyRing, meterRefKeys *sealing.KeyRing,
 	keysNS string, background *priority.Gate,
-	pool *pgxpool.Pool) error {
+	pool *pgxpool.Pool, openADR *openADRNotifications) error {
 	var synced atomic.Bool
 	mailer, err := o.mail.mailer(o.embedded, mgr.GetAPIReader(), ctrl.Log.WithName("mail"))
 	if err != nil {
@@ -441,6 +442,7 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *seal
 		DB:                 pool,
 		ProviderPolicy:     ptr(o.providerPolicy()),
 	})
+	openADR.srv.Store(srv)
 	if err := mgr.Add(srv); err != nil {
 		return err
 	}
@@ -470,7 +472,7 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *seal
 // answers where what needs a leader goes: the manager itself, or, in a shard (--shard), the
 // group that runs under the leader lease.
 func setupWork(ctx context.Context, mgr manager.Manager, o options, pool *pgxpool.Pool, background *priority.Gate,
-	keysNS string, webhookOpts webhook.Options, caData []byte) (manager.Manager, error) {
+	keysNS string, webhookOpts webhook.Options, caData []byte, openADR *openADRNotifications) (manager.Manager, error) {
 	var replica *shards.Replica
 	lm := mgr
 	if o.shard {
@@ -486,7 +488,7 @@ func setupWork(ctx context.Context, mgr manager.Manager, o options, pool *pgxpoo
 		PublicURL: callbackURL(o.mail.publicURL, o.apiAddr)}); err != nil {
 		return nil, fmt.Errorf("setting up the controllers: %w", err)
 	}
-	if err := setupNotifier(ctx, lm, o, pool); err != nil {
+	if err := setupNotifier(ctx, lm, o, pool, openADR); err != nil {
 		return nil, err
 	}
 	// The readings partitions are made ahead by the leader, on start and hourly; a request
@@ -571,7 +573,7 @@ func ptr[T any](v T) *T { return &v }
 // setupNotifier adds the notification deliverer, on the outbox in the database (every
 // replica delivers); the embedded control plane allows delivery to loopback only, so that a
 // developer can try a receiver on their own machine.
-func setupNotifier(ctx context.Context, mgr ctrl.Manager, o options, pool *pgxpool.Pool) error {
+func setupNotifier(ctx context.Context, mgr ctrl.Manager, o options, pool *pgxpool.Pool, openADR *openADRNotifications) error {
 	if pool == nil {
 		return nil // no outbox: nothing to deliver
 	}
@@ -581,11 +583,23 @@ func setupNotifier(ctx context.Context, mgr ctrl.Manager, o options, pool *pgxpo
 		return err
 	}
 	if err := (&delivery.Deliverer{Store: &outboxstore.Store{Pool: pool}, Policy: events.AddressPolicy{Allow: allow},
-		RootCAs: roots}).
+		RootCAs: roots, OpenADR: openADR}).
 		SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the notification deliverer: %w", err)
 	}
 	return nil
+}
+
+// openADRNotifications hands the deliverer the server's shape of OpenADR notifications (the
+// OpenADR door's), once the server is built: the deliverer is set up first.
+type openADRNotifications struct{ srv atomic.Pointer[server.Server] }
+
+func (n *openADRNotifications) Notification(ctx context.Context, sub *flexv1.Subscription, ev *events.Event) ([]byte, bool, error) {
+	srv := n.srv.Load()
+	if srv == nil {
+		return nil, false, errors.New("the server is not built yet")
+	}
+	return srv.OpenADRNotifications().Notification(ctx, sub, ev)
 }
 
 // installDefaults creates the default rules and, in embedded mode, the manager's namespace.

@@ -16,7 +16,7 @@ import (
 	"github.com/flexsite/flexsite/internal/householdstore"
 )
 
-// The asset lifecycle (api-reference.md, "The asset and site lifecycle"): an asset is
+// The asset lifecycle (docs/api.md, "The site and asset lifecycle"): an asset is
 // created for a site, its fields filled in, deleted, and the organisation's assets paged.
 // Each change is the change kubectl would make to the Asset object (an update with optimistic
 // concurrency, a delete), so the same schema and admission rules judge it and the same

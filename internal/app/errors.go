@@ -45,7 +45,7 @@ const (
 )
 
 // FieldError is one problem with one input field, at Loc (pydantic's validation record:
-// interface.md's 422 form).
+// docs/api.md, "Records and error forms").
 type FieldError struct {
 	Loc  []any  `json:"loc"`
 	Msg  string `json:"msg"`

@@ -8,8 +8,8 @@ import (
 	"github.com/flexsite/flexsite/internal/record"
 )
 
-// This file holds the use cases' inputs and results: the API's shapes (snake_case, exactly as
-// interface.md names them), and their mapping from the resources.
+// This file holds the use cases' inputs and results: the API's shapes (snake_case, as
+// docs/api.md, "Records and error forms" names them), and their mapping from the resources.
 
 // SiteInput is a request's site object, validated: its meter point and the fields it fills in.
 type SiteInput struct {
@@ -57,7 +57,7 @@ type (
 	PropositionEligibilityRecord = record.PropositionEligibility
 	// AssetProperties is an asset record's `properties`.
 	AssetProperties = record.AssetProperties
-	// AssetRecord is the asset record of interface.md.
+	// AssetRecord is the asset record (docs/api.md, "Records and error forms").
 	AssetRecord = record.Asset
 )
 
@@ -71,7 +71,7 @@ func assetRecord(a *flexv1.Asset, siteID string) AssetRecord { return record.Ass
 type (
 	// TariffRecord is the legacy site record's `tariff`.
 	TariffRecord = record.Tariff
-	// LegacySiteRecord is the legacy site record of interface.md.
+	// LegacySiteRecord is the site record (docs/api.md, "Records and error forms").
 	LegacySiteRecord = record.LegacySite
 )
 

@@ -1,4 +1,4 @@
-// Package batteryschedule is the battery schedule's rule (spec/dispatch.md, "Schedules"), pure:
+// Package batteryschedule is the battery schedule's rule (docs/api.md, "Battery schedule"), pure:
 // what GET /entities/asset/{asset_id}/battery-schedule answers for a battery actively enrolled
 // in full_asset_schedule_control.
 //

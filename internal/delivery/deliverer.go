@@ -127,6 +127,10 @@ type Deliverer struct {
 	Retention time.Duration
 	// Now is the clock.
 	Now func() time.Time
+	// OpenADR shapes the notifications of OpenADR subscriptions (spec.openADR): the OpenADR
+	// door's shape of an event, injected by the wiring (docs/openadr.md, "Subscriptions").
+	// Without it, their deliveries fail and are retried.
+	OpenADR OpenADRNotifier
 
 	http *http.Client
 	kick chan struct{}
@@ -142,6 +146,16 @@ type Deliverer struct {
 	// lastHeldLog is when the pass last logged the session holding the horizon.
 	lastHeldLog time.Time
 }
+
+// OpenADRNotifier shapes an outbox event as the OpenADR notification an OpenADR subscription
+// receives: the body, or send false when the subscription is owed nothing of it (an event of
+// another program, or one its maker does not see).
+type OpenADRNotifier interface {
+	Notification(ctx context.Context, sub *flexv1.Subscription, ev *events.Event) (body []byte, send bool, err error)
+}
+
+// errNoOpenADR: an OpenADR subscription's delivery, and no OpenADRNotifier to shape it.
+var errNoOpenADR = errors.New("no OpenADR notifier to shape the notification")
 
 // NeedLeaderElection: every replica delivers (the outbox's claims keep them apart).
 func (d *Deliverer) NeedLeaderElection() bool { return false }
@@ -422,13 +436,26 @@ func (d *Deliverer) housekeeping(ctx context.Context, known map[string]*flexv1.S
 	}
 }
 
-// attempt posts one event to a subscription's URL, signed with its secret.
-func (d *Deliverer) attempt(ctx context.Context, sub *flexv1.Subscription, wh *standardwebhooks.Webhook,
+// attempt posts one event to a subscription's URL, signed with its secret: Flexsite's event
+// body, or for an OpenADR subscription the document's notification, with its bearer token as
+// Authorization: Bearer (and the same Standard Webhooks headers). An OpenADR subscription owed
+// nothing of the event is answered delivered, with nothing sent (status 0).
+func (d *Deliverer) attempt(ctx context.Context, sub *flexv1.Subscription, cred credentials,
 	ev *events.Event) (int, error) {
 	signStart := time.Now()
 	body := events.Body(ev)
+	if sub.Spec.OpenADR != nil {
+		if d.OpenADR == nil {
+			return 0, errNoOpenADR
+		}
+		b, send, err := d.OpenADR.Notification(ctx, sub, ev)
+		if err != nil || !send {
+			return 0, err
+		}
+		body = b
+	}
 	now := d.Now()
-	sig, err := wh.Sign(ev.ID, now, body)
+	sig, err := cred.wh.Sign(ev.ID, now, body)
 	if err != nil {
 		return 0, err
 	}
@@ -445,6 +472,9 @@ func (d *Deliverer) attempt(ctx context.Context, sub *flexv1.Subscription, wh *s
 	req.Header.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
 	req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
 	req.Header.Set("user-agent", "flexsite-notifier")
+	if cred.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+cred.bearer)
+	}
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) {
 		metrics.NotificationConnections.WithLabelValues(strconv.FormatBool(c.Reused)).Inc()
 	}}))
@@ -463,11 +493,19 @@ func (d *Deliverer) attempt(ctx context.Context, sub *flexv1.Subscription, wh *s
 // errSigningSecret: the subscription's signing secret cannot be used.
 var errSigningSecret = events.ErrSigningSecret
 
-// signer reads a subscription's signing secret (never logged, never copied into an object).
-func (d *Deliverer) signer(ctx context.Context, sub *flexv1.Subscription) (*standardwebhooks.Webhook, error) {
+// credentials are what a subscription's Secret holds for its deliveries: the signing secret,
+// and an OpenADR subscription's bearer token ("": none).
+type credentials struct {
+	wh     *standardwebhooks.Webhook
+	bearer string
+}
+
+// signer reads a subscription's signing secret and bearer token (never logged, never copied
+// into an object).
+func (d *Deliverer) signer(ctx context.Context, sub *flexv1.Subscription) (credentials, error) {
 	secret := &corev1.Secret{}
 	if err := d.APIReader.Get(ctx, types.NamespacedName{Namespace: sub.Namespace, Name: sub.Spec.SecretRef.Name}, secret); err != nil {
-		return nil, fmt.Errorf("%w: reading it: %w", errSigningSecret, err)
+		return credentials{}, fmt.Errorf("%w: reading it: %w", errSigningSecret, err)
 	}
 	key := sub.Spec.SecretRef.Key
 	if key == "" {
@@ -475,11 +513,19 @@ func (d *Deliverer) signer(ctx context.Context, sub *flexv1.Subscription) (*stan
 	}
 	val, ok := secret.Data[key]
 	if !ok || len(val) == 0 {
-		return nil, fmt.Errorf("%w: the Secret has no key %s", errSigningSecret, strconv.Quote(key))
+		return credentials{}, fmt.Errorf("%w: the Secret has no key %s", errSigningSecret, strconv.Quote(key))
 	}
 	wh, err := standardwebhooks.NewWebhook(string(val))
 	if err != nil {
-		return nil, fmt.Errorf("%w: not whsec_ + base64", errSigningSecret)
+		return credentials{}, fmt.Errorf("%w: not whsec_ + base64", errSigningSecret)
 	}
-	return wh, nil
+	cred := credentials{wh: wh}
+	if o := sub.Spec.OpenADR; o != nil && o.BearerTokenKey != "" {
+		token, ok := secret.Data[o.BearerTokenKey]
+		if !ok || len(token) == 0 {
+			return credentials{}, fmt.Errorf("%w: the Secret has no key %s", errSigningSecret, strconv.Quote(o.BearerTokenKey))
+		}
+		cred.bearer = string(token)
+	}
+	return cred, nil
 }

@@ -53,7 +53,7 @@ func TestDialerRefusesWhatThePolicyRefuses(t *testing.T) {
 			d.defaults()
 			before := hits.Load()
 			sub := &flexv1.Subscription{Spec: flexv1.SubscriptionSpec{URL: c.url}}
-			code, err := d.attempt(context.Background(), sub, wh, ev)
+			code, err := d.attempt(context.Background(), sub, credentials{wh: wh}, ev)
 			if c.allowed {
 				if err != nil || code != http.StatusNoContent {
 					t.Fatalf("allowed: %d, %v", code, err)
@@ -114,7 +114,7 @@ func TestDialerDecidesWithoutTheZone(t *testing.T) {
 			d := &Deliverer{Policy: events.AddressPolicy{Allow: c.allow}, RootCAs: roots}
 			d.defaults()
 			before := conns.Load()
-			_, err := d.attempt(context.Background(), &flexv1.Subscription{Spec: flexv1.SubscriptionSpec{URL: c.url}}, wh, ev)
+			_, err := d.attempt(context.Background(), &flexv1.Subscription{Spec: flexv1.SubscriptionSpec{URL: c.url}}, credentials{wh: wh}, ev)
 			if c.allowed {
 				// Connected (whatever TLS then makes of the zone in the name).
 				if conns.Load() == before || (err != nil && strings.Contains(err.Error(), "refused")) {
@@ -146,7 +146,7 @@ func TestNoRedirects(t *testing.T) {
 	d.defaults()
 	wh, _ := standardwebhooks.NewWebhook("whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0")
 	ev := &events.Event{ID: "evt_1", Type: flexv1.EventPing, Time: time.Now(), Data: "{}"}
-	code, err := d.attempt(context.Background(), &flexv1.Subscription{Spec: flexv1.SubscriptionSpec{URL: srv.URL}}, wh, ev)
+	code, err := d.attempt(context.Background(), &flexv1.Subscription{Spec: flexv1.SubscriptionSpec{URL: srv.URL}}, credentials{wh: wh}, ev)
 	if err == nil || code != http.StatusTemporaryRedirect || followed.Load() {
 		t.Fatalf("redirect: %d, %v, followed %v", code, err, followed.Load())
 	}

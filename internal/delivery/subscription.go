@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -54,8 +53,9 @@ type subState struct {
 	secretWaits map[string]int
 	// signing is the signer last read from the subscription's Secret, at signingRead, from
 	// signingRef (signerOf).
-	signing     *standardwebhooks.Webhook
+	signing     credentials
 	signingRef  flexv1.SecretKeyReference
+	signingKey  string
 	signingRead time.Time
 }
 
@@ -66,25 +66,30 @@ const signingFresh = time.Second
 
 // signerOf answers the subscription's signer, read again once signingFresh has passed or the
 // subscription names another Secret. A failed read is not kept: the next delivery reads again.
-func (st *subState) signerOf(ctx context.Context, sub *flexv1.Subscription) (*standardwebhooks.Webhook, error) {
+func (st *subState) signerOf(ctx context.Context, sub *flexv1.Subscription) (credentials, error) {
 	now := st.d.Now()
+	bearerKey := ""
+	if sub.Spec.OpenADR != nil {
+		bearerKey = sub.Spec.OpenADR.BearerTokenKey
+	}
 	st.mu.Lock()
-	wh := st.signing
-	if wh != nil && (st.signingRef != sub.Spec.SecretRef || now.Sub(st.signingRead) >= signingFresh) {
-		wh = nil
+	cred := st.signing
+	if cred.wh != nil && (st.signingRef != sub.Spec.SecretRef || st.signingKey != bearerKey ||
+		now.Sub(st.signingRead) >= signingFresh) {
+		cred = credentials{}
 	}
 	st.mu.Unlock()
-	if wh != nil {
-		return wh, nil
+	if cred.wh != nil {
+		return cred, nil
 	}
-	wh, err := st.d.signer(ctx, sub)
+	cred, err := st.d.signer(ctx, sub)
 	if err != nil {
-		return nil, err
+		return credentials{}, err
 	}
 	st.mu.Lock()
-	st.signing, st.signingRef, st.signingRead = wh, sub.Spec.SecretRef, now
+	st.signing, st.signingRef, st.signingKey, st.signingRead = cred, sub.Spec.SecretRef, bearerKey, now
 	st.mu.Unlock()
-	return wh, nil
+	return cred, nil
 }
 
 // syncSubscriptions starts workers for new subscriptions and stops those of subscriptions
@@ -261,7 +266,7 @@ func (st *subState) deliver(ctx context.Context, c outboxstore.Delivery) (outbox
 
 	start := d.Now()
 	code := 0
-	wh, err := st.signerOf(ctx, sub)
+	cred, err := st.signerOf(ctx, sub)
 	if apierrors.IsNotFound(err) {
 		if wait, ok := st.awaitSecret(c.Event.ID, start); ok {
 			// Not made yet: no attempt; the delivery is claimed again in a moment.
@@ -269,7 +274,7 @@ func (st *subState) deliver(ctx context.Context, c outboxstore.Delivery) (outbox
 		}
 	}
 	if err == nil {
-		code, err = d.attempt(ctx, sub, wh, &c.Event)
+		code, err = d.attempt(ctx, sub, cred, &c.Event)
 	}
 	if ctx.Err() != nil {
 		return outboxstore.Outcome{}, false

@@ -153,6 +153,8 @@ func startManager() {
 		NotificationPolicy: d.Policy, // the deliverer's: the receivers here are on loopback
 		DB:                 testDB.Pool,
 	}))
+	// OpenADR subscriptions' notifications are shaped by the server's OpenADR door.
+	d.OpenADR = serverNow.Load().OpenADRNotifications()
 	ctx, stop := context.WithCancel(suiteCtx)
 	done := make(chan struct{})
 	go func() {

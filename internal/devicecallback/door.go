@@ -1,9 +1,9 @@
-// Package devicecallback is the door a maker's cloud sends the household's browser back
-// through after a device authorisation (GET /oauth/callback, device-connection.md): it reads
+// Package devicecallback is the door a maker's cloud sends the household's browser back through
+// after a device authorisation (GET /oauth/callback, docs/api.md, "Device connections"): it reads
 // the provider's answer into the callback use case (internal/app/devices) and then sends the
-// browser on — a 303 to the redirect_uri given at initiate, or a plain Flexsite page that says
-// what happened in words and tells the hosted flow that opened it (postMessage to Flexsite's
-// own origin). It takes no token: the state is the proof.
+// browser on — a 303 to the redirect_uri given at initiate, or a plain Flexsite page that says what
+// happened in words and tells the hosted flow that opened it (postMessage to Flexsite's own
+// origin). It takes no token: the state is the proof.
 package devicecallback
 
 import (

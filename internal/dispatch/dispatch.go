@@ -1,7 +1,7 @@
-// Package dispatch holds the rules of asking a device to flex (spec/dispatch.md), with no
-// client and no database: which assets of a flex event are asked and why the others are
-// skipped, the dispatch event's id and power level, when dispatches are issued, and the state
-// machine of the status an asset controller reports back.
+// Package dispatch holds the rules of asking a device to flex (docs/platform.md, "Dispatch: asking
+// the devices"), with no client and no database: which assets of a flex event are asked and why the
+// others are skipped, the dispatch event's id and power level, when dispatches are issued, and the
+// state machine of the status an asset controller reports back.
 //
 // # Who is asked
 //

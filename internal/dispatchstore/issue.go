@@ -25,7 +25,9 @@ type Dispatch struct {
 	FlexEvent, SiteID, AssetID string
 	// MarketID is the FlexEvent's market (its proposition by default).
 	MarketID string
-	LevelKW  float64
+	// Proposition is the FlexEvent's proposition (the OpenADR event's programID).
+	Proposition string
+	LevelKW     float64
 	// From and To are the event's window; EventTimestamp when the flex event was created.
 	From, To, EventTimestamp time.Time
 }
@@ -78,12 +80,16 @@ func (s *Store) issueBatch(ctx context.Context, organisation, callbackBase strin
 	n := len(ds)
 	ids := make([]uuid.UUID, n)
 	flexEvents, sites, assets, markets := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	propositions := make([]*string, n)
 	levels := make([]float64, n)
 	froms, tos, created := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
 	eventIDs, payloads := make([]string, n), make([]string, n)
 	for i, d := range ds {
 		id := dispatch.EventID(organisation, d.FlexEvent, d.AssetID)
 		ids[i], flexEvents[i], sites[i], assets[i], markets[i] = id, d.FlexEvent, d.SiteID, d.AssetID, d.MarketID
+		if d.Proposition != "" {
+			propositions[i] = &d.Proposition
+		}
 		levels[i], froms[i], tos[i], created[i] = d.LevelKW, d.From.UTC(), d.To.UTC(), d.EventTimestamp.UTC()
 		data, err := json.Marshal(dispatch.Event{EventID: id.String(), AssetID: d.AssetID,
 			IssuedTimestamp: dispatch.Stamp(now), EventTimestamp: dispatch.Stamp(d.EventTimestamp),
@@ -108,14 +114,14 @@ func (s *Store) issueBatch(ctx context.Context, organisation, callbackBase strin
 		err := q.QueryRow(ctx, `
 WITH input AS (
 	SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
-		$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::text[]) WITH ORDINALITY
+		$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::text[], $16::text[]) WITH ORDINALITY
 		AS i(event_id, flex_event, site_id, asset_id, market_id, level_kw, from_time, to_time, event_timestamp,
-			outbox_id, payload, n)),
+			outbox_id, payload, proposition, n)),
 d AS (
 	INSERT INTO dispatches (organisation, event_id, flex_event, site_id, asset_id, market_id, level_kw, from_time,
-		to_time, event_timestamp, issued_at, updated_at)
+		to_time, event_timestamp, issued_at, updated_at, proposition)
 	SELECT $1, event_id, flex_event, site_id, asset_id, market_id, level_kw, from_time, to_time, event_timestamp,
-		$13, $13 FROM input ORDER BY event_id
+		$13, $13, proposition FROM input ORDER BY event_id
 	ON CONFLICT DO NOTHING
 	RETURNING event_id),
 c AS (
@@ -130,7 +136,7 @@ k AS (
 	WHERE s.organisation = $1 AND s.flex_event = i.flex_event AND s.asset_id = i.asset_id)
 SELECT count(*) FROM d`,
 			organisation, ids, flexEvents, sites, assets, markets, levels, froms, tos, created, eventIDs, payloads,
-			now.UTC(), Issuer, string(flexv1.EventDispatchRequested)).Scan(&issued)
+			now.UTC(), Issuer, string(flexv1.EventDispatchRequested), propositions).Scan(&issued)
 		if err != nil {
 			return err
 		}

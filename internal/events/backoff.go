@@ -15,8 +15,8 @@ type Schedule struct {
 	Horizon time.Duration
 }
 
-// DefaultSchedule is notifications.md's: about 5 s, 30 s, 2 min, 10 min, 30 min, 1 h, then
-// hourly, for 24 hours.
+// DefaultSchedule is docs/notifications.md's ("What arrives"): about 5 s, 30 s, 2 min, 10 min,
+// 30 min, 1 h, then hourly, for 24 hours.
 var DefaultSchedule = Schedule{
 	Steps:   []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour},
 	Jitter:  0.2,

@@ -1,4 +1,4 @@
-// Package events holds the rules of push notifications (notifications.md), with no Kubernetes
+// Package events holds the rules of push notifications (docs/notifications.md), with no Kubernetes
 // client: which events a change makes (a pure function of the object before and after it),
 // what identifies them (a digest, so that a redone reconcile writes them once), who an event
 // is owed to, when a failed delivery is tried again, and which addresses a delivery may reach.

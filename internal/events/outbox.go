@@ -24,10 +24,14 @@ type Event struct {
 }
 
 // Wants tells whether a subscription is owed events of type t: not paused, and asking for t
-// (an empty list asks for all; ping only comes from the test endpoint, to its subscription).
+// (an empty list asks for all, but an OpenADR subscription's for none; ping only comes from
+// the test endpoint, to its subscription).
 func Wants(sub *flexv1.Subscription, t flexv1.EventType) bool {
 	if sub.Spec.Paused || !sub.DeletionTimestamp.IsZero() {
 		return false
+	}
+	if sub.Spec.OpenADR != nil {
+		return slices.Contains(sub.Spec.Events, t)
 	}
 	return len(sub.Spec.Events) == 0 || slices.Contains(sub.Spec.Events, t)
 }

@@ -1,4 +1,4 @@
-// Package evschedule is the EV schedule's rule (spec/dispatch.md, "Schedules"), pure: what
+// Package evschedule is the EV schedule's rule (docs/api.md, "The EV schedule"), pure: what
 // POST /entities/asset/{asset_id}/event/plug-in-schedule answers a charger or EV that sends the
 // charging schedule it means to follow.
 //

@@ -8,7 +8,7 @@ import (
 	"github.com/flexsite/flexsite/internal/web"
 )
 
-// The Connect step (device-connection.md, "The household's side"): the providers of the
+// The Connect step (docs/hosted-flow.md, "Connect"): the providers of the
 // household's assets with their state, and the start of an authorisation at one of them.
 
 // Connections answers GET /hosted/api/connections.

@@ -29,13 +29,13 @@ import (
 	"github.com/flexsite/flexsite/internal/web/flexchart"
 )
 
-// The hosted flow's door (hosted-flow.md): GET /hosted/flow serves the embeddable page, and
-// the routes under /hosted/api are the page's own JSON routes. They take only an end-user
-// (component) token, and only when the page reports, in EmbedderOriginHeader, that the token
-// came from a message of the token's allowed_origin. Each reads the page's form into the
-// typed input of the use case that does the same thing for the REST API (internal/app), for
-// the token's own site: the flow answers as the REST API does, through the same use cases,
-// and re-implements no rule.
+// The hosted flow's door (docs/hosted-flow.md, "Embedding the hosted flow"): GET /hosted/flow
+// serves the embeddable page, and the routes under /hosted/api are the page's own JSON routes. They
+// take only an end-user (component) token, and only when the page reports, in EmbedderOriginHeader,
+// that the token came from a message of the token's allowed_origin. Each reads the page's form into
+// the typed input of the use case that does the same thing for the REST API (internal/app), for the
+// token's own site: the flow answers as the REST API does, through the same use cases, and
+// re-implements no rule.
 
 // EmbedderOriginHeader carries, on every /hosted/api call, the origin the browser reported
 // for the message that handed the page its token (MessageEvent.origin).

@@ -1,9 +1,9 @@
-// Package hostedflow holds what the embeddable hosted flow (GET /hosted/flow, hosted-flow.md)
-// is made of apart from the HTTP door: its page, script and styles (embedded in the binary: no
-// CDN, no third-party request), its Content-Security-Policy, the validation of its theming
-// parameters, the plain words it shows for eligibility issue codes, and the step a returning
-// household starts at. Everything here is pure; the REST API serves it and owns the JSON routes
-// the script calls, which go through the same household core as the REST API.
+// Package hostedflow holds what the embeddable hosted flow (GET /hosted/flow, docs/hosted-flow.md,
+// "Embedding the hosted flow") is made of apart from the HTTP door: its page, script and styles
+// (embedded in the binary: no CDN, no third-party request), its Content-Security-Policy, the
+// validation of its theming parameters, the plain words it shows for eligibility issue codes, and
+// the step a returning household starts at. Everything here is pure; the REST API serves it and
+// owns the JSON routes the script calls, which go through the same household core as the REST API.
 package hostedflow
 
 import (

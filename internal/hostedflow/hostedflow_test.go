@@ -122,7 +122,8 @@ func TestRenderAllowsOnlyItsOwnInlineStyle(t *testing.T) {
 	}
 }
 
-// Every input of the page has a visible label and the API field's name (hosted-flow.md).
+// Every input of the page has a visible label and the API field's name (docs/hosted-flow.md, "Form
+// conventions").
 func TestFormConventions(t *testing.T) {
 	html := string(mustRead("static/flow.html"))
 	for _, name := range []string{"postcode", "street_address", "mpan", "gave_boundary_meter_consent", "type", "asset_model",

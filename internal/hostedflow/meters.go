@@ -11,7 +11,7 @@ import (
 	"github.com/flexsite/flexsite/internal/web"
 )
 
-// "Find my meter" (spec/meters.md, the household's door): few households know their 13-digit
+// "Find my meter" (docs/hosted-flow.md, "Find my meter"): few households know their 13-digit
 // MPAN, so the address step searches the meter-point register by postcode (and, optionally, a
 // house number or name) and the household picks its address. Each address comes with the
 // search's sealed reference, sealed for the token's organisation (the end user's namespace),

@@ -14,7 +14,7 @@ const (
 	vppDM = flexv1.DispatchMethod("vpp_limited_control")
 )
 
-// TestDispatchConsent reads api-reference.md "The asset and site lifecycle": dispatch-consent
+// TestDispatchConsent reads docs/api.md, "The site and asset lifecycle": dispatch-consent
 // adds the methods, dispatch-deconsent removes them; a call that changes nothing names no
 // field (and so writes nothing).
 func TestDispatchConsent(t *testing.T) {

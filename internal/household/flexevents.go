@@ -8,8 +8,7 @@ import (
 
 // TakesPartIn reports whether an enrolment puts its site in a flex event of proposition p
 // starting at start, when the event lists no sites: it is an active enrolment in p, enrolled
-// at or before the start (rewards-engine.md: "every site with an active enrolment in that
-// proposition at the start").
+// at or before the start (docs/platform.md, "How a site is settled").
 func TakesPartIn(e *flexv1.Enrolment, p flexv1.PropositionName, start time.Time) bool {
 	return e.Spec.Proposition == p && e.Status.Phase == flexv1.EnrolmentActive && e.Status.EnrolledAt != nil &&
 		!e.Status.EnrolledAt.After(start)

@@ -8,7 +8,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 )
 
-// TestHoldings reads api-reference.md "The asset and site lifecycle": a site is deleted alone
+// TestHoldings reads docs/api.md, "The site and asset lifecycle": a site is deleted alone
 // only when it has no assets and no enrolments (nor reward history, nor an onboarding still
 // writing them); otherwise offboard removes everything.
 func TestHoldings(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 
 func ptrTo[T any](v T) *T { return &v }
 
-// TestMergeSite reads api-reference.md "Merge semantics of onboard and initialise": what is
+// TestMergeSite reads docs/api.md, "Onboard and initialise: what a request changes": what is
 // left out, null or empty never clears a stored value; a different non-empty value replaces
 // it and is named.
 func TestMergeSite(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 )
 
 // BoundaryMeterIDs are the API ids of a site's boundary meters, sorted: whose readings are the
-// site's energy when it has any (rewards-engine.md, "Actual").
+// site's energy when it has any (docs/platform.md, "How a site is settled").
 func BoundaryMeterIDs(ctx context.Context, r client.Reader, namespace, siteName string) ([]string, error) {
 	assets, err := index.NewLookup(r).AssetsOfSite(ctx, namespace, siteName)
 	if err != nil {

@@ -1,9 +1,9 @@
-// Package meters holds the rules of the meter-point register (spec/meters.md): what a register
-// row is and how it is checked, its one-line address, the natural order of a postcode's
-// addresses, which building a household's identifier names, the markets a meter point may
-// trade in, and when an address names one meter point. It has no client: the register itself
-// is behind Register (internal/meterstore serves it from PostgreSQL), and the references a
-// search answers are sealed by the use cases (internal/app/meterpoints).
+// Package meters holds the rules of the meter-point register (docs/api.md, "Meters: finding a
+// household's meter"): what a register row is and how it is checked, its one-line address, the
+// natural order of a postcode's addresses, which building a household's identifier names, the
+// markets a meter point may trade in, and when an address names one meter point. It has no client:
+// the register itself is behind Register (internal/meterstore serves it from PostgreSQL), and the
+// references a search answers are sealed by the use cases (internal/app/meterpoints).
 package meters
 
 import (
@@ -34,7 +34,8 @@ type Point struct {
 
 // The bounds of the register's answers.
 const (
-	// MaxSearchResults is the most meter points a search answers (spec/meters.md).
+	// MaxSearchResults is the most meter points a search answers (docs/api.md, "Meters: finding a
+	// household's meter").
 	MaxSearchResults = 50
 	// MaxAtPostcode bounds the rows one postcode's lookup reads: Royal Mail's largest
 	// residential postcodes hold a few hundred delivery points, so a postcode with more is a
@@ -222,7 +223,7 @@ type Candidate struct {
 	Similarity float64
 }
 
-// The by-address rule's thresholds (spec/meters.md).
+// The by-address rule's thresholds (docs/api.md, "Meters: finding a household's meter").
 const (
 	// MinSimilarity is the least similarity the best candidate must have.
 	MinSimilarity = 0.6

@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// RefLifetime is how long a search's reference may be used (spec/meters.md).
+// RefLifetime is how long a search's reference may be used (docs/api.md, "Meters: finding a
+// household's meter").
 const RefLifetime = time.Hour
 
 // Ref is what a search's reference stands for: a meter point's MPAN at the postcode that was

@@ -10,8 +10,8 @@ import (
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
-// Columns are the register file's columns (spec/meters.md), in the order WriteRecord writes
-// them; a file may order them as it likes, by its header row.
+// Columns are the register file's columns (docs/platform.md, "The meter register"), in the order
+// WriteRecord writes them; a file may order them as it likes, by its header row.
 var Columns = []string{"mpan", "address_line_1", "address_line_2", "address_line_3", "address_line_4",
 	"town", "postcode", "supplier_mpid", "supplier_name", "half_hourly_settled"}
 

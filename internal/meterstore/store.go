@@ -1,6 +1,6 @@
-// Package meterstore is the meter-point register in PostgreSQL (migration 00021,
-// spec/meters.md): the meters.Register Flexsite ships, and the import that loads it. The rules
-// (what a row is, the one-line address, natural order, which address names one meter point)
+// Package meterstore is the meter-point register in PostgreSQL (migration 00021, docs/platform.md,
+// "The meter register"): the meters.Register Flexsite ships, and the import that loads it. The
+// rules (what a row is, the one-line address, natural order, which address names one meter point)
 // are internal/meters'; this package only stores, finds and ranks (pg_trgm's similarity).
 package meterstore
 

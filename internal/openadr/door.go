@@ -12,8 +12,11 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/flexevents"
+	subscriptionuses "github.com/flexsite/flexsite/internal/app/subscriptions"
 	"github.com/flexsite/flexsite/internal/app/vtn"
 	"github.com/flexsite/flexsite/internal/auth"
+	notification "github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/openadr/oadr"
 	"github.com/flexsite/flexsite/internal/web"
 )
@@ -23,8 +26,14 @@ type Config struct {
 	Log logr.Logger
 	// Households reads the catalogue and the organisation's assets.
 	Households *app.Service
-	// VTN holds the use cases only this door needs: programs, VENs, resources, reports.
+	// VTN holds the use cases only this door needs: programs, VENs, resources, reports, events.
 	VTN *vtn.Service
+	// FlexEvents declares and cancels the organisation's flex events (POST and DELETE /events).
+	FlexEvents *flexevents.Service
+	// Subscriptions keeps the organisation's notification subscriptions, OpenADR's among them;
+	// NotificationPolicy is the deliverer's address policy, which their callback URLs must meet.
+	Subscriptions      *subscriptionuses.Service
+	NotificationPolicy notification.AddressPolicy
 	// Guard authenticates the routes; Authenticator and Issuer answer auth/token.
 	Guard         *web.Authenticator
 	Authenticator *auth.Authenticator

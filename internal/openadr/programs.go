@@ -18,6 +18,7 @@ const (
 	ReportUsage             = "USAGE"
 	UnitsKW                 = "KW"
 	UnitsKWH                = "KWH"
+	UnitsWH                 = "WH"
 	UnitsMWH                = "MWH"
 	CurrencyGBP             = "GBP"
 )

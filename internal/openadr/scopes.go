@@ -24,8 +24,8 @@ const (
 var Scopes = []Scope{ScopeReadAll, ScopeWritePrograms, ScopeWriteEvents, ScopeWriteReports,
 	ScopeWriteSubscriptions, ScopeWriteVens}
 
-// scopeRoles maps each scope onto the Flexsite roles that grant it (docs/openadr.md, "Who
-// calls it"): reading is entity_read; the business logic's writes (events, programs) are
+// scopeRoles maps each scope onto the Flexsite roles that grant it (docs/openadr.md, "Tokens
+// and scopes"): reading is entity_read; the business logic's writes (events, programs) are
 // flex_events_write, the role POST /flex-events needs; a VEN's writes (its VEN, resources and
 // reports) are entity_write, the role of the dispatch callback and of readings; subscriptions
 // are either's.

@@ -1,5 +1,5 @@
 // Package prices holds the rules of an organisation's half-hourly market prices
-// (spec/dispatch.md, "Prices"), pure:
+// (docs/api.md, "Prices"), pure:
 //
 //   - A day is a UK local day. Its settlement periods are its half-hours from local midnight to
 //     the next local midnight: 48, or 46 on the day the clocks go forward and 50 on the day they

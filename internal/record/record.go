@@ -73,7 +73,7 @@ type AssetProperties struct {
 	CustomDispatchPowerKW *float64 `json:"custom_dispatch_power_kw,omitempty"`
 }
 
-// Asset is the asset record of interface.md.
+// Asset is the asset record (docs/api.md, "Records and error forms").
 type Asset struct {
 	ID                   string           `json:"id"`
 	ExternalID           string           `json:"external_id"`

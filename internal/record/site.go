@@ -15,7 +15,7 @@ type Tariff struct {
 	CheapEndTime   string            `json:"tariff_cheap_end_time,omitempty"`
 }
 
-// LegacySite is the legacy site record of interface.md.
+// LegacySite is the site record (docs/api.md, "Records and error forms").
 type LegacySite struct {
 	ID string `json:"id"`
 	// MPAN is the site's MPAN as the caller may see it (meters.MPANFor): in full for the

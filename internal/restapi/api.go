@@ -75,7 +75,8 @@ type Config struct {
 	AssetEvents *assetevents.Service
 	// Pricing declares and reads market prices, and answers the price curves and schedules.
 	Pricing *pricing.Service
-	// Meters answers the meter-point register's lookups (spec/meters.md).
+	// Meters answers the meter-point register's lookups (docs/api.md, "Meters: finding a household's
+	// meter").
 	Meters *meterpoints.Service
 	// Dispatches take the asset controllers' status callbacks.
 	Dispatches *dispatches.Service
@@ -160,9 +161,9 @@ func (a *API) Routes() []web.Route {
 		{Method: "POST", Path: "/entities/site/check-eligibility", Handler: org(a.checkEligibility, read)},
 		{Method: "POST", Path: "/entities/site/{site_id}/dispatch-consent", Handler: orgOrUser(a.dispatchConsent, write)},
 		{Method: "POST", Path: "/entities/site/{site_id}/dispatch-deconsent", Handler: orgOrUser(a.dispatchDeconsent, write)},
-		// The meter-point register (spec/meters.md): organisation tokens only. The literal
-		// /meter/search is more specific than /meter/{mpan}; by-ref and the deprecated
-		// {meter_ref}/mpan share meterroutes.PairPattern; GET /meter/ is that path alone.
+		// The meter-point register (docs/api.md, "Meters: finding a household's meter"): organisation
+		// tokens only. The literal /meter/search is more specific than /meter/{mpan}; by-ref and the
+		// deprecated {meter_ref}/mpan share meterroutes.PairPattern; GET /meter/ is that path alone.
 		{Method: "GET", Path: "/meter/search", Handler: org(meters.Search, read)},
 		{Method: "GET", Path: "/meter/by-ref/{meter_ref}", Handler: meterPair, Pattern: meterroutes.PairPattern},
 		{Method: "GET", Path: "/meter/{meter_ref}/mpan", Handler: meterPair, Pattern: meterroutes.PairPattern},
@@ -171,7 +172,7 @@ func (a *API) Routes() []web.Route {
 		{Method: "POST", Path: "/meter/by-address", Handler: org(meters.ByAddress, read)},
 		{Method: "GET", Path: "/meter/", Handler: meterroutes.DocumentedAs("GET /meter/", org(meters.ByAddressQuery, read)),
 			Pattern: meterroutes.ByAddressPattern},
-		// Device connections (device-connection.md).
+		// Device connections (docs/api.md, "Device connections").
 		{Method: "GET", Path: siteRoute + "/oauth/{provider}/initiate", Handler: orgOrUser(a.initiateOAuth, write)},
 		{Method: "POST", Path: siteRoute + "/token", Handler: org(a.siteToken, write)},
 		{Method: "GET", Path: siteRoute + "/connections", Handler: orgOrUser(a.connections, read)},
@@ -182,7 +183,7 @@ func (a *API) Routes() []web.Route {
 		{Method: "PATCH", Path: assetByID, Handler: org(a.updateAsset, write)},
 		{Method: "DELETE", Path: assetByID, Handler: org(a.deleteAsset, write)},
 		{Method: "GET", Path: "/entities/asset/external-id/{external_id}", Handler: assetPair, Pattern: assetPairPattern},
-		// What the devices tell Flexsite (spec/dispatch.md).
+		// What the devices tell Flexsite (docs/api.md, "Asset events: what the devices tell Flexsite").
 		{Method: "POST", Path: assetEventRoute, Handler: org(a.assetEventHandler(""), write)},
 		{Method: "POST", Path: assetEventRoute + "/plug-in", Handler: org(a.assetEventHandler("/plug-in"), write)},
 		{Method: "POST", Path: assetEventRoute + "/plug-out", Handler: org(a.assetEventHandler("/plug-out"), write)},
@@ -200,7 +201,7 @@ func (a *API) Routes() []web.Route {
 		// caller's asset's answers, an asset read: entity_read, as every other.
 		{Method: "GET", Path: "/examples/ocpp-charging-profile", Handler: withQuery("asset_id",
 			org(a.exampleChargingProfile), org(a.exampleChargingProfile, read))},
-		// Market prices (spec/dispatch.md, "Prices").
+		// Market prices (docs/api.md, "Prices").
 		{Method: "PUT", Path: marketPricesRoute, Handler: org(a.putMarketPrices, flexv1.RolePricesWrite)},
 		{Method: "GET", Path: marketPricesRoute, Handler: org(a.getMarketPrices, read)},
 

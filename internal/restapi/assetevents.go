@@ -10,7 +10,7 @@ import (
 	"github.com/flexsite/flexsite/internal/web"
 )
 
-// The asset events' routes (spec/dispatch.md, "What the devices tell Flexsite"): prod's
+// The asset events' routes (docs/api.md, "Asset events: what the devices tell Flexsite"): prod's
 // AssetEventRequest on /event, and one route per event type with its own request schema. Each
 // body is read strictly into the use case's Event (422 naming every problem, with the path's);
 // the use case decides the rest (404, 422 for the asset's type, 400 for a tariff).

@@ -7,7 +7,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 )
 
-// createSite is POST /entities/site: prod's SiteRequest, a site alone (spec/meters.md,
+// createSite is POST /entities/site: prod's SiteRequest, a site alone (docs/api.md,
 // "Create site"), read as onboarding reads its site object, at ["body", ...].
 func (a *API) createSite(r *http.Request, p *auth.Principal) (any, error) {
 	var in app.SiteInput

@@ -9,7 +9,7 @@ import (
 	"github.com/flexsite/flexsite/internal/web"
 )
 
-// The device connections' routes (device-connection.md).
+// The device connections' routes (docs/api.md, "Device connections").
 
 // providerName reads a provider path segment: a DeviceProvider's name (a DNS label).
 func providerName(raw string) (string, bool) {

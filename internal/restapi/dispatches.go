@@ -10,9 +10,9 @@ import (
 	"github.com/flexsite/flexsite/internal/web"
 )
 
-// The dispatch endpoints (spec/dispatch.md): an asset controller's status callback, and the
-// example DispatchEvent. The door reads prod's EventResponse; the use case judges the report
-// (internal/dispatch's state machine).
+// The dispatch endpoints (docs/api.md, "Dispatch status callbacks"): an asset controller's status
+// callback, and the example DispatchEvent. The door reads prod's EventResponse; the use case judges
+// the report (internal/dispatch's state machine).
 
 // dispatchCallback is POST /entities/asset/{asset_id}/callback/{event_id}: the path's, the
 // query's and the body's problems are answered together (422).

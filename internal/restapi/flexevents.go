@@ -11,7 +11,7 @@ import (
 	"github.com/flexsite/flexsite/internal/web"
 )
 
-// The flex event endpoints (rewards-engine.md, "Flex events and settlement") map requests
+// The flex event endpoints (docs/api.md, "Flex events are money") map requests
 // onto internal/app/flexevents. The door reads the body's shapes (a timestamp, a number);
 // the use case applies the event's rules (validation.CheckFlexEvent, the ones the FlexEvent
 // admission webhook applies).

@@ -14,7 +14,7 @@ import (
 	"github.com/flexsite/flexsite/internal/web"
 )
 
-// This file reads the API's request objects (snake_case, exactly as interface.md names them)
+// This file reads the API's request objects (snake_case: docs/api.md, "Records and error forms")
 // into the use cases' typed inputs. Every problem of one request is collected (web.Fields)
 // and answered at once, in the 422 form.
 

@@ -11,7 +11,7 @@ import (
 	"github.com/flexsite/flexsite/internal/web"
 )
 
-// The market prices' routes (spec/dispatch.md, "Prices"): a day's prices declared and read
+// The market prices' routes (docs/api.md, "Prices"): a day's prices declared and read
 // back, and the price curves of a site and of an asset. The path and each price are read
 // here (422 naming every problem); whether the day is whole, and the rest, is the use case's.
 

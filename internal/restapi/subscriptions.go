@@ -2,26 +2,25 @@ package restapi
 
 import (
 	"net/http"
-	"net/url"
 	"slices"
-	"strings"
-	"unicode"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
-// The notification endpoints (notifications.md) map requests onto the subscription use cases.
+// The notification endpoints (docs/notifications.md, "Subscribe") map requests onto the
+// subscription use cases.
 
 // maxURL bounds a subscription's url (as the CRD does).
-const maxURL = 2048
+const maxURL = events.MaxURL
 
 func (a *API) createSubscription(r *http.Request, p *auth.Principal) (any, error) {
 	var raw string
-	var events []flexv1.EventType
+	var wanted []flexv1.EventType
 	if err := readBody(r, func(f *fields, body map[string]any) {
-		raw, events = parseSubscription(f, body)
+		raw, wanted = parseSubscription(f, body)
 		// An address literal is judged now, as every delivery would judge it (a name is
 		// judged on its addresses at each delivery).
 		if raw != "" && len(f.Items()) == 0 {
@@ -32,7 +31,7 @@ func (a *API) createSubscription(r *http.Request, p *auth.Principal) (any, error
 	}); err != nil {
 		return nil, err
 	}
-	created, err := a.Subscriptions.Create(r.Context(), p, raw, events)
+	created, err := a.Subscriptions.Create(r.Context(), p, raw, wanted)
 	if err != nil {
 		return nil, err
 	}
@@ -48,39 +47,19 @@ func parseSubscription(f *fields, body map[string]any) (string, []flexv1.EventTy
 			f.Add(msg, "value_error", at(loc, "url"))
 		}
 	}
-	var events []flexv1.EventType
+	var wanted []flexv1.EventType
 	if list, ok := f.Array(body, loc, "events", false); ok {
 		for i, v := range list {
-			if t, ok := web.EnumValue(f, v, at(at(loc, "events"), i), flexv1.AllEventTypes); ok && !slices.Contains(events, t) {
-				events = append(events, t)
+			if t, ok := web.EnumValue(f, v, at(at(loc, "events"), i), flexv1.AllEventTypes); ok && !slices.Contains(wanted, t) {
+				wanted = append(wanted, t)
 			}
 		}
 	}
-	return raw, events
+	return raw, wanted
 }
 
-// checkURL answers why a subscription url is refused, or "" (the address itself is checked
-// at every delivery, on the resolved address).
-func checkURL(raw string) string {
-	if len(raw) > maxURL {
-		return "URL is too long"
-	}
-	if strings.IndexFunc(raw, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		return "URL must not contain spaces or control characters"
-	}
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil || u.Host == "" || u.Hostname() == "":
-		return "URL is not valid"
-	case u.Scheme != "https":
-		return "URL must use https"
-	case u.User != nil:
-		return "URL must not carry credentials"
-	case u.Fragment != "":
-		return "URL must not have a fragment"
-	}
-	return ""
-}
+// checkURL is the form a subscription's url must have (events.CheckURL).
+func checkURL(raw string) string { return events.CheckURL(raw) }
 
 func (a *API) listSubscriptions(r *http.Request, p *auth.Principal) (any, error) {
 	return a.Subscriptions.List(r.Context(), p)

@@ -13,12 +13,12 @@ import (
 	"github.com/flexsite/flexsite/internal/asseteventstore"
 )
 
-// Specs of prod's asset events (spec/dispatch.md, "What the devices tell Flexsite") against
-// the real API server and a real PostgreSQL: every route answers 200 and keeps its event
-// (read back through the store's Latest and GET …/intent), the generic route takes each
-// event type, an event about another asset type is a 422, a tariff outside the opening_hours
-// subset a 400, another organisation's or an unknown asset a 404, a malformed body a 422, and
-// the database down a 503 with Retry-After that keeps nothing.
+// Specs of prod's asset events (docs/api.md, "Asset events: what the devices tell Flexsite")
+// against the real API server and a real PostgreSQL: every route answers 200 and keeps its event
+// (read back through the store's Latest and GET …/intent), the generic route takes each event type,
+// an event about another asset type is a 422, a tariff outside the opening_hours subset a 400,
+// another organisation's or an unknown asset a 404, a malformed body a 422, and the database down a
+// 503 with Retry-After that keeps nothing.
 
 // assetEventsMPAN makes the i-th MPAN of these specs' series.
 func assetEventsMPAN(i int) string { return validMPAN(15000 + i) }

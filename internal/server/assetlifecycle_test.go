@@ -23,7 +23,7 @@ import (
 	"github.com/flexsite/flexsite/internal/identity"
 )
 
-// Specs of the asset lifecycle after creation (api-reference.md, "The asset and site
+// Specs of the asset lifecycle after creation (docs/api.md, "The site and asset
 // lifecycle"): PATCH and DELETE /entities/asset/{asset_id} and GET /entities/asset. Each spec
 // runs in an organisation of its own and checks what is stored, not only the answer.
 
@@ -127,7 +127,7 @@ var _ = Describe("PATCH /entities/asset/{asset_id}", func() {
 		}
 		eligible(Default, mustCall("GET", "/entities/site/"+siteID+"/eligibility", tok, nil))
 		Eventually(func(g Gomega) {
-			eligible(g, entityStatusRecord(entityStoredSite(ctx, o.Namespace, mpan)))
+			eligible(g, entityStatusRecord(g, entityStoredSite(g, ctx, o.Namespace, mpan)))
 		}).Should(Succeed())
 
 		By("never clearing a field: null, empty strings and an empty properties object keep what is stored")
@@ -165,7 +165,7 @@ var _ = Describe("PATCH /entities/asset/{asset_id}", func() {
 
 	It("answers an unknown asset, another organisation's asset and an unknown asset model with 404, and stores nothing",
 		func(ctx SpecContext) {
-			before := snapshot(ctx, o.Namespace)
+			before := snapshot(Default, ctx, o.Namespace)
 			status, resp := call("PATCH", patchPath(uuid.NewString()), tok, map[string]any{"asset_model": "zappi"})
 			Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
 			Expect(resp.Map()).To(Equal(map[string]any{"detail": "Asset not found or not authorized"}))
@@ -178,8 +178,8 @@ var _ = Describe("PATCH /entities/asset/{asset_id}", func() {
 			status, resp = call("PATCH", patchPath(batteryID), other.token(), map[string]any{"asset_model": "givenergy_all_in_one"})
 			Expect(status).To(Equal(http.StatusNotFound), "another organisation: 404, not 403: %s", resp)
 			Expect(resp.Map()).To(Equal(map[string]any{"detail": "Asset not found or not authorized"}))
-			Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
-			Expect(snapshot(ctx, other.Namespace)).To(BeEmpty())
+			Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
+			Expect(snapshot(Default, ctx, other.Namespace)).To(BeEmpty())
 		})
 
 	DescribeTable("answers malformed input with a 422 validation record and stores nothing",
@@ -187,10 +187,10 @@ var _ = Describe("PATCH /entities/asset/{asset_id}", func() {
 			if id == "" {
 				id = batteryID
 			}
-			before := snapshot(ctx, o.Namespace)
+			before := snapshot(Default, ctx, o.Namespace)
 			status, resp := call("PATCH", patchPath(id), tok, body)
 			entityExpectInvalid(status, resp, typ, loc...)
-			Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+			Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 		},
 		Entry("asset_id not a uuid", "battery-1", map[string]any{}, "uuid_parsing", "path", "asset_id"),
 		Entry("not JSON", "", raw(`{"asset_model":`), "json_invalid"),
@@ -272,8 +272,8 @@ var _ = Describe("DELETE /entities/asset/{asset_id}", func() {
 		siteID := entitySiteID(mustCall("POST", "/entities/site/onboard", tok, household(mpan)))
 		enrolmentName := identity.EnrolmentName(siteName, flexv1.PropositionLimitedPause)
 		entityWaitActive(ctx, client.ObjectKey{Namespace: o.Namespace, Name: enrolmentName})
-		Eventually(func() []flexv1.PropositionName {
-			return entityStoredSite(ctx, o.Namespace, mpan).Status.EligiblePropositions
+		Eventually(func(g Gomega) []flexv1.PropositionName {
+			return entityStoredSite(g, ctx, o.Namespace, mpan).Status.EligiblePropositions
 		}).Should(ContainElement(flexv1.PropositionLimitedPause))
 
 		By("deleting the charger, the site's only eligible asset (the battery has no model)")
@@ -288,14 +288,14 @@ var _ = Describe("DELETE /entities/asset/{asset_id}", func() {
 
 		By("writing it into Site.status within seconds")
 		Eventually(func(g Gomega) {
-			site := entityStoredSite(ctx, o.Namespace, mpan)
+			site := entityStoredSite(g, ctx, o.Namespace, mpan)
 			g.Expect(site.Status.EligiblePropositions).To(BeEmpty())
 			g.Expect(site.Status.Assets).To(HaveLen(1))
 			cond := meta.FindStatusCondition(site.Status.Conditions, flexv1.EligibleCondition)
 			g.Expect(cond).NotTo(BeNil())
 			g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(cond.Reason).To(Equal(flexv1.ReasonNotEligible))
-			g.Expect(entityStatusRecord(site)).To(Equal(eligibility))
+			g.Expect(entityStatusRecord(g, site)).To(Equal(eligibility))
 		}).WithTimeout(10 * time.Second).Should(Succeed())
 
 		By("reporting the enrolment as no longer eligible, not keeping it Active")
@@ -317,7 +317,7 @@ var _ = Describe("DELETE /entities/asset/{asset_id}", func() {
 		Expect(status).To(Equal(http.StatusNoContent), "%s", resp)
 		Expect(mustCall("GET", "/entities/site/"+siteID+"/eligibility", tok, nil)["assets"]).To(BeEmpty())
 		Eventually(func(g Gomega) {
-			site := entityStoredSite(ctx, o.Namespace, mpan)
+			site := entityStoredSite(g, ctx, o.Namespace, mpan)
 			g.Expect(meta.FindStatusCondition(site.Status.Conditions, flexv1.EligibleCondition).Reason).To(Equal(flexv1.ReasonNoAssets))
 			e := lifecycleEnrolment(ctx, g, o.Namespace, mpan, flexv1.PropositionLimitedPause)
 			g.Expect(e.Status.Phase).To(Equal(flexv1.EnrolmentNotEligible))
@@ -338,7 +338,7 @@ var _ = Describe("DELETE /entities/asset/{asset_id}", func() {
 		const mpan = "1200000000011"
 		entityInitialise(tok, mpan)
 		chargerID := lifecycleAssetID(ctx, o.Namespace, "charger-"+mpan)
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 
 		status, resp := call("DELETE", "/entities/asset/"+uuid.NewString(), tok, nil)
 		Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
@@ -350,7 +350,7 @@ var _ = Describe("DELETE /entities/asset/{asset_id}", func() {
 
 		status, resp = call("DELETE", "/entities/asset/charger-"+mpan, tok, nil)
 		entityExpectInvalid(status, resp, "uuid_parsing", "path", "asset_id")
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 	})
 
 	It("does not take a site whose request is still writing it for abandoned when one of its assets goes", func(ctx SpecContext) {
@@ -376,13 +376,13 @@ var _ = Describe("DELETE /entities/asset/{asset_id}", func() {
 
 		By("evaluating the site once the rest of it is written")
 		Eventually(func(g Gomega) {
-			stored := entityStoredSite(ctx, o.Namespace, mpan)
+			stored := entityStoredSite(g, ctx, o.Namespace, mpan)
 			g.Expect(stored.Status.ObservedGeneration).To(BeNumerically(">", 0))
 			g.Expect(stored.Status.Assets).To(ConsistOf(HaveField("Name", second.Name)))
 		}).Should(Succeed())
 		By("keeping the site past the request's deadline")
 		Consistently(func(g Gomega) {
-			stored := entityStoredSite(ctx, o.Namespace, mpan)
+			stored := entityStoredSite(g, ctx, o.Namespace, mpan)
 			g.Expect(stored.DeletionTimestamp.IsZero()).To(BeTrue())
 		}, inFlight+2*time.Second, 250*time.Millisecond).Should(Succeed())
 		Expect(lifecycleEvents(ctx, Default, o.Namespace, "AbandonedOnboard", siteName)).To(BeZero())

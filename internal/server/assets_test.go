@@ -82,7 +82,7 @@ var _ = Describe("POST /entities/asset", func() {
 		Eventually(func(g Gomega) {
 			status, resp := call("GET", "/entities/site/"+siteID+"/eligibility", tok, nil)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-			rec := resp.Map()
+			rec := resp.MapG(g)
 			g.Expect(rec["assets"]).To(HaveLen(2))
 			g.Expect(rec["assets"]).To(ContainElement(gstruct.MatchAllKeys(gstruct.Keys{
 				"asset_id": Equal(assetID), "external_id": Equal("battery-2"),
@@ -93,7 +93,7 @@ var _ = Describe("POST /entities/asset", func() {
 		Eventually(func(g Gomega) {
 			status, resp := call("GET", "/entities/site/"+siteID, tok, nil)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-			g.Expect(resp.Map()["asset_ids"]).To(ContainElement(assetID))
+			g.Expect(resp.MapG(g)["asset_ids"]).To(ContainElement(assetID))
 		}).Should(Succeed())
 	})
 
@@ -110,7 +110,7 @@ var _ = Describe("POST /entities/asset", func() {
 		func(ctx SpecContext, mutate func(body map[string]any), status int, typ string, loc ...any) {
 			body := createAssetBody(siteID, "battery-2")
 			mutate(body)
-			before := snapshot(ctx, o.Namespace)
+			before := snapshot(Default, ctx, o.Namespace)
 			got, resp := call("POST", "/entities/asset", tok, body)
 			if status == http.StatusUnprocessableEntity {
 				entityExpectInvalid(got, resp, typ, loc...)
@@ -118,7 +118,7 @@ var _ = Describe("POST /entities/asset", func() {
 				Expect(got).To(Equal(status), "%s", resp)
 				Expect(resp.Detail()).To(BeAssignableToTypeOf(""))
 			}
-			Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+			Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 		},
 		Entry("unknown site", func(b map[string]any) { b["site_id"] = uuid.NewString() }, http.StatusNotFound, ""),
 		Entry("site_id not a uuid", func(b map[string]any) { b["site_id"] = "site-1" },
@@ -147,10 +147,10 @@ var _ = Describe("POST /entities/asset", func() {
 
 	It("refuses an asset whose external_id is taken at another site of the organisation", func(ctx SpecContext) {
 		otherID := entitySiteID(entityInitialise(tok, "2301234567894"))
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		status, resp := call("POST", "/entities/asset", tok, createAssetBody(otherID, "bare-battery"))
 		Expect(status).To(Equal(http.StatusConflict), "%s", resp)
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 	})
 
 	It("creates one asset when the same create races with itself, and refuses the others with 409", func(ctx SpecContext) {
@@ -186,7 +186,7 @@ var _ = Describe("POST /entities/asset", func() {
 		status, resp := call("POST", "/entities/asset", other.token(), createAssetBody(siteID, "battery-2"))
 		Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
 		Expect(resp.Map()).To(Equal(map[string]any{"detail": "Site not found or not authorized"}))
-		Expect(snapshot(ctx, other.Namespace)).To(BeEmpty())
+		Expect(snapshot(Default, ctx, other.Namespace)).To(BeEmpty())
 	})
 })
 
@@ -244,8 +244,8 @@ var _ = Describe("GET /entities/asset/{asset_id} and /entities/asset/external-id
 		Eventually(func(g Gomega) {
 			status, resp := call("GET", "/entities/asset/external-id/charger-"+mpan, otherTok, nil)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-			g.Expect(resp.Map()["id"]).To(Equal(otherChargerID))
-			g.Expect(resp.Map()["site_id"]).To(Equal(entitySiteID(otherBody)))
+			g.Expect(resp.MapG(g)["id"]).To(Equal(otherChargerID))
+			g.Expect(resp.MapG(g)["site_id"]).To(Equal(entitySiteID(otherBody)))
 		}).Should(Succeed())
 		Expect(mustCall("GET", "/entities/asset/external-id/charger-"+mpan, tok, nil)["id"]).To(Equal(chargerID))
 	})

@@ -115,8 +115,8 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 		assetID = mustCall("POST", "/entities/asset", tokA, map[string]any{"external_id": extID, "type": "charger",
 			"site_id": siteID, "asset_model": "zappi", "installation_date": "2025-06-15",
 			"properties": map[string]any{"power_kw": 7.4}})["id"].(string)
-		Eventually(func() any {
-			return mustCall("GET", "/entities/site/"+siteID+"/eligibility", tokUser, nil)["eligible_propositions"]
+		Eventually(func(g Gomega) any {
+			return mustCallG(g, "GET", "/entities/site/"+siteID+"/eligibility", tokUser, nil)["eligible_propositions"]
 		}).Should(ContainElement("limited_pause"))
 		mpanSiteID = onboardedSite(tokA, "1200000000011")
 		// A notification subscription of A (.invalid never resolves; no deliverer runs here).
@@ -150,7 +150,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			Name: identity.EnrolmentName(identity.SiteNameForMPAN("1200000000011"), flexv1.PropositionPriceCurve)})
 		pricesCharger = mustCall("GET", "/entities/asset/external-id/charger-1200000000011", tokA, nil)["id"].(string)
 		Expect(mustCall("GET", "/entities/site/"+mpanSiteID+"/price-curve", tokA, nil)).To(HaveKey("half_hourly_traded_prices"))
-		status, declared := call("PUT", "/market-prices/matrix/2027-01-10", tokA, dayPrices("2027-01-10", 48, pence))
+		status, declared := call("PUT", "/market-prices/matrix/2027-01-10", tokA, dayPrices(Default, "2027-01-10", 48, pence))
 		Expect(status).To(Equal(http.StatusCreated), "%s", declared)
 		secretsOfA = make([]string, 0, 8+len(mpanAssets))
 		secretsOfA = append(secretsOfA, siteID, otherUserSiteID, mpanSiteID, assetID, extID, "1200000000011", "charger-1200000000011", subID)
@@ -355,7 +355,7 @@ var _ = Describe("The authorisation matrix", Ordered, func() {
 			// Market prices: another organisation declares a day of its own (once: 201) and does
 			// not find A's; the price curves of A's site on price_curve, and of its charger.
 			"PUT /market-prices/{market}/{date}": {role: flexv1.RolePricesWrite, success: http.StatusCreated,
-				path: "/market-prices/matrix/2027-01-11", body: jsonBody(dayPrices("2027-01-11", 48, pence))},
+				path: "/market-prices/matrix/2027-01-11", body: jsonBody(dayPrices(Default, "2027-01-11", 48, pence))},
 			"GET /market-prices/{market}/{date}": {role: flexv1.RoleEntityRead, scoped: true,
 				path: "/market-prices/matrix/2027-01-10", body: noBody},
 			"GET /entities/site/{site_id}/price-curve": {role: flexv1.RoleEntityRead, scoped: true,
@@ -511,11 +511,11 @@ func hostedCall(hosted bool, method, path, token string, body any) (int, respons
 var _ = Describe("Token strings", func() {
 	It("accepts only the exact token string it issued", func(ctx SpecContext) {
 		tok := newOrg(ctx).token()
-		Expect(authRequest("GET", "/auth/users/me/", []string{"Bearer " + tok}, nil).status).To(Equal(http.StatusOK))
+		Expect(authRequest(Default, "GET", "/auth/users/me/", []string{"Bearer " + tok}, nil).status).To(Equal(http.StatusOK))
 		const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 		respelt := tok[:len(tok)-1] + string(alphabet[strings.IndexByte(alphabet, tok[len(tok)-1])^1])
 		Expect(respelt).NotTo(Equal(tok))
-		expectUnauthorized(authRequest("GET", "/auth/users/me/", []string{"Bearer " + respelt}, nil))
+		expectUnauthorized(authRequest(Default, "GET", "/auth/users/me/", []string{"Bearer " + respelt}, nil))
 	})
 })
 

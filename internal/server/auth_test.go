@@ -47,7 +47,7 @@ type authAnswer struct {
 
 // authRequest sends one request with exactly the given Authorization header values (none when
 // empty); body is nil, a form, or raw JSON text.
-func authRequest(method, path string, authorization []string, body any) authAnswer {
+func authRequest(g Gomega, method, path string, authorization []string, body any) authAnswer {
 	var reader io.Reader
 	contentType := ""
 	switch b := body.(type) {
@@ -64,7 +64,7 @@ func authRequest(method, path string, authorization []string, body any) authAnsw
 		Fail(fmt.Sprintf("authRequest: unsupported body %T", body))
 	}
 	req, err := http.NewRequest(method, apiServer.URL+path, reader)
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred())
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
@@ -72,16 +72,19 @@ func authRequest(method, path string, authorization []string, body any) authAnsw
 		req.Header.Add("Authorization", a)
 	}
 	resp, err := http.DefaultClient.Do(req)
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(resp.Body)
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred())
 	return authAnswer{status: resp.StatusCode, header: resp.Header, body: data}
 }
 
 // login posts the token form.
-func login(username, password string) authAnswer {
-	return authRequest("POST", "/auth/token-form", nil,
+func login(username, password string) authAnswer { return loginG(Default, username, password) }
+
+// loginG is login for a polled function: it asserts through g.
+func loginG(g Gomega, username, password string) authAnswer {
+	return authRequest(g, "POST", "/auth/token-form", nil,
 		form{"username": username, "password": password, "grant_type": "password"})
 }
 
@@ -276,18 +279,18 @@ var _ = Describe("Authentication: POST /auth/token-form", func() {
 		patchAPIClient(ctx, o, func(c *flexv1.APIClient) { c.Spec.Disabled = true })
 
 		Eventually(func(g Gomega) {
-			a := login(o.Username, o.Password)
+			a := loginG(g, o.Username, o.Password)
 			g.Expect(a.status).To(Equal(http.StatusUnauthorized), "%s", a.body)
 			g.Expect(a.header.Get("WWW-Authenticate")).To(Equal("Bearer"))
 		}).Should(Succeed())
 		// Without the password, nobody learns the client is disabled: same answer as a bad login.
 		Expect(login(o.Username, o.Password).body.Detail()).To(Equal(login(o.Username, "wrong").body.Detail()))
 
-		Eventually(func() int {
-			return authRequest("GET", "/auth/users/me/", []string{"Bearer " + orgToken}, nil).status
+		Eventually(func(g Gomega) int {
+			return authRequest(g, "GET", "/auth/users/me/", []string{"Bearer " + orgToken}, nil).status
 		}).Should(Equal(http.StatusUnauthorized))
-		expectUnauthorized(authRequest("GET", "/auth/users/me/", []string{"Bearer " + orgToken}, nil))
-		expectUnauthorized(authRequest("GET", "/entities/site/"+userSiteID+"/eligibility", []string{"Bearer " + userToken}, nil))
+		expectUnauthorized(authRequest(Default, "GET", "/auth/users/me/", []string{"Bearer " + orgToken}, nil))
+		expectUnauthorized(authRequest(Default, "GET", "/entities/site/"+userSiteID+"/eligibility", []string{"Bearer " + userToken}, nil))
 	})
 })
 
@@ -297,8 +300,8 @@ var _ = Describe("Authentication: API client lifecycle", func() {
 		tok := o.token()
 		Expect(k8sClient.Delete(ctx, &flexv1.APIClient{ObjectMeta: metav1.ObjectMeta{
 			Namespace: o.Namespace, Name: apiClientKey(o).Name}})).To(Succeed())
-		Eventually(func() int {
-			return authRequest("GET", "/auth/users/me/", []string{"Bearer " + tok}, nil).status
+		Eventually(func(g Gomega) int {
+			return authRequest(g, "GET", "/auth/users/me/", []string{"Bearer " + tok}, nil).status
 		}).Should(Equal(http.StatusUnauthorized))
 		expectUnauthorized(login(o.Username, o.Password))
 	})
@@ -310,7 +313,7 @@ var _ = Describe("Authentication: API client lifecycle", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(bootstrap.EnsureOrganisation(ctx, k8sClient, bootstrap.Organisation{Namespace: ns, Username: o.Username,
 			Password: "other-" + o.Password, Roles: []flexv1.Role{flexv1.RoleEntityRead}})).To(Succeed())
-		Eventually(func() int { return login(o.Username, o.Password).status }).Should(Equal(http.StatusUnauthorized))
+		Eventually(func(g Gomega) int { return loginG(g, o.Username, o.Password).status }).Should(Equal(http.StatusUnauthorized))
 		expectUnauthorized(login(o.Username, "other-"+o.Password))
 	})
 
@@ -324,8 +327,8 @@ var _ = Describe("Authentication: API client lifecycle", func() {
 		mustCall("GET", "/rewards/"+siteID+"/transactions", tok, nil)
 
 		patchAPIClient(ctx, o, func(c *flexv1.APIClient) { c.Spec.Roles = []flexv1.Role{flexv1.RoleEntityRead} })
-		Eventually(func() []any {
-			return mustCall("GET", "/auth/users/me/", o.token(), nil)["roles"].([]any)
+		Eventually(func(g Gomega) []any {
+			return mustCallG(g, "GET", "/auth/users/me/", o.token(), nil)["roles"].([]any)
 		}).Should(Equal([]any{"entity_read"}), "a new token carries the new roles")
 
 		status, resp := call("GET", "/rewards/"+siteID+"/transactions", tok, nil)
@@ -392,7 +395,7 @@ var _ = Describe("Authentication: bearer tokens", func() {
 			if r.Method == "POST" {
 				body = raw(`{}`)
 			}
-			a := authRequest(r.Method, concrete.Replace(r.Path), authorization, body)
+			a := authRequest(Default, r.Method, concrete.Replace(r.Path), authorization, body)
 			if a.status != http.StatusUnauthorized || a.header.Get("WWW-Authenticate") != "Bearer" {
 				wrong = append(wrong, fmt.Sprintf("%s %s: %d %q %s", r.Method, r.Path, a.status,
 					a.header.Get("WWW-Authenticate"), a.body))
@@ -420,8 +423,8 @@ var _ = Describe("Authentication: bearer tokens", func() {
 
 	It("accepts a good token only once, not in two Authorization headers", func(ctx SpecContext) {
 		tok := newOrg(ctx).token()
-		Expect(authRequest("GET", "/auth/users/me/", []string{"bearer " + tok}, nil).status).To(Equal(http.StatusOK))
-		expectUnauthorized(authRequest("GET", "/auth/users/me/", []string{"Bearer " + tok, "Bearer " + tok}, nil))
+		Expect(authRequest(Default, "GET", "/auth/users/me/", []string{"bearer " + tok}, nil).status).To(Equal(http.StatusOK))
+		expectUnauthorized(authRequest(Default, "GET", "/auth/users/me/", []string{"Bearer " + tok, "Bearer " + tok}, nil))
 	})
 
 	It("refuses a token signed by a key the ring does not hold", func(ctx SpecContext) {
@@ -434,7 +437,7 @@ var _ = Describe("Authentication: bearer tokens", func() {
 		unknownKid.Header["kid"] = "00112233deadbeef"
 		signed, err := unknownKid.SignedString(foreign)
 		Expect(err).NotTo(HaveOccurred())
-		expectUnauthorized(authRequest("GET", "/auth/users/me/", []string{"Bearer " + signed}, nil))
+		expectUnauthorized(authRequest(Default, "GET", "/auth/users/me/", []string{"Bearer " + signed}, nil))
 
 		// The suite's kid, but the wrong key behind it.
 		kid, _ := activeSigningKey(ctx)
@@ -442,7 +445,7 @@ var _ = Describe("Authentication: bearer tokens", func() {
 		knownKid.Header["kid"] = kid
 		signed, err = knownKid.SignedString(foreign)
 		Expect(err).NotTo(HaveOccurred())
-		expectUnauthorized(authRequest("GET", "/auth/users/me/", []string{"Bearer " + signed}, nil))
+		expectUnauthorized(authRequest(Default, "GET", "/auth/users/me/", []string{"Bearer " + signed}, nil))
 	})
 
 	It("refuses an expired token, while the same issuer's current token works", func(ctx SpecContext) {
@@ -455,8 +458,8 @@ var _ = Describe("Authentication: bearer tokens", func() {
 		past := func() time.Time { return time.Now().Add(-2 * time.Hour) }
 		expired, _, err := suiteIssuer(ctx, past).IssueOrganisationToken(orgPrincipal(o, flexv1.RoleEntityRead))
 		Expect(err).NotTo(HaveOccurred())
-		expectUnauthorized(authRequest("GET", "/auth/users/me/", []string{"Bearer " + expired}, nil))
-		expectUnauthorized(authRequest("GET", "/entities/site", []string{"Bearer " + expired}, nil))
+		expectUnauthorized(authRequest(Default, "GET", "/auth/users/me/", []string{"Bearer " + expired}, nil))
+		expectUnauthorized(authRequest(Default, "GET", "/entities/site", []string{"Bearer " + expired}, nil))
 	})
 
 	It("refuses an unsigned token (alg none)", func(ctx SpecContext) {
@@ -468,14 +471,14 @@ var _ = Describe("Authentication: bearer tokens", func() {
 			payload, err := json.Marshal(orgClaims(o))
 			Expect(err).NotTo(HaveOccurred())
 			unsigned := header + "." + base64.RawURLEncoding.EncodeToString(payload) + "."
-			expectUnauthorized(authRequest("GET", "/auth/users/me/", []string{"Bearer " + unsigned}, nil))
+			expectUnauthorized(authRequest(Default, "GET", "/auth/users/me/", []string{"Bearer " + unsigned}, nil))
 		}
 		// And as the library itself writes it.
 		none := jwt.NewWithClaims(jwt.SigningMethodNone, orgClaims(o))
 		none.Header["kid"] = kid
 		signed, err := none.SignedString(jwt.UnsafeAllowNoneSignatureType)
 		Expect(err).NotTo(HaveOccurred())
-		expectUnauthorized(authRequest("GET", "/auth/users/me/", []string{"Bearer " + signed}, nil))
+		expectUnauthorized(authRequest(Default, "GET", "/auth/users/me/", []string{"Bearer " + signed}, nil))
 	})
 
 	It("refuses an HS256 token keyed with the public key (algorithm confusion)", func(ctx SpecContext) {
@@ -490,7 +493,7 @@ var _ = Describe("Authentication: bearer tokens", func() {
 			hs.Header["kid"] = kid
 			signed, err := hs.SignedString(secret)
 			Expect(err).NotTo(HaveOccurred())
-			expectUnauthorized(authRequest("GET", "/auth/users/me/", []string{"Bearer " + signed}, nil))
+			expectUnauthorized(authRequest(Default, "GET", "/auth/users/me/", []string{"Bearer " + signed}, nil))
 		}
 	})
 
@@ -508,7 +511,7 @@ var _ = Describe("Authentication: bearer tokens", func() {
 		altered, err := json.Marshal(claims)
 		Expect(err).NotTo(HaveOccurred())
 		forged := parts[0] + "." + base64.RawURLEncoding.EncodeToString(altered) + "." + parts[2]
-		expectUnauthorized(authRequest("GET", "/entities/site", []string{"Bearer " + forged}, nil))
+		expectUnauthorized(authRequest(Default, "GET", "/entities/site", []string{"Bearer " + forged}, nil))
 	})
 })
 
@@ -571,10 +574,10 @@ var _ = Describe("Organisation isolation", func() {
 		ledger.Spec.Transactions = []flexv1.RewardTransaction{{ID: identity.NewID(), Type: "signup bonus", CreditPence: 500,
 			SettlementDate: "2026-01-01"}}
 		Expect(k8sClient.Create(ctx, ledger)).To(Succeed())
-		Eventually(func() any {
-			return mustCall("GET", "/rewards/"+siteID+"/transactions", tokA, nil)["transactions"]
+		Eventually(func(g Gomega) any {
+			return mustCallG(g, "GET", "/rewards/"+siteID+"/transactions", tokA, nil)["transactions"]
 		}).Should(HaveLen(1))
-		before := snapshot(ctx, a.Namespace)
+		before := snapshot(Default, ctx, a.Namespace)
 
 		for _, c := range []struct {
 			method, path string
@@ -603,7 +606,7 @@ var _ = Describe("Organisation isolation", func() {
 		list := mustCall("GET", "/entities/site?mpan=1012345678903", tokB, nil)
 		Expect(list["sites"]).To(BeEmpty())
 
-		Expect(snapshot(ctx, a.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, a.Namespace)).To(Equal(before))
 		Expect(sitesIn(ctx, b.Namespace)).To(BeEmpty())
 		Expect(mustCall("GET", "/entities/site/"+siteID, tokA, nil)["id"]).To(Equal(siteID))
 	})
@@ -649,7 +652,7 @@ var _ = Describe("POST /auth/component-token", func() {
 			status, resp := call("POST", "/auth/component-token", tok, componentForm("user-42",
 				"user_email", "second@example.com", "gave_boundary_meter_consent_at", "2026-03-01T08:00:00Z"))
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-			g.Expect(resp.Map()["id"]).To(Equal(first["id"]))
+			g.Expect(resp.MapG(g)["id"]).To(Equal(first["id"]))
 		}).Should(Succeed())
 		site = userSite(ctx, o.Namespace, "user-42")
 		Expect(site.Spec.Email).To(Equal("second@example.com"))
@@ -725,7 +728,7 @@ var _ = Describe("POST /auth/component-token", func() {
 		Eventually(func(g Gomega) {
 			status, resp := call("POST", "/auth/component-token", tok, componentForm("exempt-user"))
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-			id = resp.Map()["id"]
+			id = resp.MapG(g)["id"]
 		}).Should(Succeed())
 		Expect(id).To(MatchRegexp(uuidPattern))
 		site := userSite(ctx, o.Namespace, "exempt-user")
@@ -790,8 +793,8 @@ var _ = Describe("POST /auth/component-token", func() {
 			"assets": []any{map[string]any{"external_id": "end-user-charger", "type": "charger",
 				"asset_model": "zappi", "installation_date": "2025-06-15", "properties": map[string]any{"power_kw": 7.4}}}})
 		Expect(filled["site"].(map[string]any)["site_id"]).To(Equal(ownID))
-		Eventually(func() any {
-			return mustCall("GET", "/entities/site/"+ownID+"/eligibility", userTok, nil)["eligible_propositions"]
+		Eventually(func(g Gomega) any {
+			return mustCallG(g, "GET", "/entities/site/"+ownID+"/eligibility", userTok, nil)["eligible_propositions"]
 		}).Should(ContainElement("limited_pause"))
 		Expect(mustCall("POST", "/entities/site/"+ownID+"/enrol", userTok, map[string]any{"proposition": "limited_pause"})).
 			To(Equal(map[string]any{"site_id": ownID, "status": "enrolled"}))

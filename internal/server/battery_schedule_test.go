@@ -15,7 +15,7 @@ import (
 	"github.com/flexsite/flexsite/internal/pricestore"
 )
 
-// Specs of GET /entities/asset/{asset_id}/battery-schedule (spec/dispatch.md, "Schedules")
+// Specs of GET /entities/asset/{asset_id}/battery-schedule (docs/api.md, "Battery schedule")
 // against the real API server and a real PostgreSQL: a battery actively enrolled in
 // full_asset_schedule_control gets the hand-computed schedule of tomorrow's prices (charge in
 // the cheapest half-hours, discharge in the dearest, avoid_export elsewhere, merged), a
@@ -104,7 +104,7 @@ var _ = Describe("Battery schedule", func() {
 		Eventually(func(g Gomega) {
 			status, resp := call("GET", schedulePath(id), tok, nil)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-			out = resp.Map()
+			out = resp.MapG(g)
 		}).Should(Succeed())
 		return out
 	}

@@ -33,7 +33,7 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility after a catalogue cha
 		Eventually(func(g Gomega) {
 			status, resp := call("POST", "/entities/site/initialise", tok, body)
 			g.Expect(status).To(Equal(http.StatusOK), "initialise: %s", resp)
-			siteID = entitySiteID(resp.Map())
+			siteID = entitySiteID(resp.MapG(g))
 		}).Should(Succeed())
 		issues := func(g Gomega) []any {
 			status, resp := call("GET", "/entities/site/"+siteID+"/eligibility", tok, nil)

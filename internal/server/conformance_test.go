@@ -553,8 +553,8 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 			}},
 		})).To(Succeed())
 		// The REST API reads ledgers from its cache.
-		Eventually(func() any {
-			return mustCall("GET", "/rewards/"+home.id+"/transactions", tok, nil)["transactions"]
+		Eventually(func(g Gomega) any {
+			return mustCallG(g, "GET", "/rewards/"+home.id+"/transactions", tok, nil)["transactions"]
 		}).Should(HaveLen(4))
 		c.call("GET", "/rewards/"+home.id+"/transactions?limit=2&offset=1", tok, nil)
 		c.call("GET", "/rewards/"+home.id+"/transactions", tok, nil)
@@ -593,15 +593,15 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 
 	It("answers the offboard as documented, for a site with assets and one without", func(ctx SpecContext) {
 		By("giving the household what only kubectl sets: a tariff and a custom dispatch power")
-		site := entityStoredSite(ctx, o.Namespace, home.mpan)
+		site := entityStoredSite(Default, ctx, o.Namespace, home.mpan)
 		site.Spec.Tariff = &flexv1.Tariff{Type: "dual_rate", CheapStartTime: "00:30", CheapEndTime: "04:30:00"}
 		Expect(k8sClient.Update(ctx, site)).To(Succeed())
 		charger := entityStoredAsset(ctx, o.Namespace, "charger-"+home.mpan)
 		charger.Spec.CustomDispatchPowerW = ptr.To[int64](3500)
 		Expect(k8sClient.Update(ctx, charger)).To(Succeed())
-		Eventually(func() any { return mustCall("GET", "/entities/site/"+home.id, tok, nil)["tariff"] }).ShouldNot(BeNil())
-		Eventually(func() any {
-			return mustCall("GET", "/entities/asset/external-id/charger-"+home.mpan, tok, nil)["properties"]
+		Eventually(func(g Gomega) any { return mustCallG(g, "GET", "/entities/site/"+home.id, tok, nil)["tariff"] }).ShouldNot(BeNil())
+		Eventually(func(g Gomega) any {
+			return mustCallG(g, "GET", "/entities/asset/external-id/charger-"+home.mpan, tok, nil)["properties"]
 		}).Should(HaveKey("custom_dispatch_power_kw"))
 		c.call("GET", "/entities/site/"+home.id, tok, nil)
 		c.call("GET", "/entities/asset/external-id/charger-"+home.mpan, tok, nil)
@@ -616,8 +616,8 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		status, resp := call("POST", "/notifications/subscriptions", tok, map[string]any{"url": "https://hooks.flexsite.invalid/c"})
 		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
 		id := resp.Map()["id"].(string)
-		Eventually(func() []any {
-			return mustCall("GET", "/notifications/subscriptions", tok, nil)["subscriptions"].([]any)
+		Eventually(func(g Gomega) []any {
+			return mustCallG(g, "GET", "/notifications/subscriptions", tok, nil)["subscriptions"].([]any)
 		}).Should(HaveLen(1))
 		c.call("GET", "/notifications/subscriptions", tok, nil)
 		c.call("GET", "/notifications/subscriptions/"+id, tok, nil)
@@ -638,8 +638,8 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
 		sub.Status.LastDelivery = &flexv1.DeliveryResult{Time: now, StatusCode: 204, LatencyMillis: 12}
 		Expect(k8sClient.Status().Update(ctx, sub)).To(Succeed())
-		Eventually(func() any {
-			return mustCall("GET", "/notifications/subscriptions/"+id, tok, nil)["last_delivery"]
+		Eventually(func(g Gomega) any {
+			return mustCallG(g, "GET", "/notifications/subscriptions/"+id, tok, nil)["last_delivery"]
 		}).ShouldNot(BeNil())
 		c.call("GET", "/notifications/subscriptions", tok, nil)
 		c.call("GET", "/notifications/subscriptions/"+id, tok, nil)
@@ -702,9 +702,9 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 
 	It("answers the market prices and the price curves as documented", func(ctx SpecContext) {
 		needDatabase()
-		status, created := call("PUT", "/market-prices/conformance/2027-01-12", tok, dayPrices("2027-01-12", 48, pence))
+		status, created := call("PUT", "/market-prices/conformance/2027-01-12", tok, dayPrices(Default, "2027-01-12", 48, pence))
 		Expect(status).To(Equal(http.StatusCreated), "%s", created)
-		c.call("PUT", "/market-prices/conformance/2027-01-12", tok, dayPrices("2027-01-12", 48, pence))
+		c.call("PUT", "/market-prices/conformance/2027-01-12", tok, dayPrices(Default, "2027-01-12", 48, pence))
 		c.call("GET", "/market-prices/conformance/2027-01-12", tok, nil)
 		// A site on price_curve: its curve's periods are null (nothing declared for its market
 		// today), which the document must allow.
@@ -728,7 +728,7 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		// Tomorrow declared: the horizon runs to tomorrow's 23:00, with priced pairs to plan.
 		tomorrow := prices.Tomorrow(time.Now())
 		status, declared := call("PUT", "/market-prices/full_asset_schedule_control/"+tomorrow.String(), tok,
-			dayPrices(tomorrow.String(), len(tomorrow.Periods()), pence))
+			dayPrices(Default, tomorrow.String(), len(tomorrow.Periods()), pence))
 		Expect(status).To(BeElementOf(http.StatusCreated, http.StatusOK), "%s", declared)
 		c.call("GET", "/entities/asset/"+entityAssetIDs(answer)[1].(string)+"/battery-schedule", tok, nil)
 	})

@@ -13,7 +13,7 @@ import (
 	"github.com/flexsite/flexsite/internal/identity"
 )
 
-// POST /entities/site (spec/meters.md, "Create site"): a site alone, under onboarding's rules,
+// POST /entities/site (docs/api.md, "Create site"): a site alone, under onboarding's rules,
 // refused when the organisation already has a site with its MPAN or at its address.
 
 // createSiteMPAN is the MPAN of the i-th site of these specs.
@@ -72,10 +72,10 @@ var _ = Describe("POST /entities/site", func() {
 	// expectRefused sends body, expects status, and that nothing stored changed.
 	expectRefused := func(ctx SpecContext, body map[string]any, status int) response {
 		GinkgoHelper()
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		got, resp := call("POST", "/entities/site", tok, body)
 		Expect(got).To(Equal(status), "%s", resp)
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before), "a refused request stores nothing")
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before), "a refused request stores nothing")
 		return resp
 	}
 

@@ -42,7 +42,7 @@ var _ = Describe("Dates and times out of the supported range", func() {
 		} {
 			status, resp := call("GET", "/market-prices/price_curve/"+bad.date, tok, nil)
 			expectValidationItem(status, resp, []any{"path", "date"}, bad.typ)
-			status, resp = call("PUT", "/market-prices/price_curve/"+bad.date, tok, dayPrices("2027-01-12", 48, pence))
+			status, resp = call("PUT", "/market-prices/price_curve/"+bad.date, tok, dayPrices(Default, "2027-01-12", 48, pence))
 			expectValidationItem(status, resp, []any{"path", "date"}, bad.typ)
 		}
 		for _, date := range []string{"1900-01-01", "9999-12-31"} {
@@ -85,7 +85,7 @@ var _ = Describe("Dates and times out of the supported range", func() {
 		}
 
 		By("a consent, an installation date, a flex event and a reading")
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		status, resp := call("POST", "/entities/site/onboard", tok, household("1012345678903", func(b map[string]any) {
 			b["site"].(map[string]any)["gave_boundary_meter_consent_at"] = "1000-01-01T00:00:00Z"
 		}))
@@ -102,7 +102,7 @@ var _ = Describe("Dates and times out of the supported range", func() {
 			map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
 		Expect(err).NotTo(HaveOccurred())
 		expectValidationItem(status, data, []any{"body", "installation_date"}, "greater_than_equal")
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before), "a refused date stores nothing")
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before), "a refused date stores nothing")
 
 		status, resp = call("POST", "/flex-events", tok, map[string]any{"proposition": "limited_pause",
 			"start_at": "1000-01-01T17:00:00Z", "end_at": "1000-01-01T18:00:00Z", "direction": "turn_down",
@@ -110,7 +110,7 @@ var _ = Describe("Dates and times out of the supported range", func() {
 		expectValidationItem(status, resp, []any{"body", "start_at"}, "greater_than_equal")
 
 		By("the range's last day and hour are taken, and answered (year 10000 is never written)")
-		status, resp = call("PUT", "/market-prices/price_curve/9999-12-31", tok, dayPrices("9999-12-31", 48, pence))
+		status, resp = call("PUT", "/market-prices/price_curve/9999-12-31", tok, dayPrices(Default, "9999-12-31", 48, pence))
 		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
 		mustCall("GET", "/market-prices/price_curve/9999-12-31", tok, nil)
 		status, resp = call("POST", "/flex-events", tok, map[string]any{"proposition": "limited_pause",

@@ -37,9 +37,9 @@ import (
 	"github.com/flexsite/flexsite/internal/testing/oauthprovider"
 )
 
-// Device connections (device-connection.md) against a real OAuth 2.0 authorisation server on
-// loopback (internal/testing/oauthprovider: ory/fosite, PKCE S256, refresh-token rotation,
-// revocation, a consent page).
+// Device connections (docs/api.md, "Device connections") against a real OAuth 2.0 authorisation
+// server on loopback (internal/testing/oauthprovider: ory/fosite, PKCE S256, refresh-token
+// rotation, revocation, a consent page).
 
 const (
 	// deviceProviderName is the suite's DeviceProvider; deviceModel is an AssetModel it controls.
@@ -270,7 +270,7 @@ var _ = Describe("Device connections: initiate, callback, list, disconnect", fun
 		Eventually(func(g Gomega) {
 			status, resp := initiate(appURI)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-			authURL = resp.Map()["authorization_url"].(string)
+			authURL = resp.MapG(g)["authorization_url"].(string)
 		}).Should(Succeed())
 		By("refusing the declared scheme at a URI the client did not register")
 		status, resp = initiate("com.example.app:/elsewhere")
@@ -438,8 +438,8 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 			g.Expect(c.Status.Conditions).To(ContainElement(And(HaveField("Type", flexv1.StalledCondition),
 				HaveField("Status", metav1.ConditionTrue))))
 		}, 15*time.Second).Should(Succeed())
-		Eventually(func() any {
-			return mustCall("GET", "/entities/asset/"+chargerID, tok, nil)["needs_reauthorisation"]
+		Eventually(func(g Gomega) any {
+			return mustCallG(g, "GET", "/entities/asset/"+chargerID, tok, nil)["needs_reauthorisation"]
 		}).Should(BeTrue())
 		asset := &flexv1.Asset{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.AssetName("charger-" + validMPAN(8201))}, asset)).To(Succeed())
@@ -453,8 +453,8 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 		// Reconnecting clears it.
 		loc := connect(tok, siteID, registeredURI)
 		Expect(loc.Query().Get("connection")).To(Equal("connected"))
-		Eventually(func() any {
-			return mustCall("GET", "/entities/asset/"+chargerID, tok, nil)["needs_reauthorisation"]
+		Eventually(func(g Gomega) any {
+			return mustCallG(g, "GET", "/entities/asset/"+chargerID, tok, nil)["needs_reauthorisation"]
 		}).Should(BeFalse())
 	})
 
@@ -568,13 +568,13 @@ var _ = Describe("Device connections: kept alive, lapsed, reconnected", func() {
 		Expect(list).To(HaveLen(1))
 		Expect(list[0].(map[string]any)["provider"]).To(Equal("client"))
 		Expect(list[0].(map[string]any)["assets"]).To(HaveLen(2))
-		Eventually(func() any {
-			return mustCall("GET", "/entities/asset/"+chargerID, tok, nil)["needs_reauthorisation"]
+		Eventually(func(g Gomega) any {
+			return mustCallG(g, "GET", "/entities/asset/"+chargerID, tok, nil)["needs_reauthorisation"]
 		}, 15*time.Second).Should(BeTrue())
 		// A fresh token clears it.
 		mustCall("POST", path, tok, map[string]any{"access_token": "a2", "refresh_token": "r2", "expires_in": 3600})
-		Eventually(func() any {
-			return mustCall("GET", "/entities/asset/"+chargerID, tok, nil)["needs_reauthorisation"]
+		Eventually(func(g Gomega) any {
+			return mustCallG(g, "GET", "/entities/asset/"+chargerID, tok, nil)["needs_reauthorisation"]
 		}).Should(BeFalse())
 	})
 

@@ -22,7 +22,7 @@ import (
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
-// The dispatch status callback (spec/dispatch.md, "Status back from the asset controller")
+// The dispatch status callback (docs/api.md, "Dispatch status callbacks")
 // and the dispatch counts of the flex event answers. The FlexEvent controller's issuing is
 // another part's: the dispatches here are issued straight into the database
 // (dispatchstore.Issue), for a site and assets made through the API.
@@ -302,7 +302,7 @@ var _ = Describe("Dispatch callbacks", Ordered, func() {
 			status, resp := call("GET", "/entities/site/"+siteID+"/flex-events", tok, nil)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
 			var found map[string]any
-			for _, ev := range resp.Map()["events"].([]any) {
+			for _, ev := range resp.MapG(g)["events"].([]any) {
 				if ev.(map[string]any)["id"] == flexEventID {
 					found = ev.(map[string]any)
 				}

@@ -44,10 +44,10 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility reads its own writes"
 		Expect(externalIDs(read())).To(ContainElement("ryw-battery"), "the asset just added")
 
 		By("the answer being the Site controller's evaluation")
-		site := entityStoredSite(ctx, o.Namespace, mpan)
+		site := entityStoredSite(Default, ctx, o.Namespace, mpan)
 		Expect(site.Name).To(Equal(identity.SiteNameForMPAN(mpan)))
 		Expect(site.Status.EvaluatedFrom.Assets).NotTo(BeEmpty())
-		Expect(read()).To(Equal(entityStatusRecord(site)))
+		Expect(read()).To(Equal(entityStatusRecord(Default, site)))
 
 		By("deleting it")
 		status, resp := call("DELETE", "/entities/asset/"+created.Map()["id"].(string), tok, nil)
@@ -68,7 +68,7 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility reads its own writes"
 		// the stale write and the read (and the read is then rightly a 200): write it again
 		// until a read meets it.
 		Eventually(func(g Gomega) {
-			stale := entityStoredSite(ctx, o.Namespace, mpan).DeepCopy()
+			stale := entityStoredSite(g, ctx, o.Namespace, mpan).DeepCopy()
 			stale.Status.EvaluatedFrom = flexv1.EligibilityInputs{}
 			g.Expect(k8sClient.Status().Update(ctx, stale)).To(Succeed())
 			// The server reads its cache: the read meets the stale status once the cache
@@ -94,7 +94,7 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility reads its own writes"
 		}).WithTimeout(2 * time.Minute).Should(Succeed())
 
 		By("the site's next evaluation")
-		s := entityStoredSite(ctx, o.Namespace, mpan)
+		s := entityStoredSite(Default, ctx, o.Namespace, mpan)
 		if s.Labels == nil {
 			s.Labels = map[string]string{}
 		}

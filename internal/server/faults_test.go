@@ -621,7 +621,7 @@ var _ = Describe("Reliability: injected write faults", func() {
 				problems.at = fmt.Sprintf("k=%d", k)
 				g := problems.gomega()
 				req := c.prepare(ctx, e, k)
-				before := snapshot(ctx, e.ns)
+				before := snapshot(Default, ctx, e.ns)
 				fc := newFaultClient(fault, k)
 				url, done := faultyFacade(fc, nil, faultInFlightTimeout)
 				a := req.send(url, e.tok)
@@ -637,7 +637,7 @@ var _ = Describe("Reliability: injected write faults", func() {
 				}
 				fired++
 				faultExpectErrorForm(g, a)
-				faultSoon(g, func() []string { return faultDiff(before, snapshot(ctx, e.ns)) }).
+				faultSoon(g, func() []string { return faultDiff(before, snapshot(Default, ctx, e.ns)) }).
 					Should(BeEmpty(), "a failed request leaves no stored change (- lost, + left behind)")
 				again := req.send(apiServer.URL, e.tok)
 				if g.Expect(again.status).To(Equal(http.StatusOK), "the same request sent again succeeds: %s", again) {
@@ -742,7 +742,7 @@ var _ = Describe("Reliability: injected write faults", func() {
 			// deleted: the snapshot lost the asset's line, and nothing else changed (the lines
 			// that name the asset otherwise are its site's, whose in-flight marker names it).
 			deleted := func(g Gomega, before, name string) {
-				faultSoon(g, func() string { return snapshot(ctx, e.ns) }).Should(And(
+				faultSoon(g, func() string { return snapshot(Default, ctx, e.ns) }).Should(And(
 					Not(ContainSubstring("asset "+name+" ")), WithTransform(func(after string) string { return entityLinesWithout(after, name) },
 						Equal(entityLinesWithout(before, name)))), "the asset is gone, and only it")
 			}
@@ -761,7 +761,7 @@ var _ = Describe("Reliability: injected write faults", func() {
 				problems.at = fmt.Sprintf("k=%d", k)
 				g := problems.gomega()
 				name, id := stored(k)
-				before := snapshot(ctx, e.ns)
+				before := snapshot(Default, ctx, e.ns)
 				fc := newFaultClient(fault, k)
 				url, done := faultyFacade(fc, nil, faultInFlightTimeout)
 				a := del(url, id)
@@ -784,7 +784,7 @@ var _ = Describe("Reliability: injected write faults", func() {
 				} else {
 					faultExpectErrorForm(g, a)
 					g.Expect(fault).NotTo(Equal(faultTimeoutApplied), "an error for a delete that happened: %s", a)
-					g.Expect(faultDiff(before, snapshot(ctx, e.ns))).To(BeEmpty(), "a failed delete leaves the asset and all else")
+					g.Expect(faultDiff(before, snapshot(Default, ctx, e.ns))).To(BeEmpty(), "a failed delete leaves the asset and all else")
 					again := del(apiServer.URL, id)
 					g.Expect(again.status).To(Equal(http.StatusNoContent), "the repeated delete: %s", again)
 				}
@@ -909,7 +909,7 @@ var _ = Describe("Reliability: injected read faults", func() {
 				problems.at = fmt.Sprintf("k=%d", k)
 				g := problems.gomega()
 				req := c.prepare(ctx, e, k)
-				before := snapshot(ctx, e.ns)
+				before := snapshot(Default, ctx, e.ns)
 				fc := newFaultClient(faultServerError, 0)
 				reads := &faultReads{failAt: k, writes: fc}
 				url, done := faultyFacade(fc, reads, faultInFlightTimeout)
@@ -930,7 +930,7 @@ var _ = Describe("Reliability: injected read faults", func() {
 				default:
 					errorsAnswered++
 					faultExpectErrorForm(g, a)
-					faultSoon(g, func() []string { return faultDiff(before, snapshot(ctx, e.ns)) }).
+					faultSoon(g, func() []string { return faultDiff(before, snapshot(Default, ctx, e.ns)) }).
 						Should(BeEmpty(), "a failed request leaves no stored change (- lost, + left behind)")
 				}
 			}
@@ -974,7 +974,7 @@ var _ = Describe("Reliability: DELETE /entities/site/{site_id} under injected fa
 		} else {
 			faultExpectErrorForm(g, a)
 			if !applied {
-				g.Expect(faultDiff(before, snapshot(ctx, e.ns))).To(BeEmpty(), "a refused delete changes nothing")
+				g.Expect(faultDiff(before, snapshot(Default, ctx, e.ns))).To(BeEmpty(), "a refused delete changes nothing")
 			}
 			again := lcSend(apiServer.URL, "DELETE", path(id), e.tok, nil)
 			want := http.StatusNoContent
@@ -1005,7 +1005,7 @@ var _ = Describe("Reliability: DELETE /entities/site/{site_id} under injected fa
 				problems.at = fmt.Sprintf("k=%d", k)
 				g := problems.gomega()
 				name, id := lcBareSite(ctx, e.tok, e.ns, faultMPAN(k))
-				before := snapshot(ctx, e.ns)
+				before := snapshot(Default, ctx, e.ns)
 				fc := newFaultClient(fault, k)
 				url, done := faultyFacade(fc, nil, faultInFlightTimeout)
 				a := lcSend(url, "DELETE", path(id), e.tok, nil)
@@ -1045,7 +1045,7 @@ var _ = Describe("Reliability: DELETE /entities/site/{site_id} under injected fa
 			problems.at = fmt.Sprintf("k=%d", k)
 			g := problems.gomega()
 			name, id := lcBareSite(ctx, e.tok, e.ns, faultMPAN(k))
-			before := snapshot(ctx, e.ns)
+			before := snapshot(Default, ctx, e.ns)
 			fc := newFaultClient(faultServerError, 0)
 			reads := &faultReads{failAt: k, writes: fc}
 			url, done := faultyFacade(fc, reads, faultInFlightTimeout)
@@ -1145,9 +1145,9 @@ var _ = Describe("Reliability: crash mid-onboard", func() {
 	)
 
 	It("leaves nothing when the request dies on its first write (k=1)", func(ctx SpecContext) {
-		before := snapshot(ctx, e.ns)
+		before := snapshot(Default, ctx, e.ns)
 		crash(1, validMPAN(6001))
-		Consistently(func() string { return snapshot(ctx, e.ns) }, inFlight+2*time.Second).Should(Equal(before))
+		Consistently(func(g Gomega) string { return snapshot(g, ctx, e.ns) }, inFlight+2*time.Second).Should(Equal(before))
 	})
 
 	DescribeTable("a retry sent straight after the crash completes the household, and the site is not deleted at the deadline",

@@ -123,7 +123,7 @@ var _ = Describe("The hosted flow's Find my meter (GET /hosted/api/meters, PUT /
 		}
 		Expect(string(flipped)).NotTo(Equal(refA))
 
-		before := snapshot(ctx, a.Namespace)
+		before := snapshot(Default, ctx, a.Namespace)
 		for name, ref := range map[string]string{"another organisation's": refB, "tampered": string(flipped), "made up": "not-a-ref"} {
 			status, data := hosted("PUT", "/hosted/api/address", tokA, map[string]any{"postcode": hostedMetersPostcode,
 				"meter_ref": ref})
@@ -131,13 +131,13 @@ var _ = Describe("The hosted flow's Find my meter (GET /hosted/api/meters, PUT /
 			Expect(data.Detail()).To(ConsistOf(And(HaveKeyWithValue("loc", []any{"body", "meter_ref"}),
 				HaveKeyWithValue("msg", hostedflow.MeterRefWords))), name)
 		}
-		Expect(snapshot(ctx, a.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, a.Namespace)).To(Equal(before))
 
 		By("a site with no MPAN still needs a meter")
 		status, data = hosted("PUT", "/hosted/api/address", tokA, map[string]any{"postcode": hostedMetersPostcode})
 		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", data)
 		Expect(data.Detail()).To(ConsistOf(HaveKeyWithValue("loc", []any{"body", "mpan"})))
-		Expect(snapshot(ctx, a.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, a.Namespace)).To(Equal(before))
 	})
 
 	It("answers a postcode that is not one, and an overlong house name, at their query fields in words; none found is an empty list", func(ctx SpecContext) {
@@ -280,7 +280,7 @@ var _ = Describe("The hosted flow's Find my meter (GET /hosted/api/meters, PUT /
 		Expect(status).To(Equal(http.StatusOK), "%s", data)
 
 		By("one change more is refused, through the flow and through the REST API, and nothing moves")
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		status, header, data := hostedRaw(ctx, "PUT", "/hosted/api/address", tok, pick(refs[budget], hostedMetersPostcode))
 		Expect(status).To(Equal(http.StatusTooManyRequests), "%s", data)
 		Expect(data.Detail()).To(Equal(hostedflow.MeterChangesWords))
@@ -290,7 +290,7 @@ var _ = Describe("The hosted flow's Find my meter (GET /hosted/api/meters, PUT /
 		status, header, data = hostedRaw(ctx, "PATCH", "/entities/site/"+siteID, tok, map[string]any{"mpan": points[budget].MPAN})
 		Expect(status).To(Equal(http.StatusTooManyRequests), "%s", data)
 		Expect(header.Get("Retry-After")).NotTo(BeEmpty())
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 		Expect(mustCall("GET", "/entities/site/"+siteID, o.token(), nil)).To(HaveKeyWithValue("mpan", points[budget-1].MPAN))
 
 		By("the meter it could not take is still free for its own household")
@@ -307,12 +307,12 @@ var _ = Describe("The hosted flow's Find my meter (GET /hosted/api/meters, PUT /
 		o := newOrg(ctx)
 		siteID, tok := user(o, "meter-elsewhere")
 		ref := found(tok)[0]
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		status, data := hosted("PUT", "/hosted/api/address", tok, pick(ref, "SW1A 1AA"))
 		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", data)
 		Expect(data.Detail()).To(ConsistOf(And(HaveKeyWithValue("loc", []any{"body", "meter_ref"}),
 			HaveKeyWithValue("msg", hostedflow.MeterElsewhereWords))))
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 
 		By("the postcode it was found at, however it is spelt, takes it")
 		status, data = hosted("PUT", "/hosted/api/address", tok, pick(ref, strings.ToLower(strings.ReplaceAll(hostedMetersPostcode, " ", ""))))

@@ -99,7 +99,7 @@ var _ = Describe("The hosted flow's page (GET /hosted/flow)", func() {
 		tok := o.token()
 		user := mustCall("POST", "/auth/component-token", tok, componentForm("hosted-address-user",
 			"gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z"))
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		status, data, err := testenv.CallWithHeaders(apiServer.URL, "PUT", "/hosted/api/address", user["access_token"].(string),
 			map[string]any{"postcode": "not a postcode", "mpan": "1200000000012", "street_address": "1 Road"},
 			map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
@@ -110,6 +110,6 @@ var _ = Describe("The hosted flow's page (GET /hosted/flow)", func() {
 			locs = append(locs, item.(map[string]any)["loc"])
 		}
 		Expect(locs).To(ConsistOf([]any{"body", "mpan"}, []any{"body", "postcode"}))
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 	})
 })

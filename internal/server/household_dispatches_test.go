@@ -77,7 +77,7 @@ var _ = Describe("What the household's devices did in a flex event", func() {
 				map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(status).To(Equal(http.StatusOK), "%s", data)
-			events, _ := response(data).Map()["flex_events"].([]any)
+			events, _ := response(data).MapG(g)["flex_events"].([]any)
 			g.Expect(events).To(HaveLen(1))
 			g.Expect(events[0]).To(And(HaveKeyWithValue("sentence", ""), HaveKeyWithValue("chart_svg", ""),
 				HaveKeyWithValue("day", start.In(settlement.London).Format("Monday 2 January 2006"))))
@@ -135,7 +135,7 @@ var _ = Describe("What the household's devices did in a flex event", func() {
 				map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(status).To(Equal(http.StatusOK), "%s", data)
-			events, _ := response(data).Map()["flex_events"].([]any)
+			events, _ := response(data).MapG(g)["flex_events"].([]any)
 			g.Expect(events).To(HaveLen(1))
 			g.Expect(events[0].(map[string]any)["devices"]).To(ConsistOf("Your charger is paused until " + until))
 		}).Should(Succeed())

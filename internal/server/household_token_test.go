@@ -80,8 +80,8 @@ var _ = Describe("The component token's household", func() {
 		site := userSite(ctx, o.Namespace, "household-2")
 		Expect(site.Spec.MPAN).To(Equal("2301234567894"))
 		Expect(site.Spec.Postcode).To(Equal("SW1A 1AA"))
-		Eventually(func() map[string]any {
-			return mustCall("GET", "/entities/site/"+id+"/eligibility", userTok, nil)
+		Eventually(func(g Gomega) map[string]any {
+			return mustCallG(g, "GET", "/entities/site/"+id+"/eligibility", userTok, nil)
 		}).ShouldNot(HaveKey("site_issues"), "left out once there are none")
 
 		// Onboarding the MPAN again names the same site; another user with it is a conflict.

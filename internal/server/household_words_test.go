@@ -41,7 +41,7 @@ var _ = Describe("The household's two doors", func() {
 				map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(status).To(Equal(http.StatusOK), "%s", data)
-			hosted, _ = response(data).Map()["transactions"].([]any)
+			hosted, _ = response(data).MapG(g)["transactions"].([]any)
 			g.Expect(hosted).To(HaveLen(2))
 		}).Should(Succeed())
 		want := []map[string]any{
@@ -73,8 +73,8 @@ func endUserSite(ctx SpecContext, o org, tok, user string) (userTok, siteID, sit
 	answer := mustCall("POST", "/auth/component-token", tok, componentForm(user, "gave_boundary_meter_consent_at", "2026-01-15T10:30:00Z"))
 	userTok, siteID = answer["access_token"].(string), answer["id"].(string)
 	sites := &flexv1.SiteList{}
-	Eventually(func() []flexv1.Site {
-		Expect(k8sClient.List(ctx, sites, client.InNamespace(o.Namespace), client.MatchingLabels{flexv1.IDLabel: siteID})).To(Succeed())
+	Eventually(func(g Gomega) []flexv1.Site {
+		g.Expect(k8sClient.List(ctx, sites, client.InNamespace(o.Namespace), client.MatchingLabels{flexv1.IDLabel: siteID})).To(Succeed())
 		return sites.Items
 	}).Should(HaveLen(1))
 	return userTok, siteID, sites.Items[0].Name

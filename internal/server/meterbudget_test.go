@@ -193,7 +193,7 @@ var _ = Describe("The cap on an organisation's notification subscriptions", func
 			status, body, err := testenv.Call(srv.URL, "GET", "/notifications/subscriptions", tok, nil)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(status).To(Equal(http.StatusOK), "%s", body)
-			g.Expect(response(body).Map()["subscriptions"]).To(HaveLen(3), "the cache has seen the three")
+			g.Expect(response(body).MapG(g)["subscriptions"]).To(HaveLen(3), "the cache has seen the three")
 		}).Should(Succeed())
 
 		for i := 3; i < 6; i++ {

@@ -28,9 +28,9 @@ import (
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
-// The Meters group (spec/meters.md) over the suite's PostgreSQL register: a generated register
-// (the walk-through's SW1A 1AA among its postcodes) and a handmade street and lane whose
-// answers the specs know.
+// The Meters group (docs/api.md, "Meters: finding a household's meter") over the suite's PostgreSQL
+// register: a generated register (the walk-through's SW1A 1AA among its postcodes) and a handmade
+// street and lane whose answers the specs know.
 
 const (
 	// meterStreetPostcode holds 60 numbered houses, 1 to 60 Meter Street (even numbers

@@ -43,8 +43,8 @@ var _ = Describe("Notification subscriptions", func() {
 		Expect(string(sec.Data[sub.Spec.SecretRef.Key])).To(Equal(secret))
 
 		By("reads never show the secret")
-		Eventually(func() []any {
-			return mustCall("GET", "/notifications/subscriptions", tok, nil)["subscriptions"].([]any)
+		Eventually(func(g Gomega) []any {
+			return mustCallG(g, "GET", "/notifications/subscriptions", tok, nil)["subscriptions"].([]any)
 		}).Should(HaveLen(1))
 		_, list := call("GET", "/notifications/subscriptions", tok, nil)
 		Expect(string(list)).NotTo(ContainSubstring(strings.TrimPrefix(secret, "whsec_")))

@@ -49,15 +49,15 @@ var _ = Describe("POST /entities/site/onboard", func() {
 
 		enrolment := &flexv1.Enrolment{}
 		key := client.ObjectKey{Namespace: o.Namespace, Name: identity.EnrolmentName(stored.Name, flexv1.PropositionLimitedPause)}
-		Eventually(func() flexv1.EnrolmentPhase {
-			Expect(k8sClient.Get(ctx, key, enrolment)).To(Succeed())
+		Eventually(func(g Gomega) flexv1.EnrolmentPhase {
+			g.Expect(k8sClient.Get(ctx, key, enrolment)).To(Succeed())
 			return enrolment.Status.Phase
 		}).Should(Equal(flexv1.EnrolmentActive))
 	})
 
 	It("is idempotent: the same request again changes nothing and says so", func(ctx SpecContext) {
 		first := mustCall("POST", "/entities/site/onboard", tok, household("2301234567894"))
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		again := mustCall("POST", "/entities/site/onboard", tok, household("2301234567894"))
 
 		Expect(again["site"].(map[string]any)["site_id"]).To(Equal(first["site"].(map[string]any)["site_id"]))
@@ -69,7 +69,7 @@ var _ = Describe("POST /entities/site/onboard", func() {
 			Expect(a.(map[string]any)["fields_updated"]).To(BeEmpty())
 		}
 		Expect(again["enrolment"].(map[string]any)["status"]).To(Equal("already_enrolled"))
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 	})
 
 	It("merges new fields into existing records and names exactly the fields it changed", func(ctx SpecContext) {
@@ -99,10 +99,10 @@ var _ = Describe("POST /entities/site/onboard", func() {
 		BeforeEach(func(ctx SpecContext) {
 			// Something already stored in the organisation, which must stay exactly as it is.
 			mustCall("POST", "/entities/site/onboard", tok, household("1200000000011"))
-			before = snapshot(ctx, o.Namespace)
+			before = snapshot(Default, ctx, o.Namespace)
 		})
 		AfterEach(func(ctx SpecContext) {
-			Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+			Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 		})
 
 		It("refuses an asset registered to another site with the 409 object form", func() {
@@ -172,20 +172,20 @@ var _ = Describe("POST /entities/site/onboard", func() {
 				g.Expect(k8sClient.List(ctx, list, client.InNamespace(o.Namespace))).To(Succeed())
 				return list.Items
 			}).Should(BeEmpty())
-			before = snapshot(ctx, o.Namespace)
+			before = snapshot(Default, ctx, o.Namespace)
 
 			status, resp := call("POST", "/entities/site/onboard", tok, household("1200000000011"))
 			Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", resp)
 			detail := resp.Detail().(map[string]any)
 			Expect(detail["code"]).To(Equal("previously_withdrew"))
 			Expect(detail["eligibility"].(map[string]any)["site_id"]).To(Equal(siteID))
-			Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+			Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 
 			body := mustCall("POST", "/entities/site/onboard", tok, household("1200000000011", func(b map[string]any) {
 				b["override_withdrawal"] = true
 			}))
 			Expect(body["enrolment"].(map[string]any)["status"]).To(Equal("enrolled"))
-			before = snapshot(ctx, o.Namespace) // the successful override changed state on purpose
+			before = snapshot(Default, ctx, o.Namespace) // the successful override changed state on purpose
 		})
 	})
 

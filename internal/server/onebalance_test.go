@@ -46,9 +46,9 @@ var _ = Describe("One balance", func() {
 				b, err := store.Balance(ctx, key)
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(b.Current).To(Equal(pence), "the database's sum")
-				g.Expect(mustCall("GET", "/rewards/"+siteID+"/info", tok, nil)).
+				g.Expect(mustCallG(g, "GET", "/rewards/"+siteID+"/info", tok, nil)).
 					To(HaveKeyWithValue("current_balance_pence", BeEquivalentTo(pence)), "/info")
-				g.Expect(mustCall("GET", "/rewards/"+siteID+"/transactions", tok, nil)).
+				g.Expect(mustCallG(g, "GET", "/rewards/"+siteID+"/transactions", tok, nil)).
 					To(HaveKeyWithValue("is_below_withdrawal_minimum", pence < 1000), "the transactions' verdict")
 				g.Expect(newPage().body).To(ContainSubstring(shown), "the hosted rewards page")
 			}).Should(Succeed())

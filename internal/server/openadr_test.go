@@ -79,7 +79,7 @@ func (o org) oadrToken(scopes ...string) string {
 	Eventually(func(g Gomega) {
 		status, body := oadrCallG(g, "POST", "/auth/token", "", values)
 		g.Expect(status).To(Equal(http.StatusOK), "%s", body)
-		tok = body.Map()["access_token"].(string)
+		tok = body.MapG(g)["access_token"].(string)
 	}).Should(Succeed())
 	return tok
 }
@@ -141,7 +141,7 @@ var _ = Describe("The OpenADR door: tokens and programs", func() {
 			status, body := oadrCallG(g, "POST", "/auth/token", "", url.Values{"grant_type": {"client_credentials"},
 				"client_id": {reader.Username}, "client_secret": {reader.Password}, "scope": {"write_events"}})
 			g.Expect(status).To(Equal(http.StatusBadRequest), "%s", body)
-			g.Expect(body.Map()).To(HaveKeyWithValue("error", "invalid_scope"))
+			g.Expect(body.MapG(g)).To(HaveKeyWithValue("error", "invalid_scope"))
 		}).Should(Succeed())
 	})
 

@@ -20,12 +20,12 @@ import (
 	"github.com/flexsite/flexsite/internal/pricestore"
 )
 
-// Specs of market prices and price curves (spec/dispatch.md, "Prices") against the real API
-// server and a real PostgreSQL: a UK day declared whole (46, 48 or 50 periods, two decimals),
-// read back and replaced; every bad declaration a 422 that stores nothing; the role
-// prices_write; another organisation's day not found; the curve of a site (and of its asset)
-// actively enrolled in price_curve from the current period, listing the periods whose price is declared,
-// to 23:00 today or tomorrow; and the database down a 503 with Retry-After.
+// Specs of market prices and price curves (docs/api.md, "Prices") against the real API server and a
+// real PostgreSQL: a UK day declared whole (46, 48 or 50 periods, two decimals), read back and
+// replaced; every bad declaration a 422 that stores nothing; the role prices_write; another
+// organisation's day not found; the curve of a site (and of its asset) actively enrolled in
+// price_curve from the current period, listing the periods whose price is declared, to 23:00 today
+// or tomorrow; and the database down a 503 with Retry-After.
 
 // pricesMPAN makes the i-th MPAN of these specs' series.
 func pricesMPAN(i int) string { return validMPAN(36000 + i) }
@@ -33,10 +33,10 @@ func pricesMPAN(i int) string { return validMPAN(36000 + i) }
 // dayPrices is a declaration of n prices for the UK day named date: its periods' starts in
 // order (past its end, on the following half-hours), the i-th priced by price(i) (a JSON
 // number's literal).
-func dayPrices(date string, n int, price func(i int) string) map[string]any {
+func dayPrices(g Gomega, date string, n int, price func(i int) string) map[string]any {
 	GinkgoHelper()
 	day, err := prices.ParseDay(date)
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred())
 	periods := day.Periods()
 	items := make([]any, n)
 	for i := range n {
@@ -61,15 +61,15 @@ func marketPricesRows(ctx context.Context, ns string) int {
 
 // curvePrices is a price curve answer as (start, price) pairs. Every listed period has a
 // price: production declares it a required number, never null.
-func curvePrices(answer map[string]any) [][2]string {
+func curvePrices(g Gomega, answer map[string]any) [][2]string {
 	GinkgoHelper()
-	Expect(answer).To(HaveLen(1), "prod's PriceCurveResponse has one member")
+	g.Expect(answer).To(HaveLen(1), "prod's PriceCurveResponse has one member")
 	items := answer["half_hourly_traded_prices"].([]any)
 	out := make([][2]string, len(items))
 	for i, item := range items {
 		m := item.(map[string]any)
-		Expect(m).To(HaveLen(2))
-		Expect(m["price_gbp_per_mwh"]).To(BeAssignableToTypeOf(0.0), "a listed period has a price, never null")
+		g.Expect(m).To(HaveLen(2))
+		g.Expect(m["price_gbp_per_mwh"]).To(BeAssignableToTypeOf(0.0), "a listed period has a price, never null")
 		out[i] = [2]string{m["start_timestamp"].(string), fmt.Sprint(m["price_gbp_per_mwh"])}
 	}
 	return out
@@ -110,7 +110,7 @@ var _ = Describe("Market prices", func() {
 	})
 
 	It("declares a day whole (201), reads it back, and replaces it whole (200)", func(ctx SpecContext) {
-		status, resp := call("PUT", path+"2027-01-12", tok, dayPrices("2027-01-12", 48, pence))
+		status, resp := call("PUT", path+"2027-01-12", tok, dayPrices(Default, "2027-01-12", 48, pence))
 		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
 		created := resp.Map()
 		Expect(created).To(HaveKeyWithValue("market", "price_curve"))
@@ -126,7 +126,7 @@ var _ = Describe("Market prices", func() {
 		Expect(marketPricesRows(ctx, o.Namespace)).To(Equal(48))
 
 		By("declaring the day again, in another order, with negative prices and one decimal")
-		again := dayPrices("2027-01-12", 48, func(i int) string { return fmt.Sprintf("-%d.5", i) })
+		again := dayPrices(Default, "2027-01-12", 48, func(i int) string { return fmt.Sprintf("-%d.5", i) })
 		list := again["half_hourly_prices"].([]any)
 		list[0], list[47] = list[47], list[0]
 		status, resp = call("PUT", path+"2027-01-12", tok, again)
@@ -139,7 +139,7 @@ var _ = Describe("Market prices", func() {
 		Expect(marketPricesRows(ctx, o.Namespace)).To(Equal(48))
 
 		By("a start written in another zone is the same period")
-		body := dayPrices("2027-01-13", 48, pence)
+		body := dayPrices(Default, "2027-01-13", 48, pence)
 		first := body["half_hourly_prices"].([]any)[0].(map[string]any)
 		first["start_timestamp"] = "2027-01-13T01:00:00+01:00"
 		status, resp = call("PUT", path+"2027-01-13", tok, body)
@@ -147,11 +147,11 @@ var _ = Describe("Market prices", func() {
 	})
 
 	It("takes the clock-change days' 46 and 50 periods, and refuses 48 on them", func(ctx SpecContext) {
-		status, resp := call("PUT", path+"2027-03-28", tok, dayPrices("2027-03-28", 48, pence))
+		status, resp := call("PUT", path+"2027-03-28", tok, dayPrices(Default, "2027-03-28", 48, pence))
 		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", resp)
 		Expect(resp.Detail()).To(ContainElement(SatisfyAll(HaveKeyWithValue("loc", []any{"body", "half_hourly_prices"}),
 			HaveKeyWithValue("type", "settlement_periods"))))
-		status, resp = call("PUT", path+"2027-03-28", tok, dayPrices("2027-03-28", 46, pence))
+		status, resp = call("PUT", path+"2027-03-28", tok, dayPrices(Default, "2027-03-28", 46, pence))
 		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
 		items := resp.Map()["half_hourly_prices"].([]any)
 		Expect(items).To(HaveLen(46))
@@ -160,9 +160,9 @@ var _ = Describe("Market prices", func() {
 		Expect(items[2].(map[string]any)["start_timestamp"]).To(Equal("2027-03-28T01:00:00Z"))
 		Expect(items[45].(map[string]any)["start_timestamp"]).To(Equal("2027-03-28T22:30:00Z"))
 
-		status, resp = call("PUT", path+"2027-10-31", tok, dayPrices("2027-10-31", 48, pence))
+		status, resp = call("PUT", path+"2027-10-31", tok, dayPrices(Default, "2027-10-31", 48, pence))
 		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", resp)
-		status, resp = call("PUT", path+"2027-10-31", tok, dayPrices("2027-10-31", 50, pence))
+		status, resp = call("PUT", path+"2027-10-31", tok, dayPrices(Default, "2027-10-31", 50, pence))
 		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
 		items = resp.Map()["half_hourly_prices"].([]any)
 		Expect(items).To(HaveLen(50))
@@ -173,7 +173,7 @@ var _ = Describe("Market prices", func() {
 
 	It("refuses a bad declaration with a 422 naming the problem, and stores nothing", func(ctx SpecContext) {
 		withItem := func(i int, key string, v any) map[string]any {
-			body := dayPrices("2027-01-12", 48, pence)
+			body := dayPrices(Default, "2027-01-12", 48, pence)
 			item := body["half_hourly_prices"].([]any)[i].(map[string]any)
 			if v == nil && key == "delete" {
 				delete(item, "price_gbp_per_mwh")
@@ -189,9 +189,9 @@ var _ = Describe("Market prices", func() {
 			loc        []any
 			typ        string
 		}{
-			{"47 prices", path + "2027-01-12", dayPrices("2027-01-12", 47, pence), []any{"body", "half_hourly_prices"}, "settlement_periods"},
-			{"49 prices", path + "2027-01-12", dayPrices("2027-01-12", 49, pence), []any{"body", "half_hourly_prices"}, "settlement_periods"},
-			{"51 prices", path + "2027-01-12", dayPrices("2027-01-12", 51, pence), []any{"body", "half_hourly_prices"}, "too_long"},
+			{"47 prices", path + "2027-01-12", dayPrices(Default, "2027-01-12", 47, pence), []any{"body", "half_hourly_prices"}, "settlement_periods"},
+			{"49 prices", path + "2027-01-12", dayPrices(Default, "2027-01-12", 49, pence), []any{"body", "half_hourly_prices"}, "settlement_periods"},
+			{"51 prices", path + "2027-01-12", dayPrices(Default, "2027-01-12", 51, pence), []any{"body", "half_hourly_prices"}, "too_long"},
 			{"a price with three decimals", path + "2027-01-12", withItem(3, "price_gbp_per_mwh", json.Number("45.678")),
 				itemLoc(3, "price_gbp_per_mwh"), "decimal_max_places"},
 			{"a price with an exponent", path + "2027-01-12", withItem(3, "price_gbp_per_mwh", json.Number("4.5e1")),
@@ -211,9 +211,9 @@ var _ = Describe("Market prices", func() {
 				itemLoc(5, "start_timestamp"), "timezone_aware"},
 			{"no list", path + "2027-01-12", map[string]any{}, []any{"body", "half_hourly_prices"}, "missing"},
 			{"malformed JSON", path + "2027-01-12", raw(`{"half_hourly_prices": [`), nil, "json_invalid"},
-			{"a market with capitals", "/market-prices/Price_Curve/2027-01-12", dayPrices("2027-01-12", 48, pence),
+			{"a market with capitals", "/market-prices/Price_Curve/2027-01-12", dayPrices(Default, "2027-01-12", 48, pence),
 				[]any{"path", "market"}, "string_pattern_mismatch"},
-			{"a date that is not one", path + "2027-02-30", dayPrices("2027-01-12", 48, pence), []any{"path", "date"},
+			{"a date that is not one", path + "2027-02-30", dayPrices(Default, "2027-01-12", 48, pence), []any{"path", "date"},
 				"date_from_datetime_parsing"},
 		} {
 			status, resp := call("PUT", bad.path, tok, bad.body)
@@ -224,7 +224,7 @@ var _ = Describe("Market prices", func() {
 			}
 			Expect(resp.Detail()).To(ContainElement(want), "%s: %s", bad.name, resp)
 		}
-		status, resp := call("PUT", path+"2027-01-12", tok, dayPrices("2027-01-12", 47, pence))
+		status, resp := call("PUT", path+"2027-01-12", tok, dayPrices(Default, "2027-01-12", 47, pence))
 		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", resp)
 		Expect(resp.String()).To(ContainSubstring("2027-01-12 has 48 settlement periods"))
 
@@ -242,11 +242,11 @@ var _ = Describe("Market prices", func() {
 
 	It("needs prices_write to declare, and keeps each organisation's days its own", func(ctx SpecContext) {
 		reader := newOrg(ctx, flexv1.RoleEntityRead, flexv1.RoleEntityWrite)
-		status, resp := call("PUT", path+"2027-01-12", reader.token(), dayPrices("2027-01-12", 48, pence))
+		status, resp := call("PUT", path+"2027-01-12", reader.token(), dayPrices(Default, "2027-01-12", 48, pence))
 		Expect(status).To(Equal(http.StatusForbidden), "%s", resp)
 		Expect(marketPricesRows(ctx, reader.Namespace)).To(BeZero())
 
-		status, resp = call("PUT", path+"2027-01-12", tok, dayPrices("2027-01-12", 48, pence))
+		status, resp = call("PUT", path+"2027-01-12", tok, dayPrices(Default, "2027-01-12", 48, pence))
 		Expect(status).To(Equal(http.StatusCreated), "%s", resp)
 		status, resp = call("GET", path+"2027-01-12", reader.token(), nil)
 		Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
@@ -282,7 +282,7 @@ var _ = Describe("Market prices", func() {
 			priceOf = map[string]string{}
 			putDay = func(date string, n int) {
 				GinkgoHelper()
-				body := dayPrices(date, n, func(i int) string { return fmt.Sprintf("%d.%02d", 100+i, 25) })
+				body := dayPrices(Default, date, n, func(i int) string { return fmt.Sprintf("%d.%02d", 100+i, 25) })
 				for i, item := range body["half_hourly_prices"].([]any) {
 					m := item.(map[string]any)
 					t, _ := time.Parse(time.RFC3339, m["start_timestamp"].(string))
@@ -322,15 +322,15 @@ var _ = Describe("Market prices", func() {
 			// 14:10 on 12 January 2027, GMT: the current period began at 14:00.
 			atClock(startOfTheTwelfth.Add(14*time.Hour + 10*time.Minute))
 			from := startOfTheTwelfth.Add(14 * time.Hour)
-			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(BeEmpty(),
+			Expect(curvePrices(Default, mustCall("GET", curveOf(siteID), tok, nil))).To(BeEmpty(),
 				"nothing declared: no period to 23:00 is listed")
 
 			putDay("2027-01-12", 48)
 			today := wantCurve(from, 18, declared)
 			Expect(today[0]).To(Equal([2]string{"2027-01-12T14:00:00Z", "128.25"}))
 			Expect(today[17]).To(Equal([2]string{"2027-01-12T22:30:00Z", "145.25"}))
-			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(listed(today)))
-			Expect(curvePrices(mustCall("GET", assetCurveOf(chargerID), tok, nil))).To(Equal(listed(today)), "the asset's is its site's")
+			Expect(curvePrices(Default, mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(listed(today)))
+			Expect(curvePrices(Default, mustCall("GET", assetCurveOf(chargerID), tok, nil))).To(Equal(listed(today)), "the asset's is its site's")
 
 			By("tomorrow declared: the curve runs to 23:00 tomorrow")
 			putDay("2027-01-13", 48)
@@ -338,7 +338,7 @@ var _ = Describe("Market prices", func() {
 			both := wantCurve(from, 18+48, declared)
 			Expect(both[18]).To(Equal([2]string{"2027-01-12T23:00:00Z", "146.25"}))
 			Expect(both[65]).To(Equal([2]string{"2027-01-13T22:30:00Z", "145.25"}))
-			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(listed(both)))
+			Expect(curvePrices(Default, mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(listed(both)))
 
 			By("past 23:00 with tomorrow undeclared: the horizon runs to 23:00 tomorrow; only today's last period is priced")
 			atClock(startOfTheTwelfth.Add(24*time.Hour + 23*time.Hour + 40*time.Minute))
@@ -346,7 +346,7 @@ var _ = Describe("Market prices", func() {
 			Expect(late[0]).To(Equal([2]string{"2027-01-13T23:30:00Z", "147.25"}))
 			Expect(late[1]).To(Equal([2]string{"2027-01-14T00:00:00Z", "null"}))
 			Expect(late[46]).To(Equal([2]string{"2027-01-14T22:30:00Z", "null"}))
-			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(listed(late)))
+			Expect(curvePrices(Default, mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(listed(late)))
 			Expect(listed(late)).To(HaveLen(1))
 		})
 
@@ -363,13 +363,13 @@ var _ = Describe("Market prices", func() {
 			Expect(curve[9]).To(Equal([2]string{"2027-03-27T23:30:00Z", "null"}))
 			Expect(curve[10]).To(Equal([2]string{"2027-03-28T00:00:00Z", "100.25"}))
 			Expect(curve[53]).To(Equal([2]string{"2027-03-28T21:30:00Z", "143.25"}))
-			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(listed(curve)))
+			Expect(curvePrices(Default, mustCall("GET", curveOf(siteID), tok, nil))).To(Equal(listed(curve)))
 		})
 
 		It("reads the market the price_curve Proposition names", Serial, func(ctx SpecContext) {
 			atClock(startOfTheTwelfth.Add(22 * time.Hour))
 			putDay("2027-01-12", 48)
-			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))[0]).To(Equal([2]string{"2027-01-12T22:00:00Z", "144.25"}))
+			Expect(curvePrices(Default, mustCall("GET", curveOf(siteID), tok, nil))[0]).To(Equal([2]string{"2027-01-12T22:00:00Z", "144.25"}))
 
 			key := client.ObjectKey{Name: identity.PropositionObjectName(flexv1.PropositionPriceCurve)}
 			pc := &flexv1.Proposition{}
@@ -388,11 +388,11 @@ var _ = Describe("Market prices", func() {
 				}).Should(Succeed())
 			})
 			By("the curve is the named market's: nothing declared there yet")
-			Eventually(func() [][2]string { return curvePrices(mustCall("GET", curveOf(siteID), tok, nil)) }).
+			Eventually(func(g Gomega) [][2]string { return curvePrices(g, mustCallG(g, "GET", curveOf(siteID), tok, nil)) }).
 				Should(BeEmpty())
-			status, resp := call("PUT", "/market-prices/uk_day_ahead/2027-01-12", tok, dayPrices("2027-01-12", 48, pence))
+			status, resp := call("PUT", "/market-prices/uk_day_ahead/2027-01-12", tok, dayPrices(Default, "2027-01-12", 48, pence))
 			Expect(status).To(Equal(http.StatusCreated), "%s", resp)
-			Expect(curvePrices(mustCall("GET", assetCurveOf(chargerID), tok, nil))).
+			Expect(curvePrices(Default, mustCall("GET", assetCurveOf(chargerID), tok, nil))).
 				To(Equal([][2]string{{"2027-01-12T22:00:00Z", "44.44"}, {"2027-01-12T22:30:00Z", "45.45"}}))
 		})
 
@@ -431,7 +431,7 @@ var _ = Describe("Market prices", func() {
 			putDay("2027-01-12", 48)
 			first := func() string {
 				GinkgoHelper()
-				return curvePrices(mustCall("GET", curveOf(siteID), tok, nil))[0][1]
+				return curvePrices(Default, mustCall("GET", curveOf(siteID), tok, nil))[0][1]
 			}
 			Expect(first()).To(Equal("128.25"))
 			rewrite := func(centi int) {
@@ -495,7 +495,7 @@ var _ = Describe("Market prices", func() {
 				method, path string
 				body         any
 			}{
-				{"PUT", "/market-prices/" + market + "/2027-01-12", dayPrices("2027-01-12", 48, pence)},
+				{"PUT", "/market-prices/" + market + "/2027-01-12", dayPrices(Default, "2027-01-12", 48, pence)},
 				{"GET", "/market-prices/" + market + "/2027-01-12", nil},
 				{"GET", curveOf(siteID), nil},
 				{"GET", assetCurveOf(chargerID), nil},
@@ -510,10 +510,10 @@ var _ = Describe("Market prices", func() {
 			Eventually(func() error { _, err := database.Pool.Exec(ctx, "SELECT 1"); return err }).Should(Succeed())
 			Expect(marketPricesRows(ctx, o.Namespace)).To(BeZero())
 			Eventually(func(g Gomega) {
-				status, resp := call("PUT", "/market-prices/"+market+"/2027-01-12", tok, dayPrices("2027-01-12", 48, pence))
+				status, resp := call("PUT", "/market-prices/"+market+"/2027-01-12", tok, dayPrices(g, "2027-01-12", 48, pence))
 				g.Expect(status).To(Equal(http.StatusCreated), "%s", resp)
 			}).Should(Succeed())
-			Expect(curvePrices(mustCall("GET", curveOf(siteID), tok, nil))).To(HaveLen(18))
+			Expect(curvePrices(Default, mustCall("GET", curveOf(siteID), tok, nil))).To(HaveLen(18))
 		})
 	})
 })

@@ -68,10 +68,10 @@ var _ = Describe("The household's next charging window", func() {
 
 		By("nothing once the household leaves price_curve")
 		mustCall("POST", "/entities/site/"+siteID+"/unenrol", tok, map[string]any{"proposition": "price_curve"})
-		Eventually(func() any {
+		Eventually(func(g Gomega) any {
 			_, data, _ := testenv.CallWithHeaders(apiServer.URL, "GET", "/hosted/api/rewards", userTok, nil,
 				map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
-			return response(data).Map()["charging_windows"]
+			return response(data).MapG(g)["charging_windows"]
 		}).Should(BeEmpty())
 	})
 })

@@ -22,7 +22,7 @@ import (
 	"github.com/flexsite/flexsite/internal/schedulestore"
 )
 
-// The EV plug-in schedule over REST (spec/dispatch.md, "Schedules"), and the OCPP profile of its
+// The EV plug-in schedule over REST (docs/api.md, "The EV schedule"), and the OCPP profile of its
 // answer. The prices are written straight through the price store (the price routes are
 // another part's); the expected answers are worked by hand from the prices below.
 var _ = Describe("The EV plug-in schedule", Ordered, func() {

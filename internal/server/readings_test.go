@@ -41,9 +41,9 @@ func readingsBody(rs ...map[string]any) []byte {
 }
 
 // postReadings sends a body (as it is) to POST /data/readings with extra headers.
-func postReadings(tok string, body []byte, headers map[string]string) (int, http.Header, response) {
+func postReadings(g Gomega, tok string, body []byte, headers map[string]string) (int, http.Header, response) {
 	req, err := http.NewRequest("POST", apiServer.URL+"/data/readings", bytes.NewReader(body))
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	req.Header.Set("Content-Type", "application/json")
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
@@ -52,10 +52,10 @@ func postReadings(tok string, body []byte, headers map[string]string) (int, http
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(resp.Body)
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return resp.StatusCode, resp.Header, data
 }
 
@@ -138,7 +138,7 @@ var _ = Describe("POST /data/readings", func() {
 			)
 			// 1e999 is a JSON number no double holds: not finite, rejected alone.
 			body = bytes.Replace(body, []byte(`]}`), []byte(`,`+notFinite+`]}`), 1)
-			status, _, resp := postReadings(tok, body, nil)
+			status, _, resp := postReadings(Default, tok, body, nil)
 			Expect(status).To(Equal(http.StatusOK), "%s", resp)
 			rs := responsesOf(resp)
 			Expect(rs).To(HaveLen(11))
@@ -193,7 +193,7 @@ var _ = Describe("POST /data/readings", func() {
 			reading(chargerID, "charger_consumption_energy_kwh", t30, t60, 9.3), // 18.6 kW
 			reading(chargerID, "boundary_import_kw", old.Format(time.RFC3339), old.Add(30*time.Minute).Format(time.RFC3339), 1),
 		)
-		status, _, resp := postReadings(tok, body, nil)
+		status, _, resp := postReadings(Default, tok, body, nil)
 		Expect(status).To(Equal(http.StatusOK), "%s", resp)
 		rs := responsesOf(resp)
 		errs := make([]any, len(rs))
@@ -232,7 +232,7 @@ var _ = Describe("POST /data/readings", func() {
 				return ok
 			}
 
-			status, _, resp := postReadings(tok, readingsBody(reading(chargerID, "boundary_import_kw",
+			status, _, resp := postReadings(Default, tok, readingsBody(reading(chargerID, "boundary_import_kw",
 				start.Format(time.RFC3339), start.Add(30*time.Minute).Format(time.RFC3339), 0.5)), nil)
 			Expect(status).To(Equal(http.StatusOK), "%s", resp)
 			Expect(responsesOf(resp)[0]["accepted"]).To(BeTrue(), "%s", resp)
@@ -252,7 +252,7 @@ var _ = Describe("POST /data/readings", func() {
 	It("reports another organisation's asset exactly as an unknown one, and stores nothing for either", func(ctx SpecContext) {
 		other := newOrg(ctx)
 		otherTok := other.token()
-		status, _, resp := postReadings(otherTok, readingsBody(
+		status, _, resp := postReadings(Default, otherTok, readingsBody(
 			reading(chargerID, "boundary_import_kw", t0, t30, 2),
 			reading(uuid.NewString(), "boundary_import_kw", t0, t30, 2),
 		), nil)
@@ -270,7 +270,7 @@ var _ = Describe("POST /data/readings", func() {
 	It("replaces a reading sent again (same asset, label, start and end); within one request the last sent counts",
 		func(ctx SpecContext) {
 			send := func(rs ...map[string]any) {
-				status, _, resp := postReadings(tok, readingsBody(rs...), nil)
+				status, _, resp := postReadings(Default, tok, readingsBody(rs...), nil)
 				ExpectWithOffset(1, status).To(Equal(http.StatusOK), "%s", resp)
 				for _, r := range responsesOf(resp) {
 					ExpectWithOffset(1, r["accepted"]).To(BeTrue(), "%v", r)
@@ -302,7 +302,7 @@ var _ = Describe("POST /data/readings", func() {
 	It("takes a gzip body, and refuses with 413 a body over the limit, plain or inflating past it, storing nothing",
 		func(ctx SpecContext) {
 			body := readingsBody(reading(batteryID, "battery_inverter_import_kw", t0, t30, -3.2))
-			status, _, resp := postReadings(tok, gzipped(body), map[string]string{"Content-Encoding": "gzip"})
+			status, _, resp := postReadings(Default, tok, gzipped(body), map[string]string{"Content-Encoding": "gzip"})
 			Expect(status).To(Equal(http.StatusOK), "%s", resp)
 			Expect(responsesOf(resp)[0]["accepted"]).To(BeTrue())
 			Expect(storedReadings(ctx, o.Namespace)).To(HaveLen(1))
@@ -311,7 +311,7 @@ var _ = Describe("POST /data/readings", func() {
 			bomb := append([]byte(`{"readings": [`), bytes.Repeat([]byte(" "), 64<<20)...)
 			small := gzipped(bomb)
 			Expect(len(small)).To(BeNumerically("<", 200<<10))
-			status, _, resp = postReadings(tok, small, map[string]string{"Content-Encoding": "gzip"})
+			status, _, resp = postReadings(Default, tok, small, map[string]string{"Content-Encoding": "gzip"})
 			Expect(status).To(Equal(http.StatusRequestEntityTooLarge), "%s", resp)
 			Expect(resp.Detail()).To(Equal("Request body larger than 8388608 bytes"))
 
@@ -325,22 +325,22 @@ var _ = Describe("POST /data/readings", func() {
 			}
 			large := readingsBody(many...)
 			Expect(len(large)).To(BeNumerically(">", 8<<20))
-			status, _, resp = postReadings(tok, large, nil)
+			status, _, resp = postReadings(Default, tok, large, nil)
 			Expect(status).To(Equal(http.StatusRequestEntityTooLarge), "%s", resp)
 			Expect(resp.Detail()).To(Equal("Request body larger than 8388608 bytes"))
 			By("the same, compressed: still over the limit once inflated")
-			status, _, resp = postReadings(tok, gzipped(large), map[string]string{"Content-Encoding": "gzip"})
+			status, _, resp = postReadings(Default, tok, gzipped(large), map[string]string{"Content-Encoding": "gzip"})
 			Expect(status).To(Equal(http.StatusRequestEntityTooLarge), "%s", resp)
 			Expect(storedReadings(ctx, o.Namespace)).To(HaveLen(1))
 
 			By("a body that is not gzip as it says: 400; an encoding it does not take: 415")
-			status, _, resp = postReadings(tok, body, map[string]string{"Content-Encoding": "gzip"})
+			status, _, resp = postReadings(Default, tok, body, map[string]string{"Content-Encoding": "gzip"})
 			Expect(status).To(Equal(http.StatusBadRequest), "%s", resp)
 			Expect(resp.Detail()).To(ContainSubstring("not gzip"))
 			truncated := gzipped(body)
-			status, _, resp = postReadings(tok, truncated[:len(truncated)-6], map[string]string{"Content-Encoding": "gzip"})
+			status, _, resp = postReadings(Default, tok, truncated[:len(truncated)-6], map[string]string{"Content-Encoding": "gzip"})
 			Expect(status).To(Equal(http.StatusBadRequest), "%s", resp)
-			status, _, resp = postReadings(tok, body, map[string]string{"Content-Encoding": "br"})
+			status, _, resp = postReadings(Default, tok, body, map[string]string{"Content-Encoding": "br"})
 			Expect(status).To(Equal(http.StatusUnsupportedMediaType), "%s", resp)
 			Expect(resp.Detail()).To(ContainSubstring("br"))
 		})
@@ -368,7 +368,7 @@ var _ = Describe("POST /data/readings", func() {
 			{string(readingsBody(good, reading(chargerID, "boundary_import_kw", t0, t30, nil), reading(chargerID, "boundary_import_kw", t0, t30, true))),
 				[][]any{{"body", "readings", 1.0, "value"}, {"body", "readings", 2.0, "value"}}, ""},
 		} {
-			status, _, resp := postReadings(tok, []byte(c.body), nil)
+			status, _, resp := postReadings(Default, tok, []byte(c.body), nil)
 			Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s: %s", c.body, resp)
 			detail, ok := resp.Detail().([]any)
 			Expect(ok).To(BeTrue(), "%s", resp)
@@ -388,10 +388,10 @@ var _ = Describe("POST /data/readings", func() {
 
 	It("needs an organisation token with entity_write", func(ctx SpecContext) {
 		body := readingsBody(reading(chargerID, "boundary_import_kw", t0, t30, 1))
-		status, _, _ := postReadings("", body, nil)
+		status, _, _ := postReadings(Default, "", body, nil)
 		Expect(status).To(Equal(http.StatusUnauthorized))
 		reader := newOrg(ctx, flexv1.RoleEntityRead)
-		status, _, resp := postReadings(reader.token(), body, nil)
+		status, _, resp := postReadings(Default, reader.token(), body, nil)
 		Expect(status).To(Equal(http.StatusForbidden), "%s", resp)
 		Expect(storedReadings(ctx, o.Namespace)).To(BeEmpty())
 	})
@@ -410,7 +410,7 @@ var _ = Describe("POST /data/readings", func() {
 					Expect(database.Start(ctx)).To(Succeed())
 				}
 			})
-			status, header, resp := postReadings(tok, body, nil)
+			status, header, resp := postReadings(Default, tok, body, nil)
 			Expect(status).To(Equal(http.StatusServiceUnavailable), "%s", resp)
 			Expect(header.Get("Retry-After")).To(Equal("5"))
 			Expect(resp.Detail()).To(ContainSubstring("nothing was stored"))
@@ -424,7 +424,7 @@ var _ = Describe("POST /data/readings", func() {
 			Eventually(func() error { _, err := database.Pool.Exec(ctx, "SELECT 1"); return err }).Should(Succeed())
 			Expect(storedReadings(ctx, o.Namespace)).To(BeEmpty())
 			Eventually(func(g Gomega) {
-				status, _, resp := postReadings(tok, body, nil)
+				status, _, resp := postReadings(g, tok, body, nil)
 				g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
 			}).Should(Succeed())
 			Expect(storedReadings(ctx, o.Namespace)).To(HaveLen(2))

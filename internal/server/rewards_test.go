@@ -85,8 +85,8 @@ var _ = Describe("Rewards", func() {
 		}
 		Expect(k8sClient.Create(ctx, ledger)).To(Succeed())
 		// The REST API reads ledgers from its cache.
-		Eventually(func() any {
-			return mustCall("GET", "/rewards/"+siteID+"/transactions?limit=1000", tok, nil)["transactions"]
+		Eventually(func(g Gomega) any {
+			return mustCallG(g, "GET", "/rewards/"+siteID+"/transactions?limit=1000", tok, nil)["transactions"]
 		}).Should(HaveLen(len(txs)))
 		// /info reads the ledger's summary, which its controller writes after it ingests (the
 		// page above reads the database): wait until the REST API's cache holds that summary.
@@ -97,8 +97,8 @@ var _ = Describe("Rewards", func() {
 			g.Expect(summarised.Status.TransactionCount).To(HaveValue(BeEquivalentTo(len(txs))))
 			g.Expect(summarised.Status.TotalEarnedPence).NotTo(BeNil())
 		}).Should(Succeed())
-		Eventually(func() any {
-			return mustCall("GET", "/rewards/"+siteID+"/info", tok, nil)["total_earnings_pence"]
+		Eventually(func(g Gomega) any {
+			return mustCallG(g, "GET", "/rewards/"+siteID+"/info", tok, nil)["total_earnings_pence"]
 		}).Should(BeNumerically("==", *summarised.Status.TotalEarnedPence))
 		return ledger
 	}

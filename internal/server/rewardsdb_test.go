@@ -167,9 +167,11 @@ var _ = Describe("Rewards in the database", func() {
 		_, _, err = (&rewardstore.Store{Pool: pool}).Append(ctx, rewardstore.Site{Namespace: o.Namespace, ID: siteID}, other,
 			rewardstore.SourceSettlement)
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() []any { return transactionIDs(mustCall("GET", txPath(), tok, nil)) }).
+		Eventually(func(g Gomega) []any { return transactionIDs(mustCallG(g, "GET", txPath(), tok, nil)) }).
 			Should(Equal([]any{other.ID, first}))
-		Eventually(func() any { return mustCall("GET", "/rewards/"+siteID+"/info", tok, nil)["current_balance_pence"] }).
+		Eventually(func(g Gomega) any {
+			return mustCallG(g, "GET", "/rewards/"+siteID+"/info", tok, nil)["current_balance_pence"]
+		}).
 			Should(Equal(float64(15)))
 
 		By("a write through this replica: the very next read")
@@ -192,8 +194,8 @@ var _ = Describe("Rewards in the database", func() {
 		Expect(err).NotTo(HaveOccurred())
 		// The withdrawal was written past the API: the balances the API keeps learn of it from
 		// the database's notification, a moment later.
-		Eventually(func() any {
-			return mustCall("GET", "/rewards/"+siteID+"/info", tok, nil)["current_balance_pence"]
+		Eventually(func(g Gomega) any {
+			return mustCallG(g, "GET", "/rewards/"+siteID+"/info", tok, nil)["current_balance_pence"]
 		}).Should(Equal(float64(0)))
 
 		path := txPath() + "/" + withdrawal.ID

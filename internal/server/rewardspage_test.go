@@ -139,8 +139,8 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 				{ID: identity.NewID(), Type: "flex event", CreditPence: pence, StartTime: &at}}},
 		}
 		Expect(k8sClient.Create(ctx, ledger)).To(Succeed())
-		Eventually(func() any {
-			return mustCall("GET", "/rewards/"+siteID+"/info", tok, nil)["current_balance_pence"]
+		Eventually(func(g Gomega) any {
+			return mustCallG(g, "GET", "/rewards/"+siteID+"/info", tok, nil)["current_balance_pence"]
 		}).Should(BeEquivalentTo(pence))
 	}
 	link := func(query string) map[string]any {
@@ -249,7 +249,7 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 		Eventually(func(g Gomega) {
 			status, resp := balance("COM.Example.App:/callback?done=1")
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-			answer = resp.Map()
+			answer = resp.MapG(g)
 		}).Should(Succeed())
 		Expect(refusal(balance("com.example.app.evil:/callback"))).To(ContainSubstring("is not one of the API client's redirectSchemes"))
 		Expect(refusal(balance("com.example.app:callback"))).NotTo(BeEmpty(), "an opaque URI is refused")
@@ -383,7 +383,7 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 				Expect(string(v)).NotTo(ContainSubstring("12345678"))
 			}
 		}
-		Expect(snapshot(ctx, o.Namespace)).NotTo(ContainSubstring("12345678"), "bank details in no CR")
+		Expect(snapshot(Default, ctx, o.Namespace)).NotTo(ContainSubstring("12345678"), "bank details in no CR")
 
 		By("recording a withdrawal of the whole balance, then sending the household to redirect_uri")
 		p = b.do("POST", "/hosted/rewards/withdraw", url.Values{"csrf_token": {csrf}})
@@ -399,7 +399,7 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 		ledger := &flexv1.RewardLedger{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.RewardLedgerName(siteName)}, ledger)).To(Succeed())
 		Expect(ledger.Spec.Transactions).To(HaveLen(1), "the controller never rewrites the spec")
-		Eventually(func() any { return mustCall("GET", "/rewards/"+siteID+"/info", tok, nil)["can_withdraw"] }).Should(BeFalse())
+		Eventually(func(g Gomega) any { return mustCallG(g, "GET", "/rewards/"+siteID+"/info", tok, nil)["can_withdraw"] }).Should(BeFalse())
 
 		By("ending the session")
 		Expect(b.do("GET", "/hosted/rewards", nil).status).To(Equal(http.StatusUnauthorized))

@@ -69,8 +69,14 @@ type answer struct {
 // send makes one request to srv; authorization is the whole header value (none when empty).
 func send(srv *httptest.Server, method, path, authorization, contentType, body string) answer {
 	GinkgoHelper()
+	return sendG(Default, srv, method, path, authorization, contentType, body)
+}
+
+// sendG is send for a polled function: it asserts through g.
+func sendG(g Gomega, srv *httptest.Server, method, path, authorization, contentType, body string) answer {
+	GinkgoHelper()
 	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred())
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
@@ -78,10 +84,10 @@ func send(srv *httptest.Server, method, path, authorization, contentType, body s
 		req.Header.Set("Authorization", authorization)
 	}
 	resp, err := http.DefaultClient.Do(req)
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(resp.Body)
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred())
 	return answer{status: resp.StatusCode, header: resp.Header, body: string(data)}
 }
 
@@ -173,15 +179,15 @@ var _ = Describe("Secrets in the logs", func() {
 		Expect(k8sClient.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
 			Namespace: m.Namespace, Name: mClient.Spec.PasswordHashSecretRef.Name}})).To(Succeed())
 		// The manager's cache sees the deletion a moment later.
-		Eventually(func() int {
-			return send(api, "POST", "/auth/token-form", "", formContentType, loginForm(m.Username, m.Password)).status
+		Eventually(func(g Gomega) int {
+			return sendG(g, api, "POST", "/auth/token-form", "", formContentType, loginForm(m.Username, m.Password)).status
 		}).Should(Equal(http.StatusUnauthorized))
 		dupNamespace, err := env.Namespace(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(bootstrap.EnsureOrganisation(ctx, k8sClient, bootstrap.Organisation{Namespace: dupNamespace,
 			Username: o.Username, Password: "Dup-" + o.Password, Roles: []flexv1.Role{flexv1.RoleEntityRead}})).To(Succeed())
-		Eventually(func() int {
-			return send(api, "POST", "/auth/token-form", "", formContentType, loginForm(o.Username, o.Password)).status
+		Eventually(func(g Gomega) int {
+			return sendG(g, api, "POST", "/auth/token-form", "", formContentType, loginForm(o.Username, o.Password)).status
 		}).Should(Equal(http.StatusUnauthorized))
 
 		// The password hash the REST API checked against.
@@ -296,7 +302,7 @@ var _ = Describe("Repeating a request whose consent has a fraction of a second",
 		Eventually(func(g Gomega) {
 			status, resp := call("POST", "/entities/site/onboard", tok, body)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-			again = resp.Map()
+			again = resp.MapG(g)
 		}).Should(Succeed())
 		Expect(again["site"]).To(HaveKeyWithValue("site_created", false))
 		Expect(again["site"]).To(HaveKeyWithValue("fields_updated", BeEmpty()), "the same request, repeated")

@@ -33,6 +33,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app/vtn"
 	"github.com/flexsite/flexsite/internal/asseteventstore"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/delivery"
 	"github.com/flexsite/flexsite/internal/deviceauth"
 	"github.com/flexsite/flexsite/internal/devicecallback"
 	"github.com/flexsite/flexsite/internal/events"
@@ -169,7 +170,12 @@ type Server struct {
 	handler       http.Handler
 	rewards       *rewards.Service
 	pricing       *pricing.Service
+	openADR       *openadr.Door
 }
+
+// OpenADRNotifications shapes the notifications of OpenADR subscriptions for the deliverer:
+// the OpenADR door's own shape of an event, the one its GET /events answers.
+func (s *Server) OpenADRNotifications() delivery.OpenADRNotifier { return s.openADR }
 
 // NewServer builds the use cases and mounts the doors.
 func NewServer(cfg Config) *Server {
@@ -240,10 +246,13 @@ func NewServer(cfg Config) *Server {
 	page := &rewardspage.Door{Log: cfg.Log, Rewards: rewardsSvc, Limits: limits, TrustedProxies: cfg.TrustedProxies,
 		PublicURL: cfg.PublicURL, FlexEvents: flexEvents, Pricing: pricingSvc}
 
-	vtnDoor := openadr.New(openadr.Config{Log: cfg.Log.WithName("openadr"), Households: households, VTN: vtn.New(households, &vtnstore.Store{Pool: cfg.DB}),
+	vtnSvc := vtn.New(households, &vtnstore.Store{Pool: cfg.DB})
+	vtnSvc.Dispatches, vtnSvc.Readings = dispatches.New(households, flexEvents.Dispatches), readingsSvc
+	vtnDoor := openadr.New(openadr.Config{Log: cfg.Log.WithName("openadr"), Households: households, VTN: vtnSvc,
+		FlexEvents: flexEvents, Subscriptions: subs, NotificationPolicy: cfg.NotificationPolicy,
 		Guard: guard, Authenticator: cfg.Authenticator, Issuer: cfg.Issuer, Now: cfg.Now})
+	s := &Server{Config: cfg, rewards: rewardsSvc, pricing: pricingSvc, openADR: vtnDoor}
 
-	s := &Server{Config: cfg, rewards: rewardsSvc, pricing: pricingSvc}
 	mux := http.NewServeMux()
 	// One mux for every door, so that the access log and the metrics name each route's own
 	// pattern whichever door serves it.

@@ -25,10 +25,10 @@ import (
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
-// Specs of the site lifecycle rows of api-reference.md: DELETE /entities/site/{site_id},
-// POST /entities/site/check-eligibility and POST /entities/site/{site_id}/dispatch-consent
-// and …/dispatch-deconsent. Each spec runs in an organisation of its own and checks what is
-// stored, not only the answer.
+// Specs of the site rows of docs/api.md, "The site and asset lifecycle": DELETE
+// /entities/site/{site_id}, POST /entities/site/check-eligibility and POST
+// /entities/site/{site_id}/dispatch-consent and …/dispatch-deconsent. Each spec runs in an
+// organisation of its own and checks what is stored, not only the answer.
 
 // lcBareSite stores a site that holds nothing, as kubectl would (with the id and finalizer
 // the REST API gives its sites), and waits until the REST API serves it. It answers the site's
@@ -177,7 +177,7 @@ var _ = Describe("DELETE /entities/site/{site_id}", func() {
 		const mpan = "1200000000011"
 		onboarded := onboardedSite(tok, mpan)
 		faultSettled(ctx, o.Namespace, mpan, flexv1.PropositionLimitedPause)
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		status, resp := call("DELETE", path(onboarded), tok, nil)
 		Expect(status).To(Equal(http.StatusBadRequest), "%s", resp)
 		Expect(resp.Detail()).To(And(ContainSubstring("2 assets and 1 enrolment"),
@@ -193,7 +193,7 @@ var _ = Describe("DELETE /entities/site/{site_id}", func() {
 		Expect(resp.Detail()).To(And(HavePrefix("Site cannot be deleted: it has 1 enrolment."), ContainSubstring("offboard")))
 
 		By("changing nothing stored")
-		Expect(entityLinesWithout(snapshot(ctx, o.Namespace), siteName)).To(Equal(before))
+		Expect(entityLinesWithout(snapshot(Default, ctx, o.Namespace), siteName)).To(Equal(before))
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(enrolment), &flexv1.Enrolment{})).To(Succeed())
 		site := &flexv1.Site{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: siteName}, site)).To(Succeed())
@@ -394,12 +394,12 @@ var _ = Describe("DELETE /entities/site/{site_id}", func() {
 const lcCheck = "/entities/site/check-eligibility"
 
 // lcVerdicts reduces a check-eligibility answer to proposition -> issues ("eligible" when it is).
-func lcVerdicts(answer map[string]any) map[string]any {
+func lcVerdicts(g Gomega, answer map[string]any) map[string]any {
 	out := map[string]any{}
 	for _, p := range answer["propositions"].([]any) {
 		pe := p.(map[string]any)
 		if pe["is_eligible"] == true {
-			Expect(pe["issues"]).To(BeEmpty())
+			g.Expect(pe["issues"]).To(BeEmpty())
 			out[pe["proposition"].(string)] = "eligible"
 			continue
 		}
@@ -425,7 +425,7 @@ var _ = Describe("POST /entities/site/check-eligibility", func() {
 	It("evaluates an MPAN with an optional asset model by the rules in force, and stores nothing", func(ctx SpecContext) {
 		onboardedSite(tok, "1200000000011") // something stored, so the snapshot means something
 		faultSettled(ctx, o.Namespace, "1200000000011", flexv1.PropositionLimitedPause)
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 
 		for _, tc := range []struct {
 			body map[string]any
@@ -448,9 +448,9 @@ var _ = Describe("POST /entities/site/check-eligibility", func() {
 			for i, p := range answer["propositions"].([]any) {
 				Expect(p).To(HaveKeyWithValue("proposition", allPropositionNames[i]), "the API's order")
 			}
-			Expect(lcVerdicts(answer)).To(Equal(tc.want), "%v", tc.body)
+			Expect(lcVerdicts(Default, answer)).To(Equal(tc.want), "%v", tc.body)
 		}
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before), "a check stores nothing")
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before), "a check stores nothing")
 		Expect(sitesIn(ctx, o.Namespace)).To(HaveLen(1))
 	})
 
@@ -466,32 +466,32 @@ var _ = Describe("POST /entities/site/check-eligibility", func() {
 			Expect(answer["is_half_hourly_settled"]).To(Equal(record["site_properties"].(map[string]any)["is_half_hourly_settled"]))
 
 			By("reading half-hourly settlement from the stored site (set with kubectl): the boundary meter qualifies without a model")
-			Expect(lcVerdicts(mustCall("POST", lcCheck, tok, map[string]any{"mpan": mpan}))).To(Equal(lcAll([]any{"asset_model_not_set"})))
+			Expect(lcVerdicts(Default, mustCall("POST", lcCheck, tok, map[string]any{"mpan": mpan}))).To(Equal(lcAll([]any{"asset_model_not_set"})))
 			Eventually(func(g Gomega) {
-				site := entityStoredSite(ctx, o.Namespace, mpan)
+				site := entityStoredSite(g, ctx, o.Namespace, mpan)
 				site.Spec.HalfHourlySettled = true
 				g.Expect(k8sClient.Update(ctx, site)).To(Succeed())
 			}).Should(Succeed())
 			Eventually(func(g Gomega) {
-				answer := mustCall("POST", lcCheck, tok, map[string]any{"mpan": mpan})
+				answer := mustCallG(g, "POST", lcCheck, tok, map[string]any{"mpan": mpan})
 				g.Expect(answer).To(HaveKeyWithValue("is_half_hourly_settled", true))
-				g.Expect(lcVerdicts(answer)).To(Equal(lcAll("eligible")))
+				g.Expect(lcVerdicts(g, answer)).To(Equal(lcAll("eligible")))
 			}).Should(Succeed())
-			Expect(lcVerdicts(mustCall("POST", lcCheck, tok, map[string]any{"mpan": mpan, "asset_model": "generic_heat_pump"}))).
+			Expect(lcVerdicts(Default, mustCall("POST", lcCheck, tok, map[string]any{"mpan": mpan, "asset_model": "generic_heat_pump"}))).
 				To(Equal(lcAll("eligible")), "whatever the model")
-			Eventually(func() any {
-				return mustCall("GET", "/entities/site/"+siteID+"/eligibility", tok, nil)["site_properties"]
+			Eventually(func(g Gomega) any {
+				return mustCallG(g, "GET", "/entities/site/"+siteID+"/eligibility", tok, nil)["site_properties"]
 			}).Should(HaveKeyWithValue("is_half_hourly_settled", true))
 
 			By("not seeing another organisation's site with the same MPAN")
 			other := newOrg(ctx)
 			answer = mustCall("POST", lcCheck, other.token(), map[string]any{"mpan": mpan})
 			Expect(answer).To(HaveKeyWithValue("is_half_hourly_settled", false))
-			Expect(lcVerdicts(answer)).To(Equal(lcAll([]any{"asset_model_not_set"})))
+			Expect(lcVerdicts(Default, answer)).To(Equal(lcAll([]any{"asset_model_not_set"})))
 		})
 
 	It("answers 404 for an unknown asset model and 422 for a missing or malformed MPAN, storing nothing", func(ctx SpecContext) {
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		status, resp := call("POST", lcCheck, tok, map[string]any{"mpan": "1200000000011", "asset_model": "no-such-model"})
 		Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
 		Expect(resp.Detail()).To(ContainSubstring("no-such-model"))
@@ -511,7 +511,7 @@ var _ = Describe("POST /entities/site/check-eligibility", func() {
 		entityExpectInvalid(status, resp, "json_invalid")
 		status, resp = call("POST", lcCheck, tok, raw(`[]`))
 		expectValidationItem(status, resp, []any{"body"}, "model_attributes_type")
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 	})
 })
 
@@ -528,7 +528,7 @@ var _ = Describe("POST /entities/site/{site_id}/dispatch-consent and …/dispatc
 	deconsent := func(id string) string { return "/entities/site/" + id + "/dispatch-deconsent" }
 	methods := func(m ...any) map[string]any { return map[string]any{"dispatch_methods": append([]any{}, m...)} }
 	stored := func(ctx context.Context, mpan string) []flexv1.DispatchMethod {
-		return entityStoredSite(ctx, o.Namespace, mpan).Spec.DispatchMethods
+		return entityStoredSite(Default, ctx, o.Namespace, mpan).Spec.DispatchMethods
 	}
 	// counted sends a request through a server instance that counts its writes.
 	counted := func(path string, body any) (map[string]any, []string) {
@@ -587,7 +587,7 @@ var _ = Describe("POST /entities/site/{site_id}/dispatch-consent and …/dispatc
 			Expect(writes).To(BeEmpty(), "%s %v", call.path, call.body)
 			Expect(again).To(Equal(record))
 		}
-		Expect(entityStoredSite(ctx, o.Namespace, mpan).ResourceVersion).To(Equal(rv))
+		Expect(entityStoredSite(Default, ctx, o.Namespace, mpan).ResourceVersion).To(Equal(rv))
 
 		By("removing methods, keeping the order of the rest, in one write")
 		record, writes := counted(deconsent(id), methods("limited_pause", "full_asset_schedule_control"))
@@ -599,9 +599,9 @@ var _ = Describe("POST /entities/site/{site_id}/dispatch-consent and …/dispatc
 		Expect(stored(ctx, mpan)).To(BeEmpty())
 
 		By("changing nothing else: the other fields, the assets, the enrolments")
-		site := entityStoredSite(ctx, o.Namespace, mpan)
+		site := entityStoredSite(Default, ctx, o.Namespace, mpan)
 		Expect(site.Spec.Markets).To(BeEmpty())
-		Expect(entityEnrolmentsOf(ctx, o.Namespace, site.Name)).To(BeEmpty())
+		Expect(entityEnrolmentsOf(Default, ctx, o.Namespace, site.Name)).To(BeEmpty())
 	})
 
 	It("extends the consent the legacy onboard recorded", func(ctx SpecContext) {
@@ -626,13 +626,13 @@ var _ = Describe("POST /entities/site/{site_id}/dispatch-consent and …/dispatc
 		Expect(record).To(HaveKeyWithValue("dispatch_methods", []any{"limited_pause"}))
 		Expect(mustCall("POST", deconsent(mineID), tokUser, methods("limited_pause"))).To(HaveKeyWithValue("dispatch_methods", BeEmpty()))
 
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		for _, p := range []string{consent(neighbourID), deconsent(neighbourID)} {
 			status, resp := call("POST", p, tokUser, methods("limited_pause"))
 			Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
 			Expect(resp.Detail()).To(Equal(notFoundSite))
 		}
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 	})
 
 	It("answers 404 for an unknown site or another organisation's, and 422 for a bad body or id, changing nothing",
@@ -644,7 +644,7 @@ var _ = Describe("POST /entities/site/{site_id}/dispatch-consent and …/dispatc
 			other := newOrg(ctx)
 			otherTok := other.token()
 			otherID := entitySiteID(entityInitialise(otherTok, mpan))
-			before, otherBefore := snapshot(ctx, o.Namespace), snapshot(ctx, other.Namespace)
+			before, otherBefore := snapshot(Default, ctx, o.Namespace), snapshot(Default, ctx, other.Namespace)
 
 			for _, p := range []func(string) string{consent, deconsent} {
 				status, resp := call("POST", p(otherID), tok, methods("cm_infrequent_dispatch"))
@@ -671,8 +671,8 @@ var _ = Describe("POST /entities/site/{site_id}/dispatch-consent and …/dispatc
 				status, resp = call("POST", p(id), tok, raw(`[]`))
 				expectValidationItem(status, resp, []any{"body"}, "model_attributes_type")
 			}
-			Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
-			Expect(snapshot(ctx, other.Namespace)).To(Equal(otherBefore))
+			Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
+			Expect(snapshot(Default, ctx, other.Namespace)).To(Equal(otherBefore))
 		})
 
 	It("answers 404 for a site on its way out", func(ctx SpecContext) {

@@ -15,17 +15,17 @@ import (
 	"github.com/flexsite/flexsite/internal/meters"
 )
 
-// Specs of PATCH /entities/site/{site_id} (api-reference.md "The asset and site lifecycle"):
+// Specs of PATCH /entities/site/{site_id} (docs/api.md, "The site and asset lifecycle"):
 // only what is sent changes, a PATCH that changes nothing writes nothing, and a new MPAN keeps
 // the site's id while no two sites ever hold one MPAN (household/claim.go).
 
 func patchMPAN(i int) string { return validMPAN(7000 + i) }
 
 // storedSite reads a site by object name from the API server.
-func storedSite(ctx SpecContext, ns, name string) *flexv1.Site {
+func storedSite(g Gomega, ctx SpecContext, ns, name string) *flexv1.Site {
 	GinkgoHelper()
 	site := &flexv1.Site{}
-	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, site)).To(Succeed())
+	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, site)).To(Succeed())
 	return site
 }
 
@@ -56,7 +56,7 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 	It("changes only what is sent and answers the site record", func(ctx SpecContext) {
 		mpan := patchMPAN(1)
 		siteID := onboardedSite(tok, mpan)
-		before := storedSite(ctx, o.Namespace, identity.SiteNameForMPAN(mpan))
+		before := storedSite(Default, ctx, o.Namespace, identity.SiteNameForMPAN(mpan))
 
 		rec := mustCall("PATCH", "/entities/site/"+siteID, tok, map[string]any{"email": "new@example.com"})
 		Expect(rec).To(HaveKeyWithValue("id", siteID))
@@ -65,7 +65,7 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 		Expect(rec).To(HaveKeyWithValue("address", "10 Downing Street"))
 		Expect(rec["asset_ids"]).To(HaveLen(2))
 
-		after := storedSite(ctx, o.Namespace, before.Name)
+		after := storedSite(Default, ctx, o.Namespace, before.Name)
 		Expect(after.Spec.Email).To(Equal("new@example.com"))
 		want := before.Spec.DeepCopy()
 		want.Email = "new@example.com"
@@ -78,7 +78,7 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 		Expect(rec).To(HaveKeyWithValue("address", "11 Downing Street"))
 		Expect(rec).To(HaveKeyWithValue("postcode", "EC1A 1BB"))
 		Expect(rec["tariff"]).To(HaveKeyWithValue("tariff_cheap_start_time", "00:30:00"), "a time answered as production does, HH:MM:SS")
-		after = storedSite(ctx, o.Namespace, before.Name)
+		after = storedSite(Default, ctx, o.Namespace, before.Name)
 		Expect(after.Spec.Email).To(Equal("new@example.com"), "null keeps the stored value")
 		Expect(after.Spec.Tariff).To(Equal(&flexv1.Tariff{Type: "dual_rate", CheapStartTime: "00:30", CheapEndTime: "04:30"}))
 		Expect(after.Spec.BoundaryMeterConsentAt).To(Equal(before.Spec.BoundaryMeterConsentAt))
@@ -88,8 +88,8 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 		mpan := patchMPAN(2)
 		siteID := onboardedSite(tok, mpan)
 		name := identity.SiteNameForMPAN(mpan)
-		Eventually(func() int64 { return storedSite(ctx, o.Namespace, name).Status.ObservedGeneration }).Should(BeNumerically(">", 0))
-		version := storedSite(ctx, o.Namespace, name).ResourceVersion
+		Eventually(func(g Gomega) int64 { return storedSite(g, ctx, o.Namespace, name).Status.ObservedGeneration }).Should(BeNumerically(">", 0))
+		version := storedSite(Default, ctx, o.Namespace, name).ResourceVersion
 		for _, body := range []map[string]any{
 			{},
 			{"email": "resident@example.com", "postcode": "SW1A 1AA", "mpan": mpan},
@@ -97,18 +97,18 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 		} {
 			mustCall("PATCH", "/entities/site/"+siteID, tok, body)
 		}
-		Expect(storedSite(ctx, o.Namespace, name).ResourceVersion).To(Equal(version))
+		Expect(storedSite(Default, ctx, o.Namespace, name).ResourceVersion).To(Equal(version))
 	})
 
 	DescribeTable("answers 422 for malformed input, and stores nothing",
 		func(ctx SpecContext, body any, loc []any) {
 			mpan := patchMPAN(3)
 			siteID := onboardedSite(tok, mpan)
-			before := snapshot(ctx, o.Namespace)
+			before := snapshot(Default, ctx, o.Namespace)
 			status, resp := call("PATCH", "/entities/site/"+siteID, tok, body)
 			Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", resp)
 			Expect(resp.Detail()).To(ContainElement(HaveKeyWithValue("loc", loc)), "%s", resp)
-			Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+			Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 		},
 		Entry("a bad MPAN check digit", map[string]any{"mpan": "1200000000012"}, []any{"body", "mpan"}),
 		Entry("an MPAN of letters", map[string]any{"mpan": "MPAN"}, []any{"body", "mpan"}),
@@ -128,14 +128,14 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 	It("answers 404 for an unknown site or another organisation's, and 422 for a malformed id", func(ctx SpecContext) {
 		other := newOrg(ctx)
 		otherID := onboardedSite(other.token(), patchMPAN(4))
-		before := snapshot(ctx, other.Namespace)
+		before := snapshot(Default, ctx, other.Namespace)
 		status, resp := call("PATCH", "/entities/site/"+otherID, tok, map[string]any{"email": "mine@example.com"})
 		Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
 		status, resp = call("PATCH", "/entities/site/00000000-0000-4000-8000-000000000000", tok, map[string]any{})
 		Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
 		status, resp = call("PATCH", "/entities/site/not-a-uuid", tok, map[string]any{})
 		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", resp)
-		Expect(snapshot(ctx, other.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, other.Namespace)).To(Equal(before))
 	})
 
 	It("moves a site to a new MPAN: same id and object, the new MPAN claimed, the old one free", func(ctx SpecContext) {
@@ -146,7 +146,7 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 		rec := mustCall("PATCH", "/entities/site/"+siteID, tok, map[string]any{"mpan": newMPAN})
 		Expect(rec).To(HaveKeyWithValue("id", siteID))
 		Expect(rec).To(HaveKeyWithValue("mpan", newMPAN))
-		Expect(storedSite(ctx, o.Namespace, name).Spec.MPAN).To(Equal(newMPAN), "the site keeps its object name")
+		Expect(storedSite(Default, ctx, o.Namespace, name).Spec.MPAN).To(Equal(newMPAN), "the site keeps its object name")
 		claim := &flexv1.MPANClaim{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.MPANClaimName(newMPAN)}, claim)).To(Succeed())
 		Expect(claim.Spec).To(Equal(flexv1.MPANClaimSpec{MPAN: newMPAN, SiteName: name}))
@@ -154,7 +154,7 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 		// Its household stays whole: assets, enrolment, eligibility.
 		Expect(mustCall("GET", "/entities/site/"+siteID, tok, nil)["asset_ids"]).To(HaveLen(2))
 		Eventually(func(g Gomega) {
-			elig := mustCall("GET", "/entities/site/"+siteID+"/eligibility", tok, nil)
+			elig := mustCallG(g, "GET", "/entities/site/"+siteID+"/eligibility", tok, nil)
 			g.Expect(elig["eligible_propositions"]).To(ContainElement("limited_pause"))
 		}).Should(Succeed())
 
@@ -185,7 +185,7 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 		siteID := onboardedSite(tok, a)
 		mustCall("PATCH", "/entities/site/"+siteID, tok, map[string]any{"mpan": b})
 		mustCall("PATCH", "/entities/site/"+siteID, tok, map[string]any{"mpan": a})
-		Expect(storedSite(ctx, o.Namespace, identity.SiteNameForMPAN(a)).Spec.MPAN).To(Equal(a))
+		Expect(storedSite(Default, ctx, o.Namespace, identity.SiteNameForMPAN(a)).Spec.MPAN).To(Equal(a))
 		Eventually(func() error {
 			return k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.MPANClaimName(b)}, &flexv1.MPANClaim{})
 		}).Should(MatchError(ContainSubstring("not found")))
@@ -197,11 +197,11 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 		a, b := patchMPAN(9), patchMPAN(10)
 		siteID := onboardedSite(tok, a)
 		onboardedSite(tok, b)
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		status, resp := call("PATCH", "/entities/site/"+siteID, tok, map[string]any{"mpan": b, "email": "x@example.com"})
 		Expect(status).To(Equal(http.StatusConflict), "%s", resp)
 		Expect(resp.Detail()).To(ContainSubstring(b))
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.MPANClaimName(b)}, &flexv1.MPANClaim{})).
 			To(MatchError(ContainSubstring("not found")))
 	})
@@ -211,7 +211,7 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 		onboardedSite(tok, a)
 		siteID := onboardedSite(tok, c)
 		// A change to b that died after claiming it: pending for household.ClaimGrace.
-		Expect(k8sClient.Create(ctx, householdcore.NewClaim(storedSite(ctx, o.Namespace, identity.SiteNameForMPAN(a)), b))).To(Succeed())
+		Expect(k8sClient.Create(ctx, householdcore.NewClaim(storedSite(Default, ctx, o.Namespace, identity.SiteNameForMPAN(a)), b))).To(Succeed())
 		status, resp := call("POST", "/entities/site/onboard", tok, household(b))
 		Expect(status).To(Equal(http.StatusConflict), "%s", resp)
 		Expect(holdersOf(ctx, o.Namespace, b)).To(BeEmpty())

@@ -62,9 +62,9 @@ func entityAssetIDs(answer map[string]any) []any {
 }
 
 // entityStoredSite reads the Site of a meter point straight from the API server.
-func entityStoredSite(ctx context.Context, ns, mpan string) *flexv1.Site {
+func entityStoredSite(g Gomega, ctx context.Context, ns, mpan string) *flexv1.Site {
 	site := &flexv1.Site{}
-	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: identity.SiteNameForMPAN(mpan)}, site)).To(Succeed())
+	g.ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: identity.SiteNameForMPAN(mpan)}, site)).To(Succeed())
 	return site
 }
 
@@ -76,9 +76,9 @@ func entityStoredAsset(ctx context.Context, ns, externalID string) *flexv1.Asset
 }
 
 // entityEnrolmentsOf lists the stored Enrolments of a site (whatever their names).
-func entityEnrolmentsOf(ctx context.Context, ns, siteName string) []flexv1.Enrolment {
+func entityEnrolmentsOf(g Gomega, ctx context.Context, ns, siteName string) []flexv1.Enrolment {
 	list := &flexv1.EnrolmentList{}
-	ExpectWithOffset(1, k8sClient.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+	g.ExpectWithOffset(1, k8sClient.List(ctx, list, client.InNamespace(ns))).To(Succeed())
 	var out []flexv1.Enrolment
 	for _, e := range list.Items {
 		if e.Spec.SiteName == siteName {
@@ -128,7 +128,7 @@ func entityPropositionEligibility(asset map[string]any, proposition string) map[
 
 // entityStatusRecord renders a Site's status as the API's eligibility record, decoded from
 // JSON, to compare with an answer.
-func entityStatusRecord(site *flexv1.Site) map[string]any {
+func entityStatusRecord(g Gomega, site *flexv1.Site) map[string]any {
 	eligible := make([]any, 0, len(site.Status.EligiblePropositions))
 	for _, p := range site.Status.EligiblePropositions {
 		eligible = append(eligible, string(p))
@@ -153,7 +153,7 @@ func entityStatusRecord(site *flexv1.Site) map[string]any {
 		"assets":                assets,
 	}
 	var decoded map[string]any
-	Expect(json.Unmarshal([]byte(specJSON(record)), &decoded)).To(Succeed())
+	g.Expect(json.Unmarshal([]byte(specJSON(record)), &decoded)).To(Succeed())
 	return decoded
 }
 
@@ -184,7 +184,7 @@ func entitySettled(tok, siteID string, n int) {
 	EventuallyWithOffset(1, func(g Gomega) {
 		status, resp := call("GET", "/entities/site/"+siteID, tok, nil)
 		g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-		g.Expect(resp.Map()["asset_ids"]).To(HaveLen(n))
+		g.Expect(resp.MapG(g)["asset_ids"]).To(HaveLen(n))
 	}).Should(Succeed())
 }
 
@@ -232,7 +232,7 @@ var _ = Describe("POST /entities/site/initialise", func() {
 			}
 
 			By("storing the site and assets under the ids it answered")
-			site := entityStoredSite(ctx, o.Namespace, mpan)
+			site := entityStoredSite(Default, ctx, o.Namespace, mpan)
 			Expect(site.Labels[flexv1.IDLabel]).To(Equal(siteID))
 			Expect(site.Spec.MPAN).To(Equal(mpan))
 			Expect(site.Spec.Postcode).To(Equal("SW1A 1AA"))
@@ -280,10 +280,10 @@ var _ = Describe("POST /entities/site/initialise", func() {
 			}))
 
 			By("enrolling the site in nothing")
-			Expect(entityEnrolmentsOf(ctx, o.Namespace, site.Name)).To(BeEmpty())
+			Expect(entityEnrolmentsOf(Default, ctx, o.Namespace, site.Name)).To(BeEmpty())
 
 			By("answering the same request again with the same ids, creating and changing nothing")
-			before := snapshot(ctx, o.Namespace)
+			before := snapshot(Default, ctx, o.Namespace)
 			again := entityInitialise(tok, mpan)
 			Expect(again["site"]).To(Equal(map[string]any{
 				"site_id": siteID, "site_created": false, "fields_updated": []any{}, "warnings": []any{}}))
@@ -293,26 +293,26 @@ var _ = Describe("POST /entities/site/initialise", func() {
 				Expect(a.(map[string]any)["fields_updated"]).To(BeEmpty())
 			}
 			Expect(again["eligibility"]).To(Equal(body["eligibility"]))
-			Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
-			Expect(entityEnrolmentsOf(ctx, o.Namespace, site.Name)).To(BeEmpty())
+			Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
+			Expect(entityEnrolmentsOf(Default, ctx, o.Namespace, site.Name)).To(BeEmpty())
 		})
 
 	It("answers an unknown asset_model with 404 and stores nothing", func(ctx SpecContext) {
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		status, resp := call("POST", "/entities/site/initialise", tok, entityInitialiseBody("2301234567894", func(b map[string]any) {
 			b["assets"].([]any)[0].(map[string]any)["asset_model"] = "no-such-model"
 		}))
 		Expect(status).To(Equal(http.StatusNotFound), "%s", resp)
 		Expect(resp.Detail()).To(ContainSubstring("no-such-model"))
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 	})
 
 	DescribeTable("answers malformed input with a 422 validation record and stores nothing",
 		func(ctx SpecContext, body any, typ string, loc ...any) {
-			before := snapshot(ctx, o.Namespace)
+			before := snapshot(Default, ctx, o.Namespace)
 			status, resp := call("POST", "/entities/site/initialise", tok, body)
 			entityExpectInvalid(status, resp, typ, loc...)
-			Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+			Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 		},
 		Entry("invalid JSON", raw(`{"site": {`), "json_invalid"),
 		Entry("missing site", map[string]any{"assets": []any{map[string]any{"external_id": "x", "type": "charger"}}},
@@ -355,14 +355,14 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility", func() {
 		Eventually(func(g Gomega) {
 			status, resp := call("GET", path, tok, nil)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-			g.Expect(resp.Map()).To(Equal(body["eligibility"]))
+			g.Expect(resp.MapG(g)).To(Equal(body["eligibility"]))
 		}).Should(Succeed())
 
 		By("agreeing with Site.status once the controller has computed it")
 		Eventually(func(g Gomega) {
 			site := &flexv1.Site{}
 			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.SiteNameForMPAN(mpan)}, site)).To(Succeed())
-			g.Expect(entityStatusRecord(site)).To(Equal(body["eligibility"]))
+			g.Expect(entityStatusRecord(g, site)).To(Equal(body["eligibility"]))
 		}).Should(Succeed())
 
 		By("following a change of the charger's model made outside the API")
@@ -374,7 +374,7 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility", func() {
 		Eventually(func(g Gomega) {
 			status, resp := call("GET", path, tok, nil)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-			changed = resp.Map()
+			changed = resp.MapG(g)
 			g.Expect(changed["assets"]).To(ContainElement(HaveKeyWithValue("external_id", "charger-"+mpan)), "%v", changed)
 			lp := entityPropositionEligibility(entityAssetEligibility(changed, "charger-"+mpan), "limited_pause")
 			g.Expect(lp["is_eligible"]).To(BeFalse())
@@ -390,7 +390,7 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility", func() {
 			site := &flexv1.Site{}
 			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.SiteNameForMPAN(mpan)}, site)).To(Succeed())
 			g.Expect(site.Status.EligiblePropositions).To(BeEmpty())
-			g.Expect(entityStatusRecord(site)).To(Equal(mustCall("GET", path, tok, nil)))
+			g.Expect(entityStatusRecord(g, site)).To(Equal(mustCallG(g, "GET", path, tok, nil)))
 		}).Should(Succeed())
 	})
 
@@ -410,7 +410,7 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility", func() {
 		Eventually(func(g Gomega) {
 			status, resp := call("GET", "/entities/site/"+siteID+"/eligibility", tok, nil)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-			g.Expect(resp.Map()["assets"]).To(HaveLen(count))
+			g.Expect(resp.MapG(g)["assets"]).To(HaveLen(count))
 		}, "60s").Should(Succeed())
 	})
 
@@ -465,14 +465,14 @@ var _ = Describe("POST /entities/site/{site_id}/enrol and /unenrol", func() {
 		status, resp = enrol(siteID, limitedPause)
 		Expect(status).To(Equal(http.StatusOK), "%s", resp)
 		Expect(resp.Map()).To(Equal(map[string]any{"site_id": siteID, "status": "already_enrolled"}))
-		Expect(entityEnrolmentsOf(ctx, o.Namespace, siteName)).To(HaveLen(1))
+		Expect(entityEnrolmentsOf(Default, ctx, o.Namespace, siteName)).To(HaveLen(1))
 
 		By("unenrolling: the enrolment goes and the withdrawal is recorded on the site")
 		status, resp = unenrol(siteID, limitedPause)
 		Expect(status).To(Equal(http.StatusOK), "%s", resp)
 		Expect(resp.Map()).To(Equal(map[string]any{"site_id": siteID, "status": "unenrolled"}))
 		Eventually(func() error { return k8sClient.Get(ctx, key, &flexv1.Enrolment{}) }).Should(Satisfy(apierrors.IsNotFound))
-		site := entityStoredSite(ctx, o.Namespace, mpan)
+		site := entityStoredSite(Default, ctx, o.Namespace, mpan)
 		withdrawal := householdcore.LastWithdrawal(site, flexv1.PropositionLimitedPause)
 		Expect(withdrawal).NotTo(BeNil())
 		Expect(withdrawal.WithdrawnAt.Time).To(BeTemporally("~", *clock.Load(), time.Second), "stamped by the API's clock")
@@ -484,7 +484,7 @@ var _ = Describe("POST /entities/site/{site_id}/enrol and /unenrol", func() {
 		Expect(resp.Map()).To(Equal(map[string]any{"site_id": siteID, "status": "already_unenrolled"}))
 
 		By("refusing to re-enrol without an override, changing nothing")
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		status, resp = enrol(siteID, limitedPause)
 		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", resp)
 		detail, ok := resp.Detail().(map[string]any)
@@ -499,7 +499,7 @@ var _ = Describe("POST /entities/site/{site_id}/enrol and /unenrol", func() {
 				"assets":                HaveLen(2),
 			}),
 		}))
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 
 		By("re-enrolling with override_withdrawal")
 		status, resp = enrol(siteID, map[string]any{"proposition": "limited_pause", "override_withdrawal": true})
@@ -525,7 +525,7 @@ var _ = Describe("POST /entities/site/{site_id}/enrol and /unenrol", func() {
 		Expect(resp.Detail()).To(HaveKeyWithValue("code", "previously_withdrew"))
 
 		Eventually(func() error { return k8sClient.Get(ctx, key, &flexv1.Enrolment{}) }).Should(Satisfy(apierrors.IsNotFound))
-		Expect(entityEnrolmentsOf(ctx, o.Namespace, siteName)).To(BeEmpty())
+		Expect(entityEnrolmentsOf(Default, ctx, o.Namespace, siteName)).To(BeEmpty())
 	})
 
 	It("needs boundary meter consent for full_asset_schedule_control and takes it from the enrol request", func(ctx SpecContext) {
@@ -533,24 +533,24 @@ var _ = Describe("POST /entities/site/{site_id}/enrol and /unenrol", func() {
 		siteID := entitySiteID(entityInitialise(tok, mpan, func(b map[string]any) {
 			delete(b["site"].(map[string]any), "gave_boundary_meter_consent_at")
 		}))
-		Expect(entityStoredSite(ctx, o.Namespace, mpan).Spec.BoundaryMeterConsentAt).To(BeNil())
+		Expect(entityStoredSite(Default, ctx, o.Namespace, mpan).Spec.BoundaryMeterConsentAt).To(BeNil())
 
 		By("refusing without consent (400), changing nothing")
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		status, resp := enrol(siteID, map[string]any{"proposition": "full_asset_schedule_control"})
 		Expect(status).To(Equal(http.StatusBadRequest), "%s", resp)
 		Expect(resp.Detail()).To(ContainSubstring("consent"))
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 
 		By("storing the consent sent with the enrolment and enrolling")
 		status, resp = enrol(siteID, map[string]any{"proposition": "full_asset_schedule_control",
 			"gave_boundary_meter_consent_at": "2026-03-01T09:00:00+01:00"})
 		Expect(status).To(Equal(http.StatusOK), "%s", resp)
 		Expect(resp.Map()).To(Equal(map[string]any{"site_id": siteID, "status": "enrolled"}))
-		site := entityStoredSite(ctx, o.Namespace, mpan)
+		site := entityStoredSite(Default, ctx, o.Namespace, mpan)
 		Expect(site.Spec.BoundaryMeterConsentAt).NotTo(BeNil())
 		Expect(site.Spec.BoundaryMeterConsentAt.Time).To(BeTemporally("==", time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)))
-		enrolments := entityEnrolmentsOf(ctx, o.Namespace, site.Name)
+		enrolments := entityEnrolmentsOf(Default, ctx, o.Namespace, site.Name)
 		Expect(enrolments).To(HaveLen(1))
 		Expect(enrolments[0].Spec.Proposition).To(Equal(flexv1.PropositionFullAssetScheduleControl))
 	})
@@ -560,7 +560,7 @@ var _ = Describe("POST /entities/site/{site_id}/enrol and /unenrol", func() {
 		siteID := entitySiteID(entityInitialise(tok, mpan, func(b map[string]any) {
 			b["assets"] = []any{map[string]any{"external_id": "bare-battery", "type": "battery"}}
 		}))
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 
 		By("refusing an ineligible site with the object form and its eligibility")
 		status, resp := enrol(siteID, limitedPause)
@@ -595,7 +595,7 @@ var _ = Describe("POST /entities/site/{site_id}/enrol and /unenrol", func() {
 			status, resp = do("not-a-uuid", limitedPause)
 			entityExpectInvalid(status, resp, "uuid_parsing", "path", "site_id")
 		}
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 	})
 })
 
@@ -629,7 +629,7 @@ var _ = Describe("Enrolments declared outside the API (GitOps)", func() {
 
 		body := mustCall("POST", "/entities/site/"+siteID+"/enrol", tok, map[string]any{"proposition": "limited_pause"})
 		Expect(body).To(Equal(map[string]any{"site_id": siteID, "status": "already_enrolled"}))
-		enrolments := entityEnrolmentsOf(ctx, o.Namespace, siteName)
+		enrolments := entityEnrolmentsOf(Default, ctx, o.Namespace, siteName)
 		Expect(enrolments).To(HaveLen(1))
 		Expect(enrolments[0].Name).To(Equal(declared.Name))
 
@@ -638,7 +638,7 @@ var _ = Describe("Enrolments declared outside the API (GitOps)", func() {
 		Eventually(func() error {
 			return k8sClient.Get(ctx, client.ObjectKeyFromObject(declared), &flexv1.Enrolment{})
 		}).Should(Satisfy(apierrors.IsNotFound))
-		Expect(householdcore.LastWithdrawal(entityStoredSite(ctx, o.Namespace, mpan), flexv1.PropositionLimitedPause)).NotTo(BeNil())
+		Expect(householdcore.LastWithdrawal(entityStoredSite(Default, ctx, o.Namespace, mpan), flexv1.PropositionLimitedPause)).NotTo(BeNil())
 	})
 
 	It("does not duplicate an enrolment declared a moment before the REST enrol", func(ctx SpecContext) {
@@ -658,7 +658,7 @@ var _ = Describe("Enrolments declared outside the API (GitOps)", func() {
 			if body["status"] != "already_enrolled" {
 				problems = append(problems, fmt.Sprintf("site %s answered %v", mpan, body["status"]))
 			}
-			if n := len(entityEnrolmentsOf(ctx, o.Namespace, siteName)); n != 1 {
+			if n := len(entityEnrolmentsOf(Default, ctx, o.Namespace, siteName)); n != 1 {
 				problems = append(problems, fmt.Sprintf("site %s has %d enrolments in limited_pause", mpan, n))
 			}
 		}
@@ -759,7 +759,7 @@ var _ = Describe("GET /entities/site (list)", func() {
 		Eventually(func(g Gomega) {
 			status, resp := call("GET", "/entities/site", tok, nil)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-			page = resp.Map()
+			page = resp.MapG(g)
 			g.Expect(page["total_num_sites"]).To(BeEquivalentTo(3))
 			g.Expect(page["sites"]).To(HaveEach(HaveKeyWithValue("asset_ids", HaveLen(2))))
 		}).Should(Succeed())
@@ -841,24 +841,24 @@ var _ = Describe("POST /entities/site/{site_id}/meter-consent", func() {
 			"asset_ids": ConsistOf(entityAssetIDs(body)...), "markets": BeEmpty(), "dispatch_methods": BeEmpty(),
 			"gave_boundary_meter_consent_at": Equal("2026-02-01T11:00:00Z"),
 		}))
-		site := entityStoredSite(ctx, o.Namespace, mpan)
+		site := entityStoredSite(Default, ctx, o.Namespace, mpan)
 		Expect(site.Spec.BoundaryMeterConsentAt).NotTo(BeNil())
 		Expect(site.Spec.BoundaryMeterConsentAt.Time).To(BeTemporally("==", time.Date(2026, 2, 1, 11, 0, 0, 0, time.UTC)))
 		Eventually(func(g Gomega) {
 			status, resp := call("GET", "/entities/site/"+siteID+"/eligibility", tok, nil)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", resp)
-			g.Expect(resp.Map()["site_properties"]).To(HaveKeyWithValue("has_meter_consent", true))
+			g.Expect(resp.MapG(g)["site_properties"]).To(HaveKeyWithValue("has_meter_consent", true))
 		}).Should(Succeed())
 
 		By("refusing a missing or naive timestamp, changing nothing")
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		status, resp := call("POST", path, tok, map[string]any{})
 		entityExpectInvalid(status, resp, "missing", "body", "gave_boundary_meter_consent_at")
 		status, resp = call("POST", path, tok, map[string]any{"gave_boundary_meter_consent_at": "2026-02-01T12:00:00"})
 		entityExpectInvalid(status, resp, "timezone_aware", "body", "gave_boundary_meter_consent_at")
 		status, resp = call("POST", path, tok, map[string]any{"gave_boundary_meter_consent_at": "yesterday"})
 		entityExpectInvalid(status, resp, "datetime_parsing", "body", "gave_boundary_meter_consent_at")
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 
 		status, resp = call("POST", "/entities/site/"+uuid.NewString()+"/meter-consent", tok,
 			map[string]any{"gave_boundary_meter_consent_at": "2026-02-01T12:00:00Z"})
@@ -906,7 +906,7 @@ var _ = Describe("POST /entities/site/onboard-site-and-asset (legacy)", func() {
 		}), "no consent given: gave_boundary_meter_consent_at left out, never null")
 
 		By("storing the site with its dispatch methods and markets, the asset, and an enrolment in limited_pause")
-		site := entityStoredSite(ctx, o.Namespace, mpan)
+		site := entityStoredSite(Default, ctx, o.Namespace, mpan)
 		Expect(site.Labels[flexv1.IDLabel]).To(Equal(siteID))
 		Expect(site.Spec.DispatchMethods).To(ConsistOf(flexv1.DispatchMethod("cm_infrequent_dispatch"), flexv1.DispatchMethod("limited_pause")))
 		Expect(site.Spec.Markets).To(Equal([]flexv1.Market{"cm"}))
@@ -916,22 +916,22 @@ var _ = Describe("POST /entities/site/onboard-site-and-asset (legacy)", func() {
 		Expect(asset.Spec.SiteName).To(Equal(site.Name))
 		Expect(asset.Spec.Type).To(Equal(flexv1.AssetTypeCharger))
 		Expect(asset.Spec.PowerW).To(HaveValue(Equal(int64(7000))))
-		enrolments := entityEnrolmentsOf(ctx, o.Namespace, site.Name)
+		enrolments := entityEnrolmentsOf(Default, ctx, o.Namespace, site.Name)
 		Expect(enrolments).To(HaveLen(1))
 		Expect(enrolments[0].Spec.Proposition).To(Equal(flexv1.PropositionLimitedPause))
 
 		By("refusing the same request again with 409, changing nothing")
-		before := snapshot(ctx, o.Namespace)
+		before := snapshot(Default, ctx, o.Namespace)
 		status, resp := call("POST", path, tok, legacyOnboardBody(mpan, "legacy-1"))
 		Expect(status).To(Equal(http.StatusConflict), "%s", resp)
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 
 		By("refusing an existing site with a new asset, and a new site with an asset used elsewhere in the organisation")
 		status, resp = call("POST", path, tok, legacyOnboardBody(mpan, "legacy-2"))
 		Expect(status).To(Equal(http.StatusConflict), "%s", resp)
 		status, resp = call("POST", path, tok, legacyOnboardBody("1012345678903", "legacy-1"))
 		Expect(status).To(Equal(http.StatusConflict), "%s", resp)
-		Expect(snapshot(ctx, o.Namespace)).To(Equal(before))
+		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
 	})
 
 	DescribeTable("answers malformed input with a 422 and stores nothing",
@@ -940,7 +940,7 @@ var _ = Describe("POST /entities/site/onboard-site-and-asset (legacy)", func() {
 			mutate(body)
 			status, resp := call("POST", path, tok, body)
 			entityExpectInvalid(status, resp, typ, loc...)
-			Expect(snapshot(ctx, o.Namespace)).To(BeEmpty())
+			Expect(snapshot(Default, ctx, o.Namespace)).To(BeEmpty())
 		},
 		Entry("missing dispatch_consent", func(b map[string]any) { delete(b, "dispatch_consent") },
 			"missing", "body", "dispatch_consent"),
@@ -1008,7 +1008,7 @@ var _ = Describe("POST /entities/site/{site_id}/offboard-site-and-assets", func(
 				{ID: uuid.NewString(), Type: "flex event", CreditPence: 120}}},
 		}
 		Expect(k8sClient.Create(ctx, ledger)).To(Succeed())
-		otherBefore := entityLinesWithout(snapshot(ctx, o.Namespace), siteName)
+		otherBefore := entityLinesWithout(snapshot(Default, ctx, o.Namespace), siteName)
 		Expect(otherBefore).To(ContainSubstring(otherName))
 
 		By("answering the site and an asset as they were")
@@ -1048,7 +1048,7 @@ var _ = Describe("POST /entities/site/{site_id}/offboard-site-and-assets", func(
 			for _, a := range assets.Items {
 				g.Expect(a.Spec.SiteName).NotTo(Equal(siteName))
 			}
-			g.Expect(entityEnrolmentsOf(ctx, o.Namespace, siteName)).To(BeEmpty())
+			g.Expect(entityEnrolmentsOf(g, ctx, o.Namespace, siteName)).To(BeEmpty())
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ledger), &flexv1.RewardLedger{})).To(Satisfy(apierrors.IsNotFound))
 		}).Should(Succeed())
 		Consistently(func(g Gomega) int { return entityWithdrewEvents(ctx, g, o.Namespace) }, "2s", "200ms").Should(BeZero())
@@ -1061,7 +1061,7 @@ var _ = Describe("POST /entities/site/{site_id}/offboard-site-and-assets", func(
 		Expect(status).To(Equal(http.StatusNotFound), "%s", gone)
 
 		By("leaving the other site of the organisation untouched")
-		Expect(entityLinesWithout(snapshot(ctx, o.Namespace), siteName)).To(Equal(otherBefore))
+		Expect(entityLinesWithout(snapshot(Default, ctx, o.Namespace), siteName)).To(Equal(otherBefore))
 		entityWaitActive(ctx, otherEnrolmentKey)
 		record := mustCall("GET", "/entities/site/"+entitySiteID(other), tok, nil)
 		Expect(record["asset_ids"]).To(ConsistOf(entityAssetIDs(other)...))

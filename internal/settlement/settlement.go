@@ -1,8 +1,8 @@
 // Package settlement holds the rules that turn a flex event and a site's half-hourly energy
 // into what the site delivered and what it is credited: the baseline, the actual, the
-// delivered energy and the credit of ../shared/spec/rewards-engine.md ("Flex events and
-// settlement"), as one pure function, Settle, so anyone can recompute a household's reward
-// by hand. It also turns raw readings into that half-hourly energy (readings.go).
+// delivered energy and the credit (docs/platform.md, "How a site is settled"), as one pure
+// function, Settle, so anyone can recompute a household's reward by hand. It also turns raw
+// readings into that half-hourly energy (readings.go).
 //
 // The package is pure: no clock, no I/O, no Kubernetes, no database, no HTTP
 // (test/architecture holds it to that). It embeds the time zone database, so the UK's

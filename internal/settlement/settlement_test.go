@@ -77,8 +77,7 @@ func check(t *testing.T, in Input, w want) Result {
 	return got
 }
 
-// The spec's worked examples (rewards-engine.md, "Flex events and settlement"), verbatim
-// where they give figures.
+// The worked examples of docs/platform.md, "How a site is settled", with their figures.
 func TestWorkedExamples(t *testing.T) {
 	tuesday := Date{2026, time.January, 13}
 	turnDown := Event{Start: at(time.January, 13, 17, 30), End: at(time.January, 13, 18, 30), Direction: TurnDown, RateCentipence: 2500}

@@ -1,8 +1,8 @@
 // Package shards runs Flexsite's per-site reconcile work as shards of one ControllerRing of
-// timebertt/kubernetes-controller-sharding (design.md item 13): the sharder assigns every Site,
-// and the objects each Site controls, to one shard by a label; each replica holds a shard lease
-// and reconciles what carries its name. Organisation-wide and cluster-wide work keeps one
-// leader. Nothing here decides membership or hand-over: the sharder and its leases do.
+// timebertt/kubernetes-controller-sharding (docs/operations.md, "Sharding"): the sharder assigns
+// every Site, and the objects each Site controls, to one shard by a label; each replica holds a
+// shard lease and reconciles what carries its name. Organisation-wide and cluster-wide work keeps
+// one leader. Nothing here decides membership or hand-over: the sharder and its leases do.
 package shards
 
 import (

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// A flex event's rules (../shared/spec/rewards-engine.md, "Flex events and settlement"): the
+// A flex event's rules (docs/platform.md, "Flex events"): the
 // window, the direction and the rate. CheckFlexEvent is their one composition: the REST API's
 // use case (internal/app/flexevents), the admission webhook and internal/settlement call it,
 // and the CRD's CEL rules are its declarative twin where CEL can say the same

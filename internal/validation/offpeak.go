@@ -10,7 +10,8 @@ import (
 )
 
 // ---------------------------------------------------------------------------------------
-// Tariffs: off-peak times and time zones (spec/dispatch.md, "What the devices tell Flexsite")
+// Tariffs: off-peak times and time zones (docs/api.md, "Asset events: what the devices tell
+// Flexsite")
 
 // A tariff's off_peak_times is the subset of OpenStreetMap's opening_hours that prod accepts:
 // the same time ranges every day, no day selectors, nothing else of that syntax. No maintained

@@ -5,6 +5,7 @@ package vtnstore
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -43,4 +44,20 @@ func (s *Store) AssetsHeldBy(ctx context.Context, organisation, clientName strin
 		out = append(out, name)
 	}
 	return out, s.classify(rows.Err())
+}
+
+// HolderOf answers the API client whose VEN holds the asset (resource name) in the
+// organisation, and whether one does: one lookup by the unique key.
+func (s *Store) HolderOf(ctx context.Context, organisation, resourceName string) (string, bool, error) {
+	var client string
+	err := s.Pool.QueryRow(ctx, `SELECT v.client_name FROM openadr_resources r
+		JOIN openadr_vens v ON v.organisation = r.organisation AND v.id = r.ven_id
+		WHERE r.organisation = $1 AND r.resource_name = $2`, organisation, resourceName).Scan(&client)
+	if err != nil {
+		if err = s.classify(err); errors.Is(err, db.ErrNotFound) {
+			return "", false, nil
+		}
+		return "", false, err
+	}
+	return client, true, nil
 }

@@ -77,7 +77,7 @@ var packageMap = []row{
 		"internal/events", "internal/household", "internal/metrics"})},
 	{pkgs: []string{"internal/app/vtn"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/auth", "internal/db",
 		"internal/index", "internal/household", "internal/householdstore", "internal/vtnstore", "internal/dispatchstore",
-		"internal/outboxstore", "internal/events", "internal/record", "internal/metrics"})},
+		"internal/pricestore", "internal/outboxstore", "internal/events", "internal/record", "internal/metrics"})},
 	{pkgs: []string{"internal/vtnstore"}, may: join(apiTypes, pureRules, []string{"internal/db", "internal/events"})},
 	{pkgs: []string{"internal/hostedflow"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/web",
 		"internal/auth", "internal/household"})},

@@ -30,7 +30,7 @@ var _ = Describe("A battery's plan on the rewards page and in the hosted flow in
 		siteID, userTok := o.componentToken(tok, "battery-household", embedder.Origin())
 		must := func(method, path string, body map[string]any) map[string]any {
 			GinkgoHelper()
-			status, answer := call(method, path, tok, body)
+			status, answer := call(Default, method, path, tok, body)
 			Expect(status).To(Equal(http.StatusOK), "%s %s: %v", method, path, answer)
 			return answer
 		}
@@ -73,7 +73,7 @@ var _ = Describe("A battery's plan on the rewards page and in the hosted flow in
 		const sentence = "Your battery will charge 01:00–02:00, when energy is cheapest, and power your home 17:00–18:00, when energy is dearest"
 
 		By("the rewards page: the chart and the sentence are in its HTML, which runs no script")
-		status, answer := call("GET", "/rewards/"+siteID+"/url/balance?redirect_uri="+
+		status, answer := call(Default, "GET", "/rewards/"+siteID+"/url/balance?redirect_uri="+
 			url.QueryEscape(embedder.Origin()+"/rewards-done"), tok, nil)
 		Expect(status).To(Equal(http.StatusOK), "%v", answer)
 		b := newBrowser()
@@ -104,16 +104,16 @@ var _ = Describe("A battery's plan on the rewards page and in the hosted flow in
 		By("the hosted flow: a returning household enrolled starts at its rewards, with the same plan")
 		f := embed(newBrowser(), userTok, "")
 		f.atStep("rewards")
-		Eventually(func() string {
+		Eventually(func(g Gomega) string {
 			var said string // "" until the list shows it
-			f.eval(`(document.querySelector("#rewards-battery-list .battery-sentence") || {}).textContent || ""`, &said)
+			f.eval(g, `(document.querySelector("#rewards-battery-list .battery-sentence") || {}).textContent || ""`, &said)
 			return said
 		}).Should(Equal(sentence))
 		var marks []string
-		f.eval(`["role", "aria-labelledby"].map((a) => document.querySelector("#rewards-battery-list svg.battery-chart").getAttribute(a))`, &marks)
+		f.eval(Default, `["role", "aria-labelledby"].map((a) => document.querySelector("#rewards-battery-list svg.battery-chart").getAttribute(a))`, &marks)
 		Expect(marks).To(Equal([]string{"img", "battery-plan-1-title battery-plan-1-desc"}))
 		var rows float64
-		f.eval(`document.querySelectorAll("#rewards-battery-list tbody tr").length`, &rows)
+		f.eval(Default, `document.querySelectorAll("#rewards-battery-list tbody tr").length`, &rows)
 		Expect(rows).To(BeNumerically(">=", 5)) // hold, charge, hold, discharge, hold
 		f.checkPage("8-rewards-battery-plan")
 	})

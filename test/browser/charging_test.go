@@ -26,15 +26,15 @@ var _ = Describe("The household's next charging window in Chromium", func() {
 		orgToken := o.token()
 		const user, mpan = "household-charging", "1200000000011"
 		siteID, token := o.componentToken(orgToken, user, embedder.Origin())
-		status, body := call("POST", "/entities/site/initialise", orgToken, map[string]any{
+		status, body := call(Default, "POST", "/entities/site/initialise", orgToken, map[string]any{
 			"site": map[string]any{"mpan": mpan, "postcode": "SW1A 1AA", "external_user_id": user,
 				"gave_boundary_meter_consent_at": "2026-01-15T10:30:00Z"},
 			"assets": []any{map[string]any{"external_id": "charging-charger", "type": "charger", "asset_model": "zappi",
 				"installation_date": "2025-06-15", "properties": map[string]any{"power_kw": 7.4}}}})
 		Expect(status).To(Equal(http.StatusOK), "%v", body)
 		chargerID := body["assets"].([]any)[0].(map[string]any)["asset_id"].(string)
-		Eventually(func() int {
-			status, _ := call("POST", "/entities/site/"+siteID+"/enrol", orgToken, map[string]any{"proposition": "price_curve"})
+		Eventually(func(g Gomega) int {
+			status, _ := call(g, "POST", "/entities/site/"+siteID+"/enrol", orgToken, map[string]any{"proposition": "price_curve"})
 			return status
 		}).Should(Equal(http.StatusOK))
 		Eventually(func(g Gomega) {
@@ -43,7 +43,7 @@ var _ = Describe("The household's next charging window in Chromium", func() {
 			g.Expect(list.Items).To(ContainElement(And(
 				HaveField("Spec.Proposition", flexv1.PropositionPriceCurve), HaveField("Status.Phase", flexv1.EnrolmentActive))))
 		}).Should(Succeed())
-		status, body = call("POST", "/entities/site/"+siteID+"/dispatch-consent", orgToken, map[string]any{"dispatch_methods": []any{"limited_pause"}})
+		status, body = call(Default, "POST", "/entities/site/"+siteID+"/dispatch-consent", orgToken, map[string]any{"dispatch_methods": []any{"limited_pause"}})
 		Expect(status).To(Equal(http.StatusOK), "%v", body)
 
 		By("a schedule answered for tomorrow night, 02:00–03:00 UK time, priced")
@@ -53,14 +53,14 @@ var _ = Describe("The household's next charging window in Chromium", func() {
 		Expect(err).NotTo(HaveOccurred())
 		schedule := map[string]any{"charging_schedule": []any{map[string]any{
 			"start_timestamp": tomorrow.At(2, 0).Format(time.RFC3339), "end_timestamp": tomorrow.At(3, 0).Format(time.RFC3339)}}}
-		Eventually(func() int {
-			status, _ := call("POST", "/entities/asset/"+chargerID+"/event/plug-in-schedule", orgToken, schedule)
+		Eventually(func(g Gomega) int {
+			status, _ := call(g, "POST", "/entities/asset/"+chargerID+"/event/plug-in-schedule", orgToken, schedule)
 			return status
 		}).Should(Equal(http.StatusOK))
 		const want = "Your car will charge tomorrow 02:00–03:00, when energy is cheapest"
 
 		By("the rewards page, without script")
-		status, answer := call("GET", "/rewards/"+siteID+"/url/balance?enforce_two_factor_auth=false&redirect_uri="+
+		status, answer := call(Default, "GET", "/rewards/"+siteID+"/url/balance?enforce_two_factor_auth=false&redirect_uri="+
 			url.QueryEscape(embedder.Origin()+"/rewards-done"), orgToken, nil)
 		Expect(status).To(Equal(http.StatusOK), "%v", answer)
 		b := newBrowser()
@@ -76,7 +76,7 @@ var _ = Describe("The household's next charging window in Chromium", func() {
 		By("the hosted flow's rewards step, in the same words")
 		f := embed(b, token, "")
 		f.atStep("rewards")
-		Eventually(func() string { return strings.TrimSpace(f.text("#rewards-charging")) }).Should(Equal(want))
+		Eventually(func(g Gomega) string { return strings.TrimSpace(f.text(g, "#rewards-charging")) }).Should(Equal(want))
 		f.checkPage("8-charging-window")
 	})
 })

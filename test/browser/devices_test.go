@@ -21,7 +21,7 @@ import (
 	"github.com/flexsite/flexsite/test/browser/oauthprovider"
 )
 
-// The Connect step (device-connection.md, "The household's side") against a real OAuth 2.0
+// The Connect step (docs/hosted-flow.md, "Connect") against a real OAuth 2.0
 // authorisation server on loopback (test/browser/oauthprovider, in process), whose consent page the
 // browser clicks through in the window the flow opens.
 
@@ -58,7 +58,7 @@ func startDeviceProvider(ctx context.Context) {
 func consentInNewWindow(ctx context.Context, f *flow, sel, screenshot string) string {
 	GinkgoHelper()
 	opened := chromedp.WaitNewTarget(ctx, func(i *target.Info) bool { return i.Type == "page" })
-	f.do(chromedp.Click(chromedp.CSS(sel), f.in()))
+	f.do(Default, chromedp.Click(chromedp.CSS(sel), f.in()))
 	var id target.ID
 	Eventually(opened, step).Should(Receive(&id))
 	popup, cancel := chromedp.NewContext(ctx, chromedp.WithTargetID(id))
@@ -85,7 +85,7 @@ var _ = Describe("The Connect step in a real browser", func() {
 		orgToken := o.token()
 		const user = "household-connect"
 		siteID, token := o.componentToken(orgToken, user, embedder.Origin())
-		status, body := call("POST", "/entities/site/initialise", orgToken, map[string]any{
+		status, body := call(Default, "POST", "/entities/site/initialise", orgToken, map[string]any{
 			"site": map[string]any{"mpan": "1300000000016", "postcode": "SW1A 1AA", "external_user_id": user,
 				"gave_boundary_meter_consent_at": "2026-01-15T10:30:00Z"},
 			"assets": []any{map[string]any{"external_id": "connect-charger", "type": "charger", "asset_model": deviceModel,
@@ -97,23 +97,23 @@ var _ = Describe("The Connect step in a real browser", func() {
 		f := embed(b, token, "")
 		By("a household whose charger is controlled through Example Energy starts at the Connect step")
 		f.atStep("connect")
-		Eventually(func() string { return f.text("#connect-list") }).Should(ContainSubstring("Connect your Example Energy account"))
+		Eventually(func(g Gomega) string { return f.text(g, "#connect-list") }).Should(ContainSubstring("Connect your Example Energy account"))
 		f.checkPage("3a-connect")
 
 		By("the provider opens in a new window; the household allows; the flow learns it")
 		Expect(consentInNewWindow(b.Ctx, f, "#connect-list button.connect", "3b-connect-callback-desktop.png")).
 			To(Equal("Your Example Energy account is connected"))
-		Eventually(func() string { return f.text("#connect-list") }).Should(ContainSubstring("Example Energy: Connected"))
-		Eventually(func() string { return f.text("#connect-status") }).Should(ContainSubstring("is connected"))
+		Eventually(func(g Gomega) string { return f.text(g, "#connect-list") }).Should(ContainSubstring("Example Energy: Connected"))
+		Eventually(func(g Gomega) string { return f.text(g, "#connect-status") }).Should(ContainSubstring("is connected"))
 		f.checkPage("3b-connected")
-		status, conns := call("GET", "/entities/site/"+siteID+"/connections", orgToken, nil)
+		status, conns := call(Default, "GET", "/entities/site/"+siteID+"/connections", orgToken, nil)
 		Expect(status).To(Equal(http.StatusOK))
 		Expect(conns["connections"]).To(ConsistOf(HaveKeyWithValue("status", "connected")))
 
 		By("the grant is withdrawn at the provider: the refresh is refused and the asset needs reauthorisation")
 		deviceProvider.RevokeEverything()
-		Eventually(func() any {
-			_, asset := call("GET", "/entities/asset/"+chargerID, orgToken, nil)
+		Eventually(func(g Gomega) any {
+			_, asset := call(g, "GET", "/entities/asset/"+chargerID, orgToken, nil)
 			return asset["needs_reauthorisation"]
 		}, 20*time.Second).Should(BeTrue())
 
@@ -121,19 +121,19 @@ var _ = Describe("The Connect step in a real browser", func() {
 		_, token = o.componentToken(orgToken, user, embedder.Origin())
 		f = embed(b, token, "")
 		f.atStep("connect")
-		Eventually(func() string { return f.text("#connect-list") }).
+		Eventually(func(g Gomega) string { return f.text(g, "#connect-list") }).
 			Should(ContainSubstring("Reconnect your Example Energy account to keep earning rewards"))
 		f.checkPage("3c-reconnect")
 		Expect(consentInNewWindow(b.Ctx, f, "#connect-list button.connect", "")).
 			To(Equal("Your Example Energy account is connected"))
-		Eventually(func() string { return f.text("#connect-list") }).Should(ContainSubstring("Example Energy: Connected"))
-		Eventually(func() any {
-			_, asset := call("GET", "/entities/asset/"+chargerID, orgToken, nil)
+		Eventually(func(g Gomega) string { return f.text(g, "#connect-list") }).Should(ContainSubstring("Example Energy: Connected"))
+		Eventually(func(g Gomega) any {
+			_, asset := call(g, "GET", "/entities/asset/"+chargerID, orgToken, nil)
 			return asset["needs_reauthorisation"]
 		}).Should(BeFalse())
 
 		By("skipping is allowed: Continue goes on to eligibility")
-		f.do(chromedp.Click(chromedp.CSS("#form-connect button[type=submit]"), f.in()))
+		f.do(Default, chromedp.Click(chromedp.CSS("#form-connect button[type=submit]"), f.in()))
 		f.atStep("eligibility")
 	})
 })

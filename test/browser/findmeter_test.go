@@ -43,7 +43,7 @@ func loadRegister(ctx SpecContext) []meters.Point {
 func (f *flow) noFullMPAN(points []meters.Point) {
 	GinkgoHelper()
 	var page string
-	f.eval(`document.documentElement.outerHTML + "\n" + Array.from(document.querySelectorAll("input")).map((i) => i.value).join("\n")`, &page)
+	f.eval(Default, `document.documentElement.outerHTML + "\n" + Array.from(document.querySelectorAll("input")).map((i) => i.value).join("\n")`, &page)
 	for _, pt := range points {
 		Expect(page).NotTo(ContainSubstring(pt.MPAN), "a full MPAN in the page")
 	}
@@ -53,7 +53,7 @@ func (f *flow) noFullMPAN(points []meters.Point) {
 func (f *flow) focused() string {
 	GinkgoHelper()
 	var active string
-	f.eval(`document.hasFocus() ? (document.activeElement.id || document.activeElement.tagName) : ""`, &active)
+	f.eval(Default, `document.hasFocus() ? (document.activeElement.id || document.activeElement.tagName) : ""`, &active)
 	return active
 }
 
@@ -64,7 +64,7 @@ func (f *flow) tabTo(id string) {
 		if f.focused() == id {
 			return
 		}
-		f.do(chromedp.KeyEvent("\t"))
+		f.do(Default, chromedp.KeyEvent("\t"))
 	}
 	Expect(f.focused()).To(Equal(id), "Tab never reached #%s", id)
 }
@@ -81,12 +81,12 @@ var _ = Describe("Find my meter in the hosted flow", func() {
 
 		By("the postcode, typed; Enter searches")
 		f.tabTo("find_postcode")
-		f.do(chromedp.KeyEvent("m1 1ae"), chromedp.KeyEvent("\r"))
+		f.do(Default, chromedp.KeyEvent("m1 1ae"), chromedp.KeyEvent("\r"))
 		want := hostedflow.MetersFound(len(points), findMeterPostcode, len(points) == meters.MaxSearchResults)
-		Eventually(func() string { return f.text("#find-status") }).Should(Equal(want))
+		Eventually(func(g Gomega) string { return f.text(g, "#find-status") }).Should(Equal(want))
 		Eventually(f.focused).Should(Equal("find-status"), "the announced result has the focus")
 		var labels []string
-		f.eval(`Array.from(document.querySelectorAll("#meter-list label")).map((l) => l.textContent)`, &labels)
+		f.eval(Default, `Array.from(document.querySelectorAll("#meter-list label")).map((l) => l.textContent)`, &labels)
 		addresses := make([]string, 0, len(points))
 		for _, pt := range points {
 			addresses = append(addresses, pt.Address())
@@ -96,14 +96,14 @@ var _ = Describe("Find my meter in the hosted flow", func() {
 		f.checkPage("1b-find-meter-results")
 
 		By("Tab reaches the first address; the arrow key picks the second")
-		f.do(chromedp.KeyEvent("\t"))
+		f.do(Default, chromedp.KeyEvent("\t"))
 		Expect(f.focused()).To(Equal("meter-0"))
-		f.do(chromedp.KeyEvent(kb.ArrowDown))
+		f.do(Default, chromedp.KeyEvent(kb.ArrowDown))
 		var picked string
-		f.eval(`(document.querySelector("input[name=meter_ref]:checked") || {}).id || ""`, &picked)
+		f.eval(Default, `(document.querySelector("input[name=meter_ref]:checked") || {}).id || ""`, &picked)
 		Expect(picked).To(Equal("meter-1"))
 		var street string
-		f.eval(`document.getElementById("street_address").value + "|" + document.getElementById("postcode").value`, &street)
+		f.eval(Default, `document.getElementById("street_address").value + "|" + document.getElementById("postcode").value`, &street)
 		Expect(street).To(HavePrefix(points[1].AddressLines[0]))
 		Expect(street).To(HaveSuffix("|" + findMeterPostcode))
 		f.noFullMPAN(points)
@@ -111,17 +111,17 @@ var _ = Describe("Find my meter in the hosted flow", func() {
 
 		By("saved with the keyboard: the site's MPAN is the picked meter's; the page shows it masked")
 		f.tabTo("mpan")
-		f.do(chromedp.KeyEvent("\t"), chromedp.KeyEvent("\r")) // the Save button
+		f.do(Default, chromedp.KeyEvent("\t"), chromedp.KeyEvent("\r")) // the Save button
 		f.atStep("consent")
-		status, site := call("GET", "/entities/site/"+siteID, orgToken, nil)
+		status, site := call(Default, "GET", "/entities/site/"+siteID, orgToken, nil)
 		Expect(status).To(Equal(http.StatusOK))
 		Expect(site).To(HaveKeyWithValue("mpan", points[1].MPAN))
 		Expect(site).To(HaveKeyWithValue("postcode", findMeterPostcode))
-		Expect(f.text("#consent-meter")).To(ContainSubstring(meters.MaskedMPAN(points[1].MPAN)))
+		Expect(f.text(Default, "#consent-meter")).To(ContainSubstring(meters.MaskedMPAN(points[1].MPAN)))
 		f.noFullMPAN(points)
-		f.eval(`document.querySelector("#form-consent button.back").click()`, nil)
+		f.eval(Default, `document.querySelector("#form-consent button.back").click()`, nil)
 		f.atStep("address")
-		Expect(f.text("#meter-current")).To(ContainSubstring(meters.MaskedMPAN(points[1].MPAN)))
+		Expect(f.text(Default, "#meter-current")).To(ContainSubstring(meters.MaskedMPAN(points[1].MPAN)))
 		f.noFullMPAN(points)
 		if dir := screenshotDir(); dir != "" {
 			f.screenshots(dir, "1d-find-meter-saved")
@@ -140,30 +140,30 @@ var _ = Describe("Find my meter in the hosted flow", func() {
 
 		By("a postcode that is not one: the error at the search's postcode field")
 		f.tabTo("find_postcode")
-		f.do(chromedp.KeyEvent("not a postcode"), chromedp.KeyEvent("\r"))
-		Eventually(func() string { return f.text("#find_postcode-error") }).Should(Equal(hostedflow.MeterPostcodeWords))
+		f.do(Default, chromedp.KeyEvent("not a postcode"), chromedp.KeyEvent("\r"))
+		Eventually(func(g Gomega) string { return f.text(g, "#find_postcode-error") }).Should(Equal(hostedflow.MeterPostcodeWords))
 		var invalid string
-		f.eval(`document.getElementById("find_postcode").getAttribute("aria-invalid")`, &invalid)
+		f.eval(Default, `document.getElementById("find_postcode").getAttribute("aria-invalid")`, &invalid)
 		Expect(invalid).To(Equal("true"))
 
 		By("a postcode with no meter points: none, and what to do, announced")
 		f.set("find_postcode", "")
-		f.do(chromedp.KeyEvent("ZE9 9ZZ"), chromedp.KeyEvent("\r"))
-		Eventually(func() string { return f.text("#find-status") }).Should(Equal(hostedflow.MetersFound(0, "ZE9 9ZZ", false)))
+		f.do(Default, chromedp.KeyEvent("ZE9 9ZZ"), chromedp.KeyEvent("\r"))
+		Eventually(func(g Gomega) string { return f.text(g, "#find-status") }).Should(Equal(hostedflow.MetersFound(0, "ZE9 9ZZ", false)))
 		var hidden bool
-		f.eval(`document.getElementById("meter-choices").hidden`, &hidden)
+		f.eval(Default, `document.getElementById("meter-choices").hidden`, &hidden)
 		Expect(hidden).To(BeTrue())
 		f.checkPage("1e-find-meter-none")
 
 		By("the MPAN, typed, as before")
 		f.tabTo("postcode")
-		f.do(chromedp.KeyEvent(findMeterPostcode), chromedp.KeyEvent("\t"), chromedp.KeyEvent("1 Typed Lane"))
+		f.do(Default, chromedp.KeyEvent(findMeterPostcode), chromedp.KeyEvent("\t"), chromedp.KeyEvent("1 Typed Lane"))
 		f.tabTo("mpan")
-		f.do(chromedp.KeyEvent(points[0].MPAN), chromedp.KeyEvent("\r"))
+		f.do(Default, chromedp.KeyEvent(points[0].MPAN), chromedp.KeyEvent("\r"))
 		f.atStep("consent")
-		_, site := call("GET", "/entities/site/"+siteID, orgToken, nil)
+		_, site := call(Default, "GET", "/entities/site/"+siteID, orgToken, nil)
 		Expect(site).To(HaveKeyWithValue("mpan", points[0].MPAN))
 		Expect(site).To(HaveKeyWithValue("address", "1 Typed Lane"))
-		Expect(strings.TrimSpace(f.text("#consent-meter"))).To(ContainSubstring(meters.MaskedMPAN(points[0].MPAN)))
+		Expect(strings.TrimSpace(f.text(Default, "#consent-meter"))).To(ContainSubstring(meters.MaskedMPAN(points[0].MPAN)))
 	})
 })

@@ -26,7 +26,7 @@ var _ = Describe("A settled flex event on the rewards page in Chromium", func() 
 		}
 		o := newOrg(ctx)
 		tok := o.token()
-		status, onboarded := call("POST", "/entities/site/onboard", tok, map[string]any{
+		status, onboarded := call(Default, "POST", "/entities/site/onboard", tok, map[string]any{
 			"site": map[string]any{"mpan": "2301234567894", "postcode": "SW1A 1AA", "email": "flex-" + o.Namespace + "@example.com",
 				"gave_boundary_meter_consent_at": "2026-01-15T10:30:00Z"},
 			"assets": []any{map[string]any{"external_id": "charger-" + o.Namespace, "type": "charger", "asset_model": "zappi",
@@ -55,7 +55,7 @@ var _ = Describe("A settled flex event on the rewards page in Chromium", func() 
 		}
 		write(start, 0.4)
 		write(start.Add(30*time.Minute), 2.9)
-		status, created := call("POST", "/flex-events", tok, map[string]any{"proposition": "limited_pause",
+		status, created := call(Default, "POST", "/flex-events", tok, map[string]any{"proposition": "limited_pause",
 			"start_at": start.Format(time.RFC3339), "end_at": start.Add(time.Hour).Format(time.RFC3339),
 			"direction": "turn_down", "rate_pence_per_kwh": 25, "site_ids": []any{siteID}})
 		Expect(status).To(Equal(http.StatusCreated), "%v", created)
@@ -77,17 +77,17 @@ var _ = Describe("A settled flex event on the rewards page in Chromium", func() 
 				EventID: dispatch.EventID(o.Namespace, eventName, r.asset), Status: r.status, At: start, By: o.Username}, time.Now())
 			Expect(err).NotTo(HaveOccurred())
 		}
-		Eventually(func() any {
-			_, ev := call("GET", "/flex-events/"+created["id"].(string), tok, nil)
+		Eventually(func(g Gomega) any {
+			_, ev := call(g, "GET", "/flex-events/"+created["id"].(string), tok, nil)
 			return ev["status"]
 		}).Should(Equal("settled"))
 		By("the credit in the site's reward history, as any other credit (the ledger's store built it)")
-		Eventually(func() any {
-			_, history := call("GET", "/rewards/"+siteID+"/transactions", tok, nil)
+		Eventually(func(g Gomega) any {
+			_, history := call(g, "GET", "/rewards/"+siteID+"/transactions", tok, nil)
 			return history["transactions"]
 		}).Should(ConsistOf(HaveKeyWithValue("credit_pence", BeNumerically("==", 35))))
 
-		status, answer := call("GET", "/rewards/"+siteID+"/url/balance?redirect_uri="+
+		status, answer := call(Default, "GET", "/rewards/"+siteID+"/url/balance?redirect_uri="+
 			url.QueryEscape(embedder.Origin()+"/rewards-done"), tok, nil)
 		Expect(status).To(Equal(http.StatusOK), "%v", answer)
 

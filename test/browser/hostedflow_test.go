@@ -48,21 +48,21 @@ func embed(b *browser.Browser, token, query string) *flow {
 
 func (f *flow) in() chromedp.QueryOption { return chromedp.FromNode(f.frame) }
 
-func (f *flow) do(actions ...chromedp.Action[chromedp.Void]) {
+func (f *flow) do(g Gomega, actions ...chromedp.Action[chromedp.Void]) {
 	GinkgoHelper()
-	Expect(f.b.Do(step, actions...)).To(Succeed())
+	g.Expect(f.b.Do(step, actions...)).To(Succeed())
 }
 
 // visible waits until the selector is visible inside the flow.
 func (f *flow) visible(sel string) {
 	GinkgoHelper()
-	f.do(chromedp.WaitVisible(chromedp.CSS(sel), f.in()))
+	f.do(Default, chromedp.WaitVisible(chromedp.CSS(sel), f.in()))
 }
 
 // set sets a field's value as a user's choice would (input and change events).
 func (f *flow) set(id, value string) {
 	GinkgoHelper()
-	f.eval(fmt.Sprintf(`(() => { const e = document.getElementById(%q); e.value = %q; `+
+	f.eval(Default, fmt.Sprintf(`(() => { const e = document.getElementById(%q); e.value = %q; `+
 		`e.dispatchEvent(new Event("input", {bubbles: true})); e.dispatchEvent(new Event("change", {bubbles: true})); return e.value; })()`,
 		id, value), nil)
 }
@@ -70,32 +70,32 @@ func (f *flow) set(id, value string) {
 // atStep waits until the flow shows step name, reporting what it shows otherwise.
 func (f *flow) atStep(name string) {
 	GinkgoHelper()
-	Eventually(func() string {
+	Eventually(func(g Gomega) string {
 		var shown string
-		f.eval(`(() => { const s = document.querySelector("section[data-step]:not([hidden])"); `+
+		f.eval(g, `(() => { const s = document.querySelector("section[data-step]:not([hidden])"); `+
 			`return s ? s.dataset.step + ": " + s.innerText : "none: " + document.body.innerText; })()`, &shown)
 		return shown
 	}).Should(HavePrefix(name + ":"))
 }
 
-func (f *flow) text(sel string) string {
+func (f *flow) text(g Gomega, sel string) string {
 	GinkgoHelper()
 	t, err := browser.Run(f.b, step, chromedp.TextContent(chromedp.CSS(sel), f.in()))
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred())
 	return t
 }
 
 // eval runs script in the flow's document (an isolated world: DOM only).
-func (f *flow) eval(script string, out any) {
+func (f *flow) eval(g Gomega, script string, out any) {
 	GinkgoHelper()
-	Expect(f.b.EvalInFrame(step, f.frame, script, out)).To(Succeed())
+	g.Expect(f.b.EvalInFrame(step, f.frame, script, out)).To(Succeed())
 }
 
 // events are the flow's events the embedding page received.
-func (f *flow) events() []map[string]any {
+func (f *flow) events(g Gomega) []map[string]any {
 	GinkgoHelper()
 	evs, err := browser.Run(f.b, step, chromedp.Evaluate[[]map[string]any](`window.flexsiteEvents`))
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred())
 	return evs
 }
 
@@ -132,27 +132,27 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		By("address: a wrong MPAN is shown next to its field, and nothing is stored")
 		f.visible("#postcode")
 		f.checkPage("1-address")
-		f.do(chromedp.SendKeys(chromedp.CSS("#postcode"), "SW1A 1AA", f.in()),
+		f.do(Default, chromedp.SendKeys(chromedp.CSS("#postcode"), "SW1A 1AA", f.in()),
 			chromedp.SendKeys(chromedp.CSS("#street_address"), "10 Downing Street", f.in()),
 			chromedp.SendKeys(chromedp.CSS("#mpan"), "1200000000012", f.in()),
 			chromedp.Click(chromedp.CSS("#form-address button[type=submit]"), f.in()))
-		Eventually(func() string { return f.text("#mpan-error") }).ShouldNot(BeEmpty())
+		Eventually(func(g Gomega) string { return f.text(g, "#mpan-error") }).ShouldNot(BeEmpty())
 		var described string
-		f.eval(`document.getElementById("mpan").getAttribute("aria-invalid") + " " + document.getElementById("mpan").getAttribute("aria-describedby")`, &described)
+		f.eval(Default, `document.getElementById("mpan").getAttribute("aria-invalid") + " " + document.getElementById("mpan").getAttribute("aria-describedby")`, &described)
 		Expect(described).To(Equal("true mpan-help mpan-error"))
-		status, site := call("GET", "/entities/site/"+siteID, orgToken, nil)
+		status, site := call(Default, "GET", "/entities/site/"+siteID, orgToken, nil)
 		Expect(status).To(Equal(http.StatusOK))
 		Expect(site["mpan"]).To(BeEmpty())
 		f.checkPage("1-address-error")
 
 		f.set("mpan", "")
-		f.do(chromedp.SendKeys(chromedp.CSS("#mpan"), "1200000000011", f.in()),
+		f.do(Default, chromedp.SendKeys(chromedp.CSS("#mpan"), "1200000000011", f.in()),
 			chromedp.Click(chromedp.CSS("#form-address button[type=submit]"), f.in()))
 
 		By("consent")
 		f.atStep("consent")
 		f.checkPage("2-consent")
-		f.do(chromedp.Click(chromedp.CSS("#gave_boundary_meter_consent"), f.in()),
+		f.do(Default, chromedp.Click(chromedp.CSS("#gave_boundary_meter_consent"), f.in()),
 			chromedp.Click(chromedp.CSS("#form-consent button[type=submit]"), f.in()))
 
 		By("assets: a charger of a catalogued model")
@@ -160,16 +160,16 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		f.set("type", "charger")
 		f.set("asset_model", "zappi")
 		f.set("installation_date", "2025-06-15")
-		f.do(chromedp.SendKeys(chromedp.CSS("#power_kw"), "7.4", f.in()),
+		f.do(Default, chromedp.SendKeys(chromedp.CSS("#power_kw"), "7.4", f.in()),
 			chromedp.Click(chromedp.CSS("#form-assets button[type=submit]"), f.in()))
-		Eventually(func() string { return f.text("#asset-list") }).Should(ContainSubstring("EV charger, zappi, 7.4 kW"))
+		Eventually(func(g Gomega) string { return f.text(g, "#asset-list") }).Should(ContainSubstring("EV charger, zappi, 7.4 kW"))
 		By("assets: and a battery whose model the household does not know")
 		f.set("type", "battery")
-		f.do(chromedp.SendKeys(chromedp.CSS("#power_kw"), "5", f.in()),
+		f.do(Default, chromedp.SendKeys(chromedp.CSS("#power_kw"), "5", f.in()),
 			chromedp.Click(chromedp.CSS("#form-assets button[type=submit]"), f.in()))
-		Eventually(func() string { return f.text("#asset-list") }).Should(ContainSubstring("Home battery, 5 kW"))
+		Eventually(func(g Gomega) string { return f.text(g, "#asset-list") }).Should(ContainSubstring("Home battery, 5 kW"))
 		f.checkPage("3-assets")
-		f.do(chromedp.Click(chromedp.CSS("#form-assets-done button[type=submit]"), f.in()))
+		f.do(Default, chromedp.Click(chromedp.CSS("#form-assets-done button[type=submit]"), f.in()))
 
 		By("(the household has earned rewards: a ledger as the rewards pipeline writes it)")
 		owned := &flexv1.SiteList{}
@@ -188,17 +188,17 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		})).To(Succeed())
 
 		By("eligibility in plain words")
-		Eventually(func() string { return f.text("#eligibility-summary") }).Should(ContainSubstring("Your home can join"))
-		Expect(f.text("#eligibility-summary")).To(ContainSubstring("We need to know the model of this device"))
-		Expect(f.text("#eligibility-summary")).NotTo(ContainSubstring("_"), "no issue codes, only words")
+		Eventually(func(g Gomega) string { return f.text(g, "#eligibility-summary") }).Should(ContainSubstring("Your home can join"))
+		Expect(f.text(Default, "#eligibility-summary")).To(ContainSubstring("We need to know the model of this device"))
+		Expect(f.text(Default, "#eligibility-summary")).NotTo(ContainSubstring("_"), "no issue codes, only words")
 		f.checkPage("4-eligibility")
-		f.do(chromedp.Click(chromedp.CSS("#form-eligibility button[type=submit]"), f.in()))
+		f.do(Default, chromedp.Click(chromedp.CSS("#form-eligibility button[type=submit]"), f.in()))
 
 		By("enrol")
 		f.atStep("enrol")
 		f.visible("#proposition-limited_pause")
 		f.checkPage("5-enrol")
-		f.do(chromedp.Click(chromedp.CSS("#proposition-limited_pause"), f.in()),
+		f.do(Default, chromedp.Click(chromedp.CSS("#proposition-limited_pause"), f.in()),
 			chromedp.Click(chromedp.CSS("#form-enrol button[type=submit]"), f.in()))
 
 		By("(a flex event over the home started an hour ago: the charger's dispatch executed, not settled yet)")
@@ -231,35 +231,35 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		}
 
 		By("rewards: balance, when it can withdraw, and the history newest first")
-		Eventually(func() string {
-			f.do(chromedp.Click(chromedp.CSS("#form-rewards button[type=submit]"), f.in()))
-			return f.text("#rewards-summary")
+		Eventually(func(g Gomega) string {
+			f.do(g, chromedp.Click(chromedp.CSS("#form-rewards button[type=submit]"), f.in()))
+			return f.text(g, "#rewards-summary")
 		}).Should(ContainSubstring("£11.70"))
 		if devicesDid != "" {
 			By("rewards: what the household's devices did in the flex event, without a chart before it is settled")
-			Eventually(func() string {
-				f.do(chromedp.Click(chromedp.CSS("#form-rewards button[type=submit]"), f.in()))
+			Eventually(func(g Gomega) string {
+				f.do(g, chromedp.Click(chromedp.CSS("#form-rewards button[type=submit]"), f.in()))
 				var said string // "" until the list shows it (no wait for an element that may not come)
-				f.eval(`(document.querySelector("#rewards-events-list .flex-devices") || {}).textContent || ""`, &said)
+				f.eval(g, `(document.querySelector("#rewards-events-list .flex-devices") || {}).textContent || ""`, &said)
 				return said
 			}).Should(Equal(devicesDid))
 			var charts float64
-			f.eval(`document.querySelectorAll("#rewards-events-list svg, #rewards-events-list table, #rewards-events-list .flex-sentence").length`, &charts)
+			f.eval(Default, `document.querySelectorAll("#rewards-events-list svg, #rewards-events-list table, #rewards-events-list .flex-sentence").length`, &charts)
 			Expect(charts).To(BeZero())
 		}
 		var rows []string
-		f.eval(`Array.from(document.querySelectorAll("#rewards-history tbody tr")).map((tr) => tr.innerText.replace(/\s+/g, " ").trim())`, &rows)
+		f.eval(Default, `Array.from(document.querySelectorAll("#rewards-history tbody tr")).map((tr) => tr.innerText.replace(/\s+/g, " ").trim())`, &rows)
 		Expect(rows).To(HaveLen(3))
 		Expect(rows[0]).To(HaveSuffix("Flexibility event reward £1.20"))
 		Expect(rows[1]).To(HaveSuffix("Reward for flexibility £2.50"))
 		Expect(rows[2]).To(HaveSuffix("Welcome bonus £8.00"))
-		Expect(f.text("#rewards-withdraw")).To(Equal("You can withdraw your balance now."))
+		Expect(f.text(Default, "#rewards-withdraw")).To(Equal("You can withdraw your balance now."))
 		f.checkPage("6-rewards")
 
 		By("the embedding page got ready, every step and completed, from the flow's origin")
 		var steps []string
 		var completed map[string]any
-		for _, ev := range f.events() {
+		for _, ev := range f.events(Default) {
 			switch ev["event"] {
 			case "step":
 				steps = append(steps, ev["step"].(string))
@@ -267,13 +267,13 @@ var _ = Describe("The hosted flow in a real browser", func() {
 				completed = ev
 			}
 		}
-		Expect(f.events()[0]["event"]).To(Equal("ready"))
+		Expect(f.events(Default)[0]["event"]).To(Equal("ready"))
 		Expect(steps).To(Equal([]string{"address", "consent", "assets", "eligibility", "enrol", "rewards"}))
 		Expect(completed).To(HaveKeyWithValue("site_id", siteID))
 		Expect(completed).To(HaveKeyWithValue("enrolled_propositions", []any{"limited_pause"}))
 
 		By("the organisation sees the household over REST")
-		status, site = call("GET", "/entities/site/"+siteID, orgToken, nil)
+		status, site = call(Default, "GET", "/entities/site/"+siteID, orgToken, nil)
 		Expect(status).To(Equal(http.StatusOK))
 		Expect(site).To(HaveKeyWithValue("mpan", "1200000000011"))
 		Expect(site).To(HaveKeyWithValue("postcode", "SW1A 1AA"))
@@ -328,18 +328,18 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		g := embed(b, again, "")
 		g.visible("#rewards-summary")
 		var values string
-		g.eval(`[document.getElementById("postcode").value, document.getElementById("mpan").value, document.getElementById("gave_boundary_meter_consent").checked].join("|")`, &values)
+		g.eval(Default, `[document.getElementById("postcode").value, document.getElementById("mpan").value, document.getElementById("gave_boundary_meter_consent").checked].join("|")`, &values)
 		// The MPAN is shown masked, never in a field (Find my meter: the page never holds one in full).
 		Expect(values).To(Equal("SW1A 1AA||true"))
-		Expect(g.text("#meter-current")).To(ContainSubstring("•••••••••0011"))
+		Expect(g.text(Default, "#meter-current")).To(ContainSubstring("•••••••••0011"))
 
 		By("and can leave a programme again, which records the withdrawal")
-		g.do(chromedp.Click(chromedp.CSS("#form-rewards button.back"), g.in()))
+		g.do(Default, chromedp.Click(chromedp.CSS("#form-rewards button.back"), g.in()))
 		g.atStep("enrol")
 		var ticked bool
-		g.eval(`document.getElementById("proposition-limited_pause").checked`, &ticked)
+		g.eval(Default, `document.getElementById("proposition-limited_pause").checked`, &ticked)
 		Expect(ticked).To(BeTrue(), "the stored enrolment shows as chosen")
-		g.do(chromedp.Click(chromedp.CSS("#proposition-limited_pause"), g.in()),
+		g.do(Default, chromedp.Click(chromedp.CSS("#proposition-limited_pause"), g.in()),
 			chromedp.Click(chromedp.CSS("#form-enrol button[type=submit]"), g.in()))
 		g.atStep("rewards")
 		Eventually(func(g Gomega) {
@@ -352,9 +352,9 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		}).Should(Succeed())
 
 		By("and rejoin it by its own choice")
-		g.do(chromedp.Click(chromedp.CSS("#form-rewards button.back"), g.in()))
+		g.do(Default, chromedp.Click(chromedp.CSS("#form-rewards button.back"), g.in()))
 		g.atStep("enrol")
-		g.do(chromedp.Click(chromedp.CSS("#proposition-limited_pause"), g.in()),
+		g.do(Default, chromedp.Click(chromedp.CSS("#proposition-limited_pause"), g.in()),
 			chromedp.Click(chromedp.CSS("#form-enrol button[type=submit]"), g.in()))
 		g.atStep("rewards")
 		list := &flexv1.EnrolmentList{}
@@ -368,19 +368,19 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		orgToken := o.token()
 		// The token names another origin than the page that posts it.
 		siteID, token := o.componentToken(orgToken, "household-2", "https://app.example.com")
-		status, before := call("GET", "/entities/site/"+siteID, orgToken, nil)
+		status, before := call(Default, "GET", "/entities/site/"+siteID, orgToken, nil)
 		Expect(status).To(Equal(http.StatusOK))
 		b := newBrowser()
 		f := embed(b, token, "")
 		f.visible("#fatal")
-		Expect(f.text("#fatal")).To(ContainSubstring("can only be used from the app"))
+		Expect(f.text(Default, "#fatal")).To(ContainSubstring("can only be used from the app"))
 		var hidden bool
-		f.eval(`document.getElementById("step-address").hidden && document.getElementById("waiting").hidden`, &hidden)
+		f.eval(Default, `document.getElementById("step-address").hidden && document.getElementById("waiting").hidden`, &hidden)
 		Expect(hidden).To(BeTrue())
-		for _, ev := range f.events() {
+		for _, ev := range f.events(Default) {
 			Expect(ev["event"]).To(Equal("ready"), "no event but ready reaches another origin")
 		}
-		_, after := call("GET", "/entities/site/"+siteID, orgToken, nil)
+		_, after := call(Default, "GET", "/entities/site/"+siteID, orgToken, nil)
 		Expect(after).To(Equal(before))
 		assets := &flexv1.AssetList{}
 		Expect(k8sClient.List(ctx, assets, client.InNamespace(o.Namespace))).To(Succeed())
@@ -393,7 +393,7 @@ var _ = Describe("The hosted flow in a real browser", func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(status).To(Equal(http.StatusForbidden), "%s", data)
 		}
-		_, after = call("GET", "/entities/site/"+siteID, orgToken, nil)
+		_, after = call(Default, "GET", "/entities/site/"+siteID, orgToken, nil)
 		Expect(after).To(Equal(before))
 	})
 
@@ -412,21 +412,21 @@ var _ = Describe("The hosted flow in a real browser", func() {
 			c.Spec.Disabled = true
 			Expect(k8sClient.Update(ctx, c)).To(Succeed())
 		}
-		Eventually(func() int {
-			status, _ := call("GET", "/entities/site/"+siteID, token, nil)
+		Eventually(func(g Gomega) int {
+			status, _ := call(g, "GET", "/entities/site/"+siteID, token, nil)
 			return status
 		}).Should(Equal(http.StatusUnauthorized))
-		f.do(chromedp.SendKeys(chromedp.CSS("#postcode"), "SW1A 1AA", f.in()),
+		f.do(Default, chromedp.SendKeys(chromedp.CSS("#postcode"), "SW1A 1AA", f.in()),
 			chromedp.SendKeys(chromedp.CSS("#mpan"), "1200000000011", f.in()),
 			chromedp.Click(chromedp.CSS("#form-address button[type=submit]"), f.in()))
-		Eventually(func() string { return f.text("#form-address .form-error") }).ShouldNot(BeEmpty())
-		Eventually(func() []string {
-			events := f.events()
+		Eventually(func(g Gomega) string { return f.text(g, "#form-address .form-error") }).ShouldNot(BeEmpty())
+		Eventually(func(g Gomega) []string {
+			events := f.events(g)
 			names := make([]string, 0, len(events))
 			for _, ev := range events {
 				names = append(names, fmt.Sprint(ev["event"]))
 				if ev["event"] == "error" {
-					Expect(ev["message"]).NotTo(BeEmpty())
+					g.Expect(ev["message"]).NotTo(BeEmpty())
 				}
 			}
 			return names
@@ -443,30 +443,30 @@ var _ = Describe("The hosted flow in a real browser", func() {
 		// Tab from the embedding page into the flow, until the postcode field has the focus.
 		var active string
 		for range 20 { // past Find my meter's fields
-			f.do(chromedp.KeyEvent("\t"))
-			f.eval(`document.hasFocus() ? (document.activeElement.id || document.activeElement.tagName) : ""`, &active)
+			f.do(Default, chromedp.KeyEvent("\t"))
+			f.eval(Default, `document.hasFocus() ? (document.activeElement.id || document.activeElement.tagName) : ""`, &active)
 			if active == "postcode" {
 				break
 			}
 		}
 		Expect(active).To(Equal("postcode"))
-		f.do(chromedp.KeyEvent("SW1A 1AA"), chromedp.KeyEvent("\t"), chromedp.KeyEvent("1 Keyboard Lane"),
+		f.do(Default, chromedp.KeyEvent("SW1A 1AA"), chromedp.KeyEvent("\t"), chromedp.KeyEvent("1 Keyboard Lane"),
 			chromedp.KeyEvent("\t"), chromedp.KeyEvent("1200000000011"), chromedp.KeyEvent("\r"))
 		f.visible("#gave_boundary_meter_consent")
-		f.eval(`document.activeElement.id`, &active)
+		f.eval(Default, `document.activeElement.id`, &active)
 		Expect(active).To(Equal("consent-title"), "the next step's heading has the focus")
 		// Tab to the checkbox, tick it with the space bar, and submit with Enter on the button.
 		for range 5 {
-			f.do(chromedp.KeyEvent("\t"))
-			f.eval(`document.activeElement.id || document.activeElement.textContent`, &active)
+			f.do(Default, chromedp.KeyEvent("\t"))
+			f.eval(Default, `document.activeElement.id || document.activeElement.textContent`, &active)
 			if active == "gave_boundary_meter_consent" {
 				break
 			}
 		}
 		Expect(active).To(Equal("gave_boundary_meter_consent"))
-		f.do(chromedp.KeyEvent(" "), chromedp.KeyEvent("\t"), chromedp.KeyEvent("\t"), chromedp.KeyEvent("\r"))
+		f.do(Default, chromedp.KeyEvent(" "), chromedp.KeyEvent("\t"), chromedp.KeyEvent("\t"), chromedp.KeyEvent("\r"))
 		f.visible("#form-assets")
-		_, site := call("GET", "/entities/site/"+siteID, orgToken, nil)
+		_, site := call(Default, "GET", "/entities/site/"+siteID, orgToken, nil)
 		Expect(site).To(HaveKeyWithValue("mpan", "1200000000011"))
 		Expect(site).To(HaveKeyWithValue("address", "1 Keyboard Lane"))
 		Expect(site["gave_boundary_meter_consent_at"]).NotTo(BeNil())

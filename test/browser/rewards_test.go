@@ -51,7 +51,7 @@ var _ = Describe("The hosted rewards page in Chromium", func() {
 		tok := o.token()
 		const mpan = "1400000000020"
 		email := "household-" + o.Namespace + "@example.com"
-		status, onboarded := call("POST", "/entities/site/onboard", tok, map[string]any{
+		status, onboarded := call(Default, "POST", "/entities/site/onboard", tok, map[string]any{
 			"site": map[string]any{"mpan": mpan, "postcode": "SW1A 1AA", "email": email,
 				"gave_boundary_meter_consent_at": "2026-01-15T10:30:00Z"},
 			"assets": []any{map[string]any{"external_id": "charger-" + o.Namespace, "type": "charger", "asset_model": "zappi",
@@ -69,14 +69,14 @@ var _ = Describe("The hosted rewards page in Chromium", func() {
 			Spec: flexv1.RewardLedgerSpec{SiteName: siteName, Transactions: []flexv1.RewardTransaction{
 				{ID: identity.NewID(), Type: "flex event", CreditPence: 2500, StartTime: &earned}}},
 		})).To(Succeed())
-		Eventually(func() any {
-			_, info := call("GET", "/rewards/"+siteID+"/info", tok, nil)
+		Eventually(func(g Gomega) any {
+			_, info := call(g, "GET", "/rewards/"+siteID+"/info", tok, nil)
 			return info["can_withdraw"]
 		}).Should(BeTrue())
 
 		By("asking for the link as the organisation does")
 		redirect := embedder.Origin() + "/rewards-done?household=" + url.QueryEscape(siteID)
-		status, answer := call("GET", "/rewards/"+siteID+"/url/balance?enforce_two_factor_auth=true&redirect_uri="+
+		status, answer := call(Default, "GET", "/rewards/"+siteID+"/url/balance?enforce_two_factor_auth=true&redirect_uri="+
 			url.QueryEscape(redirect), tok, nil)
 		Expect(status).To(Equal(http.StatusOK), "%v", answer)
 		link := answer["balance_withdrawal_url"].(string)
@@ -159,7 +159,7 @@ var _ = Describe("The hosted rewards page in Chromium", func() {
 		}).Should(Equal(redirect))
 		// The withdrawal is in the site's history (PostgreSQL), newest first; the ledger's spec,
 		// the platform team's inbox, is not rewritten.
-		_, history := call("GET", "/rewards/"+siteID+"/transactions", tok, nil)
+		_, history := call(Default, "GET", "/rewards/"+siteID+"/transactions", tok, nil)
 		Expect(history["transactions"]).To(HaveLen(2))
 		Expect(history["transactions"].([]any)[0]).To(And(HaveKeyWithValue("transaction_type", "withdrawal"),
 			HaveKeyWithValue("credit_pence", BeNumerically("==", -2500)), HaveKeyWithValue("payment_status", "pending_approval")))

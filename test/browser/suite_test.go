@@ -195,12 +195,12 @@ func newOrg(ctx context.Context) org {
 }
 
 // call sends one request to the REST API.
-func call(method, path, token string, body any) (int, map[string]any) {
+func call(g Gomega, method, path, token string, body any) (int, map[string]any) {
 	status, data, err := testenv.Call(serverURL, method, path, token, body)
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	var out map[string]any
 	if len(data) > 0 && strings.HasPrefix(strings.TrimSpace(string(data)), "{") {
-		ExpectWithOffset(1, json.Unmarshal(data, &out)).To(Succeed(), "%s", data)
+		g.ExpectWithOffset(1, json.Unmarshal(data, &out)).To(Succeed(), "%s", data)
 	}
 	return status, out
 }
@@ -209,7 +209,7 @@ func call(method, path, token string, body any) (int, map[string]any) {
 func (o org) token() string {
 	var tok string
 	Eventually(func(g Gomega) {
-		status, body := call("POST", "/auth/token-form", "", testenv.Form{"username": o.Username, "password": o.Password,
+		status, body := call(g, "POST", "/auth/token-form", "", testenv.Form{"username": o.Username, "password": o.Password,
 			"grant_type": "password"})
 		g.Expect(status).To(Equal(http.StatusOK), "%v", body)
 		tok = body["access_token"].(string)
@@ -221,7 +221,7 @@ func (o org) token() string {
 // answers and the token.
 func (o org) componentToken(orgToken, externalUserID, allowedOrigin string) (id, token string) {
 	form := testenv.Form{"external_user_id": externalUserID, "allowed_origin": allowedOrigin}
-	status, body := call("POST", "/auth/component-token", orgToken, form)
+	status, body := call(Default, "POST", "/auth/component-token", orgToken, form)
 	ExpectWithOffset(1, status).To(Equal(http.StatusOK), "%v", body)
 	return body["id"].(string), body["access_token"].(string)
 }

@@ -31,7 +31,7 @@ var _ = Describe("Households declared in one file, deleted with kubectl delete -
 		file := filepath.Join(GinkgoT().TempDir(), "households.yaml")
 		Expect(os.WriteFile(file, []byte(manifest.String()), 0o600)).To(Succeed())
 
-		mustKubectl(ctx, "apply", "-f", file)
+		mustKubectl(Default, ctx, "apply", "-f", file)
 		Eventually(func(g Gomega) {
 			settled(ctx, g, ns)
 			g.Expect(flexsiteObjectsIn(ctx, g, ns)).To(HaveLen(7), "2 sites, 3 assets and 2 enrolments")

@@ -36,8 +36,8 @@ type manifestDoc struct {
 // built into kubectl rather than the kustomize binary: the same renderer).
 func renderInstaller(ctx context.Context) string {
 	root := testenv.RepoRoot()
-	def := mustKubectl(ctx, "kustomize", filepath.Join(root, "config", "default"))
-	rules := mustKubectl(ctx, "kustomize", filepath.Join(root, "config", "rules"))
+	def := mustKubectl(Default, ctx, "kustomize", filepath.Join(root, "config", "default"))
+	rules := mustKubectl(Default, ctx, "kustomize", filepath.Join(root, "config", "rules"))
 	return def + "---\n" + rules
 }
 

@@ -38,19 +38,19 @@ var _ = Describe("Changing a site's MPAN through kubectl and REST", func() {
 		By("accepting it once the claim names the site, as docs/platform.md shows")
 		mustKubectlIn(ctx, fmt.Sprintf("apiVersion: flexsite.io/v1alpha1\nkind: MPANClaim\nmetadata: {name: %s}\nspec: {mpan: %q, siteName: %s}\n",
 			identity.MPANClaimName(b), b, w.siteName), "-n", w.ns, "create", "-f", "-")
-		mustKubectl(ctx, "-n", w.ns, "patch", "site", w.siteName, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"mpan":%q}}`, b))
+		mustKubectl(Default, ctx, "-n", w.ns, "patch", "site", w.siteName, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"mpan":%q}}`, b))
 		// REST reads come from the manager's cache, which sees a kubectl write a moment later.
 		Eventually(func(g Gomega) {
 			status, body := call("GET", "/entities/site/"+w.siteID, w.token, nil)
 			g.Expect(status).To(Equal(http.StatusOK), "%s", body)
-			g.Expect(body.Map()).To(HaveKeyWithValue("mpan", b))
+			g.Expect(body.MapG(g)).To(HaveKeyWithValue("mpan", b))
 		}).Should(Succeed())
 
 		By("moving back over REST: the site holds its first MPAN by its name again")
 		status, body := call("PATCH", "/entities/site/"+w.siteID, w.token, map[string]any{"mpan": w.mpan})
 		Expect(status).To(Equal(http.StatusOK), "%s", body)
 		Expect(getSite(ctx, Default, w.ns, w.siteName).Spec.MPAN).To(Equal(w.mpan))
-		Eventually(func() string { return mustKubectl(ctx, "-n", w.ns, "get", "mpanclaims", "-o", "name") }).
+		Eventually(func(g Gomega) string { return mustKubectl(g, ctx, "-n", w.ns, "get", "mpanclaims", "-o", "name") }).
 			Should(BeEmpty(), "the claim it left is released, and the one it no longer needs")
 
 		By("answering 409, not 500, when admission sees the MPAN claimed by another site")
@@ -63,7 +63,7 @@ var _ = Describe("Changing a site's MPAN through kubectl and REST", func() {
 			status, body = call("POST", "/entities/site/onboard", w.token, onboard)
 			g.Expect(status).To(Equal(http.StatusConflict), "%s", body)
 		}).Should(Succeed())
-		Expect(mustKubectl(ctx, "-n", w.ns, "get", "sites", "--field-selector", "spec.mpan="+c, "-o", "name")).To(BeEmpty())
+		Expect(mustKubectl(Default, ctx, "-n", w.ns, "get", "sites", "--field-selector", "spec.mpan="+c, "-o", "name")).To(BeEmpty())
 		status, body = call("PATCH", "/entities/site/"+w.siteID, w.token, map[string]any{"mpan": c})
 		Expect(status).To(Equal(http.StatusConflict), "%s", body)
 	})

@@ -186,7 +186,7 @@ spec:
 		status, body = call("GET", "/entities/site/"+siteID+"/eligibility", tok, nil)
 		Expect(status).To(Equal(http.StatusOK), "%s", body)
 		eligible, _ := body.Map()["eligible_propositions"].([]any)
-		out := mustKubectl(ctx, "get", "site", "-n", kubeNS, siteName, "-o", "jsonpath={.status.eligiblePropositions}")
+		out := mustKubectl(Default, ctx, "get", "site", "-n", kubeNS, siteName, "-o", "jsonpath={.status.eligiblePropositions}")
 		Expect(out).To(MatchJSON(mustJSON(eligible)))
 	})
 })

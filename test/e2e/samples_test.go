@@ -54,7 +54,7 @@ var _ = Describe("The samples, through kubectl", Ordered, func() {
 
 		By("eligibility reaches status within seconds")
 		Eventually(func(g Gomega) {
-			out := mustKubectl(ctx, "get", "sites", "-n", demo, "-o",
+			out := mustKubectl(g, ctx, "get", "sites", "-n", demo, "-o",
 				`jsonpath={range .items[*]}{.metadata.name}{"="}{.status.eligiblePropositions}{"\n"}{end}`)
 			g.Expect(strings.Split(strings.TrimSpace(out), "\n")).To(ConsistOf(
 				demoSite+"="+allEligible,
@@ -63,10 +63,10 @@ var _ = Describe("The samples, through kubectl", Ordered, func() {
 		}).Should(Succeed())
 
 		By("both enrolments become Active")
-		mustKubectl(ctx, "wait", "--for=jsonpath={.status.phase}=Active", "enrolment", "--all", "-n", demo, "--timeout=30s")
+		mustKubectl(Default, ctx, "wait", "--for=jsonpath={.status.phase}=Active", "enrolment", "--all", "-n", demo, "--timeout=30s")
 
 		By("the flexsite category lists every kind")
-		out = mustKubectl(ctx, "get", "flexsite", "-n", demo)
+		out = mustKubectl(Default, ctx, "get", "flexsite", "-n", demo)
 		for _, name := range []string{
 			"site.flexsite.io/" + demoSite, "site.flexsite.io/" + demoHHSite,
 			"asset.flexsite.io/asset-charger-001", "asset.flexsite.io/asset-battery-001", "asset.flexsite.io/asset-heat-pump-7",
@@ -76,7 +76,7 @@ var _ = Describe("The samples, through kubectl", Ordered, func() {
 		}
 
 		By("kubectl get sites prints the documented columns")
-		out = mustKubectl(ctx, "get", "sites", "-n", demo)
+		out = mustKubectl(Default, ctx, "get", "sites", "-n", demo)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		Expect(lines).To(HaveLen(3), out)
 		Expect(strings.Fields(lines[0])).To(Equal([]string{"NAME", "MPAN", "POSTCODE", "ELIGIBLE", "READY", "AGE"}))
@@ -84,13 +84,13 @@ var _ = Describe("The samples, through kubectl", Ordered, func() {
 		Expect(out).To(MatchRegexp(`(?m)^` + demoHHSite + `\s+2301234567894\s+M1 1AE\s+` + regexp.QuoteMeta(allEligible) + `\s+True\s+`))
 
 		By("kubectl explain documents the fields")
-		out = mustKubectl(ctx, "explain", "site.spec.mpan")
+		out = mustKubectl(Default, ctx, "explain", "site.spec.mpan")
 		Expect(out).To(ContainSubstring("FIELD: mpan <string>"))
 		Expect(out).To(ContainSubstring("13-digit core of the site's Meter Point Administration Number"))
 
 		By("kubectl describe shows the Enrolled event")
 		Eventually(func(g Gomega) {
-			out := mustKubectl(ctx, "describe", "enrolment", "-n", demo, demoEnrolment)
+			out := mustKubectl(g, ctx, "describe", "enrolment", "-n", demo, demoEnrolment)
 			g.Expect(out).To(ContainSubstring("Phase:"))
 			g.Expect(out).To(MatchRegexp(`(?ms)^Events:.*^\s+Normal\s+Enrolled\s+.*is enrolled in limited_pause`))
 		}).Should(Succeed())
@@ -98,7 +98,7 @@ var _ = Describe("The samples, through kubectl", Ordered, func() {
 
 	It("apply a second time without changing anything", func(ctx SpecContext) {
 		Eventually(func(g Gomega) { settled(ctx, g, demo) }).Should(Succeed())
-		before := resourceVersions(ctx, demo)
+		before := resourceVersions(Default, ctx, demo)
 		Expect(before).To(HaveLen(7), "2 sites, 3 assets and 2 enrolments: %v", before)
 
 		r := kubectl(ctx, "apply", "-f", samplesDir())
@@ -110,17 +110,17 @@ var _ = Describe("The samples, through kubectl", Ordered, func() {
 				Expect(line).To(HaveSuffix(" unchanged"))
 			}
 		}
-		Expect(resourceVersions(ctx, demo)).To(Equal(before), "the second apply wrote to Flexsite objects")
+		Expect(resourceVersions(Default, ctx, demo)).To(Equal(before), "the second apply wrote to Flexsite objects")
 
 		By("and nothing churns afterwards")
-		Consistently(func() map[string]string { return resourceVersions(ctx, demo) }).Should(Equal(before))
+		Consistently(func(g Gomega) map[string]string { return resourceVersions(g, ctx, demo) }).Should(Equal(before))
 	})
 
 	It("remembers a withdrawal whichever door the next enrolment comes through", func(ctx SpecContext) {
-		mustKubectl(ctx, "wait", "--for=jsonpath={.status.phase}=Active", "enrolment", demoEnrolment, "-n", demo, "--timeout=30s")
+		mustKubectl(Default, ctx, "wait", "--for=jsonpath={.status.phase}=Active", "enrolment", demoEnrolment, "-n", demo, "--timeout=30s")
 
 		By("kubectl delete of an Active enrolment records a withdrawal in the Site's status")
-		mustKubectl(ctx, "delete", "enrolment", "-n", demo, demoEnrolment, "--timeout=30s")
+		mustKubectl(Default, ctx, "delete", "enrolment", "-n", demo, demoEnrolment, "--timeout=30s")
 		Eventually(func(g Gomega) {
 			site := getSite(ctx, g, demo, demoSite)
 			g.Expect(site.Status.EnrolmentHistory).To(ContainElement(And(
@@ -153,8 +153,8 @@ var _ = Describe("The samples, through kubectl", Ordered, func() {
 		status, body = call("POST", path, tok, map[string]any{"proposition": "limited_pause", "override_withdrawal": true})
 		Expect(status).To(Equal(http.StatusOK), "%s", body)
 		Expect(body.Map()).To(HaveKeyWithValue("status", "enrolled"))
-		mustKubectl(ctx, "wait", "--for=jsonpath={.status.phase}=Active", "enrolment", demoEnrolment, "-n", demo, "--timeout=30s")
-		Expect(mustKubectl(ctx, "get", "enrolment", "-n", demo, demoEnrolment, "-o", "jsonpath={.spec.overrideWithdrawal}")).
+		mustKubectl(Default, ctx, "wait", "--for=jsonpath={.status.phase}=Active", "enrolment", demoEnrolment, "-n", demo, "--timeout=30s")
+		Expect(mustKubectl(Default, ctx, "get", "enrolment", "-n", demo, demoEnrolment, "-o", "jsonpath={.spec.overrideWithdrawal}")).
 			To(Equal("true"))
 	})
 })
@@ -184,13 +184,13 @@ func settled(ctx context.Context, g Gomega, ns string) {
 
 // resourceVersions maps kind/name to resourceVersion for every Site, Asset and Enrolment of
 // ns, as kubectl reads them.
-func resourceVersions(ctx context.Context, ns string) map[string]string {
-	out := mustKubectl(ctx, "get", "sites,assets,enrolments", "-n", ns, "-o",
+func resourceVersions(g Gomega, ctx context.Context, ns string) map[string]string {
+	out := mustKubectl(g, ctx, "get", "sites,assets,enrolments", "-n", ns, "-o",
 		`jsonpath={range .items[*]}{.kind}/{.metadata.name}{"="}{.metadata.resourceVersion}{"\n"}{end}`)
 	rvs := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		name, rv, ok := strings.Cut(line, "=")
-		ExpectWithOffset(1, ok).To(BeTrue(), "%q", line)
+		g.ExpectWithOffset(1, ok).To(BeTrue(), "%q", line)
 		rvs[name] = rv
 	}
 	return rvs

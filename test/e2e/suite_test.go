@@ -164,9 +164,9 @@ func kubectlIn(ctx context.Context, stdin string, args ...string) run {
 func kubectl(ctx context.Context, args ...string) run { return kubectlIn(ctx, "", args...) }
 
 // mustKubectl runs kubectl, which must succeed, and returns its stdout.
-func mustKubectl(ctx context.Context, args ...string) string {
+func mustKubectl(g Gomega, ctx context.Context, args ...string) string {
 	r := kubectl(ctx, args...)
-	ExpectWithOffset(1, r.Err).NotTo(HaveOccurred(), "%s", r)
+	g.ExpectWithOffset(1, r.Err).NotTo(HaveOccurred(), "%s", r)
 	return r.Stdout
 }
 
@@ -210,7 +210,7 @@ func (o org) token() string {
 	EventuallyWithOffset(1, func(g Gomega) {
 		status, body := call("POST", "/auth/token-form", "", form{"username": o.Username, "password": o.Password, "grant_type": "password"})
 		g.Expect(status).To(Equal(http.StatusOK), "%s", body)
-		t, ok := body.Map()["access_token"].(string)
+		t, ok := body.MapG(g)["access_token"].(string)
 		g.Expect(ok).To(BeTrue(), "%s", body)
 		tok = t
 	}).Should(Succeed())
@@ -223,17 +223,24 @@ type form = testenv.Form
 // response is an answer's body.
 type response []byte
 
-func (r response) Map() map[string]any {
+func (r response) Map() map[string]any { return r.MapG(Default) }
+
+// MapG is Map for a polled function: it asserts through g.
+func (r response) MapG(g Gomega) map[string]any {
 	var m map[string]any
-	ExpectWithOffset(1, json.Unmarshal(r, &m)).To(Succeed(), "%s", r)
+	g.ExpectWithOffset(1, json.Unmarshal(r, &m)).To(Succeed(), "%s", r)
 	return m
 }
 
 func (r response) String() string { return string(r) }
 
 // call sends one request to the REST API; body may be nil, a form, or anything JSON-encodable.
+// It asserts nothing, so polled functions may call it: a request that got no answer is status
+// 0, with the error as the body.
 func call(method, path, token string, body any) (int, response) {
 	status, data, err := testenv.Call(apiServer.URL, method, path, token, body)
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	if err != nil {
+		return 0, response(err.Error())
+	}
 	return status, data
 }

@@ -16,8 +16,8 @@ import (
 )
 
 // One household walked through both doors in turn: whichever door withdraws it, overrides the
-// withdrawal or repeats a request, both doors give the same answer afterwards (the state rows
-// of interface.md, and api-reference.md "Withdrawal and re-enrolment").
+// withdrawal or repeats a request, both doors give the same answer afterwards (docs/api.md,
+// "Withdrawal and re-enrolment").
 var _ = Describe("One household through kubectl and REST alternately", func() {
 	var (
 		w        walker
@@ -96,7 +96,7 @@ var _ = Describe("One household through kubectl and REST alternately", func() {
 		Expect(site.Spec.Email).To(Equal("resident@example.com"))
 
 		By("a field corrected with kubectl is kept by the next initialise that leaves it out")
-		mustKubectl(ctx, "patch", "site", w.siteName, "-n", w.ns, "--type=merge",
+		mustKubectl(Default, ctx, "patch", "site", w.siteName, "-n", w.ns, "--type=merge",
 			"-p", `{"spec":{"streetAddress":"11 Downing Street"}}`)
 		answer = w.initialise(map[string]any{"mpan": w.mpan, "postcode": "SW1A 1AA"})
 		Expect(answer["site"]).To(HaveKeyWithValue("fields_updated", BeEmpty()))
@@ -206,7 +206,7 @@ func (w *walker) deleteEnrolmentWithKubectl(ctx context.Context) {
 	GinkgoHelper()
 	live := w.liveEnrolments(ctx, Default)
 	Expect(live).To(HaveLen(1))
-	mustKubectl(ctx, "delete", "enrolment", live[0].Name, "-n", w.ns, "--timeout=30s")
+	mustKubectl(Default, ctx, "delete", "enrolment", live[0].Name, "-n", w.ns, "--timeout=30s")
 }
 
 // applyEnrolment declares an enrolment of the household with kubectl apply.

@@ -63,18 +63,18 @@ var _ = Describe("Device connections across a failover", Ordered, func() {
 			Password: "pw-" + ns, Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite}})).To(Succeed())
 		var token string
 		Eventually(func(g Gomega) {
-			status, body := follower.call("POST", "/auth/token-form", "", url.Values{"username": {"devices-" + ns},
+			status, body := follower.call(g, "POST", "/auth/token-form", "", url.Values{"username": {"devices-" + ns},
 				"password": {"pw-" + ns}, "grant_type": {"password"}})
 			g.Expect(status).To(Equal(http.StatusOK))
 			token = body["access_token"].(string)
 		}).Should(Succeed())
 		body := household("1300000000016")
 		body["assets"].([]any)[0].(map[string]any)["asset_model"] = "failover_charger"
-		status, answer := follower.call("POST", "/entities/site/onboard", token, body)
+		status, answer := follower.call(Default, "POST", "/entities/site/onboard", token, body)
 		Expect(status).To(Equal(http.StatusOK), "%v", answer)
 		siteID := answer["site"].(map[string]any)["site_id"].(string)
 
-		status, answer = follower.call("GET", "/entities/site/"+siteID+"/oauth/failover/initiate", token, nil)
+		status, answer = follower.call(Default, "GET", "/entities/site/"+siteID+"/oauth/failover/initiate", token, nil)
 		Expect(status).To(Equal(http.StatusOK), "%v", answer)
 		callback, err := oauthprovider.Consent(answer["authorization_url"].(string), true)
 		Expect(err).NotTo(HaveOccurred())

@@ -161,21 +161,21 @@ var _ = Describe("Leader election with two replicas", Ordered, func() {
 		// Log in through the follower, onboard through it, read through the leader: the two
 		// replicas share the signing keys and the cluster, not memory.
 		Eventually(func(g Gomega) {
-			status, body := follower.call("POST", "/auth/token-form", "", url.Values{
+			status, body := follower.call(g, "POST", "/auth/token-form", "", url.Values{
 				"username": {"failover-app"}, "password": {"failover-password"}, "grant_type": {"password"}})
 			g.Expect(status).To(Equal(http.StatusOK), "%v", body)
 			token = body["access_token"].(string)
 		}).Should(Succeed())
-		status, body := follower.call("POST", "/entities/site/onboard", token, household("1200000000011"))
+		status, body := follower.call(Default, "POST", "/entities/site/onboard", token, household("1200000000011"))
 		Expect(status).To(Equal(http.StatusOK), "%v", body)
 		siteID := body["site"].(map[string]any)["site_id"].(string)
 		Expect(body["enrolment"]).To(HaveKeyWithValue("status", "enrolled"))
 		Eventually(func(g Gomega) {
-			status, body := leader.call("GET", "/entities/site/"+siteID+"/eligibility", token, nil)
+			status, body := leader.call(g, "GET", "/entities/site/"+siteID+"/eligibility", token, nil)
 			g.Expect(status).To(Equal(http.StatusOK), "%v", body)
 			g.Expect(body["eligible_propositions"]).To(ContainElement("limited_pause"))
 		}).Should(Succeed())
-		status, body = leader.call("GET", "/auth/users/me/", token, nil)
+		status, body = leader.call(Default, "GET", "/auth/users/me/", token, nil)
 		Expect(status).To(Equal(http.StatusOK), "a token of the follower verifies on the leader: %v", body)
 		Eventually(func() error {
 			return computed(context.Background(), client.ObjectKey{Namespace: ns, Name: identity.SiteNameForMPAN("1200000000011")})
@@ -195,7 +195,7 @@ var _ = Describe("Leader election with two replicas", Ordered, func() {
 		for _, mpan := range []string{"2301234567894", "1012345678903", "1234567890126"} {
 			pending = append(pending, pendingHousehold(ctx, ns, mpan))
 		}
-		status, body := follower.call("POST", "/entities/site/onboard", token, household("1000000000021"))
+		status, body := follower.call(Default, "POST", "/entities/site/onboard", token, household("1000000000021"))
 		Expect(status).To(Equal(http.StatusOK), "onboard while nobody leads: %v", body)
 		pending = append(pending, client.ObjectKey{Namespace: ns, Name: identity.SiteNameForMPAN("1000000000021")})
 		declared := time.Since(crashed)

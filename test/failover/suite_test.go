@@ -184,10 +184,10 @@ func errString(err error) string {
 }
 
 // call sends one request to a replica's REST API and decodes the JSON answer.
-func (r *replica) call(method, path, token string, body any) (int, map[string]any) {
+func (r *replica) call(g Gomega, method, path, token string, body any) (int, map[string]any) {
 	GinkgoHelper()
 	status, data, err := testenv.Call(r.api.URL, method, path, token, body)
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred())
 	var out map[string]any
 	if err := json.Unmarshal(data, &out); err != nil && !errors.Is(err, io.EOF) {
 		out = map[string]any{"raw": string(data)}

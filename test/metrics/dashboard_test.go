@@ -43,9 +43,9 @@ func metricNames(expr string) []string {
 }
 
 // dashboardQueries reads docs/grafana/flexsite-dashboard.json, checking its shape on the way.
-func dashboardQueries() []query {
+func dashboardQueries(g Gomega) []query {
 	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "grafana", "flexsite-dashboard.json"))
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	var dash struct {
 		Title      string `json:"title"`
 		UID        string `json:"uid"`
@@ -63,9 +63,9 @@ func dashboardQueries() []query {
 			} `json:"targets"`
 		} `json:"panels"`
 	}
-	ExpectWithOffset(1, json.Unmarshal(data, &dash)).To(Succeed())
-	ExpectWithOffset(1, dash.UID).NotTo(BeEmpty())
-	ExpectWithOffset(1, dash.Templating.List).To(ContainElement(And(
+	g.ExpectWithOffset(1, json.Unmarshal(data, &dash)).To(Succeed())
+	g.ExpectWithOffset(1, dash.UID).NotTo(BeEmpty())
+	g.ExpectWithOffset(1, dash.Templating.List).To(ContainElement(And(
 		HaveField("Name", "datasource"), HaveField("Type", "datasource"), HaveField("Query", "prometheus"))),
 		"the dashboard picks its Prometheus through a datasource variable")
 	var out []query
@@ -73,13 +73,13 @@ func dashboardQueries() []query {
 		if p.Type == "row" {
 			continue
 		}
-		ExpectWithOffset(1, p.Datasource.UID).To(Equal("${datasource}"), "panel %q", p.Title)
-		ExpectWithOffset(1, p.Targets).NotTo(BeEmpty(), "panel %q has no query", p.Title)
+		g.ExpectWithOffset(1, p.Datasource.UID).To(Equal("${datasource}"), "panel %q", p.Title)
+		g.ExpectWithOffset(1, p.Targets).NotTo(BeEmpty(), "panel %q has no query", p.Title)
 		for _, t := range p.Targets {
 			out = append(out, query{panel: p.Title, expr: t.Expr, metrics: metricNames(t.Expr)})
 		}
 	}
-	ExpectWithOffset(1, out).NotTo(BeEmpty())
+	g.ExpectWithOffset(1, out).NotTo(BeEmpty())
 	return out
 }
 

@@ -54,14 +54,14 @@ var _ = Describe("the metrics endpoint", Ordered, func() {
 
 	It("counts a REST onboard: the request, by route and code, and its business outcome", func() {
 		route := map[string]string{"route": "/entities/site/onboard", "method": "POST", "code": "200"}
-		before := mustScrape()
+		before := mustScrape(Default)
 
 		status, body, err := testenv.Call(apiURL, "POST", "/entities/site/onboard", token, onboardBody("1012345678903"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusOK), "%s", body)
 		// The middleware counts once the handler has answered: the client may be a moment ahead.
 		Eventually(func(g Gomega) {
-			after := mustScrape()
+			after := mustScrape(g)
 			g.Expect(value(after, "flexsite_http_requests_total", route) - value(before, "flexsite_http_requests_total", route)).To(Equal(1.0))
 			g.Expect(delta(before, after, "flexsite_onboards_total", "outcome", "enrolled")).To(Equal(1.0))
 		}).Should(Succeed())
@@ -71,18 +71,18 @@ var _ = Describe("the metrics endpoint", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusOK), "%s", body)
 		Eventually(func(g Gomega) {
-			g.Expect(delta(before, mustScrape(), "flexsite_onboards_total", "outcome", "already_enrolled")).To(Equal(1.0))
+			g.Expect(delta(before, mustScrape(g), "flexsite_onboards_total", "outcome", "already_enrolled")).To(Equal(1.0))
 		}).Should(Succeed())
 	})
 
 	It("counts a bad login by reason, and tokens by kind", func() {
-		before := mustScrape()
+		before := mustScrape(Default)
 		status, _, err := testenv.Call(apiURL, "POST", "/auth/token-form", "",
 			testenv.Form{"username": "nobody", "password": "wrong", "grant_type": "password"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusUnauthorized))
 		Eventually(func(g Gomega) {
-			after := mustScrape()
+			after := mustScrape(g)
 			g.Expect(delta(before, after, "flexsite_login_failures_total", "reason", "bad_credentials")).To(Equal(1.0))
 			// Logged in once in BeforeAll: the series carries it (and starts at 0 for end users).
 			g.Expect(value(after, "flexsite_tokens_issued_total", map[string]string{"kind": "organisation"})).To(BeNumerically(">=", 1))
@@ -95,10 +95,10 @@ var _ = Describe("the metrics endpoint", Ordered, func() {
 		// series only once a reconcile has finished, which specs run first may not wait for.
 		Eventually(func(g Gomega) {
 			served := map[string]bool{}
-			for name := range mustScrape() {
+			for name := range mustScrape(g) {
 				served[name] = true
 			}
-			for _, q := range dashboardQueries() {
+			for _, q := range dashboardQueries(g) {
 				g.Expect(q.metrics).NotTo(BeEmpty(), "panel %q: %s names no metric", q.panel, q.expr)
 				for _, m := range q.metrics {
 					g.Expect(served).To(HaveKey(m), "panel %q queries %s, which the endpoint does not serve", q.panel, m)

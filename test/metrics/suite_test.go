@@ -129,9 +129,9 @@ func scrape() (map[string]*dto.MetricFamily, error) {
 }
 
 // mustScrape is scrape that must succeed.
-func mustScrape() map[string]*dto.MetricFamily {
+func mustScrape(g Gomega) map[string]*dto.MetricFamily {
 	families, err := scrape()
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return families
 }
 

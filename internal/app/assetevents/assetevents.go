@@ -1,5 +1,5 @@
 // Package assetevents holds the use cases of what the devices tell Flexsite
-// (spec/dispatch.md, "What the devices tell Flexsite"): prod's asset events (plug in, plug
+// (docs/api.md, "Asset events: what the devices tell Flexsite"): prod's asset events (plug in, plug
 // out, an intent, charge now and its deletion, a tariff) about an organisation's asset, kept
 // append-only in PostgreSQL (internal/asseteventstore), and the asset's latest intent. Dispatch
 // reads the latest plug and charge-now state to skip an asset; the schedules read the intent

@@ -1,5 +1,5 @@
 // Package devices holds the use cases of a household's device connections
-// (device-connection.md): starting an authorisation at a maker's cloud (initiate), its
+// (docs/api.md, "Device connections"): starting an authorisation at a maker's cloud (initiate), its
 // return (the callback that exchanges the code), a token the API client obtained itself, the
 // connections of a site and disconnecting one. The tokens live only in a Secret owned by the
 // connection (internal/deviceauth); the DeviceConnection controller keeps them alive. It

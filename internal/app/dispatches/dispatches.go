@@ -1,5 +1,5 @@
-// Package dispatches holds the use cases of a dispatch's status callback (spec/dispatch.md,
-// "Status back from the asset controller"): an asset controller reports what became of a
+// Package dispatches holds the use cases of a dispatch's status callback (docs/api.md,
+// "Dispatch status callbacks"): an asset controller reports what became of a
 // dispatch of one of the organisation's assets, judged by internal/dispatch's state machine
 // under the dispatch's row lock (internal/dispatchstore), and the example DispatchEvent that
 // GET /examples/dispatch-event answers. It speaks no HTTP.

@@ -1,9 +1,9 @@
-// Package flexevents holds the flex event use cases (rewards-engine.md, "Flex events and
-// settlement"): declaring an organisation's event (a FlexEvent, which the FlexEvent
-// controller settles), reading events and their totals, and a site's events with their
-// estimated and final revenue and, once settled, the baseline and actual per half-hour, with
-// the site's dispatches its devices executed (what the household's rewards page draws and
-// says). It speaks no HTTP.
+// Package flexevents holds the flex event use cases (docs/platform.md, "Flex events", and
+// docs/api.md, "Flex events are money"): declaring an organisation's event (a FlexEvent, which the
+// FlexEvent controller settles), reading events and their totals, and a site's events with their
+// estimated and final revenue and, once settled, the baseline and actual per half-hour, with the
+// site's dispatches its devices executed (what the household's rewards page draws and says). It
+// speaks no HTTP.
 package flexevents
 
 import (

@@ -1,6 +1,6 @@
-// Package meterpoints holds the use cases of the meter-point register (spec/meters.md): a
-// postcode's meter points searched (answered as sealed references, never MPANs), a
-// reference, an MPAN or an address read as the meter point's details. The rules are
+// Package meterpoints holds the use cases of the meter-point register (docs/api.md, "Meters:
+// finding a household's meter"): a postcode's meter points searched (answered as sealed references,
+// never MPANs), a reference, an MPAN or an address read as the meter point's details. The rules are
 // internal/meters'; the register is behind meters.Register; this package speaks no HTTP.
 package meterpoints
 

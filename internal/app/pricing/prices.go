@@ -12,7 +12,7 @@ import (
 	"github.com/flexsite/flexsite/internal/prices"
 )
 
-// The market prices' use cases (spec/dispatch.md, "Prices"): an organisation declares a UK
+// The market prices' use cases (docs/api.md, "Prices"): an organisation declares a UK
 // day's half-hourly prices of a market whole and reads them back; a site or asset actively
 // enrolled in price_curve reads its market's curve. The rules (a day's periods, two decimals,
 // the horizon) are internal/prices'.

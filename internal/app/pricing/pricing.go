@@ -1,11 +1,10 @@
-// Package pricing holds the use cases of prices and schedules (spec/dispatch.md, "Prices" and
-// "Schedules"): an organisation's half-hourly market prices declared per UK day and read back,
-// the price curve of a site or asset actively enrolled in price_curve, an EV's plug-in schedule
-// (internal/evschedule's rule, each answer kept), a battery's schedule
-// (internal/batteryschedule's rule), the example OCPP charging profile (internal/ocpp), and
-// what the household's pages show of them. The rules live in those pure packages; this package
-// reads their inputs (the cache, the prices, the asset events, the dispatches) and speaks no
-// HTTP.
+// Package pricing holds the use cases of prices and schedules (docs/api.md, "Prices", "Battery
+// schedule" and "The EV schedule"): an organisation's half-hourly market prices declared per UK day
+// and read back, the price curve of a site or asset actively enrolled in price_curve, an EV's
+// plug-in schedule (internal/evschedule's rule, each answer kept), a battery's schedule
+// (internal/batteryschedule's rule), the example OCPP charging profile (internal/ocpp), and what
+// the household's pages show of them. The rules live in those pure packages; this package reads
+// their inputs (the cache, the prices, the asset events, the dispatches) and speaks no HTTP.
 package pricing
 
 import (

@@ -1,4 +1,4 @@
-// Package readings holds the use case of a household's readings (rewards-engine.md,
+// Package readings holds the use case of a household's readings (docs/api.md,
 // "Readings"): an organisation sends its assets' readings in batches, each is judged on its
 // own (internal/settlement.CheckReadingAt and CheckReadingPower, and whether the asset is the
 // caller's), and those accepted are stored in PostgreSQL in one SQL transaction, a reading
@@ -113,8 +113,28 @@ type owner struct {
 // once, the later value. When the database cannot take the batch, nothing of it is stored and
 // the error is ErrDatabaseUnavailable.
 func (s *Service) Ingest(ctx context.Context, p *auth.Principal, in []Reading) ([]Outcome, error) {
+	out, rows, err := s.judge(ctx, p, in)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store(ctx, p.Namespace, rows); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Check judges a batch as Ingest does, and stores nothing: a door that must refuse a request
+// whole when one of its readings would be rejected asks first (the OpenADR door's reports).
+func (s *Service) Check(ctx context.Context, p *auth.Principal, in []Reading) ([]Outcome, error) {
+	out, _, err := s.judge(ctx, p, in)
+	return out, err
+}
+
+// judge judges each reading of a batch: out[i] is what becomes of in[i]; rows are those
+// accepted, with their sites.
+func (s *Service) judge(ctx context.Context, p *auth.Principal, in []Reading) ([]Outcome, []row, error) {
 	if p == nil || p.Kind != auth.KindOrganisation {
-		return nil, app.Fail(app.Forbidden, "Readings are sent with an organisation's token")
+		return nil, nil, app.Fail(app.Forbidden, "Readings are sent with an organisation's token")
 	}
 	now := s.Now()
 	out := make([]Outcome, len(in))
@@ -125,7 +145,7 @@ func (s *Service) Ingest(ctx context.Context, p *auth.Principal, in []Reading) (
 		if !ok {
 			var err error
 			if o, err = s.owner(ctx, p.Namespace, r.AssetID); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			owners[r.AssetID] = o
 		}
@@ -148,10 +168,7 @@ func (s *Service) Ingest(ctx context.Context, p *auth.Principal, in []Reading) (
 		r.AssetID = o.assetID
 		rows = append(rows, row{siteID: o.siteID, Reading: r, order: i})
 	}
-	if err := s.store(ctx, p.Namespace, rows); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return out, rows, nil
 }
 
 // owner finds the organisation's live asset with API id id in the cache, and its site.

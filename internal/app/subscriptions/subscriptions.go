@@ -1,7 +1,7 @@
 // Package subscriptions holds the use cases of an organisation's notification subscriptions
-// (notifications.md): subscribing a URL, its signing secret (shown once, kept only in a
-// Secret), listing, deleting, a test ping (written to the outbox in PostgreSQL, delivered like
-// any event) and the recent deliveries (the outbox's log of attempts). Delivery itself is
+// (docs/notifications.md, "Subscribe"): subscribing a URL, its signing secret (shown once, kept
+// only in a Secret), listing, deleting, a test ping (written to the outbox in PostgreSQL, delivered
+// like any event) and the recent deliveries (the outbox's log of attempts). Delivery itself is
 // internal/delivery's. It speaks no HTTP.
 package subscriptions
 
@@ -106,8 +106,11 @@ type TestAccepted struct {
 	EventID string `json:"event_id"`
 }
 
+// signingSecretKey is the key of a subscription's Secret holding its signing secret.
+const signingSecretKey = "secret"
+
 const (
-	// secretBytes is the signing secret's length (notifications.md: 24 to 64 random bytes).
+	// secretBytes is the signing secret's length (docs/notifications.md, "Subscribe").
 	secretBytes = 32
 )
 
@@ -125,22 +128,40 @@ func SubscriptionSecretName(id string) string { return "subscription-" + id }
 // the given types (none: every type). The signing secret is made here, kept in a Secret the
 // Subscription owns, and answered this once.
 func (s *Service) Create(ctx context.Context, p *auth.Principal, url string, wanted []flexv1.EventType) (SubscriptionCreated, error) {
-	if err := s.room(ctx, p.Namespace); err != nil {
+	secret, err := newSigningSecret()
+	if err != nil {
 		return SubscriptionCreated{}, err
 	}
+	sub, err := s.create(ctx, p, flexv1.SubscriptionSpec{URL: url, Events: wanted},
+		map[string][]byte{signingSecretKey: []byte(secret)})
+	if err != nil {
+		return SubscriptionCreated{}, err
+	}
+	return SubscriptionCreated{ID: sub.Name, URL: url, Events: record.NonNil(wanted), Secret: secret,
+		CreatedAt: sub.CreationTimestamp.UTC().Format(time.RFC3339)}, nil
+}
+
+// newSigningSecret is a new signing secret: whsec_ and the base64 of secretBytes random bytes.
+func newSigningSecret() (string, error) {
 	key := make([]byte, secretBytes)
 	if _, err := rand.Read(key); err != nil {
-		return SubscriptionCreated{}, err
+		return "", err
 	}
-	secret := "whsec_" + base64.StdEncoding.EncodeToString(key)
+	return "whsec_" + base64.StdEncoding.EncodeToString(key), nil
+}
+
+// create makes a Subscription of spec (its secretRef set here) and the Secret holding data
+// that it owns, within the organisation's cap. Secret data never enters the Subscription.
+func (s *Service) create(ctx context.Context, p *auth.Principal, spec flexv1.SubscriptionSpec,
+	data map[string][]byte) (*flexv1.Subscription, error) {
+	if err := s.room(ctx, p.Namespace); err != nil {
+		return nil, err
+	}
 	id := uuid.NewString()
-	sub := &flexv1.Subscription{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: id},
-		Spec: flexv1.SubscriptionSpec{URL: url, Events: wanted,
-			SecretRef: flexv1.SecretKeyReference{Name: SubscriptionSecretName(id), Key: "secret"}},
-	}
+	spec.SecretRef = flexv1.SecretKeyReference{Name: SubscriptionSecretName(id), Key: signingSecretKey}
+	sub := &flexv1.Subscription{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: id}, Spec: spec}
 	if err := s.Client.Create(ctx, sub); err != nil {
-		return SubscriptionCreated{}, capRefused(err)
+		return nil, capRefused(err)
 	}
 	// The Secret belongs to the Subscription (garbage-collected with it; deleted with it here).
 	sec := &corev1.Secret{
@@ -148,14 +169,13 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, url string, wan
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: flexv1.GroupVersion.String(), Kind: "Subscription",
 				Name: sub.Name, UID: sub.UID}}},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{"secret": []byte(secret)},
+		Data: data,
 	}
 	if err := s.Client.Create(ctx, sec); err != nil {
 		_ = s.Client.Delete(context.WithoutCancel(ctx), sub)
-		return SubscriptionCreated{}, err
+		return nil, err
 	}
-	return SubscriptionCreated{ID: id, URL: url, Events: record.NonNil(wanted), Secret: secret,
-		CreatedAt: sub.CreationTimestamp.UTC().Format(time.RFC3339)}, nil
+	return sub, nil
 }
 
 // room refuses another subscription (409) to an organisation that has as many as it may

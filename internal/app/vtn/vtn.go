@@ -11,12 +11,17 @@ import (
 	"slices"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/dispatches"
+	"github.com/flexsite/flexsite/internal/app/readings"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/pricestore"
 	"github.com/flexsite/flexsite/internal/vtnstore"
 )
 
@@ -24,8 +29,16 @@ import (
 type Service struct {
 	// Households reads the organisation's assets and the catalogue.
 	Households *app.Service
-	// Store keeps the VENs and their resources (required).
+	// Store keeps the VENs, their resources and the reports (required).
 	Store *vtnstore.Store
+	// Dispatches judge and record what a report says of a dispatch (the dispatch callback's
+	// use case), and find the dispatch an event is.
+	Dispatches *dispatches.Service
+	// Readings judge and store a report's USAGE as readings.
+	Readings *readings.Service
+	// Prices are the declared market prices (price_curve's events carry them): the same
+	// database as Store.
+	Prices *pricestore.Store
 	// Now is the clock.
 	Now func() time.Time
 }
@@ -39,7 +52,7 @@ func New(households *app.Service, store *vtnstore.Store) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{Households: households, Store: store, Now: now}
+	return &Service{Households: households, Store: store, Now: now, Prices: &pricestore.Store{Pool: store.Pool}}
 }
 
 // ErrUnavailable answers a request the database could not serve now: nothing was changed.
@@ -57,10 +70,28 @@ type Viewer struct {
 // Sees reads p's Viewer: a client that may write events (flex_events_write) is the
 // organisation's business logic; any other speaks as a VEN (docs/openadr.md).
 func (s *Service) Sees(ctx context.Context, p *auth.Principal) (Viewer, error) {
-	if p.HasRole(flexv1.RoleFlexEventsWrite) {
+	return s.viewer(ctx, p.Namespace, p.ClientName, p.HasRole(flexv1.RoleFlexEventsWrite))
+}
+
+// SeesAs reads the Viewer of the organisation's API client clientName as its roles are now
+// (what a subscription it made is notified of): none when it is gone.
+func (s *Service) SeesAs(ctx context.Context, organisation, clientName string) (Viewer, error) {
+	ac := &flexv1.APIClient{}
+	err := s.Households.Cache.Get(ctx, types.NamespacedName{Namespace: organisation, Name: clientName}, ac)
+	if apierrors.IsNotFound(err) {
+		return Viewer{}, nil
+	}
+	if err != nil {
+		return Viewer{}, err
+	}
+	return s.viewer(ctx, organisation, clientName, slices.Contains(ac.Spec.Roles, flexv1.RoleFlexEventsWrite))
+}
+
+func (s *Service) viewer(ctx context.Context, organisation, clientName string, businessLogic bool) (Viewer, error) {
+	if businessLogic {
 		return Viewer{All: true}, nil
 	}
-	held, err := s.Store.AssetsHeldBy(ctx, p.Namespace, p.ClientName)
+	held, err := s.Store.AssetsHeldBy(ctx, organisation, clientName)
 	if errors.Is(err, db.ErrUnavailable) {
 		return Viewer{}, ErrUnavailable
 	}

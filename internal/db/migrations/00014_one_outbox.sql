@@ -1,4 +1,4 @@
--- One outbox for every notification (design.md decision 10, docs/notifications.md).
+-- One outbox for every notification (docs/notifications.md, "How it works (for operators)").
 --
 -- outbox holds every event, whoever writes it: a credit's in the SQL transaction of the credit
 -- (internal/rewardstore, internal/settlementstore), a controller's once it observes the change

@@ -1,5 +1,6 @@
--- Dispatch (spec/dispatch.md): a flex event asks each dispatchable asset of its target sites
--- to flex, once per (flex event, asset), and the asset controller reports back.
+-- Dispatch (docs/platform.md, "Dispatch: asking the devices"): a flex event asks each
+-- dispatchable asset of its target sites to flex, once per (flex event, asset), and the asset
+-- controller reports back.
 --
 -- dispatches holds one row per dispatch, keyed by its DispatchEvent event_id (a UUIDv5 of the
 -- organisation, the flex event and the asset: internal/dispatch.EventID). It is inserted ON

@@ -1,5 +1,5 @@
--- What the devices tell Flexsite (spec/dispatch.md, "What the devices tell Flexsite"): prod's
--- asset events, appended once and never changed. Each row is one event as received: its type,
+-- What the devices tell Flexsite (docs/api.md, "Asset events: what the devices tell Flexsite"):
+-- prod's asset events, appended once and never changed. Each row is one event as received: its type,
 -- when, who sent it (the API client), and the parts of the request it carried (intent,
 -- vehicle, tariff, a charge-now's end). An asset's latest plug, intent, tariff and charge-now
 -- state is read in one query (internal/asseteventstore.Latest), each part from its own

@@ -1,4 +1,4 @@
--- Prices (spec/dispatch.md, "Prices"): an organisation declares half-hourly prices per market
+-- Prices (docs/api.md, "Prices"): an organisation declares half-hourly prices per market
 -- and UK local day. A day is declared whole (46, 48 or 50 settlement periods,
 -- internal/prices.CheckDay) and replaced whole: its rows are deleted and written in one SQL
 -- transaction, so a reader sees the old day or the new one, never a mix. price_centi is the

@@ -1,4 +1,4 @@
--- EV schedules (spec/dispatch.md, "Schedules"): every answer of
+-- EV schedules (docs/api.md, "The EV schedule"): every answer of
 -- POST /entities/asset/{asset_id}/event/plug-in-schedule, appended once and never changed,
 -- with the schedule the device sent. The household's pages show the latest answer's next
 -- charging window ("Your car will charge 01:00–04:30, when energy is cheapest").

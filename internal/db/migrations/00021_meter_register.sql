@@ -1,6 +1,6 @@
--- The meter-point register (spec/meters.md): platform-wide (no organisation column), loaded by
--- the platform team with `flexsite-admin meters import` from its licensed export. A row sent
--- again replaces the earlier one (its MPAN is its key).
+-- The meter-point register (docs/platform.md, "The meter register"): platform-wide (no
+-- organisation column), loaded by the platform team with `flexsite-admin meters import` from its
+-- licensed export. A row sent again replaces the earlier one (its MPAN is its key).
 -- postcode is normalised ("SW1A 1AA"). sort_key, the natural order of the one-line address
 -- (meters.SortKey of meters.Point.Address), is derived from the row by internal/meters when it
 -- is loaded, never in SQL, and kept because the lookups order by it (collation "C": byte

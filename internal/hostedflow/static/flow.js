@@ -1,7 +1,7 @@
-// The hosted flow (hosted-flow.md). No framework: the page is server-rendered; this script
-// takes the component token by postMessage, keeps it in memory only, and sends each step's
-// form as JSON to the flow's own routes under /hosted/api (same origin, token in the
-// Authorization header). The token never goes into a URL, storage or the DOM.
+// The hosted flow (docs/hosted-flow.md, "Embedding the hosted flow"). No framework: the page is
+// server-rendered; this script takes the component token by postMessage, keeps it in memory only,
+// and sends each step's form as JSON to the flow's own routes under /hosted/api (same origin, token
+// in the Authorization header). The token never goes into a URL, storage or the DOM.
 "use strict";
 (() => {
   const STEPS = ["address", "consent", "assets", "connect", "eligibility", "enrol", "rewards"];

@@ -1,7 +1,7 @@
-// Package synth generates a synthetic meter-point register, deterministic by seed, for the
-// tests, the bench and `make run` (spec/meters.md): MPANs with valid check digits and never
-// repeated, postcodes of real UK shapes grouped as real ones are (a few to a few dozen meter
-// points each), and addresses of the kinds a register holds (numbered houses, houses with a
+// Package synth generates a synthetic meter-point register, deterministic by seed, for the tests,
+// the bench and `make run` (docs/platform.md, "The meter register"): MPANs with valid check digits
+// and never repeated, postcodes of real UK shapes grouped as real ones are (a few to a few dozen
+// meter points each), and addresses of the kinds a register holds (numbered houses, houses with a
 // letter, flats in a named block, named houses). None of it is a real address or meter.
 package synth
 

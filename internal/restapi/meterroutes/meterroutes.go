@@ -1,9 +1,9 @@
-// Package meterroutes is the REST API's Meters group (spec/meters.md): the handlers of the
-// seven /meter routes, which internal/restapi's route table mounts and guards. Each reads its
-// input into the meterpoints use case's and answers what it answers: the refusals of a value
-// the register cannot take (a postcode that is not a UK one, a bad check digit, an address
-// without a postcode) are prod's ErrorWithDetail sentences, a missing or mistyped field the
-// usual validation record. It is part of the REST door, in a package of its own so that each
+// Package meterroutes is the REST API's Meters group (docs/api.md, "Meters: finding a household's
+// meter"): the handlers of the seven /meter routes, which internal/restapi's route table mounts and
+// guards. Each reads its input into the meterpoints use case's and answers what it answers: the
+// refusals of a value the register cannot take (a postcode that is not a UK one, a bad check digit,
+// an address without a postcode) are prod's ErrorWithDetail sentences, a missing or mistyped field
+// the usual validation record. It is part of the REST door, in a package of its own so that each
 // package stays one a reader can hold (test/architecture's TestPackageSize).
 package meterroutes
 

@@ -1,0 +1,135 @@
+package main
+
+// topic is one table of docs/performance.md: the figures of one thing measured, each with
+// what it compares. A figure with a target in the run shows it and whether it was met; the
+// others are there to read the target by (the raw baseline's own figure, a split).
+type topic struct {
+	ID    string // the block's id: <!-- bench-figures:begin ID -->
+	Title string // the README's topic column
+	Rows  []figureRow
+}
+
+type figureRow struct {
+	Figure string // scenario.key in bench/results.json ("*" in the key: every figure it matches)
+	What   string
+}
+
+// topics are docs/performance.md's tables, in the page's order. `benchdocs` refuses a row
+// whose figure the bench cannot produce, and a target of the bench that no row shows.
+var topics = []topic{
+	{ID: "onboard", Title: "onboard and writes", Rows: []figureRow{
+		{"onboard.rest_vs_raw_ratio", "REST onboards/s ÷ the same objects written straight through client-go/s"},
+		{"writes.rest_writes_per_onboard", "API writes per REST onboard, until the household has converged"},
+		{"resync.writes", "API writes during an idle resync (a manager restart)"},
+		{"catalogue.onboard_p99_during_fanout_vs_idle_ratio", "REST onboard p99 during a catalogue change ÷ on an idle manager"},
+		{"scale.onboard_p50_large_vs_small_ratio", "REST onboard p50 at the larger fleet ÷ at the smaller"},
+		{"fleet.onboard_p50_growth_ratio", "REST onboard p50 at the fleet step's larger size ÷ its smaller"},
+		{"fleet.raw_onboard_p50_growth_ratio", "the same growth of raw client-go writes into a namespace of the same size"},
+		{"fleet.api_list_per_onboard_small", "API-server LISTs per REST onboard, smaller fleet"},
+		{"fleet.api_list_per_onboard_large", "API-server LISTs per REST onboard, larger fleet"},
+		{"fleet.api_requests_per_onboard_growth_ratio", "API-server requests per REST onboard, larger fleet ÷ smaller"},
+	}},
+	{ID: "convergence", Title: "convergence", Rows: []figureRow{
+		{"convergence.p99_vs_raw_watch_ratio",
+			"a write → the Site's status p99 ÷ the API server's own write → watch event p99"},
+		{"catalogue.asset_model_change_vs_raw_patches_ratio",
+			"an asset-model change over every site, until every status agrees ÷ a client writing the same status patches"},
+		{"catalogue.raw_status_patches_per_second", "the raw side: status patches/s"},
+	}},
+	{ID: "eligibility", Title: "eligibility read", Rows: []figureRow{
+		{"reads.eligibility_vs_trivial_ratio", "`GET …/eligibility`/s ÷ a bare `net/http` handler's/s"},
+		{"reads.eligibility_own_work_vs_stack_trivial_ratio",
+			"the read ÷ a trivial route behind the manager's whole stack (the read's own work)"},
+		{"reads.stack_vs_bare_trivial_ratio",
+			"that trivial route ÷ the bare handler answering the same bytes (what the stack costs every route)"},
+		{"reads.eligibility_server_cpu_us_per_request", "manager CPU a read (µs)"},
+		{"reads.trivial_server_cpu_us_per_request", "the bare handler's CPU a request (µs)"},
+		{"fleet.eligibility_cpu_per_read_growth_ratio", "manager CPU a read at the fleet step's larger size ÷ its smaller"},
+	}},
+	{ID: "transactions", Title: "transactions page", Rows: []figureRow{
+		{"reads.transactions_vs_same_size_trivial_ratio",
+			"`GET /rewards/{site_id}/transactions`/s (kept pages) ÷ the bare handler answering as many bytes"},
+		{"transactions_cold.page_over_same_sql_ratio",
+			"the same page with nothing kept ÷ a handler running the same SQL through the same pool"},
+		{"transactions_cold.page_over_same_sql_cpu_ratio", "the same in CPU a read (raw ÷ page, both processes)"},
+		{"fleet.transactions_cpu_per_read_growth_ratio", "manager CPU a page at the fleet step's larger size ÷ its smaller"},
+	}},
+	{ID: "pricing", Title: "price curve and battery schedule", Rows: []figureRow{
+		{"pricing.price_curve_vs_same_size_trivial_ratio",
+			"`GET …/price-curve`/s ÷ the bare handler answering as many bytes/s"},
+		{"pricing.battery_schedule_vs_same_sql_ratio",
+			"`GET …/battery-schedule`/s ÷ a handler running its dispatch query through the same pool"},
+		{"pricing.battery_schedule_vs_same_size_trivial_ratio",
+			"the battery schedule ÷ the bare handler answering as many bytes"},
+		{"ev-schedule.cpu_per_plan_48_us", "CPU of one EV schedule over 48 half-hours (µs; an absolute bound)"},
+	}},
+	{ID: "settlement", Title: "settlement", Rows: []figureRow{
+		{"settlement.settle_to_raw_sql_ratio",
+			"settling one flex event over every site ÷ one raw SQL query of the same per-site sums (medians)"},
+		{"settlement.settle_seconds", "settle, median (s)"},
+		{"settlement.raw_sql_seconds", "raw SQL, median (s)"},
+	}},
+	{ID: "readings", Title: "readings and callbacks", Rows: []figureRow{
+		{"readings.rest_vs_raw_copy_ratio", "readings/s through `POST /data/readings` ÷ a raw `COPY` of the same rows/s"},
+		{"callbacks.callbacks_vs_readings_requests_ratio",
+			"dispatch status callbacks/s ÷ one-reading `POST /data/readings` requests/s"},
+	}},
+	{ID: "notifications", Title: "notifications and dispatch", Rows: []figureRow{
+		{"notifications.outbox_extra_writes_per_changed_site", "status writes per changed site with a subscription, less without"},
+		{"notifications.change_to_delivery_p99_ms", "an asset write → the receiver's `site.eligibility_changed`, p99 (ms)"},
+		{"notifications.beside_dead_vs_alone_p99_ratio", "that p99 beside a receiver that hangs ÷ alone"},
+		{"notifications.backlog_delivered", "credits delivered after the receiver was down (of `notifications.backlog_credits`)"},
+		{"notifications.backlog_credits", "credits made while it was down"},
+		{"notifications.backlog_in_order", "1 when they arrived in the order credited"},
+		{"dispatch.dispatch_vs_notification_p99_ratio",
+			"creation of a flex event → each `dispatch.requested` at the receiver, p99 ÷ the notification p99"},
+		{"dispatch.all_delivered_vs_raw_sender_ratio",
+			"creation → the last dispatch verified (worst round) ÷ a raw sender posting the same bodies"},
+		{"dispatch.other_org_during_vs_without_burst_p99_ratio",
+			"another organisation's change → delivery p99 during the burst ÷ without it"},
+		{"dispatch.creation_to_all_issued_max_ms", "creation → every dispatch issued, worst round (ms)"},
+		{"dispatch.raw_sender_all_delivered_ms", "the raw sender, all delivered (ms)"},
+		{"dispatch.unverified_requests", "requests whose signature did not verify"},
+	}},
+	{ID: "meters", Title: "meter register", Rows: []figureRow{
+		{"meters.import_vs_raw_copy_ratio", "a raw `COPY` of the register's file ÷ `flexsite-admin meters import` of it (times)"},
+		{"meters.search_postcode_p99_vs_raw_ratio", "a raw server's p99 ÷ `GET /meter/search`'s, the same query"},
+		{"meters.by_address_p99_vs_raw_ratio", "a raw server's p99 ÷ `POST /meter/by-address`'s, the same queries"},
+		{"meters.reimport_vs_raw_copy_ratio", "the raw `COPY` ÷ importing the same file again into the loaded register"},
+		{"meters.total_bytes_per_point", "database bytes a meter point, table and indexes"},
+	}},
+	{ID: "shards", Title: "shards", Rows: []figureRow{
+		{"shards.shard-1_share_ratio", "shard 1's share of the fleet's sites"},
+		{"shards.shard-1_share_max_ratio", "the same, upper bound"},
+		{"shards.shard-2_share_ratio", "shard 2's share"},
+		{"shards.shard-2_share_max_ratio", "the same, upper bound"},
+		{"shards.fanout_2_vs_1_shard_ratio", "a catalogue change's sites/s with two shards ÷ with one, measured"},
+		{"shards.fanout_2_vs_1_shard_simulated_ratio",
+			"the same from the shards' CPU per changed site (an API server with headroom)"},
+		{"shards.eligibility_foreign_vs_own_ratio", "eligibility read by shard 2 of shard 1's sites ÷ of its own"},
+		{"shards.transactions_foreign_vs_own_ratio", "a transactions page, the same"},
+		{"shards.eligibility_foreign_vs_singleton_ratio",
+			"eligibility read by shard 2 of shard 1's sites ÷ the singleton's reads"},
+		{"shards.transactions_foreign_vs_singleton_ratio", "a transactions page, the same"},
+		{"shards.shard-1_heap_vs_singleton_half_budget_ratio",
+			"shard 1's live heap holding 2N sites ÷ (1.1 × the singleton's at N + 16 MiB)"},
+		{"shards.shard-2_heap_vs_singleton_half_budget_ratio", "shard 2's, the same"},
+	}},
+	{ID: "memory", Title: "memory and etcd bytes", Rows: []figureRow{
+		{"scale.etcd_bytes_per_site_vs_10kb_ratio",
+			"etcd bytes per household (Site, 2 Assets, Enrolment, a year of weekly rewards) ÷ 10 KiB"},
+		{"scale.etcd_kb_per_site", "etcd KiB per household"},
+		{"scale.heap_per_1k_sites_vs_15mib_ratio",
+			"manager heap in use per 1,000 households right after onboarding them ÷ 15 MiB"},
+		{"scale.heap_live_mib_per_1k_sites", "of which live objects (MiB per 1,000)"},
+		{"scale.cold_start_heap_mib_per_1k_sites",
+			"heap in use per 1,000 households after a cold start with the whole fleet (MiB)"},
+		{"scale.cold_start_ready_seconds", "cold start with the whole fleet: ready (s)"},
+		{"fleet.manager_idle_cpu_growth_ratio", "manager CPU while idle at the fleet step's larger size ÷ its smaller"},
+	}},
+	{ID: "hostile", Title: "hostile input", Rows: []figureRow{
+		{"hostile.readings_bomb_413_ms", "2.7 million empty readings in a few KB of gzip: time to the 413 (ms)"},
+		{"hostile.readings_bomb_rss_rise_mib", "the manager's RSS rise meanwhile (MiB)"},
+		{"hostile.callbacks_unknown_api_requests", "API-server requests for 200 OAuth callbacks with unknown states"},
+	}},
+}
