@@ -460,7 +460,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("loading the token signing keys from %s: %w", o.tokenKeysSecret, err)
 	}
 
-	bankKeys := pagestore.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNS, o.bankKeysSecret)
+	bankKeys := sealing.NewKeyRing(mgr.GetAPIReader(), mgr.GetClient(), keysNS, o.bankKeysSecret, "bank details")
 	if err := bankKeys.Ensure(ctx); err != nil {
 		return fmt.Errorf("loading the bank details keys from %s/%s: %w", keysNS, o.bankKeysSecret, err)
 	}
@@ -493,7 +493,7 @@ func run(ctx context.Context, o options) error {
 // setupServer adds the HTTP listener (every door: REST API, hosted flow, rewards page), the
 // rewards link sweeper, and the health and readiness checks: ready once the caches the
 // doors read through have synced.
-func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *pagestore.KeyRing, meterRefKeys *sealing.KeyRing,
+func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *sealing.KeyRing, meterRefKeys *sealing.KeyRing,
 	keysNS string, background *priority.Gate,
 	pool *pgxpool.Pool, openADR *openADRNotifications) error {
 	var synced atomic.Bool

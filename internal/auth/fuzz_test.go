@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/keyring"
 )
 
 // bearerRE is BearerToken's contract: one "Bearer" (any case), one space, one token without
@@ -151,9 +152,9 @@ func fuzzRing(f *testing.F) *KeyRing {
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fuzz-keys"},
 		Data: map[string][]byte{
-			fuzzActiveKid + keySuffix: fuzzPEM(f, fuzzKey(1)),
-			fuzzOtherKid + keySuffix:  fuzzPEM(f, fuzzKey(2)),
-			activeKey:                 []byte(fuzzActiveKid),
+			fuzzActiveKid + keyring.KeySuffix: fuzzPEM(f, fuzzKey(1)),
+			fuzzOtherKid + keyring.KeySuffix:  fuzzPEM(f, fuzzKey(2)),
+			keyring.ActiveEntry:               []byte(fuzzActiveKid),
 		},
 	}
 	if err := env.Client.Create(ctx, secret); err != nil {

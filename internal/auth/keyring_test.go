@@ -1,41 +1,41 @@
 package auth
 
 import (
-	"context"
 	"errors"
 	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flexsite/flexsite/internal/keyring"
+	"github.com/flexsite/flexsite/internal/testenv"
 )
 
 // secretKeys returns the kids of the ring's Secret and its active kid.
 func secretKeys(t *testing.T, ring *KeyRing) (kids []string, active string) {
 	t.Helper()
 	secret := &corev1.Secret{}
-	if err := env.Client.Get(t.Context(), ring.key, secret); err != nil {
+	if err := env.Client.Get(t.Context(), ring.ring.Secret(), secret); err != nil {
 		t.Fatal(err)
 	}
 	for name := range secret.Data {
-		if kid, ok := strings.CutSuffix(name, keySuffix); ok {
+		if kid, ok := strings.CutSuffix(name, keyring.KeySuffix); ok {
 			kids = append(kids, kid)
 		}
 	}
-	return kids, string(secret.Data[activeKey])
+	return kids, string(secret.Data[keyring.ActiveEntry])
 }
 
 // editSecret changes the ring's Secret the way an operator would with kubectl.
 func editSecret(t *testing.T, ring *KeyRing, edit func(data map[string][]byte)) {
 	t.Helper()
 	secret := &corev1.Secret{}
-	if err := env.Client.Get(t.Context(), ring.key, secret); err != nil {
+	if err := env.Client.Get(t.Context(), ring.ring.Secret(), secret); err != nil {
 		t.Fatal(err)
 	}
 	edit(secret.Data)
@@ -126,7 +126,7 @@ func TestKeyRingRotation(t *testing.T) {
 	clk := &clock{now: time.Now()}
 	iss := NewIssuer(ring, clk.Now)
 	// A second replica that loaded the keys before the rotation and is never told about it.
-	stale := NewKeyRing(env.Client, env.Client, ring.key.Namespace, ring.key.Name)
+	stale := NewKeyRing(env.Client, env.Client, ring.ring.Secret().Namespace, ring.ring.Secret().Name)
 	if err := stale.Ensure(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +143,8 @@ func TestKeyRingRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	editSecret(t, ring, func(data map[string][]byte) {
-		data[newKid+keySuffix] = newPEM
-		data[activeKey] = []byte(newKid)
+		data[newKid+keyring.KeySuffix] = newPEM
+		data[keyring.ActiveEntry] = []byte(newKid)
 	})
 	if err := ring.Reload(t.Context()); err != nil {
 		t.Fatal(err)
@@ -168,11 +168,11 @@ func TestKeyRingRotation(t *testing.T) {
 	}
 
 	// Removing the old key ends its tokens.
-	editSecret(t, ring, func(data map[string][]byte) { delete(data, oldKid+keySuffix) })
+	editSecret(t, ring, func(data map[string][]byte) { delete(data, oldKid+keyring.KeySuffix) })
 	if err := ring.Reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(reloadInterval) // let the unknown kid trigger a reload again
+	clk.Advance(keyring.ReloadInterval) // let the unknown kid trigger a reload again
 	if _, err := iss.Verify(t.Context(), oldToken); !errors.Is(err, ErrInvalidToken) {
 		t.Errorf("token of a removed key: Verify() = %v, want ErrInvalidToken", err)
 	}
@@ -181,20 +181,9 @@ func TestKeyRingRotation(t *testing.T) {
 	}
 }
 
-// countingReader counts the reads that reach the API server.
-type countingReader struct {
-	client.Reader
-	gets atomic.Int32
-}
-
-func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	r.gets.Add(1)
-	return r.Reader.Get(ctx, key, obj, opts...)
-}
-
 func TestUnknownKidReloadRateLimit(t *testing.T) {
 	ns := newNamespace(t)
-	reader := &countingReader{Reader: env.Client}
+	reader := &testenv.CountingReader{Reader: env.Client}
 	ring := NewKeyRing(reader, env.Client, ns, "signing-keys")
 	if err := ring.Ensure(t.Context()); err != nil {
 		t.Fatal(err)
@@ -215,9 +204,9 @@ func TestUnknownKidReloadRateLimit(t *testing.T) {
 
 	verify := func() error { _, err := iss.Verify(t.Context(), token); return err }
 	reloads := func(f func()) int32 {
-		before := reader.gets.Load()
+		before := reader.Gets()
 		f()
-		return reader.gets.Load() - before
+		return reader.Gets() - before
 	}
 
 	// A flood of tokens with an unknown kid costs one read of the Secret.
@@ -232,8 +221,8 @@ func TestUnknownKidReloadRateLimit(t *testing.T) {
 	}
 
 	// The key arrives in the Secret; within the interval the ring does not look.
-	editSecret(t, ring, func(data map[string][]byte) { data[newKid+keySuffix] = newPEM })
-	clk.Advance(reloadInterval - time.Second)
+	editSecret(t, ring, func(data map[string][]byte) { data[newKid+keyring.KeySuffix] = newPEM })
+	clk.Advance(keyring.ReloadInterval - time.Second)
 	if n := reloads(func() {
 		if err := verify(); !errors.Is(err, ErrInvalidToken) {
 			t.Errorf("Verify() within the reload interval = %v, want ErrInvalidToken", err)
@@ -254,4 +243,13 @@ func TestUnknownKidReloadRateLimit(t *testing.T) {
 	}); n != 1 {
 		t.Errorf("%d reloads after the interval, want 1", n)
 	}
+}
+
+// newKey is a fresh signing key and a kid for it, as an operator's rotation adds one.
+func newKey() (kid string, pemKey []byte, err error) {
+	if kid, err = keyring.NewID(); err != nil {
+		return "", nil, err
+	}
+	pemKey, err = newPEMKey()
+	return kid, pemKey, err
 }

@@ -45,15 +45,26 @@ func PaymentUndone(s flexv1.PaymentStatus) bool {
 	return false
 }
 
-// TransactionTime is when a transaction happened: its start, else its settlement date.
-func TransactionTime(tx flexv1.RewardTransaction) time.Time {
-	if tx.StartTime != nil {
-		return tx.StartTime.Time
+// TransactionAt is when a transaction happened, the one rule of it: its start (nil: none),
+// else its settlement date (YYYY-MM-DD, its midnight UTC); zero when it has neither. The
+// history's order, the days a household is shown and the withdrawal wait all go by it.
+func TransactionAt(start *time.Time, settlementDate string) time.Time {
+	if start != nil {
+		return *start
 	}
-	if d, err := time.Parse(time.DateOnly, tx.SettlementDate); err == nil {
+	if d, err := time.Parse(time.DateOnly, settlementDate); err == nil {
 		return d
 	}
 	return time.Time{}
+}
+
+// TransactionTime is when a transaction happened (TransactionAt).
+func TransactionTime(tx flexv1.RewardTransaction) time.Time {
+	var start *time.Time
+	if tx.StartTime != nil {
+		start = &tx.StartTime.Time
+	}
+	return TransactionAt(start, tx.SettlementDate)
 }
 
 // DaysUntilWaitMet counts the days left of the withdrawal wait; with no reward yet the

@@ -55,15 +55,17 @@ func Day(t time.Time) string { return t.In(settlement.London).Format("2 January 
 
 // TransactionDay is the day a household's history shows a transaction on, from its record
 // (start_time, RFC 3339, and settlement_date, YYYY-MM-DD, as the REST API answers them): the
-// UK day of its start, else its settlement date; "" when it has neither.
+// UK day of when it happened (TransactionAt); a settlement date that is not a date as it is,
+// and "" when it has neither.
 func TransactionDay(startTime *string, settlementDate string) string {
+	var start *time.Time
 	if startTime != nil {
 		if at, err := time.Parse(time.RFC3339, *startTime); err == nil {
-			return Day(at)
+			start = &at
 		}
 	}
-	if d, err := time.Parse(time.DateOnly, settlementDate); err == nil {
-		return Day(d)
+	if at := TransactionAt(start, settlementDate); !at.IsZero() {
+		return Day(at)
 	}
 	return settlementDate
 }

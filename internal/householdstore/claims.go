@@ -10,6 +10,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	claimrule "github.com/flexsite/flexsite/internal/claim"
+	"github.com/flexsite/flexsite/internal/claiming"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
@@ -76,54 +77,26 @@ func heldByName(ctx context.Context, fresh client.Reader, site *flexv1.Site, mpa
 	return nil
 }
 
-// claimMPAN is the claim protocol both claimants share: create want (site's claim), then
-// look for another holder with holderOther (withdrawing the claim when there is one);
-// replace a stale claim; refuse a standing one of another site.
+// claimMPAN is the claim protocol (internal/claiming) both claimants of an MPAN share: create
+// want (site's claim), then look for another holder with holderOther (withdrawing the claim
+// when there is one); replace a stale claim; refuse a standing one of another site.
 func claimMPAN(ctx context.Context, c client.Client, fresh client.Reader, want *flexv1.MPANClaim, site *flexv1.Site,
 	now time.Time, holderOther func() error) (*flexv1.MPANClaim, error) {
-	mpan := want.Spec.MPAN
-	for range maxRecordAttempts {
-		claim := want.DeepCopy()
-		err := c.Create(ctx, claim)
-		if err == nil {
-			if err := holderOther(); err != nil {
-				if delErr := c.Delete(ctx, claim); client.IgnoreNotFound(delErr) != nil {
-					return claim, fmt.Errorf("%w (and withdrawing the claim: %w)", err, delErr)
-				}
-				return nil, err
+	return claiming.Claim(ctx, c, fresh, claiming.Claimant[flexv1.MPANClaim, *flexv1.MPANClaim]{
+		Want: want.DeepCopy,
+		Judge: func(ctx context.Context, existing *flexv1.MPANClaim) (bool, claimrule.Standing, error) {
+			holder, err := siteOf(ctx, fresh, existing)
+			if err != nil {
+				return false, 0, err
 			}
-			return claim, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return claim, err // a timeout may hide a stored claim: the caller undoes it
-		}
-		existing := &flexv1.MPANClaim{}
-		if err := fresh.Get(ctx, client.ObjectKeyFromObject(claim), existing); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue // withdrawn meanwhile: claim again
-			}
-			return nil, err
-		}
-		holder, err := siteOf(ctx, fresh, existing)
-		if err != nil {
-			return nil, err
-		}
-		standing := household.Standing(existing, holder, now)
-		switch {
-		case existing.Spec.SiteName == site.Name && standing != claimrule.Stale:
-			// Ours, from an attempt of this request that lost a race later on.
-			return nil, holderOther()
-		case standing == claimrule.Stale:
-			// Replace it; the precondition keeps us from deleting a claim made a moment ago.
-			err := c.Delete(ctx, existing, client.Preconditions{UID: &existing.UID, ResourceVersion: &existing.ResourceVersion})
-			if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-				return nil, err
-			}
-		default:
-			return nil, &household.MPANTakenError{MPAN: mpan, Holder: existing.Spec.SiteName, Pending: standing == claimrule.Pending}
-		}
-	}
-	return nil, fmt.Errorf("claiming MPAN %s for site %s: still contended after %d attempts", mpan, site.Name, maxRecordAttempts)
+			return existing.Spec.SiteName == site.Name, household.Standing(existing, holder, now), nil
+		},
+		OtherHolder: holderOther,
+		Taken: func(existing *flexv1.MPANClaim, standing claimrule.Standing) error {
+			return &household.MPANTakenError{MPAN: want.Spec.MPAN, Holder: existing.Spec.SiteName, Pending: standing == claimrule.Pending}
+		},
+		What: fmt.Sprintf("MPAN %s for site %s", want.Spec.MPAN, site.Name),
+	})
 }
 
 // Unclaimed is the creator's half of the meeting: called after creating site (named

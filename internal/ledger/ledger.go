@@ -125,23 +125,16 @@ func (l *Ledger) At(i int) Transaction {
 	return tx
 }
 
-// Time is when the i-th transaction happened, as household.TransactionTime says: its
-// start, else its settlement date (zero when it has neither).
+// Time is when the i-th transaction happened (household.TransactionAt): its start, else its
+// settlement date (zero when it has neither).
 func (l *Ledger) Time(i int) time.Time {
+	var start *time.Time
 	tx := l.At(i)
 	if t, ok := tx.StartTime(); ok {
-		return t
+		start = &t
 	}
-	if day, ok := tx.SettlementDay(); ok {
-		return time.Unix(day*secondsPerDay, 0).UTC()
-	}
-	if d, err := time.Parse(time.DateOnly, l.SettlementDate(i)); err == nil {
-		return d
-	}
-	return time.Time{}
+	return household.TransactionAt(start, l.SettlementDate(i))
 }
-
-const secondsPerDay = 24 * 60 * 60
 
 // ID is the i-th transaction's id.
 func (l *Ledger) ID(i int) string {

@@ -125,6 +125,8 @@ func TestTransactionSize(t *testing.T) {
 	}
 }
 
+const secondsPerDay = 24 * 60 * 60
+
 // TestTimeIsTheHouseholdsTransactionTime: the compact ledger says when a transaction
 // happened exactly as the household core does, whatever the transaction carries.
 func TestTimeIsTheHouseholdsTransactionTime(t *testing.T) {

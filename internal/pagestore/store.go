@@ -1,7 +1,7 @@
 // Package pagestore is the hosted rewards page's private state in PostgreSQL (internal/db's
 // tables rewards_links and bank_details): the rewards links and the sessions they open, and
 // sites' bank details, sealed with AES-256-GCM under a key of one Secret in the manager's
-// namespace (KeyRing). It replaced Secrets, so that the manager needs no access to the
+// namespace (an internal/sealing key ring, DefaultKeysSecret). It replaced Secrets, so that the manager needs no access to the
 // Secrets of the whole cluster. The use cases (internal/app/rewards) decide what a link's
 // state holds (hashes only: never a code, a session secret or an emailed code); this package
 // stores it, and never logs what it stores.
@@ -16,7 +16,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/sealing"
 )
+
+// DefaultKeysSecret is the name of the bank details key Secret in the manager's namespace.
+const DefaultKeysSecret = "flexsite-bank-keys"
 
 // ErrChanged is a conditional write that lost: the row changed (or went) since it was read.
 var ErrChanged = errors.New("the rewards link changed meanwhile")
@@ -28,7 +32,7 @@ var ErrExists = errors.New("a rewards link with this key exists")
 type Store struct {
 	Pool *pgxpool.Pool
 	// Keys seal and open bank details.
-	Keys *KeyRing
+	Keys *sealing.KeyRing
 }
 
 // Link is a stored rewards link: its state as the use case encoded it, and the version a

@@ -13,7 +13,9 @@ import (
 
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
+	"github.com/flexsite/flexsite/internal/keyring"
 	"github.com/flexsite/flexsite/internal/pagestore"
+	"github.com/flexsite/flexsite/internal/sealing"
 )
 
 var testDB *dbtest.Database
@@ -25,19 +27,19 @@ func keyData(t *testing.T, kids ...string) (map[string][]byte, string) {
 	t.Helper()
 	data := map[string][]byte{}
 	for _, kid := range kids {
-		_, key, err := pagestore.NewKey()
+		_, key, err := sealing.NewKey()
 		if err != nil {
 			t.Fatal(err)
 		}
-		data[kid+pagestore.KeySuffix] = key
+		data[kid+keyring.KeySuffix] = key
 	}
-	data[pagestore.ActiveEntry] = []byte(kids[len(kids)-1])
+	data[keyring.ActiveEntry] = []byte(kids[len(kids)-1])
 	return data, kids[len(kids)-1]
 }
 
 func newStore(t *testing.T, data map[string][]byte) *pagestore.Store {
 	t.Helper()
-	ring := pagestore.NewKeyRing(nil, nil, "", "")
+	ring := sealing.NewKeyRing(nil, nil, "", "", "bank details")
 	if err := ring.Load(data); err != nil {
 		t.Fatal(err)
 	}
@@ -162,9 +164,9 @@ func TestBankDetailsKeysRotate(t *testing.T) {
 	}
 	// The operator adds a key and makes it active: old rows still open with theirs, new
 	// writes use the new one.
-	_, newKey, _ := pagestore.NewKey()
-	rotated := map[string][]byte{"old" + pagestore.KeySuffix: old["old"+pagestore.KeySuffix], "new" + pagestore.KeySuffix: newKey,
-		pagestore.ActiveEntry: []byte("new")}
+	_, newKey, _ := sealing.NewKey()
+	rotated := map[string][]byte{"old" + keyring.KeySuffix: old["old"+keyring.KeySuffix], "new" + keyring.KeySuffix: newKey,
+		keyring.ActiveEntry: []byte("new")}
 	if err := s.Keys.Load(rotated); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +193,7 @@ func TestBankDetailsKeysRotate(t *testing.T) {
 	if kid := keyIDOf(t, org, site); kid != "new" {
 		t.Fatalf("after Reseal the old row is sealed with %q", kid)
 	}
-	if err := s.Keys.Load(map[string][]byte{"new" + pagestore.KeySuffix: newKey, pagestore.ActiveEntry: []byte("new")}); err != nil {
+	if err := s.Keys.Load(map[string][]byte{"new" + keyring.KeySuffix: newKey, keyring.ActiveEntry: []byte("new")}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.BankDetails(ctx, org, site); err != nil || string(got) != "first" {
@@ -201,24 +203,24 @@ func TestBankDetailsKeysRotate(t *testing.T) {
 	if _, err := testDB.Pool.Exec(ctx, `UPDATE bank_details SET key_id = 'gone' WHERE organisation = $1 AND site_id = $2`, org, site); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.BankDetails(ctx, org, site); !errors.Is(err, pagestore.ErrUnknownKey) {
+	if _, err := s.BankDetails(ctx, org, site); !errors.Is(err, keyring.ErrUnknownKey) {
 		t.Fatalf("a row of a removed key: %v, want ErrUnknownKey", err)
 	}
 }
 
 func TestKeySecretIsChecked(t *testing.T) {
-	_, key, _ := pagestore.NewKey()
+	_, key, _ := sealing.NewKey()
 	for name, data := range map[string]map[string][]byte{
 		"no active":         {"a.key": key},
 		"active names none": {"a.key": key, "active": []byte("b")},
 		"short key":         {"a.key": key[:16], "active": []byte("a")},
 		"key without an id": {".key": key, "active": []byte("")},
 	} {
-		if _, _, err := pagestore.ParseKeys(data); err == nil {
+		if _, _, err := sealing.ParseKeys(data); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if _, active, err := pagestore.ParseKeys(map[string][]byte{"a.key": key, "active": []byte("a\n")}); err != nil || active != "a" {
+	if _, active, err := sealing.ParseKeys(map[string][]byte{"a.key": key, "active": []byte("a\n")}); err != nil || active != "a" {
 		t.Errorf("a good Secret: %q, %v", active, err)
 	}
 }

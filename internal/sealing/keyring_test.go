@@ -6,15 +6,16 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/flexsite/flexsite/internal/keyring"
 	"github.com/flexsite/flexsite/internal/sealing"
 )
 
 // ring is a key ring loaded with the given key ids, the last active (no Secret behind it).
 func ring(t *testing.T, keys map[string][]byte, active string) *sealing.KeyRing {
 	t.Helper()
-	data := map[string][]byte{sealing.ActiveEntry: []byte(active)}
+	data := map[string][]byte{keyring.ActiveEntry: []byte(active)}
 	for kid, key := range keys {
-		data[kid+sealing.KeySuffix] = key
+		data[kid+keyring.KeySuffix] = key
 	}
 	r := sealing.NewKeyRing(nil, nil, "", "", "test secrets")
 	if err := r.Load(data); err != nil {
@@ -61,7 +62,7 @@ func TestSealOpensOnlyWithItsKeyAndData(t *testing.T) {
 		t.Fatalf("after rotation Seal used %q", kid)
 	}
 	removed := ring(t, map[string][]byte{"new": fresh}, "new")
-	if _, err := removed.Open(ctx, "old", nonce, ct, []byte("organisation-a")); !errors.Is(err, sealing.ErrUnknownKey) {
+	if _, err := removed.Open(ctx, "old", nonce, ct, []byte("organisation-a")); !errors.Is(err, keyring.ErrUnknownKey) {
 		t.Fatalf("a removed key's value: %v, want ErrUnknownKey", err)
 	}
 }

@@ -1,11 +1,7 @@
 package sealing_test
 
 import (
-	"os"
 	"testing"
-
-	"github.com/go-logr/logr"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -14,20 +10,7 @@ import (
 // then they skip.
 var env *testenv.Env
 
-func TestMain(m *testing.M) {
-	logf.SetLogger(logr.Discard())
-	os.Exit(testenv.RunShared(m, &env))
-}
+func TestMain(m *testing.M) { testenv.MainShared(m, &env) }
 
 // newNamespace is a namespace of the test's own (the test skips without an API server).
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	if env == nil {
-		t.Skip("KUBEBUILDER_ASSETS is not set: run `make test`")
-	}
-	ns, err := env.Namespace(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ns
-}
+func newNamespace(t *testing.T) string { return testenv.SharedNamespace(t, env) }

@@ -7,8 +7,7 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"github.com/flexsite/flexsite/internal/keyring"
 )
 
 const (
@@ -51,7 +50,7 @@ func (r Rotation) Rotated(data map[string][]byte, now time.Time) (map[string][]b
 		out[name] = []byte(now.UTC().Format(time.RFC3339))
 		changed = true
 	}
-	active := strings.TrimSpace(string(data[ActiveEntry]))
+	active := strings.TrimSpace(string(data[keyring.ActiveEntry]))
 	activated, err := entryTime(data, active+ActivatedSuffix)
 	if err != nil {
 		return nil, false, err
@@ -61,7 +60,7 @@ func (r Rotation) Rotated(data map[string][]byte, now time.Time) (map[string][]b
 		activated = now
 	}
 	for name := range data {
-		kid, ok := strings.CutSuffix(name, KeySuffix)
+		kid, ok := strings.CutSuffix(name, keyring.KeySuffix)
 		if !ok || kid == active {
 			continue
 		}
@@ -73,7 +72,7 @@ func (r Rotation) Rotated(data map[string][]byte, now time.Time) (map[string][]b
 		case retired.IsZero():
 			stamp(kid + RetiredSuffix)
 		case !now.Before(retired.Add(r.Keep)):
-			delete(out, kid+KeySuffix)
+			delete(out, kid+keyring.KeySuffix)
 			delete(out, kid+RetiredSuffix)
 			delete(out, kid+ActivatedSuffix)
 			changed = true
@@ -84,8 +83,8 @@ func (r Rotation) Rotated(data map[string][]byte, now time.Time) (map[string][]b
 		if err != nil {
 			return nil, false, err
 		}
-		out[kid+KeySuffix] = key
-		out[ActiveEntry] = []byte(kid)
+		out[kid+keyring.KeySuffix] = key
+		out[keyring.ActiveEntry] = []byte(kid)
 		stamp(kid + ActivatedSuffix)
 		stamp(active + RetiredSuffix)
 	}
@@ -106,30 +105,10 @@ func entryTime(data map[string][]byte, name string) (time.Time, error) {
 }
 
 // Rotate re-reads the key Secret, writes the rotation due at now (Rotation.Rotated), and loads
-// the result. Every replica may call it: the write carries the Secret's resourceVersion, so of
-// replicas rotating at once one writes and the others, refused with a conflict, load what it
-// wrote (the token signing keys' Ensure settles its creation the same way).
+// the result. Every replica may call it: of replicas rotating at once one writes and the
+// others load what it wrote (keyring.Ring.Edit).
 func (k *KeyRing) Rotate(ctx context.Context, r Rotation, now time.Time) error {
-	if k.reader == nil || k.writer == nil {
-		return fmt.Errorf("%s key ring: no Secret to rotate", k.what)
-	}
-	secret := &corev1.Secret{}
-	if err := k.reader.Get(ctx, k.key, secret); err != nil {
-		return fmt.Errorf("reading the %s key Secret %s: %w", k.what, k.key, err)
-	}
-	data, changed, err := r.Rotated(secret.Data, now)
-	if err != nil {
-		return fmt.Errorf("%s key Secret %s: %w", k.what, k.key, err)
-	}
-	if changed {
-		secret.Data = data
-		if err := k.writer.Update(ctx, secret); apierrors.IsConflict(err) {
-			return k.Reload(ctx) // another replica rotated first
-		} else if err != nil {
-			return fmt.Errorf("rotating the %s key Secret %s: %w", k.what, k.key, err)
-		}
-	}
-	return k.Load(data)
+	return k.ring.Edit(ctx, func(data map[string][]byte) (map[string][]byte, bool, error) { return r.Rotated(data, now) })
 }
 
 // Rotator is a Runnable that rotates the ring (Rotate) every r.CheckEvery, in every replica

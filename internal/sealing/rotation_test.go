@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flexsite/flexsite/internal/keyring"
 	"github.com/flexsite/flexsite/internal/sealing"
 )
 
@@ -21,7 +22,7 @@ var rotation = sealing.Rotation{Every: 24 * time.Hour, Keep: 70 * time.Minute}
 func keyIDs(data map[string][]byte) []string {
 	var ids []string
 	for name := range data {
-		if kid, ok := strings.CutSuffix(name, sealing.KeySuffix); ok {
+		if kid, ok := strings.CutSuffix(name, keyring.KeySuffix); ok {
 			ids = append(ids, kid)
 		}
 	}
@@ -37,7 +38,7 @@ func TestRotatedRotatesThenRemovesTheRetiredKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 11, 29, 6, 0, 0, 0, time.UTC)
-	data := map[string][]byte{kid + sealing.KeySuffix: key, sealing.ActiveEntry: []byte(kid)}
+	data := map[string][]byte{kid + keyring.KeySuffix: key, keyring.ActiveEntry: []byte(kid)}
 
 	started, changed, err := rotation.Rotated(data, t0)
 	if err != nil || !changed || string(started[kid+sealing.ActivatedSuffix]) != "2026-11-29T06:00:00Z" {
@@ -53,7 +54,7 @@ func TestRotatedRotatesThenRemovesTheRetiredKey(t *testing.T) {
 	if err != nil || !changed {
 		t.Fatalf("at Every: %v, changed %v", err, changed)
 	}
-	next := string(rotated[sealing.ActiveEntry])
+	next := string(rotated[keyring.ActiveEntry])
 	if next == kid || !slices.Equal(keyIDs(rotated), sortedIDs(kid, next)) ||
 		string(rotated[kid+sealing.RetiredSuffix]) != "2026-11-30T06:00:00Z" {
 		t.Fatalf("at Every: active %q, keys %v, old retired %q", next, keyIDs(rotated), rotated[kid+sealing.RetiredSuffix])
@@ -73,13 +74,13 @@ func TestRotatedRotatesThenRemovesTheRetiredKey(t *testing.T) {
 
 	// A key an operator retired by hand (no retirement time) is kept Keep from when the
 	// rotation first sees it.
-	byHand := map[string][]byte{sealing.ActiveEntry: []byte(next), next + sealing.KeySuffix: dropped[next+sealing.KeySuffix],
-		next + sealing.ActivatedSuffix: dropped[next+sealing.ActivatedSuffix], kid + sealing.KeySuffix: key}
+	byHand := map[string][]byte{keyring.ActiveEntry: []byte(next), next + keyring.KeySuffix: dropped[next+keyring.KeySuffix],
+		next + sealing.ActivatedSuffix: dropped[next+sealing.ActivatedSuffix], kid + keyring.KeySuffix: key}
 	seen, _, err := rotation.Rotated(byHand, t0.Add(rotation.Every+time.Hour))
 	if err != nil || string(seen[kid+sealing.RetiredSuffix]) != "2026-11-30T07:00:00Z" {
 		t.Fatalf("a key retired by hand: %v, retired %q", err, seen[kid+sealing.RetiredSuffix])
 	}
-	if _, _, err := rotation.Rotated(map[string][]byte{kid + sealing.KeySuffix: key, sealing.ActiveEntry: []byte(kid),
+	if _, _, err := rotation.Rotated(map[string][]byte{kid + keyring.KeySuffix: key, keyring.ActiveEntry: []byte(kid),
 		kid + sealing.ActivatedSuffix: []byte("yesterday")}, t0); err == nil {
 		t.Error("accepted an activation time that is not one")
 	}
@@ -132,7 +133,7 @@ func TestRotateAcrossReplicas(t *testing.T) {
 	if ids := keyIDs(secret.Data); len(ids) != 2 {
 		t.Fatalf("keys %v after two replicas rotated at once; want the old and one new", ids)
 	}
-	newKid := string(secret.Data[sealing.ActiveEntry])
+	newKid := string(secret.Data[keyring.ActiveEntry])
 	for i, r := range replicas {
 		kid, _, _, err := r.Seal(ctx, []byte("x"), nil)
 		if err != nil || kid != newKid || kid == oldKid {
@@ -149,7 +150,7 @@ func TestRotateAcrossReplicas(t *testing.T) {
 		}
 	}
 	for i, r := range replicas {
-		if _, err := r.Open(ctx, oldKid, nonce, sealed, []byte("org")); !errors.Is(err, sealing.ErrUnknownKey) {
+		if _, err := r.Open(ctx, oldKid, nonce, sealed, []byte("org")); !errors.Is(err, keyring.ErrUnknownKey) {
 			t.Errorf("replica %d, Keep after the rotation: the old key's value: %v; want ErrUnknownKey", i, err)
 		}
 		if held := r.Held(); !slices.Equal(held, []string{newKid}) {

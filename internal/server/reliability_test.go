@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 	householdcore "github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/validation"
 )
 
 // Reliability under concurrency: requests racing for the same natural keys (an asset's
@@ -29,16 +31,10 @@ import (
 // sums them up.
 
 // validMPAN makes the i-th MPAN of a series (distributor 19, then i zero-padded to ten
-// digits) with its check digit: digits 1..12 weighted 3,5,7,13,17,19,23,29,31,37,41,43, and
-// the weighted sum mod 11 mod 10 is digit 13.
+// digits) with its check digit.
 func validMPAN(i int) string {
 	first12 := fmt.Sprintf("19%010d", i)
-	weights := [12]int{3, 5, 7, 13, 17, 19, 23, 29, 31, 37, 41, 43}
-	sum := 0
-	for j, w := range weights {
-		sum += int(first12[j]-'0') * w
-	}
-	return fmt.Sprintf("%s%d", first12, sum%11%10)
+	return first12 + strconv.Itoa(validation.MPANCheckDigit(first12))
 }
 
 // relHTTP sends the concurrent requests: enough idle connections that 50 requests at once do

@@ -132,7 +132,7 @@ type Config struct {
 	HostedNamespace string
 	// BankKeys seal the bank details (nil: the key Secret pagestore.DefaultKeysSecret of
 	// HostedNamespace, loaded, or created, on first use).
-	BankKeys *pagestore.KeyRing
+	BankKeys *sealing.KeyRing
 	// MeterRefKeys seal the meter references a search answers (nil: the key Secret
 	// meterpoints.DefaultKeysSecret of HostedNamespace, loaded, or created, on first use).
 	MeterRefKeys *sealing.KeyRing
@@ -198,7 +198,7 @@ func NewServer(cfg Config) *Server {
 	}
 	keys := cfg.BankKeys
 	if keys == nil {
-		keys = pagestore.NewKeyRing(cfg.APIReader, cfg.Client, hostedNS, pagestore.DefaultKeysSecret)
+		keys = sealing.NewKeyRing(cfg.APIReader, cfg.Client, hostedNS, pagestore.DefaultKeysSecret, "bank details")
 	}
 	meterKeys := cfg.MeterRefKeys
 	if meterKeys == nil {

@@ -188,18 +188,6 @@ func entitySettled(tok, siteID string, n int) {
 	}).Should(Succeed())
 }
 
-// entityMPAN makes the n-th of a series of valid MPANs (distributor 19), for specs that need
-// more sites than the four fixtures.
-func entityMPAN(n int) string {
-	first12 := fmt.Sprintf("19%010d", n)
-	weights := []int{3, 5, 7, 13, 17, 19, 23, 29, 31, 37, 41, 43}
-	sum := 0
-	for i, w := range weights {
-		sum += int(first12[i]-'0') * w
-	}
-	return fmt.Sprintf("%s%d", first12, sum%11%10)
-}
-
 // entityLinesWithout drops the snapshot lines that mention a name.
 func entityLinesWithout(snap, name string) string {
 	var kept []string
@@ -659,7 +647,7 @@ var _ = Describe("Enrolments declared outside the API (GitOps)", func() {
 		// does not happen every time.
 		var problems []string
 		for i := range 12 {
-			mpan := entityMPAN(i)
+			mpan := validMPAN(i)
 			siteID := entitySiteID(entityInitialise(tok, mpan))
 			siteName := identity.SiteNameForMPAN(mpan)
 			Expect(k8sClient.Create(ctx, &flexv1.Enrolment{
@@ -1153,7 +1141,7 @@ var _ = Describe("Reads after writes", func() {
 		// a read that lags the write does not happen every time.
 		var problems []string
 		for i := range 20 {
-			mpan := entityMPAN(i)
+			mpan := validMPAN(i)
 			body := entityInitialise(tok, mpan)
 			siteID := entitySiteID(body)
 			assetIDs := entityAssetIDs(body)

@@ -11,6 +11,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	claimrule "github.com/flexsite/flexsite/internal/claim"
+	"github.com/flexsite/flexsite/internal/claiming"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/index"
 )
@@ -19,9 +20,6 @@ import (
 // honoured: the request that made it is still being admitted and stored, which takes
 // milliseconds, or at most the API server's request timeout.
 const ClaimGrace = time.Minute
-
-// claimAttempts bounds how often ClaimUsername replaces a stale claim and tries again.
-const claimAttempts = 3
 
 // Standing judges c given its API client (nil when that does not exist).
 func Standing(c *flexv1.UsernameClaim, holder *flexv1.APIClient, now time.Time) claimrule.Standing {
@@ -62,62 +60,29 @@ func (e *UsernameTakenError) Error() string {
 // seen: holders finds them as the cache has, read as stored now by GET (an admission
 // webhook's is index.NewFreshLookup), never by a LIST of every API client (docs/scale.md,
 // "Request paths: no LIST"). A claim this call made is withdrawn when another holder turns up.
-// With dryRun it writes nothing and answers what a real request would meet now.
+// With dryRun it writes nothing and answers what a real request would meet now. The protocol
+// is internal/claiming's.
 func ClaimUsername(ctx context.Context, w client.Client, fresh client.Reader, holders index.Lookup, c *flexv1.APIClient,
 	now time.Time, dryRun bool) error {
-	for range claimAttempts {
-		claim := NewClaim(c)
-		if !dryRun {
-			err := w.Create(ctx, claim)
-			if err == nil {
-				if err := otherHolder(ctx, holders, c); err != nil {
-					if delErr := w.Delete(ctx, claim); client.IgnoreNotFound(delErr) != nil {
-						return fmt.Errorf("%w (and withdrawing the claim: %w)", err, delErr)
-					}
-					return err
-				}
-				return nil
+	_, err := claiming.Claim(ctx, w, fresh, claiming.Claimant[flexv1.UsernameClaim, *flexv1.UsernameClaim]{
+		Want: func() *flexv1.UsernameClaim { return NewClaim(c) },
+		Judge: func(ctx context.Context, existing *flexv1.UsernameClaim) (bool, claimrule.Standing, error) {
+			holder, err := holderOf(ctx, fresh, existing)
+			if err != nil {
+				return false, 0, err
 			}
-			if !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("claiming username %q: %w", c.Spec.Username, err)
-			}
-		}
-		existing := &flexv1.UsernameClaim{}
-		if err := fresh.Get(ctx, client.ObjectKeyFromObject(claim), existing); err != nil {
-			if apierrors.IsNotFound(err) {
-				if dryRun {
-					return otherHolder(ctx, holders, c)
-				}
-				continue // withdrawn meanwhile: claim again
-			}
-			return err
-		}
-		holder, err := holderOf(ctx, fresh, existing)
-		if err != nil {
-			return err
-		}
-		standing := Standing(existing, holder, now)
-		switch {
-		case existing.Spec.APIClientNamespace == c.Namespace && existing.Spec.APIClientName == c.Name && standing != claimrule.Stale:
-			// Ours: the client is updated, re-applied, or retried after a failed store.
-			return otherHolder(ctx, holders, c)
-		case standing == claimrule.Stale && dryRun:
-			return otherHolder(ctx, holders, c)
-		case standing == claimrule.Stale:
-			// Replace it, even when it names c: a fresh claim is what makes a racer that
-			// reads it now back off. The precondition keeps us from deleting a claim made a
-			// moment ago by someone else.
-			err := w.Delete(ctx, existing, client.Preconditions{UID: &existing.UID, ResourceVersion: &existing.ResourceVersion})
-			if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-				return err
-			}
-		default:
+			own := existing.Spec.APIClientNamespace == c.Namespace && existing.Spec.APIClientName == c.Name
+			return own, Standing(existing, holder, now), nil
+		},
+		OtherHolder: func() error { return otherHolder(ctx, holders, c) },
+		Taken: func(existing *flexv1.UsernameClaim, standing claimrule.Standing) error {
 			return &UsernameTakenError{Username: c.Spec.Username, Pending: standing == claimrule.Pending,
 				Holder: client.ObjectKey{Namespace: existing.Spec.APIClientNamespace, Name: existing.Spec.APIClientName}}
-		}
-	}
-	return fmt.Errorf("claiming username %q for API client %s/%s: still contended after %d attempts",
-		c.Spec.Username, c.Namespace, c.Name, claimAttempts)
+		},
+		What:   fmt.Sprintf("username %q for API client %s/%s", c.Spec.Username, c.Namespace, c.Name),
+		DryRun: dryRun,
+	})
+	return err
 }
 
 // otherHolder reports, as a UsernameTakenError, an API client other than c, in any

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/go-logr/logr"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // RunShared runs a package's tests with one API server they share, set into *env while they
@@ -26,4 +29,25 @@ func RunShared(m *testing.M, env **Env) int {
 	}()
 	*env = e
 	return m.Run()
+}
+
+// SharedNamespace is a fresh namespace of the shared API server (RunShared's env) for one
+// test, which skips when there is none.
+func SharedNamespace(t testing.TB, env *Env) string {
+	t.Helper()
+	if env == nil {
+		t.Skip("KUBEBUILDER_ASSETS is not set: run `make test`")
+	}
+	ns, err := env.Namespace(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// MainShared is the whole of a TestMain whose tests share one API server (RunShared): the
+// controller-runtime log discarded, and the tests' exit code.
+func MainShared(m *testing.M, env **Env) {
+	logf.SetLogger(logr.Discard())
+	os.Exit(RunShared(m, env))
 }

@@ -26,10 +26,10 @@ var (
 		"internal/identity", "internal/settlement", "internal/dispatch", "internal/prices", "internal/evschedule",
 		"internal/batteryschedule", "internal/ocpp", "internal/meters"}
 	// helpers: the map's "the rest" that sit below the use cases: tokens, cache keys, compact
-	// ledgers, metrics, mail, bootstrap, the local control plane and the suites' envtest.
+	// ledgers, metrics, mail, bootstrap, key rings, kept-while-listening caches, the claim protocol, the local control plane and the suites' envtest.
 	helpers = []string{"internal/auth", "internal/index", "internal/ledger", "internal/priority", "internal/metrics",
 		"internal/mail", "internal/tenancy", "internal/record", "internal/resourceversion", "internal/embedded",
-		"internal/bootstrap", "internal/testenv", "internal/testing/oauthprovider", "internal/shards", "internal/statuswrites"}
+		"internal/bootstrap", "internal/testenv", "internal/testing/oauthprovider", "internal/shards", "internal/statuswrites", "internal/keyring", "internal/keptcache", "internal/claiming"}
 	httpDoors = []string{"internal/restapi", "internal/hostedflow", "internal/rewardspage", "internal/devicecallback", "internal/openadr"}
 )
 
@@ -42,23 +42,23 @@ var packageMap = []row{
 	{pkgs: apiTypes},
 	{pkgs: pureRules, may: join(apiTypes, pureRules)},
 	{pkgs: []string{"internal/household"}, may: join(apiTypes, pureRules)},
-	{pkgs: []string{"internal/householdstore"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/index"})},
+	{pkgs: []string{"internal/householdstore"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/index", "internal/claiming"})},
 	{pkgs: []string{"internal/app"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/householdstore",
 		"internal/auth", "internal/index", "internal/metrics", "internal/record", "internal/resourceversion"})},
 	{pkgs: []string{"internal/app/rewards", "internal/app/subscriptions", "internal/app/flexevents"},
 		may: join(apiTypes, pureRules, []string{"internal/app", "internal/auth", "internal/household", "internal/householdstore",
 			"internal/record", "internal/metrics", "internal/mail", "internal/ledger", "internal/events", "internal/db",
 			"internal/rewardstore", "internal/pagestore", "internal/settlementstore", "internal/outboxstore",
-			"internal/dispatchstore"}),
+			"internal/dispatchstore", "internal/keptcache"}),
 		except: []string{"internal/app/devices", "internal/app/readings", "internal/app/dispatches", "internal/app/assetevents"}},
 	{pkgs: []string{"internal/app/dispatches", "internal/app/assetevents"}, may: join(apiTypes, pureRules, []string{"internal/app",
 		"internal/auth", "internal/index", "internal/householdstore", "internal/db", "internal/dispatchstore",
 		"internal/asseteventstore"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/app/pricing"}, may: join(apiTypes, pureRules, []string{"internal/app",
 		"internal/auth", "internal/index", "internal/household", "internal/householdstore", "internal/db", "internal/pricestore",
-		"internal/schedulestore", "internal/dispatchstore", "internal/asseteventstore", "internal/metrics"}), except: []string{"internal/app/"}},
+		"internal/schedulestore", "internal/dispatchstore", "internal/asseteventstore", "internal/metrics", "internal/keptcache"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/app/meterpoints"}, may: join(apiTypes, pureRules, []string{"internal/app",
-		"internal/auth", "internal/db", "internal/sealing", "internal/metrics"}), except: []string{"internal/app/"}},
+		"internal/auth", "internal/db", "internal/sealing", "internal/keyring", "internal/metrics"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/app/devices"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/auth",
 		"internal/deviceauth", "internal/household", "internal/index"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/deviceauth"}, may: join(apiTypes, pureRules, []string{"internal/events"})},
@@ -96,7 +96,7 @@ var packageMap = []row{
 	{pkgs: []string{"internal/db"}},
 	{pkgs: []string{"internal/rewardstore"}, may: join(apiTypes, []string{"internal/db", "internal/household", "internal/record"})},
 	{pkgs: []string{"internal/pagestore"}, may: []string{"internal/db", "internal/sealing"}},
-	{pkgs: []string{"internal/sealing"}},
+	{pkgs: []string{"internal/sealing"}, may: []string{"internal/keyring"}},
 	{pkgs: []string{"internal/meterstore"}, may: join(pureRules, []string{"internal/db"})},
 	{pkgs: []string{"internal/settlementstore"}, may: join(apiTypes, []string{"internal/db", "internal/settlement",
 		"internal/events", "internal/rewardstore"})},

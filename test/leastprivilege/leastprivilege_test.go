@@ -233,7 +233,7 @@ func TestManagerReachesOnlyItsOwnAndOrganisationsSecrets(t *testing.T) {
 	// keys, created and read.
 	keys := auth.NewKeyRing(manager, manager, managerNamespace, "flexsite-token-keys")
 	mustAllow(t, "the token signing keys", keys.Ensure(ctx))
-	bankKeys := pagestore.NewKeyRing(manager, manager, managerNamespace, pagestore.DefaultKeysSecret)
+	bankKeys := sealing.NewKeyRing(manager, manager, managerNamespace, pagestore.DefaultKeysSecret, "bank details")
 	mustAllow(t, "the bank details keys", bankKeys.Ensure(ctx))
 	meterRefKeys := sealing.NewKeyRing(manager, manager, managerNamespace, meterpoints.DefaultKeysSecret, "meter references")
 	mustAllow(t, "the meter reference keys", meterRefKeys.Ensure(ctx))

@@ -17,6 +17,7 @@ import (
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/keyring"
 	"github.com/flexsite/flexsite/internal/meters"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/sealing"
@@ -224,7 +225,7 @@ func (s *Service) Open(ctx context.Context, p *auth.Principal, ref string) (mete
 	want := meters.Ref{Organisation: p.Namespace}
 	plaintext, err := s.Keys.Open(ctx, kid, nonce, ciphertext, want.AdditionalData())
 	if err != nil {
-		if !errors.Is(err, sealing.ErrUnknownKey) {
+		if !errors.Is(err, keyring.ErrUnknownKey) {
 			// An unknown key id is a reference of a removed key or a made-up one; anything
 			// else (the Secret unreadable) is logged, but still told as not found.
 			s.Log.V(1).Info("meter reference does not open", "error", err.Error())

@@ -20,76 +20,33 @@ func TestMain(m *testing.M) {
 	dbtest.Main(m, &testDB)
 }
 
-// A read that began before an invalidation does not keep what it read: its epoch is stale.
-func TestPriceCacheEpoch(t *testing.T) {
+// The kept prices are a market's for one horizon: the epoch rule, the listening and the byte
+// bound are internal/keptcache's (its tests).
+func TestPriceCacheKeepsOneHorizon(t *testing.T) {
 	c := newPriceCache(maxKeptPriceBytes)
+	c.Reset(true) // listening
 	k := marketKey{"org", "price_curve"}
 	start := time.Date(2026, 11, 27, 17, 30, 0, 0, time.UTC)
-	stale := pricestore.Span{Prices: []prices.Price{{Start: start, Centi: 100}}}
+	span := pricestore.Span{Prices: []prices.Price{{Start: start, Centi: 100}}}
 
-	if epoch := c.begin(); epoch != 0 {
-		t.Fatalf("a cache that does not listen gave token %d", epoch)
-	}
-	c.keep(k, c.begin(), start, stale, nil)
-	c.reset(true) // listening
-	if c.get(k, start) != nil {
-		t.Fatal("a cache that did not listen kept a read")
-	}
-
-	// The read begins, a declaration invalidates the market, then the read tries to keep
-	// what it saw before: nothing is kept.
-	epoch := c.begin()
-	c.invalidate(k)
-	c.keep(k, epoch, start, stale, []byte("stale"))
-	if e := c.get(k, start); e != nil {
-		t.Fatalf("a read racing an invalidation kept %+v", e)
-	}
-	// An invalidation of another market makes the read unkeepable too (one epoch for all).
-	epoch = c.begin()
-	c.invalidate(marketKey{"other", "price_curve"})
-	c.keep(k, epoch, start, stale, nil)
-	if c.get(k, start) != nil {
-		t.Fatal("a read racing another market's invalidation was kept")
-	}
-
-	// A read with nothing in between is kept, for its horizon only.
-	c.keep(k, c.begin(), start, stale, []byte("curve"))
+	c.keep(k, c.Begin(), start, span, []byte("curve"))
 	if e := c.get(k, start); e == nil || string(e.curve) != "curve" {
 		t.Fatalf("an undisturbed read was not kept: %+v", e)
+	}
+	if got, want := c.Bytes(), keptBookkeeping+keptPriceBytes+len("curve"); got != want {
+		t.Errorf("the entry is counted for %d bytes, want %d", got, want)
 	}
 	if c.get(k, start.Add(prices.HalfHour)) != nil {
 		t.Fatal("the next period's horizon was served the kept one")
 	}
-	// Losing the listening connection drops everything and stops keeping.
-	epoch = c.begin()
-	c.reset(false)
+	// A declaration of another market leaves it; one of its own drops it.
+	c.Invalidate(marketKey{"other", "price_curve"})
+	if c.get(k, start) == nil {
+		t.Fatal("another market's declaration dropped the kept prices")
+	}
+	c.Invalidate(k)
 	if c.get(k, start) != nil {
-		t.Fatal("kept prices served while not listening")
-	}
-	c.reset(true)
-	c.keep(k, epoch, start, stale, nil)
-	if c.get(k, start) != nil {
-		t.Fatal("a read begun before the connection was lost was kept after it")
-	}
-}
-
-// The kept prices are bounded by their bytes: past the bound, other markets make room.
-func TestPriceCacheBound(t *testing.T) {
-	c := newPriceCache(3 * (keptBookkeeping + 100))
-	c.reset(true)
-	start := time.Date(2026, 11, 27, 17, 30, 0, 0, time.UTC)
-	for i := range 10 {
-		c.keep(marketKey{"org", string(rune('a' + i))}, c.begin(), start, pricestore.Span{}, make([]byte, 100))
-		if c.bytes > c.maxBytes {
-			t.Fatalf("after %d markets %d bytes kept, bound %d", i+1, c.bytes, c.maxBytes)
-		}
-	}
-	if len(c.markets) != 3 {
-		t.Errorf("%d markets kept, want 3", len(c.markets))
-	}
-	c.keep(marketKey{"org", "huge"}, c.begin(), start, pricestore.Span{}, make([]byte, c.maxBytes))
-	if c.get(marketKey{"org", "huge"}, start) != nil || c.bytes > c.maxBytes {
-		t.Error("an entry larger than the bound was kept")
+		t.Fatal("the market's declaration left its kept prices")
 	}
 }
 
@@ -176,7 +133,7 @@ func TestKeptPricesFollowNotifications(t *testing.T) {
 	if _, err := replica.Prices.Put(ctx, org, market, today, wholeDay(t, today, 2500), "p", now); err != nil {
 		t.Fatal(err)
 	}
-	replica.kept.invalidate(k) // as DeclarePrices does after Put
+	replica.kept.Invalidate(k) // as DeclarePrices does after Put
 	if got := first(); got != 2500 {
 		t.Fatalf("after this replica's declaration: %v, want 2500", got)
 	}

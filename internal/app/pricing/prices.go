@@ -83,7 +83,7 @@ func (s *Service) DeclarePrices(ctx context.Context, p *auth.Principal, d Declar
 	replaced, err := s.Prices.Put(ctx, p.Namespace, d.Market, d.Day, sorted, p.Username, now)
 	// Whatever happened (a commit whose answer was lost included), this replica's next read
 	// asks the database: read-your-writes here without waiting for the notification.
-	s.kept.invalidate(marketKey{p.Namespace, d.Market})
+	s.kept.Invalidate(marketKey{p.Namespace, d.Market})
 	if err != nil {
 		return MarketPricesResponse{}, false, s.failed(err)
 	}
@@ -179,7 +179,7 @@ func (s *Service) horizonPrices(ctx context.Context, organisation, market string
 	start := prices.PeriodStart(now)
 	// The token is taken before the entry is looked up: an invalidation after it makes
 	// whatever this read derives unkeepable.
-	epoch := s.kept.begin()
+	epoch := s.kept.Begin()
 	if e := s.kept.get(k, start); e != nil {
 		return e, epoch, nil
 	}

@@ -32,7 +32,7 @@ type Service struct {
 	Now         func() time.Time
 
 	// kept holds the prices of the current horizon while Listen hears their declarations.
-	kept *priceCache
+	kept priceCache
 	// reads are the cache's stores the hot reads look objects up in.
 	reads cacheReads
 }

@@ -98,7 +98,7 @@ func (s *Service) readPage(ctx context.Context, key rewardstore.Site, q Transact
 			return page, nil
 		}
 	}
-	epoch := s.pages.begin()
+	epoch := s.pages.Begin()
 	read := s.batch
 	if !whole {
 		read = q.Limit + 1
@@ -196,7 +196,7 @@ func appendRow(l *ledger.Ledger, r *ledger.Row, row *rewardstore.PageRow) {
 
 // keptBalance is the site's balance: kept (pageCache), else from the database (and kept).
 func (s *Service) keptBalance(ctx context.Context, site *flexv1.Site) (household.Balance, error) {
-	return s.balanceOf(ctx, siteKey(site), s.pages.begin())
+	return s.balanceOf(ctx, siteKey(site), s.pages.Begin())
 }
 
 // balanceOf is the site's balance (rewardstore's SQL sum, the only one): kept (pageCache),
@@ -264,7 +264,7 @@ func (s *Service) Credit(ctx context.Context, p *auth.Principal, siteID string, 
 func (s *Service) credit(ctx context.Context, key rewardstore.Site, in CreditInput) (TransactionRecord, bool, error) {
 	stored, created, err := s.Store.Append(ctx, key, in, rewardstore.SourceAPI)
 	if err != nil {
-		s.pages.invalidate(key)
+		s.pages.Invalidate(key)
 		return TransactionRecord{}, false, storeErr(err)
 	}
 	s.wrote(ctx, key)
@@ -286,7 +286,7 @@ func (s *Service) SetPaymentStatus(ctx context.Context, p *auth.Principal, siteI
 	}
 	tx, err := s.Store.SetPaymentStatus(ctx, siteKey(site), transactionID, status, "api-client:"+p.Namespace+"/"+p.ClientName)
 	if err != nil {
-		s.pages.invalidate(siteKey(site))
+		s.pages.Invalidate(siteKey(site))
 		return TransactionRecord{}, storeErr(err)
 	}
 	s.wrote(ctx, siteKey(site))
@@ -300,7 +300,7 @@ func (s *Service) withdraw(ctx context.Context, site *flexv1.Site) error {
 		return s.Policy.Withdrawal(b, s.Now(), newID())
 	})
 	if err != nil {
-		s.pages.invalidate(siteKey(site))
+		s.pages.Invalidate(siteKey(site))
 		return err
 	}
 	s.wrote(ctx, siteKey(site))

@@ -37,7 +37,7 @@ import (
 //   - the emailed six-digit code, hashed with the link's key, single use, expiring, with a
 //     bounded number of tries and of sends.
 //
-// Bank details are in PostgreSQL too, sealed (pagestore.KeyRing): the manager keeps nothing of
+// Bank details are in PostgreSQL too, sealed (internal/sealing's key ring): the manager keeps nothing of
 // the rewards page in Secrets, and may read no Secret outside its own namespace and the
 // organisations' (docs/platform.md).
 

@@ -2,11 +2,11 @@ package rewards
 
 import (
 	"context"
+	"maps"
 	"os"
-	"sync"
-	"sync/atomic"
 
 	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/keptcache"
 	"github.com/flexsite/flexsite/internal/ledger"
 	"github.com/flexsite/flexsite/internal/metrics"
 	"github.com/flexsite/flexsite/internal/rewardstore"
@@ -41,7 +41,8 @@ const pageBookkeeping = 256
 // pageKey selects a kept page of a site: the paging of a query without since or until.
 type pageKey struct{ limit, offset int }
 
-// keptSite is what is kept of one site: its balance and its pages.
+// keptSite is what is kept of one site: its balance and its pages, read-only once kept (a
+// fill makes a new one, sharing the pages it keeps).
 type keptSite struct {
 	balance *household.Balance
 	pages   map[pageKey]*ledger.Ledger
@@ -52,184 +53,84 @@ type keptSite struct {
 // in the ledger's compact form (the policy's verdicts depend on the clock and are worked out
 // per answer), so that a read of an unchanged ledger costs no SQL.
 //
-// It is never staler than PostgreSQL's notifications: a site's entry is dropped at once by
-// this replica's own writes through the use cases, and on every "<namespace>/<site id>"
-// notification of rewardstore.ChangedChannel (any writer's commit, any replica). It serves
-// only while it listens: when the listening connection is lost, everything is dropped and
-// reads go to the database until it listens again. A read fills the cache only if nothing
-// was invalidated since it began (epoch), so a read that saw the ledger before a write cannot
-// keep that view after the write's invalidation.
+// It is a cache kept while listening (internal/keptcache: served only while listening, the
+// epoch rule, the byte bound): a site's entry is dropped at once by this replica's own writes
+// through the use cases, and on every "<namespace>/<site id>" notification of
+// rewardstore.ChangedChannel (any writer's commit, any replica); while the listening
+// connection is lost, reads go to the database.
 type pageCache struct {
-	mu        sync.Mutex
-	sites     map[rewardstore.Site]*keptSite
-	bytes     int
-	maxBytes  int
-	epoch     uint64
-	listening atomic.Bool
+	*keptcache.Cache[rewardstore.Site, *keptSite]
 }
 
-func newPageCache(maxBytes int) *pageCache {
-	return &pageCache{sites: map[rewardstore.Site]*keptSite{}, maxBytes: maxBytes}
-}
-
-// begin is the token a read takes before it asks the database (0: the cache is not in use).
-func (c *pageCache) begin() uint64 {
-	if c == nil || !c.listening.Load() {
-		return 0
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.epoch
+func newPageCache(maxBytes int) pageCache {
+	return pageCache{keptcache.New[rewardstore.Site, *keptSite](maxBytes, func(bytes int) {
+		metrics.KeptRewardPageBytes.Set(float64(bytes))
+	})}
 }
 
 // page is a kept page (read-only) and the site's kept balance (nil, nil when not kept).
-func (c *pageCache) page(site rewardstore.Site, k pageKey) (*ledger.Ledger, *household.Balance) {
-	if c == nil || !c.listening.Load() {
-		return nil, nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.sites[site]
-	if e == nil || e.balance == nil {
+func (c pageCache) page(site rewardstore.Site, k pageKey) (*ledger.Ledger, *household.Balance) {
+	e, ok := c.Get(site)
+	if !ok || e.balance == nil {
 		return nil, nil
 	}
 	return e.pages[k], e.balance
 }
 
 // balance is the site's kept balance (nil when not kept).
-func (c *pageCache) balance(site rewardstore.Site) *household.Balance {
-	if c == nil || !c.listening.Load() {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e := c.sites[site]; e != nil {
+func (c pageCache) balance(site rewardstore.Site) *household.Balance {
+	if e, ok := c.Get(site); ok {
 		return e.balance
 	}
 	return nil
 }
 
-// entry is the site's entry for a fill begun at epoch (nil when invalidated since): the
-// caller holds mu.
-func (c *pageCache) entry(site rewardstore.Site, epoch uint64) *keptSite {
-	if epoch == 0 || epoch != c.epoch || !c.listening.Load() {
-		return nil
-	}
-	e := c.sites[site]
-	if e == nil {
-		e = &keptSite{pages: map[pageKey]*ledger.Ledger{}, bytes: pageBookkeeping}
-		if !c.makeRoom(e.bytes) {
-			return nil
-		}
-		c.sites[site] = e
-		c.bytes += e.bytes
-	}
-	return e
-}
-
 // keepBalance keeps the site's balance read by a read begun at epoch.
-func (c *pageCache) keepBalance(site rewardstore.Site, epoch uint64, b household.Balance) {
-	if c == nil || epoch == 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e := c.entry(site, epoch); e != nil {
-		e.balance = &b
-	}
-	c.report()
+func (c pageCache) keepBalance(site rewardstore.Site, epoch uint64, b household.Balance) {
+	c.Keep(site, epoch, func(old *keptSite, had bool) (*keptSite, int) {
+		e := &keptSite{balance: &b, bytes: pageBookkeeping}
+		if had {
+			e.pages, e.bytes = old.pages, old.bytes
+		}
+		return e, e.bytes
+	})
 }
 
 // keepPage keeps a page read by a read begun at epoch; the page is read-only from then on.
-func (c *pageCache) keepPage(site rewardstore.Site, k pageKey, epoch uint64, page *ledger.Ledger) {
-	if c == nil || epoch == 0 {
+func (c pageCache) keepPage(site rewardstore.Site, k pageKey, epoch uint64, page *ledger.Ledger) {
+	if epoch == 0 {
 		return
 	}
 	page.Trim()
 	cost := page.Size() + pageBookkeeping
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	defer c.report()
-	e := c.entry(site, epoch)
-	if e == nil {
-		return
-	}
-	if old, ok := e.pages[k]; ok {
-		e.bytes -= old.Size() + pageBookkeeping
-		c.bytes -= old.Size() + pageBookkeeping
-		delete(e.pages, k)
-	}
-	delete(c.sites, site) // not evicted to make room for itself
-	ok := c.makeRoom(cost)
-	c.sites[site] = e
-	if !ok {
-		return
-	}
-	e.pages[k] = page
-	e.bytes += cost
-	c.bytes += cost
-}
-
-// makeRoom drops arbitrary sites until cost fits (false when it cannot): the caller holds mu.
-func (c *pageCache) makeRoom(cost int) bool {
-	if cost > c.maxBytes {
-		return false
-	}
-	for key, e := range c.sites {
-		if c.bytes+cost <= c.maxBytes {
-			break
+	c.Keep(site, epoch, func(old *keptSite, had bool) (*keptSite, int) {
+		e := &keptSite{pages: map[pageKey]*ledger.Ledger{}, bytes: pageBookkeeping}
+		if had {
+			maps.Copy(e.pages, old.pages)
+			e.balance, e.bytes = old.balance, old.bytes
 		}
-		c.bytes -= e.bytes
-		delete(c.sites, key)
-	}
-	return c.bytes+cost <= c.maxBytes
+		if prev, ok := e.pages[k]; ok {
+			e.bytes -= prev.Size() + pageBookkeeping
+		}
+		e.pages[k] = page
+		e.bytes += cost
+		return e, e.bytes
+	})
 }
-
-// invalidate drops what is kept of a site (its ledger changed).
-func (c *pageCache) invalidate(site rewardstore.Site) {
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.epoch++
-	if e := c.sites[site]; e != nil {
-		c.bytes -= e.bytes
-		delete(c.sites, site)
-	}
-	c.report()
-}
-
-// reset drops everything and says whether the cache is in use (listening).
-func (c *pageCache) reset(listening bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.epoch++
-	c.listening.Store(listening)
-	clear(c.sites)
-	c.bytes = 0
-	c.report()
-}
-
-func (c *pageCache) report() { metrics.KeptRewardPageBytes.Set(float64(c.bytes)) }
 
 // Listen keeps the transactions pages and balances this replica reads (pageCache) while it
 // listens to PostgreSQL's notifications of ledger changes, until ctx ends. Without it (or
 // while its connection is lost) every read asks the database.
 func (s *Service) Listen(ctx context.Context) error {
-	defer s.pages.reset(false)
+	defer s.pages.Reset(false)
 	return rewardstore.Watch(ctx, s.Store.Pool, func(namespace, siteID string) {
-		s.pages.invalidate(rewardstore.Site{Namespace: namespace, ID: siteID})
+		s.pages.Invalidate(rewardstore.Site{Namespace: namespace, ID: siteID})
 	}, func(bool) {
-		s.pages.reset(true)
+		s.pages.Reset(true)
 	}, func() {
-		s.pages.reset(false)
+		s.pages.Reset(false)
 	})
 }
 
 // KeptPageBytes is the memory the kept pages are counted for (tests).
-func (s *Service) KeptPageBytes() int {
-	s.pages.mu.Lock()
-	defer s.pages.mu.Unlock()
-	return s.pages.bytes
-}
+func (s *Service) KeptPageBytes() int { return s.pages.Bytes() }

@@ -34,7 +34,7 @@ func listening(t *testing.T) *Service {
 	done := make(chan struct{})
 	go func() { _ = s.Listen(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	eventually(t, func() bool { return s.pages.listening.Load() }, "the service listens")
+	eventually(t, func() bool { return s.pages.Listening() }, "the service listens")
 	return s
 }
 
@@ -154,12 +154,12 @@ func TestLostListenerDropsKeptPages(t *testing.T) {
 		WHERE query = 'LISTEN `+rewardstore.ChangedChannel+`' AND pid <> pg_backend_pid()`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() bool { return !s.pages.listening.Load() && s.KeptPageBytes() == 0 }, "the kept pages are dropped")
+	eventually(t, func() bool { return !s.pages.Listening() && s.KeptPageBytes() == 0 }, "the kept pages are dropped")
 	if _, kept := read(t, s, key); kept {
 		t.Fatal("answered from a kept page while not listening")
 	}
 	// Listening again, pages are kept again.
-	eventually(t, func() bool { return s.pages.listening.Load() }, "the service listens again")
+	eventually(t, func() bool { return s.pages.Listening() }, "the service listens again")
 	readKept(t, s, key)
 }
 
@@ -167,7 +167,7 @@ func TestLostListenerDropsKeptPages(t *testing.T) {
 // kept in the ledger's compact form, so a fleet read in turn is answered from memory.
 func TestKeptPagesHoldTenThousandSites(t *testing.T) {
 	c := newPageCache(maxKeptPageBytes)
-	c.reset(true)
+	c.Reset(true)
 	year := make([]flexv1.RewardTransaction, 0, 52)
 	for i := range 52 {
 		year = append(year, flexv1.RewardTransaction{ID: uuid.NewString(), Type: "flex period", CreditPence: int64(i)})
@@ -175,11 +175,11 @@ func TestKeptPagesHoldTenThousandSites(t *testing.T) {
 	const sites = 10000
 	for i := range sites {
 		key := rewardstore.Site{Namespace: "org", ID: fmt.Sprintf("site-%d", i)}
-		epoch := c.begin()
+		epoch := c.Begin()
 		c.keepBalance(key, epoch, household.Balance{Current: 1})
 		c.keepPage(key, pageKey{limit: 100}, epoch, ledger.New(year))
 	}
-	if len(c.sites) != sites {
-		t.Errorf("%d of %d sites' pages kept within %d bytes (%d used)", len(c.sites), sites, maxKeptPageBytes, c.bytes)
+	if c.Len() != sites {
+		t.Errorf("%d of %d sites' pages kept within %d bytes (%d used)", c.Len(), sites, maxKeptPageBytes, c.Bytes())
 	}
 }

@@ -59,7 +59,7 @@ type Config struct {
 type Service struct {
 	Config
 	// pages keeps encoded transactions pages and balances read from Store (Listen).
-	pages *pageCache
+	pages pageCache
 	// written remembers the revisions of this replica's writes the summaries do not show yet.
 	written *writtenRevisions
 	// batch is how many transactions a read of the whole history takes at a time

@@ -53,7 +53,7 @@ func (w *writtenRevisions) ahead(site rewardstore.Site, summarised int64) bool {
 // the site is dropped, and the revision the write reached is remembered (unless the database
 // cannot say it now: the summary is then read as it is).
 func (s *Service) wrote(ctx context.Context, site rewardstore.Site) {
-	s.pages.invalidate(site)
+	s.pages.Invalidate(site)
 	if rev, err := s.Store.Revision(ctx, site); err == nil {
 		s.written.note(site, rev)
 	}
