@@ -14,7 +14,7 @@ import (
 )
 
 // etcdBudgetBytesPerSite is what a site may store in etcd whatever its reward history
-// (docs/scale.md, "Measured cost per site": ≤ 10 KB).
+// (docs/scale.md, "What a household costs": ≤ 10 KB).
 const etcdBudgetBytesPerSite = 10 * 1024
 
 // measureEtcdPerSite reports what a site of ns stores in etcd: the JSON of its Site, Assets,

@@ -1,5 +1,6 @@
-// Command etcdcost measures what a household costs etcd, for docs/scale.md's ceiling of one
-// cluster: envtest's kube-apiserver and etcd (hack/ensure-k8s-binaries.sh), a PostgreSQL
+// Command etcdcost measures what a household costs etcd and the API server, for the ceiling of
+// one cluster (docs/scale.md, "What a household costs the cluster"; "Limits of one cluster"):
+// envtest's kube-apiserver and etcd (hack/ensure-k8s-binaries.sh), a PostgreSQL
 // (internal/db/dbtest), the manager's controllers and the REST API, all in this process. It
 // onboards households through the REST API as the bench does (a Site, a charger of a
 // qualified model, a battery, an Enrolment in limited_pause; the MPANClaim the onboard
