@@ -34,10 +34,10 @@ type Config struct {
 	// NotificationPolicy is the deliverer's address policy, which their callback URLs must meet.
 	Subscriptions      *subscriptionuses.Service
 	NotificationPolicy notification.AddressPolicy
-	// Guard authenticates the routes; Authenticator and Issuer answer auth/token.
-	Guard         *web.Authenticator
-	Authenticator *auth.Authenticator
-	Issuer        *auth.Issuer
+	// Guard authenticates the routes and checks auth/token's client credentials (under the
+	// login budgets); Issuer issues the tokens.
+	Guard  *web.Authenticator
+	Issuer *auth.Issuer
 	// Now is the clock (tests replace it).
 	Now func() time.Time
 }

@@ -81,10 +81,10 @@ type Config struct {
 	Meters *meterpoints.Service
 	// Dispatches take the asset controllers' status callbacks.
 	Dispatches *dispatches.Service
-	// Guard authenticates the routes; Authenticator and Issuer log API clients in.
-	Guard         *web.Authenticator
-	Authenticator *auth.Authenticator
-	Issuer        *auth.Issuer
+	// Guard authenticates the routes and checks a login's password (under its budgets); Issuer
+	// issues the tokens.
+	Guard  *web.Authenticator
+	Issuer *auth.Issuer
 	// Now is the clock (tests replace it): installation dates and consent times are judged by it.
 	Now func() time.Time
 	// PublicURL is the scheme and host the rewards links point at (empty: the request's).

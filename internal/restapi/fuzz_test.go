@@ -71,13 +71,13 @@ func fuzzAPI() *API {
 	rewardsSvc := rewards.New(rewards.Config{Log: logr.Discard(), Sites: households, APIReader: store, Cache: store, Now: now,
 		Store: &rewardstore.Store{Pool: down}, Private: &pagestore.Store{Pool: down}})
 	return New(Config{
-		Log:           logr.Discard(),
-		Households:    households,
-		Rewards:       rewardsSvc,
-		Meters:        &meterpoints.Service{Log: logr.Discard(), Register: &meterstore.Store{Pool: down}},
-		Guard:         &web.Authenticator{Log: logr.Discard(), Limits: web.NewLimiters(web.Limits{})},
-		Authenticator: auth.NewAuthenticator(store, store),
-		Now:           now,
+		Log:        logr.Discard(),
+		Households: households,
+		Rewards:    rewardsSvc,
+		Meters:     &meterpoints.Service{Log: logr.Discard(), Register: &meterstore.Store{Pool: down}},
+		Guard: &web.Authenticator{Log: logr.Discard(), Limits: web.NewLimiters(web.Limits{}),
+			Authenticator: auth.NewAuthenticator(store, store)},
+		Now: now,
 	})
 }
 

@@ -236,7 +236,7 @@ func NewServer(cfg Config) *Server {
 	subs.MaxSubscriptions = cfg.MaxSubscriptions
 	rest := restapi.New(restapi.Config{Log: cfg.Log, Ready: cfg.Ready, Households: households, Rewards: rewardsSvc,
 		Subscriptions: subs, Devices: devicesSvc, Readings: readingsSvc,
-		FlexEvents: flexEvents, Guard: guard, Authenticator: cfg.Authenticator, AssetEvents: assetEvents,
+		FlexEvents: flexEvents, Guard: guard, AssetEvents: assetEvents,
 		Dispatches: dispatches.New(households, flexEvents.Dispatches), Pricing: pricingSvc, Meters: meterPoints,
 		Issuer: cfg.Issuer, Now: cfg.Now, PublicURL: cfg.PublicURL, NotificationPolicy: cfg.NotificationPolicy})
 	hosted := &hostedflow.Door{Log: cfg.Log, Households: households, Rewards: rewardsSvc, Devices: devicesSvc,
@@ -250,7 +250,7 @@ func NewServer(cfg Config) *Server {
 	vtnSvc.Dispatches, vtnSvc.Readings = dispatches.New(households, flexEvents.Dispatches), readingsSvc
 	vtnDoor := openadr.New(openadr.Config{Log: cfg.Log.WithName("openadr"), Households: households, VTN: vtnSvc,
 		FlexEvents: flexEvents, Subscriptions: subs, NotificationPolicy: cfg.NotificationPolicy,
-		Guard: guard, Authenticator: cfg.Authenticator, Issuer: cfg.Issuer, Now: cfg.Now})
+		Guard: guard, Issuer: cfg.Issuer, Now: cfg.Now})
 	s := &Server{Config: cfg, rewards: rewardsSvc, pricing: pricingSvc, openADR: vtnDoor}
 
 	mux := http.NewServeMux()
