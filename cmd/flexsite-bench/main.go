@@ -139,6 +139,7 @@ func runScenarios(ctx context.Context, b *bench, rep *report, only string) error
 		{dispatchScenario, runDispatch},
 		{readingsScenario, runReadings},
 		{callbacksScenario, runCallbacks},
+		{openADRScenario, runOpenADR},
 		{scenarioSettlement, runSettlement},
 		{hostileScenario, runHostile},
 		{scenarioEVSchedule, runEVSchedule},

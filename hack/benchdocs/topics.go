@@ -74,6 +74,18 @@ var topics = []topic{
 		{"callbacks.callbacks_vs_readings_requests_ratio",
 			"dispatch status callbacks/s ÷ one-reading `POST /data/readings` requests/s"},
 	}},
+	{ID: "openadr", Title: "OpenADR door", Rows: []figureRow{
+		{"openadr.report_vs_callback_throughput_ratio",
+			"a VEN's `OPERATING_STATE` reports/s (`POST /openadr3/3.0.1/reports`) ÷ REST callbacks/s of the same change (ACCEPTED)"},
+		{"openadr.reports_per_sec", "the VEN's reports/s"},
+		{"openadr.callbacks_per_sec", "the REST callbacks/s"},
+		{"openadr.event_search_vs_sql_ratio",
+			"pages/s of a VEN's search of its 1,000 events (`GET /openadr3/3.0.1/events`, 20 pages of 50) ÷ a handler running the same SQL through the same pool, writing the same bytes"},
+		{"openadr.event_search_pages_per_sec", "the door's pages/s"},
+		{"openadr.event_search_same_sql_pages_per_sec", "the same SQL's pages/s"},
+		{"openadr.event_search_vs_sql_cpu_ratio", "the search in CPU a page (raw ÷ door, both processes)"},
+		{"openadr.event_search_page_bytes_mean", "bytes a page (50 events)"},
+	}},
 	{ID: "notifications", Title: "notifications and dispatch", Rows: []figureRow{
 		{"notifications.outbox_extra_writes_per_changed_site", "status writes per changed site with a subscription, less without"},
 		{"notifications.change_to_delivery_p99_ms", "an asset write → the receiver's `site.eligibility_changed`, p99 (ms)"},
