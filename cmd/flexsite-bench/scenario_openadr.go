@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
