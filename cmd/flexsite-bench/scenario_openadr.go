@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -345,7 +346,8 @@ func (b *bench) measureReports(ctx context.Context, rep *report, v *venSetup, cp
 	n := parts/2*cp.perPart + warmUp // requests a side
 	// Two days ahead: before the window, every report and callback says ACCEPTED.
 	start := time.Now().UTC().Truncate(time.Hour).Add(48 * time.Hour)
-	reportIDs, err := b.seedDispatches(ctx, v.assets, "bench-oadr-report", n, start)
+	// The reports' dispatches, and as many again for the profile taken after the parts.
+	reportIDs, err := b.seedDispatches(ctx, v.assets, "bench-oadr-report", n+openADRProfileReports, start)
 	if err != nil {
 		return err
 	}
@@ -353,7 +355,7 @@ func (b *bench) measureReports(ctx context.Context, rep *report, v *venSetup, cp
 	if err != nil {
 		return err
 	}
-	reports := make([]map[string]any, n)
+	reports := make([]map[string]any, len(reportIDs))
 	for k := range reports {
 		reports[k] = map[string]any{"objectType": "REPORT", "programID": "limited_pause", "eventID": reportIDs[k],
 			"clientName": "bench-ven", "resources": []any{map[string]any{"resourceName": v.assets[k%len(v.assets)].assetID,
@@ -412,23 +414,26 @@ func (b *bench) measureReports(ctx context.Context, rep *report, v *venSetup, cp
 	if _, err := callbackPart(take(&nextCallback, warmUp)); err != nil {
 		return err
 	}
-	var reported, called timings
+	// Each part's CPU time, the manager's and PostgreSQL's, is counted to its side.
+	sides := [2]readResult{{cpu: cpuTimes{}}, {cpu: cpuTimes{}}}
 	for i := range parts {
 		// A B B A: parts 0 and 3 of every four are reports, 1 and 2 callbacks.
-		if i%4 == 0 || i%4 == 3 {
-			t, err := reportPart(take(&nextReport, cp.perPart))
-			if err != nil {
-				return err
-			}
-			reported.merge(t)
-		} else {
-			t, err := callbackPart(take(&nextCallback, cp.perPart))
-			if err != nil {
-				return err
-			}
-			called.merge(t)
+		j, part, next := 0, reportPart, &nextReport
+		if i%4 == 1 || i%4 == 2 {
+			j, part, next = 1, callbackPart, &nextCallback
 		}
+		cpu0, pg0 := b.readCPU(), postgresCPU()
+		t, err := part(take(next, cp.perPart))
+		if err != nil {
+			return err
+		}
+		used := b.readCPU().since(cpu0)
+		used[rolePostgres] = postgresCPU() - pg0
+		t.calls = cp.perPart
+		sides[j].t.merge(t)
+		sides[j].cpu.add(used)
 	}
+	reported, called := sides[0].t, sides[1].t
 	var accepted, stored int
 	if err := b.db.QueryRow(ctx, `SELECT count(*) FROM dispatches WHERE organisation = $1 AND status = 'accepted'`,
 		openADRNamespace).Scan(&accepted); err != nil {
@@ -441,6 +446,10 @@ func (b *bench) measureReports(ctx context.Context, rep *report, v *venSetup, cp
 	if accepted != 2*n || stored != n {
 		return fmt.Errorf("%d dispatches accepted and %d reports stored, want %d and %d", accepted, stored, 2*n, n)
 	}
+	for j, side := range []string{"report", "callback"} {
+		rep.add(openADRScenario, side+"_server_cpu_us_per_request", sides[j].cpuPerCallUS(roleManager), unitCount)
+		rep.add(openADRScenario, side+"_postgres_cpu_us_per_request", sides[j].cpuPerCallUS(rolePostgres), unitCount)
+	}
 	reportRate, callbackRate := reported.rate(), called.rate()
 	rep.add(openADRScenario, "reports_per_sec", reportRate, unitPerSec)
 	rep.add(openADRScenario, "callbacks_per_sec", callbackRate, unitPerSec)
@@ -451,9 +460,47 @@ func (b *bench) measureReports(ctx context.Context, rep *report, v *venSetup, cp
 		target{">=", openADRTarget})
 	rep.detail(openADRScenario, map[string]any{"requests_per_side": len(reported.durations), "concurrency": callbacksConcurrency,
 		"assets": len(v.assets), "rounds": cp.rounds, "search_events": openADRSearchEvents, "search_page": openADRPage})
-	logf("openadr reports: %.0f/s (p50 %.2f ms, p99 %.2f ms) against REST callbacks of the same change %.0f/s (p50 %.2f ms): ratio %.2f",
-		reportRate, reported.percentileMS(50), reported.percentileMS(99), callbackRate, called.percentileMS(50),
-		ratio(reportRate, callbackRate))
+	logf("openadr reports: %.0f/s (p50 %.2f ms, p99 %.2f ms, %.0f µs CPU, PostgreSQL %.0f µs) against REST callbacks of the "+
+		"same change %.0f/s (p50 %.2f ms, %.0f µs CPU, PostgreSQL %.0f µs): ratio %.2f",
+		reportRate, reported.percentileMS(50), reported.percentileMS(99), sides[0].cpuPerCallUS(roleManager),
+		sides[0].cpuPerCallUS(rolePostgres), callbackRate, called.percentileMS(50), sides[1].cpuPerCallUS(roleManager),
+		sides[1].cpuPerCallUS(rolePostgres), ratio(reportRate, callbackRate))
+	return b.profileWrites(ctx, "openadr-reports", func() error {
+		_, err := reportPart(take(&nextReport, openADRProfileReports))
+		return err
+	})
+}
+
+// openADRProfileReports is how many reports the profile after the parts may send: more than
+// profileSeconds of them on any machine this runs on.
+const openADRProfileReports = 6000
+
+// profileWrites takes the manager's CPU and allocation profiles (cpu-writes-<name>.pb.gz,
+// allocs-writes-<name>.pb.gz, next to its log) while load runs, outside the measured parts.
+func (b *bench) profileWrites(ctx context.Context, name string, load func() error) error {
+	dir := filepath.Dir(b.mgrCfg.logPath)
+	profiles := map[string]string{
+		filepath.Join(dir, "cpu-writes-"+name+".pb.gz"):    "profile",
+		filepath.Join(dir, "allocs-writes-"+name+".pb.gz"): "allocs",
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(profiles))
+	for path, kind := range profiles {
+		go func() {
+			errc <- saveURL(pctx, fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", b.mgr.pprofURL, kind, profileSeconds), path)
+		}()
+	}
+	loadErr := load()
+	for range profiles {
+		if err := <-errc; err != nil {
+			return fmt.Errorf("profiles of %s: %w", name, err)
+		}
+	}
+	if loadErr != nil {
+		return loadErr
+	}
+	logf("CPU and allocation profiles of the manager under %s: %s", name, dir)
 	return nil
 }
 
