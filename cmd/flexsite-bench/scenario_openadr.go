@@ -114,6 +114,38 @@ func openADRRoutes(vens *vtnstore.Store, ds *dispatchstore.Store, mux *http.Serv
 	})
 }
 
+// The report a VEN sends, in the document's shape: one resource, one interval, one payload.
+type (
+	openADRReport struct {
+		ObjectType string            `json:"objectType"`
+		ProgramID  string            `json:"programID"`
+		EventID    string            `json:"eventID"`
+		ClientName string            `json:"clientName"`
+		Resources  []openADRReported `json:"resources"`
+	}
+	openADRReported struct {
+		ResourceName string            `json:"resourceName"`
+		Intervals    []openADRInterval `json:"intervals"`
+	}
+	openADRInterval struct {
+		ID       int              `json:"id"`
+		Payloads []openADRPayload `json:"payloads"`
+	}
+	openADRPayload struct {
+		Type   string `json:"type"`
+		Values []any  `json:"values"`
+	}
+)
+
+// openADRProgram is the program (proposition) of the step's events.
+const openADRProgram = string(flexv1.PropositionLimitedPause)
+
+// The keys of the step's details that other steps' details share.
+const (
+	detailConcurrency = "concurrency"
+	detailRounds      = "rounds"
+)
+
 // openADRParams size the report part of the step.
 type openADRParams struct {
 	households, perPart, rounds int
@@ -179,12 +211,12 @@ func (b *bench) venClient(ctx context.Context, o *org) (*venSetup, error) {
 	var ven struct {
 		ID string `json:"id"`
 	}
-	if err := v.oadr.call(ctx, "POST", "/vens", map[string]any{"objectType": "VEN", "venName": "bench-ven"}, &ven); err != nil {
+	if err := v.oadr.call(ctx, "POST", "/vens", map[string]any{"venName": "bench-ven"}, &ven); err != nil {
 		return nil, err
 	}
 	for _, a := range assets {
-		if err := v.oadr.call(ctx, "POST", "/vens/"+ven.ID+"/resources", map[string]any{"objectType": "RESOURCE",
-			"resourceName": a.assetID, "venID": ven.ID}, nil); err != nil {
+		if err := v.oadr.call(ctx, "POST", "/vens/"+ven.ID+"/resources", map[string]any{"resourceName": a.assetID,
+			"venID": ven.ID}, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -221,8 +253,8 @@ func (b *bench) seedDispatches(ctx context.Context, assets []siteAsset, prefix s
 	for k := range ds {
 		a := assets[k%len(assets)]
 		ev := fmt.Sprintf("%s-%d", prefix, k/len(assets))
-		ds[k] = dispatchstore.Dispatch{FlexEvent: ev, SiteID: a.siteID, AssetID: a.assetID, MarketID: "limited_pause",
-			Proposition: "limited_pause", LevelKW: 0, From: start, To: start.Add(time.Hour), EventTimestamp: time.Now()}
+		ds[k] = dispatchstore.Dispatch{FlexEvent: ev, SiteID: a.siteID, AssetID: a.assetID, MarketID: openADRProgram,
+			Proposition: openADRProgram, LevelKW: 0, From: start, To: start.Add(time.Hour), EventTimestamp: time.Now()}
 		ids[k] = dispatch.EventID(openADRNamespace, ev, a.assetID).String()
 	}
 	_, err := (&dispatchstore.Store{Pool: b.db}).Issue(ctx, openADRNamespace, "https://flexsite.bench", ds, nil, time.Now())
@@ -280,7 +312,8 @@ func (b *bench) measureEventSearch(ctx context.Context, rep *report, v *venSetup
 	targets := []readTarget{{openADRSearchName, search, roleManager}, {openADRRawName, raw, roleTrivial}}
 	var next [2]atomic.Int64
 	c := b.p.Concurrency
-	results, err := b.mirrored(ctx, []string{targets[0].name, targets[1].name}, func(ctx context.Context, j int, slot time.Duration) (timings, error) {
+	names := []string{targets[0].name, targets[1].name}
+	results, err := b.mirrored(ctx, names, func(ctx context.Context, j int, slot time.Duration) (timings, error) {
 		return runFor(ctx, c, slot, func(ctx context.Context, _, _ int) error {
 			return getOK(ctx, b.http, targets[j].url(int(next[j].Add(1)-1)), token)
 		})
@@ -355,12 +388,12 @@ func (b *bench) measureReports(ctx context.Context, rep *report, v *venSetup, cp
 	if err != nil {
 		return err
 	}
-	reports := make([]map[string]any, len(reportIDs))
+	reports := make([]openADRReport, len(reportIDs))
 	for k := range reports {
-		reports[k] = map[string]any{"objectType": "REPORT", "programID": "limited_pause", "eventID": reportIDs[k],
-			"clientName": "bench-ven", "resources": []any{map[string]any{"resourceName": v.assets[k%len(v.assets)].assetID,
-				"intervals": []any{map[string]any{"id": 0, "payloads": []any{
-					map[string]any{"type": "OPERATING_STATE", "values": []any{"RUNNING_CURTAILED"}}}}}}}}
+		reports[k] = openADRReport{ObjectType: "REPORT", ProgramID: openADRProgram, EventID: reportIDs[k],
+			ClientName: "bench-ven", Resources: []openADRReported{{ResourceName: v.assets[k%len(v.assets)].assetID,
+				Intervals: []openADRInterval{{ID: 0, Payloads: []openADRPayload{{Type: "OPERATING_STATE",
+					Values: []any{"RUNNING_CURTAILED"}}}}}}}}
 	}
 	paths := make([]string, n)
 	for k := range paths {
@@ -458,8 +491,8 @@ func (b *bench) measureReports(ctx context.Context, rep *report, v *venSetup, cp
 	rep.add(openADRScenario, "callback_p50", called.percentileMS(50), unitMS)
 	rep.addTarget(openADRScenario, "report_vs_callback_throughput_ratio", ratio(reportRate, callbackRate), unitRatio,
 		target{">=", openADRTarget})
-	rep.detail(openADRScenario, map[string]any{"requests_per_side": len(reported.durations), "concurrency": callbacksConcurrency,
-		"assets": len(v.assets), "rounds": cp.rounds, "search_events": openADRSearchEvents, "search_page": openADRPage})
+	rep.detail(openADRScenario, map[string]any{"requests_per_side": len(reported.durations), detailConcurrency: callbacksConcurrency,
+		"assets": len(v.assets), detailRounds: cp.rounds, "search_events": openADRSearchEvents, "search_page": openADRPage})
 	logf("openadr reports: %.0f/s (p50 %.2f ms, p99 %.2f ms, %.0f µs CPU, PostgreSQL %.0f µs) against REST callbacks of the "+
 		"same change %.0f/s (p50 %.2f ms, %.0f µs CPU, PostgreSQL %.0f µs): ratio %.2f",
 		reportRate, reported.percentileMS(50), reported.percentileMS(99), sides[0].cpuPerCallUS(roleManager),
