@@ -100,7 +100,7 @@ func (d *Door) eventByID(r *http.Request, p *auth.Principal) (oadr.Event, error)
 }
 
 // createEvent declares a flex event from the document's event, through the same use case and
-// rules as REST POST /flex-events (docs/openadr.md, "Declaring an event"): programID is the
+// rules as REST POST /flex-events (docs/openadr.md, "Declaring a flex event"): programID is the
 // proposition; intervalPeriod (start, duration) the window; a FLEX_DIRECTION and a FLEX_RATE
 // payload its direction and rate; targets of type SITE_ID its sites (none: every site enrolled).
 // It answers 201 with the flex event as an event whose id is the flex event's, which the
@@ -174,9 +174,11 @@ func EventShape(e vtn.Event) oadr.Event {
 		byStart[p.Start.Unix()] = p.Centi.Float()
 	}
 	halfHour := isoDuration(vtn.HalfHour)
+	// The level is the same in every interval: one value, shared by them (read only).
+	setpoint := valuesMap(PayloadDispatchSetpoint, e.LevelKW)
 	var intervals []oadr.Interval
 	for i, t := 0, e.From.UTC(); t.Before(e.To); i, t = i+1, t.Add(vtn.HalfHour) {
-		payloads := []oadr.ValuesMap{valuesMap(PayloadDispatchSetpoint, e.LevelKW)}
+		payloads := []oadr.ValuesMap{setpoint}
 		if price, ok := byStart[t.Unix()]; ok && priceCurve {
 			payloads = append(payloads, valuesMap(PayloadPrice, price))
 		}
