@@ -483,6 +483,11 @@ func (b *bench) measureReports(ctx context.Context, rep *report, v *venSetup, cp
 		rep.add(openADRScenario, side+"_server_cpu_us_per_request", sides[j].cpuPerCallUS(roleManager), unitCount)
 		rep.add(openADRScenario, side+"_postgres_cpu_us_per_request", sides[j].cpuPerCallUS(rolePostgres), unitCount)
 	}
+	// The same comparison in CPU time a request (the manager's and PostgreSQL's), which on a
+	// machine shared with others' loads moves less than throughput does: callback ÷ report.
+	rep.add(openADRScenario, "report_vs_callback_cpu_ratio",
+		ratio(sides[1].cpuPerCallUS(roleManager)+sides[1].cpuPerCallUS(rolePostgres),
+			sides[0].cpuPerCallUS(roleManager)+sides[0].cpuPerCallUS(rolePostgres)), unitRatio)
 	reportRate, callbackRate := reported.rate(), called.rate()
 	rep.add(openADRScenario, "reports_per_sec", reportRate, unitPerSec)
 	rep.add(openADRScenario, "callbacks_per_sec", callbackRate, unitPerSec)

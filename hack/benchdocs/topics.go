@@ -79,6 +79,7 @@ var topics = []topic{
 			"a VEN's `OPERATING_STATE` reports/s (`POST /openadr3/3.0.1/reports`) ÷ REST callbacks/s of the same change (ACCEPTED)"},
 		{"openadr.reports_per_sec", "the VEN's reports/s"},
 		{"openadr.callbacks_per_sec", "the REST callbacks/s"},
+		{"openadr.report_vs_callback_cpu_ratio", "the same in CPU a request (callback ÷ report, the manager and PostgreSQL)"},
 		{"openadr.event_search_vs_sql_ratio",
 			"pages/s of a VEN's search of its 1,000 events (`GET /openadr3/3.0.1/events`, 20 pages of 50) ÷ a handler running the same SQL through the same pool, writing the same bytes"},
 		{"openadr.event_search_pages_per_sec", "the door's pages/s"},
