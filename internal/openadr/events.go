@@ -61,7 +61,7 @@ func (d *Door) searchEvents(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]oadr.Event, 0, len(found))
+	out := make(eventsAnswer, 0, len(found))
 	for _, e := range found {
 		out = append(out, EventShape(e))
 	}
