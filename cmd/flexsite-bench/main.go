@@ -15,7 +15,9 @@
 //     dispatch status callbacks against the readings route's requests;
 //  8. the manager as two shards against the singleton (the shards step: it restarts the
 //     manager in other modes and puts the singleton back);
-//  9. the read path's CPU per read at two fleet sizes (the fleet step, last: it grows the fleet).
+//  9. the read path's CPU per read at two fleet sizes (the fleet step, last: it grows the fleet);
+//  10. the OpenADR door: a VEN's report against the REST callback of the same change, and a
+//     VEN's event search against the same SQL (scenario_openadr.go).
 //
 // The machines this runs on are shared and noisy, so every target is a ratio of two figures
 // measured in the same run, and nothing here passes or fails on a timing: the run prints a
@@ -139,6 +141,7 @@ func runScenarios(ctx context.Context, b *bench, rep *report, only string) error
 		{dispatchScenario, runDispatch},
 		{readingsScenario, runReadings},
 		{callbacksScenario, runCallbacks},
+		{openADRScenario, runOpenADR},
 		{scenarioSettlement, runSettlement},
 		{hostileScenario, runHostile},
 		{scenarioEVSchedule, runEVSchedule},

@@ -149,7 +149,7 @@ func (r *report) printTable(out io.Writer) {
 	fmt.Fprintln(tw, "SCENARIO\tFIGURE\tVALUE\tTARGET\tMET?")
 	for _, label := range []string{labelOnboard, labelConvergence, labelReads, labelScale, labelWrites, labelNotify,
 		labelReadings, labelSettlement, labelHostile, labelDispatch, labelCallbacks,
-		labelEVSchedule, labelPricing, labelMeters, labelFleet, labelShards} {
+		labelEVSchedule, labelPricing, labelMeters, labelFleet, labelShards, labelOpenADR} {
 		for _, rw := range r.rows {
 			if scenarioLabels[rw.scenario] != label {
 				continue

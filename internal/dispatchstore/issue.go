@@ -256,6 +256,24 @@ type Report struct {
 // judged again on the status it lost to. The NOTIFY follows the commit, coalesced per flex
 // event (notifySoon).
 func (s *Store) Record(ctx context.Context, organisation string, r Report, now time.Time) (changed bool, err error) {
+	changed, flexEvent, err := s.RecordOn(ctx, s.Pool, organisation, r, now)
+	if changed {
+		s.Changed(organisation, flexEvent)
+	}
+	return changed, err
+}
+
+// Querier runs one statement: the pool, or a transaction another store has begun, so that a
+// status change commits with what that store writes (an OpenADR report stored with the change
+// it says).
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// RecordOn is Record's statement run on q, answering the dispatch's flex event too. It tells
+// no one: once q has committed a change, the caller calls Changed with the flex event.
+func (s *Store) RecordOn(ctx context.Context, q Querier, organisation string, r Report, now time.Time) (changed bool,
+	flexEvent string, err error) {
 	var follows []string // the statuses this report may follow
 	for _, from := range dispatch.Statuses {
 		if ok, err := dispatch.Step(from, r.Status); ok && err == nil {
@@ -270,10 +288,10 @@ func (s *Store) Record(ctx context.Context, organisation string, r Report, now t
 		startBy = &by
 	}
 	for range recordAttempts {
-		var from, flexEvent string
+		var from string
 		var windowStart time.Time
 		var written int
-		err := s.Pool.QueryRow(ctx, `
+		err := q.QueryRow(ctx, `
 WITH cur AS (
 	SELECT status, flex_event, from_time FROM dispatches WHERE organisation = $1 AND event_id = $2 AND asset_id = $3),
 u AS (
@@ -288,22 +306,25 @@ SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u) FROM 
 			organisation, r.EventID, r.AssetID, string(r.Status), r.At.UTC(), now.UTC(), r.By, follows, startBy).
 			Scan(&from, &flexEvent, &windowStart, &written)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return false, ErrNotFound
+			return false, "", ErrNotFound
 		}
 		if err != nil {
-			return false, fmt.Errorf("recording a dispatch's status: %w", s.classify(err))
+			return false, "", fmt.Errorf("recording a dispatch's status: %w", s.classify(err))
 		}
 		if written == 1 {
-			s.notifySoon(organisation, flexEvent)
-			return true, nil
+			return true, flexEvent, nil
 		}
 		if changed, err := dispatch.Judge(dispatch.Status(from), r.Status, r.At, now, windowStart); err != nil || !changed {
-			return false, err
+			return false, flexEvent, err
 		}
 		// The status changed between the read and the write: judge the report again.
 	}
-	return false, fmt.Errorf("recording a dispatch's status: it kept changing under %d attempts", recordAttempts)
+	return false, "", fmt.Errorf("recording a dispatch's status: it kept changing under %d attempts", recordAttempts)
 }
+
+// Changed tells every replica's FlexEvent controller, soon, that a dispatch of the
+// organisation's flex event changed (a change RecordOn's caller committed).
+func (s *Store) Changed(organisation, flexEvent string) { s.notifySoon(organisation, flexEvent) }
 
 // recordAttempts bounds the reads and writes of one report: each lost race means another
 // change was recorded, and a dispatch has at most four changes.

@@ -61,7 +61,7 @@ func (d *Door) searchEvents(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]oadr.Event, 0, len(found))
+	out := make(eventsAnswer, 0, len(found))
 	for _, e := range found {
 		out = append(out, EventShape(e))
 	}
@@ -174,9 +174,11 @@ func EventShape(e vtn.Event) oadr.Event {
 		byStart[p.Start.Unix()] = p.Centi.Float()
 	}
 	halfHour := isoDuration(vtn.HalfHour)
+	// The level is the same in every interval: one value, shared by them (read only).
+	setpoint := valuesMap(PayloadDispatchSetpoint, e.LevelKW)
 	var intervals []oadr.Interval
 	for i, t := 0, e.From.UTC(); t.Before(e.To); i, t = i+1, t.Add(vtn.HalfHour) {
-		payloads := []oadr.ValuesMap{valuesMap(PayloadDispatchSetpoint, e.LevelKW)}
+		payloads := []oadr.ValuesMap{setpoint}
 		if price, ok := byStart[t.Unix()]; ok && priceCurve {
 			payloads = append(payloads, valuesMap(PayloadPrice, price))
 		}

@@ -60,25 +60,45 @@ func (s *Store) CountReports(ctx context.Context, organisation, sender, eventID 
 const countReports = `SELECT count(*) FROM (SELECT 1 FROM openadr_reports
 	WHERE organisation = $1 AND event_id = $2 AND client_name = $3 LIMIT $4) r`
 
+// Querier runs one statement in a report's transaction (CreateReport's also).
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // CreateReport stores a report, refusing ErrFull when its client has sent maxPerEvent reports
-// of the event already (counted under a lock per client and event).
-func (s *Store) CreateReport(ctx context.Context, organisation string, r Report, maxPerEvent int) error {
+// of the event already (counted under a lock per client and event), then runs also (nil: none)
+// in the same transaction: what also writes commits with the report, and an error of also's
+// leaves neither. The lock and the counted insert go in one round trip.
+func (s *Store) CreateReport(ctx context.Context, organisation string, r Report, maxPerEvent int, also func(Querier) error) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		if err := lockKey(tx, ctx, "openadr_reports", organisation, r.ClientName, r.EventID); err != nil {
-			return err
-		}
-		var n int
-		if err := tx.QueryRow(ctx, countReports, organisation, r.EventID, r.ClientName, maxPerEvent).Scan(&n); err != nil {
-			return err
-		}
-		if n >= maxPerEvent {
-			return ErrFull
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO openadr_reports (organisation, id, client_name, program_id, event_id,
-			report_client_name, report_name, body, created_at, modified_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`,
+		b := &pgx.Batch{}
+		b.Queue(lockSQL, lockName("openadr_reports", organisation, r.ClientName, r.EventID))
+		b.Queue(`INSERT INTO openadr_reports (organisation, id, client_name, program_id, event_id,
+			report_client_name, report_name, body, created_at, modified_at)
+			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9
+			WHERE (SELECT count(*) FROM (SELECT 1 FROM openadr_reports
+				WHERE organisation = $1 AND event_id = $5 AND client_name = $3 LIMIT $10) r) < $10`,
 			organisation, r.ID, r.ClientName, r.ProgramID, r.EventID, r.ReportClientName, nullable(r.Name), r.Body,
-			r.Created.UTC())
-		return err
+			r.Created.UTC(), maxPerEvent)
+		res := tx.SendBatch(ctx, b)
+		_, err := res.Exec()
+		var inserted int64
+		if err == nil {
+			tag, ierr := res.Exec()
+			inserted, err = tag.RowsAffected(), ierr
+		}
+		if cerr := res.Close(); err == nil {
+			err = cerr
+		}
+		switch {
+		case err != nil:
+			return err
+		case inserted == 0:
+			return ErrFull
+		case also != nil:
+			return also(tx)
+		}
+		return nil
 	})
 }
 

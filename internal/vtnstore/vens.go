@@ -89,9 +89,14 @@ func scanValues(raw []byte) ([]Values, error) {
 // lockKey serialises the writes a bound counts (advisory transaction locks, one per
 // organisation's VENs, one per client's resources).
 func lockKey(tx pgx.Tx, ctx context.Context, parts ...string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 52))`, strings.Join(parts, "/"))
+	_, err := tx.Exec(ctx, lockSQL, lockName(parts...))
 	return err
 }
+
+// lockSQL takes the transaction's lock of a name (lockName).
+const lockSQL = `SELECT pg_advisory_xact_lock(hashtextextended($1, 52))`
+
+func lockName(parts ...string) string { return strings.Join(parts, "/") }
 
 // CreateVEN stores a new VEN, refusing ErrNameTaken when its name is another's of the
 // organisation and ErrFull when the organisation has maxVENs already (counted under a lock,

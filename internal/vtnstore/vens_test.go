@@ -171,11 +171,11 @@ func TestReportsKeptAndBoundedPerEvent(t *testing.T) {
 	}
 	first := rep("c1", "e1")
 	for _, r := range []vtnstore.Report{first, rep("c1", "e1"), rep("c2", "e1"), rep("c1", "e2")} {
-		if err := s.CreateReport(ctx, org, r, 2); err != nil {
+		if err := s.CreateReport(ctx, org, r, 2, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.CreateReport(ctx, org, rep("c1", "e1"), 2); !errors.Is(err, vtnstore.ErrFull) {
+	if err := s.CreateReport(ctx, org, rep("c1", "e1"), 2, nil); !errors.Is(err, vtnstore.ErrFull) {
 		t.Fatalf("a third report of c1 on e1: %v", err)
 	}
 	got, err := s.Reports(ctx, vtnstore.ReportQuery{Organisation: org, Sender: "c1", EventID: "e1", Limit: 50})
@@ -190,5 +190,42 @@ func TestReportsKeptAndBoundedPerEvent(t *testing.T) {
 	}
 	if _, err := s.Report(ctx, "other-"+org, got[0].ID); !errors.Is(err, vtnstore.ErrNotFound) {
 		t.Fatalf("another organisation's report: %v", err)
+	}
+}
+
+// A report is stored with what its transaction writes besides (the status change it says), or
+// not at all: also runs after the counted insert, in the same transaction, and its error
+// leaves no report; a full event runs no also.
+func TestReportCommitsWithItsChange(t *testing.T) {
+	ctx := context.Background()
+	s := &vtnstore.Store{Pool: testDB.Pool}
+	org := "org-" + uuid.NewString()
+	rep := func() vtnstore.Report {
+		now := time.Now().UTC()
+		return vtnstore.Report{ID: uuid.New(), ClientName: "c1", ProgramID: "limited_pause", EventID: "e1",
+			ReportClientName: "VEN-1", Body: json.RawMessage(`{"resources":[]}`), Created: now, Modified: now}
+	}
+	refused := errors.New("refused")
+	failing := rep()
+	err := s.CreateReport(ctx, org, failing, 1, func(q vtnstore.Querier) error {
+		var n int
+		if err := q.QueryRow(ctx, `SELECT count(*) FROM openadr_reports WHERE organisation = $1`, org).Scan(&n); err != nil || n != 1 {
+			t.Errorf("also sees %d reports (%v), want the one stored before it", n, err)
+		}
+		return refused
+	})
+	if !errors.Is(err, refused) {
+		t.Fatalf("also's refusal: %v", err)
+	}
+	if _, err := s.Report(ctx, org, failing.ID); !errors.Is(err, vtnstore.ErrNotFound) {
+		t.Fatalf("a report whose change was refused is stored: %v", err)
+	}
+	ran := 0
+	count := func(vtnstore.Querier) error { ran++; return nil }
+	if err := s.CreateReport(ctx, org, rep(), 1, count); err != nil || ran != 1 {
+		t.Fatalf("a report within the bound: %v, also ran %d times", err, ran)
+	}
+	if err := s.CreateReport(ctx, org, rep(), 1, count); !errors.Is(err, vtnstore.ErrFull) || ran != 1 {
+		t.Fatalf("a report past the bound: %v, also ran %d times", err, ran)
 	}
 }

@@ -117,7 +117,7 @@ var packageMap = []row{
 		"internal/index", "internal/rewardstore", "internal/meterstore"}), except: []string{"internal/db/dbtest"}},
 	{pkgs: []string{"cmd/flexsite-bench"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/bootstrap",
 		"internal/db", "internal/embedded", "internal/rewardstore", "internal/settlementstore", "internal/dispatchstore",
-		"internal/asseteventstore", "internal/pricestore", "internal/meterstore", "internal/server", "internal/shards"})},
+		"internal/asseteventstore", "internal/pricestore", "internal/meterstore", "internal/server", "internal/shards", "internal/vtnstore"})},
 	// cmd/main.go: kubebuilder's placeholder, never built (docs/development.md, "Scaffolding").
 	{pkgs: []string{"cmd"}},
 }

@@ -74,35 +74,54 @@ type CallbackResult struct {
 // included), or EXECUTED of a window not started (dispatch.Judge), is a conflict (409); the
 // database away is Unavailable (503).
 func (s *Service) Callback(ctx context.Context, p *auth.Principal, in CallbackInput) (CallbackResult, error) {
+	res, committed, err := s.CallbackOn(ctx, s.Store.Pool, p, in)
+	if err == nil {
+		committed()
+	}
+	return res, err
+}
+
+// CallbackOn is Callback with the change written on q, a transaction another use case began,
+// so that it commits with what that one writes (an OpenADR report stored with the change it
+// says), or not at all. Once q has committed, the caller calls committed, which tells the
+// flex event's controllers of a change.
+func (s *Service) CallbackOn(ctx context.Context, q dispatchstore.Querier, p *auth.Principal, in CallbackInput) (
+	res CallbackResult, committed func(), err error) {
 	if p.Kind == auth.KindEndUser {
-		return CallbackResult{}, app.Fail(app.Forbidden, "An end-user token cannot report a dispatch's status")
+		return CallbackResult{}, nil, app.Fail(app.Forbidden, "An end-user token cannot report a dispatch's status")
 	}
 	if !dispatch.Reported(in.Status) {
-		return CallbackResult{}, app.InvalidFields(app.Field("Input should be 'RECEIVED', 'ACCEPTED', 'REJECTED', 'FAILED' or 'EXECUTED'",
+		return CallbackResult{}, nil, app.InvalidFields(app.Field("Input should be 'RECEIVED', 'ACCEPTED', 'REJECTED', 'FAILED' or 'EXECUTED'",
 			"enum", "body", "status"))
 	}
 	assetID, err := s.assetID(ctx, p, in)
 	if err != nil {
-		return CallbackResult{}, err
+		return CallbackResult{}, nil, err
 	}
 	eventID, err := uuid.Parse(in.EventID)
 	if err != nil {
-		return CallbackResult{}, ErrDispatchNotFound
+		return CallbackResult{}, nil, ErrDispatchNotFound
 	}
-	changed, err := s.Store.Record(ctx, p.Namespace, dispatchstore.Report{AssetID: assetID, EventID: eventID,
+	changed, flexEvent, err := s.Store.RecordOn(ctx, q, p.Namespace, dispatchstore.Report{AssetID: assetID, EventID: eventID,
 		Status: in.Status, At: in.At, By: p.Username}, s.now())
 	switch {
 	case errors.Is(err, dispatchstore.ErrNotFound):
-		return CallbackResult{}, ErrDispatchNotFound
+		return CallbackResult{}, nil, ErrDispatchNotFound
 	case errors.Is(err, dispatch.ErrStepBack), errors.Is(err, dispatch.ErrFinal), errors.Is(err, dispatch.ErrNotStarted):
 		msg := err.Error()
-		return CallbackResult{}, app.Fail(app.Conflict, "Refused: %s%s", strings.ToUpper(msg[:1]), msg[1:])
+		return CallbackResult{}, nil, app.Fail(app.Conflict, "Refused: %s%s", strings.ToUpper(msg[:1]), msg[1:])
 	case db.Unavailable(err):
-		return CallbackResult{}, ErrUnavailable
+		return CallbackResult{}, nil, ErrUnavailable
 	case err != nil:
-		return CallbackResult{}, err
+		return CallbackResult{}, nil, err
 	}
-	return CallbackResult{EventID: eventID.String(), AssetID: assetID, Status: EventStatus(in.Status), Changed: changed}, nil
+	committed = func() {
+		if changed {
+			s.Store.Changed(p.Namespace, flexEvent)
+		}
+	}
+	return CallbackResult{EventID: eventID.String(), AssetID: assetID, Status: EventStatus(in.Status), Changed: changed},
+		committed, nil
 }
 
 // assetID is the API id of the caller organisation's asset the callback names, by API or

@@ -269,7 +269,10 @@ func (s *Service) apply(ctx context.Context, p *auth.Principal, j judged) error 
 }
 
 // CreateReport judges p's report (judge), makes it take effect and stores it, sent by p's
-// client. Nothing is written when it is refused.
+// client. Nothing is written when it is refused. The statuses it says are written in the
+// transaction that stores it (the store's bound counted there too), so a report and the
+// change it made commit together; its USAGE readings, idempotent, go first, after the bound
+// was checked.
 func (s *Service) CreateReport(ctx context.Context, p *auth.Principal, in ReportInput) (Report, error) {
 	if err := organisationOnly(p); err != nil {
 		return Report{}, err
@@ -278,24 +281,44 @@ func (s *Service) CreateReport(ctx context.Context, p *auth.Principal, in Report
 	if err != nil {
 		return Report{}, err
 	}
-	n, err := s.Store.CountReports(ctx, p.Namespace, p.ClientName, in.EventID, MaxReportsPerEvent)
-	if err != nil {
-		return Report{}, failed(err, ErrReportNotFound)
-	}
-	if n >= MaxReportsPerEvent {
-		return Report{}, reportsFull()
-	}
-	if err := s.apply(ctx, p, j); err != nil {
-		return Report{}, err
+	if len(j.readings) > 0 {
+		n, err := s.Store.CountReports(ctx, p.Namespace, p.ClientName, in.EventID, MaxReportsPerEvent)
+		if err != nil {
+			return Report{}, failed(err, ErrReportNotFound)
+		}
+		if n >= MaxReportsPerEvent {
+			return Report{}, reportsFull()
+		}
+		if _, err := s.Readings.Ingest(ctx, p, j.readings); err != nil {
+			return Report{}, err
+		}
 	}
 	now := s.stamp()
 	r := Report{ID: newID(), ClientName: p.ClientName, ProgramID: in.ProgramID, EventID: in.EventID,
 		ReportClientName: in.ClientName, Name: in.Name, Body: in.Body, Created: now, Modified: now}
-	err = s.Store.CreateReport(ctx, p.Namespace, r, MaxReportsPerEvent)
+	var committed []func()
+	err = s.Store.CreateReport(ctx, p.Namespace, r, MaxReportsPerEvent, func(q vtnstore.Querier) error {
+		at := s.Now()
+		for _, st := range j.statuses {
+			_, done, err := s.Dispatches.CallbackOn(ctx, q, p, dispatches.CallbackInput{Asset: j.dispatch.AssetID,
+				EventID: j.dispatch.EventID.String(), Status: st, At: at})
+			if err != nil {
+				return err
+			}
+			committed = append(committed, done)
+		}
+		return nil
+	})
 	if errors.Is(err, vtnstore.ErrFull) {
 		return Report{}, reportsFull()
 	}
-	return r, failed(err, ErrReportNotFound)
+	if err != nil {
+		return Report{}, failed(err, ErrReportNotFound)
+	}
+	for _, done := range committed {
+		done()
+	}
+	return r, nil
 }
 
 func reportsFull() error {
