@@ -3,8 +3,6 @@ package flexevents_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -12,14 +10,13 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
-	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/settlementstore"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -33,54 +30,17 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	logf.SetLogger(logr.Discard())
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Println("skipping the flex event use case tests: KUBEBUILDER_ASSETS is not set (run `make test`)")
-		return 0
-	}
-	if err := dbtest.Available(); err != nil {
-		fail, msg := dbtest.MissingVerdict(err)
-		fmt.Println(msg)
-		if fail {
-			return 1
+	testenv.MainCached(m, func(ctx context.Context, e *testenv.Env, mgr ctrl.Manager) (func(), error) {
+		d, err := dbtest.ForMain(ctx, testenv.Skipping)
+		if err != nil {
+			return nil, err
 		}
-		return 0
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var err error
-	if env, err = testenv.Start(ctx); err != nil {
-		fmt.Println("starting the API server:", err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	if database, err = dbtest.New(ctx); err != nil {
-		fmt.Println("starting the test database:", err)
-		return 1
-	}
-	defer database.Close(context.Background())
-	mgr, err := env.NewManager()
-	if err != nil {
-		fmt.Println("building the manager:", err)
-		return 1
-	}
-	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
-		fmt.Println("registering the cache's indexes:", err)
-		return 1
-	}
-	households := app.New(app.Config{Log: logr.Discard(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(),
-		Client: mgr.GetClient()})
-	svc = flexevents.New(households, &settlementstore.Store{Pool: database.Pool})
-	go func() { _ = mgr.Start(ctx) }()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		fmt.Println("the manager's cache did not sync")
-		return 1
-	}
-	return m.Run()
+		env, database = e, d
+		households := app.New(app.Config{Log: logr.Discard(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(),
+			Client: mgr.GetClient()})
+		svc = flexevents.New(households, &settlementstore.Store{Pool: d.Pool})
+		return func() { d.Close(context.Background()) }, nil
+	})
 }
 
 // org is a fresh organisation's principal.
