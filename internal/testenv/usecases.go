@@ -81,6 +81,8 @@ func runCached(m *testing.M, build func(ctx context.Context, env *Env, mgr ctrl.
 	}
 	code := m.Run()
 	cancel()
-	<-started
+	if err := <-started; err != nil {
+		fmt.Fprintln(os.Stderr, "the manager stopped:", err)
+	}
 	return code
 }
