@@ -52,7 +52,7 @@ func org(t *testing.T) *auth.Principal {
 }
 
 // site creates a site of p's organisation with API id id, and waits for the cache to have it.
-func site(t *testing.T, g *WithT, p *auth.Principal, id string) *flexv1.Site {
+func site(t *testing.T, g *WithT, p *auth.Principal, id string) {
 	t.Helper()
 	s := &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: "site-" + id,
 		Labels: map[string]string{flexv1.IDLabel: id}}, Spec: flexv1.SiteSpec{Postcode: "SW1A 1AA"}}
@@ -61,7 +61,6 @@ func site(t *testing.T, g *WithT, p *auth.Principal, id string) *flexv1.Site {
 		_, err := svc.Sites.SiteInCache(t.Context(), p, id)
 		g.Expect(err).NotTo(HaveOccurred())
 	}).WithTimeout(10 * time.Second).Should(Succeed())
-	return s
 }
 
 // window is a valid event window: the next whole hour after one from now, for an hour.
@@ -116,11 +115,10 @@ func TestCreateRefusesEachFieldAtFault(t *testing.T) {
 	_, err := svc.Create(t.Context(), p, flexevents.CreateInput{Proposition: "no_such_proposition",
 		Start: start.Add(time.Minute), End: start, Direction: "sideways", RateCentipence: 1250,
 		SiteIDs: []string{"unknown"}})
-	e := app.As(err)
-	g.Expect(e).NotTo(BeNil(), "%v", err)
-	g.Expect(e.Kind).To(Equal(app.Invalid))
-	var locs [][]any
-	for _, f := range e.Detail.([]app.FieldError) {
+	g.Expect(kindOf(err)).To(Equal(app.Invalid), "%v", err)
+	fields := app.As(err).Detail.([]app.FieldError)
+	locs := make([][]any, 0, len(fields))
+	for _, f := range fields {
 		locs = append(locs, f.Loc)
 	}
 	g.Expect(locs).To(ContainElements(
