@@ -171,8 +171,8 @@ func TestOpenADROwnership(t *testing.T) {
 	ven := org(t, "ven-a")
 	other := &auth.Principal{Kind: auth.KindOrganisation, Namespace: ven.Namespace, ClientName: "ven-b"}
 	in := subscriptions.OpenADRInput{ClientName: "VEN A", ProgramID: "prog",
-		Objects:    []flexv1.OpenADRObject{flexv1.OpenADRObjectEvent, flexv1.OpenADRObjectEvent},
-		Operations: []flexv1.OpenADROperation{flexv1.OpenADROperationDelete, flexv1.OpenADROperationCreate},
+		Objects:     []flexv1.OpenADRObject{flexv1.OpenADRObjectEvent, flexv1.OpenADRObjectEvent},
+		Operations:  []flexv1.OpenADROperation{flexv1.OpenADROperationDelete, flexv1.OpenADROperationCreate},
 		CallbackURL: "https://ven.example/cb", BearerToken: "tok"}
 	rec, err := svc.CreateOpenADR(ctx, ven, in)
 	g.Expect(err).NotTo(HaveOccurred())
