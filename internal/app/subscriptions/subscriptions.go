@@ -25,6 +25,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/outboxstore"
@@ -116,6 +117,19 @@ const (
 
 // ErrSubscriptionNotFound answers a subscription that does not exist for this caller.
 var ErrSubscriptionNotFound = app.Fail(app.NotFound, "Subscription not found or not authorized")
+
+// ErrOutboxUnavailable answers a ping or a delivery log the database could not take or give
+// now (nothing was written).
+var ErrOutboxUnavailable = &app.Error{Kind: app.Unavailable,
+	Detail: "The notification outbox is unavailable; try again shortly", RetryAfter: db.RetryAfterSeconds}
+
+// outboxErr is err, with the database unavailable answered as ErrOutboxUnavailable.
+func outboxErr(err error) error {
+	if db.Unavailable(err) {
+		return ErrOutboxUnavailable
+	}
+	return err
+}
 
 // subscriptionName: a subscription's id is its object name (a UUID for those made here; any
 // name for those declared with kubectl or GitOps).
@@ -296,7 +310,7 @@ func (s *Service) Test(ctx context.Context, p *auth.Principal, id string) (TestA
 	}
 	ev := events.Stamp(events.Ping(), time.Now())
 	if err := s.Outbox.Ping(ctx, p.Namespace, string(sub.UID), ev); err != nil {
-		return TestAccepted{}, err
+		return TestAccepted{}, outboxErr(err)
 	}
 	return TestAccepted{EventID: ev.ID}, nil
 }
@@ -310,7 +324,7 @@ func (s *Service) Deliveries(ctx context.Context, p *auth.Principal, id string, 
 	}
 	recent, err := s.Outbox.Attempts(ctx, string(sub.UID), limit)
 	if err != nil {
-		return DeliveryList{}, err
+		return DeliveryList{}, outboxErr(err)
 	}
 	out := DeliveryList{Deliveries: make([]DeliveryAttemptRecord, 0, len(recent))}
 	for _, a := range recent {

@@ -253,3 +253,17 @@ func ForSuite(ctx context.Context, fail, skip func(message string, callerSkip ..
 	}
 	return New(ctx)
 }
+
+// ForMain is New for a TestMain that starts more than the database (testenv.MainCached):
+// with no PostgreSQL here it answers skip's error (skip the package's tests), or fails in CI
+// (MissingVerdict).
+func ForMain(ctx context.Context, skip func(message string) error) (*Database, error) {
+	if err := Available(); err != nil {
+		failIt, msg := MissingVerdict(err)
+		if failIt {
+			return nil, errors.New(msg)
+		}
+		return nil, skip(msg)
+	}
+	return New(ctx)
+}
