@@ -492,7 +492,7 @@ func (d *Door) withdraw(w http.ResponseWriter, r *http.Request, sess *rewards.Se
 	switch {
 	case errors.Is(err, rewards.ErrNoBankDetails):
 		d.show(w, r, sess, http.StatusUnprocessableEntity, &view{Alert: "Add your bank details before you withdraw."})
-	case errors.Is(err, rewards.ErrCannotWithdraw):
+	case errors.Is(err, household.ErrCannotWithdraw):
 		d.show(w, r, sess, http.StatusUnprocessableEntity, &view{Alert: "You cannot withdraw your rewards yet."})
 	case errors.Is(err, rewards.ErrNotStored):
 		d.show(w, r, sess, http.StatusInternalServerError, &view{Alert: "We could not record your withdrawal. Please try again."})

@@ -38,6 +38,7 @@ import (
 	"github.com/flexsite/flexsite/internal/devicecallback"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/hostedflow"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/meters"
 	"github.com/flexsite/flexsite/internal/meterstore"
@@ -59,7 +60,7 @@ import (
 // Names the manager, its tests and its tools share with the doors.
 type (
 	// RewardPolicy holds the configurable withdrawal thresholds.
-	RewardPolicy = rewards.Policy
+	RewardPolicy = household.RewardPolicy
 	// Limits bound what one caller may ask; Limit is one token bucket.
 	Limits = web.Limits
 	Limit  = web.Limit

@@ -256,10 +256,6 @@ func (s *Service) credit(ctx context.Context, key rewardstore.Site, in CreditInp
 	return record.TransactionOf(&stored), created, nil
 }
 
-// PaymentStatuses a withdrawal may be asked to move to (the platform team's steps; which step
-// is allowed from where is household.PaymentChange's).
-var PaymentStatuses = household.PaymentTargets
-
 // SetPaymentStatus moves a withdrawal of the caller's site to status, recording who (the
 // caller's API client) and when; a step the payment's state machine does not allow from the
 // current status (the same status included) is a Conflict and records nothing.
