@@ -94,6 +94,7 @@ var packageMap = []row{
 	{pkgs: []string{"internal/events"}, may: join(apiTypes, pureRules, []string{"internal/record"})},
 	{pkgs: []string{"internal/outboxstore"}, may: join(apiTypes, []string{"internal/db", "internal/events"})},
 	{pkgs: []string{"internal/db"}},
+	{pkgs: []string{"internal/probe"}},
 	{pkgs: []string{"internal/rewardstore"}, may: join(apiTypes, []string{"internal/db", "internal/household", "internal/record",
 		"internal/ledger"})},
 	{pkgs: []string{"internal/pagestore"}, may: []string{"internal/db", "internal/sealing"}},
@@ -116,7 +117,7 @@ var packageMap = []row{
 		except: join(httpDoors, []string{"internal/web", "internal/testenv", "internal/testing", "internal/db/dbtest"})},
 	{pkgs: []string{"cmd/flexsite-admin"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/db",
 		"internal/index", "internal/rewardstore", "internal/meterstore"}), except: []string{"internal/db/dbtest"}},
-	{pkgs: []string{"cmd/flexsite-bench"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/bootstrap",
+	{pkgs: []string{"cmd/flexsite-bench"}, may: join(apiTypes, pureRules, []string{"internal/household", "internal/bootstrap", "internal/probe",
 		"internal/db", "internal/embedded", "internal/rewardstore", "internal/settlementstore", "internal/dispatchstore",
 		"internal/asseteventstore", "internal/pricestore", "internal/meterstore", "internal/server", "internal/shards"})},
 	// cmd/main.go: kubebuilder's placeholder, never built (docs/development.md, "Scaffolding").
