@@ -250,13 +250,13 @@ func (r *RewardLedgerReconciler) listenChanges(ch chan<- event.GenericEvent) fun
 		return objs
 	}
 	return bridge(ch, func(ctx context.Context, changes *db.Changes[types.NamespacedName]) {
-		_ = rewardstore.Listen(ctx, r.Store.Pool, func(namespace, siteID string) {
+		_ = rewardstore.Watch(ctx, r.Store.Pool, func(namespace, siteID string) {
 			changes.Note(types.NamespacedName{Namespace: namespace, Name: siteID})
 		}, func(reconnected bool) {
 			if reconnected { // the first time, the controller's first list reconciles every ledger anyway
 				changes.Resync()
 			}
-		})
+		}, nil)
 	}, bridgeTargets{of: bySiteID, all: func(ctx context.Context) []client.Object {
 		log := ctrl.LoggerFrom(ctx)
 		list := &flexv1.RewardLedgerList{}
