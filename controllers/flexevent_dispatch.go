@@ -209,12 +209,8 @@ func (r *FlexEventReconciler) callbackBase() string {
 func (r *FlexEventReconciler) listenDispatches(ch chan<- event.GenericEvent) func(context.Context) error {
 	return bridge(ch, func(ctx context.Context, changes *db.Changes[types.NamespacedName]) {
 		r.Dispatches.Listen(ctx, func(organisation, flexEvent string) {
-			if organisation == "" {
-				changes.Resync()
-				return
-			}
 			changes.Note(types.NamespacedName{Namespace: organisation, Name: flexEvent})
-		})
+		}, changes.Resync)
 	}, bridgeTargets{
 		of: func(_ context.Context, key types.NamespacedName) []client.Object {
 			return []client.Object{&flexv1.FlexEvent{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
