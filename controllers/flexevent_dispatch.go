@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/dispatch"
 	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/index"
@@ -203,80 +203,30 @@ func (r *FlexEventReconciler) callbackBase() string {
 	return strings.TrimRight(r.PublicURL, "/")
 }
 
-// changes feeds the controller the events whose dispatches PostgreSQL says changed. A burst
-// of notifications (a thousand callbacks) is coalesced: each event is queued once until the
-// controller takes it, and the listener never waits for the controller.
-type changes struct {
-	mu      sync.Mutex
-	pending map[types.NamespacedName]bool
-	resync  bool
-	wake    chan struct{}
-}
-
-func newChanges() *changes {
-	return &changes{pending: map[types.NamespacedName]bool{}, wake: make(chan struct{}, 1)}
-}
-
-// add notes a change (organisation "": anything may have changed); it never blocks.
-func (c *changes) add(organisation, flexEvent string) {
-	c.mu.Lock()
-	if organisation == "" {
-		c.resync = true
-	} else {
-		c.pending[types.NamespacedName{Namespace: organisation, Name: flexEvent}] = true
-	}
-	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (c *changes) take() (map[types.NamespacedName]bool, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out, resync := c.pending, c.resync
-	c.pending, c.resync = map[types.NamespacedName]bool{}, false
-	return out, resync
-}
-
-// listenDispatches listens to the dispatches' changes and sends each changed event to ch.
+// listenDispatches feeds ch with the events whose dispatches PostgreSQL says changed (a burst
+// of a thousand callbacks is coalesced by the bridge), and every event after the connection
+// was lost and found again.
 func (r *FlexEventReconciler) listenDispatches(ch chan<- event.GenericEvent) func(context.Context) error {
-	return func(ctx context.Context) error {
-		c := newChanges()
-		go r.Dispatches.Listen(ctx, c.add)
-		send := func(key types.NamespacedName) bool {
-			select {
-			case ch <- event.GenericEvent{Object: &flexv1.FlexEvent{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
-				return true
-			case <-ctx.Done():
-				return false
+	return bridge(ch, func(ctx context.Context, changes *db.Changes[types.NamespacedName]) {
+		r.Dispatches.Listen(ctx, func(organisation, flexEvent string) {
+			changes.Note(types.NamespacedName{Namespace: organisation, Name: flexEvent})
+		}, changes.Resync)
+	}, bridgeTargets{
+		of: func(_ context.Context, key types.NamespacedName) []client.Object {
+			return []client.Object{&flexv1.FlexEvent{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
+		},
+		all: func(ctx context.Context) []client.Object {
+			list := &flexv1.FlexEventList{}
+			if err := r.List(ctx, list); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "listing flex events to resync their dispatches")
 			}
-		}
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-c.wake:
+			objs := make([]client.Object, len(list.Items))
+			for i := range list.Items {
+				objs[i] = &list.Items[i]
 			}
-			keys, resync := c.take()
-			if resync {
-				// The connection was lost: what changed meanwhile is not known.
-				list := &flexv1.FlexEventList{}
-				if err := r.List(ctx, list); err != nil {
-					ctrl.LoggerFrom(ctx).Error(err, "listing flex events to resync their dispatches")
-				}
-				for i := range list.Items {
-					keys[client.ObjectKeyFromObject(&list.Items[i])] = true
-				}
-			}
-			for key := range keys {
-				if !send(key) {
-					return nil
-				}
-			}
-		}
-	}
+			return objs
+		},
+	})
 }
 
 // dispatchMessage is the Ready message's dispatch part.

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -232,52 +233,53 @@ func (r *RewardLedgerReconciler) createForHistory(ctx context.Context, req ctrl.
 
 // listenChanges feeds ch with the ledgers a commit changed (PostgreSQL NOTIFY), and every
 // ledger, and the ledger of every site with history, after the connection was lost and found
-// again.
+// again. The bridge finds a site's ledger off the listening goroutine.
 func (r *RewardLedgerReconciler) listenChanges(ch chan<- event.GenericEvent) func(context.Context) error {
-	send := func(ctx context.Context, namespace, name string) {
-		l := &flexv1.RewardLedger{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-		select {
-		case ch <- event.GenericEvent{Object: l}:
-		case <-ctx.Done():
-		}
-	}
 	// The ledger of a site is named after the site (identity.RewardLedgerName).
-	bySiteID := func(ctx context.Context, namespace, siteID string) {
-		sites, err := index.NewLookup(r.Client).SitesByID(ctx, namespace, siteID)
+	bySiteID := func(ctx context.Context, key types.NamespacedName) []client.Object {
+		sites, err := index.NewLookup(r.Client).SitesByID(ctx, key.Namespace, key.Name)
 		if err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "finding the site of a ledger change", "namespace", namespace, "site", siteID)
-			return
+			ctrl.LoggerFrom(ctx).Error(err, "finding the site of a ledger change", "namespace", key.Namespace, "site", key.Name)
+			return nil
+		}
+		objs := make([]client.Object, 0, len(sites))
+		for _, site := range sites {
+			objs = append(objs, &flexv1.RewardLedger{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace,
+				Name: identity.RewardLedgerName(site.Name)}})
+		}
+		return objs
+	}
+	return bridge(ch, func(ctx context.Context, changes *db.Changes[types.NamespacedName]) {
+		_ = rewardstore.Watch(ctx, r.Store.Pool, func(namespace, siteID string) {
+			changes.Note(types.NamespacedName{Namespace: namespace, Name: siteID})
+		}, func(reconnected bool) {
+			if reconnected { // the first time, the controller's first list reconciles every ledger anyway
+				changes.Resync()
+			}
+		}, nil)
+	}, bridgeTargets{of: bySiteID, all: func(ctx context.Context) []client.Object {
+		log := ctrl.LoggerFrom(ctx)
+		list := &flexv1.RewardLedgerList{}
+		if err := r.List(ctx, list); err != nil {
+			log.Error(err, "listing ledgers to resync after the database came back")
+			return nil
+		}
+		objs := make([]client.Object, 0, len(list.Items))
+		for i := range list.Items {
+			objs = append(objs, &list.Items[i])
+		}
+		// And every site with history: one credited for the first time while nothing
+		// listened has no ledger to list yet (createForHistory makes it).
+		sites, err := r.Store.SitesWithHistory(ctx)
+		if err != nil {
+			log.Error(err, "listing the sites with reward history to resync after the database came back")
+			return objs
 		}
 		for _, site := range sites {
-			send(ctx, namespace, identity.RewardLedgerName(site.Name))
+			objs = append(objs, bySiteID(ctx, types.NamespacedName{Namespace: site.Namespace, Name: site.ID})...)
 		}
-	}
-	return func(ctx context.Context) error {
-		return rewardstore.Listen(ctx, r.Store.Pool, func(ns, id string) { bySiteID(ctx, ns, id) }, func(reconnected bool) {
-			log := ctrl.LoggerFrom(ctx)
-			if !reconnected {
-				return // the controller's first list reconciles every ledger anyway
-			}
-			list := &flexv1.RewardLedgerList{}
-			if err := r.List(ctx, list); err != nil {
-				log.Error(err, "listing ledgers to resync after the database came back")
-				return
-			}
-			for i := range list.Items {
-				send(ctx, list.Items[i].Namespace, list.Items[i].Name)
-			}
-			// And every site with history: one credited for the first time while nothing
-			// listened has no ledger to list yet (createForHistory makes it).
-			sites, err := r.Store.SitesWithHistory(ctx)
-			if err != nil {
-				log.Error(err, "listing the sites with reward history to resync after the database came back")
-				return
-			}
-			for _, site := range sites {
-				bySiteID(ctx, site.Namespace, site.ID)
-			}
-		})
-	}
+		return objs
+	}})
 }
 
 // leaderRunnable is a function the manager runs on the leader only.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -30,6 +29,7 @@ import (
 	"github.com/flexsite/flexsite/internal/db/dbtest"
 	"github.com/flexsite/flexsite/internal/db/pgserver"
 	"github.com/flexsite/flexsite/internal/embedded"
+	"github.com/flexsite/flexsite/internal/probe"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/server"
 )
@@ -312,7 +312,7 @@ func (b *bench) organisation(ctx context.Context, ns string, mpanPrefix int) (*o
 	}
 	o.api = &apiClient{base: b.mgr.apiURL, http: b.http, username: o.username, password: o.password}
 	// The API client reaches the manager's cache a moment after it is created.
-	return o, retry(ctx, 30*time.Second, func() error { return o.api.login(ctx) })
+	return o, probe.Retry(ctx, 30*time.Second, 200*time.Millisecond, func() error { return o.api.login(ctx) })
 }
 
 // namespace creates a plain organisation namespace for objects written directly.
@@ -340,25 +340,6 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
-}
-
-// retry calls f until it succeeds or the time is up, returning its last error.
-func retry(ctx context.Context, limit time.Duration, f func() error) error {
-	deadline := time.Now().Add(limit)
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(ctx.Err(), err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // firstLine keeps error bodies short in messages.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flexsite/flexsite/internal/probe"
 )
 
 // managerConfig is how the bench runs bin/manager.
@@ -52,7 +54,7 @@ func (m *managerProc) memory(ctx context.Context) (memory, error) {
 	if err := fetch(ctx, probeClient, m.pprofURL+"/debug/pprof/heap?gc=1"); err != nil {
 		return memory{}, fmt.Errorf("forcing a GC through pprof: %w", err)
 	}
-	samples, err := fetchProm(ctx, probeClient, m.metricsURL, "go_memstats_heap_inuse_bytes", "go_memstats_heap_alloc_bytes")
+	samples, err := probe.Fetch(ctx, probeClient, m.metricsURL, "go_memstats_heap_inuse_bytes", "go_memstats_heap_alloc_bytes")
 	if err != nil {
 		return memory{}, err
 	}
@@ -60,8 +62,8 @@ func (m *managerProc) memory(ctx context.Context) (memory, error) {
 	if err != nil {
 		return memory{}, err
 	}
-	return memory{RSSBytes: rss, HeapBytes: sumOf(samples, "go_memstats_heap_inuse_bytes"),
-		LiveBytes: sumOf(samples, "go_memstats_heap_alloc_bytes")}, nil
+	return memory{RSSBytes: rss, HeapBytes: probe.SumOf(samples, "go_memstats_heap_inuse_bytes"),
+		LiveBytes: probe.SumOf(samples, "go_memstats_heap_alloc_bytes")}, nil
 }
 
 // vmRSS reads a process's resident set size from /proc/<pid>/status.
@@ -89,15 +91,15 @@ type workState struct {
 }
 
 func (m *managerProc) work(ctx context.Context) (workState, error) {
-	samples, err := fetchProm(ctx, probeClient, m.metricsURL,
+	samples, err := probe.Fetch(ctx, probeClient, m.metricsURL,
 		"workqueue_depth", "controller_runtime_active_workers", "controller_runtime_reconcile_total")
 	if err != nil {
 		return workState{}, err
 	}
 	return workState{
-		queued:     sumOf(samples, "workqueue_depth"),
-		active:     sumOf(samples, "controller_runtime_active_workers"),
-		reconciles: sumOf(samples, "controller_runtime_reconcile_total"),
+		queued:     probe.SumOf(samples, "workqueue_depth"),
+		active:     probe.SumOf(samples, "controller_runtime_active_workers"),
+		reconciles: probe.SumOf(samples, "controller_runtime_reconcile_total"),
 	}, nil
 }
 

@@ -1,123 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"k8s.io/client-go/rest"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/probe"
 )
-
-// sample is one line of the Prometheus text format.
-type sample struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
-
-// fetchProm GETs a Prometheus text endpoint and returns the samples of the named metrics.
-func fetchProm(ctx context.Context, hc *http.Client, url string, names ...string) ([]sample, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer drain(resp)
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return parseProm(resp.Body, names)
-}
-
-// parseProm reads the samples of the wanted metrics from the Prometheus text format. It is
-// a small parser of its own: the format is simple and the bench needs only a few series.
-func parseProm(r io.Reader, names []string) ([]sample, error) {
-	var out []sample
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		end := strings.IndexAny(line, "{ ")
-		if end < 0 || !slices.Contains(names, line[:end]) {
-			continue
-		}
-		s := sample{name: line[:end], labels: map[string]string{}}
-		tail := line[end:]
-		if tail[0] == '{' {
-			var err error
-			if tail, err = parseLabels(tail[1:], s.labels); err != nil {
-				return nil, fmt.Errorf("%w in %q", err, line)
-			}
-		}
-		fields := strings.Fields(tail)
-		if len(fields) == 0 {
-			return nil, fmt.Errorf("no value in %q", line)
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("value of %q: %w", line, err)
-		}
-		s.value = v
-		out = append(out, s)
-	}
-	return out, sc.Err()
-}
-
-// parseLabels reads `k="v",...}` into labels and returns what follows the closing brace.
-func parseLabels(s string, labels map[string]string) (string, error) {
-	for {
-		s = strings.TrimLeft(s, ", ")
-		if strings.HasPrefix(s, "}") {
-			return s[1:], nil
-		}
-		key, quoted, ok := strings.Cut(s, `="`)
-		if !ok {
-			return "", fmt.Errorf("malformed labels")
-		}
-		var value strings.Builder
-		i := 0
-		for ; i < len(quoted) && quoted[i] != '"'; i++ {
-			if quoted[i] == '\\' && i+1 < len(quoted) {
-				i++
-				if quoted[i] == 'n' {
-					value.WriteByte('\n')
-					continue
-				}
-			}
-			value.WriteByte(quoted[i])
-		}
-		if i == len(quoted) {
-			return "", fmt.Errorf("unterminated label value")
-		}
-		labels[key] = value.String()
-		s = quoted[i+1:]
-	}
-}
-
-// sumOf adds the values of a metric's samples (every label set).
-func sumOf(samples []sample, name string) float64 {
-	total := 0.0
-	for _, s := range samples {
-		if s.name == name {
-			total += s.value
-		}
-	}
-	return total
-}
 
 // requestCounter reads the API server's own count of requests (apiserver_request_total) for
 // Flexsite's API group: what it was asked to do, whoever asked, answered or not.
@@ -171,17 +66,17 @@ func (w *requestCounter) snapshotAll(ctx context.Context) (requestCounts, error)
 }
 
 func (w *requestCounter) snapshotOf(ctx context.Context, group func(string) bool) (requestCounts, error) {
-	samples, err := fetchProm(ctx, w.hc, w.url, "apiserver_request_total")
+	samples, err := probe.Fetch(ctx, w.hc, w.url, "apiserver_request_total")
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
 	}
 	out := requestCounts{}
 	for _, s := range samples {
-		l := s.labels
+		l := s.Labels
 		if !group(l["group"]) {
 			continue
 		}
-		out[requestKey{Resource: l["resource"], Subresource: l["subresource"], Verb: l["verb"], Code: l["code"]}] += s.value
+		out[requestKey{Resource: l["resource"], Subresource: l["subresource"], Verb: l["verb"], Code: l["code"]}] += s.Value
 	}
 	return out, nil
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/flexsite/flexsite/internal/probe"
 )
 
 // Where a notification's change -> delivery goes (issue 39): the bench splits it in two by
@@ -27,30 +29,30 @@ type stageBuckets map[string]map[float64]float64
 type connCounts struct{ reused, fresh float64 }
 
 func (b *bench) stageSnapshot(ctx context.Context) (stageBuckets, connCounts, error) {
-	samples, err := fetchProm(ctx, probeClient, b.mgr.metricsURL, stageMetric+"_bucket", "flexsite_notification_connections_total")
+	samples, err := probe.Fetch(ctx, probeClient, b.mgr.metricsURL, stageMetric+"_bucket", "flexsite_notification_connections_total")
 	if err != nil {
 		return nil, connCounts{}, err
 	}
 	out := stageBuckets{}
 	var conns connCounts
 	for _, s := range samples {
-		if s.name == "flexsite_notification_connections_total" {
-			if s.labels["reused"] == "true" {
-				conns.reused += s.value
+		if s.Name == "flexsite_notification_connections_total" {
+			if s.Labels["reused"] == "true" {
+				conns.reused += s.Value
 			} else {
-				conns.fresh += s.value
+				conns.fresh += s.Value
 			}
 			continue
 		}
-		le, err := strconv.ParseFloat(s.labels["le"], 64)
+		le, err := strconv.ParseFloat(s.Labels["le"], 64)
 		if err != nil {
 			continue // +Inf parses; anything else is not ours
 		}
-		st := s.labels["stage"]
+		st := s.Labels["stage"]
 		if out[st] == nil {
 			out[st] = map[float64]float64{}
 		}
-		out[st][le] = s.value
+		out[st][le] = s.Value
 	}
 	return out, conns, nil
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/probe"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 )
 
@@ -94,7 +95,7 @@ func runBacklog(ctx context.Context, b *bench, rep *report) error {
 		return err
 	}
 	var siteID string
-	if err := retry(ctx, time.Minute, func() error {
+	if err := probe.Retry(ctx, time.Minute, 200*time.Millisecond, func() error {
 		if err := b.c.Get(ctx, client.ObjectKeyFromObject(site), site); err != nil {
 			return err
 		}
@@ -133,7 +134,7 @@ func runBacklog(ctx context.Context, b *bench, rep *report) error {
 	up := time.Now()
 	r.setDown(false)
 	// The head's next attempt may be a full backoff step away (10 min in the full run).
-	err := retry(ctx, downtime+30*time.Minute, func() error {
+	err := probe.Retry(ctx, downtime+30*time.Minute, 200*time.Millisecond, func() error {
 		if got, _ := r.received(); len(got) < backlogCredits {
 			return fmt.Errorf("%d of %d credits delivered", len(got), backlogCredits)
 		}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/probe"
 )
 
 // Dispatch (issue 35): a flex event over S enrolled sites with one charger each, every site
@@ -129,7 +130,7 @@ func runDispatch(ctx context.Context, b *bench, rep *report) error {
 	}); err != nil {
 		return err
 	}
-	if err := retry(ctx, b.p.Settle, func() error {
+	if err := probe.Retry(ctx, b.p.Settle, 200*time.Millisecond, func() error {
 		list := &flexv1.EnrolmentList{}
 		if err := b.c.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
@@ -331,7 +332,7 @@ func (b *bench) dispatchRound(ctx context.Context, ns string, round, sites int, 
 		return nil, 0, err
 	}
 	var got []time.Time
-	if err := retry(ctx, b.p.Settle, func() error {
+	if err := probe.Retry(ctx, b.p.Settle, 200*time.Millisecond, func() error {
 		if got = rcv.arrivals(market); len(got) < sites {
 			return fmt.Errorf("%d of %d dispatch.requested delivered", len(got), sites)
 		}

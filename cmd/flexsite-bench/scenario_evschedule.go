@@ -9,6 +9,7 @@ import (
 
 	"github.com/flexsite/flexsite/internal/evschedule"
 	"github.com/flexsite/flexsite/internal/prices"
+	"github.com/flexsite/flexsite/internal/settlement"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
@@ -39,7 +40,7 @@ func evScheduleInput() evschedule.Input {
 			{Start: from.Add(5 * time.Hour), End: from.Add(6 * time.Hour)},
 		},
 		Intent: &evschedule.Intent{ReadyBy: &ready, MayChargePeak: false},
-		Tariff: &evschedule.Tariff{Zone: prices.London,
+		Tariff: &evschedule.Tariff{Zone: settlement.London,
 			OffPeak: []validation.MinuteRange{{Start: 0, End: 5*60 + 30}, {Start: 23*60 + 30, End: 24 * 60}}},
 		TurnDown: []evschedule.Block{{Start: from.Add(8 * time.Hour), End: from.Add(9 * time.Hour)}},
 	}

@@ -23,6 +23,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/probe"
 )
 
 // Scenario 6: push notifications. Every household's eligibility is broken by one asset
@@ -139,7 +140,7 @@ func (b *bench) subscribeTo(ctx context.Context, ns, name, url, secret string, t
 	if err := b.c.Create(ctx, sub); err != nil {
 		return err
 	}
-	return retry(ctx, time.Minute, func() error {
+	return probe.Retry(ctx, time.Minute, 200*time.Millisecond, func() error {
 		if err := b.c.Get(ctx, client.ObjectKeyFromObject(sub), sub); err != nil {
 			return err
 		}
@@ -263,7 +264,7 @@ func (b *bench) notifyPhase(ctx context.Context, ns string, mpans []string, rcv 
 		}
 		var deliv, recorded, outbox time.Duration
 		if rcv != nil {
-			if err := retry(ctx, sampleTimeout, func() error {
+			if err := probe.Retry(ctx, sampleTimeout, 200*time.Millisecond, func() error {
 				at, stamped, ok := rcv.arrived(siteID)
 				if !ok {
 					return fmt.Errorf("no site.eligibility_changed for site %s yet", siteID)

@@ -13,6 +13,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/prices"
+	"github.com/flexsite/flexsite/internal/settlement"
 )
 
 // Pricing reads (issue 36): GET /entities/site/{site_id}/price-curve (answered from memory)
@@ -254,7 +255,7 @@ func benchDayPrices(day prices.Day) []prices.Price {
 	periods := day.Periods()
 	out := make([]prices.Price, len(periods))
 	for i, start := range periods {
-		hour := start.In(prices.London).Hour()
+		hour := start.In(settlement.London).Hour()
 		c := prices.Centi(5000 + (i*7919)%2000)
 		switch {
 		case hour < 5:

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flexsite/flexsite/internal/db"
+	"github.com/flexsite/flexsite/internal/probe"
 	"github.com/flexsite/flexsite/internal/server"
 )
 
@@ -242,11 +243,11 @@ func (b *bench) mirrored(ctx context.Context, names []string,
 // managerAllocBytes is the bytes the manager has allocated since it started
 // (go_memstats_alloc_bytes_total of its metrics).
 func (b *bench) managerAllocBytes(ctx context.Context) (float64, error) {
-	samples, err := fetchProm(ctx, probeClient, b.mgr.metricsURL, "go_memstats_alloc_bytes_total")
+	samples, err := probe.Fetch(ctx, probeClient, b.mgr.metricsURL, "go_memstats_alloc_bytes_total")
 	if err != nil {
 		return 0, fmt.Errorf("the manager's allocations: %w", err)
 	}
-	return sumOf(samples, "go_memstats_alloc_bytes_total"), nil
+	return probe.SumOf(samples, "go_memstats_alloc_bytes_total"), nil
 }
 
 // scrapeAllocBytes is what one read of the manager's metrics allocates in it, which every
@@ -449,9 +450,9 @@ func (b *bench) startTrivial(ctx context.Context) (string, error) {
 }
 
 // startSelf runs this same binary as a server on a free loopback port, in the trivial
-// server's place (b.trivial: its CPU time counts as roleTrivial), and waits until probe (a
+// server's place (b.trivial: its CPU time counts as roleTrivial), and waits until probePath (a
 // path) answers. args are the binary's arguments for the address it is to listen on.
-func (b *bench) startSelf(ctx context.Context, name, logName, probe string, args func(addr string) []string) (string, error) {
+func (b *bench) startSelf(ctx context.Context, name, logName, probePath string, args func(addr string) []string) (string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", err
@@ -466,7 +467,7 @@ func (b *bench) startSelf(ctx context.Context, name, logName, probe string, args
 		return "", err
 	}
 	url := "http://" + addr + "/"
-	_, err = b.trivial.waitHTTP(ctx, probeClient, url+probe, 30*time.Second)
+	_, err = b.trivial.waitHTTP(ctx, probeClient, url+probePath, 30*time.Second)
 	return url, err
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/flexsite/flexsite/internal/probe"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 )
 
@@ -216,11 +217,11 @@ func (b *bench) checkTransactionsRaw(ctx context.Context, url string, size int, 
 // checkNoKeptPages makes sure the manager kept nothing of the pages it has read: every read
 // measured is cold.
 func (b *bench) checkNoKeptPages(ctx context.Context) error {
-	samples, err := fetchProm(ctx, probeClient, b.mgr.metricsURL, "flexsite_rewards_kept_page_bytes")
+	samples, err := probe.Fetch(ctx, probeClient, b.mgr.metricsURL, "flexsite_rewards_kept_page_bytes")
 	if err != nil {
 		return err
 	}
-	if kept := sumOf(samples, "flexsite_rewards_kept_page_bytes"); kept != 0 {
+	if kept := probe.SumOf(samples, "flexsite_rewards_kept_page_bytes"); kept != 0 {
 		return fmt.Errorf("the manager run with %s=1 keeps %.0f bytes of pages: the reads would not be cold", noKeptPagesEnv, kept)
 	}
 	return nil

@@ -61,6 +61,7 @@ import (
 	"github.com/flexsite/flexsite/internal/sealing"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/shards"
+	"github.com/flexsite/flexsite/internal/validation"
 	admission "github.com/flexsite/flexsite/webhook"
 )
 
@@ -209,7 +210,7 @@ func main() {
 		"Meter register lookups one organisation may make in a UTC day; 0 disables.")
 	flag.Int64Var(&o.meterBudgets.HouseholdPerHour, "meter-searches-per-household-hour", o.meterBudgets.HouseholdPerHour,
 		"Meter searches one household may make in the hosted flow in a UTC hour, besides its organisation's budget; 0 disables.")
-	flag.IntVar(&o.maxSubscriptions, "max-subscriptions", server.DefaultMaxSubscriptions,
+	flag.IntVar(&o.maxSubscriptions, "max-subscriptions", validation.DefaultMaxSubscriptions,
 		"Notification subscriptions one organisation may have (REST and kubectl alike); at least 1.")
 	zapOpts := zap.Options{Development: true}
 	flag.Func("notification-allow-cidrs", "Comma-separated networks (CIDR) notifications may be delivered to although "+

@@ -52,6 +52,7 @@ import (
 	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/db/dbtest"
+	"github.com/flexsite/flexsite/internal/probe"
 	"github.com/flexsite/flexsite/internal/rewardstore"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
@@ -126,7 +127,7 @@ func run(ctx context.Context, n, concurrency, weeks int, connection bool) error 
 		return err
 	}
 	var token string
-	if err := retry(ctx, time.Minute, time.Second, func() error { token, err = login(api.URL); return err }); err != nil {
+	if err := probe.Retry(ctx, time.Minute, time.Second, func() error { token, err = login(api.URL); return err }); err != nil {
 		return err
 	}
 
@@ -178,7 +179,7 @@ func run(ctx context.Context, n, concurrency, weeks int, connection bool) error 
 	}
 	// Every 5 s: each look LISTs three kinds whole, which at thousands of households is work
 	// enough for the API server to slow down what it waits for.
-	if err := retry(ctx, 20*time.Minute, 5*time.Second, func() error { return converged(ctx, env.Client, n, weeks) }); err != nil {
+	if err := probe.Retry(ctx, 20*time.Minute, 5*time.Second, func() error { return converged(ctx, env.Client, n, weeks) }); err != nil {
 		return err
 	}
 	log.Printf("converged %s after the first onboard", time.Since(start).Round(time.Second))
@@ -426,39 +427,28 @@ func eventBytes(s snapshot) int64 {
 }
 
 // scrapeGauges reads the Go heap gauges and the flexsite.io watch caches' capacity from a
-// Prometheus text endpoint.
+// Prometheus text endpoint, by series ("name{label=\"value\",...}").
 func scrapeGauges(ctx context.Context, hc *http.Client, url string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	samples, err := probe.Fetch(ctx, hc, url, "go_memstats_heap_inuse_bytes", "go_memstats_heap_alloc_bytes",
+		"process_resident_memory_bytes", "apiserver_watch_cache_capacity")
 	if err != nil {
 		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	out := map[string]float64{}
-	for line := range strings.Lines(string(body)) {
-		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if !ok || strings.HasPrefix(name, "#") {
+	for _, s := range samples {
+		series := s.Name
+		if len(s.Labels) > 0 {
+			labels := make([]string, 0, len(s.Labels))
+			for k, v := range s.Labels {
+				labels = append(labels, k+"="+strconv.Quote(v))
+			}
+			sort.Strings(labels)
+			series += "{" + strings.Join(labels, ",") + "}"
+		}
+		if s.Name == "apiserver_watch_cache_capacity" && !strings.Contains(series, "flexsite.io") {
 			continue
 		}
-		switch {
-		case name == "go_memstats_heap_inuse_bytes", name == "go_memstats_heap_alloc_bytes",
-			name == "process_resident_memory_bytes",
-			strings.HasPrefix(name, "apiserver_watch_cache_capacity{") && strings.Contains(name, "flexsite.io"):
-			v, err := strconv.ParseFloat(value, 64)
-			if err == nil {
-				out[name] = v
-			}
-		}
+		out[series] = s.Value
 	}
 	return out, nil
 }
@@ -693,24 +683,4 @@ func parallel(ctx context.Context, n, c int, do func(i int) error) error {
 	wg.Wait()
 	close(errs)
 	return <-errs
-}
-
-// retry calls f every so often until it answers nil or the time is up; the last error says
-// what was missing.
-func retry(ctx context.Context, limit, every time.Duration, f func() error) error {
-	deadline := time.Now().Add(limit)
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(every):
-		}
-	}
 }

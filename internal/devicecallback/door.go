@@ -123,13 +123,9 @@ func (d *Door) page(w http.ResponseWriter, base string, res devices.CallbackResu
 		data["Status"], data["Title"] = "error", "Your account was not connected"
 		data["Message"] = res.Message
 	}
-	h := w.Header()
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'nonce-"+nonce+"'; style-src 'nonce-"+nonce+
-		"'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
-	h.Set("Content-Type", "text/html; charset=utf-8")
+	web.PageHeaders(w, web.Page{TalksToOpener: true, CSP: "default-src 'none'; script-src 'nonce-" + nonce +
+		"'; style-src 'nonce-" + nonce + "'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"})
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	status := http.StatusOK
 	if !res.Connected {
 		status = http.StatusBadRequest

@@ -8,14 +8,14 @@ import (
 )
 
 // Listen calls changed with the organisation and the flex event of every dispatch change
-// NOTIFYed on Channel, until ctx ends, and changed("", "") each time it starts listening
-// again after a lost connection: what changed meanwhile is not known, anything may have.
-// changed must not block (it is called on the listening connection's goroutine). It holds one
-// connection of the pool.
-func (s *Store) Listen(ctx context.Context, changed func(organisation, flexEvent string)) {
+// NOTIFYed on Channel, until ctx ends, and reconnected each time it starts listening again
+// after a lost connection: what changed meanwhile is not known, anything may have. The
+// callbacks must not block (they are called on the listening connection's goroutine). It holds
+// one connection of the pool.
+func (s *Store) Listen(ctx context.Context, changed func(organisation, flexEvent string), reconnected func()) {
 	db.Watch(ctx, s.Pool, Channel, func(first bool) {
 		if !first {
-			changed("", "")
+			reconnected()
 		}
 	}, func(payload string) {
 		if org, flexEvent, ok := strings.Cut(payload, "/"); ok {

@@ -18,7 +18,7 @@ func TestListenTellsEachChange(t *testing.T) {
 	store := &dispatchstore.Store{Pool: testDB.Pool}
 	told := make(chan string, 64)
 	listening := make(chan struct{})
-	go store.Listen(ctx, func(org, flexEvent string) { told <- org + "/" + flexEvent })
+	go store.Listen(ctx, func(org, flexEvent string) { told <- org + "/" + flexEvent }, func() {})
 	// Listening has begun once a NOTIFY sent after it arrives: send until one does.
 	go func() {
 		defer close(listening)

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/flexsite/flexsite/internal/prices"
+	"github.com/flexsite/flexsite/internal/settlement"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
@@ -111,7 +112,7 @@ func zoneOf(t *Tariff) *time.Location {
 	if t != nil && t.Zone != nil {
 		return t.Zone
 	}
-	return prices.London
+	return settlement.London
 }
 
 // nextWallTime is the first instant strictly after t whose wall time in loc is wall.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flexsite/flexsite/internal/evschedule"
 	"github.com/flexsite/flexsite/internal/prices"
+	"github.com/flexsite/flexsite/internal/settlement"
 	"github.com/flexsite/flexsite/internal/validation"
 )
 
@@ -396,7 +397,7 @@ func randomInput(rng *rand.Rand) (evschedule.Input, time.Time) {
 	in := evschedule.Input{Requested: req}
 	if rng.IntN(4) > 0 {
 		// A ready-by at most 6 hours on from the window start: ≤ 12 half-hours.
-		l := first.Truncate(hh).Add(time.Duration(1+rng.IntN(12)) * hh).In(prices.London)
+		l := first.Truncate(hh).Add(time.Duration(1+rng.IntN(12)) * hh).In(settlement.London)
 		in.Intent = &evschedule.Intent{ReadyBy: wall(l.Hour(), l.Minute()), MayChargePeak: rng.IntN(2) == 0}
 	}
 	if rng.IntN(2) == 0 {
@@ -546,7 +547,7 @@ func benchInput() evschedule.Input {
 	in := evschedule.Input{
 		Requested: []evschedule.Block{{Start: from, End: from.Add(3 * time.Hour)}, {Start: from.Add(5 * time.Hour), End: from.Add(6 * time.Hour)}},
 		Intent:    &evschedule.Intent{ReadyBy: wall(18, 0)},
-		Tariff:    &evschedule.Tariff{OffPeak: []validation.MinuteRange{{Start: 0, End: 7 * 60}, {Start: 23*60 + 30, End: 24 * 60}}, Zone: prices.London},
+		Tariff:    &evschedule.Tariff{OffPeak: []validation.MinuteRange{{Start: 0, End: 7 * 60}, {Start: 23*60 + 30, End: 24 * 60}}, Zone: settlement.London},
 		TurnDown:  []evschedule.Block{{Start: from.Add(8 * time.Hour), End: from.Add(9 * time.Hour)}},
 	}
 	for i := range 48 {

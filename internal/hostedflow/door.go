@@ -99,8 +99,7 @@ func (d *Door) page(w http.ResponseWriter, r *http.Request) {
 		web.WriteError(d.Log, w, r, err)
 		return
 	}
-	web.PageHeaders(w)
-	w.Header().Set("Content-Security-Policy", page.CSP)
+	web.PageHeaders(w, web.Page{CSP: page.CSP, Embeddable: true})
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(len(page.HTML)))
 	_, _ = w.Write(page.HTML)
@@ -109,7 +108,7 @@ func (d *Door) page(w http.ResponseWriter, r *http.Request) {
 func file(name string) http.Handler {
 	a := Assets[name]
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		web.PageHeaders(w)
+		web.PageHeaders(w, web.Page{Embeddable: true})
 		w.Header().Set("Content-Type", a.ContentType)
 		w.Header().Set("Content-Length", strconv.Itoa(len(a.Body)))
 		_, _ = w.Write(a.Body)
@@ -120,6 +119,9 @@ var (
 	errNeedsComponentToken = web.Fail(http.StatusForbidden, "The hosted flow's routes need a component (end-user) token")
 	errWrongOrigin         = web.Fail(http.StatusForbidden, "This token was not handed over by its allowed origin")
 )
+
+// apiPage is the headers' part of the /hosted/api routes: JSON, never framed.
+var apiPage = web.Page{CSP: "default-src 'none'; frame-ancestors 'none'"}
 
 // api authenticates a /hosted/api route: an end-user token whose allowed_origin is the origin
 // the page reports for the message that brought it.
@@ -134,8 +136,7 @@ func (d *Door) api(h web.Handler) http.Handler {
 		return h(r, p)
 	}, true)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		web.PageHeaders(w)
-		w.Header().Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+		web.PageHeaders(w, apiPage)
 		inner.ServeHTTP(w, r)
 	})
 }

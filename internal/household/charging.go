@@ -4,7 +4,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flexsite/flexsite/internal/prices"
+	"github.com/flexsite/flexsite/internal/settlement"
 )
 
 // ChargingBlock is a charging block of an EV schedule the household's car was given.
@@ -18,7 +18,7 @@ type ChargingBlock struct{ Start, End time.Time }
 // the request came back unchanged: then the sentence makes no claim about price). "" when no
 // block is still to come.
 func ChargingWindowSentence(blocks []ChargingBlock, cheapest bool, now time.Time) string {
-	london := prices.London
+	london := settlement.London
 	today := dayOf(now.In(london))
 	var parts []string
 	lastDay := today

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/flexsite/flexsite/internal/evschedule"
-	"github.com/flexsite/flexsite/internal/prices"
+	"github.com/flexsite/flexsite/internal/settlement"
 )
 
 // SetChargingProfileRequest is prod's (OCPP 1.6 SetChargingProfile.req).
@@ -168,7 +168,7 @@ func minTime(a, b time.Time) time.Time {
 // plugged in at 22:00 UK time the evening after now, ready by 07:00, charging in the cheapest
 // four half-hours of a typical overnight curve (01:00–03:00).
 func Example(now time.Time) SetChargingProfileRequest {
-	l := now.In(prices.London)
+	l := now.In(settlement.London)
 	plug := time.Date(l.Year(), l.Month(), l.Day()+1, 22, 0, 0, 0, l.Location())
 	ready := time.Date(l.Year(), l.Month(), l.Day()+2, 7, 0, 0, 0, l.Location())
 	from := time.Date(l.Year(), l.Month(), l.Day()+2, 1, 0, 0, 0, l.Location())

@@ -37,9 +37,6 @@ const HalfHour = 30 * time.Minute
 // declaration longer than that is refused before any of it is read.
 const MaxPeriods = 50
 
-// London is UK local time, the zone of the days and of the curve's 23:00.
-var London = settlement.London
-
 // Centi is a price in hundredths of £/MWh (pence per MWh).
 type Centi int64
 
@@ -133,7 +130,7 @@ func ParseDay(s string) (Day, error) {
 
 // DayOf is the UK local day t falls in.
 func DayOf(t time.Time) Day {
-	l := t.In(London)
+	l := t.In(settlement.London)
 	return Day{l.Year(), l.Month(), l.Day()}
 }
 
@@ -141,16 +138,22 @@ func DayOf(t time.Time) Day {
 func (d Day) String() string { return fmt.Sprintf("%04d-%02d-%02d", d.Year, d.Month, d.Day) }
 
 // Start is the day's local midnight.
-func (d Day) Start() time.Time { return time.Date(d.Year, d.Month, d.Day, 0, 0, 0, 0, London) }
+func (d Day) Start() time.Time {
+	return time.Date(d.Year, d.Month, d.Day, 0, 0, 0, 0, settlement.London)
+}
 
 // Next is the following day.
-func (d Day) Next() Day { return DayOf(time.Date(d.Year, d.Month, d.Day+1, 12, 0, 0, 0, London)) }
+func (d Day) Next() Day {
+	return DayOf(time.Date(d.Year, d.Month, d.Day+1, 12, 0, 0, 0, settlement.London))
+}
 
 // End is the next day's local midnight.
 func (d Day) End() time.Time { return d.Next().Start() }
 
 // At is the instant of the day's local wall time hh:mm.
-func (d Day) At(hh, mm int) time.Time { return time.Date(d.Year, d.Month, d.Day, hh, mm, 0, 0, London) }
+func (d Day) At(hh, mm int) time.Time {
+	return time.Date(d.Year, d.Month, d.Day, hh, mm, 0, 0, settlement.London)
+}
 
 // Periods are the starts of the day's settlement periods, in order: 46, 48 or 50.
 func (d Day) Periods() []time.Time {

@@ -115,7 +115,7 @@ func (a *API) createTransaction(r *http.Request, p *auth.Principal) (any, error)
 
 // parsePaymentStatus reads {payment_status} (PATCH /rewards/{site_id}/transactions/{transaction_id}).
 func parsePaymentStatus(f *fields, body map[string]any) flexv1.PaymentStatus {
-	s, _ := web.Enum(f, body, []any{"body"}, "payment_status", true, rewards.PaymentStatuses)
+	s, _ := web.Enum(f, body, []any{"body"}, "payment_status", true, household.PaymentTargets)
 	for k := range body {
 		if k != "payment_status" {
 			f.Add("Extra inputs are not permitted", "extra_forbidden", []any{"body", k})

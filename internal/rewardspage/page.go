@@ -145,19 +145,14 @@ func formAction(target string) string { return validation.RedirectSource(target)
 
 // setHeaders are the headers of every page answer: no caching, no referrer, a CSP that allows
 // only the page's own stylesheet and forms posting to itself (and, after the last form, the
-// redirect to formTarget's origin), and no framing.
+// redirect to formTarget's origin), and no framing (web.PageHeaders).
 func setHeaders(w http.ResponseWriter, formTarget string) {
 	action := "'self'"
 	if origin := formAction(formTarget); origin != "" {
 		action += " " + origin
 	}
-	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action "+action+
-		"; frame-ancestors 'none'; base-uri 'none'")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("X-Frame-Options", "DENY")
+	web.PageHeaders(w, web.Page{CSP: "default-src 'none'; style-src 'self'; img-src 'self'; form-action " + action +
+		"; frame-ancestors 'none'; base-uri 'none'"})
 }
 
 func (d *Door) render(w http.ResponseWriter, status int, v *view, formTarget string) {
@@ -497,7 +492,7 @@ func (d *Door) withdraw(w http.ResponseWriter, r *http.Request, sess *rewards.Se
 	switch {
 	case errors.Is(err, rewards.ErrNoBankDetails):
 		d.show(w, r, sess, http.StatusUnprocessableEntity, &view{Alert: "Add your bank details before you withdraw."})
-	case errors.Is(err, rewards.ErrCannotWithdraw):
+	case errors.Is(err, household.ErrCannotWithdraw):
 		d.show(w, r, sess, http.StatusUnprocessableEntity, &view{Alert: "You cannot withdraw your rewards yet."})
 	case errors.Is(err, rewards.ErrNotStored):
 		d.show(w, r, sess, http.StatusInternalServerError, &view{Alert: "We could not record your withdrawal. Please try again."})

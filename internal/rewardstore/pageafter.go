@@ -102,10 +102,8 @@ func (sc *batchScan) read(ctx context.Context, s *Store, sql string, row func(*P
 		if sc.settlement.Valid && sc.settlement.InfinityModifier != pgtype.Finite {
 			return n, errors.New("a transaction's settlement date is infinite")
 		}
-		sc.r = PageRow{ID: sc.id.Bytes, Type: sameText(&sc.typText, sc.typ), PaymentStatus: sameText(&sc.statusText, sc.status),
-			CreditPence: sc.credit.Int64, FlexWh: sc.flex.Int64, HasFlexWh: sc.flex.Valid, Start: sc.start.Time,
-			HasStart: sc.start.Valid, End: sc.end.Time, HasEnd: sc.end.Valid, Settlement: sc.settlement.Time,
-			HasSettlement: sc.settlement.Valid, Occurred: sc.at.Time, HasOccurred: sc.at.Valid}
+		sc.r.scanned(sc.id, sameText(&sc.typText, sc.typ), sameText(&sc.statusText, sc.status), sc.credit, sc.flex, sc.start,
+			sc.end, sc.settlement, sc.at)
 		row(&sc.r)
 		n++
 	}

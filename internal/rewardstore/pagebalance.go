@@ -7,27 +7,31 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/household"
+	"github.com/flexsite/flexsite/internal/ledger"
 )
 
-// PageRow is one transaction of a page as the database holds it, for a reader that encodes
-// it without building a RewardTransaction (PageWithBalance).
+// PageRow is one transaction of a page as the database holds it, scanned straight into the
+// compact ledger's row (ledger.Row: what Ledger.Append packs, nothing copied again), for a
+// reader that encodes it without building a RewardTransaction (PageWithBalance).
 type PageRow struct {
-	// ID is the transaction's id (a UUID: the column's type).
-	ID                  [16]byte
-	Type, PaymentStatus string
-	CreditPence         int64
-	FlexWh              int64
-	HasFlexWh           bool
-	Start, End          time.Time
-	HasStart, HasEnd    bool
-	// Settlement is the settlement date (midnight UTC) when HasSettlement.
-	Settlement    time.Time
-	HasSettlement bool
+	ledger.Row
 	// Occurred is when the transaction happened, the statement's order (HasOccurred false:
 	// never said; such transactions come last).
 	Occurred    time.Time
 	HasOccurred bool
+}
+
+// scanned fills r from a history row's columns (pageRowColumns; the texts reused: sameText).
+func (r *PageRow) scanned(id pgtype.UUID, typ, status string, credit, flex pgtype.Int8, start, end pgtype.Timestamptz,
+	settlement pgtype.Date, occurred pgtype.Timestamptz) {
+	*r = PageRow{Row: ledger.Row{ID: id.Bytes, Type: flexv1.TransactionType(typ), PaymentStatus: flexv1.PaymentStatus(status),
+		CreditPence: credit.Int64, FlexWh: flex.Int64, HasFlex: flex.Valid, Start: start.Time.Unix(), HasStart: start.Valid,
+		End: end.Time.Unix(), HasEnd: end.Valid}, Occurred: occurred.Time, HasOccurred: occurred.Valid}
+	if settlement.Valid { // midnight UTC: the ledger's day number
+		r.SettlementDay, r.HasSettlement = int32(settlement.Time.Unix()/(24*60*60)), true
+	}
 }
 
 // Position is the transaction's place in the statement order, for PageAfter.
@@ -102,9 +106,7 @@ func (s *Store) pageWithBalance(ctx context.Context, site Site, p Page, row func
 		if settlement.Valid && settlement.InfinityModifier != pgtype.Finite {
 			return b, errors.New("a transaction's settlement date is infinite")
 		}
-		r = PageRow{ID: id.Bytes, Type: sameText(&typText, typ), PaymentStatus: sameText(&statusText, status), CreditPence: credit.Int64,
-			FlexWh: flex.Int64, HasFlexWh: flex.Valid, Start: start.Time, HasStart: start.Valid, End: end.Time, HasEnd: end.Valid,
-			Settlement: settlement.Time, HasSettlement: settlement.Valid, Occurred: occurred.Time, HasOccurred: occurred.Valid}
+		r.scanned(id, sameText(&typText, typ), sameText(&statusText, status), credit, flex, start, end, settlement, occurred)
 		row(&r)
 	}
 	if err := rows.Err(); err != nil {

@@ -19,19 +19,19 @@ import (
 
 // transactionOf is a PageRow as the RewardTransaction Page answers for it.
 func transactionOf(r *rewardstore.PageRow) flexv1.RewardTransaction {
-	tx := flexv1.RewardTransaction{ID: uuid.UUID(r.ID).String(), Type: flexv1.TransactionType(r.Type),
-		CreditPence: r.CreditPence, PaymentStatus: flexv1.PaymentStatus(r.PaymentStatus)}
-	if r.HasFlexWh {
+	tx := flexv1.RewardTransaction{ID: uuid.UUID(r.ID).String(), Type: r.Type, CreditPence: r.CreditPence,
+		PaymentStatus: r.PaymentStatus}
+	if r.HasFlex {
 		tx.FlexWh = ptr.To(r.FlexWh)
 	}
 	if r.HasStart {
-		tx.StartTime = &metav1.Time{Time: r.Start.UTC()}
+		tx.StartTime = &metav1.Time{Time: time.Unix(r.Start, 0).UTC()}
 	}
 	if r.HasEnd {
-		tx.EndTime = &metav1.Time{Time: r.End.UTC()}
+		tx.EndTime = &metav1.Time{Time: time.Unix(r.End, 0).UTC()}
 	}
 	if r.HasSettlement {
-		tx.SettlementDate = r.Settlement.Format(time.DateOnly)
+		tx.SettlementDate = time.Unix(int64(r.SettlementDay)*24*60*60, 0).UTC().Format(time.DateOnly)
 	}
 	return tx
 }

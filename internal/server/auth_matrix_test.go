@@ -18,9 +18,9 @@ import (
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/dispatch"
 	"github.com/flexsite/flexsite/internal/dispatchstore"
+	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/rewardstore"
-	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
@@ -497,7 +497,7 @@ func hostedCall(hosted bool, method, path, token string, body any) (int, respons
 		return call(method, path, token, body)
 	}
 	status, data, err := testenv.CallWithHeaders(apiServer.URL, method, path, token, body,
-		map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+		map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"})
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return status, data
 }

@@ -11,10 +11,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/prices"
 	"github.com/flexsite/flexsite/internal/pricestore"
-	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
@@ -46,7 +46,7 @@ var _ = Describe("The battery's plan on the household's pages", func() {
 
 		rewards := func(g Gomega) map[string]any {
 			status, data, err := testenv.CallWithHeaders(apiServer.URL, "GET", "/hosted/api/rewards", userTok, nil,
-				map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+				map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(status).To(Equal(http.StatusOK), "%s", data)
 			return response(data).Map()

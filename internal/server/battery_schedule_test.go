@@ -13,6 +13,7 @@ import (
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/prices"
 	"github.com/flexsite/flexsite/internal/pricestore"
+	"github.com/flexsite/flexsite/internal/settlement"
 )
 
 // Specs of GET /entities/asset/{asset_id}/battery-schedule (docs/api.md, "Battery schedule")
@@ -46,7 +47,7 @@ func batteryDayPrices(day prices.Day) []prices.Price {
 	out := make([]prices.Price, 0, len(periods))
 	for _, t := range periods {
 		c := prices.Centi(5000)
-		switch t.In(prices.London).Hour() {
+		switch t.In(settlement.London).Hour() {
 		case 1:
 			c = 1000
 		case 17:

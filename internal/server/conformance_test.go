@@ -27,11 +27,13 @@ import (
 	"github.com/flexsite/flexsite/internal/dispatch"
 	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/events"
+	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/prices"
 	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
+	"github.com/flexsite/flexsite/internal/web"
 )
 
 // contract holds the OpenAPI document the server serves and production's published document
@@ -344,7 +346,7 @@ func (c *contract) checkAnswer(method, path string, want, status int, resp respo
 func (c *contract) hosted(method, path, token string, body any) map[string]any {
 	GinkgoHelper()
 	status, data, err := testenv.CallWithHeaders(apiServer.URL, method, path, token, body,
-		map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+		map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"})
 	Expect(err).NotTo(HaveOccurred())
 	resp := response(data)
 	c.checkAnswer(method, path, http.StatusOK, status, resp)
@@ -853,7 +855,7 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 			DeferCleanup(srv.Close)
 			return srv
 		}
-		spent := server.Limit{Rate: 0.001, Burst: 1}
+		spent := web.Limit{Rate: 0.001, Burst: 1}
 
 		By("a client past its rate")
 		srv := limited(server.Limits{PerClient: spent})

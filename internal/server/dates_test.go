@@ -7,8 +7,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/identity"
-	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
@@ -99,7 +99,7 @@ var _ = Describe("Dates and times out of the supported range", func() {
 		expectValidationItem(status, resp, []any{"body", "gave_boundary_meter_consent_at"}, "greater_than_equal")
 		status, data, err := testenv.CallWithHeaders(apiServer.URL, "POST", "/hosted/api/assets", userTok,
 			map[string]any{"type": "charger", "installation_date": "0001-01-01"},
-			map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+			map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"})
 		Expect(err).NotTo(HaveOccurred())
 		expectValidationItem(status, data, []any{"body", "installation_date"}, "greater_than_equal")
 		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before), "a refused date stores nothing")

@@ -17,7 +17,6 @@ import (
 	"github.com/flexsite/flexsite/internal/meters"
 	"github.com/flexsite/flexsite/internal/meters/synth"
 	"github.com/flexsite/flexsite/internal/meterstore"
-	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
@@ -43,7 +42,7 @@ var _ = Describe("The hosted flow's Find my meter (GET /hosted/api/meters, PUT /
 		Expect(len(points)).To(BeNumerically(">", 1))
 		hosted = func(method, path, token string, body any) (int, response) {
 			status, data, err := testenv.CallWithHeaders(apiServer.URL, method, path, token, body,
-				map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+				map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"})
 			Expect(err).NotTo(HaveOccurred())
 			return status, data
 		}
@@ -183,7 +182,7 @@ var _ = Describe("The hosted flow's Find my meter (GET /hosted/api/meters, PUT /
 		Expect(err).NotTo(HaveOccurred())
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(server.EmbedderOriginHeader, "https://app.example.com")
+		req.Header.Set(hostedflow.EmbedderOriginHeader, "https://app.example.com")
 		resp, err := http.DefaultClient.Do(req)
 		Expect(err).NotTo(HaveOccurred())
 		data, err := io.ReadAll(resp.Body)
@@ -337,7 +336,7 @@ var _ = Describe("The hosted flow's Find my meter (GET /hosted/api/meters, PUT /
 			apiServer.URL+"/hosted/api/meters?postcode="+url.QueryEscape(hostedMetersPostcode), nil)
 		Expect(err).NotTo(HaveOccurred())
 		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set(server.EmbedderOriginHeader, "https://app.example.com")
+		req.Header.Set(hostedflow.EmbedderOriginHeader, "https://app.example.com")
 		resp, err := http.DefaultClient.Do(req)
 		Expect(err).NotTo(HaveOccurred())
 		body, err := io.ReadAll(resp.Body)

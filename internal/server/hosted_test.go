@@ -9,7 +9,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/flexsite/flexsite/internal/hostedflow"
-	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
@@ -52,7 +51,7 @@ var _ = Describe("The hosted flow's page (GET /hosted/flow)", func() {
 		userTok := user["access_token"].(string)
 		hostedGet := func(token, origin string) (int, response) {
 			status, data, err := testenv.CallWithHeaders(apiServer.URL, "GET", "/hosted/api/household", token, nil,
-				map[string]string{server.EmbedderOriginHeader: origin})
+				map[string]string{hostedflow.EmbedderOriginHeader: origin})
 			Expect(err).NotTo(HaveOccurred())
 			return status, data
 		}
@@ -63,7 +62,7 @@ var _ = Describe("The hosted flow's page (GET /hosted/flow)", func() {
 
 		By("its eligibility says, in words, that the home's details are missing")
 		status, data, err := testenv.CallWithHeaders(apiServer.URL, "GET", "/hosted/api/eligibility", userTok, nil,
-			map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+			map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusOK), "%s", data)
 		elig := response(data).Map()
@@ -102,7 +101,7 @@ var _ = Describe("The hosted flow's page (GET /hosted/flow)", func() {
 		before := snapshot(Default, ctx, o.Namespace)
 		status, data, err := testenv.CallWithHeaders(apiServer.URL, "PUT", "/hosted/api/address", user["access_token"].(string),
 			map[string]any{"postcode": "not a postcode", "mpan": "1200000000012", "street_address": "1 Road"},
-			map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+			map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", data)
 		locs := make([]any, 0, 2)

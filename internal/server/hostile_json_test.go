@@ -16,8 +16,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/restapi/apidocs"
-	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
@@ -206,7 +206,7 @@ var _ = Describe("Hostile JSON bodies", Ordered, func() {
 		for _, r := range routes {
 			token, headers := orgTok, map[string]string(nil)
 			if strings.HasPrefix(r.path, "/hosted/api/") {
-				token, headers = userTok, map[string]string{server.EmbedderOriginHeader: "https://app.example.com"}
+				token, headers = userTok, map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"}
 			}
 			for _, h := range hostile {
 				body := h.body(r)

@@ -6,7 +6,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/flexsite/flexsite/internal/server"
+	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
@@ -28,7 +28,7 @@ var _ = Describe("Hostile input", func() {
 	hosted := func(method, path string, body any) (int, response) {
 		GinkgoHelper()
 		status, data, err := testenv.CallWithHeaders(apiServer.URL, method, path, userTok, body,
-			map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+			map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"})
 		Expect(err).NotTo(HaveOccurred())
 		return status, data
 	}
@@ -85,7 +85,7 @@ var _ = Describe("Hostile input", func() {
 		user := mustCall("POST", "/auth/component-token", tok, form{"external_user_id": "origin-user",
 			"allowed_origin": "HTTPS://App.Example.COM:443/", "gave_boundary_meter_consent_at": "2026-01-15T10:30:00Z"})
 		status, data, err := testenv.CallWithHeaders(apiServer.URL, "GET", "/hosted/api/household", user["access_token"].(string), nil,
-			map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+			map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusOK), "%s", data)
 		Expect(response(data).Map()["allowed_origin"]).To(Equal("https://app.example.com"))

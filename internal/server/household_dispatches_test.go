@@ -13,7 +13,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/dispatch"
 	"github.com/flexsite/flexsite/internal/dispatchstore"
-	"github.com/flexsite/flexsite/internal/server"
+	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/settlement"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
@@ -74,7 +74,7 @@ var _ = Describe("What the household's devices did in a flex event", func() {
 		By("the hosted flow's rewards step")
 		Eventually(func(g Gomega) {
 			status, data, err := testenv.CallWithHeaders(apiServer.URL, "GET", "/hosted/api/rewards", userTok, nil,
-				map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+				map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(status).To(Equal(http.StatusOK), "%s", data)
 			events, _ := response(data).MapG(g)["flex_events"].([]any)
@@ -132,7 +132,7 @@ var _ = Describe("What the household's devices did in a flex event", func() {
 		until := start.Add(time.Hour).In(settlement.London).Format("15:04")
 		Eventually(func(g Gomega) {
 			status, data, err := testenv.CallWithHeaders(apiServer.URL, "GET", "/hosted/api/rewards", userTok, nil,
-				map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+				map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(status).To(Equal(http.StatusOK), "%s", data)
 			events, _ := response(data).MapG(g)["flex_events"].([]any)

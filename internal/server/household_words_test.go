@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/identity"
-	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
@@ -38,7 +38,7 @@ var _ = Describe("The household's two doors", func() {
 		var hosted []any
 		Eventually(func(g Gomega) {
 			status, data, err := testenv.CallWithHeaders(apiServer.URL, "GET", "/hosted/api/rewards", userTok, nil,
-				map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+				map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(status).To(Equal(http.StatusOK), "%s", data)
 			hosted, _ = response(data).MapG(g)["transactions"].([]any)

@@ -10,7 +10,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/server"
+	"github.com/flexsite/flexsite/internal/web"
 )
 
 // limitedCall sends a request to another REST API instance (same cache and cluster) that has
@@ -43,7 +45,7 @@ var _ = Describe("Input limits", func() {
 	}
 
 	It("answers a flood from one API client with 429 and Retry-After, leaving other clients alone", func(ctx SpecContext) {
-		srv := limited(server.Limits{PerClient: server.Limit{Rate: 0.01, Burst: 3}})
+		srv := limited(server.Limits{PerClient: web.Limit{Rate: 0.01, Burst: 3}})
 		flooding, other := newOrg(ctx).token(), newOrg(ctx).token()
 		for range 3 {
 			Expect(limitedCall(srv, "GET", "/auth/users/me/", flooding, "", "").StatusCode).To(Equal(http.StatusOK))
@@ -55,7 +57,7 @@ var _ = Describe("Input limits", func() {
 	})
 
 	It("stops checking passwords for a username after repeated failures", func(ctx SpecContext) {
-		srv := limited(server.Limits{LoginFailuresPerUsername: server.Limit{Rate: 0.001, Burst: 3}})
+		srv := limited(server.Limits{LoginFailuresPerUsername: web.Limit{Rate: 0.001, Burst: 3}})
 		o := newOrg(ctx)
 		o.token() // the client is in the cache
 		form := func(password string) string {
@@ -71,7 +73,7 @@ var _ = Describe("Input limits", func() {
 	})
 
 	It("answers a flood of bad tokens from one address with 429", func() {
-		srv := limited(server.Limits{AuthFailuresPerAddress: server.Limit{Rate: 0.01, Burst: 5}})
+		srv := limited(server.Limits{AuthFailuresPerAddress: web.Limit{Rate: 0.01, Burst: 5}})
 		for range 5 {
 			Expect(limitedCall(srv, "GET", "/entities/site", "not-a-token", "", "").StatusCode).To(Equal(http.StatusUnauthorized))
 		}
@@ -79,7 +81,7 @@ var _ = Describe("Input limits", func() {
 	})
 
 	It("never refuses a valid token for others' bad tokens from the same address", func(ctx SpecContext) {
-		srv := limited(server.Limits{AuthFailuresPerAddress: server.Limit{Rate: 0.01, Burst: 5}})
+		srv := limited(server.Limits{AuthFailuresPerAddress: web.Limit{Rate: 0.01, Burst: 5}})
 		good := newOrg(ctx).token()
 		for range 10 {
 			limitedCall(srv, "GET", "/entities/site", "not-a-token", "", "")
@@ -96,7 +98,7 @@ var _ = Describe("Input limits", func() {
 				limitedCall(srv, "GET", "/entities/site", "not-a-token", "", "", "X-Forwarded-For", from)
 			}
 		}
-		limits := server.Limits{AuthFailuresPerAddress: server.Limit{Rate: 0.01, Burst: 5}}
+		limits := server.Limits{AuthFailuresPerAddress: web.Limit{Rate: 0.01, Burst: 5}}
 		cfg := apiSrv.Config
 		cfg.Limits = limits
 		cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
@@ -117,7 +119,7 @@ var _ = Describe("Input limits", func() {
 
 	It("keeps a username's failure budget per address, so nobody elsewhere can lock an organisation out", func(ctx SpecContext) {
 		cfg := apiSrv.Config
-		cfg.Limits = server.Limits{LoginFailuresPerUsername: server.Limit{Rate: 0.001, Burst: 3}}
+		cfg.Limits = server.Limits{LoginFailuresPerUsername: web.Limit{Rate: 0.001, Burst: 3}}
 		cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 		srv := httptest.NewServer(server.NewServer(cfg))
 		DeferCleanup(srv.Close)
@@ -143,7 +145,7 @@ var _ = Describe("Input limits", func() {
 	It("refuses more assets than one call may carry", func(ctx SpecContext) {
 		tok := newOrg(ctx).token()
 		body := household("1200000000011", func(b map[string]any) {
-			assets := make([]any, server.MaxAssetsPerCall+1)
+			assets := make([]any, app.MaxAssetsPerCall+1)
 			for i := range assets {
 				assets[i] = map[string]any{"external_id": fmt.Sprintf("a-%d", i), "type": "battery"}
 			}

@@ -135,7 +135,7 @@ var _ = Describe("The meter register's lookup budget", func() {
 		}
 		search := func(tok string) (int, string, response) {
 			return readAnswer(limitedCall(srv, "GET", "/hosted/api/meters?postcode="+url.QueryEscape(meterStreetPostcode), tok, "", "",
-				server.EmbedderOriginHeader, "https://app.example.com"))
+				hostedflow.EmbedderOriginHeader, "https://app.example.com"))
 		}
 		first, second := householdToken("budget-first"), householdToken("budget-second")
 

@@ -23,7 +23,6 @@ import (
 	"github.com/flexsite/flexsite/internal/meters/synth"
 	"github.com/flexsite/flexsite/internal/meterstore"
 	"github.com/flexsite/flexsite/internal/sealing"
-	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 	"github.com/flexsite/flexsite/internal/validation"
 )
@@ -440,7 +439,7 @@ var _ = Describe("The Meters group across a rotation of the reference keys", Ser
 		hosted := func(method, path string, body any) (int, response) {
 			GinkgoHelper()
 			status, data, err := testenv.CallWithHeaders(apiServer.URL, method, path, household, body,
-				map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+				map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"})
 			Expect(err).NotTo(HaveOccurred())
 			return status, data
 		}

@@ -10,20 +10,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/metrics"
-	"github.com/flexsite/flexsite/internal/server"
+	"github.com/flexsite/flexsite/internal/web"
 )
 
 // What the REST API tells its operators about each request: a request id on every answer, the
 // request counted by route pattern, and every write named after the API client that made it.
 var _ = Describe("Observability of the REST API", func() {
 	It("answers every request with a request id: the caller's when sane, a fresh one otherwise", func() {
-		resp := limitedCall(apiServer, "GET", "/healthz", "", "", "", server.HeaderRequestID, "trace-42.a_b")
-		Expect(resp.Header.Get(server.HeaderRequestID)).To(Equal("trace-42.a_b"))
-		resp = limitedCall(apiServer, "GET", "/no/such/route", "", "", "", server.HeaderRequestID, "bad id\twith spaces")
+		resp := limitedCall(apiServer, "GET", "/healthz", "", "", "", web.HeaderRequestID, "trace-42.a_b")
+		Expect(resp.Header.Get(web.HeaderRequestID)).To(Equal("trace-42.a_b"))
+		resp = limitedCall(apiServer, "GET", "/no/such/route", "", "", "", web.HeaderRequestID, "bad id\twith spaces")
 		Expect(resp.StatusCode).To(Equal(http.StatusNotFound))
-		Expect(resp.Header.Get(server.HeaderRequestID)).To(MatchRegexp(`^[0-9a-f-]{36}$`))
+		Expect(resp.Header.Get(web.HeaderRequestID)).To(MatchRegexp(`^[0-9a-f-]{36}$`))
 	})
 
 	It("counts requests by route pattern, method and status, never by raw path", func(ctx SpecContext) {
@@ -50,9 +51,9 @@ var _ = Describe("Observability of the REST API", func() {
 		for _, m := range site.ManagedFields {
 			managers = append(managers, m.Manager)
 		}
-		Expect(managers).To(ContainElement(SatisfyAll(HavePrefix(server.FieldManagerPrefix), Not(ContainSubstring(tok)))))
+		Expect(managers).To(ContainElement(SatisfyAll(HavePrefix(auth.FieldManagerPrefix), Not(ContainSubstring(tok)))))
 		for _, m := range site.ManagedFields {
-			if strings.HasPrefix(m.Manager, server.FieldManagerPrefix) && m.Operation == "Update" && m.Subresource == "" {
+			if strings.HasPrefix(m.Manager, auth.FieldManagerPrefix) && m.Operation == "Update" && m.Subresource == "" {
 				Expect(m.FieldsV1.GetRawString()).To(ContainSubstring(`"f:email"`))
 			}
 		}

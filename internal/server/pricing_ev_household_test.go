@@ -10,10 +10,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/hostedflow"
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/prices"
 	"github.com/flexsite/flexsite/internal/pricestore"
-	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
@@ -54,7 +54,7 @@ var _ = Describe("The household's next charging window", func() {
 
 		By("the hosted flow's rewards step")
 		status, data, err := testenv.CallWithHeaders(apiServer.URL, "GET", "/hosted/api/rewards", userTok, nil,
-			map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+			map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(status).To(Equal(http.StatusOK), "%s", data)
 		Expect(response(data).Map()["charging_windows"]).To(Equal([]any{want}))
@@ -70,7 +70,7 @@ var _ = Describe("The household's next charging window", func() {
 		mustCall("POST", "/entities/site/"+siteID+"/unenrol", tok, map[string]any{"proposition": "price_curve"})
 		Eventually(func(g Gomega) any {
 			_, data, _ := testenv.CallWithHeaders(apiServer.URL, "GET", "/hosted/api/rewards", userTok, nil,
-				map[string]string{server.EmbedderOriginHeader: "https://app.example.com"})
+				map[string]string{hostedflow.EmbedderOriginHeader: "https://app.example.com"})
 			return response(data).MapG(g)["charging_windows"]
 		}).Should(BeEmpty())
 	})

@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app/rewards"
 	"github.com/flexsite/flexsite/internal/identity"
-	"github.com/flexsite/flexsite/internal/server"
 )
 
 // page is one answer of the hosted rewards page.
@@ -430,7 +430,7 @@ var _ = Describe("The rewards link and the hosted rewards page", func() {
 		By("refusing a link past its 15 minutes")
 		stale := link("")["balance_withdrawal_url"].(string)
 		now := *clock.Load()
-		later := now.Add(server.RewardsLinkTTL + time.Minute)
+		later := now.Add(rewards.LinkTTL + time.Minute)
 		clock.Store(&later)
 		DeferCleanup(func() { clock.Store(&now) })
 		Expect(newBrowser().do("GET", stale, nil).status).To(Equal(http.StatusGone))

@@ -25,6 +25,7 @@ import (
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/server"
+	"github.com/flexsite/flexsite/internal/web"
 )
 
 // lockedBuffer is a log sink safe for the concurrent writes of an HTTP server.
@@ -234,7 +235,7 @@ var _ = Describe("Login answers", func() {
 		Expect(wrong.status).To(Equal(http.StatusUnauthorized))
 		Expect(unknown.status).To(Equal(wrong.status))
 		Expect(unknown.body).To(Equal(wrong.body))
-		for _, h := range []string{"Date", server.HeaderRequestID} {
+		for _, h := range []string{"Date", web.HeaderRequestID} {
 			wrong.header.Del(h)
 			unknown.header.Del(h)
 		}

@@ -38,6 +38,7 @@ import (
 	"github.com/flexsite/flexsite/internal/devicecallback"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/hostedflow"
+	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/mail"
 	"github.com/flexsite/flexsite/internal/meters"
 	"github.com/flexsite/flexsite/internal/meterstore"
@@ -51,30 +52,21 @@ import (
 	"github.com/flexsite/flexsite/internal/schedulestore"
 	"github.com/flexsite/flexsite/internal/sealing"
 	"github.com/flexsite/flexsite/internal/settlementstore"
-	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/internal/vtnstore"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
-// Names the manager, its tests and its tools share with the doors.
+// Names the manager and its tools take from the doors, which they may not import.
 type (
 	// RewardPolicy holds the configurable withdrawal thresholds.
-	RewardPolicy = rewards.Policy
-	// Limits bound what one caller may ask; Limit is one token bucket.
+	RewardPolicy = household.RewardPolicy
+	// Limits bound what one caller may ask.
 	Limits = web.Limits
-	Limit  = web.Limit
 )
 
-// Names of the doors' headers, objects and bounds.
+// The doors' bounds the manager and the bench are given.
 const (
-	HeaderRequestID         = web.HeaderRequestID
-	EmbedderOriginHeader    = hostedflow.EmbedderOriginHeader
-	FieldManagerPrefix      = auth.FieldManagerPrefix
-	RewardsLinkTTL          = rewards.LinkTTL
-	MaxAssetsPerCall        = app.MaxAssetsPerCall
-	DefaultMaxSubscriptions = validation.DefaultMaxSubscriptions
-	DefaultInFlightTimeout  = app.DefaultInFlightTimeout
-	DefaultHostedNamespace  = rewards.DefaultHostedNamespace
+	DefaultInFlightTimeout = app.DefaultInFlightTimeout
 	// StackBaselineEnv, set in the environment, mounts the bench's trivial read behind the
 	// whole stack at StackBaselinePath + "{n}" (web.StackBaselinePattern).
 	StackBaselineEnv  = web.StackBaselineEnv

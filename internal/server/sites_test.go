@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app"
 	householdcore "github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
-	"github.com/flexsite/flexsite/internal/server"
 	"github.com/flexsite/flexsite/internal/testenv"
 )
 
@@ -397,7 +397,7 @@ var _ = Describe("GET /entities/site/{site_id}/eligibility", func() {
 	It("answers a site onboarded with as many assets as one call may carry, listing every one of them", func(ctx SpecContext) {
 		// The Site's status must hold them all: a status the API server refuses (it once held
 		// 64) leaves the eligibility never current, and this read answering 503 for ever.
-		const mpan, count = "1012345678903", server.MaxAssetsPerCall
+		const mpan, count = "1012345678903", app.MaxAssetsPerCall
 		body := mustCall("POST", "/entities/site/onboard", tok, household(mpan, func(b map[string]any) {
 			assets := b["assets"].([]any)[:1] // the household's qualifying charger, and batteries
 			for i := 1; i < count; i++ {

@@ -73,9 +73,6 @@ const HalfHourSeconds = 1800
 
 // Limits of the rules.
 const (
-	// MaxWindow is the longest event window (validation.MaxFlexWindow): the baseline lays the
-	// window on previous days, which only makes sense within a day.
-	MaxWindow = validation.MaxFlexWindow
 	// LookbackDays is how many days before the event are looked at for the baseline.
 	LookbackDays = 60
 	// MinCoveredSeconds is 80 % of a half-hour: the least a baseline day's readings cover of

@@ -74,14 +74,37 @@ func wellFormedPreflight(r *http.Request, origin string, methods []string) bool 
 	return true
 }
 
-// PageHeaders are the headers of everything a hosted page serves: no referrer, no sniffing,
-// no caching, its own browsing context group.
-func PageHeaders(w http.ResponseWriter) {
+// Page is what differs between the headers of the pages Flexsite serves to a browser (the
+// hosted flow, the rewards page, the device callback): PageHeaders sets the rest alike.
+type Page struct {
+	// CSP is the page's Content-Security-Policy; "" for a page's script or stylesheet. Its
+	// frame-ancestors says who may frame the page, and must agree with Embeddable.
+	CSP string
+	// Embeddable: the page is made to be framed by other origins (the hosted flow, in the
+	// household's app): no X-Frame-Options. Every other page is DENY.
+	Embeddable bool
+	// TalksToOpener: the page posts its outcome to the window that opened it (the device
+	// callback's popup): no Cross-Origin-Opener-Policy, which would cut window.opener. Every
+	// other page is same-origin, in a browsing context group of its own.
+	TalksToOpener bool
+}
+
+// PageHeaders sets the headers of everything a page serves: no referrer, no sniffing, no
+// caching, and what p says of its policy, framing and opener.
+func PageHeaders(w http.ResponseWriter, p Page) {
 	h := w.Header()
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
-	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	if !p.TalksToOpener {
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	}
+	if !p.Embeddable {
+		h.Set("X-Frame-Options", "DENY")
+	}
+	if p.CSP != "" {
+		h.Set("Content-Security-Policy", p.CSP)
+	}
 }
 
 // Route is one (method, path template) a door serves, and its handler.

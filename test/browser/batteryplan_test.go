@@ -16,6 +16,7 @@ import (
 	"github.com/flexsite/flexsite/internal/identity"
 	"github.com/flexsite/flexsite/internal/prices"
 	"github.com/flexsite/flexsite/internal/pricestore"
+	"github.com/flexsite/flexsite/internal/settlement"
 	"github.com/flexsite/flexsite/test/browser"
 )
 
@@ -59,7 +60,7 @@ var _ = Describe("A battery's plan on the rewards page and in the hosted flow in
 		ps := make([]prices.Price, 0, len(periods))
 		for _, t := range periods {
 			c := prices.Centi(5000)
-			switch t.In(prices.London).Hour() {
+			switch t.In(settlement.London).Hour() {
 			case 1:
 				c = 1000
 			case 17:

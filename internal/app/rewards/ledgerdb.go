@@ -107,13 +107,10 @@ func (s *Service) readPage(ctx context.Context, key rewardstore.Site, q Transact
 	// rows (already in statement order) into the compact form the door encodes: a read that
 	// misses the kept pages costs one round trip, not two, and builds no RewardTransaction.
 	l := &ledger.Ledger{}
-	var (
-		r    ledger.Row
-		last rewardstore.Position
-	)
+	var last rewardstore.Position
 	b, err := s.Store.PageWithBalance(ctx, key, rewardstore.Page{Limit: read, Offset: q.Offset, Since: q.Since, Until: q.Until},
 		func(row *rewardstore.PageRow) {
-			appendRow(l, &r, row)
+			l.Append(&row.Row)
 			last = row.Position()
 		})
 	if err != nil {
@@ -150,7 +147,6 @@ type historyReader struct {
 	page  rewardstore.Page
 	after rewardstore.Position
 	done  bool
-	row   ledger.Row
 }
 
 // Streamed says whether the answer goes on past Ledger: the whole history was asked for and
@@ -171,7 +167,7 @@ func (p *TransactionsPage) Next(ctx context.Context) (bool, error) {
 	l := p.Ledger
 	l.Reset()
 	n, err := h.store.PageAfter(ctx, h.key, h.page, h.after, func(row *rewardstore.PageRow) {
-		appendRow(l, &h.row, row)
+		l.Append(&row.Row)
 		h.after = row.Position()
 	})
 	p.From, p.To = 0, l.Len()
@@ -181,17 +177,6 @@ func (p *TransactionsPage) Next(ctx context.Context) (bool, error) {
 	}
 	h.done = n < h.page.Limit
 	return n > 0, nil
-}
-
-// appendRow packs a row of the database's page into l (r: the caller's, reused).
-func appendRow(l *ledger.Ledger, r *ledger.Row, row *rewardstore.PageRow) {
-	*r = ledger.Row{ID: row.ID, Type: flexv1.TransactionType(row.Type), PaymentStatus: flexv1.PaymentStatus(row.PaymentStatus),
-		CreditPence: row.CreditPence, Start: row.Start.Unix(), HasStart: row.HasStart, End: row.End.Unix(), HasEnd: row.HasEnd,
-		FlexWh: row.FlexWh, HasFlex: row.HasFlexWh}
-	if row.HasSettlement {
-		r.SettlementDay, r.HasSettlement = int32(row.Settlement.Unix()/secondsPerDay), true
-	}
-	l.Append(r)
 }
 
 // keptBalance is the site's balance: kept (pageCache), else from the database (and kept).
@@ -271,10 +256,6 @@ func (s *Service) credit(ctx context.Context, key rewardstore.Site, in CreditInp
 	return record.TransactionOf(&stored), created, nil
 }
 
-// PaymentStatuses a withdrawal may be asked to move to (the platform team's steps; which step
-// is allowed from where is household.PaymentChange's).
-var PaymentStatuses = household.PaymentTargets
-
 // SetPaymentStatus moves a withdrawal of the caller's site to status, recording who (the
 // caller's API client) and when; a step the payment's state machine does not allow from the
 // current status (the same status included) is a Conflict and records nothing.
@@ -306,9 +287,6 @@ func (s *Service) withdraw(ctx context.Context, site *flexv1.Site) error {
 	s.wrote(ctx, siteKey(site))
 	return nil
 }
-
-// secondsPerDay turns a settlement date (midnight UTC) into the ledger's day number.
-const secondsPerDay = 24 * 60 * 60
 
 // newID is a fresh transaction id.
 func newID() string { return identity.NewID() }

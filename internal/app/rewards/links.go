@@ -86,8 +86,6 @@ var (
 	ErrNotVerified = errors.New("the emailed code is not confirmed")
 	// ErrNoBankDetails: a withdrawal needs bank details first.
 	ErrNoBankDetails = errors.New("no bank details")
-	// ErrCannotWithdraw: the household cannot withdraw yet (the household rules').
-	ErrCannotWithdraw = household.ErrCannotWithdraw
 	// ErrNotStored: the bank details or the withdrawal could not be stored (logged; try again).
 	ErrNotStored = errors.New("could not be stored")
 )
@@ -504,7 +502,7 @@ func (s *Service) Withdraw(ctx context.Context, sess *Session) error {
 	err = s.withdraw(ctx, site)
 	switch {
 	case errors.Is(err, household.ErrCannotWithdraw):
-		return ErrCannotWithdraw
+		return household.ErrCannotWithdraw
 	case db.Unavailable(err):
 		return storeErr(err)
 	case err != nil:

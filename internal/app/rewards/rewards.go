@@ -24,9 +24,6 @@ import (
 	"github.com/flexsite/flexsite/internal/units"
 )
 
-// Policy holds the configurable withdrawal thresholds (the rules are the household core's).
-type Policy = household.RewardPolicy
-
 // DefaultHostedNamespace is the manager's namespace unless Config.HostedNamespace says: the
 // bank details key Secret lives there.
 const DefaultHostedNamespace = "flexsite-system"
@@ -46,7 +43,7 @@ type Config struct {
 	Store *rewardstore.Store
 	// Private holds the rewards links, their sessions and sites' bank details (required).
 	Private *pagestore.Store
-	Policy  Policy
+	Policy  household.RewardPolicy
 	// Mailer sends the emailed codes (nil: none can be sent).
 	Mailer mail.Mailer
 	// HostedNamespace is the manager's namespace (default DefaultHostedNamespace).

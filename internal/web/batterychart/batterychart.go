@@ -17,6 +17,7 @@ import (
 	"github.com/flexsite/flexsite/internal/batteryschedule"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/prices"
+	"github.com/flexsite/flexsite/internal/settlement"
 )
 
 // Plan is one battery's plan as the household sees it.
@@ -50,7 +51,7 @@ func Draw(id string, steps []batteryschedule.Step, periods []prices.Period) Plan
 }
 
 // clock is the UK local time of day of t, "17:30".
-func clock(t time.Time) string { return t.In(prices.London).Format("15:04") }
+func clock(t time.Time) string { return t.In(settlement.London).Format("15:04") }
 
 // The chart's geometry, in SVG user units.
 const (
@@ -79,8 +80,8 @@ func svg(id string, steps []batteryschedule.Step, periods []prices.Period, rows 
 	}
 	title := "Your battery's plan"
 	if !from.IsZero() {
-		title = fmt.Sprintf("Your battery's plan from %s %s to %s %s", from.In(prices.London).Format("2 January"), clock(from),
-			to.In(prices.London).Format("2 January"), clock(to))
+		title = fmt.Sprintf("Your battery's plan from %s %s to %s %s", from.In(settlement.London).Format("2 January"), clock(from),
+			to.In(settlement.London).Format("2 January"), clock(to))
 	}
 	desc := make([]string, 0, len(rows))
 	for _, r := range rows {
@@ -149,7 +150,7 @@ func svg(id string, steps []batteryschedule.Step, periods []prices.Period, rows 
 	}
 	label(from)
 	for t := from.Add(batteryschedule.HalfHour); t.Before(to); t = t.Add(batteryschedule.HalfHour) {
-		if l := t.In(prices.London); l.Minute() == 0 && l.Hour()%6 == 0 && x(t)-x(from) > 28 {
+		if l := t.In(settlement.London); l.Minute() == 0 && l.Hour()%6 == 0 && x(t)-x(from) > 28 {
 			label(t)
 		}
 	}

@@ -159,3 +159,16 @@ func JSONRequest(data []byte) *http.Request {
 	r.Header.Set("Content-Type", "application/json")
 	return r
 }
+
+// SecurityHeaders are the security headers of an answer (web.PageHeaders's), by name, with
+// the ones it lacks absent: a test compares them whole, so a header added or dropped shows.
+func SecurityHeaders(h http.Header) map[string]string {
+	out := map[string]string{}
+	for _, name := range []string{"Content-Security-Policy", "X-Frame-Options", "Cross-Origin-Opener-Policy",
+		"Referrer-Policy", "X-Content-Type-Options", "Cache-Control"} {
+		if v := h.Get(name); v != "" {
+			out[name] = v
+		}
+	}
+	return out
+}
