@@ -19,6 +19,7 @@ import (
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/dispatch"
 	"github.com/flexsite/flexsite/internal/dispatchstore"
+	"github.com/flexsite/flexsite/internal/probe"
 	"github.com/flexsite/flexsite/internal/vtnstore"
 )
 
@@ -195,7 +196,7 @@ func (b *bench) venClient(ctx context.Context, o *org) (*venSetup, error) {
 		return nil, err
 	}
 	v := &venSetup{rest: &apiClient{base: b.mgr.apiURL, http: b.http, username: openADRVENClient, password: password}}
-	if err := retry(ctx, 30*time.Second, func() error { return v.rest.login(ctx) }); err != nil {
+	if err := probe.Retry(ctx, 30*time.Second, 200*time.Millisecond, func() error { return v.rest.login(ctx) }); err != nil {
 		return nil, err
 	}
 	token, err := b.openADRToken(ctx, openADRVENClient, password)
