@@ -69,8 +69,12 @@ type SubscriptionSpec struct {
 	// event body, and only the event types its objects and operations map onto (events then
 	// lists exactly those; none: nothing is delivered).
 	// +optional
-	OpenADR *OpenADRSubscription `json:"openADR,omitempty"`
+	OpenADR OpenADRSubscription `json:"openADR,omitzero"`
 }
+
+// IsOpenADR tells whether the subscription was made through the OpenADR door (its openADR
+// form is set: every such form names the API client that made it).
+func (s *SubscriptionSpec) IsOpenADR() bool { return s.OpenADR.APIClient != "" }
 
 // OpenADRObject is an object type of the OpenADR 3 document.
 // +kubebuilder:validation:Enum=PROGRAM;EVENT;REPORT;SUBSCRIPTION;VEN;RESOURCE

@@ -81,7 +81,8 @@ var topics = []topic{
 		{"openadr.callbacks_per_sec", "the REST callbacks/s"},
 		{"openadr.report_vs_callback_cpu_ratio", "the same in CPU a request (callback ÷ report, the manager and PostgreSQL)"},
 		{"openadr.event_search_vs_sql_ratio",
-			"pages/s of a VEN's search of its 1,000 events (`GET /openadr3/3.0.1/events`, 20 pages of 50) ÷ a handler running the same SQL through the same pool, writing the same bytes"},
+			"pages/s of a VEN's search of its 1,000 events (`GET /openadr3/3.0.1/events`, 20 pages of 50) ÷ " +
+				"a handler running the same SQL through the same pool, writing the same bytes"},
 		{"openadr.event_search_pages_per_sec", "the door's pages/s"},
 		{"openadr.event_search_same_sql_pages_per_sec", "the same SQL's pages/s"},
 		{"openadr.event_search_vs_sql_cpu_ratio", "the search in CPU a page (raw ÷ door, both processes)"},

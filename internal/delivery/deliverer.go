@@ -444,7 +444,7 @@ func (d *Deliverer) attempt(ctx context.Context, sub *flexv1.Subscription, cred 
 	ev *events.Event) (int, error) {
 	signStart := time.Now()
 	body := events.Body(ev)
-	if sub.Spec.OpenADR != nil {
+	if sub.Spec.IsOpenADR() {
 		if d.OpenADR == nil {
 			return 0, errNoOpenADR
 		}
@@ -520,7 +520,7 @@ func (d *Deliverer) signer(ctx context.Context, sub *flexv1.Subscription) (crede
 		return credentials{}, fmt.Errorf("%w: not whsec_ + base64", errSigningSecret)
 	}
 	cred := credentials{wh: wh}
-	if o := sub.Spec.OpenADR; o != nil && o.BearerTokenKey != "" {
+	if o := sub.Spec.OpenADR; sub.Spec.IsOpenADR() && o.BearerTokenKey != "" {
 		token, ok := secret.Data[o.BearerTokenKey]
 		if !ok || len(token) == 0 {
 			return credentials{}, fmt.Errorf("%w: the Secret has no key %s", errSigningSecret, strconv.Quote(o.BearerTokenKey))

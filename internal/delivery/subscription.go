@@ -69,7 +69,7 @@ const signingFresh = time.Second
 func (st *subState) signerOf(ctx context.Context, sub *flexv1.Subscription) (credentials, error) {
 	now := st.d.Now()
 	bearerKey := ""
-	if sub.Spec.OpenADR != nil {
+	if sub.Spec.IsOpenADR() {
 		bearerKey = sub.Spec.OpenADR.BearerTokenKey
 	}
 	st.mu.Lock()

@@ -30,7 +30,7 @@ func Wants(sub *flexv1.Subscription, t flexv1.EventType) bool {
 	if sub.Spec.Paused || !sub.DeletionTimestamp.IsZero() {
 		return false
 	}
-	if sub.Spec.OpenADR != nil {
+	if sub.Spec.IsOpenADR() {
 		return slices.Contains(sub.Spec.Events, t)
 	}
 	return len(sub.Spec.Events) == 0 || slices.Contains(sub.Spec.Events, t)

@@ -272,7 +272,7 @@ func (d *Door) Notification(ctx context.Context, sub *flexv1.Subscription, ev *e
 	if err != nil {
 		return nil, false, err
 	}
-	if sub.Spec.OpenADR == nil || e.Proposition != sub.Spec.OpenADR.ProgramID {
+	if !sub.Spec.IsOpenADR() || e.Proposition != sub.Spec.OpenADR.ProgramID {
 		return nil, false, nil
 	}
 	v, err := d.VTN.SeesAs(ctx, sub.Namespace, sub.Spec.OpenADR.APIClient)

@@ -62,7 +62,7 @@ func (s *Service) CreateOpenADR(ctx context.Context, p *auth.Principal, in OpenA
 }
 
 func openADRSpec(p *auth.Principal, in OpenADRInput) flexv1.SubscriptionSpec {
-	o := &flexv1.OpenADRSubscription{ClientName: in.ClientName, ProgramID: in.ProgramID,
+	o := flexv1.OpenADRSubscription{ClientName: in.ClientName, ProgramID: in.ProgramID,
 		Objects:    slices.Compact(slices.Sorted(slices.Values(in.Objects))),
 		Operations: slices.Compact(slices.Sorted(slices.Values(in.Operations))), APIClient: p.ClientName}
 	return flexv1.SubscriptionSpec{URL: in.CallbackURL, Events: o.OpenADREventTypes(), OpenADR: o}
@@ -89,7 +89,7 @@ func (s *Service) ListOpenADR(ctx context.Context, p *auth.Principal, all bool) 
 
 // sees tells whether p sees the OpenADR subscription sub.
 func sees(p *auth.Principal, all bool, sub *flexv1.Subscription) bool {
-	return sub.Spec.OpenADR != nil && (all || sub.Spec.OpenADR.APIClient == p.ClientName)
+	return sub.Spec.IsOpenADR() && (all || sub.Spec.OpenADR.APIClient == p.ClientName)
 }
 
 // openADROf reads the organisation's OpenADR subscription id that p sees (not found otherwise).
