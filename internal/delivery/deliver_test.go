@@ -634,8 +634,8 @@ var _ = Describe("One outbox: nothing capped, nothing dropped", func() {
 		By("the receiver back: every credit, in the order credited, verified")
 		r.setAnswer(nil)
 		Eventually(func() []string { return creditedIDs(r, siteID) }).Should(Equal(ids))
-		Eventually(func() (int, error) { return pendingDeliveries(ctx, ns) }).Should(BeZero())
-		Consistently(func() int { return len(r.delivered()) }, "1s").Should(Equal(40))
+		Eventually(func(g Gomega) { deliveredOnce(ctx, g, ns, 40) }).Should(Succeed())
+		Expect(r.delivered()).To(HaveLen(40), "each credit posted once successfully")
 		Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
 			g.Expect(sub.Status.Delivered).To(BeEquivalentTo(40))
@@ -667,7 +667,8 @@ var _ = Describe("One outbox: nothing capped, nothing dropped", func() {
 		}
 		Eventually(func() []string { return creditedIDs(r, idA) }).Should(Equal(credited[idA]))
 		Eventually(func() []string { return creditedIDs(r, idB) }).Should(Equal(credited[idB]))
-		Consistently(func() int { return len(r.all()) }, "1s").Should(Equal(80), "each event posted once")
+		Eventually(func(g Gomega) { deliveredOnce(ctx, g, ns, 80) }).Should(Succeed())
+		Expect(r.all()).To(HaveLen(80), "each event posted once")
 	})
 
 	// A burst to one subscription: the workers' outcomes are recorded in batches (one SQL
@@ -689,7 +690,8 @@ var _ = Describe("One outbox: nothing capped, nothing dropped", func() {
 			total += len(ids)
 			Eventually(func() []string { return creditedIDs(r, siteID) }).Should(Equal(ids), "site %s in order", siteID)
 		}
-		Consistently(func() int { return len(r.all()) }, "1s").Should(Equal(total), "each event posted once")
+		Eventually(func(g Gomega) { deliveredOnce(ctx, g, ns, total) }).Should(Succeed())
+		Expect(r.all()).To(HaveLen(total), "each event posted once")
 		Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sub), sub)).To(Succeed())
 			g.Expect(sub.Status.Delivered).To(BeEquivalentTo(total))
