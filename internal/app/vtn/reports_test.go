@@ -152,8 +152,7 @@ func TestJoinedReportAndStatusAllOrNothing(t *testing.T) {
 	// ACCEPTED after REJECTED: refused, no report.
 	_, _, err = s.Dispatches.CallbackJoined(ctx, s.Store.ReportLocked(c.ns, r), c.p, dispatches.CallbackInput{
 		Asset: c.asset, EventID: event.String(), Status: dispatch.Accepted, At: now}, joined(10))
-	g.Expect(app.As(err)).NotTo(BeNil())
-	g.Expect(app.As(err).Kind).To(Equal(app.Conflict))
+	g.Expect(kindOf(err)).To(Equal(app.Conflict), "%v", err)
 	g.Expect(s.Store.CountReports(ctx, c.ns, c.p.ClientName, event.String(), 10)).To(Equal(0))
 
 	// A second dispatch, and no room for the report: the gate closes, ACCEPTED is not written.
