@@ -274,6 +274,63 @@ type Querier interface {
 // no one: once q has committed a change, the caller calls Changed with the flex event.
 func (s *Store) RecordOn(ctx context.Context, q Querier, organisation string, r Report, now time.Time) (changed bool,
 	flexEvent string, err error) {
+	return s.record(ctx, q, organisation, r, now, nil)
+}
+
+// Joined is another store's write joined to a status's statement (RecordJoined). Gate, a
+// boolean SQL expression, must hold for anything to be written (ErrClosed when it does not);
+// Write, a data-modifying statement that selects from the CTE "takes", runs in the same
+// statement with the status change: takes has one row when the report takes effect (its status
+// written, or the dispatch's already), none otherwise. Their parameters start at $10: Args.
+type Joined struct {
+	Gate, Write string
+	Args        []any
+}
+
+// ErrClosed: a Joined's gate did not hold; nothing was written.
+var ErrClosed = errors.New("the joined write's gate is closed")
+
+// RecordJoined is RecordOn with j written in the same statement, only when the report takes
+// effect: the status change and j's write commit together or not at all, in one round trip. It
+// judges as RecordOn does (a refusal writes nothing, j's write included).
+func (s *Store) RecordJoined(ctx context.Context, q Querier, organisation string, r Report, now time.Time, j Joined) (
+	changed bool, flexEvent string, err error) {
+	return s.record(ctx, q, organisation, r, now, &j)
+}
+
+const recordSQL = `
+WITH cur AS (
+	SELECT status, flex_event, from_time FROM dispatches WHERE organisation = $1 AND event_id = $2 AND asset_id = $3),
+u AS (
+	UPDATE dispatches d SET status = $4, updated_at = $6 FROM cur
+	WHERE d.organisation = $1 AND d.event_id = $2 AND d.status = cur.status AND cur.status = ANY($8)
+		AND ($9::timestamptz IS NULL OR cur.from_time <= $9)
+	RETURNING d.event_id),
+c AS (
+	INSERT INTO dispatch_status_changes (organisation, event_id, status, reported_at, recorded_at, recorded_by)
+	SELECT $1, $2, $4, $5, $6, $7 FROM u)
+SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u) FROM cur`
+
+// joinedSQL is recordSQL with a Joined's gate and write (%s, %s).
+const joinedSQL = `
+WITH cur AS (
+	SELECT status, flex_event, from_time, (%s) AS open FROM dispatches
+	WHERE organisation = $1 AND event_id = $2 AND asset_id = $3),
+u AS (
+	UPDATE dispatches d SET status = $4, updated_at = $6 FROM cur
+	WHERE d.organisation = $1 AND d.event_id = $2 AND d.status = cur.status AND cur.status = ANY($8)
+		AND ($9::timestamptz IS NULL OR cur.from_time <= $9) AND cur.open
+	RETURNING d.event_id),
+c AS (
+	INSERT INTO dispatch_status_changes (organisation, event_id, status, reported_at, recorded_at, recorded_by)
+	SELECT $1, $2, $4, $5, $6, $7 FROM u),
+takes AS (
+	SELECT 1 FROM cur WHERE cur.open AND (cur.status = $4::text OR EXISTS (SELECT 1 FROM u))),
+w AS (%s)
+SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u), cur.open FROM cur`
+
+func (s *Store) record(ctx context.Context, q Querier, organisation string, r Report, now time.Time, j *Joined) (
+	changed bool, flexEvent string, err error) {
 	var follows []string // the statuses this report may follow
 	for _, from := range dispatch.Statuses {
 		if ok, err := dispatch.Step(from, r.Status); ok && err == nil {
@@ -287,29 +344,30 @@ func (s *Store) RecordOn(ctx context.Context, q Querier, organisation string, r 
 		by := dispatch.ExecutedWindowStartBy(r.At, now).UTC()
 		startBy = &by
 	}
+	sql := recordSQL
+	args := []any{organisation, r.EventID, r.AssetID, string(r.Status), r.At.UTC(), now.UTC(), r.By, follows, startBy}
+	if j != nil {
+		sql = fmt.Sprintf(joinedSQL, j.Gate, j.Write)
+		args = append(args, j.Args...)
+	}
 	for range recordAttempts {
 		var from string
 		var windowStart time.Time
 		var written int
-		err := q.QueryRow(ctx, `
-WITH cur AS (
-	SELECT status, flex_event, from_time FROM dispatches WHERE organisation = $1 AND event_id = $2 AND asset_id = $3),
-u AS (
-	UPDATE dispatches d SET status = $4, updated_at = $6 FROM cur
-	WHERE d.organisation = $1 AND d.event_id = $2 AND d.status = cur.status AND cur.status = ANY($8)
-		AND ($9::timestamptz IS NULL OR cur.from_time <= $9)
-	RETURNING d.event_id),
-c AS (
-	INSERT INTO dispatch_status_changes (organisation, event_id, status, reported_at, recorded_at, recorded_by)
-	SELECT $1, $2, $4, $5, $6, $7 FROM u)
-SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u) FROM cur`,
-			organisation, r.EventID, r.AssetID, string(r.Status), r.At.UTC(), now.UTC(), r.By, follows, startBy).
-			Scan(&from, &flexEvent, &windowStart, &written)
+		open := true
+		dests := []any{&from, &flexEvent, &windowStart, &written}
+		if j != nil {
+			dests = append(dests, &open)
+		}
+		err := q.QueryRow(ctx, sql, args...).Scan(dests...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return false, "", ErrNotFound
 		}
 		if err != nil {
 			return false, "", fmt.Errorf("recording a dispatch's status: %w", s.classify(err))
+		}
+		if !open {
+			return false, flexEvent, ErrClosed
 		}
 		if written == 1 {
 			return true, flexEvent, nil

@@ -3,10 +3,12 @@ package vtnstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Report is a report as stored (migration 00029): who sent it (ClientName, the API client),
@@ -68,16 +70,27 @@ type Querier interface {
 // CreateReport stores a report, refusing ErrFull when its client has sent maxPerEvent reports
 // of the event already (counted under a lock per client and event), then runs also (nil: none)
 // in the same transaction: what also writes commits with the report, and an error of also's
-// leaves neither. The lock and the counted insert go in one round trip.
+// leaves neither. Without also, the lock and the counted insert are one round trip in one
+// implicit transaction; with it, also's statements follow them in an explicit one.
 func (s *Store) CreateReport(ctx context.Context, organisation string, r Report, maxPerEvent int, also func(Querier) error) error {
+	if also == nil {
+		var inserted int64
+		err := s.ReportLocked(organisation, r).QueryRow(ctx, `INSERT INTO openadr_reports (organisation, id,
+			client_name, program_id, event_id, report_client_name, report_name, body, created_at, modified_at)
+			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9 WHERE `+reportRoom("$1", "$3", "$5", "$10")+`
+			RETURNING 1`, organisation, r.ID, r.ClientName, r.ProgramID, r.EventID, r.ReportClientName,
+			nullable(r.Name), r.Body, r.Created.UTC(), maxPerEvent).Scan(&inserted)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrFull
+		}
+		return s.refusal(err)
+	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		b.Queue(lockSQL, lockName("openadr_reports", organisation, r.ClientName, r.EventID))
 		b.Queue(`INSERT INTO openadr_reports (organisation, id, client_name, program_id, event_id,
 			report_client_name, report_name, body, created_at, modified_at)
-			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9
-			WHERE (SELECT count(*) FROM (SELECT 1 FROM openadr_reports
-				WHERE organisation = $1 AND event_id = $5 AND client_name = $3 LIMIT $10) r) < $10`,
+			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9 WHERE `+reportRoom("$1", "$3", "$5", "$10"),
 			organisation, r.ID, r.ClientName, r.ProgramID, r.EventID, r.ReportClientName, nullable(r.Name), r.Body,
 			r.Created.UTC(), maxPerEvent)
 		res := tx.SendBatch(ctx, b)
@@ -95,11 +108,65 @@ func (s *Store) CreateReport(ctx context.Context, organisation string, r Report,
 			return err
 		case inserted == 0:
 			return ErrFull
-		case also != nil:
-			return also(tx)
 		}
-		return nil
+		return also(tx)
 	})
+}
+
+// reportRoom is the bound of the reports a client keeps of an event as one SQL condition over
+// the organisation's, the client's, the event's and the bound's expressions: the client keeps
+// fewer than the bound.
+func reportRoom(organisation, client, event, limit string) string {
+	return `(SELECT count(*) FROM (SELECT 1 FROM openadr_reports WHERE organisation = ` + organisation +
+		` AND event_id = ` + event + ` AND client_name = ` + client + ` LIMIT ` + limit + `) r) < ` + limit
+}
+
+// ReportJoin is a report's counted insert as a gate and a write another store's statement
+// joins (dispatchstore.Joined): gate holds while the client keeps fewer than maxPerEvent
+// reports of the event; write inserts the report for each row of the CTE "takes". Their
+// parameters are $10 onwards, args. Run the statement on ReportLocked, which takes the lock the
+// count needs.
+func ReportJoin(organisation string, r Report, maxPerEvent int) (gate, write string, args []any) {
+	gate = reportRoom("$10", "$12", "$14", "$19")
+	write = `INSERT INTO openadr_reports (organisation, id, client_name, program_id, event_id, report_client_name,
+		report_name, body, created_at, modified_at)
+		SELECT $10, $11, $12, $13, $14, $15, $16, $17, $18, $18 FROM takes`
+	args = []any{organisation, r.ID, r.ClientName, r.ProgramID, r.EventID, r.ReportClientName, nullable(r.Name),
+		r.Body, r.Created.UTC(), maxPerEvent}
+	return gate, write, args
+}
+
+// ReportLocked is a Querier whose every statement runs after the lock of the reports r's
+// client keeps of r's event, in one implicit transaction with it: one round trip, committed
+// when the statement's row has been read (an error rolls both back). The lock makes a count
+// of those reports and an insert of one in the statement race-free.
+func (s *Store) ReportLocked(organisation string, r Report) Querier {
+	return locked{pool: s.Pool, name: lockName("openadr_reports", organisation, r.ClientName, r.EventID)}
+}
+
+type locked struct {
+	pool *pgxpool.Pool
+	name string
+}
+
+func (l locked) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	b := &pgx.Batch{}
+	b.Queue(lockSQL, l.name)
+	b.Queue(sql, args...)
+	return lockedRow{res: l.pool.SendBatch(ctx, b)}
+}
+
+type lockedRow struct{ res pgx.BatchResults }
+
+func (r lockedRow) Scan(dest ...any) error {
+	_, err := r.res.Exec()
+	if err == nil {
+		err = r.res.QueryRow().Scan(dest...)
+	}
+	if cerr := r.res.Close(); cerr != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
+		err = cerr
+	}
+	return err
 }
 
 // Report is the organisation's report id, or ErrNotFound.

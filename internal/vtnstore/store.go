@@ -5,7 +5,6 @@ package vtnstore
 
 import (
 	"context"
-	"errors"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -49,15 +48,23 @@ func (s *Store) AssetsHeldBy(ctx context.Context, organisation, clientName strin
 // HolderOf answers the API client whose VEN holds the asset (resource name) in the
 // organisation, and whether one does: one lookup by the unique key.
 func (s *Store) HolderOf(ctx context.Context, organisation, resourceName string) (string, bool, error) {
-	var client string
-	err := s.Pool.QueryRow(ctx, `SELECT v.client_name FROM openadr_resources r
-		JOIN openadr_vens v ON v.organisation = r.organisation AND v.id = r.ven_id
-		WHERE r.organisation = $1 AND r.resource_name = $2`, organisation, resourceName).Scan(&client)
+	var client *string
+	err := s.Pool.QueryRow(ctx, `SELECT `+HolderColumn("$1", "$2::text"), organisation, resourceName).Scan(&client)
 	if err != nil {
-		if err = s.classify(err); errors.Is(err, db.ErrNotFound) {
-			return "", false, nil
-		}
-		return "", false, err
+		return "", false, s.classify(err)
 	}
-	return client, true, nil
+	if client == nil {
+		return "", false, nil
+	}
+	return *client, true, nil
+}
+
+// HolderColumn is HolderOf's lookup as one SQL expression over the organisation's and the
+// resource name's expressions: the holder's client name, NULL when no VEN holds it. Another
+// store's statement reads it with its own row (dispatchstore.OfAnd: a dispatch and who holds
+// its asset in one round trip).
+func HolderColumn(organisation, resourceName string) string {
+	return `(SELECT v.client_name FROM openadr_resources r
+		JOIN openadr_vens v ON v.organisation = r.organisation AND v.id = r.ven_id
+		WHERE r.organisation = ` + organisation + ` AND r.resource_name = ` + resourceName + `)`
 }

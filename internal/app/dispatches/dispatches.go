@@ -87,6 +87,21 @@ func (s *Service) Callback(ctx context.Context, p *auth.Principal, in CallbackIn
 // flex event's controllers of a change.
 func (s *Service) CallbackOn(ctx context.Context, q dispatchstore.Querier, p *auth.Principal, in CallbackInput) (
 	res CallbackResult, committed func(), err error) {
+	return s.callbackOn(ctx, q, p, in, nil)
+}
+
+// CallbackJoined is CallbackOn with another store's write joined to the status's statement
+// (dispatchstore.RecordJoined): written with the change, or with the same status again, and
+// never when the callback is refused. Its gate closed is dispatchstore.ErrClosed, nothing
+// written. q commits the statement itself (an implicit transaction), then the caller calls
+// committed.
+func (s *Service) CallbackJoined(ctx context.Context, q dispatchstore.Querier, p *auth.Principal, in CallbackInput,
+	j dispatchstore.Joined) (res CallbackResult, committed func(), err error) {
+	return s.callbackOn(ctx, q, p, in, &j)
+}
+
+func (s *Service) callbackOn(ctx context.Context, q dispatchstore.Querier, p *auth.Principal, in CallbackInput,
+	j *dispatchstore.Joined) (res CallbackResult, committed func(), err error) {
 	if p.Kind == auth.KindEndUser {
 		return CallbackResult{}, nil, app.Fail(app.Forbidden, "An end-user token cannot report a dispatch's status")
 	}
@@ -102,8 +117,14 @@ func (s *Service) CallbackOn(ctx context.Context, q dispatchstore.Querier, p *au
 	if err != nil {
 		return CallbackResult{}, nil, ErrDispatchNotFound
 	}
-	changed, flexEvent, err := s.Store.RecordOn(ctx, q, p.Namespace, dispatchstore.Report{AssetID: assetID, EventID: eventID,
-		Status: in.Status, At: in.At, By: p.Username}, s.now())
+	r := dispatchstore.Report{AssetID: assetID, EventID: eventID, Status: in.Status, At: in.At, By: p.Username}
+	var changed bool
+	var flexEvent string
+	if j == nil {
+		changed, flexEvent, err = s.Store.RecordOn(ctx, q, p.Namespace, r, s.now())
+	} else {
+		changed, flexEvent, err = s.Store.RecordJoined(ctx, q, p.Namespace, r, s.now(), *j)
+	}
 	switch {
 	case errors.Is(err, dispatchstore.ErrNotFound):
 		return CallbackResult{}, nil, ErrDispatchNotFound
