@@ -76,18 +76,14 @@ func (d *Door) getEvent(r *http.Request, p *auth.Principal) (any, error) {
 
 func (d *Door) eventByID(r *http.Request, p *auth.Principal) (oadr.Event, error) {
 	id := r.PathValue("eventID")
-	v, err := d.VTN.Sees(r.Context(), p)
-	if err != nil {
-		return oadr.Event{}, err
-	}
-	e, err := d.VTN.EventOf(r.Context(), p.Namespace, v, id)
+	e, err := d.VTN.EventOf(r.Context(), p, id)
 	if err == nil {
 		return EventShape(e), nil
 	}
 	if !errors.Is(err, vtn.ErrEventNotFound) {
 		return oadr.Event{}, err
 	}
-	if v.All {
+	if vtn.BusinessLogic(p) {
 		rec, err := d.FlexEvents.Get(r.Context(), p, id)
 		if err == nil {
 			return flexEventShape(rec), nil
@@ -132,11 +128,7 @@ func (d *Door) updateEvent(r *http.Request, p *auth.Principal) (any, error) {
 // it as it was. A dispatch's own event is not cancelled alone: the refusal names its flex event.
 func (d *Door) deleteEvent(r *http.Request, p *auth.Principal) (any, error) {
 	id := r.PathValue("eventID")
-	v, err := d.VTN.Sees(r.Context(), p)
-	if err != nil {
-		return nil, err
-	}
-	if e, err := d.VTN.EventOf(r.Context(), p.Namespace, v, id); err == nil {
+	if e, err := d.VTN.EventOf(r.Context(), p, id); err == nil {
 		return nil, forbidden("Event %s is the dispatch of flex event %s to one asset: DELETE /events/%s cancels the flex event "+
 			"and every dispatch of it", id, e.FlexEvent, e.FlexEvent)
 	} else if !errors.Is(err, vtn.ErrEventNotFound) {

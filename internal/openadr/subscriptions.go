@@ -34,11 +34,8 @@ func (d *Door) searchSubscriptions(r *http.Request, p *auth.Principal) (any, err
 		return nil, err
 	}
 	q := r.URL.Query()
-	v, err := d.VTN.Sees(r.Context(), p)
-	if err != nil {
-		return nil, err
-	}
-	all, err := d.Subscriptions.ListOpenADR(r.Context(), p, v.All)
+	all := vtn.BusinessLogic(p)
+	listed, err := d.Subscriptions.ListOpenADR(r.Context(), p, all)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +45,7 @@ func (d *Door) searchSubscriptions(r *http.Request, p *auth.Principal) (any, err
 			objects = append(objects, flexv1.OpenADRObject(part))
 		}
 	}
-	found := slices.DeleteFunc(all, func(rec subscriptions.OpenADRRecord) bool {
+	found := slices.DeleteFunc(listed, func(rec subscriptions.OpenADRRecord) bool {
 		return s.TargetType != "" ||
 			(q.Get(fieldProgramID) != "" && rec.ProgramID != q.Get(fieldProgramID)) ||
 			(q.Get("clientName") != "" && rec.ClientName != q.Get("clientName")) ||
@@ -62,11 +59,8 @@ func (d *Door) searchSubscriptions(r *http.Request, p *auth.Principal) (any, err
 }
 
 func (d *Door) getSubscription(r *http.Request, p *auth.Principal) (any, error) {
-	v, err := d.VTN.Sees(r.Context(), p)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := d.Subscriptions.GetOpenADR(r.Context(), p, v.All, r.PathValue("subscriptionID"))
+	all := vtn.BusinessLogic(p)
+	rec, err := d.Subscriptions.GetOpenADR(r.Context(), p, all, r.PathValue("subscriptionID"))
 	if err != nil {
 		return nil, subscriptionErr(err, r)
 	}
@@ -92,19 +86,16 @@ func (d *Door) createSubscription(r *http.Request, p *auth.Principal) (any, erro
 // updateSubscription replaces what the subscription says (the caller's own, or for the
 // business logic any of the organisation's); its maker stays its owner.
 func (d *Door) updateSubscription(r *http.Request, p *auth.Principal) (any, error) {
-	v, err := d.VTN.Sees(r.Context(), p)
-	if err != nil {
-		return nil, err
-	}
+	all := vtn.BusinessLogic(p)
 	id := r.PathValue("subscriptionID")
-	if _, err := d.Subscriptions.GetOpenADR(r.Context(), p, v.All, id); err != nil {
+	if _, err := d.Subscriptions.GetOpenADR(r.Context(), p, all, id); err != nil {
 		return nil, subscriptionErr(err, r)
 	}
 	in, err := d.readSubscriptionInput(r)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := d.Subscriptions.UpdateOpenADR(r.Context(), p, v.All, id, in)
+	rec, err := d.Subscriptions.UpdateOpenADR(r.Context(), p, all, id, in)
 	if err != nil {
 		return nil, subscriptionErr(err, r)
 	}
@@ -112,11 +103,8 @@ func (d *Door) updateSubscription(r *http.Request, p *auth.Principal) (any, erro
 }
 
 func (d *Door) deleteSubscription(r *http.Request, p *auth.Principal) (any, error) {
-	v, err := d.VTN.Sees(r.Context(), p)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := d.Subscriptions.DeleteOpenADR(r.Context(), p, v.All, r.PathValue("subscriptionID"))
+	all := vtn.BusinessLogic(p)
+	rec, err := d.Subscriptions.DeleteOpenADR(r.Context(), p, all, r.PathValue("subscriptionID"))
 	if err != nil {
 		return nil, subscriptionErr(err, r)
 	}
@@ -275,11 +263,11 @@ func (d *Door) Notification(ctx context.Context, sub *flexv1.Subscription, ev *e
 	if !sub.Spec.IsOpenADR() || e.Proposition != sub.Spec.OpenADR.ProgramID {
 		return nil, false, nil
 	}
-	v, err := d.VTN.SeesAs(ctx, sub.Namespace, sub.Spec.OpenADR.APIClient)
+	sees, err := d.VTN.SeesAssetAs(ctx, sub.Namespace, sub.Spec.OpenADR.APIClient, e.AssetID)
 	if err != nil {
 		return nil, false, err
 	}
-	if !v.Holds(e.AssetID) {
+	if !sees {
 		return nil, false, nil
 	}
 	body, err = eventNotification(operation, EventShape(e))

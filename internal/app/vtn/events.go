@@ -10,6 +10,7 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/dispatch"
 	"github.com/flexsite/flexsite/internal/dispatchstore"
@@ -70,14 +71,21 @@ func (s *Service) SearchEvents(ctx context.Context, organisation string, v Viewe
 	return out, nil
 }
 
-// EventOf answers the organisation's event id as v sees it: ErrEventNotFound when there is
-// none, v does not see its asset, or it was cancelled.
-func (s *Service) EventOf(ctx context.Context, organisation string, v Viewer, id string) (Event, error) {
-	e, err := s.AnyEvent(ctx, organisation, id)
+// EventOf answers the organisation's event id as p sees it: ErrEventNotFound when there is
+// none, p does not see its asset (SeesAsset), or it was cancelled.
+func (s *Service) EventOf(ctx context.Context, p *auth.Principal, id string) (Event, error) {
+	e, err := s.AnyEvent(ctx, p.Namespace, id)
 	if err != nil {
 		return Event{}, err
 	}
-	if e.Cancelled() || !v.Holds(e.AssetID) {
+	if e.Cancelled() {
+		return Event{}, ErrEventNotFound
+	}
+	sees, err := s.SeesAsset(ctx, p, e.AssetID)
+	if err != nil {
+		return Event{}, err
+	}
+	if !sees {
 		return Event{}, ErrEventNotFound
 	}
 	return e, nil

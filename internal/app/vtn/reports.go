@@ -133,7 +133,7 @@ func (s *Service) judge(ctx context.Context, p *auth.Principal, in ReportInput) 
 	// dispatch's one asset, in the statement that reads the dispatch.
 	var holder *string
 	column := ""
-	if !businessLogic(p) {
+	if !BusinessLogic(p) {
 		column = vtnstore.HolderColumn("d.organisation", "d.asset_id")
 	}
 	d, err := s.Dispatches.Store.OfAnd(ctx, p.Namespace, eventID, column, &holder)
@@ -143,7 +143,7 @@ func (s *Service) judge(ctx context.Context, p *auth.Principal, in ReportInput) 
 	if err != nil {
 		return judged{}, failed(err, ErrReportedEventNotFound)
 	}
-	if !businessLogic(p) && (holder == nil || *holder != p.ClientName) {
+	if !BusinessLogic(p) && (holder == nil || *holder != p.ClientName) {
 		return judged{}, ErrReportedEventNotFound
 	}
 	ev := &flexv1.FlexEvent{}
@@ -358,7 +358,7 @@ func (s *Service) Report(ctx context.Context, p *auth.Principal, id string) (Rep
 	if err != nil {
 		return Report{}, failed(err, ErrReportNotFound)
 	}
-	if !businessLogic(p) && r.ClientName != p.ClientName {
+	if !BusinessLogic(p) && r.ClientName != p.ClientName {
 		return Report{}, ErrReportNotFound
 	}
 	return r, nil
@@ -378,7 +378,7 @@ func (s *Service) Reports(ctx context.Context, p *auth.Principal, q ReportSearch
 	}
 	sq := vtnstore.ReportQuery{Organisation: p.Namespace, ProgramID: q.ProgramID, EventID: q.EventID,
 		ReportsClient: q.ClientName, Skip: q.Skip, Limit: q.Limit}
-	if !businessLogic(p) {
+	if !BusinessLogic(p) {
 		sq.Sender = p.ClientName
 	}
 	out, err := s.Store.Reports(ctx, sq)

@@ -76,10 +76,6 @@ func failed(err error, notFound error) error {
 	return err
 }
 
-// businessLogic tells whether p speaks for the organisation's business logic (it sees every
-// VEN); any other client is a VEN client and sees its own.
-func businessLogic(p *auth.Principal) bool { return p.HasRole(flexv1.RoleFlexEventsWrite) }
-
 func organisationOnly(p *auth.Principal) error {
 	if p == nil || p.Kind != auth.KindOrganisation {
 		return app.Fail(app.Forbidden, "The OpenADR door serves an organisation's API clients")
@@ -125,7 +121,7 @@ func (s *Service) VEN(ctx context.Context, p *auth.Principal, id string) (VEN, e
 	if err != nil {
 		return VEN{}, failed(err, ErrVENNotFound)
 	}
-	if !businessLogic(p) && v.ClientName != p.ClientName {
+	if !BusinessLogic(p) && v.ClientName != p.ClientName {
 		return VEN{}, ErrVENNotFound
 	}
 	return v, nil
@@ -138,7 +134,7 @@ func (s *Service) VENs(ctx context.Context, p *auth.Principal, q Search) ([]VEN,
 	}
 	sq := vtnstore.Query{Organisation: p.Namespace, Name: q.Name, TargetType: q.TargetType, TargetValues: q.TargetValues,
 		NameTarget: TargetVENName, Skip: q.Skip, Limit: q.Limit}
-	if !businessLogic(p) {
+	if !BusinessLogic(p) {
 		sq.ClientName = p.ClientName
 	}
 	out, err := s.Store.VENs(ctx, sq)

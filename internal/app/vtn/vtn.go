@@ -7,7 +7,6 @@ package vtn
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 
@@ -67,38 +66,48 @@ type Viewer struct {
 	Assets []string
 }
 
-// Sees reads p's Viewer: a client that may write events (flex_events_write) is the
-// organisation's business logic; any other speaks as a VEN (docs/openadr.md).
+// BusinessLogic tells whether p speaks as the organisation's business logic: a client that may
+// write events (flex_events_write). Any other speaks as a VEN (docs/openadr.md).
+func BusinessLogic(p *auth.Principal) bool { return p.HasRole(flexv1.RoleFlexEventsWrite) }
+
+// Sees reads p's Viewer, with every asset its VENs hold: what a search of events filters by.
+// A question about one asset asks SeesAsset instead, which reads one row.
 func (s *Service) Sees(ctx context.Context, p *auth.Principal) (Viewer, error) {
-	return s.viewer(ctx, p.Namespace, p.ClientName, p.HasRole(flexv1.RoleFlexEventsWrite))
+	if BusinessLogic(p) {
+		return Viewer{All: true}, nil
+	}
+	held, err := s.Store.AssetsHeldBy(ctx, p.Namespace, p.ClientName)
+	if err != nil {
+		return Viewer{}, unavailable(err)
+	}
+	return Viewer{Assets: held}, nil
 }
 
-// SeesAs reads the Viewer of the organisation's API client clientName as its roles are now
-// (what a subscription it made is notified of): none when it is gone.
-func (s *Service) SeesAs(ctx context.Context, organisation, clientName string) (Viewer, error) {
+// SeesAsset tells whether p sees the events of the organisation's asset assetID: the business
+// logic sees every asset's, a VEN client those of the assets its VENs hold.
+func (s *Service) SeesAsset(ctx context.Context, p *auth.Principal, assetID string) (bool, error) {
+	if BusinessLogic(p) {
+		return true, nil
+	}
+	holder, held, err := s.Store.HolderOf(ctx, p.Namespace, assetID)
+	if err != nil {
+		return false, unavailable(err)
+	}
+	return held && holder == p.ClientName, nil
+}
+
+// SeesAssetAs is SeesAsset for the organisation's API client clientName as its roles are now
+// (what a subscription it made is notified of): nothing when it is gone.
+func (s *Service) SeesAssetAs(ctx context.Context, organisation, clientName, assetID string) (bool, error) {
 	ac := &flexv1.APIClient{}
 	err := s.Households.Cache.Get(ctx, types.NamespacedName{Namespace: organisation, Name: clientName}, ac)
 	if apierrors.IsNotFound(err) {
-		return Viewer{}, nil
+		return false, nil
 	}
 	if err != nil {
-		return Viewer{}, err
+		return false, err
 	}
-	return s.viewer(ctx, organisation, clientName, slices.Contains(ac.Spec.Roles, flexv1.RoleFlexEventsWrite))
-}
-
-func (s *Service) viewer(ctx context.Context, organisation, clientName string, businessLogic bool) (Viewer, error) {
-	if businessLogic {
-		return Viewer{All: true}, nil
-	}
-	held, err := s.Store.AssetsHeldBy(ctx, organisation, clientName)
-	if errors.Is(err, db.ErrUnavailable) {
-		return Viewer{}, ErrUnavailable
-	}
-	if err != nil {
-		return Viewer{}, err
-	}
-	return Viewer{Assets: held}, nil
+	return s.SeesAsset(ctx, &auth.Principal{Namespace: organisation, ClientName: clientName, Roles: ac.Spec.Roles}, assetID)
 }
 
 // Holds tells whether v sees the asset's events.
