@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/flexsite/flexsite/internal/app/apptest"
+
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,18 +31,12 @@ var (
 func TestMain(m *testing.M) {
 	testenv.MainCached(m, func(_ context.Context, e *testenv.Env, mgr ctrl.Manager) (func(), error) {
 		env = e
-		svc = app.New(app.Config{Log: logr.Discard(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(),
-			Client: mgr.GetClient()})
+		svc = apptest.Households(mgr)
 		return nil, nil
 	})
 }
 
-func org(t *testing.T) *auth.Principal {
-	t.Helper()
-	ns := testenv.SharedNamespace(t, env)
-	return &auth.Principal{Kind: auth.KindOrganisation, Namespace: ns, ClientName: "client", Username: "client-" + ns,
-		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite}}
-}
+func org(t *testing.T) *auth.Principal { return apptest.Organisation(t, env, "client") }
 
 var mpans int
 

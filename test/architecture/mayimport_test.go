@@ -70,6 +70,8 @@ var packageMap = []row{
 		"internal/settlementstore", "internal/household"})},
 	{pkgs: []string{"internal/web/batterychart"}, may: join(apiTypes, pureRules, []string{"internal/household"})},
 	{pkgs: []string{"internal/web/jsonappend"}},
+	{pkgs: []string{"internal/app/apptest"}, may: join(apiTypes, []string{"internal/app", "internal/auth", "internal/testenv",
+		"internal/db/dbtest"}), except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/web/webtest"}, may: []string{"internal/app", "internal/web"}, except: []string{"internal/app/"}},
 	{pkgs: []string{"internal/restapi"}, may: join(apiTypes, pureRules, []string{"internal/app", "internal/web", "internal/auth",
 		"internal/events", "internal/household", "internal/metrics"})},

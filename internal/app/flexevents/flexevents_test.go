@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/flexsite/flexsite/internal/app/apptest"
+
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
@@ -30,26 +30,15 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	testenv.MainCached(m, func(ctx context.Context, e *testenv.Env, mgr ctrl.Manager) (func(), error) {
-		d, err := dbtest.ForMain(ctx, testenv.Skipping)
-		if err != nil {
-			return nil, err
-		}
+	apptest.MainWithDatabase(m, func(_ context.Context, e *testenv.Env, households *app.Service, d *dbtest.Database) error {
 		env, database = e, d
-		households := app.New(app.Config{Log: logr.Discard(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(),
-			Client: mgr.GetClient()})
 		svc = flexevents.New(households, &settlementstore.Store{Pool: d.Pool})
-		return func() { d.Close(context.Background()) }, nil
+		return nil
 	})
 }
 
 // org is a fresh organisation's principal.
-func org(t *testing.T) *auth.Principal {
-	t.Helper()
-	ns := testenv.SharedNamespace(t, env)
-	return &auth.Principal{Kind: auth.KindOrganisation, Namespace: ns, ClientName: "client", Username: "client-" + ns,
-		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite}}
-}
+func org(t *testing.T) *auth.Principal { return apptest.Organisation(t, env, "client") }
 
 // site creates a site of p's organisation with API id id, and waits for the cache to have it.
 func site(t *testing.T, g *WithT, p *auth.Principal, id string) {

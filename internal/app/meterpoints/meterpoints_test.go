@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/flexsite/flexsite/internal/app/apptest"
+
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -79,10 +81,7 @@ func registerFile() *bytes.Buffer {
 }
 
 func org(t *testing.T) *auth.Principal {
-	t.Helper()
-	ns := testenv.SharedNamespace(t, env)
-	return &auth.Principal{Kind: auth.KindOrganisation, Namespace: ns, ClientName: "client", Username: "client-" + ns,
-		Roles: []flexv1.Role{flexv1.RoleEntityRead}}
+	return apptest.Organisation(t, env, "client", flexv1.RoleEntityRead)
 }
 
 func kindOf(err error) app.Kind {

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/flexsite/flexsite/internal/app/apptest"
+
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
@@ -30,25 +30,14 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	testenv.MainCached(m, func(ctx context.Context, e *testenv.Env, mgr ctrl.Manager) (func(), error) {
-		d, err := dbtest.ForMain(ctx, testenv.Skipping)
-		if err != nil {
-			return nil, err
-		}
+	apptest.MainWithDatabase(m, func(_ context.Context, e *testenv.Env, households *app.Service, d *dbtest.Database) error {
 		env, database = e, d
-		households := app.New(app.Config{Log: logr.Discard(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(),
-			Client: mgr.GetClient()})
 		svc = subscriptions.New(households, &outboxstore.Store{Pool: d.Pool})
-		return func() { d.Close(context.Background()) }, nil
+		return nil
 	})
 }
 
-func org(t *testing.T, client string) *auth.Principal {
-	t.Helper()
-	ns := testenv.SharedNamespace(t, env)
-	return &auth.Principal{Kind: auth.KindOrganisation, Namespace: ns, ClientName: client, Username: client + "-" + ns,
-		Roles: []flexv1.Role{flexv1.RoleEntityRead, flexv1.RoleEntityWrite}}
-}
+func org(t *testing.T, client string) *auth.Principal { return apptest.Organisation(t, env, client) }
 
 // listed waits until p's list holds n subscriptions (the cache follows the API server).
 func listed(t *testing.T, g *WithT, p *auth.Principal, n int) subscriptions.SubscriptionList {

@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/flexsite/flexsite/internal/app/apptest"
+
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
@@ -29,16 +29,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	testenv.MainCached(m, func(ctx context.Context, e *testenv.Env, mgr ctrl.Manager) (func(), error) {
-		d, err := dbtest.ForMain(ctx, testenv.Skipping)
-		if err != nil {
-			return nil, err
-		}
+	apptest.MainWithDatabase(m, func(_ context.Context, e *testenv.Env, households *app.Service, d *dbtest.Database) error {
 		env, database = e, d
-		households := app.New(app.Config{Log: logr.Discard(), Cache: mgr.GetCache(), APIReader: mgr.GetAPIReader(),
-			Client: mgr.GetClient()})
 		svc = vtn.New(households, &vtnstore.Store{Pool: d.Pool})
-		return func() { d.Close(context.Background()) }, nil
+		return nil
 	})
 }
 
