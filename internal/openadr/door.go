@@ -7,11 +7,9 @@ package openadr
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/go-logr/logr"
 
-	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/app/flexevents"
 	subscriptionuses "github.com/flexsite/flexsite/internal/app/subscriptions"
 	"github.com/flexsite/flexsite/internal/app/vtn"
@@ -24,8 +22,6 @@ import (
 // Config wires the door to the use cases it translates for.
 type Config struct {
 	Log logr.Logger
-	// Households reads the catalogue and the organisation's assets.
-	Households *app.Service
 	// VTN holds the use cases only this door needs: programs, VENs, resources, reports, events.
 	VTN *vtn.Service
 	// FlexEvents declares and cancels the organisation's flex events (POST and DELETE /events).
@@ -38,20 +34,13 @@ type Config struct {
 	// login budgets); Issuer issues the tokens.
 	Guard  *web.Authenticator
 	Issuer *auth.Issuer
-	// Now is the clock (tests replace it).
-	Now func() time.Time
 }
 
 // Door is the OpenADR 3 door.
 type Door struct{ Config }
 
 // New builds the door.
-func New(cfg Config) *Door {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	return &Door{Config: cfg}
-}
+func New(cfg Config) *Door { return &Door{Config: cfg} }
 
 // Routes lists every operation of the Alliance's document, under oadr.BasePath: the server
 // mounts them, and a test compares them with the document, so neither can drift.

@@ -240,9 +240,9 @@ func NewServer(cfg Config) *Server {
 
 	vtnSvc := vtn.New(households, &vtnstore.Store{Pool: cfg.DB})
 	vtnSvc.Dispatches, vtnSvc.Readings = dispatches.New(households, flexEvents.Dispatches), readingsSvc
-	vtnDoor := openadr.New(openadr.Config{Log: cfg.Log.WithName("openadr"), Households: households, VTN: vtnSvc,
+	vtnDoor := openadr.New(openadr.Config{Log: cfg.Log.WithName("openadr"), VTN: vtnSvc,
 		FlexEvents: flexEvents, Subscriptions: subs, NotificationPolicy: cfg.NotificationPolicy,
-		Guard: guard, Issuer: cfg.Issuer, Now: cfg.Now})
+		Guard: guard, Issuer: cfg.Issuer})
 	s := &Server{Config: cfg, rewards: rewardsSvc, pricing: pricingSvc, openADR: vtnDoor}
 
 	mux := http.NewServeMux()
