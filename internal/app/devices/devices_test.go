@@ -783,7 +783,9 @@ func TestHouseholdProviders(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got).To(ConsistOf(HaveField("Status", "connected")))
 
-	// Only the household's own token reaches it.
+	// Only the household's own token reaches it: an organisation's names no household.
+	_, _, err = svc.HouseholdProviders(ctx, p)
+	g.Expect(err).To(MatchError(app.ErrSiteNotFound))
 	_, _, err = svc.HouseholdProviders(ctx, endUser(p, h, "someone-else"))
 	g.Expect(err).To(MatchError(app.ErrSiteNotFound))
 }
