@@ -713,7 +713,7 @@ func TestStoreToken(t *testing.T) {
 		HaveField("ExpiresAt", BeNil())))
 
 	// Refusals: a provider not in the catalogue, a site that is not the caller's.
-	for _, prov := range []string{"nosuchprovider"} {
+	for _, prov := range []string{"nosuchprovider", "Not/A/Name", "UPPER", ".."} {
 		err = svc.StoreToken(ctx, p, devices.TokenInput{SiteID: h.id, Provider: prov, AccessToken: "a", RefreshToken: "r"})
 		g.Expect(kindOf(err)).To(Equal(app.Invalid), "provider %q: %v", prov, err)
 		g.Expect(app.As(err).Detail).To(ConsistOf(HaveField("Loc", []any{"body", "provider"})))
@@ -809,6 +809,9 @@ func TestDisconnect(t *testing.T) {
 	g.Expect(svc.Disconnect(ctx, p, h.id, "nosuchprovider")).To(MatchError(devices.ErrConnectionNotFound))
 	g.Expect(kindOf(devices.ErrConnectionNotFound)).To(Equal(app.NotFound))
 	g.Expect(svc.Disconnect(ctx, p, h.id, down)).To(MatchError(devices.ErrConnectionNotFound))
+	for _, prov := range []string{"", "Not/A/Name", ".."} {
+		g.Expect(svc.Disconnect(ctx, p, h.id, prov)).To(MatchError(devices.ErrConnectionNotFound), "provider %q", prov)
+	}
 
 	g.Expect(svc.Disconnect(ctx, endUser(p, h, "user-disconnect"), h.id, example)).To(Succeed())
 	g.Expect(provider.Revocations()).To(Equal(revoked + 2)) // the refresh token, then the access token
