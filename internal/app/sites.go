@@ -102,6 +102,9 @@ func Reaches(p *auth.Principal, site *flexv1.Site) bool {
 
 // OwnSite is the end user's own site (the cache first, then the API server).
 func (s *Service) OwnSite(ctx context.Context, p *auth.Principal) (*flexv1.Site, error) {
+	if p.Kind != auth.KindEndUser || p.SiteName == "" {
+		return nil, ErrSiteNotFound // only a household's token names a site of its own
+	}
 	site, err := s.store(false).siteByName(ctx, p.Namespace, p.SiteName)
 	if err == nil && site == nil {
 		site, err = s.store(true).siteByName(ctx, p.Namespace, p.SiteName)
@@ -109,7 +112,7 @@ func (s *Service) OwnSite(ctx context.Context, p *auth.Principal) (*flexv1.Site,
 	if err != nil {
 		return nil, err
 	}
-	if site == nil || p.Kind != auth.KindEndUser || !Reaches(p, site) {
+	if site == nil || !Reaches(p, site) {
 		return nil, ErrSiteNotFound
 	}
 	return site, nil

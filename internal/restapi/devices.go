@@ -6,21 +6,16 @@ import (
 
 	"github.com/flexsite/flexsite/internal/app/devices"
 	"github.com/flexsite/flexsite/internal/auth"
+	"github.com/flexsite/flexsite/internal/validation"
 	"github.com/flexsite/flexsite/internal/web"
 )
 
 // The device connections' routes (docs/api.md, "Device connections").
 
-// providerName reads a provider path segment: a DeviceProvider's name (a DNS label).
+// providerName reads a provider path segment: a DeviceProvider's name (validation.ProviderName).
 func providerName(raw string) (string, bool) {
-	if raw == "" || len(raw) > 63 {
+	if !validation.ProviderName(raw) {
 		return "", false
-	}
-	for i, c := range raw {
-		lower, digit, inner := c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-' && i > 0 && i < len(raw)-1
-		if !lower && !digit && !inner {
-			return "", false
-		}
 	}
 	return raw, true
 }

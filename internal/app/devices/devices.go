@@ -191,7 +191,7 @@ func notRegistered() error {
 // provider loads a provider of the catalogue: unknown (or "client") is prod's 400; one whose
 // URLs the address policy refuses is not configured either.
 func (s *Service) provider(ctx context.Context, name string) (*deviceauth.Provider, error) {
-	if name == flexv1.ClientProvider || name == "" {
+	if name == flexv1.ClientProvider || !validation.ProviderName(name) {
 		return nil, ErrProviderUnknown
 	}
 	prov, err := s.Dialer.Load(ctx, s.apiReader, name)
@@ -446,10 +446,14 @@ func (s *Service) StoreToken(ctx context.Context, p *auth.Principal, in TokenInp
 		in.Provider = flexv1.ClientProvider
 	}
 	if in.Provider != flexv1.ClientProvider {
+		unknown := app.InvalidFields(app.Field("Unknown provider", "enum", "body", "provider"))
+		if !validation.ProviderName(in.Provider) {
+			return unknown
+		}
 		dp := &flexv1.DeviceProvider{}
 		if err := s.apiReader.Get(ctx, types.NamespacedName{Name: in.Provider}, dp); err != nil {
 			if apierrors.IsNotFound(err) {
-				return app.InvalidFields(app.Field("Unknown provider", "enum", "body", "provider"))
+				return unknown
 			}
 			return err
 		}
@@ -648,6 +652,9 @@ func (s *Service) Disconnect(ctx context.Context, p *auth.Principal, siteID, pro
 	site, err := s.Households.SiteToRead(ctx, p, siteID)
 	if err != nil {
 		return err
+	}
+	if !validation.ProviderName(provider) {
+		return ErrConnectionNotFound
 	}
 	conn := &flexv1.DeviceConnection{}
 	key := types.NamespacedName{Namespace: site.Namespace, Name: identity.DeviceConnectionName(site.Name, provider)}
