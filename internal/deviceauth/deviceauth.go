@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/oauth2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -289,12 +290,20 @@ func (d Dialer) CheckURL(raw string) error {
 	return d.Policy.CheckURLHost(raw)
 }
 
+// ErrUnreadable is a provider's configuration that could not be read just now (the API server
+// did not answer): try again, unlike a provider that is missing or misconfigured.
+var ErrUnreadable = errors.New("device provider configuration unreadable")
+
 // Load reads the DeviceProvider name and its client secret (the Secret through c, which
-// reads Secrets from the API server). A provider that does not exist is (nil, nil).
+// reads Secrets from the API server). A provider that does not exist is (nil, nil); a read
+// that failed for another reason than the object's absence is ErrUnreadable.
 func (d Dialer) Load(ctx context.Context, c client.Reader, name string) (*Provider, error) {
 	dp := &flexv1.DeviceProvider{}
 	if err := c.Get(ctx, types.NamespacedName{Name: name}, dp); err != nil {
-		return nil, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%w: reading provider %s: %w", ErrUnreadable, name, err)
 	}
 	p, err := d.provider(name, dp.Spec)
 	if err != nil {
@@ -303,7 +312,10 @@ func (d Dialer) Load(ctx context.Context, c client.Reader, name string) (*Provid
 	if ref := dp.Spec.ClientSecretRef; ref.Name != "" {
 		s := &corev1.Secret{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: d.SecretNamespace, Name: ref.Name}, s); err != nil {
-			return nil, fmt.Errorf("reading the client secret of provider %s: %w", name, err)
+			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+				return nil, fmt.Errorf("reading the client secret of provider %s: %w", name, err)
+			}
+			return nil, fmt.Errorf("%w: the client secret of provider %s: %w", ErrUnreadable, name, err)
 		}
 		key := ref.Key
 		if key == "" {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/events"
@@ -262,5 +264,52 @@ func TestPooledDialerIsSafeForConcurrentUse(t *testing.T) {
 	}
 	if a, _ := d.provider("a", spec); a.http != d.client("a") || a.http == d.client("b") {
 		t.Error("one client per provider name")
+	}
+}
+
+// providerReader answers the DeviceProvider "maker" and fails every Secret read with secretErr,
+// as an API server that is not answering (or a Secret that is gone) would.
+type providerReader struct {
+	client.Reader
+	secretErr error
+}
+
+func (r providerReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	switch o := obj.(type) {
+	case *flexv1.DeviceProvider:
+		if key.Name != "maker" {
+			return apierrors.NewNotFound(flexv1.GroupVersion.WithResource("deviceproviders").GroupResource(), key.Name)
+		}
+		o.Spec = flexv1.DeviceProviderSpec{AuthorizationURL: "https://maker.example/authorize", TokenURL: "https://maker.example/token",
+			ClientID: "id", ClientSecretRef: flexv1.ProviderSecretRef{Name: "maker-secret"}}
+		return nil
+	default:
+		return r.secretErr
+	}
+}
+
+// A provider that does not exist, or whose secret is gone, is misconfigured; one whose secret
+// could not be read because the API server did not answer is ErrUnreadable, so that the use
+// cases answer "retry" rather than "not configured".
+func TestLoadTellsAnUnreadableProviderFromAMissingOne(t *testing.T) {
+	d := Dialer{SecretNamespace: "flexsite-system"}
+	secrets := corev1.SchemeGroupVersion.WithResource("secrets").GroupResource()
+	for _, tc := range []struct {
+		name, provider string
+		secretErr      error
+		want           func(*Provider, error) bool
+	}{
+		{"missing provider", "other", nil, func(p *Provider, err error) bool { return p == nil && err == nil }},
+		{"secret gone", "maker", apierrors.NewNotFound(secrets, "maker-secret"),
+			func(p *Provider, err error) bool { return err != nil && !errors.Is(err, ErrUnreadable) }},
+		{"API server unavailable", "maker", apierrors.NewServiceUnavailable("etcd down"),
+			func(p *Provider, err error) bool { return errors.Is(err, ErrUnreadable) }},
+		{"API server timeout", "maker", apierrors.NewTimeoutError("slow", 1),
+			func(p *Provider, err error) bool { return errors.Is(err, ErrUnreadable) }},
+	} {
+		p, err := d.Load(t.Context(), providerReader{secretErr: tc.secretErr}, tc.provider)
+		if !tc.want(p, err) {
+			t.Errorf("%s: Load = %v, %v", tc.name, p, err)
+		}
 	}
 }

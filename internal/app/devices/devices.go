@@ -8,6 +8,7 @@ package devices
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sort"
 	"time"
@@ -188,6 +189,14 @@ func notRegistered() error {
 		"value_error", "query", "redirect_uri"))
 }
 
+// errProviderUnreadable answers a provider whose configuration could not be read just now (the
+// API server did not answer): a dependency down, so the caller retries, rather than told that
+// the provider is not configured.
+func (s *Service) errProviderUnreadable(err error) error {
+	s.Log.Info("provider unreadable", "reason", err.Error())
+	return &app.Error{Kind: app.Unavailable, Detail: "The device provider could not be read; retry", RetryAfter: "1"}
+}
+
 // provider loads a provider of the catalogue: unknown (or "client") is prod's 400; one whose
 // URLs the address policy refuses is not configured either.
 func (s *Service) provider(ctx context.Context, name string) (*deviceauth.Provider, error) {
@@ -195,6 +204,9 @@ func (s *Service) provider(ctx context.Context, name string) (*deviceauth.Provid
 		return nil, ErrProviderUnknown
 	}
 	prov, err := s.Dialer.Load(ctx, s.apiReader, name)
+	if errors.Is(err, deviceauth.ErrUnreadable) {
+		return nil, s.errProviderUnreadable(err)
+	}
 	if err != nil {
 		s.Log.Info("provider not usable", "provider", name, "reason", err.Error())
 		return nil, ErrProviderUnknown
@@ -371,6 +383,9 @@ func (s *Service) Callback(ctx context.Context, in CallbackInput) (CallbackResul
 		return out, nil
 	}
 	prov, err := s.Dialer.Load(ctx, s.apiReader, conn.Spec.Provider)
+	if errors.Is(err, deviceauth.ErrUnreadable) {
+		return out, s.errProviderUnreadable(err) // the state and the code stay good: the same callback again
+	}
 	if err != nil || prov == nil {
 		out.Reason, out.Message = ReasonProviderError, "This provider is not available any more."
 		return out, nil
