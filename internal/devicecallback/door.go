@@ -59,6 +59,17 @@ func (d *Door) callback(w http.ResponseWriter, r *http.Request) {
 	if err == nil && res.Reason == devices.ReasonInvalidState {
 		failures.Charge(address)
 	}
+	if e := web.HTTPError(err); e != nil && e.Status == http.StatusServiceUnavailable {
+		// A dependency did not answer: the state and the code are still good, so the same
+		// callback (a reload) completes the connection.
+		for k, v := range e.Headers {
+			w.Header().Set(k, v)
+		}
+		d.page(w, base, devices.CallbackResult{Reason: "unavailable",
+			Message: "We could not finish connecting just now. Nothing was connected yet; reload this page in a moment."},
+			http.StatusServiceUnavailable)
+		return
+	}
 	if err != nil {
 		d.Log.Error(err, "device authorisation callback")
 		res = devices.CallbackResult{Reason: "internal_error",
@@ -84,7 +95,11 @@ func (d *Door) callback(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	d.page(w, base, res)
+	status := http.StatusOK
+	if !res.Connected {
+		status = http.StatusBadRequest
+	}
+	d.page(w, base, res, status)
 }
 
 var page = template.Must(template.New("callback").Parse(`<!doctype html>
@@ -106,7 +121,7 @@ var page = template.Must(template.New("callback").Parse(`<!doctype html>
 
 // page is the plain Flexsite page: the outcome in words, told to the opener on Flexsite's
 // own origin (the hosted flow), never to another.
-func (d *Door) page(w http.ResponseWriter, base string, res devices.CallbackResult) {
+func (d *Door) page(w http.ResponseWriter, base string, res devices.CallbackResult, status int) {
 	nonceBytes := make([]byte, 16)
 	_, _ = rand.Read(nonceBytes)
 	nonce := base64.StdEncoding.EncodeToString(nonceBytes)
@@ -126,10 +141,6 @@ func (d *Door) page(w http.ResponseWriter, base string, res devices.CallbackResu
 	web.PageHeaders(w, web.Page{TalksToOpener: true, CSP: "default-src 'none'; script-src 'nonce-" + nonce +
 		"'; style-src 'nonce-" + nonce + "'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"})
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	status := http.StatusOK
-	if !res.Connected {
-		status = http.StatusBadRequest
-	}
 	w.WriteHeader(status)
 	if err := page.Execute(w, data); err != nil {
 		d.Log.Error(err, "writing the callback page")

@@ -2,6 +2,7 @@ package devicecallback
 
 import (
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"testing"
@@ -15,7 +16,7 @@ import (
 // window.opener it posts the outcome to.
 func TestCallbackPageHeaders(t *testing.T) {
 	w := httptest.NewRecorder()
-	(&Door{}).page(w, "https://flexsite.example", devices.CallbackResult{Connected: true})
+	(&Door{}).page(w, "https://flexsite.example", devices.CallbackResult{Connected: true}, http.StatusOK)
 	got := webtest.SecurityHeaders(w.Header())
 	csp := regexp.MustCompile(`'nonce-[^']+'`).ReplaceAllString(got["Content-Security-Policy"], "'nonce-N'")
 	got["Content-Security-Policy"] = csp
