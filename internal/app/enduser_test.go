@@ -30,7 +30,8 @@ func TestEndUser(t *testing.T) {
 	p := org(t)
 	g.Expect(env.Client.Create(ctx, &flexv1.APIClient{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.ClientName},
 		Spec: flexv1.APIClientSpec{Username: p.Username,
-			PasswordHashSecretRef: flexv1.SecretKeyRef{Name: "client-password", Key: "hash"}}})).To(Succeed())
+			PasswordHashSecretRef: flexv1.SecretKeyRef{Name: "client-password", Key: "hash"},
+			RedirectSchemes:       []string{"com.example.app"}}})).To(Succeed())
 	in := app.EndUserInput{ExternalUserID: "user-1", AllowedOrigin: "https://example.com"}
 
 	// The API client reaches the cache a moment after its creation.
@@ -103,6 +104,32 @@ func TestEndUser(t *testing.T) {
 	elsewhere.Namespace = org(t).Namespace
 	_, _, err = svc.HouseholdEligibility(ctx, &elsewhere)
 	g.Expect(err).To(MatchError(app.ErrSiteNotFound))
+
+	// The origin the token was issued for may call from a browser; no other may.
+	g.Expect(svc.OriginAllowed(ctx, token.SiteID, "https://example.com", false)).To(BeTrue())
+	g.Expect(svc.OriginAllowed(ctx, token.SiteID, "https://example.com", true)).To(BeTrue())
+	g.Expect(svc.OriginAllowed(ctx, token.SiteID, "https://evil.example", true)).To(BeFalse())
+
+	// The end user deletes an asset of their own household, and no other.
+	theirs, err := svc.Onboard(ctx, p, householdOf(mpan()))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(svc.DeleteAsset(ctx, me, theirs.Assets[0].AssetID)).To(MatchError(app.ErrAssetNotFound))
+	g.Expect(svc.DeleteAsset(ctx, me, out.Assets[1].AssetID)).To(Succeed())
+	view, err = svc.Household(ctx, me)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(view.Assets).To(ConsistOf(HaveField("Spec.ExternalID", onboard.Assets[0].ExternalID)))
+	_, err = svc.GetAsset(ctx, p, theirs.Assets[0].AssetID)
+	g.Expect(err).NotTo(HaveOccurred(), "the other household's asset stays")
+
+	// A redirect URI is an https one, or of a private-use scheme the API client declares.
+	uri, err := app.RedirectURI(ctx, svc.Cache, p, "com.example.app:/callback")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(uri).To(Equal("com.example.app:/callback"))
+	_, err = app.RedirectURI(ctx, svc.Cache, p, "org.other.app:/callback")
+	g.Expect(kindOf(err)).To(Equal(app.Invalid), "%v", err)
+	g.Expect(app.As(err).Detail).To(ConsistOf(HaveField("Loc", []any{"query", "redirect_uri"})))
+	_, err = app.RedirectURI(ctx, svc.Cache, p, "javascript:alert(1)")
+	g.Expect(kindOf(err)).To(Equal(app.Invalid), "%v", err)
 
 	// An organisation that does not exist issues no token.
 	gone := *p

@@ -65,51 +65,79 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// writeLog records the writes a countingClient made, by namespace.
+// writeLog records the writes a countingClient tried, by namespace, and fails those a test
+// asks it to (failing).
 type writeLog struct {
 	mu   sync.Mutex
 	byNS map[string][]string
+	fail func(verb string, obj client.Object) error
 }
 
-func (l *writeLog) add(verb string, obj client.Object) {
+// add records a write and answers the failure to give instead of making it (nil: make it).
+func (l *writeLog) add(verb string, obj client.Object) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.byNS == nil {
 		l.byNS = map[string][]string{}
 	}
 	l.byNS[obj.GetNamespace()] = append(l.byNS[obj.GetNamespace()], fmt.Sprintf("%s %T %s", verb, obj, obj.GetName()))
+	if l.fail == nil {
+		return nil
+	}
+	return l.fail(verb, obj)
 }
 
-// of are the writes made in namespace ns so far.
+// of are the writes tried in namespace ns so far.
 func (l *writeLog) of(ns string) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.byNS[ns])
 }
 
-// countingClient writes through Client and records each write it tried.
+// failing makes the writes for which fail answers an error fail with it, unmade, until the
+// test ends.
+func (l *writeLog) failing(t *testing.T, fail func(verb string, obj client.Object) error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fail = fail
+	t.Cleanup(func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.fail = nil
+	})
+}
+
+// countingClient writes through Client and records each write it tries (writeLog).
 type countingClient struct {
 	client.Client
 	log *writeLog
 }
 
 func (c countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	c.log.add("create", obj)
+	if err := c.log.add("create", obj); err != nil {
+		return err
+	}
 	return c.Client.Create(ctx, obj, opts...)
 }
 
 func (c countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	c.log.add("update", obj)
+	if err := c.log.add("update", obj); err != nil {
+		return err
+	}
 	return c.Client.Update(ctx, obj, opts...)
 }
 
 func (c countingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	c.log.add("patch", obj)
+	if err := c.log.add("patch", obj); err != nil {
+		return err
+	}
 	return c.Client.Patch(ctx, obj, patch, opts...)
 }
 
 func (c countingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	c.log.add("delete", obj)
+	if err := c.log.add("delete", obj); err != nil {
+		return err
+	}
 	return c.Client.Delete(ctx, obj, opts...)
 }
 
