@@ -199,24 +199,21 @@ func bareBattery(m string) app.UpsertInput {
 // objects is what namespace ns stores of the households' kinds, by kind and name, for
 // comparing before and after a refusal (specs only: controllers move the statuses).
 func objects(g Gomega, ctx context.Context, ns string) []string {
-	var out []string
-	sites := &flexv1.SiteList{}
-	g.Expect(env.Client.List(ctx, sites, client.InNamespace(ns))).To(Succeed())
+	sites, assets := &flexv1.SiteList{}, &flexv1.AssetList{}
+	enrolments, claims := &flexv1.EnrolmentList{}, &flexv1.MPANClaimList{}
+	for _, list := range []client.ObjectList{sites, assets, enrolments, claims} {
+		g.Expect(env.Client.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+	}
+	out := make([]string, 0, len(sites.Items)+len(assets.Items)+len(enrolments.Items)+len(claims.Items))
 	for _, s := range sites.Items {
 		out = append(out, fmt.Sprintf("site %s %v %s", s.Name, s.Labels, specJSON(g, s.Spec)))
 	}
-	assets := &flexv1.AssetList{}
-	g.Expect(env.Client.List(ctx, assets, client.InNamespace(ns))).To(Succeed())
 	for _, a := range assets.Items {
 		out = append(out, fmt.Sprintf("asset %s %v %s", a.Name, a.Labels, specJSON(g, a.Spec)))
 	}
-	enrolments := &flexv1.EnrolmentList{}
-	g.Expect(env.Client.List(ctx, enrolments, client.InNamespace(ns))).To(Succeed())
 	for _, e := range enrolments.Items {
 		out = append(out, fmt.Sprintf("enrolment %s %s", e.Name, specJSON(g, e.Spec)))
 	}
-	claims := &flexv1.MPANClaimList{}
-	g.Expect(env.Client.List(ctx, claims, client.InNamespace(ns))).To(Succeed())
 	for _, c := range claims.Items {
 		out = append(out, fmt.Sprintf("claim %s %s", c.Name, specJSON(g, c.Spec)))
 	}

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"errors"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -152,8 +153,8 @@ func TestOnboardRefusals(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			g := NewWithT(t)
 			_, err := svc.Onboard(ctx, p, c.in())
-			e := app.As(err)
-			g.Expect(e).NotTo(BeNil(), "%v", err)
+			var e *app.Error
+			g.Expect(errors.As(err, &e)).To(BeTrue(), "%v", err)
 			g.Expect(e.Kind).To(Equal(c.kind), "%v", err)
 			g.Expect(e.Code).To(Equal(c.code))
 			if c.check != nil {
