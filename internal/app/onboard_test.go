@@ -86,6 +86,19 @@ func TestOnboard(t *testing.T) {
 	site = stored(g, ctx, site)
 	g.Expect(site.Spec.Email).To(Equal("new@example.com"))
 	g.Expect(site.Spec.BoundaryMeterConsentAt).NotTo(BeNil(), "a field not sent keeps its stored value")
+
+	// The other use-case packages read the site by its id: the cache first, or the cache alone.
+	read, err := svc.SiteToRead(ctx, p, out.Site.SiteID)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(read.Name).To(Equal(site.Name))
+	read, err = svc.SiteInCache(ctx, p, out.Site.SiteID)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(read.Name).To(Equal(site.Name))
+	theirs := org(t)
+	_, err = svc.SiteToRead(ctx, theirs, out.Site.SiteID)
+	g.Expect(err).To(MatchError(app.ErrSiteNotFound))
+	_, err = svc.SiteInCache(ctx, theirs, out.Site.SiteID)
+	g.Expect(err).To(MatchError(app.ErrSiteNotFound))
 }
 
 // Every refusal of an onboard leaves the organisation's objects as they were.

@@ -147,3 +147,42 @@ func TestConsents(t *testing.T) {
 	g.Expect(err).To(MatchError(app.ErrSiteNotFound))
 	g.Expect(storedSite(g).Spec.Email).To(BeEmpty())
 }
+
+// An onboard cut off half-way (its enrolment and its undoing both failing, as when the
+// process dies) leaves a site marked as still being written: deleting it is refused while the
+// marker binds, even once its assets are deleted (each released from the marker first, so
+// that the Site controller does not wait for them); offboard removes it all.
+func TestInterruptedOnboard(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	p := org(t)
+	m := mpan()
+	writes.failing(t, func(verb string, obj client.Object) error {
+		if verb == "delete" || verb == "patch" {
+			return errConnection
+		}
+		return failEnrolments(verb, obj)
+	})
+	_, err := counted.Onboard(ctx, p, householdOf(m))
+	g.Expect(err).To(MatchError(errConnection))
+	site := stored(g, ctx, &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: identity.SiteNameForMPAN(m)}})
+	g.Expect(site.Annotations).To(HaveKey(flexv1.InFlightAnnotation), "the site is marked as being written")
+	siteID := site.Labels[flexv1.IDLabel]
+
+	for _, externalID := range []string{"charger-" + m, "battery-" + m} {
+		asset, err := svc.GetAssetByExternalID(ctx, p, externalID)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(svc.DeleteAsset(ctx, p, asset.ID)).To(Succeed())
+		marker := stored(g, ctx, site.DeepCopy()).Annotations[flexv1.InFlightAnnotation]
+		g.Expect(marker).NotTo(ContainSubstring(identity.AssetName(externalID)), "released from the marker")
+	}
+	err = svc.DeleteSite(ctx, p, siteID)
+	g.Expect(kindOf(err)).To(Equal(app.BadRequest), "%v", err)
+	g.Expect(app.As(err).Detail).To(ContainSubstring("an onboarding still in progress"))
+
+	_, err = svc.Offboard(ctx, p, siteID)
+	g.Expect(err).NotTo(HaveOccurred())
+	eventually(g, func(g Gomega) {
+		g.Expect(objects(g, ctx, p.Namespace)).To(BeEmpty())
+	}).Should(Succeed())
+}
