@@ -1,6 +1,8 @@
 package app_test
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -143,4 +145,62 @@ func TestEnrolmentDeclaredOutside(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out.Status).To(Equal(app.StatusUnenrolled))
 	eventually(g, gone(ctx, declared)).Should(BeTrue())
+}
+
+// A re-enrol sent while the withdrawn enrolment is still on its way out (held by a finalizer
+// of another tool, or a backlogged controller) is refused for the withdrawal on record at
+// once, not answered "retry" for as long as the enrolment lingers; one that overrides the
+// withdrawal waits for it to go (told to come back while it lingers), and then enrols anew.
+func TestReenrolWhileTheWithdrawnEnrolmentLingers(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	p := org(t)
+	m := mpan()
+	out, err := svc.Onboard(ctx, p, householdOf(m))
+	g.Expect(err).NotTo(HaveOccurred())
+	siteID := out.Site.SiteID
+	enrolment := &flexv1.Enrolment{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace,
+		Name: identity.EnrolmentName(identity.SiteNameForMPAN(m), flexv1.PropositionLimitedPause)}}
+	const hold = "example.com/hold"
+	eventually(g, func(g Gomega) {
+		e := stored(g, ctx, enrolment)
+		g.Expect(e.Status.Phase).To(Equal(flexv1.EnrolmentActive))
+		e.Finalizers = append(e.Finalizers, hold)
+		g.Expect(env.Client.Update(ctx, e)).To(Succeed())
+	}).Should(Succeed())
+	release := func(ctx context.Context) error {
+		e := enrolment.DeepCopy()
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(e), e); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		e.Finalizers = slices.DeleteFunc(e.Finalizers, func(f string) bool { return f == hold })
+		return env.Client.Update(ctx, e)
+	}
+	t.Cleanup(func() { _ = release(context.Background()) })
+
+	un, err := svc.Unenrol(ctx, p, siteID, flexv1.PropositionLimitedPause)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(un.Status).To(Equal(app.StatusUnenrolled))
+	eventually(g, func(g Gomega) {
+		e := stored(g, ctx, enrolment.DeepCopy())
+		g.Expect(e.DeletionTimestamp).NotTo(BeNil())
+		g.Expect(e.Finalizers).To(Equal([]string{hold}), "the Enrolment controller has let it go; only the other tool holds it")
+	}).Should(Succeed())
+
+	_, err = svc.Enrol(ctx, p, siteID, app.EnrolInput{Proposition: flexv1.PropositionLimitedPause})
+	g.Expect(kindOf(err)).To(Equal(app.Refused), "%v", err)
+	g.Expect(codeOf(err)).To(Equal("previously_withdrew"))
+	_, err = svc.Onboard(ctx, p, householdOf(m))
+	g.Expect(codeOf(err)).To(Equal("previously_withdrew"), "%v", err)
+	// Overriding the withdrawal, the request waits for the old enrolment to go: here it
+	// lingers past the request's retries, and the caller is told to come back.
+	_, err = svc.Enrol(ctx, p, siteID, app.EnrolInput{Proposition: flexv1.PropositionLimitedPause, Override: true})
+	g.Expect(kindOf(err)).To(Equal(app.Unavailable), "%v", err)
+	g.Expect(app.As(err).RetryAfter).NotTo(BeEmpty())
+
+	eventually(g, func() error { return release(ctx) }).Should(Succeed())
+	eventually(g, gone(ctx, enrolment.DeepCopy())).Should(BeTrue())
+	again, err := svc.Enrol(ctx, p, siteID, app.EnrolInput{Proposition: flexv1.PropositionLimitedPause, Override: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(again.Status).To(Equal(app.StatusEnrolled))
 }
