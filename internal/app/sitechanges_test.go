@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -168,6 +169,14 @@ func TestInterruptedOnboard(t *testing.T) {
 	site := stored(g, ctx, &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: identity.SiteNameForMPAN(m)}})
 	g.Expect(site.Annotations).To(HaveKey(flexv1.InFlightAnnotation), "the site is marked as being written")
 	siteID := site.Labels[flexv1.IDLabel]
+
+	// The Site controller publishes nothing about a half-written site: a read of its
+	// eligibility waits, and past its wait (here the caller's, a second) is told to come back.
+	waiting, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err = svc.Eligibility(waiting, p, siteID)
+	g.Expect(err).To(MatchError(app.ErrEligibilityPending))
+	g.Expect(app.As(err)).To(And(HaveField("Kind", app.Unavailable), HaveField("RetryAfter", Not(BeEmpty()))))
 
 	for _, externalID := range []string{"charger-" + m, "battery-" + m} {
 		asset, err := svc.GetAssetByExternalID(ctx, p, externalID)
