@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -134,13 +135,17 @@ func (s *Service) Unenrol(ctx context.Context, p *auth.Principal, siteID string,
 
 // decideEnrolment asks the household, before anything is written, whether the site as the
 // plan will store it may be enrolled in p, and translates a refusal into the use case's.
-// It answers the site's live enrolment in p, if it has one.
+// It answers the site's live enrolment in p, if it has one. An enrolment on its way out is
+// decided without: a refusal (a withdrawal on record, say) is answered at once, however long
+// the enrolment lingers; an enrolment allowed waits for it to go (a retry).
 func (s *Service) decideEnrolment(ctx context.Context, st store, log *writeLog, plan *upsertPlan,
 	p flexv1.PropositionName, override bool, rules eligibility.Rules) (*flexv1.Enrolment, error) {
 	var existing *flexv1.Enrolment
+	leaving := false
 	if plan.siteBefore != nil {
 		var err error
-		if existing, err = s.liveEnrolment(ctx, st, log, plan.siteBefore, p); err != nil {
+		existing, err = s.liveEnrolment(ctx, st, log, plan.siteBefore, p)
+		if leaving = errors.Is(err, errEnrolmentLeaving); err != nil && !leaving {
 			return nil, err
 		}
 	}
@@ -150,6 +155,9 @@ func (s *Service) decideEnrolment(ctx context.Context, st store, log *writeLog, 
 	record := func() *EligibilityRecord { return eligibilityRecord(plan.siteID(), res) }
 	switch d.Verdict {
 	case household.Allowed, household.AlreadyEnrolled:
+		if leaving {
+			return nil, errEnrolmentLeaving
+		}
 		return existing, nil
 	case household.PreviouslyWithdrew:
 		return nil, refusedEnrolment("previously_withdrew", d.Message+"; set override_withdrawal to re-enrol it", record())
@@ -182,6 +190,11 @@ func (s *Service) confirmFresh(ctx context.Context, st store, site *flexv1.Site)
 	return nil
 }
 
+// errEnrolmentLeaving is liveEnrolment's answer when the site's enrolment in p is on its way
+// out: a retry, which decideEnrolment answers only when the decision without that enrolment
+// allows the enrolment.
+var errEnrolmentLeaving error = &retry{answer: ErrTooManyChanges}
+
 // liveEnrolment finds the site's enrolment in p, whatever its name (GitOps may have declared
 // one). One on its way out is waited for (a retry), so that a new one can follow it.
 func (s *Service) liveEnrolment(ctx context.Context, st store, log *writeLog, site *flexv1.Site,
@@ -209,7 +222,7 @@ func (s *Service) liveEnrolment(ctx context.Context, st store, log *writeLog, si
 	case i < 0:
 		return nil, nil
 	case !enrolments[i].DeletionTimestamp.IsZero():
-		return nil, errRetry // being unenrolled right now: wait for it to go, then enrol anew
+		return nil, errEnrolmentLeaving // being unenrolled right now: wait for it to go, then enrol anew
 	}
 	return &enrolments[i], nil
 }

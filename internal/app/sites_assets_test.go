@@ -1,62 +1,15 @@
 package app_test
 
 import (
-	"context"
-	"fmt"
-	"strconv"
 	"testing"
-	"time"
-
-	"github.com/flexsite/flexsite/internal/app/apptest"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/app"
-	"github.com/flexsite/flexsite/internal/auth"
 	"github.com/flexsite/flexsite/internal/household"
-	"github.com/flexsite/flexsite/internal/testenv"
-	"github.com/flexsite/flexsite/internal/validation"
 )
-
-// One API server and one indexed cache for the package's tests, and the household use cases
-// built on them as cmd/manager builds them (no HTTP; this package keeps nothing in PostgreSQL).
-var (
-	env *testenv.Env
-	svc *app.Service
-)
-
-func TestMain(m *testing.M) {
-	testenv.MainCached(m, func(_ context.Context, e *testenv.Env, mgr ctrl.Manager) (func(), error) {
-		env = e
-		svc = apptest.Households(mgr)
-		return nil, nil
-	})
-}
-
-func org(t *testing.T) *auth.Principal { return apptest.Organisation(t, env, "client") }
-
-var mpans int
-
-// mpan is a fresh valid MPAN (its check digit right).
-func mpan() string {
-	mpans++
-	first12 := fmt.Sprintf("19%010d", time.Now().UnixNano()%1e8*100+int64(mpans))
-	return first12 + strconv.Itoa(validation.MPANCheckDigit(first12))
-}
-
-func siteInput(m, street string) app.SiteInput {
-	return app.SiteInput{MPAN: m, SiteFields: household.SiteFields{Postcode: ptr.To("SW1A 1AA"), StreetAddress: ptr.To(street)}}
-}
-
-func kindOf(err error) app.Kind {
-	if e := app.As(err); e != nil {
-		return e.Kind
-	}
-	return app.Internal
-}
 
 // A site created is read back and found by its MPAN; an asset added to it is read by its id and
 // its external id, listed, and deleted.

@@ -33,10 +33,18 @@ func Skipping(message string) error { return Skip(message) }
 // skip (SharedNamespace, on the env a build sets only once it succeeds).
 func MainCached(m *testing.M, build func(ctx context.Context, env *Env, mgr ctrl.Manager) (func(), error)) {
 	logf.SetLogger(logr.Discard())
-	os.Exit(runCached(m, build))
+	os.Exit(runCached(m, true, build))
 }
 
-func runCached(m *testing.M, build func(ctx context.Context, env *Env, mgr ctrl.Manager) (func(), error)) int {
+// MainReconciled is MainCached for a package whose build also runs reconcilers on the
+// manager: build registers the cache's indexes itself, with the reconcilers, as cmd/manager
+// does (controllers.SetupWithManager registers them; a second registration is refused).
+func MainReconciled(m *testing.M, build func(ctx context.Context, env *Env, mgr ctrl.Manager) (func(), error)) {
+	logf.SetLogger(logr.Discard())
+	os.Exit(runCached(m, false, build))
+}
+
+func runCached(m *testing.M, indexed bool, build func(ctx context.Context, env *Env, mgr ctrl.Manager) (func(), error)) int {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return m.Run()
 	}
@@ -53,7 +61,7 @@ func runCached(m *testing.M, build func(ctx context.Context, env *Env, mgr ctrl.
 		}
 	}()
 	mgr, err := env.NewManager()
-	if err == nil {
+	if err == nil && indexed {
 		err = index.Register(ctx, mgr.GetFieldIndexer())
 	}
 	if err != nil {

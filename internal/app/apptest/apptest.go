@@ -29,17 +29,41 @@ func Households(mgr ctrl.Manager) *app.Service {
 // use case on the household use cases and the database, which is closed after the tests.
 func MainWithDatabase(m *testing.M, build func(ctx context.Context, env *testenv.Env, households *app.Service,
 	database *dbtest.Database) error) {
-	testenv.MainCached(m, func(ctx context.Context, env *testenv.Env, mgr ctrl.Manager) (func(), error) {
+	testenv.MainCached(m, withDatabase(nil, build))
+}
+
+// MainWithReconcilers is MainWithDatabase for a package whose use cases wait on what a
+// controller computes (a Site's eligibility in its status, an Enrolment's phase, a Site's
+// finalizer): reconcile adds the reconcilers to the manager on the package's database before
+// the use cases are built, and registers the cache's indexes with them, as cmd/manager's
+// wiring does. The package passes controllers.SetupWithManager in: apptest, a helper below
+// the doors, does not import controllers (test/architecture).
+func MainWithReconcilers(m *testing.M, reconcile func(ctx context.Context, mgr ctrl.Manager, database *dbtest.Database) error,
+	build func(ctx context.Context, env *testenv.Env, households *app.Service, database *dbtest.Database) error) {
+	testenv.MainReconciled(m, withDatabase(reconcile, build))
+}
+
+// withDatabase is a testenv build that opens the package's database, runs reconcile on it
+// (when set) and then build.
+func withDatabase(reconcile func(ctx context.Context, mgr ctrl.Manager, database *dbtest.Database) error,
+	build func(ctx context.Context, env *testenv.Env, households *app.Service, database *dbtest.Database) error) func(
+	ctx context.Context, env *testenv.Env, mgr ctrl.Manager) (func(), error) {
+	return func(ctx context.Context, env *testenv.Env, mgr ctrl.Manager) (func(), error) {
 		d, err := dbtest.ForMain(ctx, testenv.Skipping)
 		if err != nil {
 			return nil, err
 		}
 		closeDB := func() { d.Close(context.Background()) }
+		if reconcile != nil {
+			if err := reconcile(ctx, mgr, d); err != nil {
+				return closeDB, err
+			}
+		}
 		if err := build(ctx, env, Households(mgr), d); err != nil {
 			return closeDB, err
 		}
 		return closeDB, nil
-	})
+	}
 }
 
 // Organisation is the principal of the API client named client in a fresh organisation of
