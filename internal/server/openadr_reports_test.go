@@ -71,7 +71,7 @@ var _ = Describe("The OpenADR door: reports", Ordered, func() {
 		ds := make([]dispatchstore.Dispatch, len(assets))
 		for i, a := range assets {
 			ds[i] = dispatchstore.Dispatch{FlexEvent: flexEvent, SiteID: siteID, AssetID: a, MarketID: "limited_pause",
-				From: start, To: start.Add(time.Hour), EventTimestamp: start.Add(-time.Hour)}
+				Proposition: "limited_pause", From: start, To: start.Add(time.Hour), EventTimestamp: start.Add(-time.Hour)}
 		}
 		_, err := store.Issue(ctx, o.Namespace, "https://flexsite.test", ds, nil, time.Now())
 		Expect(err).NotTo(HaveOccurred())
