@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Report is a report as stored (migration 00029): who sent it (ClientName, the API client),
@@ -120,8 +121,9 @@ func ReportJoin(organisation string, r Report, maxPerEvent int, held bool) (gate
 	write = `INSERT INTO openadr_reports (organisation, id, client_name, program_id, event_id, report_client_name,
 		report_name, body, created_at, modified_at)
 		SELECT $13, $14, $15, $16, $17, $18, $19, $20, $21, $21 FROM takes`
-	args = []any{organisation, r.ID, r.ClientName, r.ProgramID, r.EventID, r.ReportClientName, nullable(r.Name),
-		r.Body, r.Created.UTC(), maxPerEvent}
+	// The id as pgx's own UUID: encoded as it is, not through its text (uuid.UUID's Value).
+	args = []any{organisation, pgtype.UUID{Bytes: r.ID, Valid: true}, r.ClientName, r.ProgramID, r.EventID,
+		r.ReportClientName, nullable(r.Name), r.Body, r.Created.UTC(), maxPerEvent}
 	return gate, write, args
 }
 
