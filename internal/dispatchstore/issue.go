@@ -237,6 +237,12 @@ type Report struct {
 	AssetID string
 	EventID uuid.UUID
 	Status  dispatch.Status
+	// Windowed: Status is what the report says of a dispatch whose window starts after now,
+	// and Started (empty: nothing, the dispatch is left as it is) what it says of one whose
+	// window has started by now: a report whose sender cannot know which (an OpenADR operating
+	// state) judged on the dispatch it reads. Only RecordJoined reads them.
+	Windowed bool
+	Started  dispatch.Status
 	// At is the report's own timestamp; By the API client that sent it.
 	At time.Time
 	By string
@@ -274,27 +280,35 @@ type Querier interface {
 // no one: once q has committed a change, the caller calls Changed with the flex event.
 func (s *Store) RecordOn(ctx context.Context, q Querier, organisation string, r Report, now time.Time) (changed bool,
 	flexEvent string, err error) {
-	return s.record(ctx, q, organisation, r, now, nil)
+	changed, flexEvent, _, err = s.record(ctx, q, organisation, r, now, nil)
+	return changed, flexEvent, err
 }
 
 // Joined is another store's write joined to a status's statement (RecordJoined). Gate, a
-// boolean SQL expression, must hold for anything to be written (ErrClosed when it does not);
-// Write, a data-modifying statement that selects from the CTE "takes", runs in the same
-// statement with the status change: takes has one row when the report takes effect (its status
-// written, or the dispatch's already), none otherwise. Their parameters start at $10: Args.
+// boolean SQL expression over the dispatch's row (d), must hold for anything to be written
+// (ErrClosed when it does not); Write, a data-modifying statement that selects from the CTE
+// "takes", runs in the same statement with the status change: takes has one row when the
+// report takes effect (its status written, or the dispatch's already, or a windowed report
+// that says nothing of a started window), none otherwise. Their parameters start at $13:
+// Args. Program, when set, is a condition of the dispatch's too: its proposition (the
+// OpenADR event's programID) must be it, or nothing is written (ErrClosed).
 type Joined struct {
 	Gate, Write string
 	Args        []any
+	Program     string
 }
 
-// ErrClosed: a Joined's gate did not hold; nothing was written.
+// ErrClosed: a Joined's gate did not hold, or its Program is not the dispatch's; nothing was
+// written.
 var ErrClosed = errors.New("the joined write's gate is closed")
 
 // RecordJoined is RecordOn with j written in the same statement, only when the report takes
 // effect: the status change and j's write commit together or not at all, in one round trip. It
-// judges as RecordOn does (a refusal writes nothing, j's write included).
+// judges as RecordOn does (a refusal writes nothing, j's write included), and reads a
+// Windowed report's status by the dispatch's window. It answers the dispatch's status too, as
+// the report left it.
 func (s *Store) RecordJoined(ctx context.Context, q Querier, organisation string, r Report, now time.Time, j Joined) (
-	changed bool, flexEvent string, err error) {
+	changed bool, flexEvent string, status dispatch.Status, err error) {
 	return s.record(ctx, q, organisation, r, now, &j)
 }
 
@@ -311,44 +325,72 @@ c AS (
 	SELECT $1, $2, $4, $5, $6, $7 FROM u)
 SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u) FROM cur`
 
-// joinedSQL is recordSQL with a Joined's gate and write (%s, %s).
+// joinedSQL is recordSQL with a Joined's gate and write (%s, %s) and its Program ($12, NULL:
+// any), and a Windowed report's two statuses: $4 (following one of $8) of a dispatch whose
+// window starts after now, $10 (following one of $11; NULL: none) of one whose window has
+// started. A status RecordJoined is not windowed is both.
 const joinedSQL = `
 WITH cur AS (
-	SELECT status, flex_event, from_time, (%s) AS open FROM dispatches
-	WHERE organisation = $1 AND event_id = $2 AND asset_id = $3),
+	SELECT status, flex_event, from_time, COALESCE((%s) AND ($12::text IS NULL OR d.proposition = $12), false) AS open,
+		CASE WHEN from_time > $6 THEN $4::text ELSE $10::text END AS to_status,
+		CASE WHEN from_time > $6 THEN $8::text[] ELSE $11::text[] END AS follows
+	FROM dispatches d WHERE organisation = $1 AND event_id = $2 AND asset_id = $3),
 u AS (
-	UPDATE dispatches d SET status = $4, updated_at = $6 FROM cur
-	WHERE d.organisation = $1 AND d.event_id = $2 AND d.status = cur.status AND cur.status = ANY($8)
-		AND ($9::timestamptz IS NULL OR cur.from_time <= $9) AND cur.open
+	UPDATE dispatches d SET status = cur.to_status, updated_at = $6 FROM cur
+	WHERE d.organisation = $1 AND d.event_id = $2 AND d.status = cur.status AND cur.status = ANY(cur.follows)
+		AND (cur.to_status <> 'executed' OR cur.from_time <= $9::timestamptz) AND cur.open
 	RETURNING d.event_id),
 c AS (
 	INSERT INTO dispatch_status_changes (organisation, event_id, status, reported_at, recorded_at, recorded_by)
-	SELECT $1, $2, $4, $5, $6, $7 FROM u),
+	SELECT $1, $2, cur.to_status, $5, $6, $7 FROM u, cur),
 takes AS (
-	SELECT 1 FROM cur WHERE cur.open AND (cur.status = $4::text OR EXISTS (SELECT 1 FROM u))),
+	SELECT 1 FROM cur WHERE cur.open AND (cur.to_status IS NULL OR cur.status = cur.to_status OR EXISTS (SELECT 1 FROM u))),
 w AS (%s)
 SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u), cur.open FROM cur`
 
-func (s *Store) record(ctx context.Context, q Querier, organisation string, r Report, now time.Time, j *Joined) (
-	changed bool, flexEvent string, err error) {
-	var follows []string // the statuses this report may follow
+// follows are the statuses a report of to may follow (dispatch.Step): none for no status.
+func follows(to dispatch.Status) []string {
+	out := []string{}
+	if to == "" {
+		return out
+	}
 	for _, from := range dispatch.Statuses {
-		if ok, err := dispatch.Step(from, r.Status); ok && err == nil {
-			follows = append(follows, string(from))
+		if ok, err := dispatch.Step(from, to); ok && err == nil {
+			out = append(out, string(from))
 		}
+	}
+	return out
+}
+
+func (s *Store) record(ctx context.Context, q Querier, organisation string, r Report, now time.Time, j *Joined) (
+	changed bool, flexEvent string, status dispatch.Status, err error) {
+	started := r.Status // what the report says of a dispatch whose window has started
+	if r.Windowed {
+		if j == nil {
+			return false, "", "", errors.New("recording a dispatch's status: a windowed report is recorded joined only")
+		}
+		started = r.Started
 	}
 	// EXECUTED only of a window that has started (dispatch.Judge): the statement writes only
 	// when the window starts by startBy, and a report it did not write is judged below.
 	var startBy *time.Time
-	if r.Status == dispatch.Executed {
+	if r.Status == dispatch.Executed || started == dispatch.Executed {
 		by := dispatch.ExecutedWindowStartBy(r.At, now).UTC()
 		startBy = &by
 	}
 	sql := recordSQL
-	args := []any{organisation, r.EventID, r.AssetID, string(r.Status), r.At.UTC(), now.UTC(), r.By, follows, startBy}
+	args := []any{organisation, r.EventID, r.AssetID, string(r.Status), r.At.UTC(), now.UTC(), r.By, follows(r.Status), startBy}
 	if j != nil {
+		var startedArg, program *string
+		if started != "" {
+			v := string(started)
+			startedArg = &v
+		}
+		if j.Program != "" {
+			program = &j.Program
+		}
 		sql = fmt.Sprintf(joinedSQL, j.Gate, j.Write)
-		args = append(args, j.Args...)
+		args = append(append(args, startedArg, follows(started), program), j.Args...)
 	}
 	for range recordAttempts {
 		var from string
@@ -361,23 +403,33 @@ func (s *Store) record(ctx context.Context, q Querier, organisation string, r Re
 		}
 		err := q.QueryRow(ctx, sql, args...).Scan(dests...)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return false, "", ErrNotFound
+			return false, "", "", ErrNotFound
 		}
 		if err != nil {
-			return false, "", fmt.Errorf("recording a dispatch's status: %w", s.classify(err))
+			return false, "", "", fmt.Errorf("recording a dispatch's status: %w", s.classify(err))
 		}
 		if !open {
-			return false, flexEvent, ErrClosed
+			return false, flexEvent, "", ErrClosed
+		}
+		// The status the report says of the dispatch as read: the statement's choice (its now
+		// is this one cut to the microsecond, and a window starts on a whole microsecond, so
+		// the two comparisons agree).
+		to := r.Status
+		if !now.Before(windowStart) {
+			to = started
 		}
 		if written == 1 {
-			return true, flexEvent, nil
+			return true, flexEvent, to, nil
 		}
-		if changed, err := dispatch.Judge(dispatch.Status(from), r.Status, r.At, now, windowStart); err != nil || !changed {
-			return false, flexEvent, err
+		if to == "" { // it says nothing of the dispatch: only the joined write was written
+			return false, flexEvent, dispatch.Status(from), nil
+		}
+		if changed, err := dispatch.Judge(dispatch.Status(from), to, r.At, now, windowStart); err != nil || !changed {
+			return false, flexEvent, to, err
 		}
 		// The status changed between the read and the write: judge the report again.
 	}
-	return false, "", fmt.Errorf("recording a dispatch's status: it kept changing under %d attempts", recordAttempts)
+	return false, "", "", fmt.Errorf("recording a dispatch's status: it kept changing under %d attempts", recordAttempts)
 }
 
 // Changed tells every replica's FlexEvent controller, soon, that a dispatch of the

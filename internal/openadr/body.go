@@ -32,15 +32,12 @@ const (
 func decodeBody(r *http.Request, limit int64, dst any) error {
 	data, err := web.ReadBodyUpTo(r, limit)
 	if err == nil {
-		_, err = web.DecodeObject(data)
+		err = web.UnmarshalObject(data, dst)
 	}
 	if err != nil {
 		if p := asProblem(err); p != nil {
 			return badRequest("%s", *p.Detail)
 		}
-		return err
-	}
-	if err := json.Unmarshal(data, dst); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			return badRequest("%s: must be a JSON %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)

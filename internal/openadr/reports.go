@@ -21,25 +21,34 @@ const (
 )
 
 // reportBody is what a report keeps beside its ids: its payloadDescriptors and resources,
-// answered back as they were read.
+// answered back as they were read (as the document's types write them).
 type reportBody struct {
 	PayloadDescriptors *[]oadr.ReportPayloadDescriptor `json:"payloadDescriptors,omitempty"`
-	Resources          json.RawMessage                 `json:"resources"`
+	Resources          reportResources                 `json:"resources"`
+}
+
+// reportResources is the type of a report's resources (oadr.Report's Resources).
+type reportResources = []struct {
+	IntervalPeriod *oadr.IntervalPeriod `json:"intervalPeriod,omitempty"`
+	Intervals      []oadr.Interval      `json:"intervals"`
+	ResourceName   string               `json:"resourceName"`
 }
 
 // reportIn reads a report: its shape and the document's bounds here, what it says into the
-// use case's input (each resource's OPERATING_STATE values and USAGE intervals, timed).
-func reportIn(r *http.Request) (vtn.ReportInput, error) {
+// use case's input (each resource's OPERATING_STATE values and USAGE intervals, timed), and
+// its payloadDescriptors and resources as read (the body the use case stores, which the
+// answer gives back).
+func reportIn(r *http.Request) (vtn.ReportInput, reportBody, error) {
 	var body oadr.Report
 	if err := decodeBody(r, maxReportBody, &body); err != nil {
-		return vtn.ReportInput{}, err
+		return vtn.ReportInput{}, reportBody{}, err
 	}
 	if err := checkReportFields(&body); err != nil {
-		return vtn.ReportInput{}, err
+		return vtn.ReportInput{}, reportBody{}, err
 	}
 	kwh, err := usageUnit(body.PayloadDescriptors)
 	if err != nil {
-		return vtn.ReportInput{}, err
+		return vtn.ReportInput{}, reportBody{}, err
 	}
 	in := vtn.ReportInput{ProgramID: body.ProgramID, EventID: body.EventID, ClientName: body.ClientName}
 	if body.ReportName != nil {
@@ -48,22 +57,19 @@ func reportIn(r *http.Request) (vtn.ReportInput, error) {
 	intervals := 0
 	for i, res := range body.Resources {
 		if intervals += len(res.Intervals); intervals > maxReportIntervals {
-			return vtn.ReportInput{}, badRequest("a report holds at most %d intervals", maxReportIntervals)
+			return vtn.ReportInput{}, reportBody{}, badRequest("a report holds at most %d intervals", maxReportIntervals)
 		}
 		rr, err := reportedResource(i, res.ResourceName, res.IntervalPeriod, res.Intervals, kwh)
 		if err != nil {
-			return vtn.ReportInput{}, err
+			return vtn.ReportInput{}, reportBody{}, err
 		}
 		in.Resources = append(in.Resources, rr)
 	}
-	resources, err := json.Marshal(body.Resources)
-	if err != nil {
-		return vtn.ReportInput{}, err
+	kept := reportBody{PayloadDescriptors: body.PayloadDescriptors, Resources: body.Resources}
+	if in.Body, err = json.Marshal(kept); err != nil {
+		return vtn.ReportInput{}, reportBody{}, err
 	}
-	if in.Body, err = json.Marshal(reportBody{PayloadDescriptors: body.PayloadDescriptors, Resources: resources}); err != nil {
-		return vtn.ReportInput{}, err
-	}
-	return in, nil
+	return in, kept, nil
 }
 
 // checkReportFields refuses a report's own fields outside the document's bounds.
@@ -210,13 +216,16 @@ func intervalTimes(resource, own *oadr.IntervalPeriod, j int) (time.Time, time.T
 // reportShape is a stored report in the document's shape.
 func reportShape(rep vtn.Report) (oadr.Report, error) {
 	var body reportBody
-	out := oadr.Report{}
 	if err := json.Unmarshal(rep.Body, &body); err != nil {
-		return out, err
+		return oadr.Report{}, err
 	}
-	if err := json.Unmarshal(body.Resources, &out.Resources); err != nil {
-		return out, err
-	}
+	return reportAs(rep, body), nil
+}
+
+// reportAs is a report in the document's shape, its body (rep.Body) as read: the report the
+// door has just written answered without reading its body again.
+func reportAs(rep vtn.Report, body reportBody) oadr.Report {
+	out := oadr.Report{Resources: body.Resources}
 	id := rep.ID.String()
 	created, modified := rep.Created.UTC(), rep.Modified.UTC()
 	objectType := oadr.ReportObjectTypeREPORT
@@ -226,7 +235,7 @@ func reportShape(rep vtn.Report) (oadr.Report, error) {
 	if rep.Name != "" {
 		out.ReportName = &rep.Name
 	}
-	return out, nil
+	return out
 }
 
 func (d *Door) searchReports(r *http.Request, p *auth.Principal) (any, error) {
@@ -263,7 +272,7 @@ func (d *Door) searchReports(r *http.Request, p *auth.Principal) (any, error) {
 }
 
 func (d *Door) createReport(r *http.Request, p *auth.Principal) (any, error) {
-	in, err := reportIn(r)
+	in, body, err := reportIn(r)
 	if err != nil {
 		return nil, err
 	}
@@ -271,11 +280,7 @@ func (d *Door) createReport(r *http.Request, p *auth.Principal) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := reportShape(rep)
-	if err != nil {
-		return nil, err
-	}
-	return web.WithStatus{Status: http.StatusCreated, Body: out}, nil
+	return web.WithStatus{Status: http.StatusCreated, Body: reportAs(rep, body)}, nil
 }
 
 func (d *Door) getReport(r *http.Request, p *auth.Principal) (any, error) {
@@ -287,7 +292,7 @@ func (d *Door) getReport(r *http.Request, p *auth.Principal) (any, error) {
 }
 
 func (d *Door) updateReport(r *http.Request, p *auth.Principal) (any, error) {
-	in, err := reportIn(r)
+	in, _, err := reportIn(r)
 	if err != nil {
 		return nil, err
 	}

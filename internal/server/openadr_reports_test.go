@@ -71,7 +71,7 @@ var _ = Describe("The OpenADR door: reports", Ordered, func() {
 		ds := make([]dispatchstore.Dispatch, len(assets))
 		for i, a := range assets {
 			ds[i] = dispatchstore.Dispatch{FlexEvent: flexEvent, SiteID: siteID, AssetID: a, MarketID: "limited_pause",
-				From: start, To: start.Add(time.Hour), EventTimestamp: start.Add(-time.Hour)}
+				Proposition: "limited_pause", From: start, To: start.Add(time.Hour), EventTimestamp: start.Add(-time.Hour)}
 		}
 		_, err := store.Issue(ctx, o.Namespace, "https://flexsite.test", ds, nil, time.Now())
 		Expect(err).NotTo(HaveOccurred())
@@ -307,13 +307,17 @@ var _ = Describe("The OpenADR door: reports", Ordered, func() {
 		Expect(testDB.Stop()).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) { Expect(testDB.Start(ctx)).To(Succeed()) })
 		body := report(id, chargerID, halfHours(startedAt.Add(time.Hour)), usage(0.5))
+		// A state alone: the one statement that judges and writes it meets the database away.
+		stateOnly := report(id, chargerID, nil, state("RUNNING_CURTAILED"))
 		for _, tok := range []string{venA, logic} {
-			status, resp := oadrCall("POST", "/reports", tok, body)
-			Expect(status).To(Equal(http.StatusServiceUnavailable), "%s", resp)
-			status, _, header, err := testenv.CallFull(apiServer.URL, "POST", oadr.BasePath+"/reports", tok, body, nil)
-			Expect(err).NotTo(HaveOccurred())
-			Expect(status).To(Equal(http.StatusServiceUnavailable))
-			Expect(header.Get("Retry-After")).To(MatchRegexp(`^[1-9][0-9]*$`))
+			for _, b := range []map[string]any{body, stateOnly} {
+				status, resp := oadrCall("POST", "/reports", tok, b)
+				Expect(status).To(Equal(http.StatusServiceUnavailable), "%s", resp)
+				status, _, header, err := testenv.CallFull(apiServer.URL, "POST", oadr.BasePath+"/reports", tok, b, nil)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(status).To(Equal(http.StatusServiceUnavailable))
+				Expect(header.Get("Retry-After")).To(MatchRegexp(`^[1-9][0-9]*$`))
+			}
 		}
 		status, _ := oadrCall("GET", "/vens", venA, nil)
 		Expect(status).To(Equal(http.StatusServiceUnavailable))

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Report is a report as stored (migration 00029): who sent it (ClientName, the API client),
@@ -68,46 +68,32 @@ type Querier interface {
 }
 
 // CreateReport stores a report, refusing ErrFull when its client has sent maxPerEvent reports
-// of the event already (counted under a lock per client and event), then runs also (nil: none)
-// in the same transaction: what also writes commits with the report, and an error of also's
-// leaves neither. Without also, the lock and the counted insert are one round trip in one
-// implicit transaction; with it, also's statements follow them in an explicit one.
+// of the event already (counted under a lock per client and event: reportRoom), then runs also
+// (nil: none) in the same transaction: what also writes commits with the report, and an error
+// of also's leaves neither. Without also, the counted insert is one statement in one implicit
+// transaction; with it, also's statements follow it in an explicit one.
 func (s *Store) CreateReport(ctx context.Context, organisation string, r Report, maxPerEvent int, also func(Querier) error) error {
+	sql := `INSERT INTO openadr_reports (organisation, id, client_name, program_id, event_id,
+		report_client_name, report_name, body, created_at, modified_at)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9 WHERE ` + reportRoom("$1", "$3", "$5", "$10") + ` RETURNING 1`
+	args := []any{organisation, r.ID, r.ClientName, r.ProgramID, r.EventID, r.ReportClientName, nullable(r.Name),
+		r.Body, r.Created.UTC(), maxPerEvent}
 	if also == nil {
 		var inserted int64
-		err := s.ReportLocked(organisation, r).QueryRow(ctx, `INSERT INTO openadr_reports (organisation, id,
-			client_name, program_id, event_id, report_client_name, report_name, body, created_at, modified_at)
-			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9 WHERE `+reportRoom("$1", "$3", "$5", "$10")+`
-			RETURNING 1`, organisation, r.ID, r.ClientName, r.ProgramID, r.EventID, r.ReportClientName,
-			nullable(r.Name), r.Body, r.Created.UTC(), maxPerEvent).Scan(&inserted)
+		err := s.Pool.QueryRow(ctx, sql, args...).Scan(&inserted)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrFull
 		}
 		return s.refusal(err)
 	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		b.Queue(lockSQL, lockName("openadr_reports", organisation, r.ClientName, r.EventID))
-		b.Queue(`INSERT INTO openadr_reports (organisation, id, client_name, program_id, event_id,
-			report_client_name, report_name, body, created_at, modified_at)
-			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9 WHERE `+reportRoom("$1", "$3", "$5", "$10"),
-			organisation, r.ID, r.ClientName, r.ProgramID, r.EventID, r.ReportClientName, nullable(r.Name), r.Body,
-			r.Created.UTC(), maxPerEvent)
-		res := tx.SendBatch(ctx, b)
-		_, err := res.Exec()
 		var inserted int64
-		if err == nil {
-			tag, ierr := res.Exec()
-			inserted, err = tag.RowsAffected(), ierr
-		}
-		if cerr := res.Close(); err == nil {
-			err = cerr
-		}
+		err := tx.QueryRow(ctx, sql, args...).Scan(&inserted)
 		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return ErrFull
 		case err != nil:
 			return err
-		case inserted == 0:
-			return ErrFull
 		}
 		return also(tx)
 	})
@@ -115,58 +101,30 @@ func (s *Store) CreateReport(ctx context.Context, organisation string, r Report,
 
 // reportRoom is the bound of the reports a client keeps of an event as one SQL condition over
 // the organisation's, the client's, the event's and the bound's expressions: the client keeps
-// fewer than the bound.
+// fewer than the bound. It takes the lock of those reports first (openadr_report_room,
+// migration 00031), so that a statement that counts them and inserts one is race-free on its
+// own.
 func reportRoom(organisation, client, event, limit string) string {
-	return `(SELECT count(*) FROM (SELECT 1 FROM openadr_reports WHERE organisation = ` + organisation +
-		` AND event_id = ` + event + ` AND client_name = ` + client + ` LIMIT ` + limit + `) r) < ` + limit
+	return `openadr_report_room(` + organisation + `, ` + client + `, ` + event + `, ` + limit + `)`
 }
 
 // ReportJoin is a report's counted insert as a gate and a write another store's statement
 // joins (dispatchstore.Joined): gate holds while the client keeps fewer than maxPerEvent
-// reports of the event; write inserts the report for each row of the CTE "takes". Their
-// parameters are $10 onwards, args. Run the statement on ReportLocked, which takes the lock the
-// count needs.
-func ReportJoin(organisation string, r Report, maxPerEvent int) (gate, write string, args []any) {
-	gate = reportRoom("$10", "$12", "$14", "$19")
+// reports of the event (reportRoom: the bound's lock is taken in it) and, when held, while the
+// client holds the dispatch's asset (HolderColumn over the dispatch's row, d); write inserts
+// the report for each row of the CTE "takes". Their parameters are $13 onwards, args.
+func ReportJoin(organisation string, r Report, maxPerEvent int, held bool) (gate, write string, args []any) {
+	gate = reportRoom("$13", "$15", "$17", "$22")
+	if held {
+		gate = HolderColumn("d.organisation", "d.asset_id") + ` IS NOT DISTINCT FROM $15 AND ` + gate
+	}
 	write = `INSERT INTO openadr_reports (organisation, id, client_name, program_id, event_id, report_client_name,
 		report_name, body, created_at, modified_at)
-		SELECT $10, $11, $12, $13, $14, $15, $16, $17, $18, $18 FROM takes`
-	args = []any{organisation, r.ID, r.ClientName, r.ProgramID, r.EventID, r.ReportClientName, nullable(r.Name),
-		r.Body, r.Created.UTC(), maxPerEvent}
+		SELECT $13, $14, $15, $16, $17, $18, $19, $20, $21, $21 FROM takes`
+	// The id as pgx's own UUID: encoded as it is, not through its text (uuid.UUID's Value).
+	args = []any{organisation, pgtype.UUID{Bytes: r.ID, Valid: true}, r.ClientName, r.ProgramID, r.EventID,
+		r.ReportClientName, nullable(r.Name), r.Body, r.Created.UTC(), maxPerEvent}
 	return gate, write, args
-}
-
-// ReportLocked is a Querier whose every statement runs after the lock of the reports r's
-// client keeps of r's event, in one implicit transaction with it: one round trip, committed
-// when the statement's row has been read (an error rolls both back). The lock makes a count
-// of those reports and an insert of one in the statement race-free.
-func (s *Store) ReportLocked(organisation string, r Report) Querier {
-	return locked{pool: s.Pool, name: lockName("openadr_reports", organisation, r.ClientName, r.EventID)}
-}
-
-type locked struct {
-	pool *pgxpool.Pool
-	name string
-}
-
-func (l locked) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	b := &pgx.Batch{}
-	b.Queue(lockSQL, l.name)
-	b.Queue(sql, args...)
-	return lockedRow{res: l.pool.SendBatch(ctx, b)}
-}
-
-type lockedRow struct{ res pgx.BatchResults }
-
-func (r lockedRow) Scan(dest ...any) error {
-	_, err := r.res.Exec()
-	if err == nil {
-		err = r.res.QueryRow().Scan(dest...)
-	}
-	if cerr := r.res.Close(); cerr != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
-		err = cerr
-	}
-	return err
 }
 
 // Report is the organisation's report id, or ErrNotFound.

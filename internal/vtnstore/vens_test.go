@@ -229,3 +229,37 @@ func TestReportCommitsWithItsChange(t *testing.T) {
 		t.Fatalf("a report past the bound: %v, also ran %d times", err, ran)
 	}
 }
+
+// Reports racing into one client's last places of an event are counted one after the other:
+// the statement that counts and inserts takes the bound's lock itself, and counts what the
+// reports before it committed.
+func TestReportsBoundHoldsUnderRacingReports(t *testing.T) {
+	ctx := context.Background()
+	s := &vtnstore.Store{Pool: testDB.Pool}
+	org := "org-" + uuid.NewString()
+	const racers, bound = 12, 3
+	errs := make(chan error, racers)
+	for range racers {
+		go func() {
+			now := time.Now().UTC()
+			errs <- s.CreateReport(ctx, org, vtnstore.Report{ID: uuid.New(), ClientName: "c1", ProgramID: "limited_pause",
+				EventID: "e1", ReportClientName: "VEN-1", Body: json.RawMessage(`{"resources":[]}`), Created: now,
+				Modified: now}, bound, nil)
+		}()
+	}
+	stored, full := 0, 0
+	for range racers {
+		switch err := <-errs; {
+		case err == nil:
+			stored++
+		case errors.Is(err, vtnstore.ErrFull):
+			full++
+		default:
+			t.Errorf("a racing report: %v", err)
+		}
+	}
+	got, err := s.Reports(ctx, vtnstore.ReportQuery{Organisation: org, Limit: 50})
+	if err != nil || stored != bound || full != racers-bound || len(got) != bound {
+		t.Fatalf("%d stored, %d refused, %d kept (%v); want %d, %d, %d", stored, full, len(got), err, bound, racers-bound, bound)
+	}
+}

@@ -183,6 +183,34 @@ func DecodeObject(data []byte) (map[string]any, error) {
 	return obj, nil
 }
 
+// UnmarshalObject is DecodeObject, then json.Unmarshal of the body into dst, without
+// DecodeObject's generic decode of a body it passes: a body DecodeObject refuses is refused
+// with its answer (an *app.Error: the checks of checkJSONShape as the bytes go by, the others
+// only once a cheaper sign says the body may fail them); any other error is Unmarshal's, as
+// it is.
+func UnmarshalObject(data []byte, dst any) error {
+	var s jsonShape
+	if _, err := s.feed(data); err != nil {
+		return err
+	}
+	// A list of MaxListItems items or more, or a text that is no object (null included),
+	// may be refused: DecodeObject answers.
+	if first := bytes.TrimLeft(data, " \t\r\n"); s.long || len(first) == 0 || first[0] != '{' {
+		if _, err := DecodeObject(data); err != nil {
+			return err
+		}
+	}
+	err := json.Unmarshal(data, dst)
+	if _, ok := errors.AsType[*json.SyntaxError](err); ok {
+		// Not JSON (Unmarshal checks the whole text before it decodes any of it): refused as
+		// DecodeObject refuses it.
+		if _, derr := DecodeObject(data); derr != nil {
+			return derr
+		}
+	}
+	return err
+}
+
 // boundedDecoder decodes a JSON value token by token (as Decode would, numbers as
 // json.Number), refusing a list longer than MaxListItems at its place (path). It recurses once
 // a level: it reads only texts checkJSONShape has passed (at most MaxDepth levels).

@@ -56,3 +56,42 @@ func TestFieldsListAtMost(t *testing.T) {
 		t.Fatalf("%d items, last %+v", len(items), items[len(items)-1])
 	}
 }
+
+// TestUnmarshalObjectAnswersAsDecodeObject: UnmarshalObject refuses what DecodeObject refuses,
+// with the same answer, and decodes what it passes as json.Unmarshal does.
+func TestUnmarshalObjectAnswersAsDecodeObject(t *testing.T) {
+	list := func(n int) string { return "[" + strings.TrimSuffix(strings.Repeat("1,", n), ",") + "]" }
+	type shape struct {
+		A []int          `json:"a"`
+		S string         `json:"s"`
+		N json.Number    `json:"n"`
+		M map[string]any `json:"m"`
+	}
+	for _, body := range []string{
+		`{"a": [1, 2], "s": "x", "n": 1.50, "m": {"k": [true, null]}}`,
+		` {"a": ` + list(MaxListItems) + `, "other": ` + list(MaxListItems) + "}\n",
+		`{"a": ` + list(MaxListItems+1) + `}`,
+		`{"other": {"deep": ` + list(MaxListItems+1) + `}}`,
+		`{"a": [1,}`, `{} x`, `{}{}`, ``, `   `, `null`, `[1]`, `"a report"`, `1`, `{"a": 1, "a": 2}`,
+		nested(MaxDepth), nested(MaxDepth + 1), "{\"s\": \"x\xff\"}", `{"s": "\ud800"}`,
+		`{"o": ` + keys(MaxObjectKeys+1) + `}`, `{"s": 5}`, `{"a": "many"}`, `{"n": "1"}`,
+	} {
+		var want, got shape
+		_, derr := DecodeObject([]byte(body))
+		var uerr error
+		if derr == nil {
+			uerr = json.Unmarshal([]byte(body), &want)
+		}
+		err := UnmarshalObject([]byte(body), &got)
+		switch {
+		case derr != nil:
+			if fmt.Sprint(err) != fmt.Sprint(derr) || verdict(err) != verdict(derr) {
+				t.Errorf("%.60q: %v, want DecodeObject's %v", body, err, derr)
+			}
+		case fmt.Sprint(err) != fmt.Sprint(uerr):
+			t.Errorf("%.60q: %v, want Unmarshal's %v", body, err, uerr)
+		case fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want):
+			t.Errorf("%.60q: decoded %+v, want %+v", body, got, want)
+		}
+	}
+}

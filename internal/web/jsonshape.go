@@ -38,6 +38,8 @@ type jsonShape struct {
 	depth  int
 	levels [MaxDepth]shapeLevel
 	err    error
+	// long is set once a list has reached MaxListItems items: the decoder refuses the next.
+	long bool
 
 	inString bool
 	isKey    bool   // the text being read is a key of an object
@@ -137,8 +139,8 @@ func (s *jsonShape) feed(p []byte) (int, error) {
 			if s.depth > 0 {
 				if l := &s.levels[s.depth-1]; l.object {
 					l.expectKey = true
-				} else {
-					l.n++
+				} else if l.n++; l.n >= MaxListItems {
+					s.long = true
 				}
 			}
 		case '"':

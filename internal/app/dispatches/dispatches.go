@@ -56,6 +56,11 @@ type CallbackInput struct {
 	// Status is the reported status (a dispatch.Reported one) and At the report's timestamp.
 	Status dispatch.Status
 	At     time.Time
+	// Windowed (CallbackJoined only): Status is what the report says of a dispatch whose
+	// window starts after now, Started (a dispatch.Reported one, or empty: nothing) of one
+	// whose window has started (dispatchstore.Report's Windowed).
+	Windowed bool
+	Started  dispatch.Status
 }
 
 // CallbackResult answers a recorded report: the dispatch's status now (prod's EventStatus
@@ -91,10 +96,11 @@ func (s *Service) CallbackOn(ctx context.Context, q dispatchstore.Querier, p *au
 }
 
 // CallbackJoined is CallbackOn with another store's write joined to the status's statement
-// (dispatchstore.RecordJoined): written with the change, or with the same status again, and
-// never when the callback is refused. Its gate closed is dispatchstore.ErrClosed, nothing
-// written. q commits the statement itself (an implicit transaction), then the caller calls
-// committed.
+// (dispatchstore.RecordJoined): written with the change, or with the same status again (or
+// with a Windowed report that says nothing of a started window), and never when the callback
+// is refused. Its gate closed is dispatchstore.ErrClosed, nothing written. q commits the
+// statement itself (an implicit transaction), then the caller calls committed. The result's
+// status is the dispatch's as the report left it.
 func (s *Service) CallbackJoined(ctx context.Context, q dispatchstore.Querier, p *auth.Principal, in CallbackInput,
 	j dispatchstore.Joined) (res CallbackResult, committed func(), err error) {
 	return s.callbackOn(ctx, q, p, in, &j)
@@ -105,7 +111,7 @@ func (s *Service) callbackOn(ctx context.Context, q dispatchstore.Querier, p *au
 	if p.Kind == auth.KindEndUser {
 		return CallbackResult{}, nil, app.Fail(app.Forbidden, "An end-user token cannot report a dispatch's status")
 	}
-	if !dispatch.Reported(in.Status) {
+	if !dispatch.Reported(in.Status) || (in.Windowed && in.Started != "" && !dispatch.Reported(in.Started)) {
 		return CallbackResult{}, nil, app.InvalidFields(app.Field("Input should be 'RECEIVED', 'ACCEPTED', 'REJECTED', 'FAILED' or 'EXECUTED'",
 			"enum", "body", "status"))
 	}
@@ -117,13 +123,15 @@ func (s *Service) callbackOn(ctx context.Context, q dispatchstore.Querier, p *au
 	if err != nil {
 		return CallbackResult{}, nil, ErrDispatchNotFound
 	}
-	r := dispatchstore.Report{AssetID: assetID, EventID: eventID, Status: in.Status, At: in.At, By: p.Username}
+	r := dispatchstore.Report{AssetID: assetID, EventID: eventID, Status: in.Status, Windowed: in.Windowed,
+		Started: in.Started, At: in.At, By: p.Username}
 	var changed bool
 	var flexEvent string
+	status := in.Status
 	if j == nil {
 		changed, flexEvent, err = s.Store.RecordOn(ctx, q, p.Namespace, r, s.now())
 	} else {
-		changed, flexEvent, err = s.Store.RecordJoined(ctx, q, p.Namespace, r, s.now(), *j)
+		changed, flexEvent, status, err = s.Store.RecordJoined(ctx, q, p.Namespace, r, s.now(), *j)
 	}
 	switch {
 	case errors.Is(err, dispatchstore.ErrNotFound):
@@ -141,7 +149,7 @@ func (s *Service) callbackOn(ctx context.Context, q dispatchstore.Querier, p *au
 			s.Store.Changed(p.Namespace, flexEvent)
 		}
 	}
-	return CallbackResult{EventID: eventID.String(), AssetID: assetID, Status: EventStatus(in.Status), Changed: changed},
+	return CallbackResult{EventID: eventID.String(), AssetID: assetID, Status: EventStatus(status), Changed: changed},
 		committed, nil
 }
 

@@ -80,20 +80,25 @@ var ErrReportNotFound = app.Fail(app.NotFound, "Report not found")
 // FAILED, anything before the window ACCEPTED, curtailed or heightened from the window's
 // start EXECUTED; a normal state from the window's start says nothing (ok false).
 func statusOf(state string, now, start time.Time) (dispatch.Status, bool) {
+	before, started := statusesOf(state)
+	if now.Before(start) {
+		return before, true
+	}
+	return started, started != ""
+}
+
+// statusesOf is what an operating state says of a dispatch (statusOf) before its window
+// starts, and from its start (empty: nothing).
+func statusesOf(state string) (before, started dispatch.Status) {
 	switch state {
 	case "IDLE_OPTED_OUT", "RUNNING_OPTED_OUT":
-		return dispatch.Rejected, true
+		return dispatch.Rejected, dispatch.Rejected
 	case "ERROR", "SGD_ERROR_CONDITION":
-		return dispatch.Failed, true
-	}
-	if now.Before(start) {
-		return dispatch.Accepted, true
-	}
-	switch state {
+		return dispatch.Failed, dispatch.Failed
 	case "RUNNING_CURTAILED", "IDLE_CURTAILED", "RUNNING_HEIGHTENED", "IDLE_HEIGHTENED":
-		return dispatch.Executed, true
+		return dispatch.Accepted, dispatch.Executed
 	}
-	return "", false
+	return dispatch.Accepted, ""
 }
 
 // usageLabel is the reading a resource's USAGE (kWh in an interval) is stored as, by its
@@ -271,10 +276,18 @@ func (s *Service) apply(ctx context.Context, p *auth.Principal, j judged) error 
 // client. Nothing is written when it is refused. The statuses it says are written in the
 // transaction that stores it (the store's bound counted there too), so a report and the
 // change it made commit together; its USAGE readings, idempotent, go first, after the bound
-// was checked.
+// was checked. A report of one resource and at most one operating state (the common one) is
+// first tried in one statement that judges and writes it whole (quickReport); one that
+// statement does not take is judged and written as any other.
 func (s *Service) CreateReport(ctx context.Context, p *auth.Principal, in ReportInput) (Report, error) {
 	if err := organisationOnly(p); err != nil {
 		return Report{}, err
+	}
+	now := s.stamp()
+	r := Report{ID: newID(), ClientName: p.ClientName, ProgramID: in.ProgramID, EventID: in.EventID,
+		ReportClientName: in.ClientName, Name: in.Name, Body: in.Body, Created: now, Modified: now}
+	if taken, err := s.quickReport(ctx, p, in, r); taken || err != nil {
+		return r, err
 	}
 	j, err := s.judge(ctx, p, in)
 	if err != nil {
@@ -292,19 +305,16 @@ func (s *Service) CreateReport(ctx context.Context, p *auth.Principal, in Report
 			return Report{}, err
 		}
 	}
-	now := s.stamp()
-	r := Report{ID: newID(), ClientName: p.ClientName, ProgramID: in.ProgramID, EventID: in.EventID,
-		ReportClientName: in.ClientName, Name: in.Name, Body: in.Body, Created: now, Modified: now}
 	var committed []func()
 	switch len(j.statuses) {
 	case 0:
 		err = s.Store.CreateReport(ctx, p.Namespace, r, MaxReportsPerEvent, nil)
 	case 1:
-		// The one status and the counted report in one statement after the bound's lock: one
-		// round trip, committed together or not at all.
-		gate, write, args := vtnstore.ReportJoin(p.Namespace, r, MaxReportsPerEvent)
+		// The one status and the counted report in one statement (the bound's lock taken in
+		// it): one round trip, committed together or not at all.
+		gate, write, args := vtnstore.ReportJoin(p.Namespace, r, MaxReportsPerEvent, false)
 		var done func()
-		_, done, err = s.Dispatches.CallbackJoined(ctx, s.Store.ReportLocked(p.Namespace, r), p,
+		_, done, err = s.Dispatches.CallbackJoined(ctx, s.Store.Pool, p,
 			dispatches.CallbackInput{Asset: j.dispatch.AssetID, EventID: j.dispatch.EventID.String(),
 				Status: j.statuses[0], At: s.Now()},
 			dispatchstore.Joined{Gate: gate, Write: write, Args: args})
@@ -338,6 +348,57 @@ func (s *Service) CreateReport(ctx context.Context, p *auth.Principal, in Report
 		done()
 	}
 	return r, nil
+}
+
+// quickReport writes r, p's report in, in one statement that judges it as judge would and
+// writes it only when judge would take it: the dispatch's status by the dispatch callback's
+// use case (CallbackJoined), its asset the one resource the report names, held by p's client
+// (a VEN client's), its proposition the report's programID, the status its operating state
+// says of the dispatch's window as it stands (statusesOf: the statement reads which), and the
+// report counted within the bound, all in one implicit transaction. It answers taken false,
+// having written nothing, for a report it cannot judge so (USAGE, more than one resource or
+// state, a state not of the Definition) or one the statement did not take (a refusal, or a
+// status the state machine does not follow): judge and CreateReport's other writes answer
+// those, each with its refusal. A database away is ErrUnavailable.
+func (s *Service) quickReport(ctx context.Context, p *auth.Principal, in ReportInput, r Report) (taken bool, err error) {
+	if len(in.Resources) == 0 {
+		return false, nil
+	}
+	asset := in.Resources[0].Name
+	var states []ReportedState
+	for _, res := range in.Resources {
+		if res.Name != asset || len(res.Usage) > 0 {
+			return false, nil
+		}
+		states = append(states, res.States...)
+	}
+	before, started := dispatch.Accepted, dispatch.Status("") // a report of no state (judge)
+	switch {
+	case len(states) > 1:
+		return false, nil
+	case len(states) == 1:
+		if !slices.Contains(OperatingStates, states[0].State) {
+			return false, nil
+		}
+		before, started = statusesOf(states[0].State)
+	}
+	gate, write, args := vtnstore.ReportJoin(p.Namespace, r, MaxReportsPerEvent, !BusinessLogic(p))
+	_, done, err := s.Dispatches.CallbackJoined(ctx, s.Store.Pool, p,
+		dispatches.CallbackInput{Asset: asset, EventID: in.EventID, Status: before, Windowed: true, Started: started,
+			At: s.Now()},
+		dispatchstore.Joined{Gate: gate, Write: write, Args: args, Program: in.ProgramID})
+	switch {
+	case err == nil:
+		done()
+		return true, nil
+	case errors.Is(err, dispatches.ErrUnavailable):
+		return false, ErrUnavailable
+	}
+	var refusal *app.Error
+	if errors.Is(err, dispatchstore.ErrClosed) || errors.As(err, &refusal) {
+		return false, nil
+	}
+	return false, failed(err, ErrReportNotFound)
 }
 
 func reportsFull() error {
