@@ -118,7 +118,7 @@ func Plan(in Input) []Step {
 	// placed by their offset from the horizon's start (whole seconds, as they were matched by
 	// their Unix time), and the steps are counted before they are made.
 	var buf [stackSlots]slot
-	slots := buf[:0]
+	var slots []slot
 	if n > len(buf) {
 		slots = make([]slot, n)
 	} else {
