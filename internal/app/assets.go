@@ -94,6 +94,28 @@ func (s *Service) FindAsset(ctx context.Context, p *auth.Principal, ref string, 
 	return nil, ErrAssetNotFound
 }
 
+// AssetToRead is FindAsset by API id for a use case that only reads the asset (the prices' and
+// schedules' reads): from the cache it is the cached object itself, not a deep copy, and must
+// not be changed.
+func (s *Service) AssetToRead(ctx context.Context, p *auth.Principal, id string) (*flexv1.Asset, error) {
+	var found []*flexv1.Asset
+	var err error
+	if s.reads != nil {
+		found, err = s.reads.lookup.AssetsByID(ctx, p.Namespace, id) // the stores at hand: no wait
+	} else {
+		found, err = s.store(false).lookup.AssetsByID(ctx, p.Namespace, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range found {
+		if a.DeletionTimestamp.IsZero() {
+			return a, nil
+		}
+	}
+	return nil, ErrAssetNotFound
+}
+
 // assetAnswer maps a found asset onto its record, naming its site's API id.
 func (s *Service) assetAnswer(ctx context.Context, asset *flexv1.Asset, err error) (AssetRecord, error) {
 	if err != nil {

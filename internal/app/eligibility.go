@@ -88,6 +88,15 @@ func (s *Service) currentEligibility(ctx context.Context, p *auth.Principal, sit
 // out is evaluated no more: its last evaluation is served. encoded: as currentEligibility.
 func (s *Service) evaluatedEligibility(ctx context.Context, p *auth.Principal, siteID string, encoded bool) (
 	*flexv1.Site, *eligibility.Result, EncodedJSON, error) {
+	kept := encoded && s.kept != nil
+	var epoch uint64
+	if kept {
+		// The answer kept for this id while its site and assets are unchanged: no lookup.
+		if site, body := s.kept.Current(p.Namespace, siteID, s.catalogue.Version()); body != nil && Reaches(p, site) {
+			return site, nil, body, nil
+		}
+		epoch = s.kept.Epoch() // before the lookups
+	}
 	site, err := s.siteToRead(ctx, p, siteID)
 	if err != nil {
 		return nil, nil, nil, err
@@ -102,9 +111,8 @@ func (s *Service) evaluatedEligibility(ctx context.Context, p *auth.Principal, s
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	kept := encoded && s.kept != nil
 	if kept {
-		if body := s.kept.Answer(site, assets, s.catalogue.Version()); body != nil {
+		if body := s.kept.Answer(site, assets, s.catalogue.Version(), epoch); body != nil {
 			return site, nil, body, nil
 		}
 	}
@@ -121,7 +129,7 @@ func (s *Service) evaluatedEligibility(ctx context.Context, p *auth.Principal, s
 		return nil, nil, nil, err
 	}
 	if kept {
-		s.kept.Keep(site, assets, version, body)
+		s.kept.Keep(site, assets, version, epoch, body)
 	}
 	return site, res, body, nil
 }

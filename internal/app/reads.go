@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	toolscache "k8s.io/client-go/tools/cache"
@@ -9,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/app/keptanswer"
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/householdstore"
 	"github.com/flexsite/flexsite/internal/index"
@@ -82,6 +84,61 @@ func (c *cacheChanges) follow(informers index.InformerSource, kinds ...client.Ob
 		wake := func(any) { c.notify() }
 		_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc: wake, DeleteFunc: wake, UpdateFunc: func(_, obj any) { wake(obj) }})
+	}
+}
+
+// followKept makes every change of a cached Site or Asset reach kept.Changed while the
+// informer's store applies it: an index of the store whose function tells the change (the
+// old object's site and the new one's) and indexes nothing. The store calls an index's
+// function under its lock for the old and the new object of every add, update and delete,
+// before any reader can see the change; that is what lets kept serve an answer by site id
+// without looking the site and its assets up (keptanswer.Eligibility.Current). A delete seen
+// only as an event (a relist that drops an object) is told by an event handler too. Without
+// informers, or when either kind's index cannot be added, kept is not followed: every read
+// looks up.
+func followKept(c client.Reader, kept *keptanswer.Eligibility) {
+	informers, ok := c.(index.InformerSource)
+	if !ok || kept == nil {
+		return
+	}
+	tell := keptChanges(kept)
+	for _, obj := range []client.Object{&flexv1.Site{}, &flexv1.Asset{}} {
+		inf, err := informers.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
+		if err != nil {
+			return
+		}
+		if err := inf.AddIndexers(toolscache.Indexers{keptChangesIndex(kept): tell}); err != nil {
+			return
+		}
+		deleted := func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			_, _ = tell(obj)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: deleted}); err != nil {
+			return
+		}
+	}
+	kept.Follow()
+}
+
+// keptChangesIndex names the index that tells kept the changes: one per Service on a cache.
+func keptChangesIndex(kept *keptanswer.Eligibility) string {
+	return fmt.Sprintf("flexsite.io/kept-eligibility-%p", kept)
+}
+
+// keptChanges is the index function that tells kept each change of a Site or an Asset (the
+// site it belongs to) and indexes nothing.
+func keptChanges(kept *keptanswer.Eligibility) toolscache.IndexFunc {
+	return func(obj any) ([]string, error) {
+		switch o := obj.(type) {
+		case *flexv1.Site:
+			kept.Changed(o.Namespace, o.Name)
+		case *flexv1.Asset:
+			kept.Changed(o.Namespace, o.Spec.SiteName)
+		}
+		return nil, nil
 	}
 }
 

@@ -73,6 +73,7 @@ func New(cfg Config) *Service {
 	s := &Service{Config: cfg, catalogue: newCatalogue(cfg), reads: newReadIndexes(cfg.Cache)}
 	if s.catalogue != nil && s.reads != nil {
 		s.kept = keptanswer.New(keptanswer.MaxBytes)
+		followKept(cfg.Cache, s.kept)
 	}
 	return s
 }

@@ -47,6 +47,14 @@ func TestSitesAndAssets(t *testing.T) {
 	byExternal, err := svc.GetAssetByExternalID(ctx, p, "ext-1")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(byExternal.ID).To(Equal(a.ID))
+	// Read-only, it is the cached object itself: no copy a read.
+	toRead, err := svc.AssetToRead(ctx, p, a.ID)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(toRead.Labels).To(HaveKeyWithValue(flexv1.IDLabel, a.ID))
+	g.Expect(toRead.Spec.ExternalID).To(Equal("ext-1"))
+	again, err := svc.AssetToRead(ctx, p, a.ID)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(again).To(BeIdenticalTo(toRead))
 	assets, err := svc.ListAssets(ctx, p, app.Paging{Limit: 10})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(assets.Assets).To(ConsistOf(HaveField("ID", a.ID)))
@@ -58,6 +66,8 @@ func TestSitesAndAssets(t *testing.T) {
 
 	g.Expect(svc.DeleteAsset(ctx, p, a.ID)).To(Succeed())
 	_, err = svc.GetAsset(ctx, p, a.ID)
+	g.Expect(err).To(MatchError(app.ErrAssetNotFound))
+	_, err = svc.AssetToRead(ctx, p, a.ID)
 	g.Expect(err).To(MatchError(app.ErrAssetNotFound))
 }
 
@@ -104,6 +114,8 @@ func TestAnotherOrganisationsAreNotFound(t *testing.T) {
 		AssetFields: household.AssetFields{PowerKW: ptr.To(7.4)}})
 	g.Expect(err).To(MatchError(app.ErrSiteNotFound))
 	_, err = svc.GetAsset(ctx, mine, a.ID)
+	g.Expect(err).To(MatchError(app.ErrAssetNotFound))
+	_, err = svc.AssetToRead(ctx, mine, a.ID)
 	g.Expect(err).To(MatchError(app.ErrAssetNotFound))
 	_, err = svc.GetAssetByExternalID(ctx, mine, "ext-theirs")
 	g.Expect(err).To(MatchError(app.ErrAssetNotFound))

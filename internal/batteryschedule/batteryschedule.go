@@ -82,48 +82,78 @@ func Pairs(capacityWh, powerW int64) int {
 	return int((2*capacityWh + powerW - 1) / powerW)
 }
 
-// slot is one half-hour of the horizon.
+// slot is one half-hour of the horizon (the i-th starts i half-hours after the horizon's
+// start): 16 bytes, no pointer, so that a horizon's slots fit on the stack.
 type slot struct {
-	start    time.Time
 	price    prices.Centi
+	action   act
 	priced   bool
-	action   Action
 	fixed    bool // under a dispatch: allow_deviation false
 	assigned bool
 }
 
+// act is a slot's action, as a byte (actions names it).
+type act uint8
+
+const (
+	actAvoidExport act = iota
+	actChargeMax
+	actDischargeMax
+)
+
+var actions = [...]Action{actAvoidExport: AvoidExport, actChargeMax: ChargeMax, actDischargeMax: DischargeMax}
+
+// stackSlots is how many slots Plan keeps on the stack: a horizon is at most two UK days
+// (internal/prices.Horizon), 100 half-hours with a clock change; a longer one is allocated.
+const stackSlots = 128
+
 // Plan applies the rule.
 func Plan(in Input) []Step {
 	from := in.From.Truncate(HalfHour)
-	// Sized for the horizon at once: grown by append, the slots were most of a read's garbage.
-	var slots []slot
+	n := 0
 	if in.To.After(from) {
-		slots = make([]slot, 0, int((in.To.Sub(from)+HalfHour-1)/HalfHour))
+		n = int((in.To.Sub(from) + HalfHour - 1) / HalfHour)
 	}
-	priced := make(map[int64]prices.Centi, len(in.Prices))
+	// A read's only allocation is its steps: the slots live on the stack, the prices are
+	// placed by their offset from the horizon's start (whole seconds, as they were matched by
+	// their Unix time), and the steps are counted before they are made.
+	var buf [stackSlots]slot
+	var slots []slot
+	if n > len(buf) {
+		slots = make([]slot, n)
+	} else {
+		slots = buf[:n]
+	}
+	first := from.Unix()
 	for _, p := range in.Prices {
-		priced[p.Start.Unix()] = p.Centi
-	}
-	for t := from; t.Before(in.To); t = t.Add(HalfHour) {
-		s := slot{start: t.UTC(), action: AvoidExport}
-		s.price, s.priced = priced[t.Unix()]
-		if up, down := under(t, in.Dispatches); down {
-			s.action, s.fixed, s.assigned = DischargeMax, true, true
-		} else if up {
-			s.action, s.fixed, s.assigned = ChargeMax, true, true
+		if d := p.Start.Unix() - first; d >= 0 && d%halfHourSeconds == 0 && d/halfHourSeconds < int64(n) {
+			slots[d/halfHourSeconds].price, slots[d/halfHourSeconds].priced = p.Centi, true
 		}
-		slots = append(slots, s)
+	}
+	if len(in.Dispatches) > 0 {
+		t := from
+		for i := range slots {
+			if up, down := under(t, in.Dispatches); down {
+				slots[i].action, slots[i].fixed, slots[i].assigned = actDischargeMax, true, true
+			} else if up {
+				slots[i].action, slots[i].fixed, slots[i].assigned = actChargeMax, true, true
+			}
+			t = t.Add(HalfHour)
+		}
 	}
 	for range Pairs(in.CapacityWh, in.PowerW) {
 		c, d, ok := bestPair(slots)
 		if !ok {
 			break
 		}
-		slots[c].action, slots[c].assigned = ChargeMax, true
-		slots[d].action, slots[d].assigned = DischargeMax, true
+		slots[c].action, slots[c].assigned = actChargeMax, true
+		slots[d].action, slots[d].assigned = actDischargeMax, true
 	}
-	return merge(slots)
+	return merge(from.UTC(), slots)
 }
+
+// halfHourSeconds is HalfHour in seconds.
+const halfHourSeconds = int64(HalfHour / time.Second)
 
 // bestPair is the pair (c, d), c before d, of unassigned priced slots with the greatest value
 // 0.9 × price[d] − price[c] (compared ×10, in integers), ties to the earliest c then the
@@ -133,7 +163,7 @@ func bestPair(slots []slot) (c, d int, ok bool) {
 	cheapest := -1
 	var best int64
 	for j := range slots {
-		s := slots[j]
+		s := &slots[j]
 		if s.assigned || !s.priced {
 			continue
 		}
@@ -165,17 +195,29 @@ func under(t time.Time, ds []Dispatch) (up, down bool) {
 	return up, down
 }
 
-// merge turns the slots into steps, adjacent equal ones merged.
-func merge(slots []slot) []Step {
-	var out []Step
-	for _, s := range slots {
-		end := s.start.Add(HalfHour)
-		if k := len(out) - 1; k >= 0 && out[k].End.Equal(s.start) && out[k].Action == s.action &&
-			out[k].AllowDeviation == !s.fixed {
-			out[k].End = end
+// merge turns the slots, the first starting at from, into steps, adjacent equal ones merged
+// (the same action and allow_deviation).
+func merge(from time.Time, slots []slot) []Step {
+	same := func(a, b *slot) bool { return a.action == b.action && a.fixed == b.fixed }
+	n := 0
+	for i := range slots {
+		if i == 0 || !same(&slots[i-1], &slots[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]Step, 0, n)
+	for i := range slots {
+		s := &slots[i]
+		end := from.Add(time.Duration(i+1) * HalfHour)
+		if i > 0 && same(&slots[i-1], s) {
+			out[len(out)-1].End = end
 			continue
 		}
-		out = append(out, Step{Start: s.start, End: end, Action: s.action, AllowDeviation: !s.fixed})
+		out = append(out, Step{Start: from.Add(time.Duration(i) * HalfHour), End: end,
+			Action: actions[s.action], AllowDeviation: !s.fixed})
 	}
 	return out
 }

@@ -317,6 +317,9 @@ func TestPlanAgainstNaiveGreedy(t *testing.T) {
 	nonTrivial := 0
 	for c := 0; c < 3000; c++ {
 		n := 1 + rng.IntN(12)
+		if c%100 == 0 { // now and then a horizon of two days and more, past the slots kept on the stack
+			n = 90 + rng.IntN(110)
+		}
 		from := midnight.Add(time.Duration(rng.IntN(48)) * hh)
 		in := bs.Input{From: from, To: from.Add(time.Duration(n) * hh),
 			CapacityWh: int64(rng.IntN(12000)), PowerW: int64(rng.IntN(8000))}
@@ -369,5 +372,21 @@ func TestPlanAgainstNaiveGreedy(t *testing.T) {
 	}
 	if nonTrivial < 500 {
 		t.Errorf("only %d cases with a profitable pair: the generator is too narrow", nonTrivial)
+	}
+}
+
+// A plan allocates its steps and nothing else (the battery schedule is a hot read): a two-day
+// horizon's half-hours are worked on the stack, its prices placed without a map.
+func TestPlanAllocatesOnlyItsSteps(t *testing.T) {
+	in := bs.Input{From: midnight, To: midnight.Add(96 * hh), CapacityWh: 13500, PowerW: 5000,
+		Dispatches: []bs.Dispatch{{Start: at(17, 0), End: at(18, 0)}, {Start: at(3, 0), End: at(3, 30), TurnUp: true}}}
+	for i := range 96 {
+		in.Prices = append(in.Prices, prices.Price{Start: midnight.Add(time.Duration(i) * hh), Centi: prices.Centi((i*37)%101*100 - 1000)})
+	}
+	if steps := bs.Plan(in); len(steps) < 10 {
+		t.Fatalf("a plan of %d steps: the input is too plain to tell", len(steps))
+	}
+	if allocs := testing.AllocsPerRun(100, func() { bs.Plan(in) }); allocs != 1 {
+		t.Errorf("a plan allocates %v times, want 1 (its steps)", allocs)
 	}
 }

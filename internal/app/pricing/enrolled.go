@@ -54,11 +54,11 @@ func (s *Service) siteEnrolledIn(ctx context.Context, p *auth.Principal, siteID 
 
 // assetEnrolledIn is the caller's asset with API id assetID and its site, when the site is
 // actively enrolled in prop; app.ErrAssetNotFound otherwise (an unknown asset, another
-// organisation's, or one whose site is not on the proposition are told alike). The site is the
-// cached object itself: read-only.
+// organisation's, or one whose site is not on the proposition are told alike). The asset and
+// the site are the cached objects themselves: read-only.
 func (s *Service) assetEnrolledIn(ctx context.Context, p *auth.Principal, assetID string,
 	prop flexv1.PropositionName) (*flexv1.Asset, *flexv1.Site, error) {
-	asset, err := s.Households.FindAsset(ctx, p, assetID, false)
+	asset, err := s.Households.AssetToRead(ctx, p, assetID)
 	if err != nil {
 		return nil, nil, err
 	}
