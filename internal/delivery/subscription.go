@@ -177,7 +177,9 @@ func (st *subState) claim(ctx context.Context) (int, error) {
 	}
 	st.inflight += free
 	st.mu.Unlock()
+	claimStart := time.Now()
 	claimed, err := st.d.Store.Claim(ctx, st.uid, free, st.d.Lease)
+	metrics.NotificationStage.WithLabelValues(metrics.StageClaim).Observe(time.Since(claimStart).Seconds())
 	st.mu.Lock()
 	st.inflight -= free - len(claimed)
 	st.mu.Unlock()
