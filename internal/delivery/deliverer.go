@@ -92,6 +92,11 @@ const DefaultSecretKey = "secret"
 // at once, at most (posted, or waiting for their outcome to be recorded).
 const DefaultWorkers = 16
 
+// DefaultLookahead is the default Lookahead, in Workers: while a subscription's workers post,
+// that many more of its due deliveries are claimed and queued, so that a worker that finishes
+// finds its next one at once rather than after a claim's round trip (and a batch's record).
+const DefaultLookahead = 3
+
 // fanOutBatch is how many events one fan-out transaction takes.
 const fanOutBatch = 500
 
@@ -114,6 +119,9 @@ type Deliverer struct {
 	RootCAs *x509.CertPool
 	// Workers per subscription (DefaultWorkers when 0).
 	Workers int
+	// Lookahead is how many deliveries a subscription claims beyond its busy workers, queued
+	// for the next free worker (DefaultLookahead times Workers when 0).
+	Lookahead int
 	// Interval between passes when nothing wakes the deliverer (1 s when 0).
 	Interval time.Duration
 	// Lease is how long a claimed delivery is this worker's (DefaultLease when 0).
@@ -183,6 +191,9 @@ func (d *Deliverer) defaults() {
 	}
 	if d.Workers <= 0 {
 		d.Workers = DefaultWorkers
+	}
+	if d.Lookahead <= 0 {
+		d.Lookahead = DefaultLookahead * d.Workers
 	}
 	if d.Interval <= 0 {
 		d.Interval = time.Second
@@ -312,6 +323,8 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 	}
 	now := d.Now()
 	fannedAt := time.Now()
+	// fedSubs are the subscriptions the current fan-out batch gave deliveries.
+	fedSubs := map[string]bool{}
 	targets := func(u outboxstore.Unfanned) ([]string, bool) {
 		if u.SubscriptionUID != "" {
 			s, ok := byUID[u.SubscriptionUID]
@@ -322,12 +335,14 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 			if s.Spec.Paused || !s.DeletionTimestamp.IsZero() {
 				return nil, true
 			}
+			fedSubs[u.SubscriptionUID] = true
 			return []string{u.SubscriptionUID}, true
 		}
 		var uids []string
 		for _, s := range byNS[u.Organisation] {
 			if events.Wants(s, u.Type) {
 				uids = append(uids, string(s.UID))
+				fedSubs[string(s.UID)] = true
 			}
 		}
 		metrics.NotificationStage.WithLabelValues(metrics.StageFannedOut).Observe(fannedAt.Sub(u.Time).Seconds())
@@ -337,6 +352,13 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 		n, err := d.Store.FanOut(ctx, fanOutBatch, targets)
 		if err != nil {
 			return d.Interval, err
+		}
+		// The subscriptions fed claim at once, while the next batch is fanned out.
+		for uid := range fedSubs {
+			if st := d.stateOf(types.UID(uid)); st != nil {
+				st.wantClaims(false)
+			}
+			delete(fedSubs, uid)
 		}
 		if n < fanOutBatch {
 			break
@@ -366,9 +388,7 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 	}
 	for _, uid := range due {
 		if st := d.stateOf(types.UID(uid)); st != nil {
-			if _, err := st.claim(ctx); err != nil {
-				return d.Interval, err
-			}
+			st.wantClaims(false)
 		}
 	}
 	d.mu.Lock()

@@ -303,6 +303,9 @@ type Delivery struct {
 	Event    events.Event
 	// ClaimedAt is when this replica claimed it (set by the deliverer, for its stage timings).
 	ClaimedAt time.Time
+	// LeasedAt is when the claim was sent (set by the deliverer): the lease runs for at least
+	// the lease's length from then.
+	LeasedAt time.Time
 }
 
 // Claim leases up to n of a subscription's due deliveries (each the head of its site), in
