@@ -31,3 +31,15 @@ func (d *Deliverer) Expired(uid types.UID) int {
 	defer st.mu.Unlock()
 	return st.expired
 }
+
+// Outstanding is how many of the subscription's deliveries this deliverer has claimed and not
+// yet settled (queued, posting, or waiting for their outcome to be recorded), or dropped.
+func (d *Deliverer) Outstanding(uid types.UID) int {
+	st := d.stateOf(uid)
+	if st == nil {
+		return 0
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.outstanding
+}
