@@ -117,7 +117,7 @@ func (d *Deliverer) syncSubscriptions(ctx context.Context, subs []flexv1.Subscri
 		if !ok {
 			wctx, cancel := context.WithCancel(ctx)
 			st = &subState{d: d, key: client.ObjectKeyFromObject(s), uid: string(s.UID), cancel: cancel, seen: d.Now(),
-				queue: make(chan outboxstore.Delivery, d.Workers+d.Lookahead),
+				queue:   make(chan outboxstore.Delivery, d.Workers+d.Lookahead),
 				settled: make(chan outboxstore.Settled, d.Workers+d.Lookahead), claims: make(chan struct{}, 1),
 				dirty: make(chan struct{}, 1), secretWaits: map[string]int{}}
 			d.subs[s.UID] = st
