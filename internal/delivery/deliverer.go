@@ -8,22 +8,27 @@
 // transaction is below the horizon (the oldest transaction still running), in (xid, id) order:
 // each gets one delivery row per subscription that wants it (subscriptions as this replica's
 // cache knows them), in one SQL transaction, events another replica is fanning out skipped
-// (FOR UPDATE SKIP LOCKED). While committed events wait beyond the horizon, the next pass comes
-// within heldPollMax (the transaction holding them ends unannounced). It then asks which
-// subscriptions have a delivery due and, for each with a free
-// worker, claims that many due deliveries, each the head of its site: a lease (claimed_until)
-// in one short transaction. A worker posts the event outside any transaction; the
-// subscription's settler records the outcomes in another, all those ready together in one (a
-// burst to one subscription costs a commit per batch, not per event), then claims as many
-// deliveries as it freed workers: delivered; failed (the next attempt's time, with backoff and
-// jitter, is in the row); given up once the retry horizon has passed (kept, marked, counted);
-// 410 Gone pauses the subscription. A replica that dies between its POST and its outcome lets
-// the lease expire: the event is delivered again, with the same webhook-id (at least once).
+// (FOR UPDATE SKIP LOCKED); each batch fanned out wakes the claimers of the subscriptions it
+// fed. While committed events wait beyond the horizon, the next pass comes within heldPollMax
+// (the transaction holding them ends unannounced). It then asks which subscriptions have a
+// delivery due and wakes their claimers. A subscription's claimer claims due deliveries, each
+// the head of its site, as many as keep its claimed-and-unposted ones at Workers + Lookahead:
+// a lease (claimed_until) in one statement, queued for the workers, so that a worker finds its
+// next delivery waiting rather than a claim's round trip. A worker posts the event outside any
+// transaction (a queued delivery only while enough of its lease is left for the POST: one that
+// waited longer is dropped unposted and claimed again once its lease ends); the subscription's
+// settler records the outcomes, all those ready together in one round trip (a burst to one
+// subscription costs a commit per batch, not per event), then wakes the claimer for as many as
+// it freed: delivered; failed (the next attempt's time, with backoff and jitter, is in the
+// row); given up once the retry horizon has passed (kept, marked, counted); 410 Gone pauses the
+// subscription. A replica that dies between its POST and its outcome lets the lease expire: the
+// event is delivered again, with the same webhook-id (at least once). A claimed delivery stays
+// pending until its outcome is recorded, so its site's next event is never claimed before it.
 //
 // Isolation: each subscription has its own Workers goroutines (DefaultWorkers) and claims at
-// most as many deliveries as it has free workers (a worker is free once its outcome is
-// recorded), so a slow or dead receiver only keeps its own workers busy, and reconcilers never
-// wait on delivery. Nothing is capped and nothing dropped: the outbox holds what is pending for
+// most Lookahead deliveries beyond them (a delivery counts until it is posted), so a
+// slow or dead receiver only keeps its own workers busy, and reconcilers never wait on
+// delivery. Nothing is capped and nothing dropped: the outbox holds what is pending for
 // as long as it takes.
 package delivery
 

@@ -32,14 +32,14 @@ func (d *Deliverer) Expired(uid types.UID) int {
 	return st.expired
 }
 
-// Outstanding is how many of the subscription's deliveries this deliverer has claimed and not
-// yet settled (queued, posting, or waiting for their outcome to be recorded), or dropped.
-func (d *Deliverer) Outstanding(uid types.UID) int {
+// Unposted is how many of the subscription's deliveries this deliverer has claimed and neither
+// posted nor dropped yet.
+func (d *Deliverer) Unposted(uid types.UID) int {
 	st := d.stateOf(uid)
 	if st == nil {
 		return 0
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.outstanding
+	return st.unposted
 }

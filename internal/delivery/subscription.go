@@ -52,9 +52,11 @@ type subState struct {
 
 	mu  sync.Mutex
 	sub flexv1.Subscription
-	// outstanding are the deliveries claimed and not yet recorded: queued, posting, or waiting
-	// for their outcome to be recorded; at most Workers + Lookahead.
-	outstanding int
+	// unposted are the deliveries claimed and not yet posted: queued, or being posted; at most
+	// Workers + Lookahead. Those posted whose outcomes wait to be recorded are not counted, so
+	// that a claim never waits for a record: at most Workers + Lookahead of them wait in
+	// settled, and a worker that finds it full waits for the settler.
+	unposted int
 	// afterRecord: the claim asked for follows a recorded batch (a claim that finds nothing
 	// then asks a pass for when the next falls due).
 	afterRecord bool
@@ -220,19 +222,19 @@ func (st *subState) claimer(ctx context.Context) {
 	}
 }
 
-// claim leases due deliveries, as many as bring the subscription's outstanding ones to Workers
-// + Lookahead, and queues them: the workers find the next deliveries queued when they finish
+// claim leases due deliveries, as many as bring the subscription's unposted ones to Workers +
+// Lookahead, and queues them: the workers find the next deliveries queued when they finish
 // one, instead of waiting for a claim's round trip (and a batch's record). The slots are
 // reserved before the claim, so that the queue never blocks. It answers how many it claimed
 // and asked for.
 func (st *subState) claim(ctx context.Context) (claimed, asked int, err error) {
 	st.mu.Lock()
-	free := st.d.Workers + st.d.Lookahead - st.outstanding
+	free := st.d.Workers + st.d.Lookahead - st.unposted
 	if free <= 0 || st.sub.Spec.Paused {
 		st.mu.Unlock()
 		return 0, 0, nil
 	}
-	st.outstanding += free
+	st.unposted += free
 	st.mu.Unlock()
 	// The lease runs from the statement's start in the database, later than this.
 	leasedAt := time.Now()
@@ -240,7 +242,7 @@ func (st *subState) claim(ctx context.Context) (claimed, asked int, err error) {
 	claimedAt := time.Now()
 	metrics.NotificationStage.WithLabelValues(metrics.StageClaim).Observe(claimedAt.Sub(leasedAt).Seconds())
 	st.mu.Lock()
-	st.outstanding -= free - len(got)
+	st.unposted -= free - len(got)
 	st.mu.Unlock()
 	for _, c := range got {
 		c.ClaimedAt, c.LeasedAt = claimedAt, leasedAt
@@ -261,8 +263,7 @@ func (st *subState) postable(c outboxstore.Delivery) bool {
 }
 
 // work attempts the deliveries of one subscription until ctx ends, and hands their outcomes
-// to settle (never blocking: there are never more outcomes waiting than deliveries
-// outstanding).
+// to settle; each one posted (or dropped) frees a slot for the claimer.
 func (st *subState) work(ctx context.Context) {
 	for {
 		select {
@@ -274,23 +275,33 @@ func (st *subState) work(ctx context.Context) {
 				ctrl.LoggerFrom(ctx).V(1).Info("a claimed delivery waited past its lease's margin: left to be claimed again",
 					"subscription", st.key, "event", c.Event.ID)
 				st.mu.Lock()
-				st.outstanding--
+				st.unposted--
 				st.expired++
 				st.mu.Unlock()
 				st.wantClaims(false)
 				continue
 			}
-			if o, ok := st.deliver(ctx, c); ok {
-				st.settled <- outboxstore.Settled{Delivery: c, Outcome: o}
+			o, ok := st.deliver(ctx, c)
+			st.mu.Lock()
+			st.unposted--
+			st.mu.Unlock()
+			st.wantClaims(false)
+			if !ok {
+				continue
+			}
+			select {
+			case st.settled <- outboxstore.Settled{Delivery: c, Outcome: o}:
+			case <-ctx.Done():
+				return
 			}
 		}
 	}
 }
 
 // settle records the outcomes the workers hand it until ctx ends: all those waiting at once in
-// one SQL transaction (while one batch commits, the next gathers), then asks the claimer for as
-// many deliveries as it freed. A site's next event becomes claimable only when its previous
-// one's outcome is recorded, so a site never has two events in flight.
+// one SQL transaction (while one batch commits, the next gathers), then wakes the claimer. A
+// site's next event becomes claimable only when its previous one's outcome is recorded, so a
+// site never has two events in flight.
 func (st *subState) settle(ctx context.Context) {
 	batch := make([]outboxstore.Settled, 0, st.d.Workers+st.d.Lookahead)
 	for {
@@ -326,9 +337,7 @@ func (st *subState) settle(ctx context.Context) {
 			}
 		}
 		st.markDirty()
-		st.mu.Lock()
-		st.outstanding -= len(batch)
-		st.mu.Unlock()
+		// A recorded delivery lets its site's next event be claimed.
 		st.wantClaims(true)
 	}
 }
