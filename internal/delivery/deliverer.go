@@ -98,9 +98,10 @@ const DefaultSecretKey = "secret"
 const DefaultWorkers = 16
 
 // DefaultLookahead is the default Lookahead, in Workers: while a subscription's workers post,
-// that many more of its due deliveries are claimed and queued, so that a worker that finishes
-// finds its next one at once rather than after a claim's round trip (and a batch's record).
-const DefaultLookahead = 3
+// up to that many more of its due deliveries are claimed and queued, so that a worker that
+// finishes finds its next one at once rather than after a claim's round trip, and a burst is
+// claimed in few statements. A receiver that answers slowly gets a shorter queue (subState.depth).
+const DefaultLookahead = 7
 
 // fanOutBatch is how many events one fan-out transaction takes.
 const fanOutBatch = 500

@@ -60,6 +60,9 @@ type subState struct {
 	// afterRecord: the claim asked for follows a recorded batch (a claim that finds nothing
 	// then asks a pass for when the next falls due).
 	afterRecord bool
+	// postTime is a moving average of the subscription's POSTs' durations (0 before the first):
+	// the queue is kept no longer than the workers post within half a lease's usable part.
+	postTime time.Duration
 	// expired counts the claimed deliveries no worker took before their lease ran short:
 	// never posted (claimed again once the lease ends).
 	expired int
@@ -229,7 +232,7 @@ func (st *subState) claimer(ctx context.Context) {
 // and asked for.
 func (st *subState) claim(ctx context.Context) (claimed, asked int, err error) {
 	st.mu.Lock()
-	free := st.d.Workers + st.d.Lookahead - st.unposted
+	free := st.depth() - st.unposted
 	if free <= 0 || st.sub.Spec.Paused {
 		st.mu.Unlock()
 		return 0, 0, nil
@@ -250,6 +253,31 @@ func (st *subState) claim(ctx context.Context) (claimed, asked int, err error) {
 		st.queue <- c
 	}
 	return len(got), free, err
+}
+
+// depth is how many deliveries may be claimed and not yet posted: Workers + Lookahead, fewer
+// when the receiver answers so slowly that a queue that deep would not be posted within half
+// the lease's usable part (postable), never fewer than Workers. Called with mu held.
+func (st *subState) depth() int {
+	depth := st.d.Workers + st.d.Lookahead
+	if st.postTime > 0 {
+		usable := st.d.Lease - min(Timeout, st.d.Lease/2)
+		if fit := int(float64(st.d.Workers) * float64(usable) / (2 * float64(st.postTime))); fit < depth {
+			depth = max(fit, st.d.Workers)
+		}
+	}
+	return depth
+}
+
+// posted adds a POST's duration to the moving average.
+func (st *subState) posted(took time.Duration) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.postTime == 0 {
+		st.postTime = took
+		return
+	}
+	st.postTime += (took - st.postTime) / 8
 }
 
 // postable answers whether a queued delivery's lease leaves time for its POST: it is posted
@@ -350,7 +378,7 @@ func (st *subState) deliver(ctx context.Context, c outboxstore.Delivery) (outbox
 	sub := st.sub.DeepCopy()
 	st.mu.Unlock()
 
-	start := d.Now()
+	start, began := d.Now(), time.Now()
 	code := 0
 	cred, err := st.signerOf(ctx, sub)
 	if apierrors.IsNotFound(err) {
@@ -366,6 +394,7 @@ func (st *subState) deliver(ctx context.Context, c outboxstore.Delivery) (outbox
 		return outboxstore.Outcome{}, false
 	}
 	o := outboxstore.Outcome{At: start, StatusCode: code, Latency: d.Now().Sub(start)}
+	st.posted(time.Since(began))
 	switch {
 	case err == nil:
 		o.Result = outboxstore.Delivered
