@@ -218,8 +218,9 @@ func (st *subState) claimer(ctx context.Context) {
 			ctrl.LoggerFrom(ctx).Error(err, "claiming deliveries", "subscription", st.key)
 		}
 		// The sites' next events (or other sites') are claimed at once; a pass is asked for
-		// only when there is none, to learn when the next falls due.
-		if err != nil || (afterRecord && asked > 0 && n == 0) {
+		// only when there is none, to learn when the next falls due. A failed claim waits for
+		// the next pass (at most Interval away), which asks again.
+		if err == nil && afterRecord && asked > 0 && n == 0 {
 			st.d.Kick()
 		}
 	}
