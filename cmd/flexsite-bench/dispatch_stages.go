@@ -40,7 +40,13 @@ type dispatchStages struct {
 }
 
 // dispatchSteps are the deliverer's stages reported per round.
-var dispatchSteps = []string{"claim", "worker_wait", "sign", "post", "record"}
+var dispatchSteps = []string{stepClaim, "worker_wait", "sign", "post", stepRecord}
+
+// The steps counted as well as timed: each is observed once per statement.
+const (
+	stepClaim  = "claim"
+	stepRecord = "record"
+)
 
 // measureDispatchStages reads the outbox's timestamps of market's dispatch.requested events
 // and the stage histograms' difference (before: read just before t0).
@@ -69,9 +75,9 @@ func (b *bench) measureDispatchStages(ctx context.Context, round int, market str
 		p99, _ := after.quantile(before, s, 0.99)
 		st.Steps[s] = [2]float64{ms(p50), ms(p99)}
 		switch s {
-		case "claim":
+		case stepClaim:
 			st.Claims = n
-		case "record":
+		case stepRecord:
 			st.RecordBatches = n
 		}
 	}
@@ -79,7 +85,7 @@ func (b *bench) measureDispatchStages(ctx context.Context, round int, market str
 }
 
 func (st dispatchStages) String() string {
-	var steps []string
+	steps := make([]string, 0, len(dispatchSteps))
 	for _, s := range dispatchSteps {
 		steps = append(steps, fmt.Sprintf("%s %.1f/%.1f", s, st.Steps[s][0], st.Steps[s][1]))
 	}

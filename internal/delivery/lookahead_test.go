@@ -81,7 +81,7 @@ var _ = Describe("Claiming ahead of the workers", func() {
 			g.Expect(claimed).To(Equal(sites), "the workers' heads and the lookahead's")
 			g.Expect(heads).To(Equal(sites), "only heads: no site's second event is claimed before its first is delivered")
 		}).Should(Succeed())
-		Expect(len(r.all())).To(Equal(delivery.DefaultWorkers), "the queued ones wait for a worker")
+		Expect(r.all()).To(HaveLen(delivery.DefaultWorkers), "the queued ones wait for a worker")
 
 		By("their leases end while the workers are held")
 		Eventually(func() (int, error) {
