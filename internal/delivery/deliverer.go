@@ -11,7 +11,8 @@
 // (FOR UPDATE SKIP LOCKED); each batch fanned out wakes the claimers of the subscriptions it
 // fed. While committed events wait beyond the horizon, the next pass comes within heldPollMax
 // (the transaction holding them ends unannounced). It then asks which subscriptions have a
-// delivery due and wakes their claimers. A subscription's claimer claims due deliveries, each
+// delivery due and wakes their claimers. A subscription's claimers (claimers, each taking at
+// most its share of the queue, their statements overlapping) claim due deliveries, each
 // the head of its site, as many as keep its claimed-and-unposted ones at Workers + Lookahead:
 // a lease (claimed_until) in one statement, queued for the workers, so that a worker finds its
 // next delivery waiting rather than a claim's round trip. A worker posts the event outside any

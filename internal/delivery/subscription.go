@@ -138,11 +138,13 @@ func (d *Deliverer) syncSubscriptions(ctx context.Context, subs []flexv1.Subscri
 				defer d.wg.Done()
 				st.settle(wctx)
 			}()
-			d.wg.Add(1)
-			go func() {
-				defer d.wg.Done()
-				st.claimer(wctx)
-			}()
+			for range claimers {
+				d.wg.Add(1)
+				go func() {
+					defer d.wg.Done()
+					st.claimer(wctx)
+				}()
+			}
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
@@ -200,6 +202,11 @@ func (st *subState) wantClaims(afterRecord bool) {
 	}
 }
 
+// claimers is how many claimers a subscription has: a burst's claims, each a statement's round
+// trip, overlap instead of taking turns (FOR UPDATE SKIP LOCKED keeps them apart, and each
+// takes only sites' heads).
+const claimers = 2
+
 // claimer claims deliveries when asked (by a pass, a batch recorded, a delivery dropped)
 // until ctx ends: claims never wait for a batch to be recorded, nor records for a claim.
 func (st *subState) claimer(ctx context.Context) {
@@ -233,13 +240,20 @@ func (st *subState) claimer(ctx context.Context) {
 // and asked for.
 func (st *subState) claim(ctx context.Context) (claimed, asked int, err error) {
 	st.mu.Lock()
-	free := st.depth() - st.unposted
+	depth := st.depth()
+	free := depth - st.unposted
 	if free <= 0 || st.sub.Spec.Paused {
 		st.mu.Unlock()
 		return 0, 0, nil
 	}
+	// At most a share of the queue a claim: the rest is left to another claimer, at once.
+	rest := max(free-depth/claimers, 0)
+	free -= rest
 	st.unposted += free
 	st.mu.Unlock()
+	if rest > 0 {
+		st.wantClaims(false)
+	}
 	// The lease runs from the statement's start in the database, later than this.
 	leasedAt := time.Now()
 	got, err := st.d.Store.Claim(ctx, st.uid, free, st.d.Lease)
