@@ -20,7 +20,7 @@ import (
 const stageMetric = "flexsite_notification_stage_seconds"
 
 // notifyStages are the stages reported, in the order a delivery passes them.
-var notifyStages = []string{"fanned_out", "claimed", "worker_wait", "sign", "post", "record", "delivered"}
+var notifyStages = []string{"fanned_out", "claimed", "worker_wait", "sign", "post", stepRecord, "delivered"}
 
 // stageBuckets is one snapshot of the stage histograms: stage -> upper bound -> cumulative count.
 type stageBuckets map[string]map[float64]float64

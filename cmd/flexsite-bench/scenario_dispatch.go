@@ -194,6 +194,7 @@ func runDispatch(ctx context.Context, b *bench, rep *report) error {
 
 	var dispatched, notified []time.Duration
 	var perRound, issuedIn []time.Duration // each round's last dispatch delivered; all issued
+	var breakdown []dispatchStages
 	dispatchRound, notifyRound := 0, 0
 	for _, side := range []byte("ABBAABBA") {
 		if side == 'B' {
@@ -206,10 +207,12 @@ func runDispatch(ctx context.Context, b *bench, rep *report) error {
 			continue
 		}
 		dispatchRound++
-		lat, issued, err := b.dispatchRound(ctx, ns, dispatchRound, sites, rcv, nil)
+		lat, issued, stages, err := b.dispatchRound(ctx, ns, dispatchRound, sites, rcv, nil)
 		if err != nil {
 			return fmt.Errorf("dispatch round %d: %w", dispatchRound, err)
 		}
+		logf("dispatch: %s", stages)
+		breakdown = append(breakdown, stages)
 		issuedIn = append(issuedIn, issued)
 		dispatched = append(dispatched, lat...)
 		perRound = append(perRound, slices.Max(lat))
@@ -237,6 +240,7 @@ func runDispatch(ctx context.Context, b *bench, rep *report) error {
 		"notification p99 %.1f ms (%d samples); ratio %.2f",
 		sites, issuedIn, ms(percentile(dispatched, 50)), d99, perRound, n99, len(notified), ratio(d99, n99))
 	rep.add(dispatchScenario, "sites", float64(sites), unitCount)
+	rep.detail("dispatch_rounds", breakdown)
 	rep.add(dispatchScenario, "creation_to_dispatch_delivered_p50_ms", ms(percentile(dispatched, 50)), unitMS)
 	rep.add(dispatchScenario, "creation_to_dispatch_delivered_p99_ms", d99, unitMS)
 	rep.add(dispatchScenario, "creation_to_all_delivered_max_ms", ms(slices.Max(perRound)), unitMS)
@@ -262,7 +266,7 @@ func (b *bench) notifyBesideBurst(ctx context.Context, ns, notifyNS string, roun
 	created := make(chan time.Time, 1)
 	burstErr := make(chan error, 1)
 	go func() {
-		_, _, err := b.dispatchRound(ctx, ns, round, sites, rcv, func(at time.Time) { created <- at })
+		_, _, _, err := b.dispatchRound(ctx, ns, round, sites, rcv, func(at time.Time) { created <- at })
 		burstErr <- err
 	}()
 	var start time.Time
@@ -298,15 +302,19 @@ func (b *bench) notifyBesideBurst(ctx context.Context, ns, notifyNS string, roun
 // counted them all issued. onCreated (when not nil) is told the creation's time as soon as it
 // is made.
 func (b *bench) dispatchRound(ctx context.Context, ns string, round, sites int, rcv *dispatchReceiver, onCreated func(time.Time)) (
-	latencies []time.Duration, issued time.Duration, err error) {
+	latencies []time.Duration, issued time.Duration, stages dispatchStages, err error) {
 	market := fmt.Sprintf("bench-round-%d", round)
 	start := time.Now().UTC().Truncate(30 * time.Minute).Add(2 * time.Hour)
 	ev := &flexv1.FlexEvent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("bench-dispatch-%d", round)},
 		Spec: flexv1.FlexEventSpec{Proposition: flexv1.PropositionLimitedPause, StartAt: metav1.NewTime(start),
 			EndAt: metav1.NewTime(start.Add(time.Hour)), Direction: flexv1.FlexTurnDown, RatePencePerKWh: "10", Market: market}}
+	stagesBefore, _, err := b.stageSnapshot(ctx)
+	if err != nil {
+		return nil, 0, stages, err
+	}
 	t0 := time.Now()
 	if err := b.c.Create(ctx, ev); err != nil {
-		return nil, 0, err
+		return nil, 0, stages, err
 	}
 	if onCreated != nil {
 		onCreated(t0)
@@ -329,7 +337,7 @@ func (b *bench) dispatchRound(ctx context.Context, ns string, round, sites int, 
 			}
 		}
 	}(); err != nil {
-		return nil, 0, err
+		return nil, 0, stages, err
 	}
 	var got []time.Time
 	if err := probe.Retry(ctx, b.p.Settle, 200*time.Millisecond, func() error {
@@ -338,13 +346,29 @@ func (b *bench) dispatchRound(ctx context.Context, ns string, round, sites int, 
 		}
 		return nil
 	}); err != nil {
-		return nil, 0, err
+		return nil, 0, stages, err
 	}
 	latencies = make([]time.Duration, len(got))
 	for i, at := range got {
 		latencies[i] = at.Sub(t0)
 	}
-	return latencies, issued, nil
+	// The last outcome is recorded just after the last arrival: wait for it, then read.
+	if err := probe.Retry(ctx, b.p.Settle, 50*time.Millisecond, func() error {
+		var pending int
+		if err := b.db.QueryRow(ctx, `SELECT count(*) FROM outbox o JOIN notification_deliveries d ON d.event_seq = o.id
+			WHERE o.event_type = $1 AND o.payload->>'market_id' = $2 AND d.state = 'pending'`,
+			string(flexv1.EventDispatchRequested), market).Scan(&pending); err != nil {
+			return err
+		}
+		if pending > 0 {
+			return fmt.Errorf("%d deliveries not yet recorded", pending)
+		}
+		return nil
+	}); err != nil {
+		return nil, 0, stages, err
+	}
+	stages, err = b.measureDispatchStages(ctx, round, market, t0, issued, got, stagesBefore)
+	return latencies, issued, stages, err
 }
 
 // rawWorkers is how many connections the raw sender posts over: a subscription's workers

@@ -8,22 +8,28 @@
 // transaction is below the horizon (the oldest transaction still running), in (xid, id) order:
 // each gets one delivery row per subscription that wants it (subscriptions as this replica's
 // cache knows them), in one SQL transaction, events another replica is fanning out skipped
-// (FOR UPDATE SKIP LOCKED). While committed events wait beyond the horizon, the next pass comes
-// within heldPollMax (the transaction holding them ends unannounced). It then asks which
-// subscriptions have a delivery due and, for each with a free
-// worker, claims that many due deliveries, each the head of its site: a lease (claimed_until)
-// in one short transaction. A worker posts the event outside any transaction; the
-// subscription's settler records the outcomes in another, all those ready together in one (a
-// burst to one subscription costs a commit per batch, not per event), then claims as many
-// deliveries as it freed workers: delivered; failed (the next attempt's time, with backoff and
-// jitter, is in the row); given up once the retry horizon has passed (kept, marked, counted);
-// 410 Gone pauses the subscription. A replica that dies between its POST and its outcome lets
-// the lease expire: the event is delivered again, with the same webhook-id (at least once).
+// (FOR UPDATE SKIP LOCKED); each batch fanned out wakes the claimers of the subscriptions it
+// fed. While committed events wait beyond the horizon, the next pass comes within heldPollMax
+// (the transaction holding them ends unannounced). It then asks which subscriptions have a
+// delivery due and wakes their claimers. A subscription's claimers (claimers, each taking at
+// most its share of the queue, their statements overlapping) claim due deliveries, each
+// the head of its site, as many as keep its claimed-and-unposted ones at Workers + Lookahead:
+// a lease (claimed_until) in one statement, queued for the workers, so that a worker finds its
+// next delivery waiting rather than a claim's round trip. A worker posts the event outside any
+// transaction (a queued delivery only while enough of its lease is left for the POST: one that
+// waited longer is dropped unposted and claimed again once its lease ends); the subscription's
+// settler records the outcomes, all those ready together in one round trip (a burst to one
+// subscription costs a commit per batch, not per event), then wakes the claimer for as many as
+// it freed: delivered; failed (the next attempt's time, with backoff and jitter, is in the
+// row); given up once the retry horizon has passed (kept, marked, counted); 410 Gone pauses the
+// subscription. A replica that dies between its POST and its outcome lets the lease expire: the
+// event is delivered again, with the same webhook-id (at least once). A claimed delivery stays
+// pending until its outcome is recorded, so its site's next event is never claimed before it.
 //
 // Isolation: each subscription has its own Workers goroutines (DefaultWorkers) and claims at
-// most as many deliveries as it has free workers (a worker is free once its outcome is
-// recorded), so a slow or dead receiver only keeps its own workers busy, and reconcilers never
-// wait on delivery. Nothing is capped and nothing dropped: the outbox holds what is pending for
+// most Lookahead deliveries beyond them (a delivery counts until it is posted), so a
+// slow or dead receiver only keeps its own workers busy, and reconcilers never wait on
+// delivery. Nothing is capped and nothing dropped: the outbox holds what is pending for
 // as long as it takes.
 package delivery
 
@@ -92,6 +98,12 @@ const DefaultSecretKey = "secret"
 // at once, at most (posted, or waiting for their outcome to be recorded).
 const DefaultWorkers = 16
 
+// DefaultLookahead is the default Lookahead, in Workers: while a subscription's workers post,
+// up to that many more of its due deliveries are claimed and queued, so that a worker that
+// finishes finds its next one at once rather than after a claim's round trip, and a burst is
+// claimed in few statements. A receiver that answers slowly gets a shorter queue (subState.depth).
+const DefaultLookahead = 7
+
 // fanOutBatch is how many events one fan-out transaction takes.
 const fanOutBatch = 500
 
@@ -114,6 +126,9 @@ type Deliverer struct {
 	RootCAs *x509.CertPool
 	// Workers per subscription (DefaultWorkers when 0).
 	Workers int
+	// Lookahead is how many deliveries a subscription claims beyond its busy workers, queued
+	// for the next free worker (DefaultLookahead times Workers when 0).
+	Lookahead int
 	// Interval between passes when nothing wakes the deliverer (1 s when 0).
 	Interval time.Duration
 	// Lease is how long a claimed delivery is this worker's (DefaultLease when 0).
@@ -183,6 +198,9 @@ func (d *Deliverer) defaults() {
 	}
 	if d.Workers <= 0 {
 		d.Workers = DefaultWorkers
+	}
+	if d.Lookahead <= 0 {
+		d.Lookahead = DefaultLookahead * d.Workers
 	}
 	if d.Interval <= 0 {
 		d.Interval = time.Second
@@ -312,6 +330,8 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 	}
 	now := d.Now()
 	fannedAt := time.Now()
+	// fedSubs are the subscriptions the current fan-out batch gave deliveries.
+	fedSubs := map[string]bool{}
 	targets := func(u outboxstore.Unfanned) ([]string, bool) {
 		if u.SubscriptionUID != "" {
 			s, ok := byUID[u.SubscriptionUID]
@@ -322,12 +342,14 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 			if s.Spec.Paused || !s.DeletionTimestamp.IsZero() {
 				return nil, true
 			}
+			fedSubs[u.SubscriptionUID] = true
 			return []string{u.SubscriptionUID}, true
 		}
 		var uids []string
 		for _, s := range byNS[u.Organisation] {
 			if events.Wants(s, u.Type) {
 				uids = append(uids, string(s.UID))
+				fedSubs[string(s.UID)] = true
 			}
 		}
 		metrics.NotificationStage.WithLabelValues(metrics.StageFannedOut).Observe(fannedAt.Sub(u.Time).Seconds())
@@ -337,6 +359,13 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 		n, err := d.Store.FanOut(ctx, fanOutBatch, targets)
 		if err != nil {
 			return d.Interval, err
+		}
+		// The subscriptions fed claim at once, while the next batch is fanned out.
+		for uid := range fedSubs {
+			if st := d.stateOf(types.UID(uid)); st != nil {
+				st.wantClaims(false)
+			}
+			delete(fedSubs, uid)
 		}
 		if n < fanOutBatch {
 			break
@@ -366,9 +395,7 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 	}
 	for _, uid := range due {
 		if st := d.stateOf(types.UID(uid)); st != nil {
-			if _, err := st.claim(ctx); err != nil {
-				return d.Interval, err
-			}
+			st.wantClaims(false)
 		}
 	}
 	d.mu.Lock()

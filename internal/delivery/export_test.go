@@ -19,3 +19,27 @@ func (d *Deliverer) SecretWaits(uid types.UID) int {
 	}
 	return n
 }
+
+// Expired is how many of the subscription's claimed deliveries this deliverer dropped unposted
+// because they waited in its queue past their lease's margin.
+func (d *Deliverer) Expired(uid types.UID) int {
+	st := d.stateOf(uid)
+	if st == nil {
+		return 0
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.expired
+}
+
+// Unposted is how many of the subscription's deliveries this deliverer has claimed and neither
+// posted nor dropped yet.
+func (d *Deliverer) Unposted(uid types.UID) int {
+	st := d.stateOf(uid)
+	if st == nil {
+		return 0
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.unposted
+}

@@ -76,11 +76,13 @@ var _ = Describe("Faults in the middle of a burst", func() {
 		mgr, err := env.NewManager()
 		Expect(err).NotTo(HaveOccurred())
 		// Its lease outlasts the steps before its death, so that what it claimed is still its
-		// own when it dies.
+		// own when it dies. It claims one delivery ahead of its workers: the other sites' heads
+		// are left to the second replica (claimed ahead, they too would wait for its lease).
 		const doomedLease = 10 * time.Second
 		doomed := &delivery.Deliverer{Store: &outboxstore.Store{Pool: pool},
 			Policy:  events.AddressPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
-			RootCAs: roots, Schedule: testSchedule, Interval: 100 * time.Millisecond, Lease: doomedLease, SecretGrace: 3 * time.Second}
+			RootCAs: roots, Schedule: testSchedule, Interval: 100 * time.Millisecond, Lease: doomedLease, Lookahead: 1,
+			SecretGrace: 3 * time.Second}
 		Expect(doomed.SetupWithManager(ctx, mgr)).To(Succeed())
 		doomedCtx, kill := context.WithCancel(suiteCtx)
 		dead := make(chan struct{})

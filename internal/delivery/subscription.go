@@ -38,17 +38,34 @@ type subState struct {
 	key    types.NamespacedName
 	uid    string
 	cancel context.CancelFunc
-	queue  chan outboxstore.Delivery
+	// queue holds the claimed deliveries no worker has taken yet (at most Lookahead beyond
+	// the busy workers).
+	queue chan outboxstore.Delivery
 	// settled are the attempted deliveries whose outcomes wait to be recorded (settle).
 	settled chan outboxstore.Settled
+	// claims asks the claimer to fill the queue.
+	claims chan struct{}
 	// dirty asks the status writer to write the subscription's status.
 	dirty chan struct{}
 	// seen is when this deliverer first saw the subscription.
 	seen time.Time
 
-	mu       sync.Mutex
-	sub      flexv1.Subscription
-	inflight int
+	mu  sync.Mutex
+	sub flexv1.Subscription
+	// unposted are the deliveries claimed and not yet posted: queued, or being posted; at most
+	// Workers + Lookahead. Those posted whose outcomes wait to be recorded are not counted, so
+	// that a claim never waits for a record: at most Workers + Lookahead of them wait in
+	// settled, and a worker that finds it full waits for the settler.
+	unposted int
+	// afterRecord: the claim asked for follows a recorded batch (a claim that finds nothing
+	// then asks a pass for when the next falls due).
+	afterRecord bool
+	// postTime is a moving average of the subscription's POSTs' durations (0 before the first):
+	// the queue is kept no longer than the workers post within half a lease's usable part.
+	postTime time.Duration
+	// expired counts the claimed deliveries no worker took before their lease ran short:
+	// never posted (claimed again once the lease ends).
+	expired int
 	// secretWaits counts, per event, the waits for a new subscription's signing Secret.
 	secretWaits map[string]int
 	// signing is the signer last read from the subscription's Secret, at signingRead, from
@@ -105,7 +122,8 @@ func (d *Deliverer) syncSubscriptions(ctx context.Context, subs []flexv1.Subscri
 		if !ok {
 			wctx, cancel := context.WithCancel(ctx)
 			st = &subState{d: d, key: client.ObjectKeyFromObject(s), uid: string(s.UID), cancel: cancel, seen: d.Now(),
-				queue: make(chan outboxstore.Delivery, d.Workers), settled: make(chan outboxstore.Settled, d.Workers),
+				queue:   make(chan outboxstore.Delivery, d.Workers+d.Lookahead),
+				settled: make(chan outboxstore.Settled, d.Workers+d.Lookahead), claims: make(chan struct{}, 1),
 				dirty: make(chan struct{}, 1), secretWaits: map[string]int{}}
 			d.subs[s.UID] = st
 			for range d.Workers {
@@ -120,6 +138,13 @@ func (d *Deliverer) syncSubscriptions(ctx context.Context, subs []flexv1.Subscri
 				defer d.wg.Done()
 				st.settle(wctx)
 			}()
+			for range claimers {
+				d.wg.Add(1)
+				go func() {
+					defer d.wg.Done()
+					st.claimer(wctx)
+				}()
+			}
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
@@ -164,34 +189,124 @@ func (st *subState) markDirty() {
 	}
 }
 
-// claim leases as many due deliveries as the subscription has free workers and queues them.
-// A worker is free once its delivery's outcome is recorded. The free workers are reserved
-// before the claim, so that claims made at once (a pass, a batch recorded) never queue more
-// than there are workers: the queue never blocks. It answers how many it claimed.
-func (st *subState) claim(ctx context.Context) (int, error) {
+// wantClaims asks the claimer to fill the queue (afterRecord: see subState).
+func (st *subState) wantClaims(afterRecord bool) {
+	if afterRecord {
+		st.mu.Lock()
+		st.afterRecord = true
+		st.mu.Unlock()
+	}
+	select {
+	case st.claims <- struct{}{}:
+	default:
+	}
+}
+
+// claimers is how many claimers a subscription has: a burst's claims, each a statement's round
+// trip, overlap instead of taking turns (FOR UPDATE SKIP LOCKED keeps them apart, and each
+// takes only sites' heads).
+const claimers = 2
+
+// claimer claims deliveries when asked (by a pass, a batch recorded, a delivery dropped)
+// until ctx ends: claims never wait for a batch to be recorded, nor records for a claim.
+func (st *subState) claimer(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-st.claims:
+		}
+		st.mu.Lock()
+		afterRecord := st.afterRecord
+		st.afterRecord = false
+		st.mu.Unlock()
+		n, asked, err := st.claim(ctx)
+		if err != nil && ctx.Err() == nil {
+			ctrl.LoggerFrom(ctx).Error(err, "claiming deliveries", "subscription", st.key)
+		}
+		// The sites' next events (or other sites') are claimed at once; a pass is asked for
+		// only when there is none, to learn when the next falls due. A failed claim waits for
+		// the next pass (at most Interval away), which asks again.
+		if err == nil && afterRecord && asked > 0 && n == 0 {
+			st.d.Kick()
+		}
+	}
+}
+
+// claim leases due deliveries, as many as bring the subscription's unposted ones to Workers +
+// Lookahead, and queues them: the workers find the next deliveries queued when they finish
+// one, instead of waiting for a claim's round trip (and a batch's record). The slots are
+// reserved before the claim, so that the queue never blocks. It answers how many it claimed
+// and asked for.
+func (st *subState) claim(ctx context.Context) (claimed, asked int, err error) {
 	st.mu.Lock()
-	free := st.d.Workers - st.inflight
+	depth := st.depth()
+	free := depth - st.unposted
 	if free <= 0 || st.sub.Spec.Paused {
 		st.mu.Unlock()
-		return 0, nil
+		return 0, 0, nil
 	}
-	st.inflight += free
+	// At most a share of the queue a claim: the rest is left to another claimer, at once.
+	rest := max(free-depth/claimers, 0)
+	free -= rest
+	st.unposted += free
 	st.mu.Unlock()
-	claimed, err := st.d.Store.Claim(ctx, st.uid, free, st.d.Lease)
-	st.mu.Lock()
-	st.inflight -= free - len(claimed)
-	st.mu.Unlock()
+	if rest > 0 {
+		st.wantClaims(false)
+	}
+	// The lease runs from the statement's start in the database, later than this.
+	leasedAt := time.Now()
+	got, err := st.d.Store.Claim(ctx, st.uid, free, st.d.Lease)
 	claimedAt := time.Now()
-	for _, c := range claimed {
-		c.ClaimedAt = claimedAt
+	metrics.NotificationStage.WithLabelValues(metrics.StageClaim).Observe(claimedAt.Sub(leasedAt).Seconds())
+	st.mu.Lock()
+	st.unposted -= free - len(got)
+	st.mu.Unlock()
+	for _, c := range got {
+		c.ClaimedAt, c.LeasedAt = claimedAt, leasedAt
 		metrics.NotificationStage.WithLabelValues(metrics.StageClaimed).Observe(claimedAt.Sub(c.Event.Time).Seconds())
 		st.queue <- c
 	}
-	return len(claimed), err
+	return len(got), free, err
+}
+
+// depth is how many deliveries may be claimed and not yet posted: Workers + Lookahead, fewer
+// when the receiver answers so slowly that a queue that deep would not be posted within half
+// the lease's usable part (postable), never fewer than Workers. Called with mu held.
+func (st *subState) depth() int {
+	depth := st.d.Workers + st.d.Lookahead
+	if st.postTime > 0 {
+		usable := st.d.Lease - min(Timeout, st.d.Lease/2)
+		if fit := int(float64(st.d.Workers) * float64(usable) / (2 * float64(st.postTime))); fit < depth {
+			depth = max(fit, st.d.Workers)
+		}
+	}
+	return depth
+}
+
+// posted adds a POST's duration to the moving average.
+func (st *subState) posted(took time.Duration) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.postTime == 0 {
+		st.postTime = took
+		return
+	}
+	st.postTime += (took - st.postTime) / 8
+}
+
+// postable answers whether a queued delivery's lease leaves time for its POST: it is posted
+// only while at least the attempt's Timeout (half the lease, when shorter) of it is left, so
+// that its POST ends before anyone else may claim it. One that waited longer in the queue
+// (a receiver that answers slowly) is never posted by this worker: once its lease ends it is
+// claimed again, by any replica, and its site's next event still waits for it. Posting it
+// late could deliver it after its site's next event, delivered meanwhile by another worker.
+func (st *subState) postable(c outboxstore.Delivery) bool {
+	return time.Since(c.LeasedAt) < st.d.Lease-min(Timeout, st.d.Lease/2)
 }
 
 // work attempts the deliveries of one subscription until ctx ends, and hands their outcomes
-// to settle (never blocking: there are never more outcomes waiting than workers).
+// to settle; each one posted (or dropped) frees a slot for the claimer.
 func (st *subState) work(ctx context.Context) {
 	for {
 		select {
@@ -199,19 +314,39 @@ func (st *subState) work(ctx context.Context) {
 			return
 		case c := <-st.queue:
 			metrics.NotificationStage.WithLabelValues(metrics.StageWorkerWait).Observe(time.Since(c.ClaimedAt).Seconds())
-			if o, ok := st.deliver(ctx, c); ok {
-				st.settled <- outboxstore.Settled{Delivery: c, Outcome: o}
+			if !st.postable(c) {
+				ctrl.LoggerFrom(ctx).V(1).Info("a claimed delivery waited past its lease's margin: left to be claimed again",
+					"subscription", st.key, "event", c.Event.ID)
+				st.mu.Lock()
+				st.unposted--
+				st.expired++
+				st.mu.Unlock()
+				st.wantClaims(false)
+				continue
+			}
+			o, ok := st.deliver(ctx, c)
+			st.mu.Lock()
+			st.unposted--
+			st.mu.Unlock()
+			st.wantClaims(false)
+			if !ok {
+				continue
+			}
+			select {
+			case st.settled <- outboxstore.Settled{Delivery: c, Outcome: o}:
+			case <-ctx.Done():
+				return
 			}
 		}
 	}
 }
 
 // settle records the outcomes the workers hand it until ctx ends: all those waiting at once in
-// one SQL transaction (while one batch commits, the next gathers), then claims as many
-// deliveries as it freed workers. A site's next event becomes claimable only when its
-// previous one's outcome is recorded, so a site never has two events in flight.
+// one SQL transaction (while one batch commits, the next gathers), then wakes the claimer. A
+// site's next event becomes claimable only when its previous one's outcome is recorded, so a
+// site never has two events in flight.
 func (st *subState) settle(ctx context.Context) {
-	batch := make([]outboxstore.Settled, 0, st.d.Workers)
+	batch := make([]outboxstore.Settled, 0, st.d.Workers+st.d.Lookahead)
 	for {
 		select {
 		case <-ctx.Done():
@@ -245,14 +380,8 @@ func (st *subState) settle(ctx context.Context) {
 			}
 		}
 		st.markDirty()
-		st.mu.Lock()
-		st.inflight -= len(batch)
-		st.mu.Unlock()
-		// The sites' next events (or other sites') are claimed at once; a pass is asked for
-		// only when there is none, to learn when the next falls due.
-		if n, err := st.claim(ctx); err != nil || n == 0 {
-			st.d.Kick()
-		}
+		// A recorded delivery lets its site's next event be claimed.
+		st.wantClaims(true)
 	}
 }
 
@@ -264,7 +393,7 @@ func (st *subState) deliver(ctx context.Context, c outboxstore.Delivery) (outbox
 	sub := st.sub.DeepCopy()
 	st.mu.Unlock()
 
-	start := d.Now()
+	start, began := d.Now(), time.Now()
 	code := 0
 	cred, err := st.signerOf(ctx, sub)
 	if apierrors.IsNotFound(err) {
@@ -280,6 +409,7 @@ func (st *subState) deliver(ctx context.Context, c outboxstore.Delivery) (outbox
 		return outboxstore.Outcome{}, false
 	}
 	o := outboxstore.Outcome{At: start, StatusCode: code, Latency: d.Now().Sub(start)}
+	st.posted(time.Since(began))
 	switch {
 	case err == nil:
 		o.Result = outboxstore.Delivered

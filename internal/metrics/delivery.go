@@ -14,7 +14,7 @@ var (
 		Name: "flexsite_notification_stage_seconds",
 		Help: "Duration of each stage of a notification delivery: event recorded -> fanned out, -> claimed " +
 			"(includes waiting for the commit horizon), claimed -> a worker starts it, signing, the POST (dial, TLS, receiver), " +
-			"recording the outcome, and event recorded -> receiver answered.",
+			"recording the outcome, and event recorded -> receiver answered; and each claim statement (claim).",
 		// 0.5 ms to about 33 s: a pass of milliseconds and retries of seconds both land in a bucket of their own.
 		Buckets: prometheus.ExponentialBuckets(0.0005, 1.5, 28),
 	}, []string{"stage"})
@@ -28,18 +28,21 @@ var (
 
 // The stages of NotificationStage.
 const (
-	StageFannedOut  = "fanned_out"
-	StageClaimed    = "claimed"
+	StageFannedOut = "fanned_out"
+	StageClaimed   = "claimed"
+	// StageClaim is one claim statement's duration (observed once per claim, not per delivery).
+	StageClaim      = "claim"
 	StageWorkerWait = "worker_wait"
 	StageSign       = "sign"
 	StagePost       = "post"
-	StageRecord     = "record"
-	StageDelivered  = "delivered"
+	// StageRecord is one record transaction's duration (observed once per batch).
+	StageRecord    = "record"
+	StageDelivered = "delivered"
 )
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(NotificationStage, NotificationConnections)
-	for _, s := range []string{StageFannedOut, StageClaimed, StageWorkerWait, StageSign, StagePost, StageRecord, StageDelivered} {
+	for _, s := range []string{StageFannedOut, StageClaimed, StageClaim, StageWorkerWait, StageSign, StagePost, StageRecord, StageDelivered} {
 		NotificationStage.WithLabelValues(s)
 	}
 	NotificationConnections.WithLabelValues("true")

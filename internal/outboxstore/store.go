@@ -303,6 +303,9 @@ type Delivery struct {
 	Event    events.Event
 	// ClaimedAt is when this replica claimed it (set by the deliverer, for its stage timings).
 	ClaimedAt time.Time
+	// LeasedAt is when the claim was sent (set by the deliverer): the lease runs for at least
+	// the lease's length from then.
+	LeasedAt time.Time
 }
 
 // Claim leases up to n of a subscription's due deliveries (each the head of its site), in
@@ -378,7 +381,7 @@ type Settled struct {
 }
 
 // RecordAll settles claimed deliveries with their outcomes (in the order they were attempted),
-// logs the attempts and counts them, in one SQL transaction: a burst to one subscription costs
+// logs the attempts and counts them, in one SQL transaction sent in one round trip: a burst to one subscription costs
 // one commit, one write of the subscription's counts and one trim of its log per batch, not
 // per delivery (each commit waits for the previous one's flush, and every worker's commit
 // would queue on the subscription's one counts row). A delivery settled already (its lease
@@ -422,54 +425,46 @@ func (s *Store) RecordAll(ctx context.Context, batch []Settled) error {
 	// The counts rows in one order, so that two replicas' batches never wait on each other
 	// crosswise.
 	slices.Sort(uids)
-	return s.classify(pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
-		if _, err := q.Exec(ctx, `UPDATE notification_deliveries d SET claimed_until = NULL,
-				attempts = d.attempts + u.attempted, state = u.state,
-				next_attempt_at = CASE WHEN u.state = 'pending' THEN now() + u.retry_ms * interval '1 millisecond'
-					ELSE d.next_attempt_at END,
-				done_at = CASE WHEN u.state = 'pending' THEN NULL ELSE now() END
-			FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[], $5::bigint[])
-				AS u(subscription_uid, event_seq, state, attempted, retry_ms)
-			WHERE d.subscription_uid = u.subscription_uid AND d.event_seq = u.event_seq AND d.state = 'pending'`,
-			subs, seqs, states, attempted, retries); err != nil {
-			return err
+	// Every statement in one round trip, run as one implicit transaction (a batch): all of
+	// them or none.
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE notification_deliveries d SET claimed_until = NULL,
+			attempts = d.attempts + u.attempted, state = u.state,
+			next_attempt_at = CASE WHEN u.state = 'pending' THEN now() + u.retry_ms * interval '1 millisecond'
+				ELSE d.next_attempt_at END,
+			done_at = CASE WHEN u.state = 'pending' THEN NULL ELSE now() END
+		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[], $5::bigint[])
+			AS u(subscription_uid, event_seq, state, attempted, retry_ms)
+		WHERE d.subscription_uid = u.subscription_uid AND d.event_seq = u.event_seq AND d.state = 'pending'`,
+		subs, seqs, states, attempted, retries)
+	if len(logged) > 0 {
+		queueAttempts(b, logged)
+	}
+	for _, uid := range uids { // the subscriptions of the attempts logged
+		b.Queue(`DELETE FROM notification_attempts WHERE subscription_uid = $1 AND id <= (
+			SELECT id FROM notification_attempts WHERE subscription_uid = $1 ORDER BY id DESC OFFSET $2 LIMIT 1)`,
+			uid, keptAttempts)
+		st := stats[uid]
+		last := st.last
+		var code *int
+		if last.StatusCode != 0 {
+			code = &last.StatusCode
 		}
-		if len(logged) == 0 {
-			return nil
+		var msg *string
+		if last.Error != "" {
+			msg = &last.Error
 		}
-		if err := logAttempts(ctx, q, logged); err != nil {
-			return err
-		}
-		for _, uid := range uids {
-			if _, err := q.Exec(ctx, `DELETE FROM notification_attempts WHERE subscription_uid = $1 AND id <= (
-				SELECT id FROM notification_attempts WHERE subscription_uid = $1 ORDER BY id DESC OFFSET $2 LIMIT 1)`,
-				uid, keptAttempts); err != nil {
-				return err
-			}
-			st := stats[uid]
-			last := st.last
-			var code *int
-			if last.StatusCode != 0 {
-				code = &last.StatusCode
-			}
-			var msg *string
-			if last.Error != "" {
-				msg = &last.Error
-			}
-			if _, err := q.Exec(ctx, `INSERT INTO notification_subscriptions AS s (subscription_uid, organisation, delivered,
-					failed_attempts, given_up, consecutive_failures, last_outcome, last_at, last_status, last_latency_ms, last_error)
-				VALUES ($1, $2, $3, $4, $5, $6, $8, $9, $10, $11, $12)
-				ON CONFLICT (subscription_uid) DO UPDATE SET delivered = s.delivered + $3,
-					failed_attempts = s.failed_attempts + $4, given_up = s.given_up + $5,
-					consecutive_failures = CASE WHEN $7 THEN 0 ELSE s.consecutive_failures END + $6,
-					last_outcome = $8, last_at = $9, last_status = $10, last_latency_ms = $11, last_error = $12`,
-				uid, st.organisation, st.delivered, st.failed, st.givenUp, st.failuresSinceDelivered, st.delivered > 0,
-				string(last.Result), last.At.UTC(), code, last.Latency.Milliseconds(), msg); err != nil {
-				return err
-			}
-		}
-		return nil
-	}))
+		b.Queue(`INSERT INTO notification_subscriptions AS s (subscription_uid, organisation, delivered,
+				failed_attempts, given_up, consecutive_failures, last_outcome, last_at, last_status, last_latency_ms, last_error)
+			VALUES ($1, $2, $3, $4, $5, $6, $8, $9, $10, $11, $12)
+			ON CONFLICT (subscription_uid) DO UPDATE SET delivered = s.delivered + $3,
+				failed_attempts = s.failed_attempts + $4, given_up = s.given_up + $5,
+				consecutive_failures = CASE WHEN $7 THEN 0 ELSE s.consecutive_failures END + $6,
+				last_outcome = $8, last_at = $9, last_status = $10, last_latency_ms = $11, last_error = $12`,
+			uid, st.organisation, st.delivered, st.failed, st.givenUp, st.failuresSinceDelivered, st.delivered > 0,
+			string(last.Result), last.At.UTC(), code, last.Latency.Milliseconds(), msg)
+	}
+	return s.classify(s.Pool.SendBatch(ctx, b).Close())
 }
 
 // statsDelta is what a batch adds to one subscription's counts.
@@ -498,8 +493,9 @@ func (st *statsDelta) add(o Outcome) {
 	}
 }
 
-// logAttempts inserts the attempts in one statement, in the batch's order (their ids follow it).
-func logAttempts(ctx context.Context, q pgx.Tx, logged []Settled) error {
+// queueAttempts queues the insert of the attempts, one statement, in the batch's order (their
+// ids follow it).
+func queueAttempts(b *pgx.Batch, logged []Settled) {
 	n := len(logged)
 	subs, orgs, ids, types := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	attempts, latencies, ats := make([]int32, n), make([]int64, n), make([]time.Time, n)
@@ -516,14 +512,13 @@ func logAttempts(ctx context.Context, q pgx.Tx, logged []Settled) error {
 			msgs[i] = &o.Error
 		}
 	}
-	_, err := q.Exec(ctx, `INSERT INTO notification_attempts (subscription_uid, organisation, event_id, event_type, attempt,
+	b.Queue(`INSERT INTO notification_attempts (subscription_uid, organisation, event_id, event_type, attempt,
 			status_code, error, at, latency_ms)
 		SELECT subscription_uid, organisation, event_id, event_type, attempt, status_code, error, at, latency_ms
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::integer[], $6::integer[], $7::text[],
 			$8::timestamptz[], $9::bigint[]) WITH ORDINALITY
 			AS a(subscription_uid, organisation, event_id, event_type, attempt, status_code, error, at, latency_ms, n)
 		ORDER BY n`, subs, orgs, ids, types, attempts, codes, msgs, ats, latencies)
-	return err
 }
 
 // Attempt is one logged attempt.
