@@ -412,8 +412,9 @@ func (s *shardsRun) restoreSingleton(ctx context.Context) error {
 
 // running are the running shard processes, in order.
 func (s *shardsRun) running() []*managerProc {
-	var out []*managerProc
-	for _, name := range s.names() {
+	names := s.names()
+	out := make([]*managerProc, 0, len(names))
+	for _, name := range names {
 		out = append(out, s.shards[name])
 	}
 	return out
