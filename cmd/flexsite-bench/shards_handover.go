@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,7 +23,7 @@ type shardsDeparture struct {
 	// shard that took them over (their status agreeing with a catalogue change made at the kill).
 	first, last time.Duration
 	// firstWrite is from the kill to the first status written to one of them by the shard that
-	// took them over, whatever it said.
+	// took them over, whatever it said (its eligibility, or that it waits for its assets).
 	firstWrite time.Duration
 	// interim counts those whose status was written, on the way, as neither what it was nor
 	// what the change makes it (a site evaluated before its children had moved with it).
@@ -60,7 +61,9 @@ func (s *shardsRun) departure(ctx context.Context, obj client.Object, edit func(
 	}
 	departed := map[types.NamespacedName]bool{}
 	was := map[types.NamespacedName]eligibility.Result{}
+	statusWas := map[types.NamespacedName]*flexv1.SiteStatus{}
 	for _, k := range s.ownedKeys[shardTwo] {
+		statusWas[k] = &siteOf(snap, k).Status
 		was[k] = snap.evaluate(siteOf(snap, k), before)
 		if !sameResult(was[k], expected[k]) {
 			departed[k] = true
@@ -78,13 +81,17 @@ func (s *shardsRun) departure(ctx context.Context, obj client.Object, edit func(
 		tr.observe(o, at)
 		site, ok := o.(*flexv1.Site)
 		key := client.ObjectKeyFromObject(o)
-		if !ok || !departed[key] || agrees(site, was[key]) {
+		if !ok || !departed[key] || equality.Semantic.DeepEqual(&site.Status, statusWas[key]) {
 			return
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		// The first status written to one of them, whatever it says (a wait for its assets too).
 		if firstWrite.IsZero() {
 			firstWrite = at
+		}
+		if agrees(site, was[key]) {
+			return
 		}
 		if !agrees(site, expected[key]) {
 			if len(interim) == 0 {
