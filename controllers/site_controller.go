@@ -163,7 +163,7 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 	}
 	// A site can reach a shard's cache before its assets do (the sharder moves a departed
 	// shard's sites before their children): evaluated then, it would be published as having lost
-	// them (docs/scale.md, "What a moved household shows meanwhile"). An asset the last
+	// them (docs/scale.md, "Shards within a cluster"). An asset the last
 	// evaluation held that the cache lacks while the API server has it live is on its way.
 	if transit, err := r.assetsInTransit(ctx, site, found); err != nil {
 		return err
