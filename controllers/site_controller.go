@@ -3,12 +3,14 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -159,6 +161,17 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 	if err != nil {
 		return err
 	}
+	// A site can reach a shard's cache before its assets do (the sharder moves a departed
+	// shard's sites before their children): evaluated then, it would be published as having lost
+	// them (docs/scale.md, "Shards within a cluster"). An asset the last
+	// evaluation held that the cache lacks while the API server has it live is on its way.
+	if transit, err := r.assetsInTransit(ctx, site, found); err != nil {
+		return err
+	} else if transit != "" {
+		// Its arrival in the cache brings the site back (the Asset watch); the delay is a net.
+		return waitingBriefly(assetTransitRecheck, flexv1.ReasonEligibilityPending,
+			fmt.Sprintf("Waiting for asset %s to reach this replica's cache", transit))
+	}
 	// Its children carry it as their controller: that puts them on its shard. Those the REST
 	// API writes have it from their create; those written without it (kubectl, GitOps, older
 	// data) are adopted here, one patch each.
@@ -190,6 +203,34 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 		metrics.EligibilityChanges.Inc()
 	}
 	return nil
+}
+
+// assetTransitRecheck is how soon a site waiting for an asset on its way looks again if the
+// asset's arrival has not brought it back: long, so that the many sites of a hand-over do not
+// each ask the API server every second.
+const assetTransitRecheck = 15 * time.Second
+
+// assetsInTransit names an asset the site's last evaluation held that found (the cache's) lacks
+// while the API server still has it, live and the site's ("" when there is none): read by name,
+// one GET for each asset missing, which only a deletion or a hand-over between shards makes.
+func (r *SiteReconciler) assetsInTransit(ctx context.Context, site *flexv1.Site, found []*flexv1.Asset) (string, error) {
+	for _, was := range site.Status.Assets {
+		if was.Name == "" || slices.ContainsFunc(found, func(a *flexv1.Asset) bool { return a.Name == was.Name }) {
+			continue
+		}
+		asset := &flexv1.Asset{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: was.Name}, asset)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if asset.DeletionTimestamp.IsZero() && asset.Spec.SiteName == site.Name {
+			return was.Name, nil
+		}
+	}
+	return "", nil
 }
 
 // setEligibility writes an eligibility result and the Eligible condition into the status.

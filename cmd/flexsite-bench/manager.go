@@ -16,13 +16,17 @@ import (
 type managerConfig struct {
 	binary, logPath                 string
 	apiAddr, metricsAddr, pprofAddr string
-	args                            []string
+	// probeAddr is the manager's own /readyz (--health-probe-bind-address), where it serves
+	// no REST API (--tier=controllers); empty: the REST API's /readyz.
+	probeAddr string
+	args      []string
 }
 
 // managerProc is the running manager, with the addresses of its REST API, metrics and pprof.
 type managerProc struct {
 	*childProc
 	apiURL, metricsURL, pprofURL string
+	readyURL                     string
 }
 
 func startManager(cfg managerConfig) (*managerProc, error) {
@@ -30,13 +34,19 @@ func startManager(cfg managerConfig) (*managerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &managerProc{childProc: p, apiURL: "http://" + cfg.apiAddr, metricsURL: "http://" + cfg.metricsAddr + "/metrics",
-		pprofURL: "http://" + cfg.pprofAddr}, nil
+	m := &managerProc{childProc: p, apiURL: "http://" + cfg.apiAddr, metricsURL: "http://" + cfg.metricsAddr + "/metrics",
+		pprofURL: "http://" + cfg.pprofAddr}
+	m.readyURL = m.apiURL + "/readyz"
+	if cfg.probeAddr != "" {
+		m.readyURL = "http://" + cfg.probeAddr + "/readyz"
+	}
+	return m, nil
 }
 
-// waitReady waits for the REST API's /readyz, which turns 200 once the caches have synced.
+// waitReady waits for the REST API's /readyz (without one, the manager's own), which turns
+// 200 once the caches have synced.
 func (m *managerProc) waitReady(ctx context.Context, limit time.Duration) (time.Duration, error) {
-	return m.waitHTTP(ctx, probeClient, m.apiURL+"/readyz", limit)
+	return m.waitHTTP(ctx, probeClient, m.readyURL, limit)
 }
 
 // memory is the manager's resident set (the kernel's figure) and Go heap in use.

@@ -70,6 +70,16 @@ func (p *childProc) stop() {
 	}
 }
 
+// kill ends the process at once (SIGKILL), as a node that is lost or a container killed for
+// its memory: it releases nothing, its leases expire.
+func (p *childProc) kill() {
+	if !p.running() {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
 // waitHTTP polls url until it answers 200, the process exits, or the time is up. It returns
 // how long that took from when it was called.
 func (p *childProc) waitHTTP(ctx context.Context, hc *http.Client, url string, limit time.Duration) (time.Duration, error) {

@@ -2,8 +2,9 @@
 //
 //	<!-- bench-figures:begin ID --> … <!-- bench-figures:end ID -->
 //
-// of README.md (ID readme: every target of the run, met or not) and docs/performance.md (ID
-// run: which run; one table per topic, IDs in topics.go), from bench/results.json, which
+// of README.md (ID readme: every target of the run, met or not), docs/performance.md (ID
+// run: which run; one table per topic, IDs in topics.go) and the other pages a topic names
+// (docs/scale.md), from bench/results.json, which
 // `make bench` writes and `make bench-docs` (this command) reads. So a figure in the docs is
 // the bench's output, never a copy.
 //
@@ -27,13 +28,20 @@ import (
 // pages are the files with generated blocks, and the ids each must hold.
 var pages = map[string][]string{
 	"README.md":           {"readme"},
-	"docs/performance.md": append([]string{"run"}, topicIDs()...),
+	"docs/performance.md": append([]string{"run"}, topicIDs(performancePage)...),
+	"docs/scale.md":       topicIDs("docs/scale.md"),
 }
 
-func topicIDs() []string {
-	ids := make([]string, 0, len(topics))
+// performancePage holds every topic that names no page of its own.
+const performancePage = "docs/performance.md"
+
+// topicIDs are the ids of the topics whose tables are on page.
+func topicIDs(page string) []string {
+	var ids []string
 	for _, t := range topics {
-		ids = append(ids, t.ID)
+		if t.page() == page {
+			ids = append(ids, t.ID)
+		}
 	}
 	return ids
 }

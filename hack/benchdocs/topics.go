@@ -7,6 +7,16 @@ type topic struct {
 	ID    string // the block's id: <!-- bench-figures:begin ID -->
 	Title string // the README's topic column
 	Rows  []figureRow
+	// Page is the file of the block ("": docs/performance.md).
+	Page string
+}
+
+// page is the file the topic's table is written into.
+func (t topic) page() string {
+	if t.Page == "" {
+		return performancePage
+	}
+	return t.Page
 }
 
 type figureRow struct {
@@ -113,21 +123,38 @@ var topics = []topic{
 		{"meters.total_bytes_per_point", "database bytes a meter point, table and indexes"},
 	}},
 	{ID: "shards", Title: "shards", Rows: []figureRow{
+		{"shards.shard-1_heap_vs_singleton_half_ratio",
+			"shard 1's live heap, 2 shards holding 2N sites ÷ (a controller tier shard alone holding N + 16 MiB)"},
+		{"shards.shard-2_heap_vs_singleton_half_ratio", "shard 2's, the same"},
+		{"shards.api_live_heap_mib_per_1k_sites", "an API replica's live heap per 1,000 sites, cold starts at N and 2N (MiB)"},
+		{"shards.eligibility_api_vs_singleton_ratio", "eligibility reads/s on an API replica ÷ on the singleton, alternating"},
+		{"shards.transactions_api_vs_singleton_ratio", "a transactions page, the same"},
+		{"shards.fanout_2_vs_1_shard_ratio", "a catalogue change's sites/s with two shards ÷ with one, measured"},
+		{"shards.fanout_2_vs_1_shard_simulated_ratio",
+			"the same from the shards' CPU per changed site (an API server with headroom)"},
+		{"shards.departure_first_status_write_lease_durations",
+			"a killed shard: the first of its households reconciled by the other (its first status write, a wait for its assets included), in lease durations"},
+		{"shards.departure_first_status_write_seconds", "the same in seconds"},
+		{"shards.departure_first_reconciled_lease_durations",
+			"the first of them whose status is right again (agrees with a catalogue change made at the kill), in lease durations"},
+		{"shards.departure_first_reconciled_seconds", "the same in seconds"},
+		{"shards.departure_interim_statuses",
+			"of them, published on the way as neither before nor after the change (a site evaluated before its assets moved)"},
+		{"shards.lease_duration_seconds", "the shard lease's duration"},
+		{"shards.departure_households_per_second", "its households reconciled elsewhere a second, first to last"},
+		{"shards.sharder_qps", "the sharder's client rate (requests/s), which sets it"},
 		{"shards.shard-1_share_ratio", "shard 1's share of the fleet's sites"},
 		{"shards.shard-1_share_max_ratio", "the same, upper bound"},
 		{"shards.shard-2_share_ratio", "shard 2's share"},
 		{"shards.shard-2_share_max_ratio", "the same, upper bound"},
-		{"shards.fanout_2_vs_1_shard_ratio", "a catalogue change's sites/s with two shards ÷ with one, measured"},
-		{"shards.fanout_2_vs_1_shard_simulated_ratio",
-			"the same from the shards' CPU per changed site (an API server with headroom)"},
-		{"shards.eligibility_foreign_vs_own_ratio", "eligibility read by shard 2 of shard 1's sites ÷ of its own"},
-		{"shards.transactions_foreign_vs_own_ratio", "a transactions page, the same"},
-		{"shards.eligibility_foreign_vs_singleton_ratio",
-			"eligibility read by shard 2 of shard 1's sites ÷ the singleton's reads"},
-		{"shards.transactions_foreign_vs_singleton_ratio", "a transactions page, the same"},
-		{"shards.shard-1_heap_vs_singleton_half_budget_ratio",
-			"shard 1's live heap holding 2N sites ÷ (1.1 × the singleton's at N + 16 MiB)"},
-		{"shards.shard-2_heap_vs_singleton_half_budget_ratio", "shard 2's, the same"},
+	}},
+	{ID: "staleness", Title: "cross-replica staleness", Page: "docs/scale.md", Rows: []figureRow{
+		{"shards.cross_replica_staleness_p99_ms",
+			"a write through one API replica → another replica's REST read shows it, p99"},
+		{"shards.cross_replica_staleness_p50_ms", "the same, median"},
+		{"shards.cross_replica_staleness_max_ms", "the same, the longest"},
+		{"shards.staleness_writes", "writes measured"},
+		{"shards.staleness_sites", "sites in the cluster meanwhile"},
 	}},
 	{ID: "memory", Title: "memory and etcd bytes", Rows: []figureRow{
 		{"scale.etcd_bytes_per_site_vs_10kb_ratio",

@@ -373,6 +373,10 @@ var _ = Describe("Shards of the ring", Ordered, func() {
 			}).WithTimeout(3*leaseDuration + time.Minute - time.Since(killed)).Should(Succeed())
 			fmt.Fprintf(GinkgoWriter, "killed shard: %d sites and their chargers; the first reconciled elsewhere after %s, all after %s\n",
 				len(theirs), first.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
+			// A site reaches shard-a before its charger does: it waits for it, rather than being
+			// published as a site without assets until the charger follows.
+			Expect(assetsDropped("shard-a", theirs, killed)).To(BeEmpty(),
+				"status writes by shard-a that left one of shard-b's sites with no asset")
 		}, NodeTimeout(5*time.Minute))
 
 	It("releases a shard's lease within 5 s of SIGTERM, its sites go to another, and no spec change goes unobserved",

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -396,6 +397,46 @@ func foreignWrites() (foreign []string, examined int) {
 	}
 	Expect(sc.Err()).NotTo(HaveOccurred())
 	return foreign, examined
+}
+
+// assetsDropped reads the audit log for status writes a shard made, from since, to one of sites
+// that left it with no asset: a site evaluated before its assets reached the shard's cache, and
+// published as having lost them.
+func assetsDropped(shard string, sites []client.ObjectKey, since time.Time) []string {
+	GinkgoHelper()
+	f, err := os.Open(auditLog)
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = f.Close() }()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev struct {
+			auditEvent
+			Received metav1.MicroTime `json:"requestReceivedTimestamp"`
+			// A refused write answers a Status, not the site: read once the write is known good.
+			ResponseObject json.RawMessage `json:"responseObject"`
+		}
+		Expect(json.Unmarshal(sc.Bytes(), &ev)).To(Succeed())
+		agent, ok := strings.CutPrefix(ev.UserAgent, userAgentPrefix)
+		agent, _, _ = strings.Cut(agent, " ")
+		key := client.ObjectKey{Namespace: ev.ObjectRef.Namespace, Name: ev.ObjectRef.Name}
+		if !ok || agent != shard || ev.ObjectRef.Resource != "sites" || ev.ObjectRef.Subresource != "status" ||
+			ev.ResponseStatus.Code >= 300 || ev.Received.Time.Before(since) || !slices.Contains(sites, key) {
+			continue
+		}
+		var written struct {
+			Status struct {
+				Assets []json.RawMessage `json:"assets"`
+			} `json:"status"`
+		}
+		Expect(json.Unmarshal(ev.ResponseObject, &written)).To(Succeed())
+		if len(written.Status.Assets) == 0 {
+			out = append(out, fmt.Sprintf("%s %s at %s", ev.Verb, key, ev.Received.Format(time.RFC3339Nano)))
+		}
+	}
+	Expect(sc.Err()).NotTo(HaveOccurred())
+	return out
 }
 
 // drainAcknowledged reports whether a patch removes the ring's shard label (the wrapper's
