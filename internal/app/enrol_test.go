@@ -122,7 +122,8 @@ func TestEnrolRefusals(t *testing.T) {
 }
 
 // An enrolment declared outside the API (GitOps, under another name) is the site's
-// enrolment: enrol answers already_enrolled without a second one, and unenrol removes it.
+// enrolment: enrol answers already_enrolled without a second one, and unenrol removes it,
+// recording the withdrawal on the site.
 func TestEnrolmentDeclaredOutside(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -144,6 +145,8 @@ func TestEnrolmentDeclaredOutside(t *testing.T) {
 	out, err = svc.Unenrol(ctx, p, init.Site.SiteID, flexv1.PropositionLimitedPause)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out.Status).To(Equal(app.StatusUnenrolled))
+	site := stored(g, ctx, &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: identity.SiteNameForMPAN(m)}})
+	g.Expect(household.LastWithdrawal(site, flexv1.PropositionLimitedPause)).NotTo(BeNil(), "the withdrawal is on record")
 	eventually(g, gone(ctx, declared)).Should(BeTrue())
 }
 

@@ -202,7 +202,7 @@ var _ = Describe("DELETE /entities/site/{site_id}", func() {
 		mustCall("GET", path(bare), tok, nil)
 	})
 
-	It("refuses a site with reward history, or whose onboarding is still writing", func(ctx SpecContext) {
+	It("refuses a site with reward history", func(ctx SpecContext) {
 		withLedger, ledgerSite := lcBareSite(ctx, tok, o.Namespace, "1200000000011")
 		Expect(k8sClient.Create(ctx, &flexv1.RewardLedger{
 			ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: identity.RewardLedgerName(withLedger)},
@@ -212,20 +212,6 @@ var _ = Describe("DELETE /entities/site/{site_id}", func() {
 		status, resp := call("DELETE", path(ledgerSite), tok, nil)
 		Expect(status).To(Equal(http.StatusBadRequest), "%s", resp)
 		Expect(resp.Detail()).To(ContainSubstring("it has a reward ledger"))
-
-		By("a site an onboard request created and is still writing (in flight, its asset not written yet)")
-		site := householdcore.NewSite(o.Namespace, identity.SiteNameForMPAN("2301234567894"))
-		site.Spec = flexv1.SiteSpec{MPAN: "2301234567894"}
-		householdcore.InFlight{Until: time.Now().Add(time.Minute), Assets: []string{identity.AssetName("not-yet")}}.Mark(site)
-		Expect(k8sClient.Create(ctx, site)).To(Succeed())
-		// A site id is found in the cache alone (no request path LISTs): a site made outside
-		// the API is found once the cache has it.
-		Eventually(func() error { return serverCache.Get(ctx, client.ObjectKeyFromObject(site), &flexv1.Site{}) }).Should(Succeed())
-		status, resp = call("DELETE", path(site.Labels[flexv1.IDLabel]), tok, nil)
-		Expect(status).To(Equal(http.StatusBadRequest), "%s", resp)
-		Expect(resp.Detail()).To(ContainSubstring("an onboarding still in progress"))
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(site), site)).To(Succeed())
-		Expect(site.DeletionTimestamp.IsZero()).To(BeTrue())
 	})
 
 	It("answers 404 for an unknown site or another organisation's, and 422 for a malformed id", func(ctx SpecContext) {

@@ -193,19 +193,6 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 		Expect(onboardedSite(tok, b)).NotTo(Equal(siteID))
 	})
 
-	It("answers 409 when the new MPAN belongs to another site, and changes nothing", func(ctx SpecContext) {
-		a, b := patchMPAN(9), patchMPAN(10)
-		siteID := onboardedSite(tok, a)
-		onboardedSite(tok, b)
-		before := snapshot(Default, ctx, o.Namespace)
-		status, resp := call("PATCH", "/entities/site/"+siteID, tok, map[string]any{"mpan": b, "email": "x@example.com"})
-		Expect(status).To(Equal(http.StatusConflict), "%s", resp)
-		Expect(resp.Detail()).To(ContainSubstring(b))
-		Expect(snapshot(Default, ctx, o.Namespace)).To(Equal(before))
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: identity.MPANClaimName(b)}, &flexv1.MPANClaim{})).
-			To(MatchError(ContainSubstring("not found")))
-	})
-
 	It("answers 409 with Retry-After while another site is moving to the MPAN", func(ctx SpecContext) {
 		a, b, c := patchMPAN(11), patchMPAN(12), patchMPAN(13)
 		onboardedSite(tok, a)

@@ -507,25 +507,6 @@ var _ = Describe("POST /entities/site/{site_id}/enrol and /unenrol", func() {
 		Expect(resp.Map()).To(Equal(map[string]any{"site_id": siteID, "status": "enrolled"}))
 		Expect(k8sClient.Get(ctx, key, enrolment)).To(Succeed())
 		Expect(enrolment.Spec.OverrideWithdrawal).To(BeTrue())
-		entityWaitActive(ctx, key)
-	})
-
-	It("refuses a re-enrol sent straight after the unenrol answered, as the withdrawal is already on record", func(ctx SpecContext) {
-		const mpan = "2301234567894"
-		siteID := entitySiteID(entityInitialise(tok, mpan))
-		siteName := identity.SiteNameForMPAN(mpan)
-		key := client.ObjectKey{Namespace: o.Namespace, Name: identity.EnrolmentName(siteName, flexv1.PropositionLimitedPause)}
-		Expect(mustCall("POST", "/entities/site/"+siteID+"/enrol", tok, limitedPause)["status"]).To(Equal("enrolled"))
-		entityWaitActive(ctx, key)
-
-		Expect(mustCall("POST", "/entities/site/"+siteID+"/unenrol", tok, limitedPause)["status"]).To(Equal("unenrolled"))
-		// No waiting: "unenrolled" means the withdrawal is recorded.
-		status, resp := enrol(siteID, limitedPause)
-		Expect(status).To(Equal(http.StatusUnprocessableEntity), "%s", resp)
-		Expect(resp.Detail()).To(HaveKeyWithValue("code", "previously_withdrew"))
-
-		Eventually(func() error { return k8sClient.Get(ctx, key, &flexv1.Enrolment{}) }).Should(Satisfy(apierrors.IsNotFound))
-		Expect(entityEnrolmentsOf(Default, ctx, o.Namespace, siteName)).To(BeEmpty())
 	})
 
 	It("needs boundary meter consent for full_asset_schedule_control and takes it from the enrol request", func(ctx SpecContext) {
@@ -620,26 +601,6 @@ var _ = Describe("Enrolments declared outside the API (GitOps)", func() {
 		entityWaitActive(ctx, client.ObjectKeyFromObject(e))
 		return e
 	}
-
-	It("answers already_enrolled for a declared enrolment, without a duplicate, and unenrols it", func(ctx SpecContext) {
-		const mpan = "2301234567894"
-		siteID := entitySiteID(entityInitialise(tok, mpan))
-		siteName := identity.SiteNameForMPAN(mpan)
-		declared := declare(ctx, siteName)
-
-		body := mustCall("POST", "/entities/site/"+siteID+"/enrol", tok, map[string]any{"proposition": "limited_pause"})
-		Expect(body).To(Equal(map[string]any{"site_id": siteID, "status": "already_enrolled"}))
-		enrolments := entityEnrolmentsOf(Default, ctx, o.Namespace, siteName)
-		Expect(enrolments).To(HaveLen(1))
-		Expect(enrolments[0].Name).To(Equal(declared.Name))
-
-		body = mustCall("POST", "/entities/site/"+siteID+"/unenrol", tok, map[string]any{"proposition": "limited_pause"})
-		Expect(body).To(Equal(map[string]any{"site_id": siteID, "status": "unenrolled"}))
-		Eventually(func() error {
-			return k8sClient.Get(ctx, client.ObjectKeyFromObject(declared), &flexv1.Enrolment{})
-		}).Should(Satisfy(apierrors.IsNotFound))
-		Expect(householdcore.LastWithdrawal(entityStoredSite(Default, ctx, o.Namespace, mpan), flexv1.PropositionLimitedPause)).NotTo(BeNil())
-	})
 
 	It("does not duplicate an enrolment declared a moment before the REST enrol", func(ctx SpecContext) {
 		// The declared enrolment is stored when the request arrives: the answer must see it,
