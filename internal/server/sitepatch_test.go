@@ -199,11 +199,13 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 		siteID := onboardedSite(tok, c)
 		// A change to b that died after claiming it: pending for household.ClaimGrace.
 		Expect(k8sClient.Create(ctx, householdcore.NewClaim(storedSite(Default, ctx, o.Namespace, identity.SiteNameForMPAN(a)), b))).To(Succeed())
-		status, resp := call("POST", "/entities/site/onboard", tok, household(b))
+		status, header, resp := callWithHeader("POST", "/entities/site/onboard", tok, household(b))
 		Expect(status).To(Equal(http.StatusConflict), "%s", resp)
+		Expect(header.Get("Retry-After")).To(Equal("1"))
 		Expect(holdersOf(ctx, o.Namespace, b)).To(BeEmpty())
-		status, resp = call("PATCH", "/entities/site/"+siteID, tok, map[string]any{"mpan": b})
+		status, header, resp = callWithHeader("PATCH", "/entities/site/"+siteID, tok, map[string]any{"mpan": b})
 		Expect(status).To(Equal(http.StatusConflict), "%s", resp)
+		Expect(header.Get("Retry-After")).To(Equal("1"))
 		Expect(resp.Detail()).To(ContainSubstring("being moved"))
 	})
 
