@@ -435,6 +435,10 @@ func (s *shardsRun) waitIdle(ctx context.Context) error {
 	return nil
 }
 
+// objectsPerSite is how many objects of the ring's kinds a household holds, about: its Site,
+// two Assets, an Enrolment and a RewardLedger.
+const objectsPerSite = 5
+
 // waitRing waits until the ring has settled on these shards: every object of the ring's kinds
 // assigned where the sharder's hash ring over them puts it, and none being drained. Then the
 // tiers are waited idle.
@@ -444,7 +448,15 @@ func (s *shardsRun) waitRing(ctx context.Context, live ...string) error {
 	// it is done (an object still on a live shard may yet be moved).
 	hashRing := consistenthash.New(nil, 0, live...)
 	var last string
-	err := pollEvery(ctx, ringPollInterval, s.b.p.Settle, func() error {
+	// The sharder moves objects at its client's rate: a ring over a large cluster (a whole
+	// quick run reaches this step with thousands of households) takes longer than the usual
+	// bound to settle. Each household is about objectsPerSite ring objects, each moved by a
+	// drain and a label write.
+	bound := s.b.p.Settle
+	if sites, err := s.b.siteCount(ctx); err == nil {
+		bound = max(bound, time.Duration(2*sites*objectsPerSite*2/sharderQPS)*time.Second)
+	}
+	err := pollEvery(ctx, ringPollInterval, bound, func() error {
 		for _, list := range shards.RingLists() {
 			var pending int
 			var kind string
