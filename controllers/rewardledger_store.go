@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -58,7 +56,7 @@ func (r *RewardLedgerReconciler) reconcileWithStore(ctx context.Context, req ctr
 		if err != nil {
 			return r.unavailable(ctx, ledger, base, err)
 		}
-		meta.SetStatusCondition(&status.Conditions, ingestedCondition(ledger.Generation, refused, steps))
+		meta.SetStatusCondition(&status.Conditions, household.IngestedCondition(ledger.Generation, refused, steps))
 		status.ObservedGeneration = ledger.Generation
 	}
 
@@ -143,28 +141,6 @@ func (r *RewardLedgerReconciler) ingest(ctx context.Context, ledger *flexv1.Rewa
 	return refused, steps, nil
 }
 
-// ingestedCondition says whether every transaction of the spec (at generation) is stored:
-// False naming the ids stored with other fields and the payment status changes refused.
-func ingestedCondition(generation int64, refused, steps []string) metav1.Condition {
-	cond := metav1.Condition{Type: flexv1.IngestedCondition, Status: metav1.ConditionTrue, Reason: flexv1.ReasonIngested,
-		ObservedGeneration: generation, Message: "Every transaction of the spec is stored"}
-	var says []string
-	if len(refused) > 0 {
-		cond.Reason = flexv1.ReasonTransactionRefused
-		says = append(says, "Stored with other fields already (a correction is a new transaction): "+strings.Join(refused, ", "))
-	}
-	if len(steps) > 0 {
-		if len(refused) == 0 {
-			cond.Reason = flexv1.ReasonPaymentStatusRefused
-		}
-		says = append(says, "Payment status changes refused, nothing changed: "+strings.Join(steps, "; "))
-	}
-	if len(says) > 0 {
-		cond.Status, cond.Message = metav1.ConditionFalse, strings.Join(says, ". ")
-	}
-	return cond
-}
-
 // warnRefusals tells, as a Warning Event on the ledger, what its spec asked that was refused,
 // once: when the Ingested condition written (ledger's) says something base's did not.
 func (r *RewardLedgerReconciler) warnRefusals(base, ledger *flexv1.RewardLedger) {
@@ -190,7 +166,7 @@ func sameBut(a, b flexv1.RewardTransaction) bool {
 func summarise(status *flexv1.RewardLedgerStatus, summary rewardstore.Summary) {
 	b := summary.Balance
 	status.BalancePence, status.TotalEarnedPence = ptr.To(b.Current), ptr.To(b.Earnings)
-	status.FirstRewardedAt = wholeSeconds(b.FirstReward)
+	status.FirstRewardedAt = household.WholeSeconds(b.FirstReward)
 	status.HistoryRevision = ptr.To(summary.Revision)
 	status.TransactionCount = ptr.To(summary.Count)
 	status.RecentTransactions = nil
@@ -201,16 +177,7 @@ func summarise(status *flexv1.RewardLedgerStatus, summary rewardstore.Summary) {
 		}
 		status.RecentTransactions = append(status.RecentTransactions, brief)
 	}
-	status.LastCredited = wholeSeconds(summary.LastCredited)
-}
-
-// wholeSeconds is t as the API server keeps a time, to the second (nil: none), so that the
-// summary read back compares equal.
-func wholeSeconds(t *time.Time) *metav1.Time {
-	if t == nil {
-		return nil
-	}
-	return &metav1.Time{Time: t.UTC().Truncate(time.Second)}
+	status.LastCredited = household.WholeSeconds(summary.LastCredited)
 }
 
 // createForHistory creates the RewardLedger of a site that has history in the database but no

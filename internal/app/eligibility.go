@@ -55,7 +55,7 @@ func (s *Service) currentEligibility(ctx context.Context, p *auth.Principal, sit
 	next := func() <-chan struct{} { return nil } // no events: the recheck alone
 	if s.reads != nil {
 		var done func()
-		next, done = s.reads.changes.watch()
+		next, done = s.reads.changes.Watch()
 		defer done()
 	}
 	for {

@@ -68,11 +68,15 @@ func newEligibilityFixture(t testing.TB, n int) *eligibilityFixture {
 	}
 	f.svc = &Service{Config: Config{Now: time.Now}, catalogue: householdstore.FixedCatalogue(rules),
 		reads: &readIndexes{lookup: index.NewStoreLookup(map[client.Object]toolscache.Indexer{
-			&flexv1.Site{}: f.sites, &flexv1.Asset{}: f.assets}), changes: &cacheChanges{}},
+			&flexv1.Site{}: f.sites, &flexv1.Asset{}: f.assets}), changes: &index.Changes{}},
 		kept: keptanswer.New(keptanswer.MaxBytes)}
 	// The stores tell the kept answers their changes, as followKept has the informers' do.
 	for _, store := range []toolscache.Indexer{f.sites, f.assets} {
-		if err := store.AddIndexers(toolscache.Indexers{keptChangesIndex(f.svc.kept): keptChanges(f.svc.kept)}); err != nil {
+		tell := keptTell(f.svc.kept)
+		if err := store.AddIndexers(toolscache.Indexers{"kept": func(obj any) ([]string, error) {
+			tell(obj)
+			return nil, nil
+		}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,10 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -25,7 +23,7 @@ import (
 type readIndexes struct {
 	lookup index.Lookup
 	// changes wakes the reads that wait for a site's next status (eligibility.go).
-	changes *cacheChanges
+	changes *index.Changes
 }
 
 // newReadIndexes finds the indexers of the cache's Site and Asset informers (nil when the
@@ -36,9 +34,9 @@ func newReadIndexes(c client.Reader) *readIndexes {
 		return nil
 	}
 	ri := &readIndexes{lookup: index.NewStoreLookup(map[client.Object]toolscache.Indexer{&flexv1.Site{}: sites, &flexv1.Asset{}: assets}),
-		changes: &cacheChanges{}}
+		changes: &index.Changes{}}
 	if informers, ok := c.(index.InformerSource); ok {
-		ri.changes.follow(informers, &flexv1.Site{}, &flexv1.Asset{})
+		ri.changes.Follow(informers, &flexv1.Site{}, &flexv1.Asset{})
 	}
 	return ri
 }
@@ -64,114 +62,27 @@ func (ri *readIndexes) assetsOf(site *flexv1.Site) ([]*flexv1.Asset, error) {
 	return ri.lookup.AssetsOfSite(context.Background(), site.Namespace, site.Name) // the stores at hand: no wait
 }
 
-// cacheChanges tells the reads waiting for the cache to change (a site's next status, an
-// asset the cache had yet to hold) that it did: every waiter wakes on any Site or Asset
-// event and looks again. With nobody waiting, an event costs a lock and a comparison.
-type cacheChanges struct {
-	mu      sync.Mutex
-	waiters int
-	changed chan struct{}
-}
-
-// follow wakes the waiters on every event of the kinds' informers. Without informers
-// (an error getting one), waiters look again on their own (eligibilityRecheck).
-func (c *cacheChanges) follow(informers index.InformerSource, kinds ...client.Object) {
-	for _, obj := range kinds {
-		inf, err := informers.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
-		if err != nil {
-			continue
-		}
-		wake := func(any) { c.notify() }
-		_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc: wake, DeleteFunc: wake, UpdateFunc: func(_, obj any) { wake(obj) }})
-	}
-}
-
-// followKept makes every change of a cached Site or Asset reach kept.Changed while the
-// informer's store applies it: an index of the store whose function tells the change (the
-// old object's site and the new one's) and indexes nothing. The store calls an index's
-// function under its lock for the old and the new object of every add, update and delete,
-// before any reader can see the change; that is what lets kept serve an answer by site id
-// without looking the site and its assets up (keptanswer.Eligibility.Current). A delete seen
-// only as an event (a relist that drops an object) is told by an event handler too. Without
-// informers, or when either kind's index cannot be added, kept is not followed: every read
-// looks up.
+// followKept makes every change of a cached Site or Asset reach kept.Changed (the site it
+// belongs to) while the informer's store applies it, before any reader can see the change:
+// that is what lets kept serve an answer by site id without looking the site and its assets up
+// (keptanswer.Eligibility.Current). Without informers kept is not followed: every read looks up.
 func followKept(c client.Reader, kept *keptanswer.Eligibility) {
-	informers, ok := c.(index.InformerSource)
-	if !ok || kept == nil {
-		return
+	if kept != nil && index.TellChanges(c, fmt.Sprintf("flexsite.io/kept-eligibility-%p", kept), keptTell(kept),
+		&flexv1.Site{}, &flexv1.Asset{}) {
+		kept.Follow()
 	}
-	tell := keptChanges(kept)
-	for _, obj := range []client.Object{&flexv1.Site{}, &flexv1.Asset{}} {
-		inf, err := informers.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
-		if err != nil {
-			return
-		}
-		if err := inf.AddIndexers(toolscache.Indexers{keptChangesIndex(kept): tell}); err != nil {
-			return
-		}
-		deleted := func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			_, _ = tell(obj)
-		}
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: deleted}); err != nil {
-			return
-		}
-	}
-	kept.Follow()
 }
 
-// keptChangesIndex names the index that tells kept the changes: one per Service on a cache.
-func keptChangesIndex(kept *keptanswer.Eligibility) string {
-	return fmt.Sprintf("flexsite.io/kept-eligibility-%p", kept)
-}
-
-// keptChanges is the index function that tells kept each change of a Site or an Asset (the
-// site it belongs to) and indexes nothing.
-func keptChanges(kept *keptanswer.Eligibility) toolscache.IndexFunc {
-	return func(obj any) ([]string, error) {
+// keptTell tells kept the change of a Site or an Asset: the site it belongs to.
+func keptTell(kept *keptanswer.Eligibility) func(obj any) {
+	return func(obj any) {
 		switch o := obj.(type) {
 		case *flexv1.Site:
 			kept.Changed(o.Namespace, o.Name)
 		case *flexv1.Asset:
 			kept.Changed(o.Namespace, o.Spec.SiteName)
 		}
-		return nil, nil
 	}
-}
-
-// watch registers a waiter until done: next is a channel closed at the next event after it
-// was taken.
-func (c *cacheChanges) watch() (next func() <-chan struct{}, done func()) {
-	c.mu.Lock()
-	c.waiters++
-	c.mu.Unlock()
-	next = func() <-chan struct{} {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.changed == nil {
-			c.changed = make(chan struct{})
-		}
-		return c.changed
-	}
-	done = func() {
-		c.mu.Lock()
-		c.waiters--
-		c.mu.Unlock()
-	}
-	return next, done
-}
-
-func (c *cacheChanges) notify() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.waiters == 0 || c.changed == nil {
-		return
-	}
-	close(c.changed)
-	c.changed = nil
 }
 
 // EncodedJSON is an answer already encoded as encoding/json's Encoder would (HTML-safe, a
