@@ -133,7 +133,8 @@ var topics = []topic{
 		{"shards.fanout_2_vs_1_shard_simulated_ratio",
 			"the same from the shards' CPU per changed site (an API server with headroom)"},
 		{"shards.departure_first_status_write_lease_durations",
-			"a killed shard: the first of its households reconciled by the other (its first status write, a wait for its assets included), in lease durations"},
+			"a killed shard: the first of its households reconciled by the other " +
+				"(its first status write, a wait for its assets included), in lease durations"},
 		{"shards.departure_first_status_write_seconds", "the same in seconds"},
 		{"shards.departure_first_reconciled_lease_durations",
 			"the first of them whose status is right again (agrees with a catalogue change made at the kill), in lease durations"},
