@@ -98,20 +98,16 @@ func (s *Service) FindAsset(ctx context.Context, p *auth.Principal, ref string, 
 // schedules' reads): from the cache it is the cached object itself, not a deep copy, and must
 // not be changed.
 func (s *Service) AssetToRead(ctx context.Context, p *auth.Principal, id string) (*flexv1.Asset, error) {
-	var found []*flexv1.Asset
-	var err error
+	lookup := s.store(false).lookup
 	if s.reads != nil {
-		found, err = s.reads.lookup.AssetsByID(ctx, p.Namespace, id) // the stores at hand: no wait
-	} else {
-		found, err = s.store(false).lookup.AssetsByID(ctx, p.Namespace, id)
+		lookup = s.reads.lookup // the stores at hand: no wait
 	}
+	found, err := lookup.AssetsByID(ctx, p.Namespace, id)
 	if err != nil {
 		return nil, err
 	}
-	for _, a := range found {
-		if a.DeletionTimestamp.IsZero() {
-			return a, nil
-		}
+	if a := liveAsset(found); a != nil {
+		return a, nil
 	}
 	return nil, ErrAssetNotFound
 }

@@ -51,15 +51,21 @@ func (st store) asset(found []*flexv1.Asset, err error) (*flexv1.Asset, error) {
 	if err != nil {
 		return nil, err
 	}
+	a := liveAsset(found)
+	if a != nil && st.cached {
+		return a.DeepCopy(), nil
+	}
+	return a, nil
+}
+
+// liveAsset is the first of found not being deleted (nil when none), as found holds it.
+func liveAsset(found []*flexv1.Asset) *flexv1.Asset {
 	for _, a := range found {
 		if a.DeletionTimestamp.IsZero() {
-			if st.cached {
-				return a.DeepCopy(), nil
-			}
-			return a, nil
+			return a
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 func (st store) siteByID(ctx context.Context, ns, id string) (*flexv1.Site, error) {
