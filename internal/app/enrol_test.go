@@ -134,6 +134,11 @@ func TestEnrolmentDeclaredOutside(t *testing.T) {
 	declared := &flexv1.Enrolment{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: "declared-by-gitops"},
 		Spec: flexv1.EnrolmentSpec{SiteName: identity.SiteNameForMPAN(m), Proposition: flexv1.PropositionLimitedPause}}
 	g.Expect(env.Client.Create(ctx, declared)).To(Succeed())
+	// The use case reads enrolments from the cache: the declared one must have reached it, as a
+	// declaration made a moment ago has in production once its watch event arrives.
+	eventually(g, func(g Gomega) {
+		g.Expect(svc.Cache.Get(ctx, client.ObjectKeyFromObject(declared), &flexv1.Enrolment{})).To(Succeed())
+	}).Should(Succeed())
 
 	out, err := svc.Enrol(ctx, p, init.Site.SiteID, app.EnrolInput{Proposition: flexv1.PropositionLimitedPause})
 	g.Expect(err).NotTo(HaveOccurred())
