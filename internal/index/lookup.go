@@ -176,7 +176,7 @@ var (
 	// namespace and keeps (a fresh read, after a lost race).
 	sitesByAddress = key[*flexv1.Site]{sample: &flexv1.Site{}, field: addressKey,
 		value: func(s *flexv1.Site) string { return validation.AddressKey(s.Spec.StreetAddress, s.Spec.Postcode) }}
-	assetsByID = key[*flexv1.Asset]{sample: &flexv1.Asset{}, field: idKey,
+	assetsByID = key[*flexv1.Asset]{sample: &flexv1.Asset{}, field: idKey, exactInNamespace: true,
 		value: func(a *flexv1.Asset) string { return idOf(a) }, selector: idSelector}
 	assetsByExternalID = key[*flexv1.Asset]{sample: &flexv1.Asset{}, field: externalIDKey,
 		value: func(a *flexv1.Asset) string { return a.Spec.ExternalID }, selector: fieldSelector(externalIDKey)}
