@@ -64,3 +64,18 @@ func TestAssetByIDCostsTheSameAtAnyFleetSize(t *testing.T) {
 		t.Fatalf("an asset by id allocates %.0f bytes among 10,000 sites, %.0f among 1,000", large, small)
 	}
 }
+
+// A lookup in a store at hand allocates only what it answers and the store's own list: no
+// list of the kind (which only a List fills).
+func TestStoreLookupAllocations(t *testing.T) {
+	assets, batteries := assetStore(t, 100)
+	l := NewStoreLookup(map[client.Object]toolscache.Indexer{&flexv1.Asset{}: assets})
+	allocs := testing.AllocsPerRun(100, func() {
+		if found, err := l.AssetsByID(t.Context(), "org", batteries[7]); err != nil || len(found) != 1 {
+			t.Fatal(found, err)
+		}
+	})
+	if allocs > 4 { // the key, the store's list, the answer, and the store's own
+		t.Fatalf("%.0f allocations a lookup", allocs)
+	}
+}
