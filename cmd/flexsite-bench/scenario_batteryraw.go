@@ -22,7 +22,7 @@ import (
 //
 //   - the manager's route, walking the fleet's batteries in turn;
 //   - against a raw server (this binary again, in the trivial server's place) whose pool is
-//     made by db.Open from the same URL, as the manager's is, and whose handler runs
+//     made by db.OpenBounded from the same URL, as the manager's is, and whose handler runs
 //     dispatchstore.Store.WindowsOfAsset over the same horizon (prices.Horizon with tomorrow
 //     declared, as the pricing step declares it: the function the manager's read runs, so the
 //     same SQL), scans every row, and writes as many bytes as the manager's answer for that

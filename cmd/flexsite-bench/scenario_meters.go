@@ -601,7 +601,7 @@ func (b *bench) startMetersRaw(ctx context.Context) (string, error) {
 }
 
 // serveMetersRaw is the lookups' baseline: net/http, configured as the REST API's server,
-// with a pool made as the manager makes its own (db.Open) on the same database, running
+// with a pool made as the manager makes its own (db.OpenBounded) on the same database, running
 // meterstore's lookups (the register's SQL) and answering bodies of the manager's sizes
 // without its work: no authentication, no reference sealed (a run of x's as long as one),
 // no encoder. It stops on SIGTERM.

@@ -36,7 +36,7 @@ import (
 //     dispatches of the assets its VEN holds, and a search of them is the document's pages of
 //     at most 50 (limit=50, skip 0, 50, … 950: 20 pages); the door's pages, walked in turn,
 //     against a raw server (this binary again, in the trivial server's place) whose pool is
-//     made by db.Open from the same URL, as the manager's is, and whose handler asks
+//     made by db.OpenBounded from the same URL, as the manager's is, and whose handler asks
 //     PostgreSQL what the door asks for the same page (vtnstore's AssetsHeldBy, the client's
 //     view, then dispatchstore's SearchIssued: the functions the door runs, so the same SQL),
 //     scans every row, and writes as many bytes as the door's answer for that page (without

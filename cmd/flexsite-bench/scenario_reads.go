@@ -472,12 +472,13 @@ func (b *bench) startSelf(ctx context.Context, name, logName, probePath string, 
 }
 
 // serveWithPool serves routes on addr as the raw baselines do: net/http, configured as the
-// REST API's server, with a pool made as the manager makes its own (db.Open) on the same
-// database ($FLEXSITE_DATABASE_URL), until SIGTERM.
+// REST API's server, with a pool made as the manager makes its own (db.OpenBounded: its
+// statement and idle-in-transaction bounds too) on the same database ($FLEXSITE_DATABASE_URL),
+// until SIGTERM.
 func serveWithPool(addr string, routes func(pool *pgxpool.Pool, mux *http.ServeMux)) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	pool, err := db.Open(ctx, os.Getenv("FLEXSITE_DATABASE_URL"))
+	pool, err := db.OpenBounded(ctx, os.Getenv("FLEXSITE_DATABASE_URL"))
 	if err != nil {
 		return err
 	}

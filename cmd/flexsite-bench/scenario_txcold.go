@@ -31,7 +31,7 @@ const (
 //     every read cold, as the bound of the kept pages makes it at a fleet past it), reading
 //     every site of the fleet in turn;
 //   - against a raw server (this binary again, as the trivial server is) whose pool is made
-//     by db.Open from the same URL, as the manager's is (the same settings: at least 8
+//     by db.OpenBounded from the same URL, as the manager's is (the same settings: at least 8
 //     connections, the same health check and connect timeout), and whose handler runs
 //     rewardstore.Store.PageWithBalance, the function the manager's read runs (one home for
 //     the SQL), scans every row, and writes as many bytes as the manager's answer for that
@@ -270,7 +270,7 @@ func (b *bench) startTransactionsRaw(ctx context.Context) (string, error) {
 }
 
 // serveTransactionsRaw is the cold page's baseline: net/http, configured as the REST API's
-// server, with a pool made as the manager makes its own (db.Open) on the same database. GET
+// server, with a pool made as the manager makes its own (db.OpenBounded) on the same database. GET
 // /raw/transactions/{namespace}/{site_id}?limit=&bytes= runs rewardstore's PageWithBalance
 // (the page's SQL, the manager's statement) for the newest limit (+1) transactions, scans every
 // row, and answers bytes bytes (the manager's answer's size for the site, which the bench

@@ -70,9 +70,26 @@ func UsernameClaimName(username string) string {
 func RewardLedgerName(siteName string) string { return siteName }
 
 // PropositionObjectName is the object name of a Proposition (underscores are not allowed in names).
+// The known propositions' names are made once: the hot reads derive an Enrolment's name on
+// every request.
 func PropositionObjectName(p flexv1.PropositionName) string {
+	if name, ok := knownPropositionNames[p]; ok {
+		return name
+	}
+	return propositionObjectName(p)
+}
+
+func propositionObjectName(p flexv1.PropositionName) string {
 	return strings.ReplaceAll(string(p), "_", "-")
 }
+
+var knownPropositionNames = func() map[flexv1.PropositionName]string {
+	m := make(map[flexv1.PropositionName]string, len(flexv1.AllPropositions))
+	for _, p := range flexv1.AllPropositions {
+		m[p] = propositionObjectName(p)
+	}
+	return m
+}()
 
 // slug keeps the name-safe characters of s, lower-cased, at most n of them, ending in '-'
 // (or empty when nothing is left).

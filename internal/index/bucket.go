@@ -20,12 +20,13 @@ import (
 // than buckets. A lookup (Find) takes the bucket's objects and keeps those whose key is the
 // value: 10 objects in a namespace of 10,000 sites, 1,000 at a million.
 //
-// Two keys are read on every request of the hot reads (a site by its id, a site's assets, for
-// eligibility and the transactions page), where a lookup that grows with the namespace shows
-// as CPU per read growing with the fleet (issue 39: the bucket's objects, fetched from the
-// store's map one by one, were most of the eligibility read's growth from 1,000 to 5,000
-// sites). Those are indexed by value within a namespace (exactInNamespace): a lookup costs the
-// same at any size, for ~270 bytes a site more (a set of one, and one of a site's assets).
+// Three keys are read on every request of the hot reads (a site by its id and a site's assets,
+// for eligibility and the transactions page; an asset by its id, for the per-asset reads such
+// as the battery schedule), where a lookup that grows with the namespace shows as CPU per read
+// growing with the fleet (issue 39: the bucket's objects, fetched from the store's map one by
+// one, were most of the eligibility read's growth from 1,000 to 5,000 sites). Those are
+// indexed by value within a namespace (exactInNamespace): a lookup costs the same at any size,
+// for ~270 bytes an object more (a set of one: a site's id, its assets' site, each asset's id).
 const bucketCount = 1024
 
 // bucketNames are the buckets' index values, made once ("000" to "3ff").

@@ -82,55 +82,55 @@ type lookup struct {
 }
 
 func (l *lookup) SitesByID(ctx context.Context, ns, id string) ([]*flexv1.Site, error) {
-	return find(ctx, l, sitesByID, &flexv1.SiteList{}, ns, id)
+	return find(ctx, l, sitesByID, listOf[flexv1.SiteList], ns, id)
 }
 
 func (l *lookup) SitesByMPAN(ctx context.Context, ns, mpan string) ([]*flexv1.Site, error) {
-	return find(ctx, l, sitesByMPAN, &flexv1.SiteList{}, ns, mpan)
+	return find(ctx, l, sitesByMPAN, listOf[flexv1.SiteList], ns, mpan)
 }
 
 func (l *lookup) SitesByExternalUserID(ctx context.Context, ns, externalUserID string) ([]*flexv1.Site, error) {
-	return find(ctx, l, sitesByExternalUserID, &flexv1.SiteList{}, ns, externalUserID)
+	return find(ctx, l, sitesByExternalUserID, listOf[flexv1.SiteList], ns, externalUserID)
 }
 
 func (l *lookup) SitesByAddress(ctx context.Context, ns, key string) ([]*flexv1.Site, error) {
-	return find(ctx, l, sitesByAddress, &flexv1.SiteList{}, ns, key)
+	return find(ctx, l, sitesByAddress, listOf[flexv1.SiteList], ns, key)
 }
 
 func (l *lookup) AssetsByID(ctx context.Context, ns, id string) ([]*flexv1.Asset, error) {
-	return find(ctx, l, assetsByID, &flexv1.AssetList{}, ns, id)
+	return find(ctx, l, assetsByID, listOf[flexv1.AssetList], ns, id)
 }
 
 func (l *lookup) AssetsByExternalID(ctx context.Context, ns, externalID string) ([]*flexv1.Asset, error) {
-	return find(ctx, l, assetsByExternalID, &flexv1.AssetList{}, ns, externalID)
+	return find(ctx, l, assetsByExternalID, listOf[flexv1.AssetList], ns, externalID)
 }
 
 func (l *lookup) AssetsOfSite(ctx context.Context, ns, siteName string) ([]*flexv1.Asset, error) {
-	return find(ctx, l, assetsBySite, &flexv1.AssetList{}, ns, siteName)
+	return find(ctx, l, assetsBySite, listOf[flexv1.AssetList], ns, siteName)
 }
 
 func (l *lookup) EnrolmentsOfSite(ctx context.Context, ns, siteName string) ([]*flexv1.Enrolment, error) {
-	return find(ctx, l, enrolmentsBySite, &flexv1.EnrolmentList{}, ns, siteName)
+	return find(ctx, l, enrolmentsBySite, listOf[flexv1.EnrolmentList], ns, siteName)
 }
 
 func (l *lookup) DeviceConnectionsOfSite(ctx context.Context, ns, siteName string) ([]*flexv1.DeviceConnection, error) {
-	return find(ctx, l, deviceConnectionsBySite, &flexv1.DeviceConnectionList{}, ns, siteName)
+	return find(ctx, l, deviceConnectionsBySite, listOf[flexv1.DeviceConnectionList], ns, siteName)
 }
 
 func (l *lookup) MPANClaimsOfSite(ctx context.Context, ns, siteName string) ([]*flexv1.MPANClaim, error) {
-	return find(ctx, l, mpanClaimsBySite, &flexv1.MPANClaimList{}, ns, siteName)
+	return find(ctx, l, mpanClaimsBySite, listOf[flexv1.MPANClaimList], ns, siteName)
 }
 
 func (l *lookup) DeviceConnectionsByOAuthState(ctx context.Context, stateHash string) ([]*flexv1.DeviceConnection, error) {
-	return find(ctx, l, deviceConnectionsByOAuthState, &flexv1.DeviceConnectionList{}, "", stateHash)
+	return find(ctx, l, deviceConnectionsByOAuthState, listOf[flexv1.DeviceConnectionList], "", stateHash)
 }
 
 func (l *lookup) AssetsOfModel(ctx context.Context, model string) ([]*flexv1.Asset, error) {
-	return find(ctx, l, assetsByModel, &flexv1.AssetList{}, "", model)
+	return find(ctx, l, assetsByModel, listOf[flexv1.AssetList], "", model)
 }
 
 func (l *lookup) APIClientsByUsername(ctx context.Context, username string) ([]*flexv1.APIClient, error) {
-	return find(ctx, l, apiClientsByUsername, &flexv1.APIClientList{}, "", username)
+	return find(ctx, l, apiClientsByUsername, listOf[flexv1.APIClientList], "", username)
 }
 
 // key is a key of kind T (bucketed, unless plain): the field it indexes, and how the API server selects by it.
@@ -176,7 +176,7 @@ var (
 	// namespace and keeps (a fresh read, after a lost race).
 	sitesByAddress = key[*flexv1.Site]{sample: &flexv1.Site{}, field: addressKey,
 		value: func(s *flexv1.Site) string { return validation.AddressKey(s.Spec.StreetAddress, s.Spec.Postcode) }}
-	assetsByID = key[*flexv1.Asset]{sample: &flexv1.Asset{}, field: idKey,
+	assetsByID = key[*flexv1.Asset]{sample: &flexv1.Asset{}, field: idKey, exactInNamespace: true,
 		value: func(a *flexv1.Asset) string { return idOf(a) }, selector: idSelector}
 	assetsByExternalID = key[*flexv1.Asset]{sample: &flexv1.Asset{}, field: externalIDKey,
 		value: func(a *flexv1.Asset) string { return a.Spec.ExternalID }, selector: fieldSelector(externalIDKey)}
@@ -205,8 +205,17 @@ func (k key[T]) indexed(ns, value string) string {
 	return indexedValue(k.exactInNamespace && ns != "", value)
 }
 
+// listOf is a new, empty list of kind L: find makes one only when it lists (a store at hand
+// needs none), so that a lookup in the cache allocates no list it never fills.
+func listOf[L any, PL interface {
+	*L
+	client.ObjectList
+}]() client.ObjectList {
+	return PL(new(L))
+}
+
 // find answers the objects of namespace ns (ns "": every namespace) whose key k is value.
-func find[T client.Object](ctx context.Context, l *lookup, k key[T], list client.ObjectList, ns, value string) ([]T, error) {
+func find[T client.Object](ctx context.Context, l *lookup, k key[T], newList func() client.ObjectList, ns, value string) ([]T, error) {
 	if value == "" {
 		return nil, nil // an empty value is indexed for nothing
 	}
@@ -238,6 +247,7 @@ func find[T client.Object](ctx context.Context, l *lookup, k key[T], list client
 		// The cached objects themselves (the list holds shallow copies of them).
 		opts = append(opts, client.UnsafeDisableDeepCopy)
 	}
+	list := newList()
 	if err := l.r.List(ctx, list, opts...); err != nil {
 		return nil, err
 	}

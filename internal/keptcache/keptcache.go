@@ -20,9 +20,10 @@ import (
 )
 
 // Cache keeps values of V by key K. Values are read-only once kept: Keep replaces an entry
-// whole. A nil *Cache keeps nothing. Safe for concurrent use.
+// whole. A nil *Cache keeps nothing. Safe for concurrent use: reads (Begin, Get, Lookup) share
+// the lock, so that concurrent hot reads never wait for one another.
 type Cache[K comparable, V any] struct {
-	mu        sync.Mutex
+	mu        sync.RWMutex
 	entries   map[K]entry[V]
 	bytes     int
 	maxBytes  int
@@ -48,8 +49,8 @@ func (c *Cache[K, V]) Begin() uint64 {
 	if c == nil || !c.listening.Load() {
 		return 0
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	return c.epoch
 }
 
@@ -59,13 +60,25 @@ func (c *Cache[K, V]) Get(k K) (V, bool) {
 	if c == nil || !c.listening.Load() {
 		return zero, false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	e, ok := c.entries[k]
 	if !ok {
 		return zero, false
 	}
 	return e.value, true
+}
+
+// Lookup is Begin and Get at once (one lock): the read's token, and k's kept value if there is
+// one and the cache is in use.
+func (c *Cache[K, V]) Lookup(k K) (value V, epoch uint64, ok bool) {
+	if c == nil || !c.listening.Load() {
+		return value, 0, false
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.entries[k]
+	return e.value, c.epoch, ok
 }
 
 // Keep replaces k's entry by what update makes of it (old and had: the entry kept now; update
@@ -142,8 +155,8 @@ func (c *Cache[K, V]) Bytes() int {
 	if c == nil {
 		return 0
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	return c.bytes
 }
 
@@ -152,8 +165,8 @@ func (c *Cache[K, V]) Len() int {
 	if c == nil {
 		return 0
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	return len(c.entries)
 }
 

@@ -41,6 +41,24 @@ func TestEpochAndListening(t *testing.T) {
 			put(c, "k", epoch, "stale", 10)
 			return served(c, "k")
 		}, ""},
+		{"Lookup's token keeps a read as Begin's does", func(c *keptcache.Cache[string, string]) string {
+			if _, _, ok := c.Lookup("k"); ok {
+				return "found before kept"
+			}
+			_, epoch, _ := c.Lookup("k")
+			put(c, "k", epoch, "v", 10)
+			v, _, ok := c.Lookup("k")
+			if !ok {
+				return "not found once kept"
+			}
+			return v
+		}, "v"},
+		{"a read begun with Lookup before an invalidation is not kept after it", func(c *keptcache.Cache[string, string]) string {
+			_, epoch, _ := c.Lookup("k")
+			c.Invalidate("other")
+			put(c, "k", epoch, "stale", 10)
+			return served(c, "k")
+		}, ""},
 		{"an invalidation drops what was kept", func(c *keptcache.Cache[string, string]) string {
 			put(c, "k", c.Begin(), "v", 10)
 			c.Invalidate("k")

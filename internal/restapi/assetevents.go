@@ -29,6 +29,11 @@ const assetPairPattern = "/entities/asset/{asset_ref}/{asset_sub}"
 // "price-curve", ...). The request's Pattern is set to the documented path, which the access
 // log and the metrics name.
 func assetPairHandler(byExternalID http.Handler, bySub map[string]http.Handler) http.Handler {
+	// Each word's route pattern, made once (not per request).
+	patterns := make(map[string]string, len(bySub))
+	for sub := range bySub {
+		patterns[sub] = "GET /entities/asset/{asset_id}/" + sub
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ref, sub := r.PathValue("asset_ref"), r.PathValue("asset_sub")
 		if ref == "external-id" {
@@ -43,7 +48,7 @@ func assetPairHandler(byExternalID http.Handler, bySub map[string]http.Handler) 
 			return
 		}
 		r.SetPathValue("asset_id", ref)
-		r.Pattern = "GET /entities/asset/{asset_id}/" + sub
+		r.Pattern = patterns[sub]
 		h.ServeHTTP(w, r)
 	})
 }

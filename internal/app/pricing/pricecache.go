@@ -59,10 +59,17 @@ func newPriceCache(maxBytes int) priceCache {
 // get is the kept entry of a market for the horizon beginning at periodStart (nil when none).
 // The entry is read-only: a fill replaces it whole.
 func (c priceCache) get(k marketKey, periodStart time.Time) *keptPrices {
-	if e, ok := c.Get(k); ok && e.periodStart.Equal(periodStart) {
-		return e
+	e, _ := c.lookup(k, periodStart)
+	return e
+}
+
+// lookup is get with the token of a read begun now (keptcache's Begin), taken at once.
+func (c priceCache) lookup(k marketKey, periodStart time.Time) (*keptPrices, uint64) {
+	e, epoch, ok := c.Lookup(k)
+	if !ok || !e.periodStart.Equal(periodStart) {
+		return nil, epoch
 	}
-	return nil
+	return e, epoch
 }
 
 // keep keeps what a read begun at epoch read (the span, and the encoded curve when not nil),

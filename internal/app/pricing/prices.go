@@ -177,10 +177,10 @@ func (s *Service) priceCurve(ctx context.Context, organisation string) (app.Enco
 func (s *Service) horizonPrices(ctx context.Context, organisation, market string, now time.Time) (*keptPrices, uint64, error) {
 	k := marketKey{organisation, market}
 	start := prices.PeriodStart(now)
-	// The token is taken before the entry is looked up: an invalidation after it makes
-	// whatever this read derives unkeepable.
-	epoch := s.kept.Begin()
-	if e := s.kept.get(k, start); e != nil {
+	// The token is taken with the entry (one lock): an invalidation after it makes whatever
+	// this read derives unkeepable.
+	e, epoch := s.kept.lookup(k, start)
+	if e != nil {
 		return e, epoch, nil
 	}
 	tomorrow := prices.Tomorrow(now)
