@@ -1,8 +1,9 @@
 // Package dispatchstore is dispatch's part of the database (migration 00017): each dispatch of
 // a flex event to an asset, issued exactly once with its dispatch.requested outbox event (and,
 // with Subscribers, the event's delivery rows) in one SQL transaction; every change of its
-// status, kept append-only with who and when, judged by internal/dispatch's state machine under the dispatch row's lock; the assets skipped and why;
-// and the counts a FlexEvent's status, GET /flex-events/{id} and a site's flex events show.
+// status, kept append-only with who and when, judged by internal/dispatch's state machine under
+// the dispatch row's lock; the assets skipped and why; and the counts a FlexEvent's status,
+// GET /flex-events/{id} and a site's flex events show.
 //
 // Every change NOTIFYs Channel with "<organisation>/<flex event>", so the FlexEvent
 // controller of any replica copies the new counts into the event's status at once (a

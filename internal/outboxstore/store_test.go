@@ -430,7 +430,7 @@ func TestWrittenDeliveriesWaitForTheHorizon(t *testing.T) {
 	if n := fanOut(t, o, sub); n != 1 {
 		t.Fatalf("fanned out %d events, want the first writer's", n)
 	}
-	order := []string{}
+	order := make([]string, 0, 2)
 	for range 2 {
 		ds, err := store.Claim(ctx, sub, 10, time.Minute)
 		if err != nil || len(ds) != 1 {
