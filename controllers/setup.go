@@ -52,17 +52,17 @@ type Options struct {
 	// Organisation controller makes in every organisation's namespace (unset: no such
 	// controller, as where the manager runs with an administrator's credentials).
 	OrganisationAccess bootstrap.OrganisationAccess
-	// PublicURL is the scheme and host of Flexsite's REST API as asset controllers reach it:
-	// the dispatches' status callbacks point at it (empty: DefaultPublicURL).
+	// PublicURL is the REST API's scheme and host as asset controllers reach it, where dispatch callbacks point (empty: DefaultPublicURL).
 	PublicURL string
 	// Shard, when set, makes the replica a shard of the ring (internal/shards): the per-site
 	// reconcilers (Site, Asset, Enrolment, DeviceConnection, RewardLedger) run under its
 	// shard lease for its own sites; the organisation-wide ones (FlexEvent, Organisation)
 	// under the leader lease. Unset: every reconciler runs under the manager's own election.
 	Shard *shards.Replica
-	// Work is what this replica reconciles (zero: AllWork). The API tier runs OrgWideWork,
-	// the controller tier PerSiteWork (docs/scale.md, "Two tiers").
+	// Work is what this replica reconciles (zero: AllWork): the API tier OrgWideWork, the controller tier PerSiteWork (docs/scale.md).
 	Work Work
+	// Subscribers, when set, names the subscriptions dispatch events are owed (the deliverer): dispatchstore.Store.Subscribers.
+	Subscribers dispatchstore.Subscribers
 	// FlexEventNow is the clock the FlexEvent reconciler dispatches and settles by (nil: time.Now),
 	// which a suite walking an event through its window moves; the other reconcilers keep time.Now.
 	FlexEventNow func() time.Time
@@ -177,8 +177,8 @@ func setupOrgWide(mgr ctrl.Manager, cl client.Client, o Options, workers control
 			return err
 		}
 	}
-	if err := (&FlexEventReconciler{Client: cl, Recorder: mgr.GetEventRecorder("flexevent-controller"),
-		Store: &settlementstore.Store{Pool: o.DB}, Dispatches: &dispatchstore.Store{Pool: o.DB}, PublicURL: o.PublicURL,
+	if err := (&FlexEventReconciler{Client: cl, Recorder: mgr.GetEventRecorder("flexevent-controller"), PublicURL: o.PublicURL,
+		Store: &settlementstore.Store{Pool: o.DB}, Dispatches: &dispatchstore.Store{Pool: o.DB, Subscribers: o.Subscribers},
 		AssetEvents: &asseteventstore.Store{Pool: o.DB}, Now: o.FlexEventNow}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}

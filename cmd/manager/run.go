@@ -24,9 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/delivery"
 	"github.com/flexsite/flexsite/internal/embedded"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/metrics"
+	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/priority"
 	"github.com/flexsite/flexsite/internal/shards"
 )
@@ -46,6 +48,10 @@ type wiring struct {
 	keysNS, keysName string // --token-keys-secret
 	// Catalogue fan-outs yield to the REST requests that write (one Gate for both).
 	background *priority.Gate
+	// notifier is the notification deliverer (the API tier's, with a database; nil
+	// otherwise): the FlexEvent reconciler writes its dispatches' delivery rows for the
+	// subscriptions it names (setupNotifier sets it up).
+	notifier *delivery.Deliverer
 }
 
 // run wires the manager for the tier (--tier, docs/scale.md "Two tiers") and runs it: what
@@ -72,6 +78,9 @@ func run(ctx context.Context, o options) error {
 	w, err := newManager(o, cfg, webhookOpts, pool)
 	if err != nil {
 		return err
+	}
+	if o.tier != tierControllers && pool != nil {
+		w.notifier = &delivery.Deliverer{Store: &outboxstore.Store{Pool: pool}}
 	}
 	lm, err := setupReconcilers(ctx, w, webhookOpts, caData)
 	if err != nil {

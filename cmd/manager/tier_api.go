@@ -32,7 +32,6 @@ import (
 	"github.com/flexsite/flexsite/internal/delivery"
 	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/events"
-	"github.com/flexsite/flexsite/internal/outboxstore"
 	"github.com/flexsite/flexsite/internal/priority"
 	"github.com/flexsite/flexsite/internal/schedulestore"
 	"github.com/flexsite/flexsite/internal/sealing"
@@ -47,7 +46,7 @@ import (
 func setupAPITier(ctx context.Context, w *wiring, lm manager.Manager) error {
 	o, mgr, log := w.o, w.mgr, ctrl.Log.WithName("setup")
 	openADR := &openADRNotifications{}
-	if err := setupNotifier(ctx, lm, o, w.pool, openADR); err != nil {
+	if err := setupNotifier(ctx, lm, o, w.notifier, openADR); err != nil {
 		return err
 	}
 	// The readings partitions are made ahead by the leader, on start and hourly; a request
@@ -159,8 +158,8 @@ func setupServer(mgr ctrl.Manager, o options, keys *auth.KeyRing, bankKeys *seal
 // setupNotifier adds the notification deliverer, on the outbox in the database (every
 // replica delivers); the embedded control plane allows delivery to loopback only, so that a
 // developer can try a receiver on their own machine.
-func setupNotifier(ctx context.Context, mgr ctrl.Manager, o options, pool *pgxpool.Pool, openADR *openADRNotifications) error {
-	if pool == nil {
+func setupNotifier(ctx context.Context, mgr ctrl.Manager, o options, d *delivery.Deliverer, openADR *openADRNotifications) error {
+	if d == nil {
 		return nil // no outbox: nothing to deliver
 	}
 	allow := o.notificationAllowed()
@@ -168,9 +167,8 @@ func setupNotifier(ctx context.Context, mgr ctrl.Manager, o options, pool *pgxpo
 	if err != nil {
 		return err
 	}
-	if err := (&delivery.Deliverer{Store: &outboxstore.Store{Pool: pool}, Policy: events.AddressPolicy{Allow: allow},
-		RootCAs: roots, OpenADR: openADR}).
-		SetupWithManager(ctx, mgr); err != nil {
+	d.Policy, d.RootCAs, d.OpenADR = events.AddressPolicy{Allow: allow}, roots, openADR
+	if err := d.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the notification deliverer: %w", err)
 	}
 	return nil

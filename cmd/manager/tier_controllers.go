@@ -16,6 +16,7 @@ import (
 	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/bootstrap"
 	"github.com/flexsite/flexsite/internal/deviceauth"
+	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/shards"
 )
 
@@ -40,12 +41,16 @@ func setupReconcilers(ctx context.Context, w *wiring, webhookOpts webhook.Option
 	case tierControllers:
 		work = controllers.PerSiteWork
 	}
+	var subscribers dispatchstore.Subscribers
+	if w.notifier != nil {
+		subscribers = w.notifier
+	}
 	if err := controllers.SetupWithManager(ctx, lm, controllers.Options{Concurrency: o.concurrency, Background: w.background,
 		Work: work, Shard: replica, DB: w.pool, Devices: deviceauth.Dialer{Policy: o.providerPolicy(), SecretNamespace: w.keysNS},
 		OrganisationAccess: bootstrap.OrganisationAccess{ClusterRole: o.organisationSecretsRole,
 			ServiceAccountNamespace: w.keysNS, ServiceAccountName: o.serviceAccount,
 			ControllersServiceAccountName: o.controllersServiceAccount},
-		PublicURL: callbackURL(o.mail.publicURL, o.apiAddr)}); err != nil {
+		PublicURL: callbackURL(o.mail.publicURL, o.apiAddr), Subscribers: subscribers}); err != nil {
 		return nil, fmt.Errorf("setting up the controllers: %w", err)
 	}
 	return lm, nil

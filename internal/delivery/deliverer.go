@@ -9,7 +9,9 @@
 // each gets one delivery row per subscription that wants it (subscriptions as this replica's
 // cache knows them), in one SQL transaction, events another replica is fanning out skipped
 // (FOR UPDATE SKIP LOCKED); each batch fanned out wakes the claimers of the subscriptions it
-// fed. While committed events wait beyond the horizon, the next pass comes within heldPollMax
+// fed. (The dispatches' events come with their delivery rows, written by their issuer for the
+// subscriptions SubscribersOf names, and their claimers are woken by Committed.) While
+// committed events wait beyond the horizon, the next pass comes within heldPollMax
 // (the transaction holding them ends unannounced). It then asks which subscriptions have a
 // delivery due and wakes their claimers. A subscription's claimers (claimers, each taking at
 // most its share of the queue, their statements overlapping) claim due deliveries, each
@@ -301,6 +303,50 @@ func (d *Deliverer) Start(ctx context.Context) error {
 	}
 }
 
+// owed are the subscriptions among subs (an organisation's) an event of type t is owed: the
+// one rule the fan-out and the writers that fan out themselves (SubscribersOf) follow.
+func owed(subs []*flexv1.Subscription, t flexv1.EventType) []string {
+	uids := []string{}
+	for _, s := range subs {
+		if events.Wants(s, t) {
+			uids = append(uids, string(s.UID))
+		}
+	}
+	return uids
+}
+
+// SubscribersOf answers the subscriptions of an organisation owed events of type t, as a pass
+// would fan such an event out now (from the same cache), for a writer that writes the
+// events' delivery rows in its own transaction (internal/dispatchstore); ok is false before
+// the deliverer is set up, or when the cache cannot answer.
+func (d *Deliverer) SubscribersOf(ctx context.Context, organisation string, t flexv1.EventType) ([]string, bool) {
+	if d.Client == nil {
+		return nil, false
+	}
+	list := &flexv1.SubscriptionList{}
+	if err := d.Client.List(ctx, list, client.InNamespace(organisation)); err != nil {
+		return nil, false
+	}
+	subs := make([]*flexv1.Subscription, len(list.Items))
+	for i := range list.Items {
+		subs[i] = &list.Items[i]
+	}
+	return owed(subs, t), true
+}
+
+// Committed is told the subscriptions whose delivery rows a writer has just committed (with
+// its events, SubscribersOf): their claimers claim at once, without waiting for the NOTIFY's
+// pass. A subscription this replica runs no workers for yet gets a pass.
+func (d *Deliverer) Committed(uids []string) {
+	for _, uid := range uids {
+		if st := d.stateOf(types.UID(uid)); st != nil {
+			st.wantClaims(false)
+		} else {
+			d.Kick()
+		}
+	}
+}
+
 // Kick asks for a pass soon.
 func (d *Deliverer) Kick() {
 	select {
@@ -345,12 +391,9 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 			fedSubs[u.SubscriptionUID] = true
 			return []string{u.SubscriptionUID}, true
 		}
-		var uids []string
-		for _, s := range byNS[u.Organisation] {
-			if events.Wants(s, u.Type) {
-				uids = append(uids, string(s.UID))
-				fedSubs[string(s.UID)] = true
-			}
+		uids := owed(byNS[u.Organisation], u.Type)
+		for _, uid := range uids {
+			fedSubs[uid] = true
 		}
 		metrics.NotificationStage.WithLabelValues(metrics.StageFannedOut).Observe(fannedAt.Sub(u.Time).Seconds())
 		return uids, true
@@ -372,7 +415,7 @@ func (d *Deliverer) pass(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	// Committed events the horizon holds back: measured, and looked at again soon.
-	held, heldAge, err := d.Store.Held(ctx)
+	held, heldAge, err := d.Store.Held(ctx, active)
 	if err != nil {
 		return d.Interval, err
 	}

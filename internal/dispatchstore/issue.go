@@ -15,6 +15,8 @@ import (
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/dispatch"
+	"github.com/flexsite/flexsite/internal/events"
+	"github.com/flexsite/flexsite/internal/outboxstore"
 )
 
 // Issuer is who Flexsite's own changes of a dispatch (issued, cancelled) are recorded as.
@@ -45,8 +47,9 @@ const batch = 1000
 // Issue issues dispatches of an organisation, each exactly once: a dispatch already issued
 // (by this replica before a crash, or by another racing it) is left as it is and notified no
 // more. Each new dispatch is written with its first status change and its dispatch.requested
-// outbox event in one SQL transaction, so a manager that dies after the commit delivers it
-// after its restart, and one that dies before it issues it again then. callbackBase is
+// outbox event (with Subscribers, already fanned out with its delivery rows) in one SQL
+// transaction, so a manager that dies after the commit delivers it after its restart, and one
+// that dies before it issues it again then. callbackBase is
 // Flexsite's public address (scheme and host): the status callback's URL starts with it. It
 // records the skipped assets too (once each; an asset dispatched since is no longer skipped)
 // and answers how many dispatches this call issued.
@@ -83,7 +86,7 @@ func (s *Store) issueBatch(ctx context.Context, organisation, callbackBase strin
 	propositions := make([]*string, n)
 	levels := make([]float64, n)
 	froms, tos, created := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
-	eventIDs, payloads := make([]string, n), make([]string, n)
+	evs := make(map[uuid.UUID]events.Event, n)
 	for i, d := range ds {
 		id := dispatch.EventID(organisation, d.FlexEvent, d.AssetID)
 		ids[i], flexEvents[i], sites[i], assets[i], markets[i] = id, d.FlexEvent, d.SiteID, d.AssetID, d.MarketID
@@ -98,46 +101,61 @@ func (s *Store) issueBatch(ctx context.Context, organisation, callbackBase strin
 		if err != nil {
 			return 0, err
 		}
-		eventIDs[i], payloads[i] = RequestedEventID(id), string(data)
+		evs[id] = events.Event{ID: RequestedEventID(id), Type: flexv1.EventDispatchRequested, Time: now.UTC(),
+			SiteID: d.SiteID, Data: string(data)}
 	}
 	kEvents, kSites, kAssets, kReasons := make([]string, len(skips)), make([]string, len(skips)),
 		make([]string, len(skips)), make([]string, len(skips))
 	for i, k := range skips {
 		kEvents[i], kSites[i], kAssets[i], kReasons[i] = k.FlexEvent, k.SiteID, k.AssetID, string(k.Reason)
 	}
+	var to outboxstore.Subscribers
+	if n > 0 {
+		to = s.subscribersOf(ctx, organisation, flexv1.EventDispatchRequested)
+	}
 	issued := 0
 	err := pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
-		// One statement: the dispatches new to the table, their first status, their events.
-		// ON CONFLICT DO NOTHING makes the racer that commits second insert nothing (it waits
-		// for the first's commit on the primary key), so nothing is notified twice. The rows go
-		// in in event_id order: racers that wait on each other's keys in one order never deadlock.
-		err := q.QueryRow(ctx, `
+		// One statement: the dispatches new to the table and their first status; it answers
+		// which are new, in the input's order. ON CONFLICT DO NOTHING makes the racer that
+		// commits second insert nothing (it waits for the first's commit on the primary key),
+		// so nothing is notified twice. The rows go in in event_id order: racers that wait on
+		// each other's keys in one order never deadlock.
+		rows, err := q.Query(ctx, `
 WITH input AS (
 	SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
-		$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::text[], $16::text[]) WITH ORDINALITY
+		$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $13::text[]) WITH ORDINALITY
 		AS i(event_id, flex_event, site_id, asset_id, market_id, level_kw, from_time, to_time, event_timestamp,
-			outbox_id, payload, proposition, n)),
+			proposition, n)),
 d AS (
 	INSERT INTO dispatches (organisation, event_id, flex_event, site_id, asset_id, market_id, level_kw, from_time,
 		to_time, event_timestamp, issued_at, updated_at, proposition)
 	SELECT $1, event_id, flex_event, site_id, asset_id, market_id, level_kw, from_time, to_time, event_timestamp,
-		$13, $13, proposition FROM input ORDER BY event_id
+		$11, $11, proposition FROM input ORDER BY event_id
 	ON CONFLICT DO NOTHING
 	RETURNING event_id),
 c AS (
 	INSERT INTO dispatch_status_changes (organisation, event_id, status, recorded_at, recorded_by)
-	SELECT $1, event_id, 'requested', $13, $14 FROM d),
-o AS (
-	INSERT INTO outbox (organisation, site_id, event_type, event_id, payload, created_at)
-	SELECT $1, i.site_id, $15, i.outbox_id, i.payload::jsonb, $13 FROM input i JOIN d USING (event_id) ORDER BY i.n
-	ON CONFLICT (organisation, event_id) DO NOTHING),
+	SELECT $1, event_id, 'requested', $11, $12 FROM d),
 k AS (
 	DELETE FROM dispatch_skips s USING d JOIN input i USING (event_id)
 	WHERE s.organisation = $1 AND s.flex_event = i.flex_event AND s.asset_id = i.asset_id)
-SELECT count(*) FROM d`,
-			organisation, ids, flexEvents, sites, assets, markets, levels, froms, tos, created, eventIDs, payloads,
-			now.UTC(), Issuer, string(flexv1.EventDispatchRequested), propositions).Scan(&issued)
+SELECT i.event_id FROM input i JOIN d USING (event_id) ORDER BY i.n`,
+			organisation, ids, flexEvents, sites, assets, markets, levels, froms, tos, created,
+			now.UTC(), Issuer, propositions)
 		if err != nil {
+			return err
+		}
+		// Their dispatch.requested events, in the same transaction.
+		var fresh []events.Event
+		var id uuid.UUID
+		if _, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+			fresh = append(fresh, evs[id])
+			return nil
+		}); err != nil {
+			return err
+		}
+		issued = len(fresh)
+		if err := outboxstore.WriteIn(ctx, q, organisation, fresh, to); err != nil {
 			return err
 		}
 		if len(skips) > 0 {
@@ -156,6 +174,7 @@ SELECT count(*) FROM d`,
 	if err != nil {
 		return 0, s.classify(err)
 	}
+	s.committed(to, issued > 0)
 	return issued, nil
 }
 
@@ -182,6 +201,7 @@ func CancelledEventID(id uuid.UUID) string {
 // Cancelling again cancels nothing. It answers how many it cancelled.
 func (s *Store) Cancel(ctx context.Context, organisation, flexEvent string, now time.Time) (int, error) {
 	cancelled := 0
+	var to outboxstore.Subscribers
 	err := pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
 		rows, err := q.Query(ctx, `UPDATE dispatches SET status = 'cancelled', updated_at = $3
 			WHERE organisation = $1 AND flex_event = $2 AND status IN ('requested', 'received', 'accepted')
@@ -189,7 +209,8 @@ func (s *Store) Cancel(ctx context.Context, organisation, flexEvent string, now 
 		if err != nil {
 			return err
 		}
-		ids, evIDs, sites, payloads := []uuid.UUID{}, []string{}, []string{}, []string{}
+		var ids []uuid.UUID
+		var evs []events.Event
 		for rows.Next() {
 			var id uuid.UUID
 			var site, asset string
@@ -200,8 +221,9 @@ func (s *Store) Cancel(ctx context.Context, organisation, flexEvent string, now 
 			if err != nil {
 				return err
 			}
-			ids, evIDs, sites, payloads = append(ids, id), append(evIDs, CancelledEventID(id)), append(sites, site),
-				append(payloads, string(data))
+			ids = append(ids, id)
+			evs = append(evs, events.Event{ID: CancelledEventID(id), Type: flexv1.EventDispatchCancelled, Time: now.UTC(),
+				SiteID: site, Data: string(data)})
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -210,15 +232,13 @@ func (s *Store) Cancel(ctx context.Context, organisation, flexEvent string, now 
 		if cancelled == 0 {
 			return nil
 		}
-		if _, err := q.Exec(ctx, `
-WITH c AS (
-	INSERT INTO dispatch_status_changes (organisation, event_id, status, recorded_at, recorded_by)
-	SELECT $1, id, 'cancelled', $6, $7 FROM unnest($2::uuid[]) AS id)
-INSERT INTO outbox (organisation, site_id, event_type, event_id, payload, created_at)
-SELECT $1, site_id, $8, event_id, payload::jsonb, $6
-FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS e(event_id, site_id, payload, n) ORDER BY n
-ON CONFLICT (organisation, event_id) DO NOTHING`,
-			organisation, ids, evIDs, sites, payloads, now.UTC(), Issuer, string(flexv1.EventDispatchCancelled)); err != nil {
+		if _, err := q.Exec(ctx, `INSERT INTO dispatch_status_changes (organisation, event_id, status, recorded_at, recorded_by)
+			SELECT $1, id, 'cancelled', $3, $4 FROM unnest($2::uuid[]) AS id`,
+			organisation, ids, now.UTC(), Issuer); err != nil {
+			return err
+		}
+		to = s.subscribersOf(ctx, organisation, flexv1.EventDispatchCancelled)
+		if err := outboxstore.WriteIn(ctx, q, organisation, evs, to); err != nil {
 			return err
 		}
 		return notify(ctx, q, organisation, []string{flexEvent})
@@ -226,6 +246,7 @@ ON CONFLICT (organisation, event_id) DO NOTHING`,
 	if err != nil {
 		return 0, s.classify(err)
 	}
+	s.committed(to, cancelled > 0)
 	return cancelled, nil
 }
 

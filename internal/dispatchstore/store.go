@@ -1,8 +1,9 @@
 // Package dispatchstore is dispatch's part of the database (migration 00017): each dispatch of
-// a flex event to an asset, issued exactly once with its dispatch.requested outbox event in one
-// SQL transaction; every change of its status, kept append-only with who and when, judged by
-// internal/dispatch's state machine under the dispatch row's lock; the assets skipped and why;
-// and the counts a FlexEvent's status, GET /flex-events/{id} and a site's flex events show.
+// a flex event to an asset, issued exactly once with its dispatch.requested outbox event (and,
+// with Subscribers, the event's delivery rows) in one SQL transaction; every change of its
+// status, kept append-only with who and when, judged by internal/dispatch's state machine under
+// the dispatch row's lock; the assets skipped and why; and the counts a FlexEvent's status,
+// GET /flex-events/{id} and a site's flex events show.
 //
 // Every change NOTIFYs Channel with "<organisation>/<flex event>", so the FlexEvent
 // controller of any replica copies the new counts into the event's status at once (a
@@ -15,8 +16,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
 	"github.com/flexsite/flexsite/internal/db"
 	"github.com/flexsite/flexsite/internal/dispatch"
+	"github.com/flexsite/flexsite/internal/outboxstore"
 )
 
 // Channel is the PostgreSQL NOTIFY channel of dispatch changes; the payload is
@@ -26,8 +29,40 @@ const Channel = "flexsite_dispatches"
 // Store reads and writes dispatches.
 type Store struct {
 	Pool *pgxpool.Pool
+	// Subscribers, when set, names the subscriptions a dispatch's events are owed: issuing and
+	// cancelling then write the events' delivery rows in their own transaction, and tell it
+	// once committed, so that delivery starts at the commit with no fan-out pass between
+	// (docs/notifications.md, "How it works (for operators)"). Unset: the deliverers fan the
+	// events out after the commit.
+	Subscribers Subscribers
 	// pending are the flex events whose NOTIFY is on its way (notifySoon).
 	pending sync.Map
+}
+
+// Subscribers are the subscriptions an organisation's events are owed (the deliverer's rule,
+// internal/delivery), and what to tell once their delivery rows are committed.
+type Subscribers interface {
+	// SubscribersOf answers the subscriptions of the organisation owed events of type t; ok is
+	// false when it cannot tell (the events are then fanned out after the commit).
+	SubscribersOf(ctx context.Context, organisation string, t flexv1.EventType) (uids []string, ok bool)
+	// Committed is told the subscriptions given delivery rows, once they are committed.
+	Committed(uids []string)
+}
+
+// subscribersOf asks s.Subscribers, when set.
+func (s *Store) subscribersOf(ctx context.Context, organisation string, t flexv1.EventType) outboxstore.Subscribers {
+	if s.Subscribers == nil {
+		return outboxstore.Subscribers{}
+	}
+	uids, ok := s.Subscribers.SubscribersOf(ctx, organisation, t)
+	return outboxstore.Subscribers{Known: ok, UIDs: uids}
+}
+
+// committed tells s.Subscribers which subscriptions were given delivery rows.
+func (s *Store) committed(to outboxstore.Subscribers, wrote bool) {
+	if wrote && to.Known && len(to.UIDs) > 0 {
+		s.Subscribers.Committed(to.UIDs)
+	}
 }
 
 func (s *Store) classify(err error) error { return db.ClassifyOn(s.Pool, err) }

@@ -5,9 +5,12 @@
 // write that shows the change; writers of credits write theirs in the SQL transaction of the
 // credit (internal/rewardstore, internal/settlementstore).
 //
+// A writer that knows the subscriptions an event is owed writes its delivery rows with it, in
+// its own transaction (WriteIn: the dispatches' events), and the fan-out has nothing to do for it.
+//
 // Order: events are taken in commit-horizon order (each row carries its writer's transaction
-// id; the fan-out takes only those below the oldest transaction still running, by (xid, id):
-// migration 00027, docs/notifications.md "Order"). A site's next event is claimed for a
+// id; the fan-out takes only those below the oldest transaction still running, by (xid, id),
+// and the claims only delivery rows below it: migration 00027, docs/notifications.md "Order"). A site's next event is claimed for a
 // subscription only once its previous one is delivered or given up, and never while an
 // earlier event of the site waits to be fanned out.
 // At least once: a claim is a lease (claimed_until); a worker that dies between its POST and
@@ -50,15 +53,64 @@ const insertEvents = `INSERT INTO outbox (organisation, site_id, event_type, eve
 	ORDER BY n
 	ON CONFLICT (organisation, event_id) DO NOTHING`
 
+// insertFannedOut is insertEvents for events whose subscriptions their writer knows
+// (Subscribers): each new event is written fanned out, with a delivery row for each of the
+// subscriptions $8, as FanOut would give it (in commit-horizon order: its writer's
+// transaction id, then its sequence). An event written already gets nothing again.
+const insertFannedOut = `WITH e AS (
+	INSERT INTO outbox (organisation, site_id, event_type, event_id, payload, created_at, subscription_uid, fanned_out_at)
+	SELECT $1, site_id, event_type, event_id, payload::jsonb, at, nullif($7, ''), clock_timestamp()
+	FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[]) WITH ORDINALITY
+		AS e(site_id, event_type, event_id, payload, at, n)
+	ORDER BY n
+	ON CONFLICT (organisation, event_id) DO NOTHING
+	RETURNING id, site_id, created_at, xid)
+INSERT INTO notification_deliveries (subscription_uid, event_seq, organisation, site_id, event_at, event_xid)
+SELECT s.uid, e.id, $1, e.site_id, e.created_at, e.xid FROM e CROSS JOIN unnest($8::text[]) AS s(uid)`
+
 func insert(ctx context.Context, q pgx.Tx, organisation, subscriptionUID string, evs []events.Event) error {
+	return insertTo(ctx, q, organisation, subscriptionUID, evs, Subscribers{})
+}
+
+func insertTo(ctx context.Context, q pgx.Tx, organisation, subscriptionUID string, evs []events.Event, to Subscribers) error {
 	n := len(evs)
 	sites, types, ids, payloads, times := make([]string, n), make([]string, n), make([]string, n), make([]string, n),
 		make([]time.Time, n)
 	for i, ev := range evs {
 		sites[i], types[i], ids[i], payloads[i], times[i] = ev.SiteID, string(ev.Type), ev.ID, ev.Data, ev.Time.UTC()
 	}
+	if to.Known {
+		uids := to.UIDs
+		if uids == nil {
+			uids = []string{}
+		}
+		_, err := q.Exec(ctx, insertFannedOut, organisation, sites, types, ids, payloads, times, subscriptionUID, uids)
+		return err
+	}
 	_, err := q.Exec(ctx, insertEvents, organisation, sites, types, ids, payloads, times, subscriptionUID)
 	return err
+}
+
+// Subscribers are the subscriptions an event is owed, as its writer knows them.
+type Subscribers struct {
+	// Known: UIDs are every subscription the event is owed (none when empty); otherwise the
+	// fan-out decides, after the writer's commit.
+	Known bool
+	UIDs  []string
+}
+
+// WriteIn writes events of an organisation in the writer's own transaction q, each once
+// (however often it is written). When to is Known, each new event is written with its
+// delivery rows, one for each of to.UIDs, and marked fanned out: the deliverers can claim it
+// as soon as q commits and the horizon passes it, with no fan-out pass between. A site's
+// order and the commit-horizon order are kept as FanOut keeps them (docs/notifications.md,
+// "Order"): a delivery row carries its event's place, and the claims take only rows below
+// the horizon.
+func WriteIn(ctx context.Context, q pgx.Tx, organisation string, evs []events.Event, to Subscribers) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	return insertTo(ctx, q, organisation, "", evs, to)
 }
 
 // Report writes a controller's events about subject (an object's uid and what it reports)
@@ -131,23 +183,34 @@ const fanOutScan = `SELECT id, organisation, site_id, event_type, coalesce(subsc
 	ORDER BY xid, id LIMIT $1 FOR UPDATE SKIP LOCKED`
 
 // heldScan finds the first event committed but not yet below the horizon (a transaction that
-// began before its writer is still running), from the same index.
-const heldScan = `SELECT extract(epoch FROM now() - created_at) FROM outbox
-	WHERE fanned_out_at IS NULL AND xid >= ` + horizon + ` ORDER BY xid, id LIMIT 1`
+// began before its writer is still running): the first to fan out, from the same index, and
+// for each of the subscriptions $1 the first delivery written with its event (WriteIn), from
+// the claim order's index. It answers the oldest one's age (NULL when none waits).
+const heldScan = `SELECT max(age) FROM (
+	(SELECT extract(epoch FROM now() - created_at) AS age FROM outbox
+		WHERE fanned_out_at IS NULL AND xid >= ` + horizon + ` ORDER BY xid, id LIMIT 1)
+	UNION ALL
+	SELECT (SELECT extract(epoch FROM now() - d.event_at) FROM notification_deliveries d
+		WHERE d.subscription_uid = u.uid AND d.state = 'pending' AND d.next_attempt_at IS NOT NULL
+			AND d.event_xid >= ` + horizon + ` ORDER BY d.event_xid, d.event_seq LIMIT 1)
+	FROM unnest($1::text[]) AS u(uid)) held`
 
 // Held answers whether a committed event waits for the horizon (a transaction older than its
-// writer's still running), and how old the first such event is (0 when none): the fan-out
-// takes it once that transaction ends, which nothing notifies.
-func (s *Store) Held(ctx context.Context) (bool, time.Duration, error) {
-	var age float64
-	err := s.Pool.QueryRow(ctx, heldScan).Scan(&age)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, 0, nil
+// writer's still running), to be fanned out or, written with its deliveries, to be claimed for
+// one of the subscriptions uids; and how old the oldest such event is (0 when none): it is
+// taken once that transaction ends, which nothing notifies.
+func (s *Store) Held(ctx context.Context, uids []string) (bool, time.Duration, error) {
+	if uids == nil {
+		uids = []string{}
 	}
-	if err != nil {
+	var age *float64
+	if err := s.Pool.QueryRow(ctx, heldScan, uids).Scan(&age); err != nil {
 		return false, 0, s.classify(err)
 	}
-	return true, time.Duration(max(age, 0) * float64(time.Second)), nil
+	if age == nil {
+		return false, 0, nil
+	}
+	return true, time.Duration(max(*age, 0) * float64(time.Second)), nil
 }
 
 // FanOut gives up to limit events, oldest first, a delivery row for each subscription
@@ -221,6 +284,12 @@ const head = `(d.site_id = '' OR (
 	AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.organisation = d.organisation AND o.site_id = d.site_id
 		AND o.fanned_out_at IS NULL AND (o.xid, o.id) < (d.event_xid, d.event_seq))))`
 
+// belowHorizon is the condition that a delivery d's event was written by a transaction below
+// the horizon: every event before it in commit-horizon order is committed and visible. A
+// fanned-out delivery always is (FanOut takes only such events); one written with its event
+// (WriteIn) waits for it, as the fan-out would have.
+const belowHorizon = `d.event_xid < ` + horizon
+
 // dueScan answers, for each subscription, whether a delivery can be claimed now (the first in
 // claim order that is due, unleased and its site's head: an index scan that stops at it; a
 // scalar subquery, as EXISTS would drop the order and may scan the table) and
@@ -229,7 +298,7 @@ const head = `(d.site_id = '' OR (
 const dueScan = `SELECT u.uid,
 		coalesce((SELECT true FROM notification_deliveries d
 			WHERE d.subscription_uid = u.uid AND d.state = 'pending' AND d.next_attempt_at <= now()
-				AND (d.claimed_until IS NULL OR d.claimed_until <= now()) AND ` + head + `
+				AND (d.claimed_until IS NULL OR d.claimed_until <= now()) AND ` + belowHorizon + ` AND ` + head + `
 			ORDER BY d.event_xid, d.event_seq LIMIT 1), false),
 		coalesce((SELECT extract(epoch FROM d.next_attempt_at - now()) FROM notification_deliveries d
 			WHERE d.subscription_uid = u.uid AND d.state = 'pending' AND d.next_attempt_at > now()
@@ -314,7 +383,7 @@ func (s *Store) Claim(ctx context.Context, uid string, n int, lease time.Duratio
 	rows, err := s.Pool.Query(ctx, `WITH due AS (
 			SELECT d.subscription_uid, d.event_seq FROM notification_deliveries d
 			WHERE d.subscription_uid = $1 AND d.state = 'pending' AND d.next_attempt_at <= now()
-				AND (d.claimed_until IS NULL OR d.claimed_until <= now()) AND `+head+`
+				AND (d.claimed_until IS NULL OR d.claimed_until <= now()) AND `+belowHorizon+` AND `+head+`
 			ORDER BY d.event_xid, d.event_seq LIMIT $2 FOR UPDATE OF d SKIP LOCKED)
 		UPDATE notification_deliveries d SET claimed_until = now() + $3::bigint * interval '1 millisecond'
 		FROM due, outbox o

@@ -330,7 +330,7 @@ func TestCommitOrderAcrossTransactions(t *testing.T) {
 	if n := fanOut(t, o, sub); n != 0 {
 		t.Fatalf("fanned out %d events committed after a transaction still running began", n)
 	}
-	held, _, err := store.Held(ctx)
+	held, _, err := store.Held(ctx, nil)
 	if err != nil || !held {
 		t.Fatalf("Held: %v, %v; want the committed events held back", held, err)
 	}
@@ -348,7 +348,7 @@ func TestCommitOrderAcrossTransactions(t *testing.T) {
 	if err := first.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if held, _, err := store.Held(ctx); err != nil || held {
+	if held, _, err := store.Held(ctx, nil); err != nil || held {
 		t.Fatalf("Held after the commit: %v, %v", held, err)
 	}
 	if n := fanOut(t, o, sub); n != 3 {
@@ -368,5 +368,80 @@ func TestCommitOrderAcrossTransactions(t *testing.T) {
 	// Both of the second writer's events come after the first's: the order is the writers'.
 	if want := []string{"evt-first", "evt-second", "evt-other-site"}; !slices.Equal(order, want) {
 		t.Errorf("claimed %v, want %v", order, want)
+	}
+}
+
+// TestWrittenDeliveriesWaitForTheHorizon: events written with their delivery rows (WriteIn)
+// by a transaction that began after another writer of the same site are not claimed while
+// that writer runs (Held says so, for the subscription), though they are committed and
+// fanned out; once it commits and its event is fanned out, the site's events are claimed in
+// the order their writers began writing.
+func TestWrittenDeliveriesWaitForTheHorizon(t *testing.T) {
+	ctx := context.Background()
+	o, sub := org(), uuid.NewString()
+	first, err := testDB.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = first.Rollback(ctx) }()
+	insertIn(t, first, o, "a", "evt-first")
+	second, err := testDB.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := []events.Event{
+		events.StampAs(change("a", events.EnrolmentActive), "evt-second", time.Now()),
+		events.StampAs(change("b", events.EnrolmentActive), "evt-other-site", time.Now()),
+	}
+	if err := outboxstore.WriteIn(ctx, second, o, evs, outboxstore.Subscribers{Known: true, UIDs: []string{sub}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := testDB.Pool.QueryRow(ctx, `SELECT count(*) FROM notification_deliveries WHERE subscription_uid = $1`, sub).
+		Scan(&rows); err != nil || rows != 2 {
+		t.Fatalf("%d delivery rows committed with the events, %v; want 2", rows, err)
+	}
+	if ds, err := store.Claim(ctx, sub, 10, time.Minute); err != nil || len(ds) != 0 {
+		t.Fatalf("claimed %q, %v while an earlier writer runs", sites(ds), err)
+	}
+	if due, _, err := store.Due(ctx, []string{sub}); err != nil || len(due) != 0 {
+		t.Fatalf("Due: %v, %v while an earlier writer runs", due, err)
+	}
+	if held, _, err := store.Held(ctx, []string{sub}); err != nil || !held {
+		t.Fatalf("Held: %v, %v; want the written deliveries held back", held, err)
+	}
+	if err := first.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if held, _, err := store.Held(ctx, []string{sub}); err != nil || held {
+		t.Fatalf("Held after the commit: %v, %v", held, err)
+	}
+	// The first writer's event is fanned out by the fan-out; until then its site's next waits.
+	ds, err := store.Claim(ctx, sub, 10, time.Minute)
+	if err != nil || len(ds) != 1 || ds[0].Event.ID != "evt-other-site" {
+		t.Fatalf("claimed %+v, %v before the fan-out; want only the other site's event", ds, err)
+	}
+	if err := store.Record(ctx, ds[0], outboxstore.Outcome{Result: outboxstore.Delivered, At: time.Now(), StatusCode: 204}); err != nil {
+		t.Fatal(err)
+	}
+	if n := fanOut(t, o, sub); n != 1 {
+		t.Fatalf("fanned out %d events, want the first writer's", n)
+	}
+	order := make([]string, 0, 2)
+	for range 2 {
+		ds, err := store.Claim(ctx, sub, 10, time.Minute)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("claim: %+v, %v; want one (the site's head)", ds, err)
+		}
+		order = append(order, ds[0].Event.ID)
+		if err := store.Record(ctx, ds[0], outboxstore.Outcome{Result: outboxstore.Delivered, At: time.Now(), StatusCode: 204}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"evt-first", "evt-second"}; !slices.Equal(order, want) {
+		t.Errorf("site a's events claimed %v, want %v", order, want)
 	}
 }

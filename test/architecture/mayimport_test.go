@@ -104,7 +104,7 @@ var packageMap = []row{
 	{pkgs: []string{"internal/meterstore"}, may: join(pureRules, []string{"internal/db"})},
 	{pkgs: []string{"internal/settlementstore"}, may: join(apiTypes, []string{"internal/db", "internal/settlement",
 		"internal/events", "internal/rewardstore"})},
-	{pkgs: []string{"internal/dispatchstore"}, may: join(apiTypes, pureRules, []string{"internal/db", "internal/events"})},
+	{pkgs: []string{"internal/dispatchstore"}, may: join(apiTypes, pureRules, []string{"internal/db", "internal/events", "internal/outboxstore"})},
 	{pkgs: []string{"internal/asseteventstore"}, may: join(apiTypes, pureRules, []string{"internal/db"})},
 	{pkgs: []string{"internal/pricestore"}, may: join(apiTypes, pureRules, []string{"internal/db"})},
 	{pkgs: []string{"internal/schedulestore"}, may: []string{"internal/db"}},
