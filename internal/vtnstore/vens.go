@@ -153,6 +153,9 @@ func (s *Store) refusal(err error) error {
 	if errors.Is(err, db.ErrNotFound) {
 		return ErrNotFound
 	}
+	if Full(err) {
+		return ErrFull
+	}
 	return err
 }
 

@@ -263,3 +263,62 @@ func TestReportsBoundHoldsUnderRacingReports(t *testing.T) {
 		t.Fatalf("%d stored, %d refused, %d kept (%v); want %d, %d, %d", stored, full, len(got), err, bound, racers-bound, bound)
 	}
 }
+
+// The bound counts what the client keeps of an event: a deleted report frees its place, and a
+// report moved to another event (PUT) is counted there and no longer where it was.
+func TestReportsCountFollowsDeletesAndMoves(t *testing.T) {
+	ctx := context.Background()
+	s := &vtnstore.Store{Pool: testDB.Pool}
+	org := "org-" + uuid.NewString()
+	rep := func(event string) vtnstore.Report {
+		now := time.Now().UTC()
+		return vtnstore.Report{ID: uuid.New(), ClientName: "c1", ProgramID: "limited_pause", EventID: event,
+			ReportClientName: "VEN-1", Body: json.RawMessage(`{"resources":[]}`), Created: now, Modified: now}
+	}
+	count := func(event string) int {
+		t.Helper()
+		n, err := s.CountReports(ctx, org, "c1", event, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a, b := rep("e1"), rep("e1")
+	for _, r := range []vtnstore.Report{a, b} {
+		if err := s.CreateReport(ctx, org, r, 2, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CreateReport(ctx, org, rep("e1"), 2, nil); !errors.Is(err, vtnstore.ErrFull) {
+		t.Fatalf("a third report on e1: %v", err)
+	}
+	if _, err := s.DeleteReport(ctx, org, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("e1"); n != 1 {
+		t.Fatalf("e1 counts %d reports after a delete, want 1", n)
+	}
+	if err := s.CreateReport(ctx, org, rep("e1"), 2, nil); err != nil {
+		t.Fatalf("a report in the place a delete freed: %v", err)
+	}
+	b.EventID, b.Modified = "e2", time.Now().UTC()
+	if _, err := s.UpdateReport(ctx, org, b); err != nil {
+		t.Fatal(err)
+	}
+	if got := []int{count("e1"), count("e2")}; got[0] != 1 || got[1] != 1 {
+		t.Fatalf("after a move from e1 to e2 they count %v, want [1 1]", got)
+	}
+	b.ProgramID = "other"
+	if _, err := s.UpdateReport(ctx, org, b); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("e2"); n != 1 {
+		t.Fatalf("a report replaced on its own event counts %d there, want 1", n)
+	}
+	if _, err := s.UpdateReport(ctx, org, rep("e1")); !errors.Is(err, vtnstore.ErrNotFound) {
+		t.Fatalf("replacing no report: %v", err)
+	}
+	if err := s.CreateReport(ctx, org, rep("e1"), 2, nil); err != nil {
+		t.Fatalf("e1 has a place since the move: %v", err)
+	}
+}
