@@ -97,7 +97,7 @@ func (s *Service) evaluatedEligibility(ctx context.Context, p *auth.Principal, s
 		}
 		epoch = s.kept.Epoch() // before the lookups
 	}
-	site, err := s.siteToRead(ctx, p, siteID)
+	site, err := s.SiteToRead(ctx, p, siteID)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -81,6 +81,16 @@ func newEligibilityFixture(t testing.TB, n int) *eligibilityFixture {
 		}
 	}
 	f.svc.kept.Follow()
+	// The Site store tells the sites held by id too, as index.FollowKeptSites has the informer's.
+	if err := f.sites.AddIndexers(toolscache.Indexers{"kept-sites": func(obj any) ([]string, error) {
+		if s, ok := obj.(*flexv1.Site); ok {
+			f.svc.reads.sites.Changed(s.Namespace, s.Labels[flexv1.IDLabel])
+		}
+		return nil, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	f.svc.reads.sites.Follow()
 	return f
 }
 

@@ -24,6 +24,7 @@ type readIndexes struct {
 	lookup index.Lookup
 	// changes wakes the reads that wait for a site's next status (eligibility.go).
 	changes *index.Changes
+	sites   index.KeptSites // the sites found by id, held until they change
 }
 
 // newReadIndexes finds the indexers of the cache's Site and Asset informers (nil when the
@@ -38,21 +39,24 @@ func newReadIndexes(c client.Reader) *readIndexes {
 	if informers, ok := c.(index.InformerSource); ok {
 		ri.changes.Follow(informers, &flexv1.Site{}, &flexv1.Asset{})
 	}
+	index.FollowKeptSites(c, &ri.sites)
 	return ri
 }
 
 // site is the live Site of namespace ns with API id id (nil when none).
 func (ri *readIndexes) site(ns, id string) (*flexv1.Site, error) {
-	sites, err := ri.lookup.SitesByID(context.Background(), ns, id) // the stores at hand: no wait
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range sites {
-		if s.DeletionTimestamp.IsZero() {
-			return s, nil
+	return ri.sites.Site(ns, id, func() (*flexv1.Site, error) {
+		sites, err := ri.lookup.SitesByID(context.Background(), ns, id) // the stores at hand: no wait
+		if err != nil {
+			return nil, err
 		}
-	}
-	return nil, nil
+		for _, s := range sites {
+			if s.DeletionTimestamp.IsZero() {
+				return s, nil
+			}
+		}
+		return nil, nil
+	})
 }
 
 // assetsOf are the site's cached Assets (those being deleted too: household.EvaluateAssets

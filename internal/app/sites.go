@@ -28,12 +28,6 @@ func (s *Service) site(ctx context.Context, p *auth.Principal, id string) (*flex
 	return s.findSite(ctx, p, id, store.siteByID)
 }
 
-// siteToRead is site for a use case that only reads the site (eligibility, rewards): it
-// skips the deep copy of the cached site, so the site it returns must not be changed.
-func (s *Service) siteToRead(ctx context.Context, p *auth.Principal, id string) (*flexv1.Site, error) {
-	return s.findSite(ctx, p, id, s.readByID())
-}
-
 // readByID finds a site to read by its id in the cache: the kept reads' index when there is one.
 func (s *Service) readByID() func(st store, ctx context.Context, ns, id string) (*flexv1.Site, error) {
 	if s.reads != nil {
@@ -42,10 +36,17 @@ func (s *Service) readByID() func(st store, ctx context.Context, ns, id string) 
 	return store.siteToRead
 }
 
-// SiteToRead is the caller's site with API id id, read-only (the other use case packages
-// build on it: rewards, subscriptions' site events).
+// SiteToRead is site for a use case that only reads the site (eligibility; the other use case
+// packages build on it: rewards, subscriptions' site events): it skips the deep copy of the
+// cached site, so the site it returns must not be changed. A site the reads' index holds by
+// id (index.KeptSites) is answered with no store made: nothing allocated.
 func (s *Service) SiteToRead(ctx context.Context, p *auth.Principal, id string) (*flexv1.Site, error) {
-	return s.siteToRead(ctx, p, id)
+	if s.reads != nil {
+		if site, err := s.reads.site(p.Namespace, id); err != nil || site != nil && Reaches(p, site) {
+			return site, err
+		}
+	}
+	return s.findSite(ctx, p, id, s.readByID())
 }
 
 // SiteInCache is SiteToRead from the cache alone, never the API server: for a request that

@@ -12,6 +12,7 @@ package ledger
 import (
 	"bytes"
 	"encoding/hex"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -93,6 +94,10 @@ func (l *Ledger) Trim() {
 		l.txs = slices.Clone(l.txs)
 	}
 }
+
+// Grow makes room for n more transactions: a reader that knows how many rows may come packs
+// them without growing the ledger row by row.
+func (l *Ledger) Grow(n int) { l.txs = slices.Grow(l.txs, n) }
 
 // Reset empties the ledger, keeping its room: a reader that walks a history a batch at a time
 // packs every batch into the same memory. Never for a ledger that is kept (Trim): others read it.
@@ -361,18 +366,21 @@ func parseUUID(s string) (id [16]byte, ok bool) {
 	return id, true
 }
 
+// appendUUID writes the id's canonical text straight into b (a page writes one per item).
 func appendUUID(b []byte, id [16]byte) []byte {
-	var out [36]byte
-	hex.Encode(out[0:8], id[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], id[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], id[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], id[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:], id[10:])
-	return append(b, out[:]...)
+	const digits = "0123456789abcdef"
+	n := len(b)
+	b = append(b, "00000000-0000-0000-0000-000000000000"...)
+	out := b[n : n+36]
+	j := 0
+	for i, c := range id {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			j++ // the hyphen
+		}
+		out[j], out[j+1] = digits[c>>4], digits[c&0x0f]
+		j += 2
+	}
+	return b
 }
 
 func formatUUID(id [16]byte) string { return string(appendUUID(make([]byte, 0, 36), id)) }
@@ -404,29 +412,37 @@ func appendDate(b []byte, day int32) []byte {
 var words = newWordTable()
 
 type wordTable struct {
-	mu     sync.Mutex // serialises additions
-	byText map[string]uint16
-	// texts is replaced, never changed in place: readers load it without a lock.
-	texts atomic.Pointer[[]string]
+	mu sync.Mutex // serialises additions
+	// byText and texts are replaced, never changed in place: readers load them without a
+	// lock (a page packs two words a row).
+	byText atomic.Pointer[map[string]uint16]
+	texts  atomic.Pointer[[]string]
 }
 
 func newWordTable() *wordTable {
-	w := &wordTable{byText: map[string]uint16{"": 0}}
+	w := &wordTable{}
+	w.byText.Store(&map[string]uint16{"": 0})
 	w.texts.Store(&[]string{""})
 	return w
 }
 
 func (w *wordTable) index(s string) uint16 {
+	if i, ok := (*w.byText.Load())[s]; ok {
+		return i
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if i, ok := w.byText[s]; ok {
+	byText := *w.byText.Load()
+	if i, ok := byText[s]; ok {
 		return i
 	}
 	old := *w.texts.Load()
 	texts := append(slices.Clip(old), strings.Clone(s))
 	i := uint16(len(old))
-	w.byText[texts[i]] = i
-	w.texts.Store(&texts)
+	next := maps.Clone(byText)
+	next[texts[i]] = i
+	w.texts.Store(&texts) // before the index is found: a reader of i finds its text
+	w.byText.Store(&next)
 	return i
 }
 

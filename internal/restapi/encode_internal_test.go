@@ -83,6 +83,29 @@ func BenchmarkEncodeTransactions(b *testing.B) {
 	}
 }
 
+// A page of a year of weekly rewards written from the compact ledger, as the read path
+// answers a kept page: compare with `go test ./internal/restapi/ -run X -bench TransactionsPage -benchmem`.
+func BenchmarkTransactionsPage(b *testing.B) {
+	year := make([]flexv1.RewardTransaction, 52)
+	start := time.Date(2025, 1, 6, 0, 0, 0, 0, time.UTC)
+	for i := range year {
+		from := start.AddDate(0, 0, 7*i)
+		to := from.AddDate(0, 0, 7)
+		wh := int64(1500 + 10*i)
+		year[i] = flexv1.RewardTransaction{ID: fmt.Sprintf("3f1c2b6e-8a0d-4c47-9e1b-%012d", i), Type: "flex period",
+			CreditPence: int64(20 + (i*37)%180), StartTime: &metav1.Time{Time: from}, EndTime: &metav1.Time{Time: to},
+			SettlementDate: to.AddDate(0, 0, 5).Format(time.DateOnly), FlexWh: &wh}
+	}
+	l := ledger.New(year)
+	page := transactionsPage{&rewards.TransactionsPage{SiteID: "8c0e4a8e-4b7e-4d2a-9a53-1f0a7c3e2b11", Ledger: l, To: l.Len()}}
+	var buf bytes.Buffer
+	b.ReportAllocs()
+	for b.Loop() {
+		buf.Reset()
+		_ = encodeJSON(&buf, page)
+	}
+}
+
 // transactionRecords answers each transaction of a compact ledger as the record of its
 // fields would, in the ledger's order (newest first).
 func TestTransactionRecordsKeepEveryField(t *testing.T) {

@@ -60,35 +60,35 @@ func appendTransactionsTail(b []byte, p *rewards.TransactionsPage) []byte {
 	return append(b, "}\n"...)
 }
 
-// dayMemos are the memos of an answer's times and of its settlement dates.
-type dayMemos struct{ times, settlements jsonappend.DayMemo }
+// dayMemos are the memos of an answer's start times, end times and settlement dates: each
+// walks its own weeks (a history's start and end times are a week apart, its settlements in
+// a later month), so that none makes another work its date out again.
+type dayMemos struct{ starts, ends, settlements jsonappend.DayMemo }
 
 // appendItems writes the page's transactions (From..To of its Ledger) as items of the array;
-// after says an item was written before them.
+// after says an item was written before them. Each constant text is written with the quote
+// or key that follows it, so that an item is a dozen appends.
 func (m *dayMemos) appendItems(b []byte, p *rewards.TransactionsPage, after bool) []byte {
 	l, from := p.Ledger, p.From
 	for i := from; i < p.To; i++ {
 		if after || i > from {
 			b = append(b, ',')
 		}
-		tx, plain := l.At(i), l.Canonical(i)
-		b = append(b, `{"transaction_id":`...)
-		if plain {
-			b = append(l.AppendID(append(b, '"'), i), '"')
+		tx := l.At(i)
+		if l.Canonical(i) {
+			b = append(l.AppendID(append(b, `{"transaction_id":"`...), i), `","credit_pence":`...)
 		} else {
-			b = jsonappend.String(b, l.ID(i))
+			b = append(jsonappend.String(append(b, `{"transaction_id":`...), l.ID(i)), `,"credit_pence":`...)
 		}
-		b = append(b, `,"credit_pence":`...)
 		b = strconv.AppendInt(b, tx.CreditPence(), 10)
 		if typ := tx.Type(); typ != "" {
-			b = append(b, `,"transaction_type":`...)
-			b = jsonappend.String(b, string(typ))
+			b = jsonappend.String(append(b, `,"transaction_type":`...), string(typ))
 		}
 		if sec, ok := tx.StartUnix(); ok {
-			b = append(m.times.RFC3339(append(b, `,"start_time":"`...), sec), '"')
+			b = append(m.starts.RFC3339(append(b, `,"start_time":"`...), sec), '"')
 		}
 		if sec, ok := tx.EndUnix(); ok {
-			b = append(m.times.RFC3339(append(b, `,"end_time":"`...), sec), '"')
+			b = append(m.ends.RFC3339(append(b, `,"end_time":"`...), sec), '"')
 		}
 		if day, ok := tx.SettlementDay(); ok {
 			b = append(m.settlements.Day(append(b, `,"settlement_date":"`...), day), '"')
@@ -99,8 +99,7 @@ func (m *dayMemos) appendItems(b []byte, p *rewards.TransactionsPage, after bool
 			b = jsonappend.Kilo(append(b, `,"flex_kwh":`...), wh)
 		}
 		if ps := tx.PaymentStatus(); ps != "" {
-			b = append(b, `,"payment_status":`...)
-			b = jsonappend.String(b, string(ps))
+			b = jsonappend.String(append(b, `,"payment_status":`...), string(ps))
 		}
 		b = append(b, '}')
 	}

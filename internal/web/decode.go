@@ -555,14 +555,13 @@ func (f *Fields) QueryInt(q map[string][]string, key string, def, lo, hi int) in
 		return def
 	}
 	n, err := strconv.Atoi(raw[0])
-	loc := []any{"query", key}
-	switch {
+	switch { // the location made only for a refusal: a read that pages allocates nothing here
 	case err != nil:
-		f.Add("Input should be a valid integer, unable to parse string as an integer", "int_parsing", loc)
+		f.Add("Input should be a valid integer, unable to parse string as an integer", "int_parsing", []any{"query", key})
 	case n < lo:
-		f.Add(fmt.Sprintf("Input should be greater than or equal to %d", lo), "greater_than_equal", loc)
+		f.Add(fmt.Sprintf("Input should be greater than or equal to %d", lo), "greater_than_equal", []any{"query", key})
 	case hi >= 0 && n > hi:
-		f.Add(fmt.Sprintf("Input should be less than or equal to %d", hi), "less_than_equal", loc)
+		f.Add(fmt.Sprintf("Input should be less than or equal to %d", hi), "less_than_equal", []any{"query", key})
 	default:
 		return n
 	}

@@ -67,6 +67,10 @@ type TransactionsQuery struct {
 // packed (ledger), ~120 KB encoded.
 const historyBatch = 500
 
+// pageRoom is the room a page read makes for its rows at once, at most (a year of weekly
+// rewards, and a few more): a page of up to that many packs with one allocation.
+const pageRoom = 64
+
 // TransactionsIn is a page of the caller's site's reward history, from the database.
 func (s *Service) TransactionsIn(ctx context.Context, p *auth.Principal, siteID string, q TransactionsQuery) (*TransactionsPage, error) {
 	site, err := s.Sites.SiteToRead(ctx, p, siteID)
@@ -107,6 +111,7 @@ func (s *Service) readPage(ctx context.Context, key rewardstore.Site, q Transact
 	// rows (already in statement order) into the compact form the door encodes: a read that
 	// misses the kept pages costs one round trip, not two, and builds no RewardTransaction.
 	l := &ledger.Ledger{}
+	l.Grow(min(read, pageRoom))
 	var last rewardstore.Position
 	b, err := s.Store.PageWithBalance(ctx, key, rewardstore.Page{Limit: read, Offset: q.Offset, Since: q.Since, Until: q.Until},
 		func(row *rewardstore.PageRow) {
