@@ -434,10 +434,18 @@ func (s *shardsRun) restoreSingleton(ctx context.Context) error {
 func (s *shardsRun) deleteHouseholds(ctx context.Context) error {
 	b := s.b
 	start := time.Now()
+	sites, err := b.siteCountIn(ctx, shardsNamespace)
+	if err != nil {
+		return err
+	}
 	if err := b.c.DeleteAllOf(ctx, &flexv1.Site{}, client.InNamespace(shardsNamespace)); err != nil {
 		return fmt.Errorf("deleting the step's sites: %w", err)
 	}
-	err := pollEvery(ctx, ringPollInterval, b.p.Settle, func() error {
+	// Each site's finalizer deletes its children, waits for them to go and writes its last
+	// event: on the loaded 2-core box about 5 households a second with one shard, so the bound
+	// grows with them (a full run deletes 10,000).
+	bound := max(b.p.Settle, time.Duration(sites)*deletedHouseholdBound)
+	err = pollEvery(ctx, ringPollInterval, bound, func() error {
 		for _, list := range shards.RingLists() {
 			if err := b.c.List(ctx, list, client.InNamespace(shardsNamespace), client.Limit(1)); err != nil {
 				return err
@@ -457,6 +465,10 @@ func (s *shardsRun) deleteHouseholds(ctx context.Context) error {
 	logf("shards: the step's households deleted in %s", time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
+
+// deletedHouseholdBound is what deleting one of the step's households may take, at most (a
+// bound for failure only: a quarter of a second, where the loaded box deletes five a second).
+const deletedHouseholdBound = 250 * time.Millisecond
 
 // running are the running shard processes, in order.
 func (s *shardsRun) running() []*managerProc {
