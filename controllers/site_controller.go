@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -162,25 +161,28 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 		return err
 	}
 	// A site can reach a shard's cache before its assets do (the sharder moves a departed
-	// shard's sites before their children): evaluated then, it would be published as having lost
-	// them (docs/scale.md, "Shards within a cluster"). An asset the last
-	// evaluation held that the cache lacks while the API server has it live is on its way.
-	if transit, err := r.assetsInTransit(ctx, site, found); err != nil {
+	// shard's sites before their children): evaluated from the cache alone, it would be
+	// published as having lost them (docs/scale.md, "Shards within a cluster"). An asset the
+	// last evaluation held that the cache lacks is read from the API server by name, and while
+	// it is there, live and the site's, it is evaluated as read: the status written is the
+	// household's at once, not a wait for the asset's arrival.
+	transit, err := r.assetsInTransit(ctx, site, found)
+	if err != nil {
 		return err
-	} else if transit != "" {
-		// Its arrival in the cache brings the site back (the Asset watch); the delay is a net.
-		return waitingBriefly(assetTransitRecheck, flexv1.ReasonEligibilityPending,
-			fmt.Sprintf("Waiting for asset %s to reach this replica's cache", transit))
 	}
 	// Its children carry it as their controller: that puts them on its shard. Those the REST
 	// API writes have it from their create; those written without it (kubectl, GitOps, older
-	// data) are adopted here, one patch each.
+	// data) are adopted here, one patch each. An asset on its way was adopted by the
+	// evaluation that held it.
 	if err := householdstore.AdoptChildren(ctx, r.Client, site, found); err != nil {
 		return err
 	}
-	assets := &flexv1.AssetList{Items: make([]flexv1.Asset, len(found))}
+	assets := &flexv1.AssetList{Items: make([]flexv1.Asset, len(found), len(found)+len(transit))}
 	for i, a := range found {
 		a.DeepCopyInto(&assets.Items[i])
+	}
+	for _, a := range transit {
+		assets.Items = append(assets.Items, *a)
 	}
 	rules, err := householdstore.LoadRules(ctx, r.Client)
 	if err != nil {
@@ -205,17 +207,15 @@ func (r *SiteReconciler) reconcile(ctx context.Context, site *flexv1.Site) error
 	return nil
 }
 
-// assetTransitRecheck is how soon a site waiting for an asset on its way looks again if the
-// asset's arrival has not brought it back: long, so that the many sites of a hand-over do not
-// each ask the API server every second.
-const assetTransitRecheck = 15 * time.Second
-
-// assetsInTransit names an asset the site's last evaluation held that found (the cache's) lacks
-// while the API server still has it, live and the site's ("" when there is none): read by name,
-// one GET for each asset missing, which only a deletion or a hand-over between shards makes.
-func (r *SiteReconciler) assetsInTransit(ctx context.Context, site *flexv1.Site, found []*flexv1.Asset) (string, error) {
+// assetsInTransit are the assets the site's last evaluation held that found (the cache's)
+// lacks while the API server has them, live and still the site's: read by name, one GET for
+// each asset missing, which only a deletion or a hand-over between shards makes. Their arrival
+// in the cache brings the site back (the Asset watch), and it is evaluated again from there.
+func (r *SiteReconciler) assetsInTransit(ctx context.Context, site *flexv1.Site, found []*flexv1.Asset) ([]*flexv1.Asset, error) {
+	var transit []*flexv1.Asset
 	for _, was := range site.Status.Assets {
-		if was.Name == "" || slices.ContainsFunc(found, func(a *flexv1.Asset) bool { return a.Name == was.Name }) {
+		if was.Name == "" || slices.ContainsFunc(found, func(a *flexv1.Asset) bool { return a.Name == was.Name }) ||
+			slices.ContainsFunc(transit, func(a *flexv1.Asset) bool { return a.Name == was.Name }) {
 			continue
 		}
 		asset := &flexv1.Asset{}
@@ -224,13 +224,13 @@ func (r *SiteReconciler) assetsInTransit(ctx context.Context, site *flexv1.Site,
 			continue
 		}
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		if asset.DeletionTimestamp.IsZero() && asset.Spec.SiteName == site.Name {
-			return was.Name, nil
+			transit = append(transit, asset)
 		}
 	}
-	return "", nil
+	return transit, nil
 }
 
 // setEligibility writes an eligibility result and the Eligible condition into the status.

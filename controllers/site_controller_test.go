@@ -1,17 +1,22 @@
 package controllers_test
 
 import (
+	"context"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/controllers"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/identity"
+	"github.com/flexsite/flexsite/internal/index"
+	"github.com/flexsite/flexsite/internal/shards"
 )
 
 const (
@@ -163,6 +168,39 @@ var _ = Describe("Site eligibility", func() {
 		Expect(s.Status.Assets).To(BeEmpty())
 	})
 
+	It("counts an asset the API server holds that the replica's cache does not yet hold (a household moving to this shard)",
+		func(ctx SpecContext) {
+			s := site(ns, "1200000000011")
+			onShard := func(a *flexv1.Asset) { a.Labels = map[string]string{shards.ShardLabel: specShard} }
+			arrived := asset(ns, s.Name, "arrived", cop11Charger, onShard)
+			onItsWay := asset(ns, s.Name, "on-its-way", func(a *flexv1.Asset) { a.Spec.Type = flexv1.AssetTypeBattery })
+			create(ctx, s, arrived, onItsWay)
+			// The suite's manager (every household cached) evaluates both, each with its API id.
+			Eventually(fetched(ctx, s)).Should(WithTransform(func(s *flexv1.Site) []flexv1.AssetEligibility { return s.Status.Assets },
+				ConsistOf(SatisfyAll(HaveField("Name", arrived.Name), HaveField("ID", Not(BeEmpty()))),
+					SatisfyAll(HaveField("Name", onItsWay.Name), HaveField("ID", Not(BeEmpty()))))))
+
+			By("evaluating it on a replica whose cache holds only the ring's objects labelled for its shard")
+			shard := shardCache(ctx)
+			Eventually(func(g Gomega) {
+				g.Expect(shard.GetCache().Get(ctx, client.ObjectKeyFromObject(arrived), &flexv1.Asset{})).To(Succeed())
+			}).Should(Succeed())
+			Expect(shard.GetCache().Get(ctx, client.ObjectKeyFromObject(onItsWay), &flexv1.Asset{})).
+				To(MatchError(ContainSubstring("not found")), "the asset without the shard's label is not in its cache")
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+			was := s.Status.DeepCopy()
+			Expect(controllers.EvaluateSite(ctx, shard, s)).To(Succeed(), "evaluated at once, not waiting for the asset")
+			Expect(s.Status.Assets).To(Equal(was.Assets), "both assets counted, the one read from the API server too")
+			Expect(s.Status.EligiblePropositions).To(Equal(was.EligiblePropositions))
+			Expect(s.Status.EvaluatedFrom).To(Equal(was.EvaluatedFrom))
+			Expect(meta.FindStatusCondition(s.Status.Conditions, flexv1.EligibleCondition).Reason).To(Equal(flexv1.ReasonEligible))
+
+			By("not counting it once it is deleted")
+			Expect(k8sClient.Delete(ctx, onItsWay)).To(Succeed())
+			Expect(controllers.EvaluateSite(ctx, shard, s)).To(Succeed())
+			Expect(s.Status.Assets).To(ConsistOf(HaveField("Name", arrived.Name)))
+		})
+
 	It("deletes the site's assets, enrolments, reward ledger and MPAN claims with it, recording no withdrawal", func(ctx SpecContext) {
 		s := site(ns, "1200000000011")
 		a1 := asset(ns, s.Name, "del-1", cop11Charger)
@@ -250,4 +288,27 @@ func patchAsset(ctx SpecContext, a *flexv1.Asset, mutate func(*flexv1.Asset)) {
 	base := a.DeepCopy()
 	mutate(a)
 	Expect(k8sClient.Patch(ctx, a, client.MergeFrom(base))).To(Succeed())
+}
+
+// specShard is the shard name of shardCache's replica.
+const specShard = "spec-shard"
+
+// shardCache starts a manager whose cache is a controller tier shard's (shards.OwnCache: the
+// ring's kinds only where labelled for specShard), with the controllers' indexes, and runs
+// nothing but its cache: for evaluating a site as a shard would, beside the suite's manager.
+func shardCache(ctx SpecContext) ctrl.Manager {
+	GinkgoHelper()
+	mgr, err := env.NewManager(func(o *ctrl.Options) { o.Cache = shards.OwnCache(index.CacheOptions(), specShard) })
+	Expect(err).NotTo(HaveOccurred())
+	Expect(index.Register(ctx, mgr.GetFieldIndexer())).To(Succeed())
+	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(mctx)).To(Succeed())
+	}()
+	DeferCleanup(func() { stop(); <-done })
+	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
+	return mgr
 }

@@ -63,6 +63,9 @@ type bench struct {
 	fleet *org
 	// fleetRaw are the raw-write households beside the fleet (fleetRawHouseholds).
 	fleetRaw *households
+	// later: steps follow the one running in this run (one that changes the cluster for its
+	// own measure puts it back then).
+	later bool
 	// trivial is the read-path baseline server, while it runs.
 	trivial *childProc
 	// empty is the manager's memory before any household existed (nil until measured).

@@ -202,13 +202,19 @@ func (b *bench) measureMirrored(ctx context.Context, targets []readTarget, token
 // time every process used meanwhile (PostgreSQL's server processes too, as rolePostgres).
 func (b *bench) mirrored(ctx context.Context, names []string,
 	load func(ctx context.Context, j int, slot time.Duration) (timings, error)) (map[string]*readResult, error) {
+	return b.mirroredPasses(ctx, names, readPasses, load)
+}
+
+// mirroredPasses is mirrored in passes passes (ReadSeconds in all for each target).
+func (b *bench) mirroredPasses(ctx context.Context, names []string, passes int,
+	load func(ctx context.Context, j int, slot time.Duration) (timings, error)) (map[string]*readResult, error) {
 	results := map[string]*readResult{}
-	slot := time.Duration(b.p.ReadSeconds / readPasses * float64(time.Second))
+	slot := time.Duration(b.p.ReadSeconds / float64(passes) * float64(time.Second))
 	scrape, err := b.scrapeAllocBytes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for pass := range readPasses {
+	for pass := range passes {
 		for i := range names {
 			j := i
 			if pass%2 == 1 {

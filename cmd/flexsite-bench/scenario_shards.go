@@ -44,10 +44,13 @@ import (
 //   - a departed shard: shard 2 killed (its lease left to expire, as a lost node), the time
 //     until the first of its households is reconciled by shard 1, and households per second.
 //
-// It grows the fleet to N with the singleton when it holds fewer sites (N is then the sites
-// the cluster holds when the controller tier singleton is measured), and to 2N through the API
-// replica. It puts the singleton back when it ends. It runs before the fleet step: the sharder's
-// first assignment of a fleet is one patch per object at its client's rate.
+// Its households are an organisation of their own (shardsNamespace), grown to N with the
+// singleton (N is then the sites the cluster holds when the controller tier singleton is
+// measured: the mode's N, as the step runs first in a whole run, runScenarios), and to 2N
+// through the API replica. When it ends it deletes them (when later steps follow: through its
+// shard, before the tiers stop) and puts the singleton back, so that the steps after it find
+// the cluster as it was. The sharder's assignment of a fleet is one patch per object at its
+// client's rate: the step's bounds hold for its own 2N, not for what other steps grow.
 
 // scenarioShards is the step's name and report key.
 const scenarioShards = "shards"
@@ -83,6 +86,13 @@ const (
 	shardsBalanceHigh     = 0.6
 )
 
+// shardsNamespace is the organisation of the step's households, and shardsMPANPrefix their
+// MPANs' first two digits (no other step's).
+const (
+	shardsNamespace  = "bench-shards"
+	shardsMPANPrefix = 23
+)
+
 // shardsHalfFleet is N: the sites the controller tier singleton holds at least (each shard
 // then holds its share of 2N). Quick: 500, so that the step stays within minutes.
 func shardsHalfFleet(p params) int {
@@ -113,13 +123,15 @@ type shardsRun struct {
 func runShards(ctx context.Context, b *bench, rep *report) error {
 	start := time.Now()
 	rep.add(scenarioShards, "load_1m_start", loadAvg1(), unitCount)
-	if b.fleet == nil {
-		fleet, err := b.organisation(ctx, "bench-fleet", 10)
-		if err != nil {
-			return err
-		}
-		b.fleet = fleet
+	// The step's households, in the fleet's place while it runs (its reads and writes go to
+	// b.fleet); the fleet of the other steps is theirs again when it ends.
+	fleet, err := b.organisation(ctx, shardsNamespace, shardsMPANPrefix)
+	if err != nil {
+		return err
 	}
+	was := b.fleet
+	b.fleet = fleet
+	defer func() { b.fleet = was }()
 	if err := b.growFleetTo(ctx, shardsHalfFleet(b.p)); err != nil {
 		return err
 	}
@@ -226,6 +238,11 @@ func runShards(ctx context.Context, b *bench, rep *report) error {
 	}
 	if err := round(1, changes.revert, "revert"); err != nil {
 		return err
+	}
+	if b.later {
+		if err := s.deleteHouseholds(ctx); err != nil {
+			return err
+		}
 	}
 	if err := s.restoreSingleton(ctx); err != nil {
 		return err
@@ -409,6 +426,49 @@ func (s *shardsRun) restoreSingleton(ctx context.Context) error {
 	_, err := b.mgr.waitIdle(ctx, b.p.Settle)
 	return err
 }
+
+// deleteHouseholds deletes the step's households and waits until none of their objects is
+// left: each site's shard finalizes it (its children, its bank details, its last event), as
+// it would in a cluster, while the tiers still run. The steps after this one then start from
+// the cluster as it was before it.
+func (s *shardsRun) deleteHouseholds(ctx context.Context) error {
+	b := s.b
+	start := time.Now()
+	sites, err := b.siteCountIn(ctx, shardsNamespace)
+	if err != nil {
+		return err
+	}
+	if err := b.c.DeleteAllOf(ctx, &flexv1.Site{}, client.InNamespace(shardsNamespace)); err != nil {
+		return fmt.Errorf("deleting the step's sites: %w", err)
+	}
+	// Each site's finalizer deletes its children, waits for them to go and writes its last
+	// event: on the loaded 2-core box about 5 households a second with one shard, so the bound
+	// grows with them (a full run deletes 10,000).
+	bound := max(b.p.Settle, time.Duration(sites)*deletedHouseholdBound)
+	err = pollEvery(ctx, ringPollInterval, bound, func() error {
+		for _, list := range shards.RingLists() {
+			if err := b.c.List(ctx, list, client.InNamespace(shardsNamespace), client.Limit(1)); err != nil {
+				return err
+			}
+			if meta.LenList(list) > 0 {
+				return fmt.Errorf("%T objects left", list)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("deleting the step's households: %w", err)
+	}
+	if err := s.waitIdle(ctx); err != nil {
+		return err
+	}
+	logf("shards: the step's households deleted in %s", time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// deletedHouseholdBound is what deleting one of the step's households may take, at most (a
+// bound for failure only: a quarter of a second, where the loaded box deletes five a second).
+const deletedHouseholdBound = 250 * time.Millisecond
 
 // running are the running shard processes, in order.
 func (s *shardsRun) running() []*managerProc {
@@ -614,29 +674,50 @@ func (s *shardsRun) reads(ctx context.Context) (map[string]float64, error) {
 		return nil, err
 	}
 	ids := b.fleet.siteIDs
-	var targets []readTarget
-	for _, side := range []struct {
-		suffix, url string
-	}{{apiSuffix, s.api.apiURL}, {singletonSuffix, single.apiURL}} {
-		for _, e := range readEndpoints(side.url, ids) {
-			e.name += side.suffix
-			targets = append(targets, e)
+	// One read at a time, the two managers alternating in short mirrored passes (A B, B A,
+	// ...), as the other ratios of a target to its baseline are measured. All four in one
+	// rotation (A B C D, D C B A) gave the API replica's transactions page two of the slots
+	// that move the load from one process to the other, and the singleton's none, and the
+	// eligibility read the other way round: the two ratios then differed by ~0.1 (0.81–0.96
+	// against 0.92–1.09) for no difference between the managers: a read on the API replica
+	// makes no GET and no SQL the singleton's does not, and costs it no more CPU (logged).
+	out := map[string]float64{}
+	// Each side's CPU time per read, beside its rate: on the shared box the rate follows the
+	// CPU the machine gives a process in its slots, the CPU a read costs much less so.
+	cpuPerRead := map[string]float64{}
+	onSingleton := readEndpoints(single.apiURL, ids)
+	for i, e := range readEndpoints(s.api.apiURL, ids) {
+		pair := []readTarget{e, onSingleton[i]}
+		pair[0].name += apiSuffix
+		pair[1].name += singletonSuffix
+		// Warmed singleton first: the passes start on the replica that has the load already.
+		if err := b.warmReads(ctx, []readTarget{pair[1], pair[0]}, len(ids), token); err != nil {
+			return nil, err
+		}
+		pids := []string{strconv.Itoa(s.api.pid()), strconv.Itoa(single.pid())}
+		cpu := make([]time.Duration, len(pair))
+		results, err := b.mirroredPasses(ctx, []string{pair[0].name, pair[1].name}, shardsReadPasses,
+			func(ctx context.Context, j int, slot time.Duration) (timings, error) {
+				before := procCPU(pids[j])
+				t, err := b.loadReads(ctx, pair[j], token, slot)
+				cpu[j] += procCPU(pids[j]) - before
+				return t, err
+			})
+		if err != nil {
+			return nil, err
+		}
+		for j, t := range pair {
+			out[t.name] = results[t.name].t.rate()
+			cpuPerRead[t.name] = ratio(float64(cpu[j].Microseconds()), float64(results[t.name].t.calls))
 		}
 	}
-	if err := b.warmReads(ctx, targets, len(ids), token); err != nil {
-		return nil, err
-	}
-	results, err := b.measureMirrored(ctx, targets, token)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]float64{}
-	for _, t := range targets {
-		out[t.name] = results[t.name].t.rate()
-	}
-	logf("shards: reads per second %v", out)
+	logf("shards: reads per second %v; the serving process's CPU µs per read %v", out, cpuPerRead)
 	return out, nil
 }
+
+// shardsReadPasses is how many mirrored passes each read's two sides run in: twice the read
+// path's, of half the length each.
+const shardsReadPasses = 2 * readPasses
 
 func reportShardsBalance(rep *report, bal shardsBalance) {
 	rep.add(scenarioShards, "fleet_sites", float64(bal.fleet), unitCount)

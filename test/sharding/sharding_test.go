@@ -347,16 +347,19 @@ var _ = Describe("Shards of the ring", Ordered, func() {
 				if state := lease.Labels[shardingv1alpha1.LabelState]; state != "dead" {
 					return fmt.Errorf("shard-b is %q", state)
 				}
-				// A site that has moved and whose change is reconciled (its charger follows it
-				// later: the sharder moves every site of the shard before their children).
+				// A site that has moved and whose change is reconciled, Ready: evaluated with its
+				// charger, which follows it later (the sharder moves every site of the shard before
+				// their children), read from the API server meanwhile.
 				sites := &flexv1.SiteList{}
 				if err := env.Client.List(ctx, sites, client.InNamespace(ns)); err != nil {
 					return err
 				}
 				for i := range sites.Items {
 					site := &sites.Items[i]
+					ready := meta.FindStatusCondition(site.Status.Conditions, flexv1.ReadyCondition)
 					if slices.Contains(theirs, client.ObjectKeyFromObject(site)) && shards.ShardOf(site) != "shard-b" &&
-						shards.ShardOf(site) != "" && site.Status.ObservedGeneration == site.Generation {
+						shards.ShardOf(site) != "" && site.Status.ObservedGeneration == site.Generation &&
+						ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == site.Generation {
 						return nil
 					}
 				}
@@ -373,8 +376,9 @@ var _ = Describe("Shards of the ring", Ordered, func() {
 			}).WithTimeout(3*leaseDuration + time.Minute - time.Since(killed)).Should(Succeed())
 			fmt.Fprintf(GinkgoWriter, "killed shard: %d sites and their chargers; the first reconciled elsewhere after %s, all after %s\n",
 				len(theirs), first.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
-			// A site reaches shard-a before its charger does: it waits for it, rather than being
-			// published as a site without assets until the charger follows.
+			// A site reaches shard-a before its charger does: it is evaluated with the charger as
+			// the API server has it, rather than published as a site without assets until the
+			// charger follows.
 			Expect(assetsDropped("shard-a", theirs, killed)).To(BeEmpty(),
 				"status writes by shard-a that left one of shard-b's sites with no asset")
 		}, NodeTimeout(5*time.Minute))
