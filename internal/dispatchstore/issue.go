@@ -305,20 +305,18 @@ func (s *Store) RecordOn(ctx context.Context, q Querier, organisation string, r 
 	return changed, flexEvent, err
 }
 
-// Joined is another store's writes joined to a status's statement (RecordJoined). Gate, a
+// Joined is another store's write joined to a status's statement (RecordJoined). Gate, a
 // boolean SQL expression over the dispatch's row (d), must hold for anything to be written
-// (ErrClosed when it does not); Writes, data-modifying statements that select from the CTE
-// "takes", run in the same statement with the status change: takes has one row when the
+// (ErrClosed when it does not); Write, a data-modifying statement that selects from the CTE
+// "takes", runs in the same statement with the status change: takes has one row when the
 // report takes effect (its status written, or the dispatch's already, or a windowed report
-// that says nothing of a started window), none otherwise. An error of theirs (a constraint
-// refused) aborts the whole statement: nothing is written, and RecordJoined answers it. Their
-// parameters start at $13: Args. Program, when set, is a condition of the dispatch's too: its
-// proposition (the OpenADR event's programID) must be it, or nothing is written (ErrClosed).
+// that says nothing of a started window), none otherwise. Their parameters start at $13:
+// Args. Program, when set, is a condition of the dispatch's too: its proposition (the
+// OpenADR event's programID) must be it, or nothing is written (ErrClosed).
 type Joined struct {
-	Gate    string
-	Writes  []string
-	Args    []any
-	Program string
+	Gate, Write string
+	Args        []any
+	Program     string
 }
 
 // ErrClosed: a Joined's gate did not hold, or its Program is not the dispatch's; nothing was
@@ -348,10 +346,10 @@ c AS (
 	SELECT $1, $2, $4, $5, $6, $7 FROM u)
 SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u) FROM cur`
 
-// joinedSQL is recordSQL with a Joined's gate and writes (%s, %s: the CTEs w0, w1, ...) and
-// its Program ($12, NULL: any), and a Windowed report's two statuses: $4 (following one of
-// $8) of a dispatch whose window starts after now, $10 (following one of $11; NULL: none) of
-// one whose window has started. A status RecordJoined is not windowed is both.
+// joinedSQL is recordSQL with a Joined's gate and write (%s, %s) and its Program ($12, NULL:
+// any), and a Windowed report's two statuses: $4 (following one of $8) of a dispatch whose
+// window starts after now, $10 (following one of $11; NULL: none) of one whose window has
+// started. A status RecordJoined is not windowed is both.
 const joinedSQL = `
 WITH cur AS (
 	SELECT status, flex_event, from_time, COALESCE((%s) AND ($12::text IS NULL OR d.proposition = $12), false) AS open,
@@ -367,7 +365,8 @@ c AS (
 	INSERT INTO dispatch_status_changes (organisation, event_id, status, reported_at, recorded_at, recorded_by)
 	SELECT $1, $2, cur.to_status, $5, $6, $7 FROM u, cur),
 takes AS (
-	SELECT 1 FROM cur WHERE cur.open AND (cur.to_status IS NULL OR cur.status = cur.to_status OR EXISTS (SELECT 1 FROM u)))%s
+	SELECT 1 FROM cur WHERE cur.open AND (cur.to_status IS NULL OR cur.status = cur.to_status OR EXISTS (SELECT 1 FROM u))),
+w AS (%s)
 SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u), cur.open FROM cur`
 
 // follows are the statuses a report of to may follow (dispatch.Step): none for no status.
@@ -411,11 +410,7 @@ func (s *Store) record(ctx context.Context, q Querier, organisation string, r Re
 		if j.Program != "" {
 			program = &j.Program
 		}
-		var writes strings.Builder
-		for i, w := range j.Writes {
-			fmt.Fprintf(&writes, ",\nw%d AS (%s)", i, w)
-		}
-		sql = fmt.Sprintf(joinedSQL, j.Gate, writes.String())
+		sql = fmt.Sprintf(joinedSQL, j.Gate, j.Write)
 		args = append(append(args, startedArg, follows(started), program), j.Args...)
 	}
 	for range recordAttempts {

@@ -153,9 +153,6 @@ func (s *Store) refusal(err error) error {
 	if errors.Is(err, db.ErrNotFound) {
 		return ErrNotFound
 	}
-	if Full(err) {
-		return ErrFull
-	}
 	return err
 }
 

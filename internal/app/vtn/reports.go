@@ -286,12 +286,8 @@ func (s *Service) CreateReport(ctx context.Context, p *auth.Principal, in Report
 	now := s.stamp()
 	r := Report{ID: newID(), ClientName: p.ClientName, ProgramID: in.ProgramID, EventID: in.EventID,
 		ReportClientName: in.ClientName, Name: in.Name, Body: in.Body, Created: now, Modified: now}
-	taken, err := s.quickReport(ctx, p, in, r)
-	if err != nil {
-		return Report{}, err
-	}
-	if taken {
-		return r, nil
+	if taken, err := s.quickReport(ctx, p, in, r); taken || err != nil {
+		return r, err
 	}
 	j, err := s.judge(ctx, p, in)
 	if err != nil {
@@ -314,14 +310,17 @@ func (s *Service) CreateReport(ctx context.Context, p *auth.Principal, in Report
 	case 0:
 		err = s.Store.CreateReport(ctx, p.Namespace, r, MaxReportsPerEvent, nil)
 	case 1:
-		// The one status and the counted report in one statement (the bound's count written
-		// in it): one round trip, committed together or not at all.
-		gate, writes, args := vtnstore.ReportJoin(p.Namespace, r, MaxReportsPerEvent, false)
+		// The one status and the counted report in one statement (the bound's lock taken in
+		// it): one round trip, committed together or not at all.
+		gate, write, args := vtnstore.ReportJoin(p.Namespace, r, MaxReportsPerEvent, false)
 		var done func()
 		_, done, err = s.Dispatches.CallbackJoined(ctx, s.Store.Pool, p,
 			dispatches.CallbackInput{Asset: j.dispatch.AssetID, EventID: j.dispatch.EventID.String(),
 				Status: j.statuses[0], At: s.Now()},
-			dispatchstore.Joined{Gate: gate, Writes: writes, Args: args})
+			dispatchstore.Joined{Gate: gate, Write: write, Args: args})
+		if errors.Is(err, dispatchstore.ErrClosed) {
+			err = vtnstore.ErrFull
+		}
 		if done != nil {
 			committed = append(committed, done)
 		}
@@ -339,7 +338,7 @@ func (s *Service) CreateReport(ctx context.Context, p *auth.Principal, in Report
 			return nil
 		})
 	}
-	if vtnstore.Full(err) {
+	if errors.Is(err, vtnstore.ErrFull) {
 		return Report{}, reportsFull()
 	}
 	if err != nil {
@@ -383,20 +382,17 @@ func (s *Service) quickReport(ctx context.Context, p *auth.Principal, in ReportI
 		}
 		before, started = statusesOf(states[0].State)
 	}
-	gate, writes, args := vtnstore.ReportJoin(p.Namespace, r, MaxReportsPerEvent, !BusinessLogic(p))
+	gate, write, args := vtnstore.ReportJoin(p.Namespace, r, MaxReportsPerEvent, !BusinessLogic(p))
 	_, done, err := s.Dispatches.CallbackJoined(ctx, s.Store.Pool, p,
 		dispatches.CallbackInput{Asset: asset, EventID: in.EventID, Status: before, Windowed: true, Started: started,
 			At: s.Now()},
-		dispatchstore.Joined{Gate: gate, Writes: writes, Args: args, Program: in.ProgramID})
+		dispatchstore.Joined{Gate: gate, Write: write, Args: args, Program: in.ProgramID})
 	switch {
 	case err == nil:
 		done()
 		return true, nil
 	case errors.Is(err, dispatches.ErrUnavailable):
 		return false, ErrUnavailable
-	case vtnstore.Full(err):
-		// Everything else held (the count is written last, for a report taken): the bound.
-		return false, reportsFull()
 	}
 	var refusal *app.Error
 	if errors.Is(err, dispatchstore.ErrClosed) || errors.As(err, &refusal) {

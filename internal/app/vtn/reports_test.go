@@ -166,8 +166,8 @@ func TestJoinedReportAndStatusAllOrNothing(t *testing.T) {
 	r := vtnstore.Report{ID: uuid.New(), ClientName: c.p.ClientName, ProgramID: "limited_pause", EventID: event.String(),
 		ReportClientName: "v", Body: json.RawMessage(`{}`), Created: now, Modified: now}
 	joined := func(max int) dispatchstore.Joined {
-		gate, writes, args := vtnstore.ReportJoin(c.ns, r, max, false)
-		return dispatchstore.Joined{Gate: gate, Writes: writes, Args: args}
+		gate, write, args := vtnstore.ReportJoin(c.ns, r, max, false)
+		return dispatchstore.Joined{Gate: gate, Write: write, Args: args}
 	}
 	// ACCEPTED after REJECTED: refused, no report.
 	_, _, err = s.Dispatches.CallbackJoined(ctx, s.Store.Pool, c.p, dispatches.CallbackInput{
@@ -175,14 +175,12 @@ func TestJoinedReportAndStatusAllOrNothing(t *testing.T) {
 	g.Expect(kindOf(err)).To(Equal(app.Conflict), "%v", err)
 	g.Expect(s.Store.CountReports(ctx, c.ns, c.p.ClientName, event.String(), 10)).To(Equal(0))
 
-	// A second dispatch, and no room for the report: the count refuses it, ACCEPTED is not
-	// written.
+	// A second dispatch, and no room for the report: the gate closes, ACCEPTED is not written.
 	other := c.issue(t, g, "fe-2")
 	r.EventID = other.String()
 	_, _, err = s.Dispatches.CallbackJoined(ctx, s.Store.Pool, c.p, dispatches.CallbackInput{
 		Asset: c.asset, EventID: other.String(), Status: dispatch.Accepted, At: now}, joined(0))
-	g.Expect(vtnstore.Full(err)).To(BeTrue(), "%v", err)
-	g.Expect(s.Store.CountReports(ctx, c.ns, c.p.ClientName, other.String(), 10)).To(Equal(0))
+	g.Expect(err).To(MatchError(dispatchstore.ErrClosed))
 	d, err := c.store.Of(ctx, c.ns, other)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d.Status).To(Equal(dispatch.Requested))
