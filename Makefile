@@ -118,7 +118,7 @@ oauth-provider: ## Build the test module's OAuth 2.0 provider (bin/flexsite-oaut
 	go -C $(TEST_MODULE) build -o $(OAUTH_PROVIDER) ./cmd/flexsite-oauth-provider
 
 .PHONY: bench
-bench: build ## Measure bin/manager against the API server's own write path: a table, bench/results.json, and the docs' figures from it (bench-docs). BENCH_QUICK=1: the smaller run (about 40 min on 2 cores).
+bench: build ## Measure bin/manager against the API server's own write path: a table, bench/results.json, and the docs' figures from it (bench-docs). BENCH_QUICK=1: the smaller run (about 30 min on 2 cores).
 	@assets="$(K8S_ASSETS)"; test -n "$$assets" || { echo "could not get the control-plane binaries" >&2; exit 1; }; \
 	postgres="$$(hack/ensure-postgres.sh)" || { echo "could not get PostgreSQL (see above)" >&2; exit 1; }; \
 	go build -o bin/flexsite-bench ./cmd/flexsite-bench && \
