@@ -19,6 +19,9 @@ func (t topic) page() string {
 	return t.Page
 }
 
+// sameAtLarger describes a fleet figure's row at the larger size, below its row at the smaller.
+const sameAtLarger = "the same, its larger size"
+
 type figureRow struct {
 	Figure string // scenario.key in bench/results.json ("*" in the key: every figure it matches)
 	What   string
@@ -63,7 +66,7 @@ var topics = []topic{
 		{"reads.trivial_server_cpu_us_per_request", "the bare handler's CPU a request (µs)"},
 		{"fleet.eligibility_cpu_per_read_growth_ratio", "manager CPU a read at the fleet step's larger size ÷ its smaller"},
 		{"fleet.eligibility_alloc_bytes_per_read_small", "bytes the manager allocates a read, the fleet step's smaller size"},
-		{"fleet.eligibility_alloc_bytes_per_read_large", "the same, its larger size"},
+		{"fleet.eligibility_alloc_bytes_per_read_large", sameAtLarger},
 	}},
 	{ID: "transactions", Title: "transactions page", Rows: []figureRow{
 		{"reads.transactions_vs_same_size_trivial_ratio",
@@ -73,7 +76,7 @@ var topics = []topic{
 		{"transactions_cold.page_over_same_sql_cpu_ratio", "the same in CPU a read (raw ÷ page, both processes)"},
 		{"fleet.transactions_cpu_per_read_growth_ratio", "manager CPU a page at the fleet step's larger size ÷ its smaller"},
 		{"fleet.transactions_alloc_bytes_per_read_small", "bytes the manager allocates a page, the fleet step's smaller size"},
-		{"fleet.transactions_alloc_bytes_per_read_large", "the same, its larger size"},
+		{"fleet.transactions_alloc_bytes_per_read_large", sameAtLarger},
 	}},
 	{ID: "pricing", Title: "price curve and battery schedule", Rows: []figureRow{
 		{"pricing.price_curve_vs_same_size_trivial_ratio",
@@ -84,12 +87,12 @@ var topics = []topic{
 			"the battery schedule ÷ the bare handler answering as many bytes"},
 		{"fleet.price_curve_cpu_per_read_growth_ratio", "manager CPU a curve at the fleet step's larger size ÷ its smaller"},
 		{"fleet.price_curve_alloc_bytes_per_read_small", "bytes the manager allocates a curve, the fleet step's smaller size"},
-		{"fleet.price_curve_alloc_bytes_per_read_large", "the same, its larger size"},
+		{"fleet.price_curve_alloc_bytes_per_read_large", sameAtLarger},
 		{"fleet.battery_schedule_cpu_per_read_growth_ratio",
 			"manager CPU a battery schedule at the fleet step's larger size ÷ its smaller"},
 		{"fleet.battery_schedule_alloc_bytes_per_read_small",
 			"bytes the manager allocates a battery schedule, the fleet step's smaller size"},
-		{"fleet.battery_schedule_alloc_bytes_per_read_large", "the same, its larger size"},
+		{"fleet.battery_schedule_alloc_bytes_per_read_large", sameAtLarger},
 		{"ev-schedule.cpu_per_plan_48_us", "CPU of one EV schedule over 48 half-hours (µs; an absolute bound)"},
 	}},
 	{ID: "settlement", Title: "settlement", Rows: []figureRow{
@@ -188,7 +191,7 @@ var topics = []topic{
 		{"scale.cold_start_ready_seconds", "cold start with the whole fleet: ready (s)"},
 		{"fleet.manager_idle_cpu_growth_ratio", "manager CPU while idle at the fleet step's larger size ÷ its smaller"},
 		{"fleet.manager_idle_cpu_ms_per_second_small", "manager CPU while idle, the fleet step's smaller size (ms a second)"},
-		{"fleet.manager_idle_cpu_ms_per_second_large", "the same, its larger size"},
+		{"fleet.manager_idle_cpu_ms_per_second_large", sameAtLarger},
 	}},
 	{ID: "hostile", Title: "hostile input", Rows: []figureRow{
 		{"hostile.readings_bomb_413_ms", "2.7 million empty readings in a few KB of gzip: time to the 413 (ms)"},
