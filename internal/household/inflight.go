@@ -57,7 +57,8 @@ const (
 // it (readable, and not so long past its deadline that it must be a restored backup's).
 func MarkerOf(site *flexv1.Site, now time.Time) (InFlight, bool) {
 	raw, ok := site.Annotations[flexv1.InFlightAnnotation]
-	if !ok || MarkerSpent(site) {
+	if !ok || site.Status.ObservedGeneration > 0 {
+		// A site the controller has evaluated was complete (or past caring) back then.
 		return InFlight{}, false
 	}
 	var m InFlight
@@ -66,8 +67,3 @@ func MarkerOf(site *flexv1.Site, now time.Time) (InFlight, bool) {
 	}
 	return m, true
 }
-
-// MarkerSpent says that a site's in-flight marker, if it carries one, binds nothing any more:
-// the controller has evaluated the site (a positive observedGeneration; a site still being
-// written reads -1), so it was complete (or past caring) back then.
-func MarkerSpent(site *flexv1.Site) bool { return site.Status.ObservedGeneration > 0 }

@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
-	"github.com/flexsite/flexsite/internal/household"
 )
 
 // compactForCache is the cache's transform: it drops managedFields (nothing reads them from
@@ -33,12 +32,9 @@ func compactForCache(obj any) (any, error) {
 				fs[i] = intern(fs[i])
 			}
 		}
-		internOwners(m.GetOwnerReferences())
 	}
 	switch o := obj.(type) {
 	case *flexv1.Site:
-		withoutSpentMarker(o)
-		o.Status.EvaluatedFrom.Catalogue = intern(o.Status.EvaluatedFrom.Catalogue)
 		internConditions(o.Status.Conditions, true)
 		o.Status.EligiblePropositions = internList(&propositionLists, o.Status.EligiblePropositions,
 			func(p flexv1.PropositionName) string { return string(p) },
@@ -79,51 +75,6 @@ func withoutTransactions(obj any) (any, error) {
 		l.Status.LastCredited, l.Status.TransactionCount, l.Status.LastCreditedID = nil, nil, ""
 	}
 	return compactForCache(obj)
-}
-
-// withoutSpentMarker drops a Site's in-flight marker (household.InFlight) once it is spent
-// (household.MarkerSpent: the Site controller has evaluated the site): from then on it binds
-// nothing (household.MarkerOf ignores it), and it is most of a fleet's Sites' metadata. Its
-// readers (the Site controller's CheckInFlight, through MarkerOf) see the same either way.
-// The stored Site keeps it; a write of the site from its cached copy (the REST API's update)
-// drops it there too, which changes nothing either.
-func withoutSpentMarker(site *flexv1.Site) {
-	if !household.MarkerSpent(site) {
-		return
-	}
-	if _, ok := site.Annotations[flexv1.InFlightAnnotation]; !ok {
-		return
-	}
-	if len(site.Annotations) == 1 {
-		site.Annotations = nil
-		return
-	}
-	delete(site.Annotations, flexv1.InFlightAnnotation)
-}
-
-// internOwners shares an owner reference's API version and kind (every child of a Site names
-// the same two), and its flags' pointers.
-func internOwners(refs []metav1.OwnerReference) {
-	for i := range refs {
-		r := &refs[i]
-		r.APIVersion, r.Kind = intern(r.APIVersion), intern(r.Kind)
-		r.Controller, r.BlockOwnerDeletion = sharedFlag(r.Controller), sharedFlag(r.BlockOwnerDeletion)
-	}
-}
-
-// flagTrue and flagFalse are the flags every cached owner reference points to.
-var flagTrue, flagFalse = true, false
-
-// sharedFlag is b as a pointer to flagTrue or flagFalse (nil stays nil).
-func sharedFlag(b *bool) *bool {
-	switch {
-	case b == nil:
-		return nil
-	case *b:
-		return &flagTrue
-	default:
-		return &flagFalse
-	}
 }
 
 // internConditions shares a condition's type, status and reason; its message too when
