@@ -250,7 +250,10 @@ func runDispatch(ctx context.Context, b *bench, rep *report) error {
 	rep.add(dispatchScenario, "unverified_requests", float64(unverified), unitCount)
 	rep.addTarget(dispatchScenario, "all_delivered_vs_raw_sender_ratio", ratio(ms(slices.Max(perRound)), ms(raw)), unitRatio,
 		target{"<=", 2})
-	rep.addTarget(dispatchScenario, "dispatch_vs_notification_p99_ratio", ratio(d99, n99), unitRatio, target{"<=", 2})
+	// Reported only: a burst's p99 over one change's p99 grows with the burst's size by
+	// construction; the burst is judged against the raw sender above, one change by
+	// notifications.delivery_vs_convergence_p99_ratio.
+	rep.add(dispatchScenario, "dispatch_vs_notification_p99_ratio", ratio(d99, n99), unitRatio)
 	rep.add(dispatchScenario, "other_org_samples_during_burst", float64(len(during)), unitCount)
 	rep.add(dispatchScenario, "other_org_change_to_delivery_during_burst_p99_ms", o99, unitMS)
 	rep.addTarget(dispatchScenario, "other_org_during_vs_without_burst_p99_ratio", ratio(o99, n99), unitRatio, target{"<=", 2})

@@ -322,7 +322,9 @@ func reportNotifications(rep *report, k int, ph []notifyPhase) {
 	rep.add("notifications", "change_to_delivery_p50_ms", alone50, unitMS)
 	rep.add("notifications", "change_to_delivery_p99_ms", alone99, unitMS)
 	rep.add("notifications", "convergence_p99_ms", conv99, unitMS)
-	rep.add("notifications", "delivery_vs_convergence_p99_ratio", ratio(alone99, conv99), unitRatio)
+	// Issue 50's single-change figure: change -> delivery p99 ÷ change -> status written p99 (the
+	// controller's own reaction, as the bench's watch sees it), no hold-back between them.
+	rep.addTarget("notifications", "delivery_vs_convergence_p99_ratio", ratio(alone99, conv99), unitRatio, target{"<=", 2})
 	rep.add("notifications", "change_to_delivery_beside_dead_p99_ms", beside99, unitMS)
 	rep.addTarget("notifications", "beside_dead_vs_alone_p99_ratio", ratio(beside99, alone99), unitRatio, target{"<=", 1.5})
 	reportNotifyStages(rep, ph[2])

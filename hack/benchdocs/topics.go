@@ -123,12 +123,15 @@ var topics = []topic{
 	{ID: "notifications", Title: "notifications and dispatch", Rows: []figureRow{
 		{"notifications.outbox_extra_writes_per_changed_site", "status writes per changed site with a subscription, less without"},
 		{"notifications.change_to_delivery_p99_ms", "an asset write → the receiver's `site.eligibility_changed`, p99 (ms)"},
+		{"notifications.delivery_vs_convergence_p99_ratio",
+			"that p99 ÷ the asset write → the Site's status showing it, p99 (the controller's own reaction)"},
 		{"notifications.beside_dead_vs_alone_p99_ratio", "that p99 beside a receiver that hangs ÷ alone"},
 		{"notifications.backlog_delivered", "credits delivered after the receiver was down (of `notifications.backlog_credits`)"},
 		{"notifications.backlog_credits", "credits made while it was down"},
 		{"notifications.backlog_in_order", "1 when they arrived in the order credited"},
 		{"dispatch.dispatch_vs_notification_p99_ratio",
-			"creation of a flex event → each `dispatch.requested` at the receiver, p99 ÷ the notification p99"},
+			"creation of a flex event → each `dispatch.requested` at the receiver, p99 ÷ the notification p99 " +
+				"(reported: it grows with the burst's size)"},
 		{"dispatch.all_delivered_vs_raw_sender_ratio",
 			"creation → the last dispatch verified (worst round) ÷ a raw sender posting the same bodies"},
 		{"dispatch.other_org_during_vs_without_burst_p99_ratio",
