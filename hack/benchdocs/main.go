@@ -27,9 +27,10 @@ import (
 
 // pages are the files with generated blocks, and the ids each must hold.
 var pages = map[string][]string{
-	"README.md":           {"readme"},
-	"docs/performance.md": append([]string{"run"}, topicIDs(performancePage)...),
-	"docs/scale.md":       topicIDs("docs/scale.md"),
+	"README.md":             {"readme"},
+	"docs/performance.md":   append([]string{"run"}, topicIDs(performancePage)...),
+	"docs/scale.md":         topicIDs("docs/scale.md"),
+	"docs/notifications.md": topicIDs("docs/notifications.md"),
 }
 
 // performancePage holds every topic that names no page of its own.
