@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/controllers/metadata"
 	"github.com/flexsite/flexsite/internal/deviceauth"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/identity"
@@ -58,7 +59,7 @@ func (r *AssetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if !asset.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	err := ensureMetadata(ctx, r.Client, asset, false, true)
+	err := metadata.Ensure(ctx, r.Client, asset, false, true)
 	base := asset.DeepCopy()
 	if err == nil {
 		err = r.reconcile(ctx, asset)

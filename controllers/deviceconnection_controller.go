@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/controllers/metadata"
 	"github.com/flexsite/flexsite/internal/deviceauth"
 	"github.com/flexsite/flexsite/internal/index"
 	"github.com/flexsite/flexsite/internal/shards"
@@ -140,7 +141,7 @@ func (r *DeviceConnectionReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if !conn.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, conn)
 	}
-	if err := ensureMetadata(ctx, r.Client, conn, true, false); err != nil {
+	if err := metadata.Ensure(ctx, r.Client, conn, true, false); err != nil {
 		return ctrl.Result{RequeueAfter: conflictRetryDelay}, client.IgnoreNotFound(ignoreConflict(err))
 	}
 	base := conn.DeepCopy()
@@ -434,7 +435,7 @@ func (r *DeviceConnectionReconciler) finalize(ctx context.Context, conn *flexv1.
 		}
 	}
 	r.forgetHandover(ctx, conn)
-	return removeFinalizer(ctx, r.Client, conn)
+	return metadata.RemoveFinalizer(ctx, r.Client, conn)
 }
 
 func (r *DeviceConnectionReconciler) revoke(ctx context.Context, conn *flexv1.DeviceConnection, t deviceauth.Tokens) error {

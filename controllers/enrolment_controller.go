@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/controllers/metadata"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/household"
 	"github.com/flexsite/flexsite/internal/householdstore"
@@ -70,7 +71,7 @@ func (r *EnrolmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err != nil || !enr.DeletionTimestamp.IsZero() {
 		return sum.patch(ctx, enr.DeepCopy(), enr, "", err)
 	}
-	err = ensureMetadata(ctx, r.Client, enr, true, false)
+	err = metadata.Ensure(ctx, r.Client, enr, true, false)
 	base := enr.DeepCopy()
 	if err == nil {
 		err = r.reconcile(ctx, enr, site)
@@ -217,7 +218,7 @@ func (r *EnrolmentReconciler) finalize(ctx context.Context, enr *flexv1.Enrolmen
 			return err
 		}
 	}
-	return removeFinalizer(ctx, r.Client, enr)
+	return metadata.RemoveFinalizer(ctx, r.Client, enr)
 }
 
 // SetupWithManager watches Enrolments, their Sites (spec, status and withdrawals all matter)

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/controllers/metadata"
 	"github.com/flexsite/flexsite/internal/eligibility"
 	"github.com/flexsite/flexsite/internal/events"
 	"github.com/flexsite/flexsite/internal/household"
@@ -93,7 +94,7 @@ func (r *SiteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		base := site.DeepCopy()
 		return sum.patch(ctx, base, site, "", r.finalize(ctx, site))
 	}
-	err := ensureMetadata(ctx, r.Client, site, true, true)
+	err := metadata.Ensure(ctx, r.Client, site, true, true)
 	base := site.DeepCopy()
 	var claimsPending time.Duration
 	if err == nil {
@@ -279,7 +280,7 @@ func (r *SiteReconciler) finalize(ctx context.Context, site *flexv1.Site) error 
 	if err := r.BankDetails.ForgetSite(ctx, site.Namespace, site.Labels[flexv1.IDLabel]); err != nil {
 		return err
 	}
-	return removeFinalizer(ctx, r.Client, site)
+	return metadata.RemoveFinalizer(ctx, r.Client, site)
 }
 
 // SetupWithManager watches Sites and everything their eligibility depends on.

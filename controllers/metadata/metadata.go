@@ -1,4 +1,6 @@
-package controllers
+// Package metadata is what the controllers own in an object's metadata: the Flexsite
+// finalizer and the API id label, each added or removed by a patch.
+package metadata
 
 import (
 	"context"
@@ -10,12 +12,12 @@ import (
 	"github.com/flexsite/flexsite/internal/household"
 )
 
-// ensureMetadata adds what the controllers own in an object's metadata, in one patch:
+// Ensure adds what the controllers own in an object's metadata, in one patch:
 // the Flexsite finalizer (when withFinalizer) and, when withID, an API id label for objects
 // created without one (kubectl or GitOps; the REST API and the defaulting webhook set it
 // at creation). The patch carries the resourceVersion, so a concurrent change is a conflict,
 // not a lost finalizer.
-func ensureMetadata(ctx context.Context, c client.Client, obj client.Object, withFinalizer, withID bool) error {
+func Ensure(ctx context.Context, c client.Client, obj client.Object, withFinalizer, withID bool) error {
 	needFinalizer := withFinalizer && !controllerutil.ContainsFinalizer(obj, flexv1.Finalizer)
 	needID := withID && obj.GetLabels()[flexv1.IDLabel] == ""
 	if !needFinalizer && !needID {
@@ -31,8 +33,8 @@ func ensureMetadata(ctx context.Context, c client.Client, obj client.Object, wit
 	return c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
-// removeFinalizer lets the API server finish deleting obj.
-func removeFinalizer(ctx context.Context, c client.Client, obj client.Object) error {
+// RemoveFinalizer lets the API server finish deleting obj.
+func RemoveFinalizer(ctx context.Context, c client.Client, obj client.Object) error {
 	if !controllerutil.ContainsFinalizer(obj, flexv1.Finalizer) {
 		return nil
 	}
