@@ -32,6 +32,7 @@ func compactForCache(obj any) (any, error) {
 				fs[i] = intern(fs[i])
 			}
 		}
+		internOwners(m.GetOwnerReferences())
 	}
 	switch o := obj.(type) {
 	case *flexv1.Site:
@@ -75,6 +76,32 @@ func withoutTransactions(obj any) (any, error) {
 		l.Status.LastCredited, l.Status.TransactionCount, l.Status.LastCreditedID = nil, nil, ""
 	}
 	return compactForCache(obj)
+}
+
+// internOwners shares an owner reference's API version and kind (every child of a Site names
+// the same two) and points its flags at one true and one false. The values stay the same, so
+// a cached object written back whole writes them unchanged.
+func internOwners(refs []metav1.OwnerReference) {
+	for i := range refs {
+		r := &refs[i]
+		r.APIVersion, r.Kind = intern(r.APIVersion), intern(r.Kind)
+		r.Controller, r.BlockOwnerDeletion = sharedFlag(r.Controller), sharedFlag(r.BlockOwnerDeletion)
+	}
+}
+
+// flagTrue and flagFalse are the flags every cached owner reference points to.
+var flagTrue, flagFalse = true, false
+
+// sharedFlag is b as a pointer to flagTrue or flagFalse (nil stays nil).
+func sharedFlag(b *bool) *bool {
+	switch {
+	case b == nil:
+		return nil
+	case *b:
+		return &flagTrue
+	default:
+		return &flagFalse
+	}
 }
 
 // internConditions shares a condition's type, status and reason; its message too when

@@ -52,3 +52,21 @@ func TestCompactForCacheKeepsValues(t *testing.T) {
 		t.Errorf("withoutTransactions: %v\n got %+v\nwant %+v", err, stripped.(*flexv1.RewardLedger).Status, wantLedger.Status)
 	}
 }
+
+// Owner references keep their values: only their API version, kind and flags are shared.
+func TestCompactForCacheKeepsOwnerReferences(t *testing.T) {
+	asset := &flexv1.Asset{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "org", OwnerReferences: []metav1.OwnerReference{
+		{APIVersion: flexv1.GroupVersion.String(), Kind: "Site", Name: "s", UID: "u", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false)},
+		{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "v"},
+	}}}
+	want := asset.DeepCopy()
+	got, err := compactForCache(asset.DeepCopy())
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("compactForCache changed the owner references: %v\n got %+v\nwant %+v", err, got, want)
+	}
+	other, _ := compactForCache(want.DeepCopy())
+	a, b := got.(*flexv1.Asset).OwnerReferences[0], other.(*flexv1.Asset).OwnerReferences[0]
+	if a.Controller != b.Controller || a.BlockOwnerDeletion != b.BlockOwnerDeletion {
+		t.Error("the owner references' flags are not shared")
+	}
+}
