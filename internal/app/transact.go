@@ -306,9 +306,11 @@ func (s *Service) create(ctx context.Context, log *writeLog, obj client.Object) 
 	return nil
 }
 
-// update writes a changed object with optimistic concurrency; a stale read is errRetry.
+// update writes what the request changed (before to obj) as a merge patch with optimistic
+// concurrency; a stale read is errRetry. Never the object whole: what the cache leaves out of
+// its copies (a Site's spent in-flight marker, index.CacheOptions) stays as stored.
 func (s *Service) update(ctx context.Context, log *writeLog, obj, before client.Object) error {
-	if err := s.Client.Update(ctx, obj); err != nil {
+	if err := s.Client.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return errRetry
 		}

@@ -57,8 +57,7 @@ const (
 // it (readable, and not so long past its deadline that it must be a restored backup's).
 func MarkerOf(site *flexv1.Site, now time.Time) (InFlight, bool) {
 	raw, ok := site.Annotations[flexv1.InFlightAnnotation]
-	if !ok || site.Status.ObservedGeneration > 0 {
-		// A site the controller has evaluated was complete (or past caring) back then.
+	if !ok || MarkerSpent(site) {
 		return InFlight{}, false
 	}
 	var m InFlight
@@ -67,3 +66,8 @@ func MarkerOf(site *flexv1.Site, now time.Time) (InFlight, bool) {
 	}
 	return m, true
 }
+
+// MarkerSpent says that a site's in-flight marker, if it carries one, binds nothing any more:
+// the controller has evaluated the site (a positive observedGeneration; a site still being
+// written reads -1), so it was complete (or past caring) back then.
+func MarkerSpent(site *flexv1.Site) bool { return site.Status.ObservedGeneration > 0 }

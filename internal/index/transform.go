@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
+	"github.com/flexsite/flexsite/internal/household"
 )
 
 // compactForCache is the cache's transform: it drops managedFields (nothing reads them from
@@ -36,6 +37,7 @@ func compactForCache(obj any) (any, error) {
 	}
 	switch o := obj.(type) {
 	case *flexv1.Site:
+		withoutSpentMarker(o)
 		internConditions(o.Status.Conditions, true)
 		o.Status.EligiblePropositions = internList(&propositionLists, o.Status.EligiblePropositions,
 			func(p flexv1.PropositionName) string { return string(p) },
@@ -76,6 +78,27 @@ func withoutTransactions(obj any) (any, error) {
 		l.Status.LastCredited, l.Status.TransactionCount, l.Status.LastCreditedID = nil, nil, ""
 	}
 	return compactForCache(obj)
+}
+
+// withoutSpentMarker drops a Site's in-flight marker (household.InFlight) from the cached copy
+// once it is spent (household.MarkerSpent: the Site controller has evaluated the site): from
+// then on it binds nothing (household.MarkerOf ignores it), and it is most of a fleet's Sites'
+// metadata (~0.5 KB a site). The stored Site keeps it: nothing writes a Site back whole (the
+// REST API's update writes a merge patch of what the request changed, app.Service.update;
+// the controllers patch their metadata and status), so the marker's absence here is never
+// written.
+func withoutSpentMarker(site *flexv1.Site) {
+	if !household.MarkerSpent(site) {
+		return
+	}
+	if _, ok := site.Annotations[flexv1.InFlightAnnotation]; !ok {
+		return
+	}
+	if len(site.Annotations) == 1 {
+		site.Annotations = nil
+		return
+	}
+	delete(site.Annotations, flexv1.InFlightAnnotation)
 }
 
 // internOwners shares an owner reference's API version and kind (every child of a Site names

@@ -70,3 +70,25 @@ func TestCompactForCacheKeepsOwnerReferences(t *testing.T) {
 		t.Error("the owner references' flags are not shared")
 	}
 }
+
+// A Site's in-flight marker leaves the cached copy once the site is evaluated (it binds
+// nothing then), and stays while it binds.
+func TestCompactForCacheDropsOnlySpentMarkers(t *testing.T) {
+	site := &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "org", Annotations: map[string]string{
+		flexv1.InFlightAnnotation: `{"until":"2026-01-01T00:00:00Z"}`, "other": "kept"}}}
+	site.Status.ObservedGeneration = -1
+	got, _ := compactForCache(site.DeepCopy())
+	if _, ok := got.(*flexv1.Site).Annotations[flexv1.InFlightAnnotation]; !ok {
+		t.Error("the marker of a site still being written left the cache")
+	}
+	site.Status.ObservedGeneration = 1
+	got, _ = compactForCache(site.DeepCopy())
+	if want := map[string]string{"other": "kept"}; !reflect.DeepEqual(got.(*flexv1.Site).Annotations, want) {
+		t.Errorf("annotations of an evaluated site: got %v, want %v", got.(*flexv1.Site).Annotations, want)
+	}
+	delete(site.Annotations, "other")
+	got, _ = compactForCache(site.DeepCopy())
+	if got.(*flexv1.Site).Annotations != nil {
+		t.Errorf("an evaluated site's only annotation, its spent marker, stayed: %v", got.(*flexv1.Site).Annotations)
+	}
+}

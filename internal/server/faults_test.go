@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,7 +51,8 @@ const (
 	faultTimeoutApplied
 	// faultCrash: the process dies before the write: the handler panics, the connection drops.
 	faultCrash
-	// faultConflict: the first Update of the request meets a Conflict (a stale read).
+	// faultConflict: the first write of the request under optimistic concurrency (an update's
+	// patch carries the resourceVersion it read) meets a Conflict (a stale read).
 	faultConflict
 	// faultAlreadyExists: the first Create of the request meets AlreadyExists (a lost race).
 	faultAlreadyExists
@@ -80,7 +82,7 @@ func newFaultClient(fault faultMode, failAt int) *faultClient {
 
 func faultKindOf(obj any) string { return reflect.TypeOf(obj).Elem().Name() }
 
-func (c *faultClient) intercept(verb string, obj client.Object, write func() error) error {
+func (c *faultClient) intercept(verb string, locked bool, obj client.Object, write func() error) error {
 	c.mu.Lock()
 	desc := fmt.Sprintf("%s %s/%s", verb, faultKindOf(obj), obj.GetName())
 	c.writes = append(c.writes, desc)
@@ -88,7 +90,7 @@ func (c *faultClient) intercept(verb string, obj client.Object, write func() err
 	var hit bool
 	switch c.fault {
 	case faultConflict:
-		hit = verb == "Update"
+		hit = locked
 	case faultAlreadyExists:
 		hit = verb == "Create"
 	default:
@@ -123,19 +125,22 @@ func (c *faultClient) intercept(verb string, obj client.Object, write func() err
 }
 
 func (c *faultClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	return c.intercept("Create", obj, func() error { return c.Client.Create(ctx, obj, opts...) })
+	return c.intercept("Create", false, obj, func() error { return c.Client.Create(ctx, obj, opts...) })
 }
 
 func (c *faultClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	return c.intercept("Update", obj, func() error { return c.Client.Update(ctx, obj, opts...) })
+	return c.intercept("Update", true, obj, func() error { return c.Client.Update(ctx, obj, opts...) })
 }
 
 func (c *faultClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	return c.intercept("Patch", obj, func() error { return c.Client.Patch(ctx, obj, patch, opts...) })
+	// A patch under optimistic concurrency carries the resourceVersion it was computed from.
+	data, err := patch.Data(obj)
+	locked := err == nil && bytes.Contains(data, []byte(`"resourceVersion"`))
+	return c.intercept("Patch", locked, obj, func() error { return c.Client.Patch(ctx, obj, patch, opts...) })
 }
 
 func (c *faultClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	return c.intercept("Delete", obj, func() error { return c.Client.Delete(ctx, obj, opts...) })
+	return c.intercept("Delete", false, obj, func() error { return c.Client.Delete(ctx, obj, opts...) })
 }
 
 // state returns the writes so far and the one that failed.

@@ -577,7 +577,7 @@ var _ = Describe("POST /entities/site/{site_id}/dispatch-consent and …/dispatc
 
 		By("removing methods, keeping the order of the rest, in one write")
 		record, writes := counted(deconsent(id), methods("limited_pause", "full_asset_schedule_control"))
-		Expect(writes).To(Equal([]string{"Update Site/" + identity.SiteNameForMPAN(mpan)}))
+		Expect(writes).To(Equal([]string{"Patch Site/" + identity.SiteNameForMPAN(mpan)}))
 		Expect(record["dispatch_methods"]).To(Equal([]any{"cm_infrequent_dispatch", "vpp_limited_control"}))
 		Expect(stored(ctx, mpan)).To(Equal([]flexv1.DispatchMethod{"cm_infrequent_dispatch", "vpp_limited_control"}))
 		record = mustCall("POST", deconsent(id), tok, methods("cm_infrequent_dispatch", "vpp_limited_control"))

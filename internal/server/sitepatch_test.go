@@ -84,6 +84,26 @@ var _ = Describe("PATCH /entities/site/{site_id}", func() {
 		Expect(after.Spec.BoundaryMeterConsentAt).To(Equal(before.Spec.BoundaryMeterConsentAt))
 	})
 
+	It("keeps the stored in-flight marker that the cache's copy of an evaluated site leaves out", func(ctx SpecContext) {
+		mpan := patchMPAN(16)
+		siteID := onboardedSite(tok, mpan)
+		name := identity.SiteNameForMPAN(mpan)
+		marker := storedSite(Default, ctx, o.Namespace, name).Annotations[flexv1.InFlightAnnotation]
+		Expect(marker).NotTo(BeEmpty(), "an onboard marks its site in flight")
+		Eventually(func(g Gomega) {
+			cached := &flexv1.Site{}
+			g.Expect(serverCache.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: name}, cached)).To(Succeed())
+			g.Expect(householdcore.MarkerSpent(cached)).To(BeTrue())
+			g.Expect(cached.Annotations).NotTo(HaveKey(flexv1.InFlightAnnotation), "the cache keeps no spent marker")
+		}).Should(Succeed())
+
+		mustCall("PATCH", "/entities/site/"+siteID, tok, map[string]any{"email": "marker@example.com"})
+		after := storedSite(Default, ctx, o.Namespace, name)
+		Expect(after.Spec.Email).To(Equal("marker@example.com"))
+		Expect(after.Annotations).To(HaveKeyWithValue(flexv1.InFlightAnnotation, marker),
+			"a REST update writes what it changed, not the cached copy whole")
+	})
+
 	It("writes nothing when nothing changes", func(ctx SpecContext) {
 		mpan := patchMPAN(2)
 		siteID := onboardedSite(tok, mpan)
