@@ -53,7 +53,7 @@ func TestFailedOnboardIsUndone(t *testing.T) {
 	_, err = counted.Onboard(ctx, p, changed)
 	g.Expect(err).To(MatchError(errConnection))
 	g.Expect(writes.of(p.Namespace)).To(ContainElements(
-		"update *v1alpha1.Site "+identity.SiteNameForMPAN(m),
+		"patch *v1alpha1.Site "+identity.SiteNameForMPAN(m),
 		"create *v1alpha1.Asset "+identity.AssetName("second-charger-"+m)), "the request wrote before its enrolment failed")
 
 	eventually(g, func(g Gomega) {
