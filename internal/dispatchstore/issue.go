@@ -333,9 +333,17 @@ func (s *Store) RecordJoined(ctx context.Context, q Querier, organisation string
 	return s.record(ctx, q, organisation, r, now, &j)
 }
 
+// recordSQL reads the dispatch by its key alone (k, materialized: the asset's condition is not
+// pushed into its scan) and compares its asset after: the primary key's index finds it, with
+// or without statistics. Read with the asset in one condition, a table without statistics yet
+// (a burst of dispatches before autovacuum's first ANALYZE of it) was read through
+// dispatches_asset, every dispatch of the asset visited (and every dead version an earlier
+// status left), at every report.
 const recordSQL = `
-WITH cur AS (
-	SELECT status, flex_event, from_time FROM dispatches WHERE organisation = $1 AND event_id = $2 AND asset_id = $3),
+WITH k AS MATERIALIZED (
+	SELECT status, flex_event, from_time, asset_id FROM dispatches WHERE organisation = $1 AND event_id = $2),
+cur AS (
+	SELECT status, flex_event, from_time FROM k WHERE asset_id = $3),
 u AS (
 	UPDATE dispatches d SET status = $4, updated_at = $6 FROM cur
 	WHERE d.organisation = $1 AND d.event_id = $2 AND d.status = cur.status AND cur.status = ANY($8)
@@ -346,16 +354,20 @@ c AS (
 	SELECT $1, $2, $4, $5, $6, $7 FROM u)
 SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u) FROM cur`
 
-// joinedSQL is recordSQL with a Joined's gate and write (%s, %s) and its Program ($12, NULL:
-// any), and a Windowed report's two statuses: $4 (following one of $8) of a dispatch whose
-// window starts after now, $10 (following one of $11; NULL: none) of one whose window has
-// started. A status RecordJoined is not windowed is both.
+// joinedSQL is recordSQL (its dispatch read by its key, k) with a Joined's gate and write
+// (%s, %s) and its Program ($12, NULL: any), and a Windowed report's two statuses: $4
+// (following one of $8) of a dispatch whose window starts after now, $10 (following one of
+// $11; NULL: none) of one whose window has started. A status RecordJoined is not windowed is
+// both.
 const joinedSQL = `
-WITH cur AS (
+WITH k AS MATERIALIZED (
+	SELECT organisation, asset_id, status, flex_event, from_time, proposition FROM dispatches
+	WHERE organisation = $1 AND event_id = $2),
+cur AS (
 	SELECT status, flex_event, from_time, COALESCE((%s) AND ($12::text IS NULL OR d.proposition = $12), false) AS open,
 		CASE WHEN from_time > $6 THEN $4::text ELSE $10::text END AS to_status,
 		CASE WHEN from_time > $6 THEN $8::text[] ELSE $11::text[] END AS follows
-	FROM dispatches d WHERE organisation = $1 AND event_id = $2 AND asset_id = $3),
+	FROM k d WHERE asset_id = $3),
 u AS (
 	UPDATE dispatches d SET status = cur.to_status, updated_at = $6 FROM cur
 	WHERE d.organisation = $1 AND d.event_id = $2 AND d.status = cur.status AND cur.status = ANY(cur.follows)
