@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -312,7 +313,8 @@ func (s *Store) RecordOn(ctx context.Context, q Querier, organisation string, r 
 // report takes effect (its status written, or the dispatch's already, or a windowed report
 // that says nothing of a started window), none otherwise. Their parameters start at $13:
 // Args. Program, when set, is a condition of the dispatch's too: its proposition (the
-// OpenADR event's programID) must be it, or nothing is written (ErrClosed).
+// OpenADR event's programID) must be it, or nothing is written (ErrClosed). Gate and Write are
+// the caller's constants: the statement made of them is kept.
 type Joined struct {
 	Gate, Write string
 	Args        []any
@@ -381,6 +383,20 @@ takes AS (
 w AS (%s)
 SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u), cur.open FROM cur`
 
+// joinedStatements are joinedSQL with each Gate and Write it was given, made once: a caller's
+// Gate and Write are its constants (a few pairs in all), and the statement is the same text at
+// every report.
+var joinedStatements sync.Map
+
+func joinedStatement(gate, write string) string {
+	key := [2]string{gate, write}
+	if sql, ok := joinedStatements.Load(key); ok {
+		return sql.(string)
+	}
+	sql, _ := joinedStatements.LoadOrStore(key, fmt.Sprintf(joinedSQL, gate, write))
+	return sql.(string)
+}
+
 // follows are the statuses a report of to may follow (dispatch.Step): none for no status.
 func follows(to dispatch.Status) []string {
 	out := []string{}
@@ -422,7 +438,7 @@ func (s *Store) record(ctx context.Context, q Querier, organisation string, r Re
 		if j.Program != "" {
 			program = &j.Program
 		}
-		sql = fmt.Sprintf(joinedSQL, j.Gate, j.Write)
+		sql = joinedStatement(j.Gate, j.Write)
 		args = append(append(args, startedArg, follows(started), program), j.Args...)
 	}
 	for range recordAttempts {
