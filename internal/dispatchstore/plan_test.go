@@ -61,8 +61,9 @@ func TestRecordReadsTheDispatchByItsKey(t *testing.T) {
 	ctx := context.Background()
 	s := &dispatchstore.Store{Pool: testDB.Pool}
 	const org, asset = "org-record-plan", "asset-plan"
-	var ds []dispatchstore.Dispatch
-	for i := range 2000 {
+	const dispatched = 2000
+	ds := make([]dispatchstore.Dispatch, 0, dispatched)
+	for i := range dispatched {
 		ds = append(ds, dispatchstore.Dispatch{FlexEvent: fmt.Sprintf("fe-%d", i), SiteID: "site-plan", AssetID: asset,
 			MarketID: "limited_pause", From: start, To: start.Add(time.Hour), EventTimestamp: start.Add(-time.Hour)})
 	}
