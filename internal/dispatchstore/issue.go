@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -312,7 +313,8 @@ func (s *Store) RecordOn(ctx context.Context, q Querier, organisation string, r 
 // report takes effect (its status written, or the dispatch's already, or a windowed report
 // that says nothing of a started window), none otherwise. Their parameters start at $13:
 // Args. Program, when set, is a condition of the dispatch's too: its proposition (the
-// OpenADR event's programID) must be it, or nothing is written (ErrClosed).
+// OpenADR event's programID) must be it, or nothing is written (ErrClosed). Gate and Write are
+// the caller's constants: the statement made of them is kept.
 type Joined struct {
 	Gate, Write string
 	Args        []any
@@ -333,9 +335,17 @@ func (s *Store) RecordJoined(ctx context.Context, q Querier, organisation string
 	return s.record(ctx, q, organisation, r, now, &j)
 }
 
+// recordSQL reads the dispatch by its key alone (k, materialized: the asset's condition is not
+// pushed into its scan) and compares its asset after: the primary key's index finds it, with
+// or without statistics. Read with the asset in one condition, a table without statistics yet
+// (a burst of dispatches before autovacuum's first ANALYZE of it) was read through
+// dispatches_asset, every dispatch of the asset visited (and every dead version an earlier
+// status left), at every report.
 const recordSQL = `
-WITH cur AS (
-	SELECT status, flex_event, from_time FROM dispatches WHERE organisation = $1 AND event_id = $2 AND asset_id = $3),
+WITH k AS MATERIALIZED (
+	SELECT status, flex_event, from_time, asset_id FROM dispatches WHERE organisation = $1 AND event_id = $2),
+cur AS (
+	SELECT status, flex_event, from_time FROM k WHERE asset_id = $3),
 u AS (
 	UPDATE dispatches d SET status = $4, updated_at = $6 FROM cur
 	WHERE d.organisation = $1 AND d.event_id = $2 AND d.status = cur.status AND cur.status = ANY($8)
@@ -346,16 +356,20 @@ c AS (
 	SELECT $1, $2, $4, $5, $6, $7 FROM u)
 SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u) FROM cur`
 
-// joinedSQL is recordSQL with a Joined's gate and write (%s, %s) and its Program ($12, NULL:
-// any), and a Windowed report's two statuses: $4 (following one of $8) of a dispatch whose
-// window starts after now, $10 (following one of $11; NULL: none) of one whose window has
-// started. A status RecordJoined is not windowed is both.
+// joinedSQL is recordSQL (its dispatch read by its key, k) with a Joined's gate and write
+// (%s, %s) and its Program ($12, NULL: any), and a Windowed report's two statuses: $4
+// (following one of $8) of a dispatch whose window starts after now, $10 (following one of
+// $11; NULL: none) of one whose window has started. A status RecordJoined is not windowed is
+// both.
 const joinedSQL = `
-WITH cur AS (
+WITH k AS MATERIALIZED (
+	SELECT organisation, asset_id, status, flex_event, from_time, proposition FROM dispatches
+	WHERE organisation = $1 AND event_id = $2),
+cur AS (
 	SELECT status, flex_event, from_time, COALESCE((%s) AND ($12::text IS NULL OR d.proposition = $12), false) AS open,
 		CASE WHEN from_time > $6 THEN $4::text ELSE $10::text END AS to_status,
 		CASE WHEN from_time > $6 THEN $8::text[] ELSE $11::text[] END AS follows
-	FROM dispatches d WHERE organisation = $1 AND event_id = $2 AND asset_id = $3),
+	FROM k d WHERE asset_id = $3),
 u AS (
 	UPDATE dispatches d SET status = cur.to_status, updated_at = $6 FROM cur
 	WHERE d.organisation = $1 AND d.event_id = $2 AND d.status = cur.status AND cur.status = ANY(cur.follows)
@@ -368,6 +382,20 @@ takes AS (
 	SELECT 1 FROM cur WHERE cur.open AND (cur.to_status IS NULL OR cur.status = cur.to_status OR EXISTS (SELECT 1 FROM u))),
 w AS (%s)
 SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u), cur.open FROM cur`
+
+// joinedStatements are joinedSQL with each Gate and Write it was given, made once: a caller's
+// Gate and Write are its constants (a few pairs in all), and the statement is the same text at
+// every report.
+var joinedStatements sync.Map
+
+func joinedStatement(gate, write string) string {
+	key := [2]string{gate, write}
+	if sql, ok := joinedStatements.Load(key); ok {
+		return sql.(string)
+	}
+	sql, _ := joinedStatements.LoadOrStore(key, fmt.Sprintf(joinedSQL, gate, write))
+	return sql.(string)
+}
 
 // follows are the statuses a report of to may follow (dispatch.Step): none for no status.
 func follows(to dispatch.Status) []string {
@@ -410,7 +438,7 @@ func (s *Store) record(ctx context.Context, q Querier, organisation string, r Re
 		if j.Program != "" {
 			program = &j.Program
 		}
-		sql = fmt.Sprintf(joinedSQL, j.Gate, j.Write)
+		sql = joinedStatement(j.Gate, j.Write)
 		args = append(append(args, startedArg, follows(started), program), j.Args...)
 	}
 	for range recordAttempts {

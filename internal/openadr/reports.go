@@ -138,61 +138,70 @@ func usageUnit(descriptors *[]oadr.ReportPayloadDescriptor) (float64, error) {
 // USAGE intervals (values times kwh, in kWh).
 func reportedResource(i int, name string, period *oadr.IntervalPeriod, intervals []oadr.Interval,
 	kwh float64) (vtn.ReportedResource, error) {
-	at := fmt.Sprintf("resources[%d]", i)
-	if err := checkText(at+".resourceName", name); err != nil {
+	// Where a refusal points, spelt only when one is made.
+	at := func() string { return fmt.Sprintf("resources[%d]", i) }
+	ivAt := func(j int) string { return fmt.Sprintf("%s.intervals[%d]", at(), j) }
+	plAt := func(j, k int) string { return fmt.Sprintf("%s.payloads[%d]", ivAt(j), k) }
+	if err := checkText(at()+".resourceName", name); err != nil {
 		return vtn.ReportedResource{}, err
 	}
 	if intervals == nil {
-		return vtn.ReportedResource{}, badRequest("%s.intervals is required", at)
+		return vtn.ReportedResource{}, badRequest("%s.intervals is required", at())
 	}
-	if err := checkPeriod(at+".intervalPeriod", period); err != nil {
-		return vtn.ReportedResource{}, err
+	if period != nil {
+		if err := checkPeriod(at()+".intervalPeriod", period); err != nil {
+			return vtn.ReportedResource{}, err
+		}
 	}
 	rr := vtn.ReportedResource{Name: name, Index: i}
 	for j, iv := range intervals {
-		ivAt := fmt.Sprintf("%s.intervals[%d]", at, j)
-		if err := checkPeriod(ivAt+".intervalPeriod", iv.IntervalPeriod); err != nil {
-			return vtn.ReportedResource{}, err
+		if iv.IntervalPeriod != nil {
+			if err := checkPeriod(ivAt(j)+".intervalPeriod", iv.IntervalPeriod); err != nil {
+				return vtn.ReportedResource{}, err
+			}
 		}
 		if iv.Payloads == nil {
-			return vtn.ReportedResource{}, badRequest("%s.payloads is required", ivAt)
+			return vtn.ReportedResource{}, badRequest("%s.payloads is required", ivAt(j))
 		}
 		if len(iv.Payloads) > maxReportPayloads {
-			return vtn.ReportedResource{}, badRequest("%s.payloads holds at most %d payloads", ivAt, maxReportPayloads)
+			return vtn.ReportedResource{}, badRequest("%s.payloads holds at most %d payloads", ivAt(j), maxReportPayloads)
 		}
 		for k, pl := range iv.Payloads {
-			plAt := fmt.Sprintf("%s.payloads[%d]", ivAt, k)
-			loc := []any{"body", "resources", i, "intervals", j, "payloads", k, "values", 0}
 			if len(pl.Values) != 1 {
-				return vtn.ReportedResource{}, badRequest("%s.values must hold one value", plAt)
+				return vtn.ReportedResource{}, badRequest("%s.values must hold one value", plAt(j, k))
 			}
 			v, err := valueOf(pl.Values[0])
 			if err != nil {
-				return vtn.ReportedResource{}, badRequest("%s.values[0] must be a number, a string, a boolean or a point", plAt)
+				return vtn.ReportedResource{}, badRequest("%s.values[0] must be a number, a string, a boolean or a point", plAt(j, k))
 			}
 			switch pl.Type {
 			case ReportOperatingState:
 				s, ok := v.(string)
 				if !ok {
-					return vtn.ReportedResource{}, badRequest("%s.values[0]: an OPERATING_STATE is a string", plAt)
+					return vtn.ReportedResource{}, badRequest("%s.values[0]: an OPERATING_STATE is a string", plAt(j, k))
 				}
-				rr.States = append(rr.States, vtn.ReportedState{State: s, Loc: loc})
+				rr.States = append(rr.States, vtn.ReportedState{State: s, Loc: payloadLoc(i, j, k)})
 			case ReportUsage:
 				f, ok := v.(float64)
 				if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
-					return vtn.ReportedResource{}, badRequest("%s.values[0]: a USAGE is a number (kWh)", plAt)
+					return vtn.ReportedResource{}, badRequest("%s.values[0]: a USAGE is a number (kWh)", plAt(j, k))
 				}
 				start, end, err := intervalTimes(period, iv.IntervalPeriod, j)
 				if err != nil {
-					return vtn.ReportedResource{}, badRequest("%s: %v", ivAt, err)
+					return vtn.ReportedResource{}, badRequest("%s: %v", ivAt(j), err)
 				}
-				rr.Usage = append(rr.Usage, vtn.ReportedUsage{Start: start, End: end, KWh: f * kwh, Loc: loc})
+				rr.Usage = append(rr.Usage, vtn.ReportedUsage{Start: start, End: end, KWh: f * kwh, Loc: payloadLoc(i, j, k)})
 			default:
-				return vtn.ReportedResource{}, badRequest("%s.type must be %s or %s", plAt, ReportOperatingState, ReportUsage)
+				return vtn.ReportedResource{}, badRequest("%s.type must be %s or %s", plAt(j, k), ReportOperatingState, ReportUsage)
 			}
 		}
 	}
 	return rr, nil
+}
+
+// payloadLoc is where the k-th payload's value of a report's i-th resource's j-th interval is.
+func payloadLoc(i, j, k int) []any {
+	return []any{"body", "resources", i, "intervals", j, "payloads", k, "values", 0}
 }
 
 // intervalTimes is the j-th interval's span: its own intervalPeriod, else the resource's,

@@ -114,18 +114,25 @@ func reportRoom(organisation, client, event, limit string) string {
 // client holds the dispatch's asset (HolderColumn over the dispatch's row, d); write inserts
 // the report for each row of the CTE "takes". Their parameters are $13 onwards, args.
 func ReportJoin(organisation string, r Report, maxPerEvent int, held bool) (gate, write string, args []any) {
-	gate = reportRoom("$13", "$15", "$17", "$22")
+	gate = joinGate
 	if held {
-		gate = HolderColumn("d.organisation", "d.asset_id") + ` IS NOT DISTINCT FROM $15 AND ` + gate
+		gate = joinHeldGate
 	}
-	write = `INSERT INTO openadr_reports (organisation, id, client_name, program_id, event_id, report_client_name,
-		report_name, body, created_at, modified_at)
-		SELECT $13, $14, $15, $16, $17, $18, $19, $20, $21, $21 FROM takes`
 	// The id as pgx's own UUID: encoded as it is, not through its text (uuid.UUID's Value).
 	args = []any{organisation, pgtype.UUID{Bytes: r.ID, Valid: true}, r.ClientName, r.ProgramID, r.EventID,
 		r.ReportClientName, nullable(r.Name), r.Body, r.Created.UTC(), maxPerEvent}
-	return gate, write, args
+	return gate, joinWrite, args
 }
+
+// ReportJoin's gates and write, made once.
+var (
+	joinGate     = reportRoom("$13", "$15", "$17", "$22")
+	joinHeldGate = HolderColumn("d.organisation", "d.asset_id") + ` IS NOT DISTINCT FROM $15 AND ` + joinGate
+)
+
+const joinWrite = `INSERT INTO openadr_reports (organisation, id, client_name, program_id, event_id, report_client_name,
+		report_name, body, created_at, modified_at)
+		SELECT $13, $14, $15, $16, $17, $18, $19, $20, $21, $21 FROM takes`
 
 // Report is the organisation's report id, or ErrNotFound.
 func (s *Store) Report(ctx context.Context, organisation string, id uuid.UUID) (Report, error) {

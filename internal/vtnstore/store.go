@@ -62,9 +62,10 @@ func (s *Store) HolderOf(ctx context.Context, organisation, resourceName string)
 // HolderColumn is HolderOf's lookup as one SQL expression over the organisation's and the
 // resource name's expressions: the holder's client name, NULL when no VEN holds it. Another
 // store's statement reads it with its own row (dispatchstore.OfAnd: a dispatch and who holds
-// its asset in one round trip).
+// its asset in one round trip). Each table is read by a unique key, the VEN's id the inner
+// lookup's value: whatever the statistics say, no plan reads the organisation's other VENs.
 func HolderColumn(organisation, resourceName string) string {
-	return `(SELECT v.client_name FROM openadr_resources r
-		JOIN openadr_vens v ON v.organisation = r.organisation AND v.id = r.ven_id
-		WHERE r.organisation = ` + organisation + ` AND r.resource_name = ` + resourceName + `)`
+	return `(SELECT v.client_name FROM openadr_vens v WHERE v.organisation = ` + organisation + ` AND v.id =
+		(SELECT r.ven_id FROM openadr_resources r WHERE r.organisation = ` + organisation + ` AND r.resource_name = ` +
+		resourceName + `))`
 }
