@@ -98,11 +98,11 @@ func (s *Service) FindAsset(ctx context.Context, p *auth.Principal, ref string, 
 // schedules' reads): from the cache it is the cached object itself, not a deep copy, and must
 // not be changed.
 func (s *Service) AssetToRead(ctx context.Context, p *auth.Principal, id string) (*flexv1.Asset, error) {
-	lookup := s.store(false).lookup
-	if s.reads != nil {
-		lookup = s.reads.lookup // the stores at hand: no wait
+	ri := s.reads  // the stores at hand: no wait
+	if ri == nil { // none: the cache's lookup, made only then (not on every read, to be dropped)
+		ri = &readIndexes{lookup: s.store(false).lookup}
 	}
-	found, err := lookup.AssetsByID(ctx, p.Namespace, id)
+	found, err := ri.lookup.AssetsByID(ctx, p.Namespace, id)
 	if err != nil {
 		return nil, err
 	}

@@ -47,11 +47,13 @@ const (
 // Efficiency is the round-trip efficiency the rule assumes, in tenths (0.9).
 const efficiencyTenths = 9
 
-// Step is one step of the schedule: prod's BatteryScheduleStep.
+// Step is one step of the schedule: prod's BatteryScheduleStep, which the REST API answers as
+// it is (its times in UTC, as Plan makes them).
 type Step struct {
-	Start, End     time.Time
-	Action         Action
-	AllowDeviation bool
+	Start          time.Time `json:"start_timestamp"`
+	End            time.Time `json:"end_timestamp"`
+	Action         Action    `json:"action"`
+	AllowDeviation bool      `json:"allow_deviation"`
 }
 
 // Dispatch is a dispatch of this battery that stands: its window and whether it turns the
@@ -90,6 +92,7 @@ type slot struct {
 	priced   bool
 	fixed    bool // under a dispatch: allow_deviation false
 	assigned bool
+	up, down bool // under a turn-up, a turn-down dispatch (markDispatches)
 }
 
 // act is a slot's action, as a byte (actions names it).
@@ -107,7 +110,7 @@ var actions = [...]Action{actAvoidExport: AvoidExport, actChargeMax: ChargeMax, 
 // (internal/prices.Horizon), 100 half-hours with a clock change; a longer one is allocated.
 const stackSlots = 128
 
-// Plan applies the rule.
+// Plan applies the rule. The steps' times are in UTC.
 func Plan(in Input) []Step {
 	from := in.From.Truncate(HalfHour)
 	n := 0
@@ -131,15 +134,7 @@ func Plan(in Input) []Step {
 		}
 	}
 	if len(in.Dispatches) > 0 {
-		t := from
-		for i := range slots {
-			if up, down := under(t, in.Dispatches); down {
-				slots[i].action, slots[i].fixed, slots[i].assigned = actDischargeMax, true, true
-			} else if up {
-				slots[i].action, slots[i].fixed, slots[i].assigned = actChargeMax, true, true
-			}
-			t = t.Add(HalfHour)
-		}
+		markDispatches(slots, first, in.Dispatches)
 	}
 	for range Pairs(in.CapacityWh, in.PowerW) {
 		c, d, ok := bestPair(slots)
@@ -180,23 +175,53 @@ func bestPair(slots []slot) (c, d int, ok bool) {
 	return c, d, ok
 }
 
-// under tells whether the half-hour from t overlaps a turn-up and a turn-down dispatch.
-func under(t time.Time, ds []Dispatch) (up, down bool) {
-	end := t.Add(HalfHour)
+// markDispatches fixes the slots under a dispatch (the first starting at first, in Unix
+// seconds): discharge_max under a turn-down, else charge_max under a turn-up. A slot i spans
+// [first + i·h, first + (i+1)·h), h a half-hour in seconds, and a dispatch overlaps it when it
+// starts before the slot's end and ends after its start: in whole seconds, when its start's
+// second is before the slot's end and its end rounded up is after the slot's start. Each
+// dispatch is placed by arithmetic, not compared with every slot.
+func markDispatches(slots []slot, first int64, ds []Dispatch) {
+	n := int64(len(slots))
 	for _, d := range ds {
-		if d.Start.Before(end) && d.End.After(t) {
+		end := d.End.Unix()
+		if d.End.Nanosecond() > 0 {
+			end++
+		}
+		lo := max(floorDiv(d.Start.Unix()-first, halfHourSeconds), 0)
+		hi := min(ceilDiv(end-first, halfHourSeconds), n)
+		for i := lo; i < hi; i++ {
 			if d.TurnUp {
-				up = true
+				slots[i].up = true
 			} else {
-				down = true
+				slots[i].down = true
 			}
 		}
 	}
-	return up, down
+	for i := range slots {
+		s := &slots[i]
+		if s.down {
+			s.action, s.fixed, s.assigned = actDischargeMax, true, true
+		} else if s.up {
+			s.action, s.fixed, s.assigned = actChargeMax, true, true
+		}
+	}
 }
 
+// floorDiv is a ÷ b rounded down (b > 0).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// ceilDiv is a ÷ b rounded up (b > 0).
+func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }
+
 // merge turns the slots, the first starting at from, into steps, adjacent equal ones merged
-// (the same action and allow_deviation).
+// (the same action and allow_deviation): each step's times are computed once, at its ends.
 func merge(from time.Time, slots []slot) []Step {
 	same := func(a, b *slot) bool { return a.action == b.action && a.fixed == b.fixed }
 	n := 0
@@ -209,15 +234,15 @@ func merge(from time.Time, slots []slot) []Step {
 		return nil
 	}
 	out := make([]Step, 0, n)
-	for i := range slots {
-		s := &slots[i]
-		end := from.Add(time.Duration(i+1) * HalfHour)
-		if i > 0 && same(&slots[i-1], s) {
-			out[len(out)-1].End = end
-			continue
+	start := from
+	for i := 0; i < len(slots); {
+		j := i + 1
+		for j < len(slots) && same(&slots[i], &slots[j]) {
+			j++
 		}
-		out = append(out, Step{Start: from.Add(time.Duration(i) * HalfHour), End: end,
-			Action: actions[s.action], AllowDeviation: !s.fixed})
+		end := from.Add(time.Duration(j) * HalfHour)
+		out = append(out, Step{Start: start, End: end, Action: actions[slots[i].action], AllowDeviation: !slots[i].fixed})
+		start, i = end, j
 	}
 	return out
 }

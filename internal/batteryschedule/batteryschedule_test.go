@@ -375,6 +375,36 @@ func TestPlanAgainstNaiveGreedy(t *testing.T) {
 	}
 }
 
+// A dispatch fixes every half-hour it overlaps, to the nanosecond: one that ends a nanosecond
+// into a half-hour, or starts a nanosecond before one ends, fixes it; one that ends as it
+// starts, or starts as it ends, does not. Before the horizon, after it and across its ends too.
+func TestPlanDispatchEdgesToTheNanosecond(t *testing.T) {
+	from := midnight.Add(4 * hh)
+	in := bs.Input{From: from, To: from.Add(6 * hh), Prices: priced(0, 0, 0, 0, 10, 50, 20, 80, 30, 90), CapacityWh: 13500, PowerW: 5000}
+	ns := time.Nanosecond
+	for c, ds := range [][]bs.Dispatch{
+		{{Start: from.Add(hh - ns), End: from.Add(hh + ns)}},                                                                   // two half-hours, a nanosecond of each
+		{{Start: from.Add(hh), End: from.Add(2 * hh), TurnUp: true}},                                                           // one exactly
+		{{Start: from.Add(-hh), End: from.Add(ns)}},                                                                            // from before the horizon, into its first
+		{{Start: from.Add(-hh), End: from}},                                                                                    // ends as the horizon starts
+		{{Start: from.Add(6*hh - ns), End: from.Add(9 * hh), TurnUp: true}},                                                    // into the last from a nanosecond before its end
+		{{Start: from.Add(6 * hh), End: from.Add(7 * hh)}},                                                                     // starts as the horizon ends
+		{{Start: from.Add(2*hh + ns), End: from.Add(2*hh + 2*ns)}},                                                             // inside one half-hour
+		{{Start: from.Add(-3 * hh), End: from.Add(9 * hh), TurnUp: true}},                                                      // over the whole horizon
+		{{Start: from.Add(hh + ns), End: from.Add(3*hh - ns)}, {Start: from.Add(2 * hh), End: from.Add(4 * hh), TurnUp: true}}, // both: down wins
+	} {
+		in.Dispatches = ds
+		got := bs.Plan(in)
+		want, wantAllow := naive(in)
+		actions, allow := halfHours(t, c, got, in)
+		for i := range actions {
+			if actions[i] != want[i] || allow[i] != wantAllow[i] {
+				t.Fatalf("case %d: half-hour %d is %s/%v, the naive rule says %s/%v:%s", c, i, actions[i], allow[i], want[i], wantAllow[i], show(got))
+			}
+		}
+	}
+}
+
 // A plan allocates its steps and nothing else (the battery schedule is a hot read): a two-day
 // horizon's half-hours are worked on the stack, its prices placed without a map.
 func TestPlanAllocatesOnlyItsSteps(t *testing.T) {

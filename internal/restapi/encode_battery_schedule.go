@@ -19,9 +19,9 @@ func (a batteryScheduleAnswer) AppendJSON(b []byte) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"start_timestamp":"`...)
-		b = appendTime(b, s.StartTimestamp)
+		b = appendTime(b, s.Start)
 		b = append(b, `","end_timestamp":"`...)
-		b = appendTime(b, s.EndTimestamp)
+		b = appendTime(b, s.End)
 		b = append(b, `","action":`...)
 		b = jsonappend.String(b, string(s.Action))
 		b = append(b, `,"allow_deviation":`...)

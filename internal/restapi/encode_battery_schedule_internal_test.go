@@ -20,12 +20,12 @@ func TestBatteryScheduleAnswerMatchesEncodingJSON(t *testing.T) {
 	cases := map[string]pricing.BatteryScheduleResponse{
 		"no steps": {ScheduleSteps: []pricing.BatteryScheduleStep{}, ScheduleLastUpdated: start},
 		"steps, microseconds in the last update": {ScheduleSteps: []pricing.BatteryScheduleStep{
-			{StartTimestamp: start, EndTimestamp: start.Add(time.Hour), Action: batteryschedule.ChargeMax, AllowDeviation: true},
-			{StartTimestamp: start.Add(time.Hour), EndTimestamp: start.Add(5 * time.Hour), Action: batteryschedule.AvoidExport},
-			{StartTimestamp: start.Add(5 * time.Hour), EndTimestamp: start.Add(6 * time.Hour), Action: batteryschedule.DischargeMax},
+			{Start: start, End: start.Add(time.Hour), Action: batteryschedule.ChargeMax, AllowDeviation: true},
+			{Start: start.Add(time.Hour), End: start.Add(5 * time.Hour), Action: batteryschedule.AvoidExport},
+			{Start: start.Add(5 * time.Hour), End: start.Add(6 * time.Hour), Action: batteryschedule.DischargeMax},
 		}, ScheduleLastUpdated: time.Date(2026, 11, 27, 9, 1, 2, 345678000, time.UTC)},
 		"not UTC, an action needing escapes": {ScheduleSteps: []pricing.BatteryScheduleStep{
-			{StartTimestamp: start.In(london), EndTimestamp: start.Add(time.Hour).In(london), Action: "<avoid&import>"},
+			{Start: start.In(london), End: start.Add(time.Hour).In(london), Action: "<avoid&import>"},
 		}, ScheduleLastUpdated: time.Date(2026, 6, 1, 12, 0, 0, 1, london)},
 	}
 	for name, in := range cases {

@@ -18,13 +18,8 @@ type BatteryScheduleResponse struct {
 	ScheduleLastUpdated time.Time             `json:"schedule_last_updated"`
 }
 
-// BatteryScheduleStep is prod's BatteryScheduleStep; times in UTC.
-type BatteryScheduleStep struct {
-	StartTimestamp time.Time              `json:"start_timestamp"`
-	EndTimestamp   time.Time              `json:"end_timestamp"`
-	Action         batteryschedule.Action `json:"action"`
-	AllowDeviation bool                   `json:"allow_deviation"`
-}
+// BatteryScheduleStep is prod's BatteryScheduleStep: the rule's step itself (times in UTC).
+type BatteryScheduleStep = batteryschedule.Step
 
 // BatteryPlan is a battery's schedule with what it was computed from: the steps, the horizon's
 // prices (for a chart) and when its inputs last changed.
@@ -35,15 +30,14 @@ type BatteryPlan struct {
 	LastUpdated time.Time
 }
 
-// Response is the plan as prod's BatteryScheduleResponse.
+// Response is the plan as prod's BatteryScheduleResponse: its steps themselves, not a copy
+// (the battery schedule is a hot read; Plan's steps are in UTC already).
 func (b BatteryPlan) Response() BatteryScheduleResponse {
-	out := BatteryScheduleResponse{ScheduleSteps: make([]BatteryScheduleStep, 0, len(b.Steps)),
-		ScheduleLastUpdated: b.LastUpdated.UTC()}
-	for _, s := range b.Steps {
-		out.ScheduleSteps = append(out.ScheduleSteps, BatteryScheduleStep{StartTimestamp: s.Start.UTC(),
-			EndTimestamp: s.End.UTC(), Action: s.Action, AllowDeviation: s.AllowDeviation})
+	steps := b.Steps
+	if steps == nil {
+		steps = []BatteryScheduleStep{} // [], not null
 	}
-	return out
+	return BatteryScheduleResponse{ScheduleSteps: steps, ScheduleLastUpdated: b.LastUpdated.UTC()}
 }
 
 // BatterySchedule answers GET /entities/asset/{asset_id}/battery-schedule: the schedule of the
@@ -101,6 +95,9 @@ func (s *Service) batteryPlan(ctx context.Context, organisation, assetID string,
 	last := asset.CreationTimestamp.Time
 	if span.LastChanged.After(last) {
 		last = span.LastChanged
+	}
+	if len(windows) > 0 {
+		in.Dispatches = make([]batteryschedule.Dispatch, 0, len(windows))
 	}
 	for _, w := range windows {
 		in.Dispatches = append(in.Dispatches, batteryschedule.Dispatch{Start: w.From, End: w.To, TurnUp: w.TurnUp()})
