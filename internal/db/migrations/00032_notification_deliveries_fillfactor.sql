@@ -1,4 +1,4 @@
--- Claims as HOT updates (docs/notifications.md, "What a pass costs"): a claim sets only
+-- Claims as HOT updates (docs/notifications.md, "How it works"): a claim sets only
 -- claimed_until, which no index holds, so PostgreSQL can write the claimed row's new version
 -- beside the old one in its page (a heap-only tuple) and touch none of the table's five
 -- indexes, if the page has room. Rows are inserted in bursts that fill their pages, so without
