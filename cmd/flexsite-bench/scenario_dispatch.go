@@ -10,11 +10,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
@@ -33,6 +35,11 @@ import (
 // A a new flex event over the S sites (each round its own market, which its DispatchEvents
 // name), B a batch of notification samples on fresh households. Target: the dispatches' p99 ≤
 // 2 × the notifications' p99.
+//
+// Beside each A, alternating (A R R A A R R A), a round R of the raw sender (rawSender): the
+// same rows inserted in one transaction, the same bodies signed and posted over as many
+// connections to the same receiver. Target: the worst A round's creation → last arrival ≤ 2 ×
+// the worst R round's (the medians' ratio is reported beside it).
 //
 // Then one more round, C: a dispatch round of this namespace's S sites (one organisation's
 // burst) and, from the FlexEvent's creation, a batch of notification samples in the
@@ -194,16 +201,35 @@ func runDispatch(ctx context.Context, b *bench, rep *report) error {
 
 	var dispatched, notified []time.Duration
 	var perRound, issuedIn []time.Duration // each round's last dispatch delivered; all issued
+	var rawRounds []time.Duration          // each raw round's last arrival
 	var breakdown []dispatchStages
 	dispatchRound, notifyRound := 0, 0
-	for _, side := range []byte("ABBAABBA") {
-		if side == 'B' {
+	raw, err := b.newRawSender(ctx, rcv)
+	if err != nil {
+		return fmt.Errorf("the raw sender's tables: %w", err)
+	}
+	defer raw.drop(ctx)
+	// R, the raw sender, beside each A: A R, R A, A R, R A (each R sends again the dispatches
+	// of the dispatch round last done), so that the machine's drift falls on both sides.
+	for _, side := range []byte("ARBBRAARBBRA") {
+		switch side {
+		case 'B':
 			ph, err := b.notifyPhase(ctx, notifyNS, batches[notifyRound], healthy)
 			if err != nil {
 				return fmt.Errorf("notification round %d: %w", notifyRound+1, err)
 			}
 			notifyRound++
 			notified = append(notified, ph.deliver...)
+			continue
+		case 'R':
+			took, err := raw.round(ctx, ns, fmt.Sprintf("bench-dispatch-%d", dispatchRound),
+				fmt.Sprintf("bench-raw-%d", len(rawRounds)+1), sites)
+			if err != nil {
+				return fmt.Errorf("the raw sender's round %d: %w", len(rawRounds)+1, err)
+			}
+			logf("dispatch: raw sender round %d (round %d's %d dispatches and bodies): all delivered in %v",
+				len(rawRounds)+1, dispatchRound, sites, took.Round(time.Millisecond))
+			rawRounds = append(rawRounds, took)
 			continue
 		}
 		dispatchRound++
@@ -217,13 +243,12 @@ func runDispatch(ctx context.Context, b *bench, rep *report) error {
 		dispatched = append(dispatched, lat...)
 		perRound = append(perRound, slices.Max(lat))
 	}
-	raw, err := b.rawDispatchBaseline(ctx, fmt.Sprintf("bench-round-%d", dispatchRound), sites, rcv)
-	if err != nil {
-		return fmt.Errorf("the raw sender's baseline: %w", err)
-	}
 	during, burst, err := b.notifyBesideBurst(ctx, ns, notifyNS, dispatchRound+1, sites, batches[rounds], rcv, healthy)
 	if err != nil {
 		return fmt.Errorf("another organisation's changes during a burst: %w", err)
+	}
+	if err := b.profileDispatch(ctx, ns, dispatchRound+2, sites, rcv); err != nil {
+		return err
 	}
 	rcv.mu.Lock()
 	unverified := rcv.unverified
@@ -233,9 +258,11 @@ func runDispatch(ctx context.Context, b *bench, rep *report) error {
 	logf("dispatch: another organisation's change -> delivery during a %d-dispatch burst (%v) p50 %.1f ms, p99 %.1f ms "+
 		"(%d samples), without it p99 %.1f ms; ratio %.2f", sites, burst.Round(time.Millisecond), ms(percentile(during, 50)), o99,
 		len(during), n99, ratio(o99, n99))
-	logf("dispatch: raw sender (the last round's %d bodies inserted in one transaction, signed and posted over %d "+
-		"connections) %v; each round's last delivery ÷ it %.2f (worst); unverified requests %d",
-		sites, rawWorkers, raw, ratio(ms(slices.Max(perRound)), ms(raw)), unverified)
+	worst, worstRaw := ms(slices.Max(perRound)), ms(slices.Max(rawRounds))
+	mid, midRaw := ms(median(perRound)), ms(median(rawRounds))
+	logf("dispatch: all delivered %v; the raw sender (%d dispatch rows and their bodies inserted in one transaction, "+
+		"signed and posted over %d connections) %v; worst ÷ worst %.2f, median ÷ median %.2f; unverified requests %d",
+		perRound, sites, rawWorkers, rawRounds, ratio(worst, worstRaw), ratio(mid, midRaw), unverified)
 	logf("dispatch: %d sites, creation -> all issued %v; -> dispatch.requested delivered p50 %.1f ms, p99 %.1f ms (all delivered: %v); "+
 		"notification p99 %.1f ms (%d samples); ratio %.2f",
 		sites, issuedIn, ms(percentile(dispatched, 50)), d99, perRound, n99, len(notified), ratio(d99, n99))
@@ -246,10 +273,13 @@ func runDispatch(ctx context.Context, b *bench, rep *report) error {
 	rep.add(dispatchScenario, "creation_to_all_delivered_max_ms", ms(slices.Max(perRound)), unitMS)
 	rep.add(dispatchScenario, "creation_to_all_issued_max_ms", ms(slices.Max(issuedIn)), unitMS)
 	rep.add(dispatchScenario, "notification_p99_ms", n99, unitMS)
-	rep.add(dispatchScenario, "raw_sender_all_delivered_ms", ms(raw), unitMS)
+	rep.add(dispatchScenario, "creation_to_all_delivered_median_ms", mid, unitMS)
+	rep.add(dispatchScenario, "raw_sender_all_delivered_ms", worstRaw, unitMS)
+	rep.add(dispatchScenario, "raw_sender_all_delivered_median_ms", midRaw, unitMS)
+	rep.detail("dispatch_raw_rounds_ms", msList(rawRounds))
 	rep.add(dispatchScenario, "unverified_requests", float64(unverified), unitCount)
-	rep.addTarget(dispatchScenario, "all_delivered_vs_raw_sender_ratio", ratio(ms(slices.Max(perRound)), ms(raw)), unitRatio,
-		target{"<=", 2})
+	rep.addTarget(dispatchScenario, "all_delivered_vs_raw_sender_ratio", ratio(worst, worstRaw), unitRatio, target{"<=", 2})
+	rep.add(dispatchScenario, "all_delivered_vs_raw_sender_median_ratio", ratio(mid, midRaw), unitRatio)
 	// Reported only: a burst's p99 over one change's p99 grows with the burst's size by
 	// construction; the burst is judged against the raw sender above, one change by
 	// notifications.delivery_vs_convergence_p99_ratio.
@@ -257,6 +287,29 @@ func runDispatch(ctx context.Context, b *bench, rep *report) error {
 	rep.add(dispatchScenario, "other_org_samples_during_burst", float64(len(during)), unitCount)
 	rep.add(dispatchScenario, "other_org_change_to_delivery_during_burst_p99_ms", o99, unitMS)
 	rep.addTarget(dispatchScenario, "other_org_during_vs_without_burst_p99_ratio", ratio(o99, n99), unitRatio, target{"<=", 2})
+	return nil
+}
+
+// dispatchProfileSeconds is how long the manager's CPU profile of a dispatch round runs (a
+// quick round takes under a second; the rest is the manager idle).
+const dispatchProfileSeconds = 2
+
+// profileDispatch runs one more dispatch round, outside every figure, while the manager's CPU
+// profile is taken, and saves it as cpu-dispatch.pb.gz beside the manager's log.
+func (b *bench) profileDispatch(ctx context.Context, ns string, round, sites int, rcv *dispatchReceiver) error {
+	path := filepath.Join(filepath.Dir(b.mgrCfg.logPath), "cpu-dispatch.pb.gz")
+	errc := make(chan error, 1)
+	go func() {
+		errc <- saveURL(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", b.mgr.pprofURL, dispatchProfileSeconds), path)
+	}()
+	_, _, stages, err := b.dispatchRound(ctx, ns, round, sites, rcv, nil)
+	if pErr := <-errc; err == nil {
+		err = pErr
+	}
+	if err != nil {
+		return fmt.Errorf("the profiled dispatch round: %w", err)
+	}
+	logf("dispatch: profiled %s; the manager's CPU profile: %s", stages, path)
 	return nil
 }
 
@@ -375,90 +428,182 @@ func (b *bench) dispatchRound(ctx context.Context, ns string, round, sites int, 
 }
 
 // rawWorkers is how many connections the raw sender posts over: a subscription's workers
-// (internal/delivery's DefaultWorkers).
+// (internal/delivery's DefaultWorkers), each keeping one connection to the receiver (its
+// transport keeps as many idle per host; the receiver speaks HTTP/1.1).
 const rawWorkers = 16
 
-// rawDispatchBaseline is the physical limit of a dispatch round's work on this machine: the
-// same bodies (the round's dispatch.requested payloads, read back from the outbox, their market
-// renamed so that the receiver counts them apart) inserted in one transaction, then signed with
-// Standard Webhooks and posted over rawWorkers connections to the same receiver. It answers the
-// time from the start to the last arrival.
-func (b *bench) rawDispatchBaseline(ctx context.Context, market string, sites int, rcv *dispatchReceiver) (time.Duration, error) {
-	rawMarket := market + "-raw"
-	var ids, payloads []string
-	rows, err := b.db.Query(ctx, `SELECT event_id || '-raw', jsonb_set(payload, '{market_id}', to_jsonb($2::text))::text
-		FROM outbox WHERE event_type = $1 AND payload->>'market_id' = $3 ORDER BY id`,
-		string(flexv1.EventDispatchRequested), rawMarket, market)
-	if err != nil {
-		return 0, err
-	}
-	var id, payload string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &payload}, func() error {
-		ids, payloads = append(ids, id), append(payloads, payload)
-		return nil
-	}); err != nil {
-		return 0, err
-	}
-	if len(ids) < sites {
-		return 0, fmt.Errorf("%d of %d dispatch.requested bodies found in the outbox", len(ids), sites)
+// rawSender is the physical limit of a dispatch round's work on this machine, in the issue's
+// words "insert the same rows in one transaction, sign and POST the same bodies over the same
+// number of connections to the same receiver": the rows the issuance makes durable for those
+// dispatches (each dispatch's row and its dispatch.requested event's outbox row, as the
+// issuance leaves them), into scratch tables made LIKE dispatches and outbox INCLUDING ALL (the
+// same columns, defaults, checks and indexes), in one transaction; then the same bodies signed
+// with Standard Webhooks and posted over rawWorkers connections to the same receiver. Nothing
+// else: no status history, no delivery rows, no claims, no outcomes recorded.
+type rawSender struct {
+	b    *bench
+	rcv  *dispatchReceiver
+	wh   *standardwebhooks.Webhook
+	http *http.Client
+}
+
+// rawTables are the scratch tables and the real tables they are made like.
+var rawTables = [][2]string{{"bench_raw_dispatches", "dispatches"}, {"bench_raw_outbox", "outbox"}}
+
+func (b *bench) newRawSender(ctx context.Context, rcv *dispatchReceiver) (*rawSender, error) {
+	for _, t := range rawTables {
+		if _, err := b.db.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS %s; CREATE TABLE %[1]s (LIKE %s INCLUDING ALL)`,
+			t[0], t[1])); err != nil {
+			return nil, err
+		}
 	}
 	wh, err := standardwebhooks.NewWebhook(rcv.secret)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	httpc := rcv.Client()
 	httpc.Transport.(*http.Transport).MaxIdleConnsPerHost = rawWorkers
+	return &rawSender{b: b, rcv: rcv, wh: wh, http: httpc}, nil
+}
+
+func (r *rawSender) drop(ctx context.Context) {
+	for _, t := range rawTables {
+		_, _ = r.b.db.Exec(ctx, `DROP TABLE IF EXISTS `+t[0])
+	}
+}
+
+// rawRows are a round's dispatch rows and their events' bodies, as arrays for one statement each.
+type rawRows struct {
+	eventIDs                                  []uuid.UUID
+	flexEvents, sites, assets, markets, props []string
+	levels                                    []float64
+	froms, tos, stamps, issued                []time.Time
+	outboxIDs, types, payloads                []string
+	created                                   []time.Time
+}
+
+// round sends again the dispatches of the flex event source (its rows read back from the
+// tables, untimed), as the flex event name with its own market (so that the receiver counts
+// its arrivals apart) and its own ids, and answers the time from the start of the insert to
+// the last arrival.
+func (r *rawSender) round(ctx context.Context, ns, source, name string, sites int) (time.Duration, error) {
+	rows, err := r.b.db.Query(ctx, `SELECT d.site_id, d.asset_id, d.level_kw, d.from_time, d.to_time, d.event_timestamp,
+			d.issued_at, coalesce(d.proposition, ''), o.event_type, o.payload::text, o.created_at
+		FROM dispatches d JOIN outbox o ON o.organisation = d.organisation AND o.event_id = 'evt_' || d.event_id::text
+		WHERE d.organisation = $1 AND d.flex_event = $2 ORDER BY o.id`, ns, source)
+	if err != nil {
+		return 0, err
+	}
+	var rr rawRows
+	var site, asset, prop, typ, payload string
+	var level float64
+	var from, to, stamp, issued, created time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&site, &asset, &level, &from, &to, &stamp, &issued, &prop, &typ, &payload, &created},
+		func() error {
+			id := uuid.New()
+			var body map[string]any
+			if err := json.Unmarshal([]byte(payload), &body); err != nil {
+				return err
+			}
+			body["market_id"], body["event_id"] = name, id.String()
+			b, err := json.Marshal(body)
+			if err != nil {
+				return err
+			}
+			rr.eventIDs, rr.flexEvents, rr.sites, rr.assets = append(rr.eventIDs, id), append(rr.flexEvents, name),
+				append(rr.sites, site), append(rr.assets, asset)
+			rr.markets, rr.props, rr.levels = append(rr.markets, name), append(rr.props, prop), append(rr.levels, level)
+			rr.froms, rr.tos, rr.stamps, rr.issued = append(rr.froms, from), append(rr.tos, to), append(rr.stamps, stamp),
+				append(rr.issued, issued)
+			rr.outboxIDs, rr.types, rr.payloads = append(rr.outboxIDs, "evt_"+id.String()), append(rr.types, typ),
+				append(rr.payloads, string(b))
+			rr.created = append(rr.created, created)
+			return nil
+		}); err != nil {
+		return 0, err
+	}
+	if len(rr.eventIDs) < sites {
+		return 0, fmt.Errorf("%d of %d dispatches of %s found", len(rr.eventIDs), sites, source)
+	}
 	t0 := time.Now()
-	if _, err := b.db.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_raw_outbox (
-			id bigint GENERATED ALWAYS AS IDENTITY, event_id text, payload jsonb)`); err != nil {
-		return 0, err
-	}
-	if _, err := b.db.Exec(ctx, `INSERT INTO bench_raw_outbox (event_id, payload) SELECT * FROM unnest($1::text[], $2::jsonb[])`,
-		ids, payloads); err != nil {
-		return 0, err
-	}
-	if _, err := runConcurrent(ctx, len(ids), rawWorkers, func(ctx context.Context, i int) error {
-		// The deliverer's body (internal/events.Body): type, id, timestamp, data.
-		body, err := json.Marshal(struct {
-			Type      flexv1.EventType `json:"type"`
-			ID        string           `json:"id"`
-			Timestamp string           `json:"timestamp"`
-			Data      json.RawMessage  `json:"data"`
-		}{flexv1.EventDispatchRequested, ids[i], time.Now().UTC().Format("2006-01-02T15:04:05.000000Z07:00"),
-			json.RawMessage(payloads[i])})
-		if err != nil {
+	if err := pgx.BeginFunc(ctx, r.b.db, func(q pgx.Tx) error {
+		if _, err := q.Exec(ctx, `INSERT INTO bench_raw_dispatches (organisation, event_id, flex_event, site_id, asset_id,
+				market_id, level_kw, from_time, to_time, event_timestamp, issued_at, updated_at, proposition)
+			SELECT $1, event_id, flex_event, site_id, asset_id, market_id, level_kw, from_time, to_time, event_timestamp,
+				issued_at, issued_at, nullif(proposition, '')
+			FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::timestamptz[],
+				$9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[])
+				AS i(event_id, flex_event, site_id, asset_id, market_id, level_kw, from_time, to_time, event_timestamp,
+					issued_at, proposition)`,
+			ns, rr.eventIDs, rr.flexEvents, rr.sites, rr.assets, rr.markets, rr.levels, rr.froms, rr.tos, rr.stamps,
+			rr.issued, rr.props); err != nil {
 			return err
 		}
-		now := time.Now()
-		sig, err := wh.Sign(ids[i], now, body)
-		if err != nil {
-			return err
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, rcv.URL, bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("content-type", "application/json")
-		req.Header.Set(standardwebhooks.HeaderWebhookID, ids[i])
-		req.Header.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
-		req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
-		resp, err := httpc.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("the receiver answered %d", resp.StatusCode)
-		}
-		return nil
+		// As the issuance leaves them: written fanned out (its rows carry fanned_out_at).
+		_, err := q.Exec(ctx, `INSERT INTO bench_raw_outbox (organisation, site_id, event_type, event_id, payload, created_at,
+				fanned_out_at)
+			SELECT $1, site_id, event_type, event_id, payload::jsonb, created_at, clock_timestamp()
+			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
+				AS e(site_id, event_type, event_id, payload, created_at)`,
+			ns, rr.sites, rr.types, rr.outboxIDs, rr.payloads, rr.created)
+		return err
 	}); err != nil {
 		return 0, err
 	}
-	got := rcv.arrivals(rawMarket)
-	if len(got) < len(ids) {
-		return 0, fmt.Errorf("%d of %d raw posts arrived", len(got), len(ids))
+	if _, err := runConcurrent(ctx, len(rr.outboxIDs), rawWorkers, func(ctx context.Context, i int) error {
+		return r.post(ctx, rr.outboxIDs[i], rr.payloads[i])
+	}); err != nil {
+		return 0, err
 	}
-	_, _ = b.db.Exec(ctx, `DROP TABLE bench_raw_outbox`)
+	got := r.rcv.arrivals(name)
+	if len(got) < len(rr.outboxIDs) {
+		return 0, fmt.Errorf("%d of %d raw posts arrived", len(got), len(rr.outboxIDs))
+	}
 	return slices.MaxFunc(got, time.Time.Compare).Sub(t0), nil
+}
+
+// post signs and posts one event as the deliverer does (internal/events.Body: type, id,
+// timestamp, data; the Standard Webhooks headers).
+func (r *rawSender) post(ctx context.Context, id, payload string) error {
+	body, err := json.Marshal(struct {
+		Type      flexv1.EventType `json:"type"`
+		ID        string           `json:"id"`
+		Timestamp string           `json:"timestamp"`
+		Data      json.RawMessage  `json:"data"`
+	}{flexv1.EventDispatchRequested, id, time.Now().UTC().Format("2006-01-02T15:04:05.000000Z07:00"),
+		json.RawMessage(payload)})
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	sig, err := r.wh.Sign(id, now, body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.rcv.URL, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("content-type", "application/json")
+	req.Header.Set(standardwebhooks.HeaderWebhookID, id)
+	req.Header.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
+	resp, err := r.http.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("the receiver answered %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func msList(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = ms(d)
+	}
+	return out
 }

@@ -104,7 +104,7 @@ const DefaultWorkers = 16
 // up to that many more of its due deliveries are claimed and queued, so that a worker that
 // finishes finds its next one at once rather than after a claim's round trip, and a burst is
 // claimed in few statements. A receiver that answers slowly gets a shorter queue (subState.depth).
-const DefaultLookahead = 7
+const DefaultLookahead = 31
 
 // fanOutBatch is how many events one fan-out transaction takes.
 const fanOutBatch = 500

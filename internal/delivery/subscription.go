@@ -38,9 +38,8 @@ type subState struct {
 	key    types.NamespacedName
 	uid    string
 	cancel context.CancelFunc
-	// queue holds the claimed deliveries no worker has taken yet (at most Lookahead beyond
-	// the busy workers).
-	queue chan outboxstore.Delivery
+	// queued signals the workers that queue (under mu) holds deliveries.
+	queued chan struct{}
 	// settled are the attempted deliveries whose outcomes wait to be recorded (settle).
 	settled chan outboxstore.Settled
 	// claims asks the claimer to fill the queue.
@@ -52,6 +51,10 @@ type subState struct {
 
 	mu  sync.Mutex
 	sub flexv1.Subscription
+	// queue holds the claimed deliveries no worker has taken yet, in claim order (at most
+	// Lookahead beyond the busy workers): a slice, so that an idle subscription holds no room
+	// for a deep queue.
+	queue []outboxstore.Delivery
 	// unposted are the deliveries claimed and not yet posted: queued, or being posted; at most
 	// Workers + Lookahead. Those posted whose outcomes wait to be recorded are not counted, so
 	// that a claim never waits for a record: at most Workers + Lookahead of them wait in
@@ -60,6 +63,10 @@ type subState struct {
 	// afterRecord: the claim asked for follows a recorded batch (a claim that finds nothing
 	// then asks a pass for when the next falls due).
 	afterRecord bool
+	// drained: the last claim found fewer due deliveries than it asked for, so a slot freed by
+	// a worker asks for no claim (it would find none) until something may have become due: a
+	// commit, a pass, a recorded batch (wantClaims), or a claim that found all it asked for.
+	drained bool
 	// postTime is a moving average of the subscription's POSTs' durations (0 before the first):
 	// the queue is kept no longer than the workers post within half a lease's usable part.
 	postTime time.Duration
@@ -122,8 +129,8 @@ func (d *Deliverer) syncSubscriptions(ctx context.Context, subs []flexv1.Subscri
 		if !ok {
 			wctx, cancel := context.WithCancel(ctx)
 			st = &subState{d: d, key: client.ObjectKeyFromObject(s), uid: string(s.UID), cancel: cancel, seen: d.Now(),
-				queue:   make(chan outboxstore.Delivery, d.Workers+d.Lookahead),
-				settled: make(chan outboxstore.Settled, d.Workers+d.Lookahead), claims: make(chan struct{}, 1),
+				queued:  make(chan struct{}, 1),
+				settled: make(chan outboxstore.Settled, settledRoom(d.Workers)), claims: make(chan struct{}, 1),
 				dirty: make(chan struct{}, 1), secretWaits: map[string]int{}}
 			d.subs[s.UID] = st
 			for range d.Workers {
@@ -189,13 +196,30 @@ func (st *subState) markDirty() {
 	}
 }
 
-// wantClaims asks the claimer to fill the queue (afterRecord: see subState).
+// wantClaims asks the claimer to fill the queue (afterRecord: see subState): something may
+// have become due.
 func (st *subState) wantClaims(afterRecord bool) {
-	if afterRecord {
-		st.mu.Lock()
-		st.afterRecord = true
-		st.mu.Unlock()
+	st.mu.Lock()
+	st.afterRecord = st.afterRecord || afterRecord
+	st.drained = false
+	st.mu.Unlock()
+	st.askClaim()
+}
+
+// roomFreed asks for a claim for a slot a worker freed, once a quarter of the queue is free
+// (until then its workers have plenty queued, and a claim for each delivery posted would cost
+// the database a statement each), unless the last claim found nothing more due (drained).
+func (st *subState) roomFreed() {
+	st.mu.Lock()
+	depth := st.depth()
+	ask := !st.drained && depth-st.unposted >= max(depth/4, 1)
+	st.mu.Unlock()
+	if ask {
+		st.askClaim()
 	}
+}
+
+func (st *subState) askClaim() {
 	select {
 	case st.claims <- struct{}{}:
 	default:
@@ -246,13 +270,20 @@ func (st *subState) claim(ctx context.Context) (claimed, asked int, err error) {
 		st.mu.Unlock()
 		return 0, 0, nil
 	}
-	// At most a share of the queue a claim: the rest is left to another claimer, at once.
-	rest := max(free-depth/claimers, 0)
+	// At most a share of the queue a claim: the rest is left to another claimer, at once. An
+	// idle subscription's first claim takes only what its workers post at once, so that they
+	// start while the other claimer's larger claim runs (a burst's first arrival waits for a
+	// short statement, not for the queue's share).
+	share := depth / claimers
+	if st.unposted == 0 {
+		share = min(share, st.d.Workers)
+	}
+	rest := max(free-share, 0)
 	free -= rest
 	st.unposted += free
 	st.mu.Unlock()
 	if rest > 0 {
-		st.wantClaims(false)
+		st.askClaim()
 	}
 	// The lease runs from the statement's start in the database, later than this.
 	leasedAt := time.Now()
@@ -261,14 +292,61 @@ func (st *subState) claim(ctx context.Context) (claimed, asked int, err error) {
 	metrics.NotificationStage.WithLabelValues(metrics.StageClaim).Observe(claimedAt.Sub(leasedAt).Seconds())
 	st.mu.Lock()
 	st.unposted -= free - len(got)
+	if err == nil {
+		st.drained = len(got) < free
+	}
 	st.mu.Unlock()
-	for _, c := range got {
-		c.ClaimedAt, c.LeasedAt = claimedAt, leasedAt
-		metrics.NotificationStage.WithLabelValues(metrics.StageClaimed).Observe(claimedAt.Sub(c.Event.Time).Seconds())
-		st.queue <- c
+	for i := range got {
+		got[i].ClaimedAt, got[i].LeasedAt = claimedAt, leasedAt
+		metrics.NotificationStage.WithLabelValues(metrics.StageClaimed).Observe(claimedAt.Sub(got[i].Event.Time).Seconds())
+	}
+	if len(got) > 0 {
+		st.mu.Lock()
+		st.queue = append(st.queue, got...)
+		st.mu.Unlock()
+		st.signalQueued()
 	}
 	return len(got), free, err
 }
+
+// signalQueued wakes a worker to take from the queue.
+func (st *subState) signalQueued() {
+	select {
+	case st.queued <- struct{}{}:
+	default:
+	}
+}
+
+// next takes the first queued delivery, waiting for one until ctx ends (ok false). A worker
+// that takes one and leaves more wakes another.
+func (st *subState) next(ctx context.Context) (c outboxstore.Delivery, ok bool) {
+	for {
+		st.mu.Lock()
+		if n := len(st.queue); n > 0 {
+			c = st.queue[0]
+			st.queue[0] = outboxstore.Delivery{}
+			st.queue = st.queue[1:]
+			if n == 1 {
+				st.queue = nil // the room goes with the last one
+			}
+			st.mu.Unlock()
+			if n > 1 {
+				st.signalQueued()
+			}
+			return c, true
+		}
+		st.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return c, false
+		case <-st.queued:
+		}
+	}
+}
+
+// settledRoom is how many outcomes may wait for the settler (and how many one batch records):
+// enough for the workers' posts during a record's round trip.
+func settledRoom(workers int) int { return 16 * workers }
 
 // depth is how many deliveries may be claimed and not yet posted: Workers + Lookahead, fewer
 // when the receiver answers so slowly that a queue that deep would not be posted within half
@@ -309,34 +387,33 @@ func (st *subState) postable(c outboxstore.Delivery) bool {
 // to settle; each one posted (or dropped) frees a slot for the claimer.
 func (st *subState) work(ctx context.Context) {
 	for {
-		select {
-		case <-ctx.Done():
+		c, ok := st.next(ctx)
+		if !ok {
 			return
-		case c := <-st.queue:
-			metrics.NotificationStage.WithLabelValues(metrics.StageWorkerWait).Observe(time.Since(c.ClaimedAt).Seconds())
-			if !st.postable(c) {
-				ctrl.LoggerFrom(ctx).V(1).Info("a claimed delivery waited past its lease's margin: left to be claimed again",
-					"subscription", st.key, "event", c.Event.ID)
-				st.mu.Lock()
-				st.unposted--
-				st.expired++
-				st.mu.Unlock()
-				st.wantClaims(false)
-				continue
-			}
-			o, ok := st.deliver(ctx, c)
+		}
+		metrics.NotificationStage.WithLabelValues(metrics.StageWorkerWait).Observe(time.Since(c.ClaimedAt).Seconds())
+		if !st.postable(c) {
+			ctrl.LoggerFrom(ctx).V(1).Info("a claimed delivery waited past its lease's margin: left to be claimed again",
+				"subscription", st.key, "event", c.Event.ID)
 			st.mu.Lock()
 			st.unposted--
+			st.expired++
 			st.mu.Unlock()
-			st.wantClaims(false)
-			if !ok {
-				continue
-			}
-			select {
-			case st.settled <- outboxstore.Settled{Delivery: c, Outcome: o}:
-			case <-ctx.Done():
-				return
-			}
+			st.roomFreed()
+			continue
+		}
+		o, ok := st.deliver(ctx, c)
+		st.mu.Lock()
+		st.unposted--
+		st.mu.Unlock()
+		st.roomFreed()
+		if !ok {
+			continue
+		}
+		select {
+		case st.settled <- outboxstore.Settled{Delivery: c, Outcome: o}:
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -346,7 +423,7 @@ func (st *subState) work(ctx context.Context) {
 // site's next event becomes claimable only when its previous one's outcome is recorded, so a
 // site never has two events in flight.
 func (st *subState) settle(ctx context.Context) {
-	batch := make([]outboxstore.Settled, 0, st.d.Workers+st.d.Lookahead)
+	batch := make([]outboxstore.Settled, 0, cap(st.settled))
 	for {
 		select {
 		case <-ctx.Done():

@@ -72,9 +72,47 @@ func TestIssueWritesDeliveryRowsInItsTransaction(t *testing.T) {
 	}
 	subs.mu.Lock()
 	defer subs.mu.Unlock()
-	if want := [][]string{subs.uids, subs.uids}; !slices.EqualFunc(subs.committed, want, slices.Equal) {
-		t.Errorf("told committed %v, want %v (the issue and the cancellation; nothing for the issue that issued nothing)",
+	// The issue's four transactions (125, 250, 500 and 125 dispatches) and the cancellation.
+	if want := [][]string{subs.uids, subs.uids, subs.uids, subs.uids, subs.uids}; !slices.EqualFunc(subs.committed, want, slices.Equal) {
+		t.Errorf("told committed %v, want %v (each of the issue's transactions and the cancellation; nothing for the issue that issued nothing)",
 			subs.committed, want)
+	}
+}
+
+// firstCommitted keeps, when it is first told of a commit, how many of the organisation's
+// dispatch.requested deliveries are committed by then.
+type firstCommitted struct {
+	subscribers
+	org   string
+	first int
+}
+
+func (s *firstCommitted) Committed(uids []string) {
+	s.subscribers.Committed(uids)
+	if s.first < 0 {
+		if err := testDB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM notification_deliveries WHERE organisation = $1`,
+			s.org).Scan(&s.first); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// A burst's first dispatches are committed, with their delivery rows, and their subscriptions
+// told, while the rest are still to be issued: delivery begins after the first transaction's
+// 125, not after the whole first thousand.
+func TestIssueCommitsTheFirstDispatchesFirst(t *testing.T) {
+	ctx := context.Background()
+	const org = "org-first"
+	subs := &firstCommitted{subscribers: subscribers{uids: []string{"sub-1"}}, org: org, first: -1}
+	s := &dispatchstore.Store{Pool: testDB.Pool, Subscribers: subs}
+	if n, err := s.Issue(ctx, org, "https://flexsite.example", dispatches("burst", 1000), nil, start.Add(-time.Hour)); err != nil || n != 1000 {
+		t.Fatalf("Issue = %d, %v", n, err)
+	}
+	if subs.first != 125 {
+		t.Errorf("%d deliveries committed when the subscriptions were first told, want the first transaction's 125", subs.first)
+	}
+	if n := count(t, `SELECT count(*) FROM notification_deliveries WHERE organisation = $1`, org); n != 1000 {
+		t.Errorf("%d deliveries in all, want 1,000", n)
 	}
 }
 

@@ -42,8 +42,13 @@ type Skip struct {
 }
 
 // batch bounds one SQL transaction's dispatches: a flex event over 10,000 sites is issued in
-// ten transactions, each complete (dispatches, their first status, their outbox events).
+// a dozen transactions, each complete (dispatches, their first status, their outbox events).
 const batch = 1000
+
+// firstBatch is the first transaction's dispatches; each next one is twice the last, up to
+// batch: the first dispatches are committed, and their delivery begins, while the rest are
+// being issued, instead of after the whole first thousand.
+const firstBatch = 125
 
 // Issue issues dispatches of an organisation, each exactly once: a dispatch already issued
 // (by this replica before a crash, or by another racing it) is left as it is and notified no
@@ -67,8 +72,8 @@ func (s *Store) Issue(ctx context.Context, organisation, callbackBase string, ds
 		return cmp.Or(strings.Compare(a.FlexEvent, b.FlexEvent), strings.Compare(a.AssetID, b.AssetID))
 	})
 	issued := 0
-	for len(ds) > 0 || len(skips) > 0 {
-		d, k := ds[:min(batch, len(ds))], skips[:min(batch, len(skips))]
+	for size := firstBatch; len(ds) > 0 || len(skips) > 0; size = min(2*size, batch) {
+		d, k := ds[:min(size, len(ds))], skips[:min(size, len(skips))]
 		ds, skips = ds[len(d):], skips[len(k):]
 		n, err := s.issueBatch(ctx, organisation, callbackBase, d, k, now)
 		if err != nil {

@@ -375,6 +375,9 @@ type Delivery struct {
 	// LeasedAt is when the claim was sent (set by the deliverer): the lease runs for at least
 	// the lease's length from then.
 	LeasedAt time.Time
+	// Lease is the lease's end as the claim wrote it (claimed_until): the outcome settles the
+	// row only while it is still under this lease (RecordAll).
+	Lease time.Time
 }
 
 // Claim leases up to n of a subscription's due deliveries (each the head of its site), in
@@ -388,7 +391,8 @@ func (s *Store) Claim(ctx context.Context, uid string, n int, lease time.Duratio
 		UPDATE notification_deliveries d SET claimed_until = now() + $3::bigint * interval '1 millisecond'
 		FROM due, outbox o
 		WHERE d.subscription_uid = due.subscription_uid AND d.event_seq = due.event_seq AND o.id = d.event_seq
-		RETURNING d.event_seq, d.attempts, d.organisation, o.event_id, o.event_type, o.site_id, o.payload::text, o.created_at`,
+		RETURNING d.event_seq, d.attempts, d.organisation, o.event_id, o.event_type, o.site_id, o.payload::text, o.created_at,
+			d.claimed_until`,
 		uid, n, lease.Milliseconds())
 	if err != nil {
 		return nil, s.classify(err)
@@ -397,7 +401,7 @@ func (s *Store) Claim(ctx context.Context, uid string, n int, lease time.Duratio
 	var d Delivery
 	var typ string
 	_, err = pgx.ForEachRow(rows, []any{&d.Seq, &d.Attempts, &d.Organisation, &d.Event.ID, &typ, &d.Event.SiteID,
-		&d.Event.Data, &d.Event.Time}, func() error {
+		&d.Event.Data, &d.Event.Time, &d.Lease}, func() error {
 		d.SubscriptionUID, d.Event.Type, d.Event.Time = uid, flexv1.EventType(typ), d.Event.Time.UTC()
 		out = append(out, d)
 		return nil
@@ -454,13 +458,16 @@ type Settled struct {
 // one commit, one write of the subscription's counts and one trim of its log per batch, not
 // per delivery (each commit waits for the previous one's flush, and every worker's commit
 // would queue on the subscription's one counts row). A delivery settled already (its lease
-// expired and another worker delivered it) is left as it is; the attempt is logged all the same.
+// expired and another worker delivered it), or claimed again since (its lease expired before
+// this outcome came: the new claim's holder posts it again and records that), is left as it
+// is; the attempt is logged all the same. Settling a row another claim holds would let its
+// site's next event be claimed and posted before that claim's post of it, out of order.
 func (s *Store) RecordAll(ctx context.Context, batch []Settled) error {
 	if len(batch) == 0 {
 		return nil
 	}
 	n := len(batch)
-	subs, seqs, states := make([]string, 0, n), make([]int64, 0, n), make([]string, 0, n)
+	subs, seqs, states, leases := make([]string, 0, n), make([]int64, 0, n), make([]string, 0, n), make([]time.Time, 0, n)
 	attempted, retries := make([]int32, 0, n), make([]int64, 0, n)
 	var logged []Settled
 	stats := map[string]*statsDelta{}
@@ -477,7 +484,8 @@ func (s *Store) RecordAll(ctx context.Context, batch []Settled) error {
 		default:
 			state = "given_up"
 		}
-		subs, seqs, states = append(subs, d.SubscriptionUID), append(seqs, d.Seq), append(states, state)
+		subs, seqs, states, leases = append(subs, d.SubscriptionUID), append(seqs, d.Seq), append(states, state),
+			append(leases, d.Lease)
 		attempted, retries = append(attempted, tried), append(retries, o.Retry.Milliseconds())
 		if o.Result == NotAttempted {
 			continue // nothing was sent: no attempt to log or count
@@ -502,10 +510,11 @@ func (s *Store) RecordAll(ctx context.Context, batch []Settled) error {
 			next_attempt_at = CASE WHEN u.state = 'pending' THEN now() + u.retry_ms * interval '1 millisecond'
 				ELSE d.next_attempt_at END,
 			done_at = CASE WHEN u.state = 'pending' THEN NULL ELSE now() END
-		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[], $5::bigint[])
-			AS u(subscription_uid, event_seq, state, attempted, retry_ms)
-		WHERE d.subscription_uid = u.subscription_uid AND d.event_seq = u.event_seq AND d.state = 'pending'`,
-		subs, seqs, states, attempted, retries)
+		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[], $5::bigint[], $6::timestamptz[])
+			AS u(subscription_uid, event_seq, state, attempted, retry_ms, lease)
+		WHERE d.subscription_uid = u.subscription_uid AND d.event_seq = u.event_seq AND d.state = 'pending'
+			AND d.claimed_until = u.lease`,
+		subs, seqs, states, attempted, retries, leases)
 	if len(logged) > 0 {
 		queueAttempts(b, logged)
 	}

@@ -197,6 +197,47 @@ func TestClaimsKeepEachSiteInOrder(t *testing.T) {
 	}
 }
 
+// An outcome that comes after its claim's lease ended, the event claimed again meanwhile, settles
+// nothing: the new claim's holder posts the event again and records that. Settled by the stale
+// outcome, the site's next event could be claimed and posted before the new claim's post of
+// this one: the receiver would get the site's events out of order (a, then b, then a again).
+func TestAStaleOutcomeSettlesNothing(t *testing.T) {
+	ctx := context.Background()
+	o, sub := org(), uuid.NewString()
+	if err := store.Add(ctx, o, stamp(change("a", events.EnrolmentActive), change("a", events.EnrolmentWithdrawn))); err != nil {
+		t.Fatal(err)
+	}
+	if fanned := fanOut(t, o, sub); fanned < 2 {
+		t.Fatalf("fanned out %d events", fanned)
+	}
+	// A lease of 0 has ended at once: the event is claimed again, under a lease of its own.
+	stale, err := store.Claim(ctx, sub, 10, 0)
+	if err != nil || len(stale) != 1 {
+		t.Fatalf("first claim: %d, %v", len(stale), err)
+	}
+	current, err := store.Claim(ctx, sub, 10, time.Minute)
+	if err != nil || len(current) != 1 || current[0].Seq != stale[0].Seq {
+		t.Fatalf("claimed again: %+v, %v", current, err)
+	}
+	if err := store.Record(ctx, stale[0], outboxstore.Outcome{Result: outboxstore.Delivered, At: time.Now(), StatusCode: 204}); err != nil {
+		t.Fatal(err)
+	}
+	if next, err := store.Claim(ctx, sub, 10, time.Minute); err != nil || len(next) != 0 {
+		t.Fatalf("the site's next event claimed while its head is still another claim's: %q, %v", sites(next), err)
+	}
+	if err := store.Record(ctx, current[0], outboxstore.Outcome{Result: outboxstore.Delivered, At: time.Now(), StatusCode: 204}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := store.Claim(ctx, sub, 10, time.Minute)
+	if err != nil || len(next) != 1 || next[0].Seq <= current[0].Seq {
+		t.Fatalf("after the current claim's outcome: %+v, %v (want the site's next event)", next, err)
+	}
+	stats, err := store.StatsOf(ctx, sub)
+	if err != nil || stats.Delivered != 2 {
+		t.Errorf("stats %+v, %v: both attempts logged and counted", stats, err)
+	}
+}
+
 // TestForgetUnknown: the pending deliveries of a subscription nobody knows any more go once
 // their events are older than any cache's lag; a known subscription's, and fresh ones, stay.
 func TestForgetUnknown(t *testing.T) {
