@@ -103,7 +103,9 @@ func BearerToken(r *http.Request) (string, bool) {
 		return "", false
 	}
 	scheme, token, ok := strings.Cut(values[0], " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" || strings.ContainsAny(token, " \t") {
+	// Two byte searches, not ContainsAny: it runs over the whole token on every request.
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" ||
+		strings.IndexByte(token, ' ') >= 0 || strings.IndexByte(token, '\t') >= 0 {
 		return "", false
 	}
 	return token, true

@@ -24,10 +24,9 @@ import (
 	"github.com/flexsite/flexsite/internal/household"
 )
 
-// Transaction is one reward transaction, compact (At's copy of a stored one). Its accessors
-// give the API's view.
+// Transaction is one reward transaction, compact (At's copy of a stored one, without its id:
+// the ledger's ID and AppendID read that in place). Its accessors give the API's view.
 type Transaction struct {
-	id                     [16]byte
 	credit                 int64
 	start, end             int64 // Unix seconds
 	flexWh                 int64
@@ -117,7 +116,7 @@ func (l *Ledger) Len() int {
 // At is the i-th transaction, newest first.
 func (l *Ledger) At(i int) Transaction {
 	p := &l.txs[i]
-	tx := Transaction{id: p.id, credit: p.credit, flexWh: p.flexWh, typ: p.typ, payment: p.payment,
+	tx := Transaction{credit: p.credit, flexWh: p.flexWh, typ: p.typ, payment: p.payment,
 		start: int64(p.start), end: int64(p.end), settlement: noDate,
 		hasStart: p.flags&hasStart != 0, hasEnd: p.flags&hasEnd != 0, flex: p.flags&hasFlex != 0,
 		oddID: p.flags&oddID != 0, oddDate: p.flags&oddDate != 0}
@@ -366,22 +365,33 @@ func parseUUID(s string) (id [16]byte, ok bool) {
 	return id, true
 }
 
-// appendUUID writes the id's canonical text straight into b (a page writes one per item).
+// appendUUID writes the id's canonical text straight into b (a page writes one per item):
+// each byte's two digits from hexPairs, into room made without writing it first.
 func appendUUID(b []byte, id [16]byte) []byte {
-	const digits = "0123456789abcdef"
 	n := len(b)
-	b = append(b, "00000000-0000-0000-0000-000000000000"...)
-	out := b[n : n+36]
+	b = slices.Grow(b, 36)[:n+36]
+	out := (*[36]byte)(b[n:])
 	j := 0
 	for i, c := range id {
 		if i == 4 || i == 6 || i == 8 || i == 10 {
-			j++ // the hyphen
+			out[j] = '-'
+			j++
 		}
-		out[j], out[j+1] = digits[c>>4], digits[c&0x0f]
+		pair := &hexPairs[c]
+		out[j], out[j+1] = pair[0], pair[1]
 		j += 2
 	}
 	return b
 }
+
+// hexPairs are the two lower-case hex digits of every byte.
+var hexPairs = func() (t [256][2]byte) {
+	const digits = "0123456789abcdef"
+	for i := range t {
+		t[i] = [2]byte{digits[i>>4], digits[i&0x0f]}
+	}
+	return t
+}()
 
 func formatUUID(id [16]byte) string { return string(appendUUID(make([]byte, 0, 36), id)) }
 

@@ -2,6 +2,7 @@ package restapi
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/flexsite/flexsite/internal/app"
 	"github.com/flexsite/flexsite/internal/auth"
@@ -69,7 +70,9 @@ func (a *API) deleteAsset(r *http.Request, p *auth.Principal) (any, error) {
 
 func (a *API) listAssets(r *http.Request, p *auth.Principal) (any, error) {
 	f := &fields{}
-	pg := paging(f, r.URL.Query())
+	q := make(url.Values, 4)
+	web.QueryInto(q, r.URL.RawQuery)
+	pg := paging(f, q)
 	if err := f.Err(); err != nil {
 		return nil, err
 	}

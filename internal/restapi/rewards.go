@@ -2,6 +2,7 @@ package restapi
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -15,7 +16,8 @@ import (
 // batch); with limit a page, and a Link to the next page when more follow.
 func (a *API) transactions(r *http.Request, p *auth.Principal) (any, error) {
 	f := &fields{}
-	q := r.URL.Query()
+	q := make(url.Values, 4) // on the stack: r.URL.Query() made one a read
+	web.QueryInto(q, r.URL.RawQuery)
 	pg := transactionsQuery(f, q)
 	if err := f.Err(); err != nil {
 		return nil, err

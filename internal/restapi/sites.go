@@ -2,6 +2,7 @@ package restapi
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -82,7 +83,8 @@ func (a *API) getSite(r *http.Request, p *auth.Principal) (any, error) {
 }
 
 func (a *API) listSites(r *http.Request, p *auth.Principal) (any, error) {
-	q := r.URL.Query()
+	q := make(url.Values, 4)
+	web.QueryInto(q, r.URL.RawQuery)
 	f := &fields{}
 	pg := paging(f, q)
 	filter := app.SiteFilter{MPAN: strings.TrimSpace(q.Get("mpan")), Postcode: q.Get("postcode")}

@@ -1,17 +1,17 @@
 package web
 
 import (
-	"net/netip"
-
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
-
-	"github.com/google/uuid"
 
 	"github.com/flexsite/flexsite/internal/auth"
 )
@@ -24,6 +24,29 @@ import (
 // HeaderRequestID carries the request's id: the caller's, when it sent a sane one (so a
 // client's and a proxy's logs can be joined with ours), otherwise a new UUID.
 const HeaderRequestID = "X-Request-Id"
+
+// newRequestID is a new random (version 4) UUID, in its canonical text. A request id must be
+// unique, not secret: its 122 random bits come from the runtime's generator (math/rand/v2:
+// ChaCha8, seeded from the system per thread), without a read of the system's random source
+// or an allocation for the bytes, on every request that brings no id of its own.
+func newRequestID() string {
+	var u [16]byte
+	binary.BigEndian.PutUint64(u[:8], rand.Uint64())
+	binary.BigEndian.PutUint64(u[8:], rand.Uint64())
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // the RFC 9562 variant
+	var text [36]byte
+	hex.Encode(text[0:8], u[0:4])
+	text[8] = '-'
+	hex.Encode(text[9:13], u[4:6])
+	text[13] = '-'
+	hex.Encode(text[14:18], u[6:8])
+	text[18] = '-'
+	hex.Encode(text[19:23], u[8:10])
+	text[23] = '-'
+	hex.Encode(text[24:], u[10:])
+	return string(text[:])
+}
 
 // requestInfo is what the inner handlers learn about a request that the access log needs.
 type requestInfo struct {
@@ -76,7 +99,7 @@ func Observe(log logr.Logger, trusted []netip.Prefix, next http.Handler) http.Ha
 		start := time.Now()
 		id := r.Header.Get(HeaderRequestID)
 		if !saneRequestID(id) {
-			id = uuid.NewString()
+			id = newRequestID()
 		}
 		rec := &statusRecorder{ResponseWriter: w, info: requestInfo{id: id}}
 		// The header's value in the recorder, allocated with it: Set would allocate a slice.

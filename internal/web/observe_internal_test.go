@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/flexsite/flexsite/internal/auth"
@@ -112,10 +113,28 @@ func TestRequestSeriesKept(t *testing.T) {
 	for i := range 2 * maxKeptSeries {
 		requestSeries("unmatched", fmt.Sprintf("M%d", i), 405)
 	}
-	keptSeries.RLock()
-	n := len(keptSeries.m)
-	keptSeries.RUnlock()
+	n := len(*keptSeries.m.Load())
 	if n > maxKeptSeries {
 		t.Errorf("%d kept series, bound %d", n, maxKeptSeries)
+	}
+}
+
+// TestNewRequestIDIsAVersion4UUID: the ids made for requests that bring none are random UUIDs
+// in canonical form, each new.
+func TestNewRequestIDIsAVersion4UUID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id := newRequestID()
+		u, err := uuid.Parse(id)
+		if err != nil || u.String() != id || u.Version() != 4 || u.Variant() != uuid.RFC4122 {
+			t.Fatalf("request id %q is not a canonical version 4 UUID (%v)", id, err)
+		}
+		if seen[id] {
+			t.Fatalf("request id %q made twice", id)
+		}
+		seen[id] = true
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _ = newRequestID() }); allocs > 1 {
+		t.Errorf("%v allocations a request id, want 1 (its text)", allocs)
 	}
 }

@@ -1,8 +1,10 @@
 package web
 
 import (
+	"maps"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,26 +35,37 @@ func (s series) observe(elapsed time.Duration) {
 // before), so a caller inventing methods grows nothing here.
 const maxKeptSeries = 1024
 
-var keptSeries = struct {
-	sync.RWMutex
-	m map[seriesKey]series
-}{m: map[seriesKey]series{}}
+// keptSeries are the series looked up so far, replaced whole (never changed in place) under
+// mu when one is added: a request reads them with one atomic load, where a read lock wrote
+// the lock's shared counter twice a request from every core.
+var keptSeries struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[seriesKey]series]
+}
 
 // requestSeries are the metrics of a request of route and method answered with status.
 func requestSeries(route, method string, status int) series {
 	k := seriesKey{route, method, status}
-	keptSeries.RLock()
-	s, ok := keptSeries.m[k]
-	keptSeries.RUnlock()
-	if ok {
-		return s
+	if m := keptSeries.m.Load(); m != nil {
+		if s, ok := (*m)[k]; ok {
+			return s
+		}
 	}
-	s = series{requests: metrics.HTTPRequests.WithLabelValues(route, method, strconv.Itoa(status)),
+	s := series{requests: metrics.HTTPRequests.WithLabelValues(route, method, strconv.Itoa(status)),
 		duration: metrics.HTTPDuration.WithLabelValues(route, method)}
-	keptSeries.Lock()
-	if len(keptSeries.m) < maxKeptSeries {
-		keptSeries.m[k] = s
+	keptSeries.mu.Lock()
+	defer keptSeries.mu.Unlock()
+	var m map[seriesKey]series
+	if old := keptSeries.m.Load(); old != nil {
+		m = *old
 	}
-	keptSeries.Unlock()
+	if _, ok := m[k]; !ok && len(m) < maxKeptSeries {
+		next := maps.Clone(m)
+		if next == nil {
+			next = map[seriesKey]series{}
+		}
+		next[k] = s
+		keptSeries.m.Store(&next)
+	}
 	return s
 }

@@ -103,15 +103,35 @@ type Appender interface {
 	AppendJSON(b []byte) []byte
 }
 
-// bodyBuffers hold answers while they are encoded, so that each is written whole, with its
-// Content-Length; a buffer grown by an unusually large answer is not kept.
+// bodyBuffers hold answers encoding/json encodes while they are encoded, so that each is
+// written whole, with its Content-Length; a buffer grown by an unusually large answer is not
+// kept.
 var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// appendBuffers hold the answers of Appenders while they are written: an Appender appends to
+// the slice itself, so nothing copies its answer before it is written.
+var appendBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxPooledBody = 256 << 10
 
-// WriteJSON answers body with status: an app.EncodedJSON as it is, an Appender by itself,
-// anything else through encoding/json's Encoder.
+// WriteJSON answers body with status: an app.EncodedJSON as it is (no copy: the writer does
+// not keep it), an Appender by itself into a pooled slice, anything else through
+// encoding/json's Encoder.
 func WriteJSON(w http.ResponseWriter, status int, body any) {
+	switch b := body.(type) {
+	case app.EncodedJSON:
+		writeBody(w, status, b)
+		return
+	case Appender:
+		p := appendBuffers.Get().(*[]byte)
+		out := b.AppendJSON((*p)[:0])
+		writeBody(w, status, out)
+		if cap(out) <= maxPooledBody {
+			*p = out[:0]
+			appendBuffers.Put(p)
+		}
+		return
+	}
 	buf := bodyBuffers.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= maxPooledBody {
@@ -124,11 +144,16 @@ func WriteJSON(w http.ResponseWriter, status int, body any) {
 		status = http.StatusInternalServerError
 		buf.WriteString(`{"detail":"Internal Server Error"}` + "\n")
 	}
+	writeBody(w, status, buf.Bytes())
+}
+
+// writeBody answers body, a whole JSON answer, with status and its Content-Length.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body)
 }
 
 // jsonContentType is the Content-Type header's value of every JSON answer, shared: Set would

@@ -41,7 +41,7 @@ var stackBaselineBody = sync.OnceValue(func() []byte {
 
 // StackBaseline is the handler of StackBaselinePattern, to be put behind Guard with the
 // arguments of the read it is a baseline of. Its answer is already encoded, as the reads'
-// are (app.EncodedJSON: WriteJSON copies it into its pooled buffer and writes one slice).
+// are (app.EncodedJSON: WriteJSON writes it as it is, one slice).
 func StackBaseline(r *http.Request, _ *auth.Principal) (any, error) {
 	n, err := strconv.Atoi(r.PathValue("n"))
 	if err != nil || n < 2 || n > maxStackBaselineBytes {

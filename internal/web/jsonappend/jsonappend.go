@@ -52,7 +52,7 @@ type DayMemo struct {
 // date is the memo's text for day number day (false outside years 0000..9999). A day of the
 // same month, or of the month before or after (a week's walk across a month's end), moves
 // the last date without the calendar arithmetic.
-func (m *DayMemo) date(day int64) ([]byte, bool) {
+func (m *DayMemo) date(day int64) (*[len(time.DateOnly)]byte, bool) {
 	if m.set && day != m.day {
 		d := m.dayOfMonth + day - m.day
 		switch {
@@ -73,7 +73,7 @@ func (m *DayMemo) date(day int64) ([]byte, bool) {
 		appendYMD(m.text[:0], y, mo, d)
 		m.day, m.dayOfMonth, m.days, m.set = day, d, monthDays(y, mo), true
 	}
-	return m.text[:], true
+	return &m.text, true
 }
 
 // moveMonth makes the memo day number day, in the month after (step 1) or before (-1) the
@@ -126,7 +126,7 @@ func (m *DayMemo) RFC3339(b []byte, sec int64) []byte {
 		appendClock(m.clock[:0], rem)
 		m.clockRem, m.clockSet = rem, true
 	}
-	return append(append(b, text...), m.clock[:]...)
+	return append(append(b, text[:]...), m.clock[:]...)
 }
 
 func (m *DayMemo) Day(b []byte, day int64) []byte {
@@ -134,7 +134,7 @@ func (m *DayMemo) Day(b []byte, day int64) []byte {
 	if !ok {
 		return Day(b, day)
 	}
-	return append(b, text...)
+	return append(b, text[:]...)
 }
 
 // Day appends day number day (days since 1970-01-01) as time.DateOnly.
