@@ -38,7 +38,7 @@ var _ = Describe("The battery's plan on the household's pages", func() {
 		asset(map[string]any{"external_id": "battery-b", "type": "battery", "properties": map[string]any{"power_kw": 5, "capacity_kwh": 5}})
 
 		// Tomorrow's prices: 50.00, but 10.00 from 01:00 to 02:00 and 100.00 from 17:00 to 18:00.
-		tomorrow := prices.Tomorrow(time.Now())
+		tomorrow := prices.Tomorrow(serverNow())
 		_, err := (&pricestore.Store{Pool: database.Pool}).Put(ctx, o.Namespace, "full_asset_schedule_control", tomorrow, batteryDayPrices(tomorrow),
 			"battery-pages-spec", time.Now())
 		Expect(err).NotTo(HaveOccurred())

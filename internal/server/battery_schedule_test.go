@@ -90,7 +90,7 @@ var _ = Describe("Battery schedule", func() {
 
 		// Tomorrow's prices: 50.00 every half-hour, 10.00 from 01:00 to 02:00, 100.00 from 17:00
 		// to 18:00. Today is left undeclared: its half-hours are unpriced.
-		tomorrow = prices.Tomorrow(time.Now())
+		tomorrow = prices.Tomorrow(serverNow())
 		ps := batteryDayPrices(tomorrow)
 		declaredAt = time.Now().UTC().Truncate(time.Second)
 		_, err := (&pricestore.Store{Pool: database.Pool}).Put(ctx, o.Namespace, "full_asset_schedule_control", tomorrow,

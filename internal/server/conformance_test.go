@@ -728,7 +728,7 @@ var _ = Describe("Conformance: every 200 body validates against the served OpenA
 		entityWaitActive(ctx, client.ObjectKey{Namespace: o.Namespace,
 			Name: identity.EnrolmentName(identity.SiteNameForMPAN(mpan), flexv1.PropositionFullAssetScheduleControl)})
 		// Tomorrow declared: the horizon runs to tomorrow's 23:00, with priced pairs to plan.
-		tomorrow := prices.Tomorrow(time.Now())
+		tomorrow := prices.Tomorrow(serverNow())
 		status, declared := call("PUT", "/market-prices/full_asset_schedule_control/"+tomorrow.String(), tok,
 			dayPrices(Default, tomorrow.String(), len(tomorrow.Periods()), pence))
 		Expect(status).To(BeElementOf(http.StatusCreated, http.StatusOK), "%s", declared)

@@ -40,7 +40,7 @@ var _ = Describe("The household's next charging window", func() {
 		mustCall("POST", "/entities/site/"+siteID+"/dispatch-consent", tok, map[string]any{"dispatch_methods": []any{"limited_pause"}})
 
 		By("a schedule answered for tomorrow night: 02:00–03:00 UK time, priced")
-		tomorrow := prices.Tomorrow(time.Now())
+		tomorrow := prices.Tomorrow(serverNow())
 		_, err := (&pricestore.Store{Pool: testDB.Pool}).Put(ctx, o.Namespace, "price_curve", tomorrow, []prices.Price{
 			{Start: tomorrow.At(2, 0), Centi: 1000}, {Start: tomorrow.At(2, 30), Centi: 1500}}, "test", time.Now())
 		Expect(err).NotTo(HaveOccurred())

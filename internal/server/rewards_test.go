@@ -35,6 +35,11 @@ func exactCall(method, path, token string) map[string]any {
 // setClock moves the REST API's clock.
 func setClock(t time.Time) { clock.Store(&t) }
 
+// serverNow is the REST API's time: a spec that declares "tomorrow's" prices takes tomorrow from
+// it, not from the wall clock, so that a suite started before midnight and a spec run after it
+// agree on which day tomorrow is.
+func serverNow() time.Time { return *clock.Load() }
+
 // rewardTx is a ledger transaction at start (zero: none).
 func rewardTx(typ flexv1.TransactionType, pence int64, start time.Time) flexv1.RewardTransaction {
 	tx := flexv1.RewardTransaction{ID: identity.NewID(), Type: typ, CreditPence: pence}
