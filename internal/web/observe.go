@@ -2,7 +2,6 @@ package web
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/uuid"
 
 	"github.com/flexsite/flexsite/internal/auth"
 )
@@ -30,22 +30,12 @@ const HeaderRequestID = "X-Request-Id"
 // ChaCha8, seeded from the system per thread), without a read of the system's random source
 // or an allocation for the bytes, on every request that brings no id of its own.
 func newRequestID() string {
-	var u [16]byte
+	var u uuid.UUID
 	binary.BigEndian.PutUint64(u[:8], rand.Uint64())
 	binary.BigEndian.PutUint64(u[8:], rand.Uint64())
 	u[6] = u[6]&0x0f | 0x40 // version 4
 	u[8] = u[8]&0x3f | 0x80 // the RFC 9562 variant
-	var text [36]byte
-	hex.Encode(text[0:8], u[0:4])
-	text[8] = '-'
-	hex.Encode(text[9:13], u[4:6])
-	text[13] = '-'
-	hex.Encode(text[14:18], u[6:8])
-	text[18] = '-'
-	hex.Encode(text[19:23], u[8:10])
-	text[23] = '-'
-	hex.Encode(text[24:], u[10:])
-	return string(text[:])
+	return u.String()
 }
 
 // requestInfo is what the inner handlers learn about a request that the access log needs.
