@@ -312,12 +312,11 @@ func (s *Service) CreateReport(ctx context.Context, p *auth.Principal, in Report
 	case 1:
 		// The one status and the counted report in one statement (the bound's lock taken in
 		// it): one round trip, committed together or not at all.
-		gate, write, args := vtnstore.ReportJoin(p.Namespace, r, MaxReportsPerEvent, false)
 		var done func()
 		_, done, err = s.Dispatches.CallbackJoined(ctx, s.Store.Pool, p,
 			dispatches.CallbackInput{Asset: j.dispatch.AssetID, EventID: j.dispatch.EventID.String(),
 				Status: j.statuses[0], At: s.Now()},
-			dispatchstore.Joined{Gate: gate, Write: write, Args: args})
+			dispatchstore.Joined{Statement: reportJoined, Args: vtnstore.ReportJoin(p.Namespace, r, MaxReportsPerEvent)})
 		if errors.Is(err, dispatchstore.ErrClosed) {
 			err = vtnstore.ErrFull
 		}
@@ -382,11 +381,15 @@ func (s *Service) quickReport(ctx context.Context, p *auth.Principal, in ReportI
 		}
 		before, started = statusesOf(states[0].State)
 	}
-	gate, write, args := vtnstore.ReportJoin(p.Namespace, r, MaxReportsPerEvent, !BusinessLogic(p))
+	statement := reportJoined
+	if !BusinessLogic(p) {
+		statement = reportJoinedHeld
+	}
 	_, done, err := s.Dispatches.CallbackJoined(ctx, s.Store.Pool, p,
 		dispatches.CallbackInput{Asset: asset, EventID: in.EventID, Status: before, Windowed: true, Started: started,
 			At: s.Now()},
-		dispatchstore.Joined{Gate: gate, Write: write, Args: args, Program: in.ProgramID})
+		dispatchstore.Joined{Statement: statement, Args: vtnstore.ReportJoin(p.Namespace, r, MaxReportsPerEvent),
+			Program: in.ProgramID})
 	switch {
 	case err == nil:
 		done()
@@ -400,6 +403,13 @@ func (s *Service) quickReport(ctx context.Context, p *auth.Principal, in ReportI
 	}
 	return false, failed(err, ErrReportNotFound)
 }
+
+// The statements that join a report to its status (vtnstore.ReportJoinSQL), made once: a
+// VEN client's checks that it holds the dispatch's asset.
+var (
+	reportJoined     = dispatchstore.NewJoinedStatement(vtnstore.ReportJoinSQL(false))
+	reportJoinedHeld = dispatchstore.NewJoinedStatement(vtnstore.ReportJoinSQL(true))
+)
 
 func reportsFull() error {
 	return app.Fail(app.Conflict, "The client keeps %d reports of the event, the most it may; delete one first", MaxReportsPerEvent)

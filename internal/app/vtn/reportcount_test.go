@@ -1,0 +1,118 @@
+package vtn_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	. "github.com/onsi/gomega"
+
+	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/vtn"
+	"github.com/flexsite/flexsite/internal/vtnstore"
+)
+
+// The bound of a client's reports of an event counts the event's dispatch, however the report
+// spells its eventID: a spelling uuid.Parse takes (upper case, without hyphens, in braces, as a
+// URN) names the same dispatch and is counted with it, so it is no way past the bound.
+func TestReportBoundCountsTheDispatchHoweverItIsSpelt(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	s, _, c := reporting(t, g)
+	event := c.issue(t, g, "fe-spelt")
+	for range vtn.MaxReportsPerEvent {
+		_, err := s.CreateReport(ctx, c.p, c.report(event, "NORMAL"))
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	for _, spelt := range []string{strings.ToUpper(event.String()), strings.ReplaceAll(event.String(), "-", ""),
+		"{" + event.String() + "}", "urn:uuid:" + event.String()} {
+		in := c.report(event, "NORMAL")
+		in.EventID = spelt
+		_, err := s.CreateReport(ctx, c.p, in)
+		g.Expect(kindOf(err)).To(Equal(app.Conflict), "%s: %v", spelt, err)
+		g.Expect(err.Error()).To(ContainSubstring("reports of the event, the most it may"))
+	}
+	var kept int
+	g.Expect(database.Pool.QueryRow(ctx, `SELECT count(*) FROM openadr_reports WHERE organisation = $1 AND client_name = $2`,
+		c.ns, c.p.ClientName).Scan(&kept)).To(Succeed())
+	g.Expect(kept).To(Equal(vtn.MaxReportsPerEvent))
+}
+
+// oldReportSQL is the previous version's counted insert of a report (migration 00031's
+// function in its condition, no counted column), as its replicas still send it during a
+// rolling update.
+const oldReportSQL = `INSERT INTO openadr_reports (organisation, id, client_name, program_id, event_id,
+		report_client_name, report_name, body, created_at, modified_at)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9 WHERE openadr_report_room($1, $3, $5, $10) RETURNING 1`
+
+// During a rolling update the previous version's replicas check the bound with their function
+// and insert reports without counting them: the function checks the count this version keeps
+// on the dispatch's row (under its lock), and what they insert, delete or move is counted, so
+// the bound is the same exact one whichever version takes a report. A deleted report frees its
+// place; a moved one takes its place with it.
+func TestReportBoundAcrossARollingUpdate(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	s, _, c := reporting(t, g)
+	event, other := c.issue(t, g, "fe-rolling"), c.issue(t, g, "fe-rolling-other")
+	const bound = 3
+	report := func(e uuid.UUID) vtnstore.Report {
+		now := time.Now()
+		return vtnstore.Report{ID: uuid.New(), ClientName: c.p.ClientName, ProgramID: "limited_pause", EventID: e.String(),
+			ReportClientName: "v", Body: json.RawMessage(`{}`), Created: now, Modified: now}
+	}
+	// old inserts a report as the previous version did: answers whether its function let it.
+	old := func(e uuid.UUID) (uuid.UUID, bool) {
+		r := report(e)
+		var one int
+		err := database.Pool.QueryRow(ctx, oldReportSQL, c.ns, r.ID, r.ClientName, r.ProgramID, r.EventID,
+			r.ReportClientName, nil, r.Body, r.Created, bound).Scan(&one)
+		if err == pgx.ErrNoRows {
+			return r.ID, false
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		return r.ID, true
+	}
+	count := func(e uuid.UUID) int {
+		n, err := s.Store.CountReports(ctx, c.ns, c.p.ClientName, e.String(), 100)
+		g.Expect(err).NotTo(HaveOccurred())
+		return n
+	}
+
+	g.Expect(s.Store.CreateReport(ctx, c.ns, report(event), bound, nil)).To(Succeed())
+	first, took := old(event)
+	g.Expect(took).To(BeTrue())
+	g.Expect(count(event)).To(Equal(2))
+	g.Expect(s.Store.CreateReport(ctx, c.ns, report(event), bound, nil)).To(Succeed())
+	_, took = old(event)
+	g.Expect(took).To(BeFalse(), "the previous version's function let a report past the bound")
+	g.Expect(s.Store.CreateReport(ctx, c.ns, report(event), bound, nil)).To(MatchError(vtnstore.ErrFull))
+
+	// Deleted as the previous version deletes: a place is free, for either version.
+	_, err := database.Pool.Exec(ctx, `DELETE FROM openadr_reports WHERE organisation = $1 AND id = $2`, c.ns, first)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(count(event)).To(Equal(2))
+	_, took = old(event)
+	g.Expect(took).To(BeTrue())
+	g.Expect(count(event)).To(Equal(3))
+
+	// Moved to another event (as an update of the report does): counted there, not here.
+	moved, took := old(other)
+	g.Expect(took).To(BeTrue())
+	_, err = database.Pool.Exec(ctx, `UPDATE openadr_reports SET event_id = $3 WHERE organisation = $1 AND id = $2`,
+		c.ns, moved, strings.ToUpper(event.String()))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect([]int{count(event), count(other)}).To(Equal([]int{4, 0}))
+	_, err = database.Pool.Exec(ctx, `UPDATE openadr_reports SET event_id = $3 WHERE organisation = $1 AND id = $2`,
+		c.ns, moved, other.String())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect([]int{count(event), count(other)}).To(Equal([]int{3, 1}))
+
+	var rows int
+	g.Expect(database.Pool.QueryRow(ctx, `SELECT count(*) FROM openadr_reports WHERE organisation = $1 AND event_id = $2`,
+		c.ns, event.String()).Scan(&rows)).To(Succeed())
+	g.Expect(rows).To(Equal(count(event)))
+}
