@@ -174,12 +174,29 @@ func (s *Store) Reports(ctx context.Context, q ReportQuery) ([]Report, error) {
 }
 
 // UpdateReport replaces the report's program, event, clientName, name and body (its id,
-// sender and creation stay): ErrNotFound.
-func (s *Store) UpdateReport(ctx context.Context, organisation string, r Report) (Report, error) {
-	out, err := scanReport(s.Pool.QueryRow(ctx, `UPDATE openadr_reports SET program_id = $3, event_id = $4,
+// sender and creation stay): ErrNotFound; ErrFull when it moves to another event whose
+// dispatch its client keeps maxPerEvent reports of (checked under that dispatch row's lock; the
+// move itself is counted by migration 00033's trigger).
+func (s *Store) UpdateReport(ctx context.Context, organisation string, r Report, maxPerEvent int) (Report, error) {
+	event, err := uuid.Parse(r.EventID)
+	if err != nil {
+		return Report{}, ErrNotFound
+	}
+	out, err := scanReport(s.Pool.QueryRow(ctx, `WITH t AS MATERIALIZED (
+			SELECT `+reportRoom("x.client_name", "$10")+` AS room FROM openadr_reports x, dispatches d
+			WHERE x.organisation = $1 AND x.id = $2 AND d.organisation = $1 AND d.event_id = $9 FOR UPDATE OF d)
+		UPDATE openadr_reports SET program_id = $3, event_id = $4,
 		report_client_name = $5, report_name = $6, body = $7, modified_at = $8
-		WHERE organisation = $1 AND id = $2 RETURNING `+reportColumns,
-		organisation, r.ID, r.ProgramID, r.EventID, r.ReportClientName, nullable(r.Name), r.Body, r.Modified.UTC()))
+		WHERE organisation = $1 AND id = $2 AND (openadr_event_uuid(event_id) = $9 OR (SELECT room FROM t))
+		RETURNING `+reportColumns,
+		organisation, r.ID, r.ProgramID, r.EventID, r.ReportClientName, nullable(r.Name), r.Body, r.Modified.UTC(), event,
+		maxPerEvent))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := s.Report(ctx, organisation, r.ID); err != nil {
+			return Report{}, err
+		}
+		return Report{}, ErrFull
+	}
 	return out, s.refusal(err)
 }
 

@@ -116,3 +116,40 @@ func TestReportBoundAcrossARollingUpdate(t *testing.T) {
 		c.ns, event.String()).Scan(&rows)).To(Succeed())
 	g.Expect(rows).To(Equal(count(event)))
 }
+
+// A report moved to another event by its replacement takes a place of its client's there: to
+// an event whose dispatch the client keeps the most reports of, it is refused as a new report
+// there would be (409), before it takes effect, and stays where it was; with a place free, it
+// moves and its place with it.
+func TestReportMovedToAFullEventIsRefused(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	s, _, c := reporting(t, g)
+	full, from := c.issue(t, g, "fe-move-full"), c.issue(t, g, "fe-move-from")
+	var last vtn.Report
+	for range vtn.MaxReportsPerEvent {
+		var err error
+		last, err = s.CreateReport(ctx, c.p, c.report(full, "NORMAL"))
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	moving, err := s.CreateReport(ctx, c.p, c.report(from, "NORMAL"))
+	g.Expect(err).NotTo(HaveOccurred())
+	before := []any{c.written(t, g, full), c.written(t, g, from)}
+	_, err = s.UpdateReport(ctx, c.p, moving.ID.String(), c.report(full, "ERROR"))
+	g.Expect(kindOf(err)).To(Equal(app.Conflict), "%v", err)
+	g.Expect(err.Error()).To(ContainSubstring("reports of the event, the most it may"))
+	g.Expect([]any{c.written(t, g, full), c.written(t, g, from)}).To(Equal(before))
+	kept, err := s.Report(ctx, c.p, moving.ID.String())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(kept.EventID).To(Equal(from.String()))
+
+	_, err = s.DeleteReport(ctx, c.p, last.ID.String())
+	g.Expect(err).NotTo(HaveOccurred())
+	moved, err := s.UpdateReport(ctx, c.p, moving.ID.String(), c.report(full, "NORMAL"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(moved.EventID).To(Equal(full.String()))
+	g.Expect(s.Store.CountReports(ctx, c.ns, c.p.ClientName, full.String(), 1000)).To(Equal(vtn.MaxReportsPerEvent))
+	g.Expect(s.Store.CountReports(ctx, c.ns, c.p.ClientName, from.String(), 1000)).To(Equal(0))
+	_, err = s.CreateReport(ctx, c.p, c.report(full, "NORMAL"))
+	g.Expect(kindOf(err)).To(Equal(app.Conflict), "%v", err)
+}

@@ -456,7 +456,9 @@ func (s *Service) Reports(ctx context.Context, p *auth.Principal, q ReportSearch
 	return out, failed(err, ErrReportNotFound)
 }
 
-// UpdateReport replaces the report id with in, judged and taking effect as a new report does.
+// UpdateReport replaces the report id with in, judged and taking effect as a new report does;
+// moved to another event, it is refused as a new one there would be when its client keeps the
+// most reports it may of that event (409), before it takes effect.
 func (s *Service) UpdateReport(ctx context.Context, p *auth.Principal, id string, in ReportInput) (Report, error) {
 	cur, err := s.Report(ctx, p, id)
 	if err != nil {
@@ -466,12 +468,26 @@ func (s *Service) UpdateReport(ctx context.Context, p *auth.Principal, id string
 	if err != nil {
 		return Report{}, err
 	}
+	// Moved to another event, it takes a place of its client's there: checked before it takes
+	// effect, and again under the lock of that event's dispatch as it is stored.
+	if was, err := uuid.Parse(cur.EventID); err != nil || was != j.dispatch.EventID {
+		n, err := s.Store.CountReports(ctx, p.Namespace, cur.ClientName, in.EventID, MaxReportsPerEvent)
+		if err != nil {
+			return Report{}, failed(err, ErrReportNotFound)
+		}
+		if n >= MaxReportsPerEvent {
+			return Report{}, reportsFull()
+		}
+	}
 	if err := s.apply(ctx, p, j); err != nil {
 		return Report{}, err
 	}
 	cur.ProgramID, cur.EventID, cur.ReportClientName, cur.Name, cur.Body = in.ProgramID, in.EventID, in.ClientName, in.Name, in.Body
 	cur.Modified = s.stamp()
-	out, err := s.Store.UpdateReport(ctx, p.Namespace, cur)
+	out, err := s.Store.UpdateReport(ctx, p.Namespace, cur, MaxReportsPerEvent)
+	if errors.Is(err, vtnstore.ErrFull) {
+		return Report{}, reportsFull()
+	}
 	return out, failed(err, ErrReportNotFound)
 }
 
