@@ -2,7 +2,9 @@ package vtn_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,7 +13,10 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/flexsite/flexsite/internal/app"
+	"github.com/flexsite/flexsite/internal/app/dispatches"
 	"github.com/flexsite/flexsite/internal/app/vtn"
+	"github.com/flexsite/flexsite/internal/dispatch"
+	"github.com/flexsite/flexsite/internal/dispatchstore"
 	"github.com/flexsite/flexsite/internal/vtnstore"
 )
 
@@ -152,4 +157,48 @@ func TestReportMovedToAFullEventIsRefused(t *testing.T) {
 	g.Expect(s.Store.CountReports(ctx, c.ns, c.p.ClientName, from.String(), 1000)).To(Equal(0))
 	_, err = s.CreateReport(ctx, c.p, c.report(full, "NORMAL"))
 	g.Expect(kindOf(err)).To(Equal(app.Conflict), "%v", err)
+}
+
+// Reports of one event by one client at once are counted one after the other under the
+// dispatch row's lock: exactly the bound of them are taken, the others refused as full,
+// whichever statement takes them (the status joined, or the report alone), none lost to a race.
+func TestReportBoundHoldsUnderConcurrentReports(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	_, _, c := reporting(t, g)
+	s := vtn.New(svc.Households, &vtnstore.Store{Pool: database.Pool})
+	s.Dispatches = dispatches.New(svc.Households, &dispatchstore.Store{Pool: database.Pool})
+	event := c.issue(t, g, "fe-concurrent")
+	const bound, senders = 4, 24
+	statement := dispatchstore.NewJoinedStatement(vtnstore.ReportJoinSQL(true))
+	var wg sync.WaitGroup
+	errs := make([]error, senders)
+	for i := range senders {
+		wg.Go(func() {
+			now := time.Now()
+			r := vtnstore.Report{ID: uuid.New(), ClientName: c.p.ClientName, ProgramID: "limited_pause",
+				EventID: event.String(), ReportClientName: "v", Body: json.RawMessage(`{}`), Created: now, Modified: now}
+			if i%2 == 0 {
+				errs[i] = s.Store.CreateReport(ctx, c.ns, r, bound, nil)
+				return
+			}
+			_, _, errs[i] = s.Dispatches.CallbackJoined(ctx, database.Pool, c.p, dispatches.CallbackInput{Asset: c.asset,
+				EventID: event.String(), Status: dispatch.Accepted, At: now},
+				dispatchstore.Joined{Statement: statement, Args: vtnstore.ReportJoin(c.ns, r, bound)})
+		})
+	}
+	wg.Wait()
+	taken := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			taken++
+		case errors.Is(err, vtnstore.ErrFull), errors.Is(err, dispatchstore.ErrClosed):
+		default:
+			t.Errorf("a report neither taken nor refused as full: %v", err)
+		}
+	}
+	g.Expect(taken).To(Equal(bound))
+	g.Expect(c.written(t, g, event)).To(Equal([]any{bound, 2, "accepted"}))
+	g.Expect(s.Store.CountReports(ctx, c.ns, c.p.ClientName, event.String(), 100)).To(Equal(bound))
 }
