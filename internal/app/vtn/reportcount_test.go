@@ -53,6 +53,33 @@ const oldReportSQL = `INSERT INTO openadr_reports (organisation, id, client_name
 		report_client_name, report_name, body, created_at, modified_at)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9 WHERE openadr_report_room($1, $3, $5, $10) RETURNING 1`
 
+// oldJoinedSQL is the previous version's statement that joins a report to the status it says
+// (the dispatch's status compared and set, the report inserted when the gate, its function,
+// lets it), as its replicas still send it during a rolling update.
+const oldJoinedSQL = `
+WITH k AS MATERIALIZED (
+	SELECT organisation, asset_id, status, flex_event, from_time, proposition FROM dispatches
+	WHERE organisation = $1 AND event_id = $2),
+cur AS (
+	SELECT status, flex_event, from_time, COALESCE((openadr_report_room($13, $15, $17, $22)) AND ($12::text IS NULL OR d.proposition = $12), false) AS open,
+		CASE WHEN from_time > $6 THEN $4::text ELSE $10::text END AS to_status,
+		CASE WHEN from_time > $6 THEN $8::text[] ELSE $11::text[] END AS follows
+	FROM k d WHERE asset_id = $3),
+u AS (
+	UPDATE dispatches d SET status = cur.to_status, updated_at = $6 FROM cur
+	WHERE d.organisation = $1 AND d.event_id = $2 AND d.status = cur.status AND cur.status = ANY(cur.follows)
+		AND (cur.to_status <> 'executed' OR cur.from_time <= $9::timestamptz) AND cur.open
+	RETURNING d.event_id),
+c AS (
+	INSERT INTO dispatch_status_changes (organisation, event_id, status, reported_at, recorded_at, recorded_by)
+	SELECT $1, $2, cur.to_status, $5, $6, $7 FROM u, cur),
+takes AS (
+	SELECT 1 FROM cur WHERE cur.open AND (cur.to_status IS NULL OR cur.status = cur.to_status OR EXISTS (SELECT 1 FROM u))),
+w AS (INSERT INTO openadr_reports (organisation, id, client_name, program_id, event_id, report_client_name,
+		report_name, body, created_at, modified_at)
+		SELECT $13, $14, $15, $16, $17, $18, $19, $20, $21, $21 FROM takes)
+SELECT cur.status, (SELECT count(*) FROM u), cur.open FROM cur`
+
 // During a rolling update the previous version's replicas check the bound with their function
 // and insert reports without counting them: the function checks the count this version keeps
 // on the dispatch's row (under its lock), and what they insert, delete or move is counted, so
@@ -80,6 +107,20 @@ func TestReportBoundAcrossARollingUpdate(t *testing.T) {
 		}
 		g.Expect(err).NotTo(HaveOccurred())
 		return r.ID, true
+	}
+	// oldJoined reports ACCEPTED of e as the previous version's joined statement does: answers
+	// whether its gate let the report in, and whether the status changed.
+	oldJoined := func(e uuid.UUID) []any {
+		r := report(e)
+		now := time.Now().UTC()
+		follows := []string{"requested", "received"}
+		var from string
+		var open bool
+		var changed int
+		g.Expect(database.Pool.QueryRow(ctx, oldJoinedSQL, c.ns, e, c.asset, "accepted", now, now, c.p.Username, follows,
+			nil, "accepted", follows, nil, c.ns, r.ID, r.ClientName, r.ProgramID, r.EventID, r.ReportClientName, nil, r.Body,
+			now, bound).Scan(&from, &changed, &open)).To(Succeed())
+		return []any{open, changed}
 	}
 	count := func(e uuid.UUID) int {
 		n, err := s.Store.CountReports(ctx, c.ns, c.p.ClientName, e.String(), 100)
@@ -120,6 +161,16 @@ func TestReportBoundAcrossARollingUpdate(t *testing.T) {
 	g.Expect(database.Pool.QueryRow(ctx, `SELECT count(*) FROM openadr_reports WHERE organisation = $1 AND event_id = $2`,
 		c.ns, event.String()).Scan(&rows)).To(Succeed())
 	g.Expect(rows).To(Equal(count(event)))
+
+	// The previous version's joined statement: its function locks the dispatch's row its own
+	// update then writes; what it inserts is counted, and it is refused at the bound.
+	joined := c.issue(t, g, "fe-rolling-joined")
+	g.Expect(oldJoined(joined)).To(Equal([]any{true, 1}))
+	g.Expect(s.Store.CreateReport(ctx, c.ns, report(joined), bound, nil)).To(Succeed())
+	g.Expect(oldJoined(joined)).To(Equal([]any{true, 0}))
+	g.Expect(count(joined)).To(Equal(3))
+	g.Expect(oldJoined(joined)).To(Equal([]any{false, 0}))
+	g.Expect(c.written(t, g, joined)).To(Equal([]any{3, 2, "accepted"}))
 }
 
 // A report moved to another event by its replacement takes a place of its client's there: to
