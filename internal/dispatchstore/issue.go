@@ -513,7 +513,8 @@ func (s *Store) record(ctx context.Context, q Querier, organisation string, r Re
 func (s *Store) Changed(organisation, flexEvent string) { s.notifySoon(organisation, flexEvent) }
 
 // recordAttempts bounds the reads and writes of one report: each lost race means another
-// change was recorded, and a dispatch has at most four changes.
+// change was recorded, and a dispatch has at most four changes (or, joined, that the room
+// was filled: the next read finds it closed).
 const recordAttempts = 6
 
 // notifyDelay is how long the reports of one flex event are gathered into one NOTIFY.
