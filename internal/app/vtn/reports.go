@@ -310,8 +310,8 @@ func (s *Service) CreateReport(ctx context.Context, p *auth.Principal, in Report
 	case 0:
 		err = s.Store.CreateReport(ctx, p.Namespace, r, MaxReportsPerEvent, nil)
 	case 1:
-		// The one status and the counted report in one statement (the bound's lock taken in
-		// it): one round trip, committed together or not at all.
+		// The one status and the counted report in one statement (the bound checked and
+		// counted on the dispatch's row in it): one round trip, committed together or not at all.
 		var done func()
 		_, done, err = s.Dispatches.CallbackJoined(ctx, s.Store.Pool, p,
 			dispatches.CallbackInput{Asset: j.dispatch.AssetID, EventID: j.dispatch.EventID.String(),
