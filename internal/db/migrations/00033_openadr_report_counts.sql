@@ -12,8 +12,10 @@
 -- they do, openadr_report_room now checks the same count under the same row lock, and a report
 -- inserted without counted is counted by a trigger in its own transaction; a deleted report,
 -- or one moved to another event, is uncounted (and counted again) by a trigger, whichever
--- version deletes or moves it. Once no replica of the previous version runs, a later migration
--- may drop openadr_report_room, the insert trigger and counted.
+-- version deletes or moves it (the previous version does not check a move against the bound:
+-- such a move is counted, and only delays the next report there). Once no replica of the
+-- previous version runs, a later migration may drop openadr_report_room, the insert trigger
+-- and counted.
 
 -- +goose Up
 ALTER TABLE dispatches ADD COLUMN report_counts jsonb;
