@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -311,23 +310,38 @@ func (s *Store) RecordOn(ctx context.Context, q Querier, organisation string, r 
 	return changed, flexEvent, err
 }
 
-// Joined is another store's write joined to a status's statement (RecordJoined). Gate, a
-// boolean SQL expression over the dispatch's row (d), must hold for anything to be written
-// (ErrClosed when it does not); Write, a data-modifying statement that selects from the CTE
-// "takes", runs in the same statement with the status change: takes has one row when the
-// report takes effect (its status written, or the dispatch's already, or a windowed report
-// that says nothing of a started window), none otherwise. Their parameters start at $13:
-// Args. Program, when set, is a condition of the dispatch's too: its proposition (the
-// OpenADR event's programID) must be it, or nothing is written (ErrClosed). Gate and Write are
-// the caller's constants: the statement made of them is kept.
+// Joined is another store's write joined to a status's statement (RecordJoined): its
+// Statement (NewJoinedStatement, made once of the caller's constants) and the parameters of
+// its fragments, $13 onwards: Args. Program, when set, is a condition of the dispatch's too:
+// its proposition (the OpenADR event's programID) must be it, or nothing is written (ErrClosed).
 type Joined struct {
-	Gate, Write string
-	Args        []any
-	Program     string
+	Statement *JoinedStatement
+	Args      []any
+	Program   string
 }
 
-// ErrClosed: a Joined's gate did not hold, or its Program is not the dispatch's; nothing was
-// written.
+// JoinedStatement is joinedSQL made of a caller's gate, room, count and write (the caller's
+// constants: made once, the statement is the same text at every report).
+type JoinedStatement struct{ sql string }
+
+// NewJoinedStatement makes the statement a Joined runs. gate, a boolean SQL expression over
+// the dispatch's row (d) as read, must hold for anything to be written (ErrClosed when it does
+// not); room, one over the dispatch's row (d), must hold both on the row as read (ErrClosed)
+// and on the row as locked by the write (judged again when it does not: the next read finds
+// the room gone); count (empty: none) is an assignment of the dispatch's row written with the
+// report whether its status changes or not (what room counts). write, a data-modifying
+// statement that selects from the CTE "takes", runs in the same statement: takes has one row
+// when the report takes effect (its status written, or the dispatch's already, or a windowed
+// report that says nothing of a started window), none otherwise.
+func NewJoinedStatement(gate, room, count, write string) *JoinedStatement {
+	if count != "" {
+		count = ", " + count
+	}
+	return &JoinedStatement{sql: fmt.Sprintf(joinedSQL, gate, room, count, write)}
+}
+
+// ErrClosed: a Joined's gate or room did not hold, or its Program is not the dispatch's;
+// nothing was written.
 var ErrClosed = errors.New("the joined write's gate is closed")
 
 // RecordJoined is RecordOn with j written in the same statement, only when the report takes
@@ -361,46 +375,42 @@ c AS (
 	SELECT $1, $2, $4, $5, $6, $7 FROM u)
 SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u) FROM cur`
 
-// joinedSQL is recordSQL (its dispatch read by its key, k) with a Joined's gate and write
-// (%s, %s) and its Program ($12, NULL: any), and a Windowed report's two statuses: $4
-// (following one of $8) of a dispatch whose window starts after now, $10 (following one of
-// $11; NULL: none) of one whose window has started. A status RecordJoined is not windowed is
-// both.
+// joinedSQL is recordSQL (its dispatch read by its key, k) with a Joined's gate, room, count
+// and write (%[1]s … %[4]s) and its Program ($12, NULL: any), and a Windowed report's two
+// statuses: $4 (following one of $8) of a dispatch whose window starts after now, $10
+// (following one of $11; NULL: none) of one whose window has started. A status RecordJoined is
+// not windowed is both. The dispatch's row is written whenever the report takes effect: its
+// status when the report moves it (compared and set, as recordSQL does), and count always,
+// room checked again under the row's lock.
 const joinedSQL = `
 WITH k AS MATERIALIZED (
-	SELECT organisation, asset_id, status, flex_event, from_time, proposition FROM dispatches
+	SELECT organisation, asset_id, status, flex_event, from_time, proposition, report_counts FROM dispatches
 	WHERE organisation = $1 AND event_id = $2),
 cur AS (
-	SELECT status, flex_event, from_time, COALESCE((%s) AND ($12::text IS NULL OR d.proposition = $12), false) AS open,
+	SELECT status, flex_event, from_time,
+		COALESCE((%[1]s) AND (%[2]s) AND ($12::text IS NULL OR d.proposition = $12), false) AS open,
 		CASE WHEN from_time > $6 THEN $4::text ELSE $10::text END AS to_status,
 		CASE WHEN from_time > $6 THEN $8::text[] ELSE $11::text[] END AS follows
 	FROM k d WHERE asset_id = $3),
+m AS (
+	SELECT status, to_status, COALESCE(status = ANY(follows) AND (to_status <> 'executed' OR from_time <= $9::timestamptz),
+		false) AS moves
+	FROM cur WHERE open),
 u AS (
-	UPDATE dispatches d SET status = cur.to_status, updated_at = $6 FROM cur
-	WHERE d.organisation = $1 AND d.event_id = $2 AND d.status = cur.status AND cur.status = ANY(cur.follows)
-		AND (cur.to_status <> 'executed' OR cur.from_time <= $9::timestamptz) AND cur.open
-	RETURNING d.event_id),
+	UPDATE dispatches d SET status = CASE WHEN m.moves THEN m.to_status ELSE d.status END,
+		updated_at = CASE WHEN m.moves THEN $6 ELSE d.updated_at END%[3]s
+	FROM m
+	WHERE d.organisation = $1 AND d.event_id = $2 AND d.status = m.status AND (%[2]s)
+		AND (m.moves OR m.to_status IS NULL OR m.status = m.to_status)
+	RETURNING m.moves, m.to_status),
 c AS (
 	INSERT INTO dispatch_status_changes (organisation, event_id, status, reported_at, recorded_at, recorded_by)
-	SELECT $1, $2, cur.to_status, $5, $6, $7 FROM u, cur),
+	SELECT $1, $2, u.to_status, $5, $6, $7 FROM u WHERE u.moves),
 takes AS (
-	SELECT 1 FROM cur WHERE cur.open AND (cur.to_status IS NULL OR cur.status = cur.to_status OR EXISTS (SELECT 1 FROM u))),
-w AS (%s)
-SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u), cur.open FROM cur`
-
-// joinedStatements are joinedSQL with each Gate and Write it was given, made once: a caller's
-// Gate and Write are its constants (a few pairs in all), and the statement is the same text at
-// every report.
-var joinedStatements sync.Map
-
-func joinedStatement(gate, write string) string {
-	key := [2]string{gate, write}
-	if sql, ok := joinedStatements.Load(key); ok {
-		return sql.(string)
-	}
-	sql, _ := joinedStatements.LoadOrStore(key, fmt.Sprintf(joinedSQL, gate, write))
-	return sql.(string)
-}
+	SELECT 1 FROM u),
+w AS (%[4]s)
+SELECT cur.status, cur.flex_event, cur.from_time, (SELECT count(*) FROM u WHERE u.moves), cur.open,
+	EXISTS (SELECT 1 FROM u) FROM cur`
 
 // follows are the statuses a report of to may follow (dispatch.Step): none for no status.
 func follows(to dispatch.Status) []string {
@@ -443,17 +453,17 @@ func (s *Store) record(ctx context.Context, q Querier, organisation string, r Re
 		if j.Program != "" {
 			program = &j.Program
 		}
-		sql = joinedStatement(j.Gate, j.Write)
+		sql = j.Statement.sql
 		args = append(append(args, startedArg, follows(started), program), j.Args...)
 	}
 	for range recordAttempts {
 		var from string
 		var windowStart time.Time
 		var written int
-		open := true
+		open, taken := true, false
 		dests := []any{&from, &flexEvent, &windowStart, &written}
 		if j != nil {
-			dests = append(dests, &open)
+			dests = append(dests, &open, &taken)
 		}
 		err := q.QueryRow(ctx, sql, args...).Scan(dests...)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -475,8 +485,20 @@ func (s *Store) record(ctx context.Context, q Querier, organisation string, r Re
 		if written == 1 {
 			return true, flexEvent, to, nil
 		}
-		if to == "" { // it says nothing of the dispatch: only the joined write was written
-			return false, flexEvent, dispatch.Status(from), nil
+		if j != nil {
+			switch {
+			case taken && to == "": // it says nothing of the dispatch: only the joined write was written
+				return false, flexEvent, dispatch.Status(from), nil
+			case taken: // the same status again: the joined write was written
+				return false, flexEvent, to, nil
+			case to != "":
+				if _, err := dispatch.Judge(dispatch.Status(from), to, r.At, now, windowStart); err != nil {
+					return false, flexEvent, to, err
+				}
+			}
+			// Not taken, and not refused: the row changed between the read and the write (its
+			// status, or the joined write's room): judge the report again.
+			continue
 		}
 		if changed, err := dispatch.Judge(dispatch.Status(from), to, r.At, now, windowStart); err != nil || !changed {
 			return false, flexEvent, to, err
@@ -491,7 +513,8 @@ func (s *Store) record(ctx context.Context, q Querier, organisation string, r Re
 func (s *Store) Changed(organisation, flexEvent string) { s.notifySoon(organisation, flexEvent) }
 
 // recordAttempts bounds the reads and writes of one report: each lost race means another
-// change was recorded, and a dispatch has at most four changes.
+// change was recorded, and a dispatch has at most four changes (or, joined, that the room
+// was filled: the next read finds it closed).
 const recordAttempts = 6
 
 // notifyDelay is how long the reports of one flex event are gathered into one NOTIFY.

@@ -88,7 +88,7 @@ func TestRecordReadsTheDispatchByItsKey(t *testing.T) {
 		t.Fatalf("the callback: changed %v, %v", changed, err)
 	}
 	if _, _, _, err := s.RecordJoined(ctx, q, org, report("fe-2"), now,
-		dispatchstore.Joined{Gate: `true`, Write: `SELECT 1 FROM takes`}); err != nil {
+		dispatchstore.Joined{Statement: dispatchstore.NewJoinedStatement(`true`, `true`, ``, `SELECT 1 FROM takes`)}); err != nil {
 		t.Fatalf("the joined report: %v", err)
 	}
 	for _, plan := range q.plans {

@@ -52,32 +52,45 @@ func nullable(s string) *string {
 	return &s
 }
 
-// CountReports counts the reports the client sender keeps of the event, up to limit.
+// CountReports is how many reports the client sender keeps of the event, up to limit: the
+// count its dispatch's row keeps (migration 00033); none for an event no dispatch is.
 func (s *Store) CountReports(ctx context.Context, organisation, sender, eventID string, limit int) (int, error) {
+	event, err := uuid.Parse(eventID)
+	if err != nil {
+		return 0, nil
+	}
 	var n int
-	err := s.Pool.QueryRow(ctx, countReports, organisation, eventID, sender, limit).Scan(&n)
-	return n, s.classify(err)
+	err = s.Pool.QueryRow(ctx, `SELECT COALESCE((report_counts ->> $3::text)::integer, 0) FROM dispatches
+		WHERE organisation = $1 AND event_id = $2`, organisation, event, sender).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return min(n, limit), s.classify(err)
 }
-
-const countReports = `SELECT count(*) FROM (SELECT 1 FROM openadr_reports
-	WHERE organisation = $1 AND event_id = $2 AND client_name = $3 LIMIT $4) r`
 
 // Querier runs one statement in a report's transaction (CreateReport's also).
 type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// CreateReport stores a report, refusing ErrFull when its client has sent maxPerEvent reports
-// of the event already (counted under a lock per client and event: reportRoom), then runs also
-// (nil: none) in the same transaction: what also writes commits with the report, and an error
-// of also's leaves neither. Without also, the counted insert is one statement in one implicit
-// transaction; with it, also's statements follow it in an explicit one.
+// CreateReport stores a report, refusing ErrFull when its client keeps maxPerEvent reports of
+// the event already (reportRoom, checked and counted on the event's dispatch row under its
+// lock; ErrFull too when no dispatch is the event), then runs also (nil: none) in the same
+// transaction: what also writes commits with the report, and an error of also's leaves
+// neither. Without also, the counted insert is one statement in one implicit transaction; with
+// it, also's statements follow it in an explicit one.
 func (s *Store) CreateReport(ctx context.Context, organisation string, r Report, maxPerEvent int, also func(Querier) error) error {
-	sql := `INSERT INTO openadr_reports (organisation, id, client_name, program_id, event_id,
-		report_client_name, report_name, body, created_at, modified_at)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9 WHERE ` + reportRoom("$1", "$3", "$5", "$10") + ` RETURNING 1`
+	event, err := uuid.Parse(r.EventID)
+	if err != nil {
+		return ErrFull
+	}
+	sql := `WITH c AS (UPDATE dispatches d SET ` + reportCount("$3") + `
+			WHERE d.organisation = $1 AND d.event_id = $11 AND ` + reportRoom("$3", "$10") + ` RETURNING 1)
+		INSERT INTO openadr_reports (organisation, id, client_name, program_id, event_id,
+		report_client_name, report_name, body, created_at, modified_at, counted)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9, true FROM c RETURNING 1`
 	args := []any{organisation, r.ID, r.ClientName, r.ProgramID, r.EventID, r.ReportClientName, nullable(r.Name),
-		r.Body, r.Created.UTC(), maxPerEvent}
+		r.Body, r.Created.UTC(), maxPerEvent, event}
 	if also == nil {
 		var inserted int64
 		err := s.Pool.QueryRow(ctx, sql, args...).Scan(&inserted)
@@ -100,39 +113,44 @@ func (s *Store) CreateReport(ctx context.Context, organisation string, r Report,
 }
 
 // reportRoom is the bound of the reports a client keeps of an event as one SQL condition over
-// the organisation's, the client's, the event's and the bound's expressions: the client keeps
-// fewer than the bound. It takes the lock of those reports first (openadr_report_room,
-// migration 00031), so that a statement that counts them and inserts one is race-free on its
-// own.
-func reportRoom(organisation, client, event, limit string) string {
-	return `openadr_report_room(` + organisation + `, ` + client + `, ` + event + `, ` + limit + `)`
+// the event's dispatch row (d), the client's and the bound's expressions: the client keeps
+// fewer than the bound (the row's report_counts, migration 00033).
+func reportRoom(client, limit string) string {
+	return `COALESCE((d.report_counts ->> ` + client + `::text)::integer, 0) < ` + limit + `::integer`
 }
 
-// ReportJoin is a report's counted insert as a gate and a write another store's statement
-// joins (dispatchstore.Joined): gate holds while the client keeps fewer than maxPerEvent
-// reports of the event (reportRoom: the bound's lock is taken in it) and, when held, while the
-// client holds the dispatch's asset (HolderColumn over the dispatch's row, d); write inserts
-// the report for each row of the CTE "takes". Their parameters are $13 onwards, args.
-func ReportJoin(organisation string, r Report, maxPerEvent int, held bool) (gate, write string, args []any) {
-	gate = joinGate
+// reportCount is the assignment of the event's dispatch row (d) that counts one more report of
+// the client's.
+func reportCount(client string) string {
+	return `report_counts = COALESCE(d.report_counts, '{}') || jsonb_build_object(` + client + `::text,
+		COALESCE((d.report_counts ->> ` + client + `::text)::integer, 0) + 1)`
+}
+
+// ReportJoin's fragments of the statement that joins a report's counted insert to its status
+// (dispatchstore.Joined, their parameters $13 onwards, ReportJoin's args): the gate holds
+// when the client holds the dispatch's asset (HolderColumn over the dispatch's row, d), or
+// always when not held; the room while the client keeps fewer than maxPerEvent reports of the
+// event (reportRoom); the count counts the report on the dispatch's row; the write inserts the
+// report, counted, for each row of the CTE "takes".
+func ReportJoinSQL(held bool) (gate, room, count, write string) {
+	gate = `true`
 	if held {
-		gate = joinHeldGate
+		gate = HolderColumn("d.organisation", "d.asset_id") + ` IS NOT DISTINCT FROM $15`
 	}
-	// The id as pgx's own UUID: encoded as it is, not through its text (uuid.UUID's Value).
-	args = []any{organisation, pgtype.UUID{Bytes: r.ID, Valid: true}, r.ClientName, r.ProgramID, r.EventID,
-		r.ReportClientName, nullable(r.Name), r.Body, r.Created.UTC(), maxPerEvent}
-	return gate, joinWrite, args
+	return gate, reportRoom("$15", "$22"), reportCount("$15"), joinWrite
 }
 
-// ReportJoin's gates and write, made once.
-var (
-	joinGate     = reportRoom("$13", "$15", "$17", "$22")
-	joinHeldGate = HolderColumn("d.organisation", "d.asset_id") + ` IS NOT DISTINCT FROM $15 AND ` + joinGate
-)
+// ReportJoin is the parameters of a report's counted insert joined to its status
+// (ReportJoinSQL), $13 onwards.
+func ReportJoin(organisation string, r Report, maxPerEvent int) []any {
+	// The id as pgx's own UUID: encoded as it is, not through its text (uuid.UUID's Value).
+	return []any{organisation, pgtype.UUID{Bytes: r.ID, Valid: true}, r.ClientName, r.ProgramID, r.EventID,
+		r.ReportClientName, nullable(r.Name), r.Body, r.Created.UTC(), maxPerEvent}
+}
 
 const joinWrite = `INSERT INTO openadr_reports (organisation, id, client_name, program_id, event_id, report_client_name,
-		report_name, body, created_at, modified_at)
-		SELECT $13, $14, $15, $16, $17, $18, $19, $20, $21, $21 FROM takes`
+		report_name, body, created_at, modified_at, counted)
+		SELECT $13, $14, $15, $16, $17, $18, $19, $20, $21, $21, true FROM takes`
 
 // Report is the organisation's report id, or ErrNotFound.
 func (s *Store) Report(ctx context.Context, organisation string, id uuid.UUID) (Report, error) {
@@ -156,12 +174,29 @@ func (s *Store) Reports(ctx context.Context, q ReportQuery) ([]Report, error) {
 }
 
 // UpdateReport replaces the report's program, event, clientName, name and body (its id,
-// sender and creation stay): ErrNotFound.
-func (s *Store) UpdateReport(ctx context.Context, organisation string, r Report) (Report, error) {
-	out, err := scanReport(s.Pool.QueryRow(ctx, `UPDATE openadr_reports SET program_id = $3, event_id = $4,
+// sender and creation stay): ErrNotFound; ErrFull when it moves to another event whose
+// dispatch its client keeps maxPerEvent reports of (checked under that dispatch row's lock; the
+// move itself is counted by migration 00033's trigger).
+func (s *Store) UpdateReport(ctx context.Context, organisation string, r Report, maxPerEvent int) (Report, error) {
+	event, err := uuid.Parse(r.EventID)
+	if err != nil {
+		return Report{}, ErrNotFound
+	}
+	out, err := scanReport(s.Pool.QueryRow(ctx, `WITH t AS MATERIALIZED (
+			SELECT `+reportRoom("x.client_name", "$10")+` AS room FROM openadr_reports x, dispatches d
+			WHERE x.organisation = $1 AND x.id = $2 AND d.organisation = $1 AND d.event_id = $9 FOR UPDATE OF d)
+		UPDATE openadr_reports SET program_id = $3, event_id = $4,
 		report_client_name = $5, report_name = $6, body = $7, modified_at = $8
-		WHERE organisation = $1 AND id = $2 RETURNING `+reportColumns,
-		organisation, r.ID, r.ProgramID, r.EventID, r.ReportClientName, nullable(r.Name), r.Body, r.Modified.UTC()))
+		WHERE organisation = $1 AND id = $2 AND (openadr_event_uuid(event_id) = $9 OR (SELECT room FROM t))
+		RETURNING `+reportColumns,
+		organisation, r.ID, r.ProgramID, r.EventID, r.ReportClientName, nullable(r.Name), r.Body, r.Modified.UTC(), event,
+		maxPerEvent))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := s.Report(ctx, organisation, r.ID); err != nil {
+			return Report{}, err
+		}
+		return Report{}, ErrFull
+	}
 	return out, s.refusal(err)
 }
 

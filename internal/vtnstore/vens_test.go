@@ -160,25 +160,40 @@ func TestResourcesHeldOnceAndBoundedPerClient(t *testing.T) {
 	}
 }
 
+// event issues a dispatch of the organisation's (straight into its table) for a report to
+// name: a report's bound is counted on its event's dispatch row. It answers the event's id.
+func event(t *testing.T, org, name string) string {
+	t.Helper()
+	id := uuid.NewSHA1(uuid.NameSpaceOID, []byte(org+"/"+name))
+	if _, err := testDB.Pool.Exec(context.Background(), `INSERT INTO dispatches (organisation, event_id, flex_event,
+		site_id, asset_id, market_id, level_kw, from_time, to_time, event_timestamp)
+		VALUES ($1, $2, $3, 'site', 'asset-' || $3, 'limited_pause', 1, now(), now() + interval '1 hour', now())`,
+		org, id, name); err != nil {
+		t.Fatal(err)
+	}
+	return id.String()
+}
+
 func TestReportsKeptAndBoundedPerEvent(t *testing.T) {
 	ctx := context.Background()
 	s := &vtnstore.Store{Pool: testDB.Pool}
 	org := "org-" + uuid.NewString()
+	e1, e2 := event(t, org, "e1"), event(t, org, "e2")
 	rep := func(client, event string) vtnstore.Report {
 		now := time.Now().UTC()
 		return vtnstore.Report{ID: uuid.New(), ClientName: client, ProgramID: "limited_pause", EventID: event,
 			ReportClientName: "VEN-1", Body: json.RawMessage(`{"resources":[]}`), Created: now, Modified: now}
 	}
-	first := rep("c1", "e1")
-	for _, r := range []vtnstore.Report{first, rep("c1", "e1"), rep("c2", "e1"), rep("c1", "e2")} {
+	first := rep("c1", e1)
+	for _, r := range []vtnstore.Report{first, rep("c1", e1), rep("c2", e1), rep("c1", e2)} {
 		if err := s.CreateReport(ctx, org, r, 2, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.CreateReport(ctx, org, rep("c1", "e1"), 2, nil); !errors.Is(err, vtnstore.ErrFull) {
+	if err := s.CreateReport(ctx, org, rep("c1", e1), 2, nil); !errors.Is(err, vtnstore.ErrFull) {
 		t.Fatalf("a third report of c1 on e1: %v", err)
 	}
-	got, err := s.Reports(ctx, vtnstore.ReportQuery{Organisation: org, Sender: "c1", EventID: "e1", Limit: 50})
+	got, err := s.Reports(ctx, vtnstore.ReportQuery{Organisation: org, Sender: "c1", EventID: e1, Limit: 50})
 	if err != nil || len(got) != 2 || (got[0].ID != first.ID && got[1].ID != first.ID) {
 		t.Fatalf("c1's reports on e1: %v %v", got, err)
 	}
@@ -200,9 +215,10 @@ func TestReportCommitsWithItsChange(t *testing.T) {
 	ctx := context.Background()
 	s := &vtnstore.Store{Pool: testDB.Pool}
 	org := "org-" + uuid.NewString()
+	e1 := event(t, org, "e1")
 	rep := func() vtnstore.Report {
 		now := time.Now().UTC()
-		return vtnstore.Report{ID: uuid.New(), ClientName: "c1", ProgramID: "limited_pause", EventID: "e1",
+		return vtnstore.Report{ID: uuid.New(), ClientName: "c1", ProgramID: "limited_pause", EventID: e1,
 			ReportClientName: "VEN-1", Body: json.RawMessage(`{"resources":[]}`), Created: now, Modified: now}
 	}
 	refused := errors.New("refused")
@@ -231,19 +247,20 @@ func TestReportCommitsWithItsChange(t *testing.T) {
 }
 
 // Reports racing into one client's last places of an event are counted one after the other:
-// the statement that counts and inserts takes the bound's lock itself, and counts what the
-// reports before it committed.
+// the statement that counts and inserts updates the count on the event's dispatch row, under
+// that row's lock, and checks it there.
 func TestReportsBoundHoldsUnderRacingReports(t *testing.T) {
 	ctx := context.Background()
 	s := &vtnstore.Store{Pool: testDB.Pool}
 	org := "org-" + uuid.NewString()
+	e1 := event(t, org, "e1")
 	const racers, bound = 12, 3
 	errs := make(chan error, racers)
 	for range racers {
 		go func() {
 			now := time.Now().UTC()
 			errs <- s.CreateReport(ctx, org, vtnstore.Report{ID: uuid.New(), ClientName: "c1", ProgramID: "limited_pause",
-				EventID: "e1", ReportClientName: "VEN-1", Body: json.RawMessage(`{"resources":[]}`), Created: now,
+				EventID: e1, ReportClientName: "VEN-1", Body: json.RawMessage(`{"resources":[]}`), Created: now,
 				Modified: now}, bound, nil)
 		}()
 	}

@@ -310,14 +310,13 @@ func (s *Service) CreateReport(ctx context.Context, p *auth.Principal, in Report
 	case 0:
 		err = s.Store.CreateReport(ctx, p.Namespace, r, MaxReportsPerEvent, nil)
 	case 1:
-		// The one status and the counted report in one statement (the bound's lock taken in
-		// it): one round trip, committed together or not at all.
-		gate, write, args := vtnstore.ReportJoin(p.Namespace, r, MaxReportsPerEvent, false)
+		// The one status and the counted report in one statement (the bound checked and
+		// counted on the dispatch's row in it): one round trip, committed together or not at all.
 		var done func()
 		_, done, err = s.Dispatches.CallbackJoined(ctx, s.Store.Pool, p,
 			dispatches.CallbackInput{Asset: j.dispatch.AssetID, EventID: j.dispatch.EventID.String(),
 				Status: j.statuses[0], At: s.Now()},
-			dispatchstore.Joined{Gate: gate, Write: write, Args: args})
+			dispatchstore.Joined{Statement: reportJoined, Args: vtnstore.ReportJoin(p.Namespace, r, MaxReportsPerEvent)})
 		if errors.Is(err, dispatchstore.ErrClosed) {
 			err = vtnstore.ErrFull
 		}
@@ -382,11 +381,15 @@ func (s *Service) quickReport(ctx context.Context, p *auth.Principal, in ReportI
 		}
 		before, started = statusesOf(states[0].State)
 	}
-	gate, write, args := vtnstore.ReportJoin(p.Namespace, r, MaxReportsPerEvent, !BusinessLogic(p))
+	statement := reportJoined
+	if !BusinessLogic(p) {
+		statement = reportJoinedHeld
+	}
 	_, done, err := s.Dispatches.CallbackJoined(ctx, s.Store.Pool, p,
 		dispatches.CallbackInput{Asset: asset, EventID: in.EventID, Status: before, Windowed: true, Started: started,
 			At: s.Now()},
-		dispatchstore.Joined{Gate: gate, Write: write, Args: args, Program: in.ProgramID})
+		dispatchstore.Joined{Statement: statement, Args: vtnstore.ReportJoin(p.Namespace, r, MaxReportsPerEvent),
+			Program: in.ProgramID})
 	switch {
 	case err == nil:
 		done()
@@ -400,6 +403,13 @@ func (s *Service) quickReport(ctx context.Context, p *auth.Principal, in ReportI
 	}
 	return false, failed(err, ErrReportNotFound)
 }
+
+// The statements that join a report to its status (vtnstore.ReportJoinSQL), made once: a
+// VEN client's checks that it holds the dispatch's asset.
+var (
+	reportJoined     = dispatchstore.NewJoinedStatement(vtnstore.ReportJoinSQL(false))
+	reportJoinedHeld = dispatchstore.NewJoinedStatement(vtnstore.ReportJoinSQL(true))
+)
 
 func reportsFull() error {
 	return app.Fail(app.Conflict, "The client keeps %d reports of the event, the most it may; delete one first", MaxReportsPerEvent)
@@ -446,7 +456,9 @@ func (s *Service) Reports(ctx context.Context, p *auth.Principal, q ReportSearch
 	return out, failed(err, ErrReportNotFound)
 }
 
-// UpdateReport replaces the report id with in, judged and taking effect as a new report does.
+// UpdateReport replaces the report id with in, judged and taking effect as a new report does;
+// moved to another event, it is refused as a new one there would be when its client keeps the
+// most reports it may of that event (409), before it takes effect.
 func (s *Service) UpdateReport(ctx context.Context, p *auth.Principal, id string, in ReportInput) (Report, error) {
 	cur, err := s.Report(ctx, p, id)
 	if err != nil {
@@ -456,12 +468,26 @@ func (s *Service) UpdateReport(ctx context.Context, p *auth.Principal, id string
 	if err != nil {
 		return Report{}, err
 	}
+	// Moved to another event, it takes a place of its client's there: checked before it takes
+	// effect, and again under the lock of that event's dispatch as it is stored.
+	if was, err := uuid.Parse(cur.EventID); err != nil || was != j.dispatch.EventID {
+		n, err := s.Store.CountReports(ctx, p.Namespace, cur.ClientName, in.EventID, MaxReportsPerEvent)
+		if err != nil {
+			return Report{}, failed(err, ErrReportNotFound)
+		}
+		if n >= MaxReportsPerEvent {
+			return Report{}, reportsFull()
+		}
+	}
 	if err := s.apply(ctx, p, j); err != nil {
 		return Report{}, err
 	}
 	cur.ProgramID, cur.EventID, cur.ReportClientName, cur.Name, cur.Body = in.ProgramID, in.EventID, in.ClientName, in.Name, in.Body
 	cur.Modified = s.stamp()
-	out, err := s.Store.UpdateReport(ctx, p.Namespace, cur)
+	out, err := s.Store.UpdateReport(ctx, p.Namespace, cur, MaxReportsPerEvent)
+	if errors.Is(err, vtnstore.ErrFull) {
+		return Report{}, reportsFull()
+	}
 	return out, failed(err, ErrReportNotFound)
 }
 

@@ -166,8 +166,8 @@ func TestJoinedReportAndStatusAllOrNothing(t *testing.T) {
 	r := vtnstore.Report{ID: uuid.New(), ClientName: c.p.ClientName, ProgramID: "limited_pause", EventID: event.String(),
 		ReportClientName: "v", Body: json.RawMessage(`{}`), Created: now, Modified: now}
 	joined := func(max int) dispatchstore.Joined {
-		gate, write, args := vtnstore.ReportJoin(c.ns, r, max, false)
-		return dispatchstore.Joined{Gate: gate, Write: write, Args: args}
+		return dispatchstore.Joined{Statement: dispatchstore.NewJoinedStatement(vtnstore.ReportJoinSQL(false)),
+			Args: vtnstore.ReportJoin(c.ns, r, max)}
 	}
 	// ACCEPTED after REJECTED: refused, no report.
 	_, _, err = s.Dispatches.CallbackJoined(ctx, s.Store.Pool, c.p, dispatches.CallbackInput{
