@@ -343,9 +343,9 @@ func (s *Store) RecordJoined(ctx context.Context, q Querier, organisation string
 // recordSQL reads the dispatch by its key alone (k, materialized: the asset's condition is not
 // pushed into its scan) and compares its asset after: the primary key's index finds it, with
 // or without statistics. Read with the asset in one condition, a table without statistics yet
-// (a burst of dispatches before autovacuum's first ANALYZE of it) was read through
-// dispatches_asset, every dispatch of the asset visited (and every dead version an earlier
-// status left), at every report.
+// (a burst of dispatches before autovacuum's first ANALYZE of it) was read through an index
+// of the asset's dispatches, every dispatch of the asset visited (and every dead version an
+// earlier status left), at every report.
 const recordSQL = `
 WITH k AS MATERIALIZED (
 	SELECT status, flex_event, from_time, asset_id FROM dispatches WHERE organisation = $1 AND event_id = $2),
