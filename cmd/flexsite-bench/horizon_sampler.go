@@ -12,8 +12,9 @@ import (
 // Who holds the delivery horizon back (docs/notifications.md, "Order and latency"): while a
 // phase runs, the bench asks PostgreSQL every few milliseconds which running write transaction
 // is the oldest (the one pg_snapshot_xmin names) and for how long it has run, and reports, by
-// the statement that transaction is running (or last ran), how often it was the oldest and the
-// longest it had run when seen. Reported only: it explains a figure, it is none.
+// its session's state and wait (ClientWrite: PostgreSQL waits for the client to read) and the
+// statement it is running (or last ran), how often it was the oldest and the longest it had
+// run when seen. Reported only: it explains a figure, it is none.
 
 // horizonSampleEvery is the sampler's period.
 const horizonSampleEvery = 5 * time.Millisecond
@@ -43,7 +44,8 @@ func (b *bench) sampleHorizon(ctx context.Context) *horizonSampler {
 		for {
 			var stmt string
 			var ran time.Duration
-			err := b.db.QueryRow(ctx, `SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 70), clock_timestamp() - xact_start
+			err := b.db.QueryRow(ctx, `SELECT coalesce(state, '') || coalesce(' waiting ' || wait_event_type || '/' || wait_event, '')
+					|| ': ' || left(regexp_replace(query, '\s+', ' ', 'g'), 70), clock_timestamp() - xact_start
 				FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND datname = current_database() AND pid <> pg_backend_pid()
 				ORDER BY age(backend_xid) DESC LIMIT 1`).Scan(&stmt, &ran)
 			s.mu.Lock()
