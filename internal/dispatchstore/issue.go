@@ -121,12 +121,18 @@ func (s *Store) issueBatch(ctx context.Context, organisation, callbackBase strin
 	}
 	issued := 0
 	err := pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
+		// The transaction holds back every organisation's notifications from its first write
+		// to its commit (the delivery horizon, docs/notifications.md), so it makes three round
+		// trips, and the manager is asked for nothing between them: this one (the dispatches,
+		// the skips and the NOTIFY, in one pipeline), the outbox's and the commit.
+		//
 		// One statement: the dispatches new to the table and their first status; it answers
 		// which are new, in the input's order. ON CONFLICT DO NOTHING makes the racer that
 		// commits second insert nothing (it waits for the first's commit on the primary key),
 		// so nothing is notified twice. The rows go in in event_id order: racers that wait on
 		// each other's keys in one order never deadlock.
-		rows, err := q.Query(ctx, `
+		b := &pgx.Batch{}
+		b.Queue(`
 WITH input AS (
 	SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
 		$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $13::text[]) WITH ORDINALITY
@@ -148,34 +154,38 @@ k AS (
 SELECT i.event_id FROM input i JOIN d USING (event_id) ORDER BY i.n`,
 			organisation, ids, flexEvents, sites, assets, markets, levels, froms, tos, created,
 			now.UTC(), Issuer, propositions)
+		if len(skips) > 0 {
+			// An asset dispatched already (by the statement before, or earlier) stays
+			// dispatched: its skip is not recorded.
+			b.Queue(`INSERT INTO dispatch_skips (organisation, flex_event, site_id, asset_id, reason, recorded_at)
+				SELECT $1, flex_event, site_id, asset_id, reason, $6
+				FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS k(flex_event, site_id, asset_id, reason)
+				WHERE NOT EXISTS (SELECT 1 FROM dispatches x WHERE x.organisation = $1 AND x.flex_event = k.flex_event
+					AND x.asset_id = k.asset_id)
+				ON CONFLICT DO NOTHING`, organisation, kEvents, kSites, kAssets, kReasons, now.UTC())
+		}
+		queueNotify(b, organisation, append(flexEvents, kEvents...))
+		br := q.SendBatch(ctx, b)
+		rows, err := br.Query()
 		if err != nil {
+			_ = br.Close()
 			return err
 		}
-		// Their dispatch.requested events, in the same transaction.
 		var fresh []events.Event
 		var id uuid.UUID
 		if _, err := pgx.ForEachRow(rows, []any{&id}, func() error {
 			fresh = append(fresh, evs[id])
 			return nil
 		}); err != nil {
+			_ = br.Close()
+			return err
+		}
+		if err := br.Close(); err != nil {
 			return err
 		}
 		issued = len(fresh)
-		if err := outboxstore.WriteIn(ctx, q, organisation, fresh, to); err != nil {
-			return err
-		}
-		if len(skips) > 0 {
-			// An asset dispatched already stays dispatched: its skip is not recorded.
-			if _, err := q.Exec(ctx, `INSERT INTO dispatch_skips (organisation, flex_event, site_id, asset_id, reason, recorded_at)
-				SELECT $1, flex_event, site_id, asset_id, reason, $6
-				FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS k(flex_event, site_id, asset_id, reason)
-				WHERE NOT EXISTS (SELECT 1 FROM dispatches x WHERE x.organisation = $1 AND x.flex_event = k.flex_event
-					AND x.asset_id = k.asset_id)
-				ON CONFLICT DO NOTHING`, organisation, kEvents, kSites, kAssets, kReasons, now.UTC()); err != nil {
-				return err
-			}
-		}
-		return notify(ctx, q, organisation, append(flexEvents, kEvents...))
+		// Their dispatch.requested events, in the same transaction.
+		return outboxstore.WriteIn(ctx, q, organisation, fresh, to)
 	})
 	if err != nil {
 		return 0, s.classify(err)
@@ -184,11 +194,18 @@ SELECT i.event_id FROM input i JOIN d USING (event_id) ORDER BY i.n`,
 	return issued, nil
 }
 
-// notify tells every replica's FlexEvent controller that these events' dispatches changed.
+// notifySQL tells every replica's FlexEvent controller that these events' dispatches changed.
+const notifySQL = `SELECT pg_notify($1, $2 || '/' || e) FROM (SELECT DISTINCT unnest($3::text[]) AS e) x`
+
+// notify runs notifySQL in q.
 func notify(ctx context.Context, q pgx.Tx, organisation string, flexEvents []string) error {
-	_, err := q.Exec(ctx, `SELECT pg_notify($1, $2 || '/' || e) FROM (SELECT DISTINCT unnest($3::text[]) AS e) x`,
-		Channel, organisation, flexEvents)
+	_, err := q.Exec(ctx, notifySQL, Channel, organisation, flexEvents)
 	return err
+}
+
+// queueNotify queues notifySQL in b.
+func queueNotify(b *pgx.Batch, organisation string, flexEvents []string) {
+	b.Queue(notifySQL, Channel, organisation, flexEvents)
 }
 
 // RequestedEventID is the outbox id (the webhook-id) of a dispatch's dispatch.requested
