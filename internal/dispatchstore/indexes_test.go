@@ -198,7 +198,8 @@ func TestDispatchReadsArePlannedOnTheirIndexes(t *testing.T) {
 		if err := read(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		ran := traced.take()
+		// (A report's NOTIFY, sent moments after it, may come between: not a read.)
+		ran := slices.DeleteFunc(traced.take(), func(st ranStatement) bool { return !strings.Contains(st.sql, "dispatches") })
 		if len(ran) != 1 {
 			t.Fatalf("%s ran %d statements, want 1", name, len(ran))
 		}
