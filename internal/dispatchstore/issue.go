@@ -119,19 +119,24 @@ func (s *Store) issueBatch(ctx context.Context, organisation, callbackBase strin
 	if n > 0 {
 		to = s.subscribersOf(ctx, organisation, flexv1.EventDispatchRequested)
 	}
-	issued := 0
-	err := pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
-		// The transaction holds back every organisation's notifications from its first write
-		// to its commit (the delivery horizon, docs/notifications.md), so it makes three round
-		// trips, and the manager is asked for nothing between them: this one (the dispatches,
-		// the skips and the NOTIFY, in one pipeline), the outbox's and the commit.
-		//
+	// The transaction holds back every organisation's notifications from its first write to
+	// its commit (the delivery horizon, docs/notifications.md), so the manager is waited for
+	// once in it: it is sent in two round trips, its BEGIN with the dispatches, the skips and
+	// the NOTIFY, then their outbox events with its COMMIT, which PostgreSQL runs without
+	// waiting for the manager.
+	conn, err := s.Pool.Acquire(ctx)
+	if err != nil {
+		return 0, s.classify(err)
+	}
+	defer conn.Release()
+	issued, err := func() (int, error) {
 		// One statement: the dispatches new to the table and their first status; it answers
 		// which are new, in the input's order. ON CONFLICT DO NOTHING makes the racer that
 		// commits second insert nothing (it waits for the first's commit on the primary key),
 		// so nothing is notified twice. The rows go in in event_id order: racers that wait on
 		// each other's keys in one order never deadlock.
 		b := &pgx.Batch{}
+		b.Queue(`begin`)
 		b.Queue(`
 WITH input AS (
 	SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
@@ -165,11 +170,15 @@ SELECT i.event_id FROM input i JOIN d USING (event_id) ORDER BY i.n`,
 				ON CONFLICT DO NOTHING`, organisation, kEvents, kSites, kAssets, kReasons, now.UTC())
 		}
 		queueNotify(b, organisation, append(flexEvents, kEvents...))
-		br := q.SendBatch(ctx, b)
+		br := conn.SendBatch(ctx, b)
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return 0, err
+		}
 		rows, err := br.Query()
 		if err != nil {
 			_ = br.Close()
-			return err
+			return 0, err
 		}
 		var fresh []events.Event
 		var id uuid.UUID
@@ -178,16 +187,24 @@ SELECT i.event_id FROM input i JOIN d USING (event_id) ORDER BY i.n`,
 			return nil
 		}); err != nil {
 			_ = br.Close()
-			return err
+			return 0, err
 		}
 		if err := br.Close(); err != nil {
-			return err
+			return 0, err
 		}
-		issued = len(fresh)
-		// Their dispatch.requested events, in the same transaction.
-		return outboxstore.WriteIn(ctx, q, organisation, fresh, to)
-	})
+		// Their dispatch.requested events, in the same transaction, and its commit.
+		b = &pgx.Batch{}
+		outboxstore.QueueIn(b, organisation, fresh, to)
+		b.Queue(`commit`)
+		return len(fresh), conn.SendBatch(ctx, b).Close()
+	}()
 	if err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			// Ended here, or with the connection (Release closes one left in a transaction).
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_, _ = conn.Exec(rctx, `rollback`)
+			cancel()
+		}
 		return 0, s.classify(err)
 	}
 	s.committed(to, issued > 0)
