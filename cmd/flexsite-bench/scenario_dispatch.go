@@ -220,6 +220,10 @@ func runDispatch(ctx context.Context, b *bench, rep *report) error {
 			}
 			notifyRound++
 			notified = append(notified, ph.deliver...)
+			fan99, fanned := ph.stagesAfter.quantile(ph.stagesBefore, "fanned_out", 0.99)
+			logf("dispatch: notification round %d (no burst), p99 ms: change -> delivered %.1f, -> event recorded %.1f, "+
+				"event recorded -> receiver %.1f (of it fanned out %.1f over %.0f events)", notifyRound,
+				ms(percentile(ph.deliver, 99)), ms(percentile(ph.recorded, 99)), ms(percentile(ph.outbox, 99)), ms(fan99), fanned)
 			continue
 		case 'R':
 			took, err := raw.round(ctx, ns, fmt.Sprintf("bench-dispatch-%d", dispatchRound),
@@ -331,6 +335,7 @@ func (b *bench) notifyBesideBurst(ctx context.Context, ns, notifyNS string, roun
 	case err := <-burstErr:
 		return nil, 0, err
 	}
+	horizon := b.sampleHorizon(ctx)
 	ph, err := b.notifyPhase(ctx, notifyNS, mpans, healthy)
 	if bErr := <-burstErr; err == nil {
 		err = bErr
@@ -339,12 +344,24 @@ func (b *bench) notifyBesideBurst(ctx context.Context, ns, notifyNS string, roun
 		return nil, 0, err
 	}
 	end := slices.MaxFunc(rcv.arrivals(fmt.Sprintf("bench-round-%d", round)), time.Time.Compare)
-	var during []time.Duration
+	held := horizon.finish()
+	var during, recorded, outbox []time.Duration
 	for i, d := range ph.deliver {
 		if !ph.started[i].After(end) {
 			during = append(during, d)
+			recorded, outbox = append(recorded, ph.recorded[i]), append(outbox, ph.outbox[i])
 		}
 	}
+	// Where the other organisation's time went (reported only): its side (change -> event
+	// recorded), the outbox's (-> the receiver), and of that the fan-out (the horizon's wait:
+	// the dispatches' own events come fanned out, so these are the other organisation's).
+	fan50, _ := ph.stagesAfter.quantile(ph.stagesBefore, "fanned_out", 0.50)
+	fan99, fanned := ph.stagesAfter.quantile(ph.stagesBefore, "fanned_out", 0.99)
+	logf("dispatch: another organisation during the burst, p50/p99 ms: change -> event recorded %.1f/%.1f, "+
+		"event recorded -> receiver %.1f/%.1f (of it fanned out, the horizon's wait, %.1f/%.1f over %.0f events); "+
+		"the horizon's oldest write transaction: %s",
+		ms(percentile(recorded, 50)), ms(percentile(recorded, 99)), ms(percentile(outbox, 50)), ms(percentile(outbox, 99)),
+		ms(fan50), ms(fan99), fanned, held)
 	if len(during) == 0 {
 		return nil, 0, fmt.Errorf("none of %d changes was made before the burst's last delivery (%v after its creation)",
 			len(ph.deliver), end.Sub(start))

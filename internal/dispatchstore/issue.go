@@ -118,14 +118,25 @@ func (s *Store) issueBatch(ctx context.Context, organisation, callbackBase strin
 	if n > 0 {
 		to = s.subscribersOf(ctx, organisation, flexv1.EventDispatchRequested)
 	}
-	issued := 0
-	err := pgx.BeginFunc(ctx, s.Pool, func(q pgx.Tx) error {
+	// The transaction holds back every organisation's notifications from its first write to
+	// its commit (the delivery horizon, docs/notifications.md), so the manager is waited for
+	// once in it: it is sent in two round trips, its BEGIN with the dispatches, the skips and
+	// the NOTIFY, then their outbox events with its COMMIT, which PostgreSQL runs without
+	// waiting for the manager.
+	conn, err := s.Pool.Acquire(ctx)
+	if err != nil {
+		return 0, s.classify(err)
+	}
+	defer conn.Release()
+	issued, err := func() (int, error) {
 		// One statement: the dispatches new to the table and their first status; it answers
 		// which are new, in the input's order. ON CONFLICT DO NOTHING makes the racer that
 		// commits second insert nothing (it waits for the first's commit on the primary key),
 		// so nothing is notified twice. The rows go in in event_id order: racers that wait on
 		// each other's keys in one order never deadlock.
-		rows, err := q.Query(ctx, `
+		b := &pgx.Batch{}
+		b.Queue(`begin`)
+		b.Queue(`
 WITH input AS (
 	SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[],
 		$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $13::text[]) WITH ORDINALITY
@@ -147,47 +158,70 @@ k AS (
 SELECT i.event_id FROM input i JOIN d USING (event_id) ORDER BY i.n`,
 			organisation, ids, flexEvents, sites, assets, markets, levels, froms, tos, created,
 			now.UTC(), Issuer, propositions)
-		if err != nil {
-			return err
+		if len(skips) > 0 {
+			// An asset dispatched already (by the statement before, or earlier) stays
+			// dispatched: its skip is not recorded.
+			b.Queue(`INSERT INTO dispatch_skips (organisation, flex_event, site_id, asset_id, reason, recorded_at)
+				SELECT $1, flex_event, site_id, asset_id, reason, $6
+				FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS k(flex_event, site_id, asset_id, reason)
+				WHERE NOT EXISTS (SELECT 1 FROM dispatches x WHERE x.organisation = $1 AND x.flex_event = k.flex_event
+					AND x.asset_id = k.asset_id)
+				ON CONFLICT DO NOTHING`, organisation, kEvents, kSites, kAssets, kReasons, now.UTC())
 		}
-		// Their dispatch.requested events, in the same transaction.
+		queueNotify(b, organisation, append(flexEvents, kEvents...))
+		br := conn.SendBatch(ctx, b)
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return 0, err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			_ = br.Close()
+			return 0, err
+		}
 		var fresh []events.Event
 		var id uuid.UUID
 		if _, err := pgx.ForEachRow(rows, []any{&id}, func() error {
 			fresh = append(fresh, evs[id])
 			return nil
 		}); err != nil {
-			return err
+			_ = br.Close()
+			return 0, err
 		}
-		issued = len(fresh)
-		if err := outboxstore.WriteIn(ctx, q, organisation, fresh, to); err != nil {
-			return err
+		if err := br.Close(); err != nil {
+			return 0, err
 		}
-		if len(skips) > 0 {
-			// An asset dispatched already stays dispatched: its skip is not recorded.
-			if _, err := q.Exec(ctx, `INSERT INTO dispatch_skips (organisation, flex_event, site_id, asset_id, reason, recorded_at)
-				SELECT $1, flex_event, site_id, asset_id, reason, $6
-				FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS k(flex_event, site_id, asset_id, reason)
-				WHERE NOT EXISTS (SELECT 1 FROM dispatches x WHERE x.organisation = $1 AND x.flex_event = k.flex_event
-					AND x.asset_id = k.asset_id)
-				ON CONFLICT DO NOTHING`, organisation, kEvents, kSites, kAssets, kReasons, now.UTC()); err != nil {
-				return err
-			}
-		}
-		return notify(ctx, q, organisation, append(flexEvents, kEvents...))
-	})
+		// Their dispatch.requested events, in the same transaction, and its commit.
+		b = &pgx.Batch{}
+		outboxstore.QueueIn(b, organisation, fresh, to)
+		b.Queue(`commit`)
+		return len(fresh), conn.SendBatch(ctx, b).Close()
+	}()
 	if err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			// Ended here, or with the connection (Release closes one left in a transaction).
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_, _ = conn.Exec(rctx, `rollback`)
+			cancel()
+		}
 		return 0, s.classify(err)
 	}
 	s.committed(to, issued > 0)
 	return issued, nil
 }
 
-// notify tells every replica's FlexEvent controller that these events' dispatches changed.
+// notifySQL tells every replica's FlexEvent controller that these events' dispatches changed.
+const notifySQL = `SELECT pg_notify($1, $2 || '/' || e) FROM (SELECT DISTINCT unnest($3::text[]) AS e) x`
+
+// notify runs notifySQL in q.
 func notify(ctx context.Context, q pgx.Tx, organisation string, flexEvents []string) error {
-	_, err := q.Exec(ctx, `SELECT pg_notify($1, $2 || '/' || e) FROM (SELECT DISTINCT unnest($3::text[]) AS e) x`,
-		Channel, organisation, flexEvents)
+	_, err := q.Exec(ctx, notifySQL, Channel, organisation, flexEvents)
 	return err
+}
+
+// queueNotify queues notifySQL in b.
+func queueNotify(b *pgx.Batch, organisation string, flexEvents []string) {
+	b.Queue(notifySQL, Channel, organisation, flexEvents)
 }
 
 // RequestedEventID is the outbox id (the webhook-id) of a dispatch's dispatch.requested
@@ -357,9 +391,9 @@ func (s *Store) RecordJoined(ctx context.Context, q Querier, organisation string
 // recordSQL reads the dispatch by its key alone (k, materialized: the asset's condition is not
 // pushed into its scan) and compares its asset after: the primary key's index finds it, with
 // or without statistics. Read with the asset in one condition, a table without statistics yet
-// (a burst of dispatches before autovacuum's first ANALYZE of it) was read through
-// dispatches_asset, every dispatch of the asset visited (and every dead version an earlier
-// status left), at every report.
+// (a burst of dispatches before autovacuum's first ANALYZE of it) was read through an index
+// of the asset's dispatches, every dispatch of the asset visited (and every dead version an
+// earlier status left), at every report.
 const recordSQL = `
 WITH k AS MATERIALIZED (
 	SELECT status, flex_event, from_time, asset_id FROM dispatches WHERE organisation = $1 AND event_id = $2),

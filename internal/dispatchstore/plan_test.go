@@ -54,7 +54,7 @@ func (p *planned) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 
 // A report of a dispatch's status reads the dispatch by its key, whatever the statistics say:
 // with none yet (a burst of dispatches before autovacuum's next ANALYZE), a statement that
-// asked for the dispatch with its asset in one condition was planned on dispatches_asset,
+// asked for the dispatch with its asset in one condition was planned on an index of the asset,
 // every dispatch of the asset visited at every report. The callback's statement and the
 // OpenADR report's (RecordJoined) alike.
 func TestRecordReadsTheDispatchByItsKey(t *testing.T) {
@@ -92,7 +92,7 @@ func TestRecordReadsTheDispatchByItsKey(t *testing.T) {
 		t.Fatalf("the joined report: %v", err)
 	}
 	for _, plan := range q.plans {
-		if strings.Contains(plan, "dispatches_asset") || !strings.Contains(plan, "dispatches_pkey") {
+		if strings.Contains(plan, "dispatches_openadr_asset") || !strings.Contains(plan, "dispatches_pkey") {
 			t.Errorf("a report's statement is not planned on the primary key:\n%s", plan)
 		}
 	}

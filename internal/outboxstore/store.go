@@ -73,6 +73,14 @@ func insert(ctx context.Context, q pgx.Tx, organisation, subscriptionUID string,
 }
 
 func insertTo(ctx context.Context, q pgx.Tx, organisation, subscriptionUID string, evs []events.Event, to Subscribers) error {
+	sql, args := insertStatement(organisation, subscriptionUID, evs, to)
+	_, err := q.Exec(ctx, sql, args...)
+	return err
+}
+
+// insertStatement is the statement writing evs (insertFannedOut when to is Known, else
+// insertEvents) and its arguments.
+func insertStatement(organisation, subscriptionUID string, evs []events.Event, to Subscribers) (string, []any) {
 	n := len(evs)
 	sites, types, ids, payloads, times := make([]string, n), make([]string, n), make([]string, n), make([]string, n),
 		make([]time.Time, n)
@@ -84,11 +92,9 @@ func insertTo(ctx context.Context, q pgx.Tx, organisation, subscriptionUID strin
 		if uids == nil {
 			uids = []string{}
 		}
-		_, err := q.Exec(ctx, insertFannedOut, organisation, sites, types, ids, payloads, times, subscriptionUID, uids)
-		return err
+		return insertFannedOut, []any{organisation, sites, types, ids, payloads, times, subscriptionUID, uids}
 	}
-	_, err := q.Exec(ctx, insertEvents, organisation, sites, types, ids, payloads, times, subscriptionUID)
-	return err
+	return insertEvents, []any{organisation, sites, types, ids, payloads, times, subscriptionUID}
 }
 
 // Subscribers are the subscriptions an event is owed, as its writer knows them.
@@ -111,6 +117,17 @@ func WriteIn(ctx context.Context, q pgx.Tx, organisation string, evs []events.Ev
 		return nil
 	}
 	return insertTo(ctx, q, organisation, "", evs, to)
+}
+
+// QueueIn is WriteIn queued in b, a batch its caller sends inside its own transaction (with
+// the transaction's COMMIT queued after it, the transaction ends without waiting for its
+// writer between the two). Nothing is queued for no events.
+func QueueIn(b *pgx.Batch, organisation string, evs []events.Event, to Subscribers) {
+	if len(evs) == 0 {
+		return
+	}
+	sql, args := insertStatement(organisation, "", evs, to)
+	b.Queue(sql, args...)
 }
 
 // Report writes a controller's events about subject (an object's uid and what it reports)
