@@ -84,7 +84,7 @@ func plans(t *testing.T, st ranStatement) []string {
 
 // Issuing a burst pays for every index of dispatches and every check of its status history,
 // inside the transactions that hold back every organisation's notifications (migration
-// 00033): dispatches keeps the indexes its reads use and no other, and the status history no
+// 00034): dispatches keeps the indexes its reads use and no other, and the status history no
 // foreign key. Every read of dispatches is planned on an index, its generic plan and the one
 // for its arguments alike, on a table of many assets' histories with statistics: the battery
 // schedule's windows of an asset on dispatches_openadr_asset (dispatches_asset is gone), the
