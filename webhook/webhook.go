@@ -48,7 +48,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &flexv1.Enrolment{}).
-		WithValidator(&enrolmentValidator{lookups: lookups}).Complete(); err != nil {
+		WithValidator(&enrolmentValidator{lookups: lookups, client: mgr.GetClient(), now: now}).Complete(); err != nil {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &flexv1.FlexEvent{}).

@@ -39,7 +39,8 @@ type flexREST struct {
 	url string
 }
 
-func startFlexREST(t *testing.T) *flexREST {
+// startFlexREST starts it; opts change the server's configuration (e.g. a cache that lags).
+func startFlexREST(t *testing.T, opts ...func(*server.Config)) *flexREST {
 	t.Helper()
 	if err := dbtest.Available(); err != nil {
 		if fail, msg := dbtest.MissingVerdict(err); fail {
@@ -79,9 +80,13 @@ func startFlexREST(t *testing.T) *flexREST {
 	if err := ring.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
-	srv := server.NewServer(server.Config{Log: ctrl.Log.WithName("api"), Cache: mgr.GetCache(),
+	cfg := server.Config{Log: ctrl.Log.WithName("api"), Cache: mgr.GetCache(),
 		APIReader: mgr.GetAPIReader(), Client: mgr.GetClient(), Issuer: auth.NewIssuer(ring, time.Now),
-		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()), HostedNamespace: keys, DB: database.Pool})
+		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()), HostedNamespace: keys, DB: database.Pool}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	srv := server.NewServer(cfg)
 	httpSrv := httptest.NewServer(srv)
 	t.Cleanup(httpSrv.Close)
 	go func() { _ = mgr.Start(ctx) }()
