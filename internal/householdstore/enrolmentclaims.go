@@ -79,10 +79,16 @@ func ClaimedEnrolment(ctx context.Context, fresh client.Reader, site *flexv1.Sit
 
 // StoredEnrolment is site's enrolment in p as stored now, found by its claim (ClaimedEnrolment),
 // and with no claim and named, by the name the API gives it (NamedEnrolment: where the
-// Enrolment webhook does not run, nothing claims). GETs; fresh must not be a cache.
+// Enrolment webhook does not run, nothing claims). A pending claim of that name (a request
+// that failed after its claim, say) is none: the API's own create of the name meets it as its
+// own. GETs; fresh must not be a cache.
 func StoredEnrolment(ctx context.Context, fresh client.Reader, site *flexv1.Site, p flexv1.PropositionName,
 	now time.Time, named bool) (*flexv1.Enrolment, error) {
 	claimed, err := ClaimedEnrolment(ctx, fresh, site, p, now)
+	var taken *household.AlreadyEnrolledError
+	if errors.As(err, &taken) && taken.Holder == identity.EnrolmentName(site.Name, p) {
+		err = nil
+	}
 	if err != nil || claimed != nil || !named {
 		return claimed, err
 	}
