@@ -17,8 +17,8 @@ import (
 	"github.com/flexsite/flexsite/internal/index"
 )
 
-// The webhook writes an EnrolmentClaim when it admits an enrolment, so its side effects are
-// none on dry run only (it then writes nothing).
+// The webhook writes an EnrolmentClaim when it admits an enrolment under a name of its own, so
+// its side effects are none on dry run only (it then writes nothing).
 // +kubebuilder:webhook:path=/validate-flexsite-io-v1alpha1-enrolment,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=flexsite.io,resources=enrolments,verbs=create,versions=v1alpha1,name=venrolment.flexsite.io,admissionReviewVersions=v1
 // +kubebuilder:rbac:groups=flexsite.io,resources=enrolmentclaims,verbs=get;create;delete
 
@@ -28,8 +28,9 @@ import (
 // refusals (not offered, consent missing, not eligible, site not there yet) can change
 // without touching the Enrolment, so a declared enrolment is accepted with a warning and its
 // status says Stalled until they do. A site has one enrolment per proposition: an enrolment
-// admitted otherwise is admitted only with the EnrolmentClaim of its site and proposition
-// (household's "Which Enrolment holds a site's enrolment"), made here before it is stored.
+// named after its site and proposition holds them by its name; one under another name is
+// admitted only with the EnrolmentClaim of their name, made here before it is stored
+// (household's "Which Enrolment holds a site's enrolment").
 type enrolmentValidator struct {
 	*lookups
 	client client.Client
@@ -99,15 +100,16 @@ func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enr
 	return warnings, invalid("Enrolment", enr.Name, errs)
 }
 
-// claim makes the EnrolmentClaim of enr's site and proposition for enr (nothing on a dry
-// run), or reports a household.AlreadyEnrolledError.
+// claim holds enr's site and proposition for enr: by its name when it is named after them
+// (no claim), else by the EnrolmentClaim of their name (nothing on a dry run); or reports a
+// household.AlreadyEnrolledError.
 func (v *enrolmentValidator) claim(ctx context.Context, enr *flexv1.Enrolment) error {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil {
 		return err
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
-	return householdstore.ClaimEnrolment(ctx, v.client, v.api, index.NewLookup(v.cache), enr, v.now(), dryRun)
+	return householdstore.HoldEnrolment(ctx, v.client, v.api, index.NewLookup(v.cache), enr, v.now(), dryRun)
 }
 
 // evaluatedNow reports whether the site's status holds an eligibility computed from its

@@ -15,10 +15,15 @@ import (
 // per proposition, whichever door it comes through: the REST API names its enrolment after
 // the site and the proposition (identity.EnrolmentName), kubectl and GitOps name theirs as
 // they like, and a cache a moment behind the API server cannot tell a request about one made
-// a moment ago under another name. So every Enrolment holds its place through an
-// EnrolmentClaim named after the site and the proposition (identity.EnrolmentClaimName), made
-// by the Enrolment admission webhook before the Enrolment is stored: two claimants race for
-// one object name, so exactly one wins, and the other is refused.
+// a moment ago under another name. An Enrolment named after its site and proposition holds
+// its place by its name, at no cost (EnrolmentHeldByName): the API server refuses a second
+// object of the name. An Enrolment under another name holds it through an EnrolmentClaim of that name
+// (identity.EnrolmentClaimName), made by the Enrolment admission webhook before the
+// Enrolment is stored: two such claimants race for one object name, so exactly one wins. Each
+// kind looks for the other by GET at admission: the named one for a claim that binds, the
+// claimant, once its claim is made, for the named one. An enrolment stored before the other
+// is admitted is always found; two admitted within the moment between one's admission and its
+// store may both pass (docs/platform.md, "One enrolment per site and proposition").
 //
 // A claim binds while its Enrolment is stored, live, for the claim's site and proposition.
 // For EnrolmentClaimGrace after it was made it is pending (its Enrolment is being admitted
@@ -26,6 +31,12 @@ import (
 // after its claim was made, or deleted without its finalizer): anyone may then replace it.
 // Enrolments stored before claims existed hold their place without one: the cache has long
 // seen them, and the webhook and the REST API find them there.
+
+// EnrolmentHeldByName reports whether enr holds its site's enrolment in its proposition by
+// its name (the name the REST API gives it, NewEnrolment), so that it makes no claim.
+func EnrolmentHeldByName(enr *flexv1.Enrolment) bool {
+	return enr.Name == identity.EnrolmentName(enr.Spec.SiteName, enr.Spec.Proposition)
+}
 
 // EnrolmentClaimGrace is how long a claim whose Enrolment is not stored (yet) is honoured:
 // the request that made it is still being admitted and stored, which takes milliseconds, or at

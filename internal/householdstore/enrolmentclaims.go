@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flexv1 "github.com/flexsite/flexsite/api/v1alpha1"
@@ -18,14 +19,41 @@ import (
 	"github.com/flexsite/flexsite/internal/index"
 )
 
-// ClaimEnrolment reserves enr's site and proposition for enr before enr is stored (the
-// Enrolment webhook's half; household's "Which Enrolment holds a site's enrolment"), or
-// reports an AlreadyEnrolledError: another Enrolment holds it, or is being stored with its
-// claim at this moment. The claims are read from the API server (fresh must not be a cache),
-// so two enrolments made a moment apart through any doors meet at the claim's name. Enrolments
-// stored before claims existed are found as the cache has seen them (holders: the cache's
-// index, no LIST; docs/scale.md, "Request paths: no LIST"). With dryRun it writes nothing and
-// answers what a real request would meet now. The protocol is internal/claiming's.
+// HoldEnrolment admits enr's hold on its site's enrolment in its proposition, or reports an
+// AlreadyEnrolledError (the Enrolment webhook's half; household's "Which Enrolment holds a
+// site's enrolment"). An Enrolment named after its site and proposition holds it by its name
+// and writes nothing: it is refused when the claim of its name binds for another Enrolment
+// (one GET of the claim, one of the Enrolment it names). One under another name claims it
+// (ClaimEnrolment). Enrolments stored before claims existed are found as the cache has seen
+// them (holders: the cache's index, no LIST; docs/scale.md, "Request paths: no LIST"). fresh
+// must read from the API server, not a cache.
+func HoldEnrolment(ctx context.Context, w client.Client, fresh client.Reader, holders index.Lookup,
+	enr *flexv1.Enrolment, now time.Time, dryRun bool) error {
+	if !household.EnrolmentHeldByName(enr) {
+		return ClaimEnrolment(ctx, w, fresh, holders, enr, now, dryRun)
+	}
+	claimed, err := claimedEnrolment(ctx, fresh, enr.Namespace, enr.Spec.SiteName, enr.Spec.Proposition, now)
+	var taken *household.AlreadyEnrolledError
+	if errors.As(err, &taken) && taken.Holder == enr.Name {
+		err = nil // a claim naming enr itself: none of another's
+	}
+	if err != nil {
+		return err
+	}
+	if claimed != nil && claimed.Name != enr.Name {
+		return &household.AlreadyEnrolledError{SiteName: enr.Spec.SiteName, Proposition: enr.Spec.Proposition, Holder: claimed.Name}
+	}
+	return unclaimedHolder(ctx, holders, enr)
+}
+
+// ClaimEnrolment reserves enr's site and proposition for enr, an Enrolment not named after
+// them, before enr is stored, or reports an AlreadyEnrolledError: another Enrolment holds it
+// by its claim, or is being stored with its claim at this moment, or holds it by its name (an
+// Enrolment named after the site and the proposition, looked for by GET once the claim is
+// made, which withdraws the claim). The claims are read from the API server (fresh must not be
+// a cache), so two enrolments made a moment apart through any doors meet at the claim's name,
+// or the claimant finds the named one. With dryRun it writes nothing and answers what a real
+// request would meet now. The protocol is internal/claiming's.
 func ClaimEnrolment(ctx context.Context, w client.Client, fresh client.Reader, holders index.Lookup,
 	enr *flexv1.Enrolment, now time.Time, dryRun bool) error {
 	want := household.NewEnrolmentClaim(enr)
@@ -38,7 +66,12 @@ func ClaimEnrolment(ctx context.Context, w client.Client, fresh client.Reader, h
 			}
 			return existing.Spec.EnrolmentName == enr.Name, household.EnrolmentClaimStanding(existing, holder, now), nil
 		},
-		OtherHolder: func() error { return unclaimedHolder(ctx, holders, enr) },
+		OtherHolder: func() error {
+			if err := unclaimedHolder(ctx, holders, enr); err != nil {
+				return err
+			}
+			return namedHolder(ctx, fresh, enr)
+		},
 		Taken: func(existing *flexv1.EnrolmentClaim, standing claimrule.Standing) error {
 			return &household.AlreadyEnrolledError{SiteName: enr.Spec.SiteName, Proposition: enr.Spec.Proposition,
 				Holder: existing.Spec.EnrolmentName, Pending: standing == claimrule.Pending}
@@ -49,14 +82,30 @@ func ClaimEnrolment(ctx context.Context, w client.Client, fresh client.Reader, h
 	return err
 }
 
+// namedHolder reports, as an AlreadyEnrolledError, the live Enrolment named after enr's site
+// and proposition as stored now (one GET; fresh must not be a cache): it holds them by its name.
+func namedHolder(ctx context.Context, fresh client.Reader, enr *flexv1.Enrolment) error {
+	site := &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: enr.Namespace, Name: enr.Spec.SiteName}}
+	named, err := NamedEnrolment(ctx, fresh, site, enr.Spec.Proposition)
+	if err != nil || named == nil || named.Name == enr.Name || !named.DeletionTimestamp.IsZero() {
+		return err
+	}
+	return &household.AlreadyEnrolledError{SiteName: enr.Spec.SiteName, Proposition: enr.Spec.Proposition, Holder: named.Name}
+}
+
 // ClaimedEnrolment is the Enrolment that holds site's enrolment in p by its claim, read from
 // the API server by GET (fresh must not be a cache): nil when no claim binds. A claim made a
 // moment ago whose Enrolment is not stored yet is an AlreadyEnrolledError with Pending (ask
 // again in a moment).
 func ClaimedEnrolment(ctx context.Context, fresh client.Reader, site *flexv1.Site, p flexv1.PropositionName,
 	now time.Time) (*flexv1.Enrolment, error) {
+	return claimedEnrolment(ctx, fresh, site.Namespace, site.Name, p, now)
+}
+
+func claimedEnrolment(ctx context.Context, fresh client.Reader, ns, siteName string, p flexv1.PropositionName,
+	now time.Time) (*flexv1.Enrolment, error) {
 	claim := &flexv1.EnrolmentClaim{}
-	err := fresh.Get(ctx, client.ObjectKey{Namespace: site.Namespace, Name: identity.EnrolmentClaimName(site.Name, p)}, claim)
+	err := fresh.Get(ctx, client.ObjectKey{Namespace: ns, Name: identity.EnrolmentClaimName(siteName, p)}, claim)
 	if err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
@@ -64,24 +113,24 @@ func ClaimedEnrolment(ctx context.Context, fresh client.Reader, site *flexv1.Sit
 	if err != nil {
 		return nil, err
 	}
-	if holder != nil && (holder.Spec.SiteName != site.Name || holder.Spec.Proposition != p) {
+	if holder != nil && (holder.Spec.SiteName != siteName || holder.Spec.Proposition != p) {
 		holder = nil // another site's whose name digests alike: it holds nothing here
 	}
 	switch household.EnrolmentClaimStanding(claim, holder, now) {
 	case claimrule.Held:
 		return holder, nil
 	case claimrule.Pending:
-		return nil, &household.AlreadyEnrolledError{SiteName: site.Name, Proposition: p, Holder: claim.Spec.EnrolmentName, Pending: true}
+		return nil, &household.AlreadyEnrolledError{SiteName: siteName, Proposition: p, Holder: claim.Spec.EnrolmentName, Pending: true}
 	default:
 		return nil, nil
 	}
 }
 
-// StoredEnrolment is site's enrolment in p as stored now, found by its claim (ClaimedEnrolment),
-// and with no claim and named, by the name the API gives it (NamedEnrolment: where the
-// Enrolment webhook does not run, nothing claims). A pending claim of that name (a request
-// that failed after its claim, say) is none: the API's own create of the name meets it as its
-// own. GETs; fresh must not be a cache.
+// StoredEnrolment is site's enrolment in p as stored now, found by its claim (ClaimedEnrolment:
+// an Enrolment under a name of its own), and with no claim and named, by the name the API
+// gives it (NamedEnrolment: an Enrolment of that name holds it by its name and makes no
+// claim). A pending claim naming that name (left by an earlier admission) is none: the API's
+// own create of the name meets it as its own. GETs; fresh must not be a cache.
 func StoredEnrolment(ctx context.Context, fresh client.Reader, site *flexv1.Site, p flexv1.PropositionName,
 	now time.Time, named bool) (*flexv1.Enrolment, error) {
 	claimed, err := ClaimedEnrolment(ctx, fresh, site, p, now)
@@ -135,6 +184,9 @@ func ClaimedByAnother(ctx context.Context, fresh client.Reader, site *flexv1.Sit
 // (another Enrolment's, made once enr was on its way out, stays), with preconditions so that
 // a claim made a moment ago by another is never deleted. fresh must read from the API server.
 func ReleaseEnrolmentClaim(ctx context.Context, w client.Client, fresh client.Reader, enr *flexv1.Enrolment) error {
+	if household.EnrolmentHeldByName(enr) {
+		return nil // held by its name: it made no claim
+	}
 	claim := &flexv1.EnrolmentClaim{}
 	err := fresh.Get(ctx, client.ObjectKeyFromObject(household.NewEnrolmentClaim(enr)), claim)
 	if err != nil || claim.Spec.EnrolmentName != enr.Name {

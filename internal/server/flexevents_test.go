@@ -69,9 +69,6 @@ func startFlexREST(t *testing.T, opts ...func(*server.Config)) *flexREST {
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{DB: database.Pool}); err != nil {
 		t.Fatal(err)
 	}
-	if err := admission.Setup(mgr, admission.Options{}); err != nil {
-		t.Fatal(err)
-	}
 	const keys = "flexsite-system"
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keys}}); err != nil {
 		t.Fatal(err)
@@ -85,6 +82,10 @@ func startFlexREST(t *testing.T, opts ...func(*server.Config)) *flexREST {
 		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()), HostedNamespace: keys, DB: database.Pool}
 	for _, opt := range opts {
 		opt(&cfg)
+	}
+	// The webhooks read what the REST API reads (a suite's lagging cache lags for both).
+	if err := admission.Setup(mgr, admission.Options{Cache: cfg.Cache}); err != nil {
+		t.Fatal(err)
 	}
 	srv := server.NewServer(cfg)
 	httpSrv := httptest.NewServer(srv)

@@ -17,9 +17,9 @@ import (
 	"github.com/flexsite/flexsite/internal/server"
 )
 
-// laggingCache is the manager's cache as the REST API reads it, behind the API server for the
-// Enrolments named in hidden: it never sees them, as a cache does for a moment after they are
-// stored. Only the REST API reads through it; the webhooks and controllers read the real cache.
+// laggingCache is the manager's cache as the REST API and the webhooks read it, behind the API
+// server for the Enrolments named in hidden: it never sees them, as a cache does for a moment
+// after they are stored. The controllers read the real cache.
 type laggingCache struct {
 	client.Reader
 	mu     sync.Mutex
@@ -64,9 +64,11 @@ func (c *laggingCache) List(ctx context.Context, list client.ObjectList, opts ..
 // An Enrolment declared by GitOps under its own name a moment before the REST API is asked to
 // enrol the same site in the same proposition, with the Enrolment webhook admitting it as in
 // production: the REST API's cache has not seen it yet (laggingCache, which makes the moment
-// last), and the answer is already_enrolled, with one enrolment. The other way round, an
-// enrolment declared a moment after the REST enrol is refused. Each door finds the other's
-// enrolment by its EnrolmentClaim, by GET, whatever the caches have seen.
+// last), and the answer is already_enrolled, with one enrolment: the REST API finds it by its
+// EnrolmentClaim, by GET. The other way round, an enrolment declared a moment after the REST
+// enrol, which made no claim (it holds the site's place by its name), is refused while the
+// webhook's cache has not seen the REST one: the webhook finds it by its name, by GET, once the
+// declared one's claim is made, and withdraws that claim.
 func TestGitOpsEnrolmentMomentsApart(t *testing.T) {
 	lag := &laggingCache{hidden: map[string]bool{}}
 	f := startFlexREST(t, func(c *server.Config) {
@@ -125,21 +127,30 @@ func TestGitOpsEnrolmentMomentsApart(t *testing.T) {
 	t.Run("declared a moment after the REST enrol", func(t *testing.T) {
 		mpan := validMPAN(7)
 		siteID, siteName := initialise(mpan), identity.SiteNameForMPAN(mpan)
+		named := identity.EnrolmentName(siteName, flexv1.PropositionLimitedPause)
+		lag.hide(&flexv1.Enrolment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: named}})
 		status, resp := do("POST", "/entities/site/"+siteID+"/enrol", tok, map[string]any{"proposition": "limited_pause"})
 		if status != http.StatusOK || resp["status"] != "enrolled" {
 			t.Fatalf("enrol answered %d %v", status, resp)
+		}
+		claimKey := client.ObjectKey{Namespace: ns, Name: identity.EnrolmentClaimName(siteName, flexv1.PropositionLimitedPause)}
+		if err := f.env.Client.Get(ctx, claimKey, &flexv1.EnrolmentClaim{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the REST enrol's claim: %v, want none", err)
 		}
 		declared := &flexv1.Enrolment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "declared-by-gitops-late"},
 			Spec:       flexv1.EnrolmentSpec{SiteName: siteName, Proposition: flexv1.PropositionLimitedPause},
 		}
 		err := f.env.Client.Create(ctx, declared)
-		want := fmt.Sprintf("already enrolled in it by Enrolment %q", identity.EnrolmentName(siteName, flexv1.PropositionLimitedPause))
+		want := fmt.Sprintf("already enrolled in it by Enrolment %q", named)
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
 			t.Errorf("declaring a second enrolment: %v, want Invalid %q", err, want)
 		}
-		if names := enrolmentsOf(siteName); len(names) != 1 {
-			t.Errorf("enrolments in limited_pause %v, want one", names)
+		if names := enrolmentsOf(siteName); len(names) != 1 || names[0] != named {
+			t.Errorf("enrolments in limited_pause %v, want only %s", names, named)
+		}
+		if err := f.env.Client.Get(ctx, claimKey, &flexv1.EnrolmentClaim{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the refused enrolment's claim: %v, want withdrawn", err)
 		}
 	})
 }
