@@ -45,3 +45,22 @@ func TestEnrolmentClaimStanding(t *testing.T) {
 		})
 	}
 }
+
+// The REST API's Enrolment (NewEnrolment) holds its place by its name; one under any other
+// name, or named after another site or proposition, claims.
+func TestEnrolmentHeldByName(t *testing.T) {
+	site := &flexv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: "org", Name: "mpan-1012345678903"}}
+	rest := household.NewEnrolment(site, flexv1.PropositionLimitedPause, false)
+	if !household.EnrolmentHeldByName(rest) {
+		t.Errorf("the REST API's enrolment %s: not held by its name", rest.Name)
+	}
+	declared := rest.DeepCopy()
+	declared.Name = "declared-by-gitops"
+	other := rest.DeepCopy()
+	other.Spec.Proposition = flexv1.PropositionFullAssetScheduleControl
+	for _, e := range []*flexv1.Enrolment{declared, other} {
+		if household.EnrolmentHeldByName(e) {
+			t.Errorf("%s for %s in %s: held by its name", e.Name, e.Spec.SiteName, e.Spec.Proposition)
+		}
+	}
+}
