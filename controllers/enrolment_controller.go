@@ -53,6 +53,7 @@ type EnrolmentReconciler struct {
 // +kubebuilder:rbac:groups=flexsite.io,resources=enrolments,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=enrolments/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=enrolments/finalizers,verbs=update
+// +kubebuilder:rbac:groups=flexsite.io,resources=enrolmentclaims,verbs=get;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites/status,verbs=get;update;patch
 
@@ -192,7 +193,7 @@ func (r *EnrolmentReconciler) storesAssets(ctx context.Context, site *flexv1.Sit
 }
 
 // finalize records the household's withdrawal when the deletion is one
-// (household.DeletionIsWithdrawal) and releases the Enrolment.
+// (household.DeletionIsWithdrawal), deletes the Enrolment's claim and releases the Enrolment.
 func (r *EnrolmentReconciler) finalize(ctx context.Context, enr *flexv1.Enrolment, site *flexv1.Site) error {
 	if !controllerutil.ContainsFinalizer(enr, flexv1.Finalizer) {
 		return nil
@@ -217,6 +218,11 @@ func (r *EnrolmentReconciler) finalize(ctx context.Context, enr *flexv1.Enrolmen
 		if err := r.Notifier.final(ctx, enr, events.EnrolmentRemovedChange(enr, siteIDFrom(site)), r.Now()); err != nil {
 			return err
 		}
+	}
+	// Its claim goes before it does, so that a new enrolment of the site in the proposition
+	// can follow it (household's "Which Enrolment holds a site's enrolment").
+	if err := householdstore.ReleaseEnrolmentClaim(ctx, r.Client, r.APIReader, enr); err != nil {
+		return err
 	}
 	return metadata.RemoveFinalizer(ctx, r.Client, enr)
 }

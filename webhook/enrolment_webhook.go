@@ -2,7 +2,9 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -15,15 +17,25 @@ import (
 	"github.com/flexsite/flexsite/internal/index"
 )
 
-// +kubebuilder:webhook:path=/validate-flexsite-io-v1alpha1-enrolment,mutating=false,failurePolicy=fail,sideEffects=None,groups=flexsite.io,resources=enrolments,verbs=create,versions=v1alpha1,name=venrolment.flexsite.io,admissionReviewVersions=v1
+// The webhook writes an EnrolmentClaim when it admits an enrolment under a name of its own, so
+// its side effects are none on dry run only (it then writes nothing).
+// +kubebuilder:webhook:path=/validate-flexsite-io-v1alpha1-enrolment,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=flexsite.io,resources=enrolments,verbs=create,versions=v1alpha1,name=venrolment.flexsite.io,admissionReviewVersions=v1
+// +kubebuilder:rbac:groups=flexsite.io,resources=enrolmentclaims,verbs=get;create;delete
 
 // enrolmentValidator translates the household's enrolment decision for a new Enrolment: a
 // household's withdrawal binds whichever door an enrolment comes through, so an enrolment
 // that does not override it is refused (the REST API's previously_withdrew). The other
 // refusals (not offered, consent missing, not eligible, site not there yet) can change
 // without touching the Enrolment, so a declared enrolment is accepted with a warning and its
-// status says Stalled until they do. A site has one enrolment per proposition.
-type enrolmentValidator struct{ *lookups }
+// status says Stalled until they do. A site has one enrolment per proposition: an enrolment
+// named after its site and proposition holds them by its name; one under another name is
+// admitted only with the EnrolmentClaim of their name, made here before it is stored
+// (household's "Which Enrolment holds a site's enrolment").
+type enrolmentValidator struct {
+	*lookups
+	client client.Client
+	now    func() time.Time
+}
 
 func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enrolment) (admission.Warnings, error) {
 	spec := field.NewPath("spec")
@@ -71,15 +83,33 @@ func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enr
 		warnings = append(warnings, fmt.Sprintf("spec.siteName: Site %q: %s; the enrolment stays inactive until that changes",
 			enr.Spec.SiteName, d.Message))
 	}
-	other, err := v.otherEnrolment(ctx, enr)
-	if err != nil {
-		return nil, err
-	}
-	if other != "" {
-		errs = append(errs, field.Invalid(spec.Child("proposition"), enr.Spec.Proposition,
-			fmt.Sprintf("Site %q is already enrolled in it by Enrolment %q", enr.Spec.SiteName, other)))
+	if len(errs) == 0 {
+		// Claimed last: an enrolment refused for anything else writes nothing.
+		if err := v.claim(ctx, enr); err != nil {
+			var taken *household.AlreadyEnrolledError
+			if !errors.As(err, &taken) {
+				return nil, err
+			}
+			msg := fmt.Sprintf("Site %q is already enrolled in it by Enrolment %q", enr.Spec.SiteName, taken.Holder)
+			if taken.Pending {
+				msg = fmt.Sprintf("Site %q is being enrolled in it by Enrolment %q at this moment; try again", enr.Spec.SiteName, taken.Holder)
+			}
+			errs = append(errs, field.Invalid(spec.Child("proposition"), enr.Spec.Proposition, msg))
+		}
 	}
 	return warnings, invalid("Enrolment", enr.Name, errs)
+}
+
+// claim holds enr's site and proposition for enr: by its name when it is named after them
+// (no claim), else by the EnrolmentClaim of their name (nothing on a dry run); or reports a
+// household.AlreadyEnrolledError.
+func (v *enrolmentValidator) claim(ctx context.Context, enr *flexv1.Enrolment) error {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return err
+	}
+	dryRun := req.DryRun != nil && *req.DryRun
+	return householdstore.HoldEnrolment(ctx, v.client, v.api, index.NewLookup(v.cache), enr, v.now(), dryRun)
 }
 
 // evaluatedNow reports whether the site's status holds an eligibility computed from its
@@ -87,20 +117,6 @@ func (v *enrolmentValidator) ValidateCreate(ctx context.Context, enr *flexv1.Enr
 func evaluatedNow(site *flexv1.Site) bool {
 	_, current := household.EvaluatedEligibility(site)
 	return current
-}
-
-// otherEnrolment names another live Enrolment of the same site in the same proposition.
-func (v *enrolmentValidator) otherEnrolment(ctx context.Context, enr *flexv1.Enrolment) (string, error) {
-	others, err := index.NewLookup(v.cache).EnrolmentsOfSite(ctx, enr.Namespace, enr.Spec.SiteName)
-	if err != nil {
-		return "", err
-	}
-	for _, other := range others {
-		if other.Name != enr.Name && other.Spec.Proposition == enr.Spec.Proposition && other.DeletionTimestamp.IsZero() {
-			return other.Name, nil
-		}
-	}
-	return "", nil
 }
 
 func (v *enrolmentValidator) ValidateUpdate(context.Context, *flexv1.Enrolment, *flexv1.Enrolment) (admission.Warnings, error) {

@@ -29,6 +29,10 @@ type Options struct {
 	// MaxSubscriptions is how many Subscriptions an organisation may have (0:
 	// validation.DefaultMaxSubscriptions).
 	MaxSubscriptions int
+	// Cache is what the webhooks' rules read other objects through (nil: the manager's cache,
+	// with the internal/index indexes). A suite may hand one that lags behind the API server
+	// for chosen objects, as a cache does for a moment after they are stored.
+	Cache client.Reader
 }
 
 // Setup registers the webhooks of every Flexsite kind with the manager's webhook server.
@@ -37,7 +41,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		opts.MaxSubscriptions = validation.DefaultMaxSubscriptions
 	}
 	// The cache itself, not the client: its unique keys are looked up by bucket (index.NewLookup).
-	lookups := &lookups{cache: mgr.GetCache(), api: mgr.GetAPIReader()}
+	lookups := &lookups{cache: opts.Cache, api: mgr.GetAPIReader()}
+	if lookups.cache == nil {
+		lookups.cache = mgr.GetCache()
+	}
 	now := time.Now
 	if err := ctrl.NewWebhookManagedBy(mgr, &flexv1.Site{}).
 		WithDefaulter(&siteDefaulter{}).WithValidator(&siteValidator{lookups: lookups, now: now}).Complete(); err != nil {
@@ -48,7 +55,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &flexv1.Enrolment{}).
-		WithValidator(&enrolmentValidator{lookups: lookups}).Complete(); err != nil {
+		WithValidator(&enrolmentValidator{lookups: lookups, client: mgr.GetClient(), now: now}).Complete(); err != nil {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &flexv1.FlexEvent{}).

@@ -265,6 +265,81 @@ var _ = Describe("Enrolment webhook", func() {
 			`spec.proposition: Invalid value: "limited_pause": Site "home" is already enrolled in it by Enrolment "` + first.Name + `"`))
 	})
 
+	It("admits an enrolment under a name of its own with its site's claim, refuses another a moment after it by the claim, and claims nothing on a dry run", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, site(ns, "home", "1234567890126"))).To(Succeed())
+		first := enrolment(ns, "home")
+		Expect(k8sClient.Create(ctx, first)).To(Succeed())
+		claimKey := client.ObjectKey{Namespace: ns, Name: identity.EnrolmentClaimName("home", flexv1.PropositionLimitedPause)}
+		claim := &flexv1.EnrolmentClaim{}
+		Expect(k8sClient.Get(ctx, claimKey, claim)).To(Succeed())
+		Expect(claim.Spec.EnrolmentName).To(Equal(first.Name))
+		// Straight after, whatever the webhook's cache has seen of the first.
+		Expect(refusal(Default, ctx, enrolment(ns, "home"))).To(ContainSubstring(
+			`Site "home" is already enrolled in it by Enrolment "` + first.Name + `"`))
+
+		Expect(k8sClient.Create(ctx, site(ns, "cottage", "1012345678903"))).To(Succeed())
+		Expect(k8sClient.Create(ctx, enrolment(ns, "cottage"), client.DryRunAll)).To(Succeed())
+		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: identity.EnrolmentClaimName("cottage", flexv1.PropositionLimitedPause)},
+			&flexv1.EnrolmentClaim{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a dry run's claim: %v", err)
+	})
+
+	It("admits an enrolment named after its site and proposition with no claim, and refuses one under another name after it by that name", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, site(ns, "home", "1234567890126"))).To(Succeed())
+		named := &flexv1.Enrolment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.EnrolmentName("home", flexv1.PropositionLimitedPause)},
+			Spec:       flexv1.EnrolmentSpec{SiteName: "home", Proposition: flexv1.PropositionLimitedPause},
+		}
+		Expect(k8sClient.Create(ctx, named.DeepCopy(), client.DryRunAll)).To(Succeed())
+		Expect(k8sClient.Create(ctx, named)).To(Succeed())
+		claimKey := client.ObjectKey{Namespace: ns, Name: identity.EnrolmentClaimName("home", flexv1.PropositionLimitedPause)}
+		err := k8sClient.Get(ctx, claimKey, &flexv1.EnrolmentClaim{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the named enrolment's claim: %v", err)
+
+		// Straight after, whatever the webhook's cache has seen of the named one; a dry run too.
+		Expect(refusal(Default, ctx, enrolment(ns, "home"))).To(ContainSubstring(
+			`Site "home" is already enrolled in it by Enrolment "` + named.Name + `"`))
+		err = k8sClient.Create(ctx, enrolment(ns, "home"), client.DryRunAll)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "a dry run: %v", err)
+		err = k8sClient.Get(ctx, claimKey, &flexv1.EnrolmentClaim{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the refused enrolment's claim, withdrawn: %v", err)
+	})
+
+	It("refuses an enrolment named after its site and proposition while another's claim binds", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, site(ns, "home", "1234567890126"))).To(Succeed())
+		first := enrolment(ns, "home")
+		Expect(k8sClient.Create(ctx, first)).To(Succeed())
+		named := &flexv1.Enrolment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: identity.EnrolmentName("home", flexv1.PropositionLimitedPause)},
+			Spec:       flexv1.EnrolmentSpec{SiteName: "home", Proposition: flexv1.PropositionLimitedPause},
+		}
+		Expect(refusal(Default, ctx, named)).To(ContainSubstring(
+			`Site "home" is already enrolled in it by Enrolment "` + first.Name + `"`))
+	})
+
+	It("deletes an enrolment's claim with it, so that another enrolment may follow", func(ctx SpecContext) {
+		Expect(k8sClient.Create(ctx, site(ns, "home", "1234567890126"))).To(Succeed())
+		first := enrolment(ns, "home")
+		Expect(k8sClient.Create(ctx, first)).To(Succeed())
+		// Its finalizer (the controller's) deletes the claim before the enrolment goes.
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(first), first)).To(Succeed())
+			g.Expect(first.Finalizers).To(ContainElement(flexv1.Finalizer))
+		}).Should(Succeed())
+		Expect(k8sClient.Delete(ctx, first)).To(Succeed())
+		Eventually(func() error { return k8sClient.Get(ctx, client.ObjectKeyFromObject(first), &flexv1.Enrolment{}) }).
+			Should(Satisfy(apierrors.IsNotFound))
+		claimKey := client.ObjectKey{Namespace: ns, Name: identity.EnrolmentClaimName("home", flexv1.PropositionLimitedPause)}
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, claimKey, &flexv1.EnrolmentClaim{}))).To(BeTrue())
+
+		next := enrolment(ns, "home")
+		next.Spec.OverrideWithdrawal = true // deleting the first may have been a withdrawal
+		Expect(k8sClient.Create(ctx, next)).To(Succeed())
+		claim := &flexv1.EnrolmentClaim{}
+		Expect(k8sClient.Get(ctx, claimKey, claim)).To(Succeed())
+		Expect(claim.Spec.EnrolmentName).To(Equal(next.Name))
+	})
+
 	It("accepts an enrolment for a site that does not exist yet (GitOps may apply it first)", func(ctx SpecContext) {
 		warned := warningClient()
 		Expect(warned.Create(ctx, enrolment(ns, "later"))).To(Succeed())

@@ -89,21 +89,9 @@ func (s *Service) Unenrol(ctx context.Context, p *auth.Principal, siteID string,
 	if err != nil {
 		return EnrolResult{}, err
 	}
-	// As stored now, by GET: those the cache has seen, and the one named after site and prop.
-	enrolments, err := s.store(true).enrolmentsOf(ctx, site)
+	mine, err := householdstore.LiveEnrolmentsIn(ctx, s.store(true).lookup, s.APIReader, site, prop, time.Now())
 	if err != nil {
 		return EnrolResult{}, err
-	}
-	if named, err := householdstore.NamedEnrolment(ctx, s.APIReader, site, prop); err != nil {
-		return EnrolResult{}, err
-	} else if named != nil && !slices.ContainsFunc(enrolments, func(e flexv1.Enrolment) bool { return e.Name == named.Name }) {
-		enrolments = append(enrolments, *named)
-	}
-	var mine []flexv1.Enrolment
-	for _, e := range enrolments {
-		if e.Spec.Proposition == prop && e.DeletionTimestamp.IsZero() {
-			mine = append(mine, e)
-		}
 	}
 	out := EnrolResult{SiteID: site.Labels[flexv1.IDLabel], Status: StatusAlreadyUnenrolled}
 	if len(mine) == 0 {
@@ -204,17 +192,19 @@ func (s *Service) liveEnrolment(ctx context.Context, st store, log *writeLog, si
 		return nil, err
 	}
 	inP := func(e flexv1.Enrolment) bool { return e.Spec.Proposition == p }
-	if !slices.ContainsFunc(enrolments, inP) && st.cached && !log.wasCreated(site) {
-		// Before deciding there is none, make sure no other request made one a moment ago, named
-		// after the site and p: one GET, not a LIST (docs/scale.md). One GitOps declared under
-		// another name is in the cache unless within its lag, as for the Enrolment webhook. (A
-		// site this request has just created has had no time to be declared against.)
-		named, err := householdstore.NamedEnrolment(ctx, s.APIReader, site, p)
+	if !slices.ContainsFunc(enrolments, inP) && !log.wasCreated(site) {
+		// Before deciding there is none, look for one made a moment ago, through any door, that
+		// the cache has not seen: by its claim (GETs, no LIST: docs/scale.md). (A site this
+		// request has just created has had no time to be enrolled by another.)
+		found, err := householdstore.StoredEnrolment(ctx, s.APIReader, site, p, time.Now(), st.cached)
+		if errors.As(err, new(*household.AlreadyEnrolledError)) {
+			return nil, &retry{answer: ErrTooManyChanges} // being stored right now: plan again once it is
+		}
 		if err != nil {
 			return nil, err
 		}
-		if named != nil {
-			enrolments = append(enrolments, *named)
+		if found != nil {
+			enrolments = append(enrolments, *found)
 		}
 	}
 	i := slices.IndexFunc(enrolments, inP)
@@ -233,7 +223,13 @@ func (s *Service) liveEnrolment(ctx context.Context, st store, log *writeLog, si
 func (s *Service) ensureEnrolment(ctx context.Context, log *writeLog, site *flexv1.Site, existing *flexv1.Enrolment,
 	p flexv1.PropositionName, override bool) (string, error) {
 	if existing == nil {
-		if err := s.create(ctx, log, household.NewEnrolment(site, p, override)); err != nil {
+		enr := household.NewEnrolment(site, p, override)
+		if err := s.create(ctx, log, enr); err != nil {
+			// Refused for another Enrolment that holds or is taking the site's place in p: plan
+			// again, and find that one.
+			if other, cerr := householdstore.ClaimedByAnother(ctx, s.APIReader, site, enr, time.Now()); cerr == nil && other {
+				return "", errRetry
+			}
 			return "", err
 		}
 		return StatusEnrolled, nil

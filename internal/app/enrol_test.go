@@ -212,3 +212,25 @@ func TestReenrolWhileTheWithdrawnEnrolmentLingers(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(again.Status).To(Equal(app.StatusEnrolled))
 }
+
+// A claim left by a request that failed after the Enrolment webhook claimed its enrolment
+// (pending for a minute: its enrolment is not stored) names the enrolment the API would make:
+// the next enrol is not told to retry for that minute, it makes that enrolment, whose
+// admission meets the claim as its own.
+func TestEnrolPastALeftClaimOfItsOwnName(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	p := org(t)
+	m := mpan()
+	init, err := svc.Initialise(ctx, p, householdOf(m).UpsertInput)
+	g.Expect(err).NotTo(HaveOccurred())
+	siteName := identity.SiteNameForMPAN(m)
+	g.Expect(env.Client.Create(ctx, &flexv1.EnrolmentClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: identity.EnrolmentClaimName(siteName, flexv1.PropositionLimitedPause)},
+		Spec:       flexv1.EnrolmentClaimSpec{EnrolmentName: identity.EnrolmentName(siteName, flexv1.PropositionLimitedPause)},
+	})).To(Succeed())
+
+	out, err := svc.Enrol(ctx, p, init.Site.SiteID, app.EnrolInput{Proposition: flexv1.PropositionLimitedPause})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out.Status).To(Equal(app.StatusEnrolled))
+}

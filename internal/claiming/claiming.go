@@ -64,7 +64,10 @@ func Claim[T any, C interface {
 			err := w.Create(ctx, claim)
 			if err == nil {
 				if err := c.OtherHolder(); err != nil {
-					if delErr := w.Delete(ctx, claim); client.IgnoreNotFound(delErr) != nil {
+					// Withdrawn by its UID: this call's claim, never one made after it went.
+					uid := claim.GetUID()
+					if delErr := w.Delete(ctx, claim, client.Preconditions{UID: &uid}); client.IgnoreNotFound(delErr) != nil &&
+						!apierrors.IsConflict(delErr) {
 						return claim, fmt.Errorf("%w (and withdrawing the claim: %w)", err, delErr)
 					}
 					return nil, err

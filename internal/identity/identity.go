@@ -59,6 +59,13 @@ func EnrolmentName(siteName string, p flexv1.PropositionName) string {
 	return name
 }
 
+// EnrolmentClaimName names the EnrolmentClaim that reserves a site's enrolment in a
+// proposition: the name of the enrolment the API would make (EnrolmentName), whatever the
+// holding Enrolment's own name.
+func EnrolmentClaimName(siteName string, p flexv1.PropositionName) string {
+	return EnrolmentName(siteName, p)
+}
+
 // UsernameClaimName names the cluster-scoped UsernameClaim that reserves an API client's
 // username. Usernames allow characters object names do not (upper case, '_', '@'), and the
 // claim must tell "Acme" from "acme" as login does, so the name is the username's full digest.

@@ -33,6 +33,7 @@ import (
 // +kubebuilder:rbac:groups=flexsite.io,resources=sites;assets;enrolments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=rewardledgers,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=flexsite.io,resources=mpanclaims,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=flexsite.io,resources=enrolmentclaims,verbs=get
 // +kubebuilder:rbac:groups=flexsite.io,resources=apiclients,verbs=get;list;watch
 // +kubebuilder:rbac:groups=flexsite.io,resources=propositions;assetmodels;deviceproviders,verbs=get;list;watch
 // +kubebuilder:rbac:groups=flexsite.io,resources=deviceconnections,verbs=get;list;watch;create;update;patch;delete

@@ -39,7 +39,8 @@ type flexREST struct {
 	url string
 }
 
-func startFlexREST(t *testing.T) *flexREST {
+// startFlexREST starts it; opts change the server's configuration (e.g. a cache that lags).
+func startFlexREST(t *testing.T, opts ...func(*server.Config)) *flexREST {
 	t.Helper()
 	if err := dbtest.Available(); err != nil {
 		if fail, msg := dbtest.MissingVerdict(err); fail {
@@ -68,9 +69,6 @@ func startFlexREST(t *testing.T) *flexREST {
 	if err := controllers.SetupWithManager(ctx, mgr, controllers.Options{DB: database.Pool}); err != nil {
 		t.Fatal(err)
 	}
-	if err := admission.Setup(mgr, admission.Options{}); err != nil {
-		t.Fatal(err)
-	}
 	const keys = "flexsite-system"
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: keys}}); err != nil {
 		t.Fatal(err)
@@ -79,9 +77,17 @@ func startFlexREST(t *testing.T) *flexREST {
 	if err := ring.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
-	srv := server.NewServer(server.Config{Log: ctrl.Log.WithName("api"), Cache: mgr.GetCache(),
+	cfg := server.Config{Log: ctrl.Log.WithName("api"), Cache: mgr.GetCache(),
 		APIReader: mgr.GetAPIReader(), Client: mgr.GetClient(), Issuer: auth.NewIssuer(ring, time.Now),
-		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()), HostedNamespace: keys, DB: database.Pool})
+		Authenticator: auth.NewAuthenticator(mgr.GetCache(), mgr.GetAPIReader()), HostedNamespace: keys, DB: database.Pool}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	// The webhooks read what the REST API reads (a suite's lagging cache lags for both).
+	if err := admission.Setup(mgr, admission.Options{Cache: cfg.Cache}); err != nil {
+		t.Fatal(err)
+	}
+	srv := server.NewServer(cfg)
 	httpSrv := httptest.NewServer(srv)
 	t.Cleanup(httpSrv.Close)
 	go func() { _ = mgr.Start(ctx) }()

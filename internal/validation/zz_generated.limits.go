@@ -41,6 +41,7 @@ var CRDMaxLength = map[string]int{
 	"Enrolment.status.conditions[*].message":           32768,
 	"Enrolment.status.conditions[*].reason":            1024,
 	"Enrolment.status.conditions[*].type":              316,
+	"EnrolmentClaim.spec.enrolmentName":                253,
 	"FlexEvent.spec.market":                            64,
 	"FlexEvent.spec.ratePencePerKWh":                   9,
 	"FlexEvent.spec.siteNames[*]":                      253,

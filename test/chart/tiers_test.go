@@ -133,6 +133,7 @@ var _ = Describe("charts/flexsite's two tiers (sharding.enabled)", func() {
 				{"update", "flexsite.io", "deviceconnections", "status", organisation, "d"},
 				{"create", "flexsite.io", "mpanclaims", "", organisation, ""}, // a declared site's claim
 				{"delete", "flexsite.io", "mpanclaims", "", organisation, "c"},
+				{"delete", "flexsite.io", "enrolmentclaims", "", organisation, "c"}, // an enrolment's, by its finalizer
 				{"list", "flexsite.io", "propositions", "", "", ""},
 				{"list", "flexsite.io", "subscriptions", "", "", ""},
 				{"create", "events.k8s.io", "events", "", organisation, ""},
@@ -148,6 +149,7 @@ var _ = Describe("charts/flexsite's two tiers (sharding.enabled)", func() {
 				{"create", "flexsite.io", "deviceconnections", "", organisation, ""},
 				{"list", "flexsite.io", "apiclients", "", "", ""},
 				{"create", "flexsite.io", "usernameclaims", "", "", ""},
+				{"create", "flexsite.io", "enrolmentclaims", "", organisation, ""},
 				{"get", "flexsite.io", "flexevents", "", organisation, ""},
 				{"create", "flexsite.io", "subscriptions", "", organisation, ""},
 				{"update", "flexsite.io", "subscriptions", "status", organisation, "s"},
@@ -170,6 +172,7 @@ var _ = Describe("charts/flexsite's two tiers (sharding.enabled)", func() {
 				{"update", "flexsite.io", "flexevents", "status", organisation, "f"},
 				{"update", "flexsite.io", "subscriptions", "status", organisation, "s"},
 				{"create", "flexsite.io", "usernameclaims", "", "", ""},
+				{"create", "flexsite.io", "enrolmentclaims", "", organisation, ""}, // the Enrolment webhook's
 				{"list", "", "namespaces", "", "", ""},
 				{"create", "rbac.authorization.k8s.io", "rolebindings", "", organisation, ""},
 				{"bind", "rbac.authorization.k8s.io", "clusterroles", "", "", "flexsite-organisation-secrets"},
