@@ -227,8 +227,9 @@ func (st *subState) askClaim() {
 }
 
 // claimers is how many claimers a subscription has: a burst's claims, each a statement's round
-// trip, overlap instead of taking turns (FOR UPDATE SKIP LOCKED keeps them apart, and each
-// takes only sites' heads).
+// trip, overlap in flight instead of taking turns on the wire; the database runs a
+// subscription's claims one after another (outboxstore.Claim), so that none locks the rows
+// another has just claimed.
 const claimers = 2
 
 // claimer claims deliveries when asked (by a pass, a batch recorded, a delivery dropped)
