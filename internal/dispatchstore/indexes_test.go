@@ -108,18 +108,8 @@ func TestDispatchReadsArePlannedOnTheirIndexes(t *testing.T) {
 		t.Errorf("dispatch_status_changes has %d foreign keys, want none", n)
 	}
 
-	cfg, err := pgxpool.ParseConfig(testDB.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	traced := &statements{}
-	cfg.ConnConfig.Tracer = traced
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	s := &dispatchstore.Store{Pool: pool}
+	s := tracedStore(t, traced)
 	const org, assets, events = "org-index-plans", 300, 30
 	for e := range events {
 		from := start.Add(time.Duration(e-events/2) * 24 * time.Hour)
@@ -213,4 +203,21 @@ func TestDispatchReadsArePlannedOnTheirIndexes(t *testing.T) {
 			t.Logf("%s, %s", name, plan)
 		}
 	}
+}
+
+// tracedStore is a Store on a pool of its own whose statements tracer sees (closed with the
+// test).
+func tracedStore(t *testing.T, tracer pgx.QueryTracer) *dispatchstore.Store {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testDB.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return &dispatchstore.Store{Pool: pool}
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flexsite/flexsite/internal/dispatch"
 	"github.com/flexsite/flexsite/internal/dispatchstore"
@@ -62,18 +61,8 @@ func (t *trips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)
 // dispatch once, its skip only when not dispatched).
 func TestIssueTransactionIsTwoRoundTrips(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(testDB.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	traced := &trips{}
-	cfg.ConnConfig.Tracer = traced
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	s := &dispatchstore.Store{Pool: pool}
+	s := tracedStore(t, traced)
 	const org = "org-round-trips"
 	ds := dispatches("fe-trips", 100)
 	skips := []dispatchstore.Skip{

@@ -135,16 +135,22 @@ func holderOtherThan(ctx context.Context, holders index.Lookup, site *flexv1.Sit
 	return nil
 }
 
+// siteOf is the Site an MPAN claim names, read from r; nil when it does not exist.
 func siteOf(ctx context.Context, r client.Reader, claim *flexv1.MPANClaim) (*flexv1.Site, error) {
-	site := &flexv1.Site{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Spec.SiteName}, site)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
+	return getOrNil[flexv1.Site](ctx, r, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Spec.SiteName})
+}
+
+// getOrNil reads the object of key from r: nil, and no error, when it does not exist (a
+// claim's holder that is gone or not stored yet).
+func getOrNil[T any, PT interface {
+	*T
+	client.Object
+}](ctx context.Context, r client.Reader, key client.ObjectKey) (PT, error) {
+	obj := PT(new(T))
+	if err := r.Get(ctx, key, obj); err != nil {
+		return nil, client.IgnoreNotFound(err)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return site, nil
+	return obj, nil
 }
 
 // ReleaseClaim deletes site's claim of an MPAN it has just left, if it holds one: the change

@@ -218,13 +218,5 @@ func unclaimedHolder(ctx context.Context, holders index.Lookup, enr *flexv1.Enro
 
 // enrolmentOf is the Enrolment a claim names, read from r; nil when it does not exist.
 func enrolmentOf(ctx context.Context, r client.Reader, claim *flexv1.EnrolmentClaim) (*flexv1.Enrolment, error) {
-	enr := &flexv1.Enrolment{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Spec.EnrolmentName}, enr)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return enr, nil
+	return getOrNil[flexv1.Enrolment](ctx, r, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Spec.EnrolmentName})
 }

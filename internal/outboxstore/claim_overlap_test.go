@@ -54,12 +54,11 @@ func TestAnOutcomeWaitsForNoOtherClaim(t *testing.T) {
 		_, _ = gate.Exec(ctx, `SELECT pg_advisory_unlock_all()`)
 		_, _ = testDB.Pool.Exec(ctx, fmt.Sprintf(`DROP TRIGGER %[1]s ON notification_deliveries; DROP FUNCTION %[1]s()`, fn))
 	}()
-	gateWaiters := func(key int) int {
+	// gateWaiters is polled: a failed read fails the poll (and is tried again), not the test.
+	gateWaiters := func(g Gomega, key int) int {
 		var n int
-		if err := testDB.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-			AND classid = 7150 AND objid = $1`, key).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
+		g.Expect(testDB.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			AND classid = 7150 AND objid = $1`, key).Scan(&n)).To(Succeed())
 		return n
 	}
 	type claimed struct {
@@ -77,7 +76,7 @@ func TestAnOutcomeWaitsForNoOtherClaim(t *testing.T) {
 
 	// B leases a's row and waits at the first gate.
 	b := claim(3)
-	g.Eventually(func() int { return gateWaiters(1) }).Should(Equal(1))
+	g.Eventually(func(g Gomega) int { return gateWaiters(g, 1) }).Should(Equal(1))
 	// A runs meanwhile: it claims (or waits for B, taking its turn).
 	a := claim(1)
 	var fromA *claimed
@@ -95,7 +94,7 @@ func TestAnOutcomeWaitsForNoOtherClaim(t *testing.T) {
 	}).Should(Succeed())
 	// B goes on, and waits at the second gate on leasing c's row.
 	unlock(1)
-	g.Eventually(func() int { return gateWaiters(2) }).Should(Equal(1))
+	g.Eventually(func(g Gomega) int { return gateWaiters(g, 2) }).Should(Equal(1))
 
 	// Whatever A claimed is recorded while B is still running.
 	record := func(ds []outboxstore.Delivery) {
